@@ -1,0 +1,2 @@
+//! (skeleton: filled in by its issue)
+#![no_std]

@@ -1,0 +1,183 @@
+//! The platform seam: the only way drivers reach the machine (DMA memory, MMIO, time).
+//!
+//! Modelled on rcore-os/virtio-drivers' `Hal`: a driver is generic over [`Hal`] and never
+//! holds a raw pointer. The same driver code then runs
+//! - on bare metal (`kernel` implements the traits with volatile accesses to identity-mapped
+//!   memory and uncached BAR mappings),
+//! - in host tests and the host runner (`emu-connectx` implements them over an arena of
+//!   "physical" memory that the emulated adapter also reads and writes, and a BAR whose
+//!   accesses are calls into the adapter model).
+//!
+//! Conventions:
+//! - `Mmio::read32/write32` move the 4 bytes at `offset` as a little-endian CPU load/store
+//!   would on x86. Devices with big-endian registers (mlx5) use the `_be` helpers.
+//! - `DmaRegion` offsets are bytes from the region's start; out-of-range offsets are a
+//!   driver bug and implementations panic on them (they never come from outside input:
+//!   drivers check every device- or network-provided index before using it).
+#![no_std]
+#![forbid(unsafe_code)]
+
+/// A physical (bus) address as the device sees it.
+pub type PhysAddr = u64;
+
+/// Why a platform request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HalError {
+    /// No physically contiguous block of that size and alignment is free.
+    OutOfMemory { size: usize, align: usize },
+    /// Alignment is zero or not a power of two.
+    BadAlignment(usize),
+}
+
+impl core::fmt::Display for HalError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            HalError::OutOfMemory { size, align } => {
+                write!(f, "out of DMA memory ({size} bytes, align {align})")
+            }
+            HalError::BadAlignment(a) => write!(f, "bad DMA alignment {a}"),
+        }
+    }
+}
+
+/// A physically contiguous, zero-initialised, device-visible memory region.
+///
+/// Dropping the region returns it to the platform.
+pub trait DmaRegion {
+    /// Physical address of byte 0, as the device must be told.
+    fn paddr(&self) -> PhysAddr;
+    /// Length in bytes.
+    fn len(&self) -> usize;
+    /// Whether the region is empty (never, for regions from `dma_alloc`).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copy `buf.len()` bytes starting at `offset` out of the region (volatile).
+    fn read(&self, offset: usize, buf: &mut [u8]);
+    /// Copy `data` into the region at `offset` (volatile).
+    fn write(&self, offset: usize, data: &[u8]);
+    /// Fill `len` bytes at `offset` with `byte`.
+    fn fill(&self, offset: usize, len: usize, byte: u8) {
+        let chunk = [byte; 64];
+        let mut done = 0;
+        while done < len {
+            let n = core::cmp::min(64, len - done);
+            self.write(offset + done, &chunk[..n]);
+            done += n;
+        }
+    }
+
+    fn read_u8(&self, offset: usize) -> u8 {
+        let mut b = [0u8; 1];
+        self.read(offset, &mut b);
+        b[0]
+    }
+    fn write_u8(&self, offset: usize, v: u8) {
+        self.write(offset, &[v]);
+    }
+    fn read_be16(&self, offset: usize) -> u16 {
+        let mut b = [0u8; 2];
+        self.read(offset, &mut b);
+        u16::from_be_bytes(b)
+    }
+    fn write_be16(&self, offset: usize, v: u16) {
+        self.write(offset, &v.to_be_bytes());
+    }
+    fn read_be32(&self, offset: usize) -> u32 {
+        let mut b = [0u8; 4];
+        self.read(offset, &mut b);
+        u32::from_be_bytes(b)
+    }
+    fn write_be32(&self, offset: usize, v: u32) {
+        self.write(offset, &v.to_be_bytes());
+    }
+    fn read_be64(&self, offset: usize) -> u64 {
+        let mut b = [0u8; 8];
+        self.read(offset, &mut b);
+        u64::from_be_bytes(b)
+    }
+    fn write_be64(&self, offset: usize, v: u64) {
+        self.write(offset, &v.to_be_bytes());
+    }
+    fn read_le16(&self, offset: usize) -> u16 {
+        let mut b = [0u8; 2];
+        self.read(offset, &mut b);
+        u16::from_le_bytes(b)
+    }
+    fn write_le16(&self, offset: usize, v: u16) {
+        self.write(offset, &v.to_le_bytes());
+    }
+    fn read_le32(&self, offset: usize) -> u32 {
+        let mut b = [0u8; 4];
+        self.read(offset, &mut b);
+        u32::from_le_bytes(b)
+    }
+    fn write_le32(&self, offset: usize, v: u32) {
+        self.write(offset, &v.to_le_bytes());
+    }
+    fn read_le64(&self, offset: usize) -> u64 {
+        let mut b = [0u8; 8];
+        self.read(offset, &mut b);
+        u64::from_le_bytes(b)
+    }
+    fn write_le64(&self, offset: usize, v: u64) {
+        self.write(offset, &v.to_le_bytes());
+    }
+}
+
+/// A device register window (a PCI BAR), mapped uncached.
+pub trait Mmio {
+    /// Size of the window in bytes.
+    fn size(&self) -> usize;
+    /// 32-bit load of the bytes at `offset` in CPU (little-endian) order.
+    fn read32(&self, offset: usize) -> u32;
+    /// 32-bit store in CPU (little-endian) order.
+    fn write32(&self, offset: usize, value: u32);
+    /// 64-bit load in CPU (little-endian) order.
+    fn read64(&self, offset: usize) -> u64 {
+        (self.read32(offset) as u64) | ((self.read32(offset + 4) as u64) << 32)
+    }
+    /// 64-bit store as one access, CPU (little-endian) order.
+    fn write64(&self, offset: usize, value: u64);
+
+    /// Big-endian register read: the value whose most significant byte is at `offset`.
+    fn read32_be(&self, offset: usize) -> u32 {
+        u32::from_be(self.read32(offset))
+    }
+    /// Big-endian register write.
+    fn write32_be(&self, offset: usize, value: u32) {
+        self.write32(offset, value.to_be())
+    }
+    /// Big-endian 64-bit register write (one access), e.g. an mlx5 UAR doorbell.
+    fn write64_be(&self, offset: usize, value: u64) {
+        self.write64(offset, value.to_be())
+    }
+}
+
+/// The platform a driver runs on.
+pub trait Hal {
+    /// A DMA region owned by the driver.
+    type Dma: DmaRegion;
+    /// Allocate `size` bytes of zeroed, physically contiguous DMA memory aligned to `align`
+    /// (a power of two; at least 4096 is always honoured).
+    fn dma_alloc(&self, size: usize, align: usize) -> Result<Self::Dma, HalError>;
+    /// Monotonic time in nanoseconds since an arbitrary origin.
+    fn now_ns(&self) -> u64;
+    /// Called in every busy-wait iteration (a `pause` on hardware; the host model may use
+    /// it to advance simulated time or run the device).
+    fn relax(&self) {}
+}
+
+/// Busy-wait until `done()` is true or `timeout_ns` passes. Returns whether it became true.
+pub fn poll_until<H: Hal + ?Sized>(hal: &H, timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
+    let start = hal.now_ns();
+    loop {
+        if done() {
+            return true;
+        }
+        if hal.now_ns().wrapping_sub(start) >= timeout_ns {
+            return done();
+        }
+        hal.relax();
+    }
+}

@@ -1,0 +1,210 @@
+//! The verbs interface: what an app (NVMe-oF, rping-like tools, CM) may ask of an RDMA device.
+//!
+//! Poll-first: nothing here blocks. `post_*` write work requests and ring a doorbell,
+//! `poll_cq` drains completions into a caller-provided slice. Implementations must not
+//! allocate, lock or log per operation.
+
+use hal::PhysAddr;
+
+macro_rules! handle {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+        pub struct $name(pub u32);
+        impl core::fmt::Display for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                write!(f, "{}({:#x})", stringify!($name), self.0)
+            }
+        }
+    };
+}
+handle!(/// Queue pair number (24 bits on the wire).
+    Qpn);
+handle!(/// Completion queue number.
+    Cqn);
+handle!(/// Protection domain number.
+    Pdn);
+handle!(/// Local memory key (used in local scatter/gather entries).
+    Lkey);
+handle!(/// Remote memory key (handed to a peer for RDMA READ/WRITE).
+    Rkey);
+
+/// An IPv4 address in network order bytes.
+pub type Ipv4 = [u8; 4];
+/// An Ethernet MAC address.
+pub type Mac = [u8; 6];
+
+/// One scatter/gather entry: physical address, length, local key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sge {
+    pub addr: PhysAddr,
+    pub len: u32,
+    pub lkey: Lkey,
+}
+
+/// Remote access rights of a memory registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Access {
+    pub local_write: bool,
+    pub remote_read: bool,
+    pub remote_write: bool,
+}
+
+/// What a send-queue work request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    Send,
+    SendWithImm(u32),
+    /// SEND that invalidates `Rkey` at the responder.
+    SendWithInvalidate(Rkey),
+    RdmaWrite { remote_addr: u64, rkey: Rkey },
+    RdmaWriteWithImm { remote_addr: u64, rkey: Rkey, imm: u32 },
+    RdmaRead { remote_addr: u64, rkey: Rkey },
+}
+
+/// Destination of a UD send (QP1 / CM): an address vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UdDest {
+    pub remote_qpn: Qpn,
+    pub qkey: u32,
+    pub dest_ip: Ipv4,
+    pub dest_mac: Mac,
+    /// UDP source port to use for this datagram (entropy).
+    pub udp_sport: u16,
+}
+
+/// A send work request. `sge.len == 0` means no payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendWr {
+    pub wr_id: u64,
+    pub op: SendOp,
+    pub sge: Sge,
+    /// Generate a completion for this request (unsignaled ones complete silently).
+    pub signaled: bool,
+    /// For UD QPs only.
+    pub ud: Option<UdDest>,
+}
+
+/// A receive work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvWr {
+    pub wr_id: u64,
+    pub sge: Sge,
+}
+
+/// Completion status, as IB verbs name them (mlx5 CQE syndromes map onto these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WcStatus {
+    #[default]
+    Success,
+    LocalLength,
+    LocalQpOperation,
+    LocalProtection,
+    WrFlushed,
+    MemoryWindowBind,
+    BadResponse,
+    LocalAccess,
+    RemoteInvalidRequest,
+    RemoteAccess,
+    RemoteOperation,
+    RetryExceeded,
+    RnrRetryExceeded,
+    RemoteAborted,
+    /// A status the device reported that has no name here (raw syndrome).
+    Other(u8),
+}
+
+/// What completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WcOpcode {
+    #[default]
+    Send,
+    RdmaWrite,
+    RdmaRead,
+    Recv,
+    RecvWithImm,
+    RecvRdmaWithImm,
+}
+
+/// One work completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Completion {
+    pub wr_id: u64,
+    pub status: WcStatus,
+    pub opcode: WcOpcode,
+    pub qpn: Qpn,
+    /// Bytes received (receive completions).
+    pub byte_len: u32,
+    pub imm: Option<u32>,
+    /// The rkey the peer invalidated with SEND WITH INVALIDATE.
+    pub invalidated_rkey: Option<Rkey>,
+    /// UD receives: source QPN.
+    pub src_qp: Qpn,
+    /// Device-specific error detail (mlx5: vendor_err_synd), 0 on success.
+    pub vendor_err: u8,
+}
+
+/// QP attributes needed to bring an RC QP to RTS towards a RoCEv2 peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RcConnectAttrs {
+    pub remote_qpn: Qpn,
+    pub remote_ip: Ipv4,
+    pub remote_mac: Mac,
+    /// PSN we expect the peer to start with.
+    pub rq_psn: u32,
+    /// PSN our first request carries.
+    pub sq_psn: u32,
+    /// Path MTU in bytes (256..4096).
+    pub mtu: u32,
+    pub udp_sport: u16,
+    /// Transport retries (7 = infinite) and RNR retries.
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    /// Local ACK timeout exponent (4.096 µs × 2^timeout).
+    pub timeout: u8,
+    pub min_rnr_timer: u8,
+    /// RDMA READs we may have outstanding as requester / accept as responder.
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub access: Access,
+}
+
+/// The interface an RDMA app is generic over.
+pub trait Verbs {
+    /// The device's error type (carries raw status).
+    type Error: core::fmt::Debug;
+    /// Memory the app reads and writes and the device DMAs.
+    type Buf: hal::DmaRegion;
+
+    /// This port's addresses.
+    fn local_ip(&self) -> Ipv4;
+    fn local_mac(&self) -> Mac;
+
+    /// Allocate DMA memory for buffers (setup path, not per I/O).
+    fn alloc_buf(&mut self, len: usize) -> Result<Self::Buf, Self::Error>;
+    /// Register `len` bytes at `addr` (physically contiguous) with `access`.
+    fn reg_mr(&mut self, addr: PhysAddr, len: u64, access: Access) -> Result<(Lkey, Rkey), Self::Error>;
+    fn dereg_mr(&mut self, lkey: Lkey) -> Result<(), Self::Error>;
+
+    fn create_cq(&mut self, entries: u32) -> Result<Cqn, Self::Error>;
+    fn destroy_cq(&mut self, cq: Cqn) -> Result<(), Self::Error>;
+    /// Create an RC QP in RESET, sized for `sq`/`rq` work requests.
+    fn create_rc_qp(&mut self, send_cq: Cqn, recv_cq: Cqn, sq: u32, rq: u32) -> Result<Qpn, Self::Error>;
+    /// RESET → INIT → RTR → RTS.
+    fn connect_rc_qp(&mut self, qp: Qpn, attrs: &RcConnectAttrs) -> Result<(), Self::Error>;
+    /// Move to ERROR: outstanding work completes with `WrFlushed`.
+    fn qp_to_error(&mut self, qp: Qpn) -> Result<(), Self::Error>;
+    fn destroy_qp(&mut self, qp: Qpn) -> Result<(), Self::Error>;
+    /// The GSI QP (QP1) for CM MADs, created at bring-up.
+    fn gsi_qp(&self) -> Qpn;
+
+    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error>;
+    fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), Self::Error>;
+    /// Drain up to `out.len()` completions; returns how many were written.
+    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize;
+
+    /// Resolve a peer's MAC (ARP); `None` while unresolved (a request is sent).
+    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac>;
+    /// Slow-path housekeeping (EQ, ARP, timers). Called from the app's poll loop.
+    fn poll(&mut self);
+}

@@ -1,0 +1,1 @@
+//! (skeleton: filled in by its issue)
