@@ -2,6 +2,10 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+extern crate alloc;
+
 pub mod verbs;
+#[cfg(any(test, feature = "soft"))]
+pub mod soft;
 
 pub use verbs::*;

@@ -197,8 +197,14 @@ pub trait Verbs {
     fn destroy_qp(&mut self, qp: Qpn) -> Result<(), Self::Error>;
     /// The GSI QP (QP1) for CM MADs, created at bring-up.
     fn gsi_qp(&self) -> Qpn;
+    /// The CQ the GSI QP's send and receive completions go to (created at bring-up with it).
+    /// The CM polls it; nothing else should.
+    fn gsi_cq(&self) -> Cqn;
 
     fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error>;
+    /// Post a receive. Allowed in any state but ERROR, including RESET right after
+    /// `create_rc_qp`: the device holds the WR until the QP reaches RTR, so a consumer can
+    /// post its receive buffers before the CM sends REP/RTU (no RNR window).
     fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), Self::Error>;
     /// Drain up to `out.len()` completions; returns how many were written.
     fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize;

@@ -1,0 +1,198 @@
+//! Behaviour of the soft verbs double (rdma::soft): RC ops, key checks, UD on QP1.
+use hal::DmaRegion;
+use rdma::soft::{SoftDevice, SoftFabric, GSI_QKEY, GRH_LEN};
+use rdma::*;
+
+const RW: Access = Access { local_write: true, remote_read: true, remote_write: true };
+
+struct Side {
+    cq: Cqn,
+    qp: Qpn,
+    buf: rdma::soft::SoftBuf,
+    lkey: Lkey,
+    rkey: Rkey,
+}
+
+fn side(d: &mut SoftDevice) -> Side {
+    let cq = d.create_cq(64).unwrap();
+    let qp = d.create_rc_qp(cq, cq, 16, 16).unwrap();
+    let buf = d.alloc_buf(8192).unwrap();
+    let (lkey, rkey) = d.reg_mr(buf.paddr(), 8192, RW).unwrap();
+    Side { cq, qp, buf, lkey, rkey }
+}
+
+fn attrs(peer: &SoftDevice, qpn: Qpn) -> RcConnectAttrs {
+    RcConnectAttrs {
+        remote_qpn: qpn,
+        remote_ip: peer.local_ip(),
+        remote_mac: peer.local_mac(),
+        mtu: 1024,
+        max_rd_atomic: 4,
+        max_dest_rd_atomic: 4,
+        access: RW,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        ..Default::default()
+    }
+}
+
+fn pair() -> (SoftFabric, SoftDevice, SoftDevice, Side, Side) {
+    let f = SoftFabric::new();
+    let mut a = f.add_device([10, 0, 0, 1]);
+    let mut b = f.add_device([10, 0, 0, 2]);
+    let sa = side(&mut a);
+    let sb = side(&mut b);
+    a.connect_rc_qp(sa.qp, &attrs(&b, sb.qp)).unwrap();
+    b.connect_rc_qp(sb.qp, &attrs(&a, sa.qp)).unwrap();
+    (f, a, b, sa, sb)
+}
+
+fn poll_one(d: &mut SoftDevice, cq: Cqn) -> Completion {
+    let mut c = [Completion::default(); 1];
+    for _ in 0..100 {
+        if d.poll_cq(cq, &mut c) == 1 {
+            return c[0];
+        }
+    }
+    panic!("no completion");
+}
+
+fn pump(a: &mut SoftDevice, b: &mut SoftDevice) {
+    for _ in 0..4 {
+        a.poll();
+        b.poll();
+    }
+}
+
+#[test]
+fn send_recv_waits_for_receive_and_completes_after_ack() {
+    let (_f, mut a, mut b, sa, sb) = pair();
+    sa.buf.write(0, b"hello");
+    a.post_send(sa.qp, &SendWr { wr_id: 7, op: SendOp::SendWithImm(0x55), sge: Sge { addr: sa.buf.paddr(), len: 5, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+    pump(&mut a, &mut b);
+    let mut c = [Completion::default(); 4];
+    assert_eq!(a.poll_cq(sa.cq, &mut c), 0, "no ACK before the responder has a receive");
+    b.post_recv(sb.qp, &RecvWr { wr_id: 9, sge: Sge { addr: sb.buf.paddr() + 100, len: 64, lkey: sb.lkey } }).unwrap();
+    let rc = poll_one(&mut b, sb.cq);
+    assert_eq!((rc.wr_id, rc.status, rc.opcode, rc.byte_len, rc.imm), (9, WcStatus::Success, WcOpcode::RecvWithImm, 5, Some(0x55)));
+    let mut got = [0u8; 5];
+    sb.buf.read(100, &mut got);
+    assert_eq!(&got, b"hello");
+    let sc = poll_one(&mut a, sa.cq);
+    assert_eq!((sc.wr_id, sc.status, sc.opcode), (7, WcStatus::Success, WcOpcode::Send));
+}
+
+#[test]
+fn write_and_read_move_bytes() {
+    let (_f, mut a, mut b, sa, sb) = pair();
+    let data: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+    sa.buf.write(0, &data);
+    a.post_send(sa.qp, &SendWr { wr_id: 1, op: SendOp::RdmaWrite { remote_addr: sb.buf.paddr() + 4096, rkey: sb.rkey }, sge: Sge { addr: sa.buf.paddr(), len: 4096, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+    b.poll();
+    assert_eq!(poll_one(&mut a, sa.cq).status, WcStatus::Success);
+    let mut got = vec![0u8; 4096];
+    sb.buf.read(4096, &mut got);
+    assert_eq!(got, data);
+    a.post_send(sa.qp, &SendWr { wr_id: 2, op: SendOp::RdmaRead { remote_addr: sb.buf.paddr() + 4096, rkey: sb.rkey }, sge: Sge { addr: sa.buf.paddr() + 4096, len: 4096, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+    b.poll();
+    let c = poll_one(&mut a, sa.cq);
+    assert_eq!((c.wr_id, c.status, c.opcode), (2, WcStatus::Success, WcOpcode::RdmaRead));
+    let mut back = vec![0u8; 4096];
+    sa.buf.read(4096, &mut back);
+    assert_eq!(back, data);
+}
+
+#[test]
+fn bad_rkey_out_of_bounds_and_invalidated_key_fail_on_requester_only() {
+    for case in 0..3 {
+        let (_f, mut a, mut b, sa, sb) = pair();
+        let (addr, rkey) = match case {
+            0 => (sb.buf.paddr(), Rkey(sb.rkey.0 + 1000)),
+            1 => (sb.buf.paddr() + 8000, sb.rkey),
+            _ => {
+                // The requester itself invalidates the responder's key with SEND WITH INVALIDATE.
+                b.post_recv(sb.qp, &RecvWr { wr_id: 1, sge: Sge { addr: sb.buf.paddr(), len: 16, lkey: sb.lkey } }).unwrap();
+                a.post_send(sa.qp, &SendWr { wr_id: 3, op: SendOp::SendWithInvalidate(sb.rkey), sge: Sge { addr: sa.buf.paddr(), len: 4, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+                let rc = poll_one(&mut b, sb.cq);
+                assert_eq!(rc.invalidated_rkey, Some(sb.rkey));
+                assert_eq!(poll_one(&mut a, sa.cq).status, WcStatus::Success);
+                (sb.buf.paddr(), sb.rkey)
+            }
+        };
+        a.post_send(sa.qp, &SendWr { wr_id: 5, op: SendOp::RdmaWrite { remote_addr: addr, rkey }, sge: Sge { addr: sa.buf.paddr(), len: 512, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+        a.post_send(sa.qp, &SendWr { wr_id: 6, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr(), len: 4, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+        b.poll();
+        let c = poll_one(&mut a, sa.cq);
+        assert_eq!((c.wr_id, c.status), (5, WcStatus::RemoteAccess), "case {case}");
+        let c = poll_one(&mut a, sa.cq);
+        assert_eq!((c.wr_id, c.status), (6, WcStatus::WrFlushed), "case {case}");
+        // The responder keeps serving: a fresh QP pair between the same devices works.
+        let sa2 = side(&mut a);
+        let sb2 = side(&mut b);
+        a.connect_rc_qp(sa2.qp, &attrs(&b, sb2.qp)).unwrap();
+        b.connect_rc_qp(sb2.qp, &attrs(&a, sa2.qp)).unwrap();
+        a.post_send(sa2.qp, &SendWr { wr_id: 8, op: SendOp::RdmaWrite { remote_addr: sb2.buf.paddr(), rkey: sb2.rkey }, sge: Sge { addr: sa2.buf.paddr(), len: 512, lkey: sa2.lkey }, signaled: true, ud: None }).unwrap();
+        b.poll();
+        assert_eq!(poll_one(&mut a, sa2.cq).status, WcStatus::Success);
+    }
+}
+
+#[test]
+fn local_key_violation_and_dead_peer() {
+    let (_f, mut a, mut b, sa, sb) = pair();
+    a.post_send(sa.qp, &SendWr { wr_id: 1, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr() + 8190, len: 16, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+    assert_eq!(poll_one(&mut a, sa.cq).status, WcStatus::LocalProtection);
+    // Peer QP destroyed: requests end in RetryExceeded.
+    let sa2 = side(&mut a);
+    a.connect_rc_qp(sa2.qp, &attrs(&b, sb.qp)).unwrap();
+    b.destroy_qp(sb.qp).unwrap();
+    a.post_send(sa2.qp, &SendWr { wr_id: 2, op: SendOp::Send, sge: Sge { addr: sa2.buf.paddr(), len: 4, lkey: sa2.lkey }, signaled: true, ud: None }).unwrap();
+    b.poll();
+    assert_eq!(poll_one(&mut a, sa2.cq).status, WcStatus::RetryExceeded);
+}
+
+#[test]
+fn ud_on_qp1_has_grh_and_checks_qkey() {
+    let f = SoftFabric::new();
+    let mut a = f.add_device([10, 0, 0, 1]);
+    let mut b = f.add_device([10, 0, 0, 2]);
+    let ba = a.alloc_buf(4096).unwrap();
+    let (la, _) = a.reg_mr(ba.paddr(), 4096, RW).unwrap();
+    let bb = b.alloc_buf(4096).unwrap();
+    let (lb, _) = b.reg_mr(bb.paddr(), 4096, RW).unwrap();
+    let g = b.gsi_qp();
+    b.post_recv(g, &RecvWr { wr_id: 1, sge: Sge { addr: bb.paddr(), len: 296, lkey: lb } }).unwrap();
+    b.post_recv(g, &RecvWr { wr_id: 2, sge: Sge { addr: bb.paddr() + 1024, len: 296, lkey: lb } }).unwrap();
+    ba.fill(0, 256, 0xab);
+    let mut ud = UdDest { remote_qpn: Qpn(1), qkey: 0x1234, dest_ip: b.local_ip(), dest_mac: b.local_mac(), udp_sport: 0xd872 };
+    let ga = a.gsi_qp();
+    a.post_send(ga, &SendWr { wr_id: 3, op: SendOp::Send, sge: Sge { addr: ba.paddr(), len: 256, lkey: la }, signaled: true, ud: Some(ud) }).unwrap();
+    ud.qkey = GSI_QKEY;
+    a.post_send(ga, &SendWr { wr_id: 4, op: SendOp::Send, sge: Sge { addr: ba.paddr(), len: 256, lkey: la }, signaled: true, ud: Some(ud) }).unwrap();
+    let gcq = b.gsi_cq();
+    let c = poll_one(&mut b, gcq);
+    assert_eq!((c.wr_id, c.byte_len, c.src_qp), (1, 296, Qpn(1)));
+    assert_eq!(b.ud_dropped(), 1, "wrong Q_Key dropped");
+    let mut grh = [0u8; GRH_LEN];
+    bb.read(0, &mut grh);
+    assert_eq!(&grh[..20], &[0u8; 20]);
+    assert_eq!(grh[20], 0x45);
+    assert_eq!(&grh[32..36], &[10, 0, 0, 1]);
+    assert_eq!(&grh[36..40], &[10, 0, 0, 2]);
+    assert_eq!(bb.read_u8(GRH_LEN), 0xab);
+}
+
+#[test]
+fn resources_are_counted_for_leak_checks() {
+    let f = SoftFabric::new();
+    let mut a = f.add_device([10, 0, 0, 1]);
+    let before = a.resources();
+    {
+        let s = side(&mut a);
+        assert_eq!(a.resources().qps, before.qps + 1);
+        a.destroy_qp(s.qp).unwrap();
+        a.dereg_mr(s.lkey).unwrap();
+        a.destroy_cq(s.cq).unwrap();
+    }
+    assert_eq!(a.resources(), before);
+}
