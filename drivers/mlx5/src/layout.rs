@@ -1,0 +1,179 @@
+//! Layouts as data: named big-endian bit fields (offset from the outermost struct, width) and generic get/set.
+//!
+//! Bit numbering follows `mlx5_ifc.h`: bit 0 is the most significant bit of byte 0, a field of
+//! width `w` at bit offset `o` covers bits `o..o+w` in that order (big-endian).
+
+/// One field: bit offset from the start of its struct and width in bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    pub off: u32,
+    pub width: u32,
+}
+
+impl Field {
+    /// The same field placed inside an enclosing struct at `base`.
+    pub const fn at(self, base: Field) -> Field {
+        Field { off: self.off + base.off, width: self.width }
+    }
+    /// Byte offset (field must start on a byte boundary).
+    pub const fn byte(self) -> usize {
+        (self.off / 8) as usize
+    }
+    /// Byte length (rounded up).
+    pub const fn bytes(self) -> usize {
+        self.width.div_ceil(8) as usize
+    }
+    /// The `i`-th element of an array whose first element is this field.
+    pub const fn index(self, i: u32) -> Field {
+        Field { off: self.off + i * self.width, width: self.width }
+    }
+}
+
+/// An entry of a layout table: a leaf field or a nested struct.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    pub field: Field,
+    pub sub: Option<&'static Layout>,
+}
+
+/// A struct's table: its name (as in `mlx5_ifc.h`, without prefix/suffix), size in bytes, entries.
+#[derive(Debug)]
+pub struct Layout {
+    pub name: &'static str,
+    pub size: usize,
+    pub entries: &'static [(&'static str, Entry)],
+}
+
+/// A field in the PRM's notation: bits `hi..=lo` of the big-endian dword at byte `dw`.
+pub const fn dw(dw: u32, hi: u32, lo: u32) -> Field {
+    Field { off: dw * 8 + (31 - hi), width: hi - lo + 1 }
+}
+
+#[allow(non_snake_case)]
+pub(crate) const fn F(dw_off: u32, hi: u32, lo: u32) -> Entry {
+    Entry { field: dw(dw_off, hi, lo), sub: None }
+}
+#[allow(non_snake_case)]
+pub(crate) const fn B(byte: u32, len: u32) -> Entry {
+    Entry { field: Field { off: byte * 8, width: len * 8 }, sub: None }
+}
+#[allow(non_snake_case)]
+pub(crate) const fn S(byte: u32, l: &'static Layout) -> Entry {
+    Entry { field: Field { off: byte * 8, width: (l.size * 8) as u32 }, sub: Some(l) }
+}
+
+/// Read a field of at most 64 bits. Panics if `buf` is too short (a driver bug).
+pub fn get(buf: &[u8], f: Field) -> u64 {
+    debug_assert!(f.width <= 64 && f.width > 0);
+    let first = (f.off / 8) as usize;
+    let last = ((f.off + f.width - 1) / 8) as usize;
+    let mut acc: u128 = 0;
+    for b in &buf[first..=last] {
+        acc = (acc << 8) | *b as u128;
+    }
+    let tail = (last as u32 + 1) * 8 - (f.off + f.width);
+    let mask: u128 = (1u128 << f.width) - 1;
+    ((acc >> tail) & mask) as u64
+}
+
+/// Write a field of at most 64 bits (value truncated to the width).
+pub fn set(buf: &mut [u8], f: Field, v: u64) {
+    debug_assert!(f.width <= 64 && f.width > 0);
+    let first = (f.off / 8) as usize;
+    let last = ((f.off + f.width - 1) / 8) as usize;
+    let mut acc: u128 = 0;
+    for b in &buf[first..=last] {
+        acc = (acc << 8) | *b as u128;
+    }
+    let tail = (last as u32 + 1) * 8 - (f.off + f.width);
+    let mask: u128 = ((1u128 << f.width) - 1) << tail;
+    acc = (acc & !mask) | (((v as u128) << tail) & mask);
+    for (i, b) in buf[first..=last].iter_mut().enumerate().rev() {
+        let shift = (last - first - i) * 8;
+        *b = (acc >> shift) as u8;
+    }
+}
+
+/// The bytes of a byte-aligned field (addresses, GIDs, capability blocks).
+pub fn bytes(buf: &[u8], f: Field) -> &[u8] {
+    &buf[f.byte()..f.byte() + f.bytes()]
+}
+
+/// Copy `data` into a byte-aligned field (at most its length).
+pub fn set_bytes(buf: &mut [u8], f: Field, data: &[u8]) {
+    let n = core::cmp::min(data.len(), f.bytes());
+    buf[f.byte()..f.byte() + n].copy_from_slice(&data[..n]);
+}
+
+/// Visit every leaf field as (`path segments`, absolute field), depth first.
+pub fn walk(l: &'static Layout, mut visit: impl FnMut(&[&str], Field)) {
+    let mut path: [&str; 8] = [""; 8];
+    path[0] = l.name;
+    walk_inner(l, 0, &mut path, 1, &mut visit);
+}
+
+fn walk_inner(
+    l: &'static Layout,
+    base: u32,
+    path: &mut [&'static str; 8],
+    depth: usize,
+    visit: &mut impl FnMut(&[&str], Field),
+) {
+    for (name, e) in l.entries {
+        path[depth] = name;
+        let f = Field { off: e.field.off + base, width: e.field.width };
+        match e.sub {
+            Some(sub) if depth + 1 < path.len() => walk_inner(sub, f.off, path, depth + 1, visit),
+            _ => visit(&path[..=depth], f),
+        }
+    }
+}
+
+/// Find a field (or nested struct) by its dotted name, e.g. `create_cq_in.cq_context.log_cq_size`.
+pub fn lookup(layouts: &[&'static Layout], dotted: &str) -> Option<Field> {
+    let mut parts = dotted.split('.').peekable();
+    let top = parts.next()?;
+    let mut l = *layouts.iter().find(|l| l.name == top)?;
+    let mut base = 0u32;
+    while let Some(p) = parts.next() {
+        let (_, e) = l.entries.iter().find(|(n, _)| *n == p)?;
+        let f = Field { off: e.field.off + base, width: e.field.width };
+        if parts.peek().is_none() {
+            return Some(f);
+        }
+        l = e.sub?;
+        base = f.off;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn get_set_roundtrip_unaligned() {
+        let mut b = [0u8; 16];
+        let f = Field { off: 5, width: 13 };
+        set(&mut b, f, 0x1abc);
+        assert_eq!(get(&b, f), 0x1abc & 0x1fff);
+        assert_eq!(b[0], 0b0000_0110); // bits 5..7 of byte 0 = top 3 bits of 0x1abc (13 bits)
+        let g = dw(0x08, 23, 0);
+        set(&mut b, g, 0xffffff);
+        assert_eq!(&b[8..12], &[0, 0xff, 0xff, 0xff]);
+        assert_eq!(get(&b, f), 0x1abc);
+        let w = Field { off: 64, width: 64 };
+        set(&mut b, w, 0x0102030405060708);
+        assert_eq!(&b[8..16], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(get(&b, w), 0x0102030405060708);
+        let odd = Field { off: 3, width: 64 };
+        set(&mut b, odd, u64::MAX - 5);
+        assert_eq!(get(&b, odd), u64::MAX - 5);
+    }
+
+    #[test]
+    fn dw_notation() {
+        assert_eq!(dw(0x00, 31, 16), Field { off: 0, width: 16 });
+        assert_eq!(dw(0x0c, 28, 24), Field { off: 99, width: 5 });
+    }
+}
