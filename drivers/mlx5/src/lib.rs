@@ -4,5 +4,26 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+extern crate alloc;
+
+pub mod cmd;
+pub mod device;
+pub mod error;
+pub mod health;
 pub mod ifc;
 pub mod layout;
+
+pub use cmd::{op, Timeouts};
+pub use device::{AsyncEvent, Caps, Config, Mkey, Mlx5, QpKind, QpState, Stats};
+pub use error::Error;
+pub use health::{FwVersion, HealthReport};
+
+/// PCI vendor ID of Mellanox/NVIDIA.
+pub const PCI_VENDOR: u16 = 0x15b3;
+/// ConnectX-4 .. ConnectX-7 physical-function device IDs (DPDK mlx5_common.h); each VF is PF + 1.
+pub const PCI_PF_IDS: [u16; 8] = [0x1013, 0x1015, 0x1017, 0x1019, 0x101b, 0x101d, 0x101f, 0x1021];
+
+/// Whether a PCI function is a ConnectX-4/5/6/7 PF or VF this driver handles.
+pub fn pci_match(vendor: u16, device: u16) -> bool {
+    vendor == PCI_VENDOR && PCI_PF_IDS.iter().any(|&pf| device == pf || device == pf + 1)
+}

@@ -1,0 +1,312 @@
+//! Firmware command queue: 64-byte entries, inline in/out, chained mailboxes, ownership, tokens.
+//!
+//! One slot (0) is used, synchronously: the driver is poll-driven, so page requests that arrive
+//! while a command runs are answered after it completes (the firmware does not block a command
+//! on the driver's answer to a page request it raised itself).
+
+use crate::error::Error;
+use crate::health::HealthMonitor;
+use crate::ifc::{cmd_layout as ent, cmd_prot_block as blk, init_seg, mbox_in, mbox_out};
+use crate::layout::{get, set, set_bytes, Field};
+use hal::{DmaRegion, Hal, Mmio};
+
+/// Command opcodes (mlx5_ifc.h MLX5_CMD_OP_*).
+pub mod op {
+    pub const QUERY_HCA_CAP: u16 = 0x100;
+    pub const INIT_HCA: u16 = 0x102;
+    pub const TEARDOWN_HCA: u16 = 0x103;
+    pub const ENABLE_HCA: u16 = 0x104;
+    pub const DISABLE_HCA: u16 = 0x105;
+    pub const QUERY_PAGES: u16 = 0x107;
+    pub const MANAGE_PAGES: u16 = 0x108;
+    pub const SET_HCA_CAP: u16 = 0x109;
+    pub const QUERY_ISSI: u16 = 0x10a;
+    pub const SET_ISSI: u16 = 0x10b;
+    pub const CREATE_MKEY: u16 = 0x200;
+    pub const DESTROY_MKEY: u16 = 0x202;
+    pub const QUERY_SPECIAL_CONTEXTS: u16 = 0x203;
+    pub const CREATE_EQ: u16 = 0x301;
+    pub const DESTROY_EQ: u16 = 0x302;
+    pub const CREATE_CQ: u16 = 0x400;
+    pub const DESTROY_CQ: u16 = 0x401;
+    pub const CREATE_QP: u16 = 0x500;
+    pub const DESTROY_QP: u16 = 0x501;
+    pub const RST2INIT_QP: u16 = 0x502;
+    pub const INIT2RTR_QP: u16 = 0x503;
+    pub const RTR2RTS_QP: u16 = 0x504;
+    pub const RTS2RTS_QP: u16 = 0x505;
+    pub const QP_2ERR: u16 = 0x507;
+    pub const QP_2RST: u16 = 0x50a;
+    pub const QUERY_QP: u16 = 0x50b;
+    pub const QUERY_NIC_VPORT_CONTEXT: u16 = 0x754;
+    pub const MODIFY_NIC_VPORT_CONTEXT: u16 = 0x755;
+    pub const QUERY_ROCE_ADDRESS: u16 = 0x760;
+    pub const SET_ROCE_ADDRESS: u16 = 0x761;
+    pub const ALLOC_PD: u16 = 0x800;
+    pub const DEALLOC_PD: u16 = 0x801;
+    pub const ALLOC_UAR: u16 = 0x802;
+    pub const DEALLOC_UAR: u16 = 0x803;
+    pub const ACCESS_REG: u16 = 0x805;
+    pub const ALLOC_TRANSPORT_DOMAIN: u16 = 0x816;
+    pub const DEALLOC_TRANSPORT_DOMAIN: u16 = 0x817;
+}
+
+/// The mlx5_ifc name of a command opcode, for error messages.
+pub fn opcode_name(opcode: u16) -> &'static str {
+    match opcode {
+        op::QUERY_HCA_CAP => "QUERY_HCA_CAP",
+        op::INIT_HCA => "INIT_HCA",
+        op::TEARDOWN_HCA => "TEARDOWN_HCA",
+        op::ENABLE_HCA => "ENABLE_HCA",
+        op::DISABLE_HCA => "DISABLE_HCA",
+        op::QUERY_PAGES => "QUERY_PAGES",
+        op::MANAGE_PAGES => "MANAGE_PAGES",
+        op::SET_HCA_CAP => "SET_HCA_CAP",
+        op::QUERY_ISSI => "QUERY_ISSI",
+        op::SET_ISSI => "SET_ISSI",
+        op::CREATE_MKEY => "CREATE_MKEY",
+        op::DESTROY_MKEY => "DESTROY_MKEY",
+        op::QUERY_SPECIAL_CONTEXTS => "QUERY_SPECIAL_CONTEXTS",
+        op::CREATE_EQ => "CREATE_EQ",
+        op::DESTROY_EQ => "DESTROY_EQ",
+        op::CREATE_CQ => "CREATE_CQ",
+        op::DESTROY_CQ => "DESTROY_CQ",
+        op::CREATE_QP => "CREATE_QP",
+        op::DESTROY_QP => "DESTROY_QP",
+        op::RST2INIT_QP => "RST2INIT_QP",
+        op::INIT2RTR_QP => "INIT2RTR_QP",
+        op::RTR2RTS_QP => "RTR2RTS_QP",
+        op::RTS2RTS_QP => "RTS2RTS_QP",
+        op::QP_2ERR => "2ERR_QP",
+        op::QP_2RST => "2RST_QP",
+        op::QUERY_QP => "QUERY_QP",
+        op::QUERY_NIC_VPORT_CONTEXT => "QUERY_NIC_VPORT_CONTEXT",
+        op::MODIFY_NIC_VPORT_CONTEXT => "MODIFY_NIC_VPORT_CONTEXT",
+        op::QUERY_ROCE_ADDRESS => "QUERY_ROCE_ADDRESS",
+        op::SET_ROCE_ADDRESS => "SET_ROCE_ADDRESS",
+        op::ALLOC_PD => "ALLOC_PD",
+        op::DEALLOC_PD => "DEALLOC_PD",
+        op::ALLOC_UAR => "ALLOC_UAR",
+        op::DEALLOC_UAR => "DEALLOC_UAR",
+        op::ACCESS_REG => "ACCESS_REG",
+        op::ALLOC_TRANSPORT_DOMAIN => "ALLOC_TRANSPORT_DOMAIN",
+        op::DEALLOC_TRANSPORT_DOMAIN => "DEALLOC_TRANSPORT_DOMAIN",
+        _ => "UNKNOWN_CMD",
+    }
+}
+
+/// Entry `type` for the PCIe command transport.
+const CMD_TYPE_PCIE: u64 = 0x7;
+/// Bytes of input/output carried inside the entry.
+pub const INLINE: usize = 16;
+/// Data bytes per mailbox block.
+pub const BLOCK_DATA: usize = 512;
+/// Stride between mailbox blocks (576-byte blocks, 1 KiB aligned as Linux's DMA pool).
+pub const BLOCK_STRIDE: usize = 1024;
+/// Mailbox blocks per direction: enough for 16 + 8 * 512 = 4112 bytes (SET_HCA_CAP, 512 pages).
+pub const MAX_BLOCKS: usize = 8;
+/// Largest command input or output the queue can carry.
+pub const MAX_MSG: usize = INLINE + MAX_BLOCKS * BLOCK_DATA;
+/// Slot used for every command.
+const SLOT: usize = 0;
+
+/// Timeouts (nanoseconds of `Hal::now_ns`).
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// Waiting for `initializing` to clear (Linux allows 120 s before, 2 s after the cmdq address).
+    pub init_ns: u64,
+    /// One command (vfio allows 60 s).
+    pub cmd_ns: u64,
+    /// Health counter unchanged this long = firmware dead (Linux: 3 misses at 2 s).
+    pub health_stall_ns: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts { init_ns: 120_000_000_000, cmd_ns: 60_000_000_000, health_stall_ns: 6_000_000_000 }
+    }
+}
+
+/// The command queue and its mailboxes.
+pub struct CmdQueue<D: DmaRegion> {
+    queue: D,
+    mbox_in: D,
+    mbox_out: D,
+    token: u8,
+    dead: bool,
+    stride: usize,
+    pub timeouts: Timeouts,
+    health: Option<HealthMonitor>,
+    /// Commands posted since creation.
+    pub issued: u64,
+}
+
+fn bar_write_field<M: Mmio + ?Sized>(bar: &M, f: Field, v: u32) {
+    // Whole-dword registers only (cmdq_addr_h, cmd_dbell).
+    debug_assert!(f.width == 32 && f.off % 32 == 0);
+    bar.write32_be((f.off / 8) as usize, v);
+}
+
+impl<D: DmaRegion> CmdQueue<D> {
+    /// Allocate the queue page and mailboxes and tell the firmware where they are (init segment
+    /// dwords 0x10/0x14), then wait for `initializing` to clear again.
+    pub fn new<H: Hal<Dma = D>, M: Mmio + ?Sized>(hal: &H, bar: &M, timeouts: Timeouts) -> Result<Self, Error> {
+        let l = crate::health::read_field(bar, init_seg::log_cmdq_size) as u8;
+        let s = crate::health::read_field(bar, init_seg::log_cmdq_stride) as u8;
+        if (1usize << s) < 64 || (l as u32 + s as u32) > 12 || l > 5 {
+            return Err(Error::BadCmdqGeometry { log_size: l, log_stride: s });
+        }
+        let queue = hal.dma_alloc(4096, 4096)?;
+        let mbox_in = hal.dma_alloc(MAX_BLOCKS * BLOCK_STRIDE, 4096)?;
+        let mbox_out = hal.dma_alloc(MAX_BLOCKS * BLOCK_STRIDE, 4096)?;
+        let pa = queue.paddr();
+        bar_write_field(bar, init_seg::cmdq_addr_h, (pa >> 32) as u32);
+        // Low dword: address bits 31:12; nic_interface 0 (full driver); size/stride read-only.
+        let mut lo = [0u8; 4];
+        let cmdq_l = Field { off: init_seg::cmdq_addr_l.off - 0x14 * 8, width: init_seg::cmdq_addr_l.width };
+        set(&mut lo, cmdq_l, (pa as u32 >> 12) as u64);
+        bar.write32_be(0x14, u32::from_be_bytes(lo));
+        crate::health::wait_initialized(hal, bar, timeouts.init_ns)?;
+        Ok(CmdQueue {
+            queue,
+            mbox_in,
+            mbox_out,
+            token: 0,
+            dead: false,
+            stride: 1 << s,
+            timeouts,
+            health: None,
+            issued: 0,
+        })
+    }
+
+    /// Start watching the health counter while commands wait.
+    pub fn watch_health<H: Hal, M: Mmio + ?Sized>(&mut self, hal: &H, bar: &M) {
+        self.health = Some(HealthMonitor::new(hal, bar, self.timeouts.health_stall_ns));
+    }
+
+    /// Check firmware health once (app poll loop).
+    pub fn check_health<H: Hal, M: Mmio + ?Sized>(&mut self, hal: &H, bar: &M) -> Result<(), Error> {
+        match self.health.as_mut() {
+            Some(h) => h.check(hal, bar),
+            None => Ok(()),
+        }
+    }
+
+    fn next_token(&mut self) -> u8 {
+        self.token = self.token.wrapping_add(1);
+        if self.token == 0 {
+            self.token = 1;
+        }
+        self.token
+    }
+
+    fn chain(region: &D, nblocks: usize, token: u8, data: Option<&[u8]>) {
+        for i in 0..nblocks {
+            let mut b = [0u8; 0x240];
+            if let Some(d) = data {
+                let from = i * BLOCK_DATA;
+                let to = core::cmp::min(d.len(), from + BLOCK_DATA);
+                if from < to {
+                    b[..to - from].copy_from_slice(&d[from..to]);
+                }
+            }
+            let next = if i + 1 < nblocks { region.paddr() + ((i + 1) * BLOCK_STRIDE) as u64 } else { 0 };
+            set(&mut b, blk::next, next);
+            set(&mut b, blk::block_num, i as u64);
+            set(&mut b, blk::token, token as u64);
+            region.write(i * BLOCK_STRIDE, &b);
+        }
+    }
+
+    /// Execute one command: `input` is the whole command input (header included), `output`
+    /// receives the whole output (its length is the output length announced to the firmware).
+    pub fn exec<H: Hal, M: Mmio + ?Sized>(
+        &mut self,
+        hal: &H,
+        bar: &M,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<(), Error> {
+        let opcode = get(input, mbox_in::opcode) as u16;
+        let op_mod = get(input, mbox_in::op_mod) as u16;
+        if self.dead {
+            return Err(Error::CmdQueueDead);
+        }
+        if input.len() < INLINE || output.len() < INLINE || input.len() > MAX_MSG || output.len() > MAX_MSG {
+            return Err(Error::InvalidArgument("command length"));
+        }
+        let token = self.next_token();
+        let in_blocks = (input.len() - INLINE).div_ceil(BLOCK_DATA);
+        let out_blocks = (output.len() - INLINE).div_ceil(BLOCK_DATA);
+        Self::chain(&self.mbox_in, in_blocks, token, Some(&input[INLINE..]));
+        Self::chain(&self.mbox_out, out_blocks, token, None);
+
+        let mut e = [0u8; 64];
+        set(&mut e, ent::r#type, CMD_TYPE_PCIE);
+        set(&mut e, ent::ilen, input.len() as u64);
+        set(&mut e, ent::iptr, if in_blocks > 0 { self.mbox_in.paddr() } else { 0 });
+        set_bytes(&mut e, ent::r#in, &input[..INLINE]);
+        set(&mut e, ent::optr, if out_blocks > 0 { self.mbox_out.paddr() } else { 0 });
+        set(&mut e, ent::olen, output.len() as u64);
+        set(&mut e, ent::token, token as u64);
+        set(&mut e, ent::ownership, 1);
+        let at = SLOT * self.stride;
+        self.queue.write(at, &e);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        bar_write_field(bar, init_seg::cmd_dbell, 1 << SLOT);
+        self.issued += 1;
+
+        let own_byte = at + ent::ownership.byte();
+        let own_mask = 1u8 << (7 - ent::ownership.off % 8);
+        let queue = &self.queue;
+        let mut health_err = None;
+        let mut health = self.health;
+        let done = hal::poll_until(hal, self.timeouts.cmd_ns, || {
+            if queue.read_u8(own_byte) & own_mask == 0 {
+                return true;
+            }
+            if let Some(h) = health.as_mut() {
+                if let Err(err) = h.check(hal, bar) {
+                    health_err = Some(err);
+                    return true;
+                }
+            }
+            false
+        });
+        self.health = health;
+        if let Some(err) = health_err {
+            self.dead = true;
+            return Err(err);
+        }
+        if !done {
+            self.dead = true;
+            log::error!("mlx5: {}(0x{opcode:x}) timed out", opcode_name(opcode));
+            return Err(Error::CmdTimeout { opcode, op_mod });
+        }
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        self.queue.read(at, &mut e);
+        let delivery = get(&e, ent::status) as u8;
+        if delivery != 0 {
+            return Err(Error::Delivery { opcode, op_mod, status: delivery });
+        }
+        output[..INLINE].copy_from_slice(&e[ent::out.byte()..ent::out.byte() + INLINE]);
+        let rest = &mut output[INLINE..];
+        for i in 0..out_blocks {
+            let from = i * BLOCK_DATA;
+            let to = core::cmp::min(rest.len(), from + BLOCK_DATA);
+            self.mbox_out.read(i * BLOCK_STRIDE, &mut rest[from..to]);
+        }
+        let status = get(output, mbox_out::status) as u8;
+        if status != 0 {
+            let syndrome = get(output, mbox_out::syndrome) as u32;
+            log::warn!(
+                "mlx5: {}(0x{opcode:x}) op_mod {op_mod}: status {} (0x{status:x}) syndrome 0x{syndrome:08x}",
+                opcode_name(opcode),
+                crate::error::status_name(status)
+            );
+            return Err(Error::Command { opcode, op_mod, status, syndrome });
+        }
+        Ok(())
+    }
+}

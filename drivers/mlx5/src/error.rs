@@ -1,0 +1,132 @@
+//! The crate's one error type: every failure carries the raw status the adapter reported.
+
+use crate::cmd::opcode_name;
+use crate::health::HealthReport;
+use hal::HalError;
+
+/// Everything that can go wrong talking to an mlx5 adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// The platform could not provide DMA memory.
+    Hal(HalError),
+    /// The BAR is too small to hold the initialization segment.
+    BarTooSmall(usize),
+    /// Command interface revision other than 5.
+    BadCmdifRev(u16),
+    /// The command queue geometry the firmware reports is unusable.
+    BadCmdqGeometry { log_size: u8, log_stride: u8 },
+    /// Firmware kept `initializing` set for longer than the configured timeout.
+    InitTimeout { waited_ns: u64 },
+    /// The firmware never handed a command entry back (ownership bit stayed set).
+    CmdTimeout { opcode: u16, op_mod: u16 },
+    /// An earlier command timed out; the queue slot is still owned by firmware.
+    CmdQueueDead,
+    /// Delivery status (entry byte 0x3f bits 7:1) was not OK.
+    Delivery { opcode: u16, op_mod: u16, status: u8 },
+    /// The command was delivered and failed: output status and syndrome.
+    Command { opcode: u16, op_mod: u16, status: u8, syndrome: u32 },
+    /// The output the firmware produced is inconsistent (e.g. a page count out of range).
+    BadOutput { opcode: u16, what: &'static str },
+    /// The health counter stopped advancing: the firmware is dead.
+    HealthStalled(HealthReport),
+    /// The health buffer reports a firmware assertion / syndrome.
+    Firmware(HealthReport),
+    /// A capability the bring-up requires is missing.
+    Unsupported(&'static str),
+    /// A request the driver refuses (sizes, unknown handles).
+    InvalidArgument(&'static str),
+    /// No object with that number is live.
+    NoSuchObject { kind: &'static str, id: u32 },
+    /// Teardown finished but firmware still holds pages.
+    PagesLeft(u64),
+}
+
+impl From<HalError> for Error {
+    fn from(e: HalError) -> Self {
+        Error::Hal(e)
+    }
+}
+
+/// Names of the command status codes (mlx5_ifc.h / PRM).
+pub fn status_name(status: u8) -> &'static str {
+    match status {
+        0x00 => "OK",
+        0x01 => "INTERNAL_ERR",
+        0x02 => "BAD_OP",
+        0x03 => "BAD_PARAM",
+        0x04 => "BAD_SYS_STATE",
+        0x05 => "BAD_RESOURCE",
+        0x06 => "RESOURCE_BUSY",
+        0x08 => "EXCEED_LIM",
+        0x09 => "BAD_RES_STATE",
+        0x0a => "BAD_INDEX",
+        0x0f => "NO_RESOURCES",
+        0x10 => "BAD_QP_STATE",
+        0x30 => "BAD_PKT",
+        0x40 => "BAD_SIZE",
+        0x50 => "BAD_INPUT_LEN",
+        0x51 => "BAD_OUTPUT_LEN",
+        _ => "UNKNOWN",
+    }
+}
+
+/// Names of the delivery status codes (status_own bits 7:1).
+pub fn delivery_name(status: u8) -> &'static str {
+    match status {
+        0x00 => "OK",
+        0x01 => "SIGNATURE_ERR",
+        0x02 => "TOKEN_ERR",
+        0x03 => "BAD_BLOCK_NUMBER",
+        0x04 => "BAD_OUTPUT_POINTER",
+        0x05 => "BAD_INPUT_POINTER",
+        0x06 => "INTERNAL_ERR",
+        0x07 => "INPUT_LEN_ERR",
+        0x08 => "OUTPUT_LEN_ERR",
+        0x09 => "RESERVED_NOT_ZERO",
+        0x10 => "BAD_COMMAND_TYPE",
+        _ => "UNKNOWN",
+    }
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Error::Hal(e) => write!(f, "mlx5: {e}"),
+            Error::BarTooSmall(n) => write!(f, "mlx5: BAR0 of {n} bytes cannot hold the init segment"),
+            Error::BadCmdifRev(r) => write!(f, "mlx5: command interface revision {r}, need 5"),
+            Error::BadCmdqGeometry { log_size, log_stride } => {
+                write!(f, "mlx5: unusable command queue (log_size {log_size}, log_stride {log_stride})")
+            }
+            Error::InitTimeout { waited_ns } => {
+                write!(f, "mlx5: firmware still initializing after {} ms", waited_ns / 1_000_000)
+            }
+            Error::CmdTimeout { opcode, op_mod } => write!(
+                f,
+                "mlx5: {}(0x{opcode:x}) op_mod {op_mod}: no completion (timeout)",
+                opcode_name(opcode)
+            ),
+            Error::CmdQueueDead => write!(f, "mlx5: command queue unusable after a timeout"),
+            Error::Delivery { opcode, op_mod, status } => write!(
+                f,
+                "mlx5: {}(0x{opcode:x}) op_mod {op_mod}: delivery status {} (0x{status:x})",
+                opcode_name(opcode),
+                delivery_name(status)
+            ),
+            Error::Command { opcode, op_mod, status, syndrome } => write!(
+                f,
+                "mlx5: {}(0x{opcode:x}) op_mod {op_mod}: status {} (0x{status:x}), syndrome 0x{syndrome:08x}",
+                opcode_name(opcode),
+                status_name(status)
+            ),
+            Error::BadOutput { opcode, what } => {
+                write!(f, "mlx5: {}(0x{opcode:x}): bad output: {what}", opcode_name(opcode))
+            }
+            Error::HealthStalled(r) => write!(f, "mlx5: health counter stopped; {r}"),
+            Error::Firmware(r) => write!(f, "mlx5: firmware error; {r}"),
+            Error::Unsupported(w) => write!(f, "mlx5: adapter lacks {w}"),
+            Error::InvalidArgument(w) => write!(f, "mlx5: invalid argument: {w}"),
+            Error::NoSuchObject { kind, id } => write!(f, "mlx5: no live {kind} 0x{id:x}"),
+            Error::PagesLeft(n) => write!(f, "mlx5: firmware still holds {n} pages after teardown"),
+        }
+    }
+}
