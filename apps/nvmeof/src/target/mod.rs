@@ -1,0 +1,1080 @@
+//! The NVMe-oF target core, independent of the transport: subsystems, namespaces, controllers,
+//! Fabrics/Admin/I/O command execution, discovery, keep-alive and async events.
+//!
+//! A transport owns the queues; for each received command it calls [`Core::execute`] with the
+//! queue's [`QueueState`], the SQE and where the command's host→controller data is. The core
+//! answers with an [`Action`]: respond now (controller→host data, if any, is in
+//! [`Core::out`]), I/O submitted to a namespace (completion later via [`Core::poll_block`]),
+//! or hold (Asynchronous Event Request). Facts: NVMe Base 2.0, NVMe-oF 1.1, Linux
+//! drivers/nvme/target/{core,admin-cmd,fabrics-cmd,discovery,io-cmd-bdev}.c behaviour.
+
+pub mod rdma;
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
+use hal::PhysAddr;
+use zerocopy::byteorder::little_endian::{U16, U32, U64, U128};
+use zerocopy::{FromBytes, IntoBytes};
+
+use crate::wire::*;
+
+/// Largest admin data transfer the core produces in one command.
+pub const ADMIN_MAX_XFER: usize = 8192;
+/// Outstanding Asynchronous Event Requests per controller (AERL + 1).
+pub const MAX_AERS: usize = 4;
+/// Error log entries kept per controller (ELPE + 1).
+pub const ERROR_LOG_ENTRIES: usize = 16;
+/// Default keep-alive for discovery controllers connecting with KATO 0 (nvmet does the same).
+pub const DISCOVERY_KATO_MS: u32 = 120_000;
+/// Admin queue size limit (NVME_AQ_DEPTH).
+pub const ADMIN_QUEUE_DEPTH: u16 = 32;
+
+/// A listen address published in the discovery log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConfig {
+    pub portid: u16,
+    pub traddr: [u8; 4],
+    pub trsvcid: u16,
+}
+
+/// One namespace of a subsystem.
+pub struct NamespaceConfig<B> {
+    pub nsid: u32,
+    pub dev: B,
+    /// Globally unique identifier (non-zero); also reported as UUID descriptor.
+    pub nguid: [u8; 16],
+}
+
+/// One NVM subsystem.
+pub struct SubsystemConfig<B> {
+    pub nqn: String,
+    pub serial: String,
+    pub model: String,
+    /// Host NQNs allowed to connect (ignored when `allow_any_host`).
+    pub hosts: Vec<String>,
+    pub allow_any_host: bool,
+    pub namespaces: Vec<NamespaceConfig<B>>,
+}
+
+/// Target-wide limits.
+#[derive(Debug, Clone)]
+pub struct TargetConfig {
+    pub ports: Vec<PortConfig>,
+    /// In-capsule data bytes accepted on I/O queues (IOCCSZ = (64 + this) / 16).
+    pub inline_data_size: u32,
+    /// Largest I/O in bytes (a power of two ≥ 4096; MDTS derives from it).
+    pub max_io_bytes: u32,
+    /// I/O queue entries (CAP.MQES + 1, MAXCMD).
+    pub io_queue_depth: u16,
+    /// I/O queues granted per controller at most.
+    pub max_io_queues: u16,
+    /// Controllers alive at once.
+    pub max_ctrls: usize,
+}
+
+impl Default for TargetConfig {
+    fn default() -> Self {
+        TargetConfig {
+            ports: Vec::new(),
+            inline_data_size: 4096,
+            max_io_bytes: 128 * 1024,
+            io_queue_depth: 128,
+            max_io_queues: 4,
+            max_ctrls: 16,
+        }
+    }
+}
+
+/// Per-queue protocol state, owned by the transport, updated by the core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueState {
+    /// Queue ID announced at the transport level (CM private data); Connect must match it.
+    pub qid: u16,
+    /// Controller this queue belongs to, once Connect succeeded.
+    pub cntlid: Option<u16>,
+    /// 0-based SQ size from Connect.
+    pub sqsize: u16,
+    /// Current SQ head reported in CQEs (0xFFFF when SQ flow control is disabled).
+    pub sqhd: u16,
+    pub sq_flow_disabled: bool,
+}
+
+impl QueueState {
+    pub fn new(qid: u16) -> Self {
+        QueueState { qid, ..Default::default() }
+    }
+    /// Advance and return SQHD for the next CQE.
+    pub fn next_sqhd(&mut self) -> u16 {
+        if self.sq_flow_disabled {
+            return 0xFFFF;
+        }
+        let depth = self.sqsize as u32 + 1;
+        self.sqhd = ((self.sqhd as u32 + 1) % depth.max(1)) as u16;
+        self.sqhd
+    }
+}
+
+/// Where a command's data is, as the transport has it.
+#[derive(Debug, Clone, Copy)]
+pub struct DataIn<'a> {
+    /// Small host→controller payloads (Connect data, DSM ranges) copied for parsing.
+    pub bytes: &'a [u8],
+    /// The DMA buffer for namespace I/O (Write: holds the data; Read: to be filled).
+    pub buf: PhysAddr,
+    pub buf_len: usize,
+    /// Data length the SGL describes.
+    pub sgl_len: u32,
+    /// Tag echoed in block completions (the transport's slot identity).
+    pub tag: u64,
+}
+
+/// The core's answer to a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Respond now; `out_len` bytes of controller→host data are in [`Core::out`].
+    Respond { status: Status, dw0: u32, dw1: u32, out_len: u32 },
+    /// `count` block I/Os were submitted with the command's tag; respond when all completed.
+    Submitted { count: u16 },
+    /// Hold the command (AER) until an event completes it via [`Core::take_aen`].
+    Hold,
+}
+
+impl Action {
+    fn status(s: Status) -> Action {
+        Action::Respond { status: s, dw0: 0, dw1: 0, out_len: 0 }
+    }
+    fn ok(dw0: u32, out_len: u32) -> Action {
+        Action::Respond { status: Status::SUCCESS, dw0, dw1: 0, out_len }
+    }
+}
+
+/// Counters (never reset).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoreStats {
+    pub commands: u64,
+    pub errors: u64,
+    pub connects_refused: u64,
+    pub ctrls_created: u64,
+    pub ctrls_freed: u64,
+    pub ka_expired: u64,
+    pub reads: u64,
+    pub writes: u64,
+}
+
+struct Subsystem<B> {
+    cfg: SubsystemConfig<B>,
+}
+
+/// CC register fields.
+mod cc {
+    pub const EN: u32 = 1;
+    pub fn shn(v: u32) -> u32 {
+        (v >> 14) & 3
+    }
+    pub fn valid_for_enable(v: u32) -> bool {
+        let css = (v >> 4) & 7;
+        let mps = (v >> 7) & 0xF;
+        let ams = (v >> 11) & 7;
+        let iosqes = (v >> 16) & 0xF;
+        let iocqes = (v >> 20) & 0xF;
+        css == 0 && mps == 0 && ams == 0 && iosqes == 6 && iocqes == 4
+    }
+}
+/// CSTS bits.
+mod csts {
+    pub const RDY: u32 = 1;
+    pub const CFS: u32 = 1 << 1;
+    pub const SHST_COMPLETE: u32 = 2 << 2;
+}
+
+struct Ctrl {
+    cntlid: u16,
+    /// Subsystem index; `None` for the discovery controller.
+    subsys: Option<usize>,
+    hostnqn: String,
+    hostid: [u8; 16],
+    cc: u32,
+    csts: u32,
+    kato_ms: u32,
+    last_seen_ns: u64,
+    io_queues: u16,
+    io_connected: Vec<bool>,
+    aec: u32,
+    aers: heapless::Vec<u64, MAX_AERS>,
+    aen_masked: bool,
+    changed: heapless::Vec<u32, 64>,
+    changed_overflow: bool,
+    errors: [ErrorLogEntry; ERROR_LOG_ENTRIES],
+    error_count: u64,
+    err_head: usize,
+    host_reads: u64,
+    host_writes: u64,
+    blocks_read_512: u64,
+    blocks_written_512: u64,
+}
+
+impl Ctrl {
+    fn enabled(&self) -> bool {
+        self.cc & cc::EN != 0 && self.csts & csts::RDY != 0
+    }
+}
+
+/// The target core. `B` is the namespace backing type (an enum when mixing kinds).
+pub struct Core<B: BlockDevice> {
+    cfg: TargetConfig,
+    subsystems: Vec<Subsystem<B>>,
+    ctrls: Vec<Option<Ctrl>>,
+    next_cntlid: u16,
+    genctr: u64,
+    out: Box<[u8; ADMIN_MAX_XFER]>,
+    aen_ready: heapless::Deque<(u64, u32), 64>,
+    done_buf: [BlockDone; 32],
+    pub stats: CoreStats,
+}
+
+fn blk_status(e: BlockError) -> Status {
+    match e {
+        BlockError::OutOfRange { .. } => Status::LBA_RANGE,
+        BlockError::ZeroLength | BlockError::BufferTooSmall { .. } => Status::SGL_INVALID_DATA,
+        BlockError::TooLarge { .. } => Status::INVALID_FIELD,
+        BlockError::QueueFull => Status { sct: 0, sc: 0x82, dnr: false },
+        BlockError::Unsupported => Status::INVALID_OPCODE,
+        BlockError::Device { sct, sc } => Status { sct, sc, dnr: false },
+        BlockError::Timeout => Status::DATA_XFER_ERROR,
+    }
+}
+
+/// The status a block completion maps to.
+pub fn block_result_status(r: Result<(), BlockError>) -> Status {
+    match r {
+        Ok(()) => Status::SUCCESS,
+        Err(e) => blk_status(e),
+    }
+}
+
+impl<B: BlockDevice> Core<B> {
+    /// Build a core. Fails on a configuration the wire cannot express.
+    pub fn new(cfg: TargetConfig, subsystems: Vec<SubsystemConfig<B>>) -> Result<Self, &'static str> {
+        if !cfg.max_io_bytes.is_power_of_two() || cfg.max_io_bytes < 4096 {
+            return Err("max_io_bytes must be a power of two >= 4096");
+        }
+        if cfg.inline_data_size % 16 != 0 {
+            return Err("inline_data_size must be a multiple of 16");
+        }
+        if cfg.io_queue_depth < 2 || cfg.max_io_queues == 0 || cfg.max_ctrls == 0 {
+            return Err("queue depth >= 2, queues >= 1, controllers >= 1");
+        }
+        for s in &subsystems {
+            if s.nqn.len() > 223 || s.nqn == DISCOVERY_NQN {
+                return Err("bad subsystem NQN");
+            }
+            for n in &s.namespaces {
+                if n.nsid == 0 || n.nsid == 0xFFFF_FFFF || n.dev.block_size() < 512 || !n.dev.block_size().is_power_of_two() {
+                    return Err("bad namespace id or block size");
+                }
+                if s.namespaces.iter().filter(|m| m.nsid == n.nsid).count() != 1 {
+                    return Err("duplicate NSID");
+                }
+            }
+        }
+        let mut ctrls = Vec::with_capacity(cfg.max_ctrls);
+        ctrls.resize_with(cfg.max_ctrls, || None);
+        Ok(Core {
+            subsystems: subsystems.into_iter().map(|cfg| Subsystem { cfg }).collect(),
+            cfg,
+            ctrls,
+            next_cntlid: 1,
+            genctr: 1,
+            out: Box::new([0; ADMIN_MAX_XFER]),
+            aen_ready: heapless::Deque::new(),
+            done_buf: [BlockDone { tag: 0, result: Ok(()) }; 32],
+            stats: CoreStats::default(),
+        })
+    }
+
+    pub fn config(&self) -> &TargetConfig {
+        &self.cfg
+    }
+    /// Controller→host data of the last `Respond`.
+    pub fn out(&self) -> &[u8] {
+        &self.out[..]
+    }
+    /// Number of live controllers.
+    pub fn live_ctrls(&self) -> usize {
+        self.ctrls.iter().filter(|c| c.is_some()).count()
+    }
+    /// Capsule size accepted on I/O queues, bytes.
+    pub fn io_capsule_size(&self) -> usize {
+        64 + self.cfg.inline_data_size as usize
+    }
+    /// Access a namespace's device (setup/test paths).
+    pub fn namespace_dev(&mut self, subsys_nqn: &str, nsid: u32) -> Option<&mut B> {
+        let s = self.subsystems.iter_mut().find(|s| s.cfg.nqn == subsys_nqn)?;
+        s.cfg.namespaces.iter_mut().find(|n| n.nsid == nsid).map(|n| &mut n.dev)
+    }
+
+    fn ctrl_mut(&mut self, cntlid: u16) -> Option<&mut Ctrl> {
+        self.ctrls.iter_mut().flatten().find(|c| c.cntlid == cntlid)
+    }
+    fn ctrl(&self, cntlid: u16) -> Option<&Ctrl> {
+        self.ctrls.iter().flatten().find(|c| c.cntlid == cntlid)
+    }
+
+    /// Free a controller (its queues are the transport's to tear down).
+    pub fn remove_ctrl(&mut self, cntlid: u16) {
+        for c in self.ctrls.iter_mut() {
+            if c.as_ref().is_some_and(|c| c.cntlid == cntlid) {
+                *c = None;
+                self.stats.ctrls_freed += 1;
+                log::info!("nvmeof: target: controller {cntlid} freed");
+            }
+        }
+    }
+
+    /// A queue went away: forget its I/O queue slot (the admin queue takes the controller with it).
+    pub fn queue_gone(&mut self, q: &QueueState) {
+        let Some(cntlid) = q.cntlid else { return };
+        if q.qid == 0 {
+            self.remove_ctrl(cntlid);
+        } else if let Some(c) = self.ctrl_mut(cntlid) {
+            if let Some(slot) = c.io_connected.get_mut(q.qid as usize - 1) {
+                *slot = false;
+            }
+        }
+    }
+
+    /// A controller whose keep-alive timer ran out, if any (call until `None`).
+    pub fn expired_ctrl(&mut self, now_ns: u64) -> Option<u16> {
+        for c in self.ctrls.iter().flatten() {
+            if c.kato_ms != 0 && now_ns.saturating_sub(c.last_seen_ns) > c.kato_ms as u64 * 1_000_000 {
+                self.stats.ka_expired += 1;
+                log::warn!("nvmeof: target: controller {} keep-alive expired ({} ms)", c.cntlid, c.kato_ms);
+                return Some(c.cntlid);
+            }
+        }
+        None
+    }
+
+    /// Report a namespace change in `subsys_nqn` (attach/resize/detach): changed-NS log + AEN.
+    pub fn notify_ns_changed(&mut self, subsys_nqn: &str, nsid: u32) {
+        let Some(si) = self.subsystems.iter().position(|s| s.cfg.nqn == subsys_nqn) else { return };
+        for c in self.ctrls.iter_mut().flatten().filter(|c| c.subsys == Some(si)) {
+            if !c.changed.contains(&nsid) && c.changed.push(nsid).is_err() {
+                c.changed_overflow = true;
+            }
+            if c.aec & AEC_NS_ATTR != 0 && !c.aen_masked {
+                if let Some(tag) = c.aers.pop() {
+                    c.aen_masked = true;
+                    let _ = self.aen_ready.push_back((tag, AEN_NS_CHANGED));
+                }
+            }
+        }
+    }
+
+    /// Completed AERs: (tag, DW0).
+    pub fn take_aen(&mut self) -> Option<(u64, u32)> {
+        self.aen_ready.pop_front()
+    }
+
+    /// Poll every namespace for finished I/O; `f(tag, status)` per completion.
+    pub fn poll_block(&mut self, mut f: impl FnMut(u64, Status)) -> usize {
+        let mut total = 0;
+        for s in self.subsystems.iter_mut() {
+            for n in s.cfg.namespaces.iter_mut() {
+                loop {
+                    let k = n.dev.poll(&mut self.done_buf);
+                    for d in &self.done_buf[..k] {
+                        f(d.tag, block_result_status(d.result));
+                    }
+                    total += k;
+                    if k < self.done_buf.len() {
+                        break;
+                    }
+                }
+            }
+        }
+        total
+    }
+
+    /// Record a failed command in its controller's error log (transports call this for
+    /// errors they detect themselves, e.g. a bad SGL).
+    pub fn record_error(&mut self, q: &QueueState, cid: u16, status: Status, nsid: u32) {
+        self.stats.errors += 1;
+        let Some(cntlid) = q.cntlid else { return };
+        let Some(c) = self.ctrl_mut(cntlid) else { return };
+        c.error_count += 1;
+        let mut e = ErrorLogEntry::zeroed();
+        e.error_count = U64::new(c.error_count);
+        e.sqid = U16::new(q.qid);
+        e.cmdid = U16::new(cid);
+        e.status_field = U16::new(status.to_field());
+        e.param_error_location = U16::new(0xFFFF);
+        e.nsid = U32::new(nsid);
+        e.trtype = disc::TRTYPE_RDMA;
+        c.err_head = (c.err_head + ERROR_LOG_ENTRIES - 1) % ERROR_LOG_ENTRIES;
+        c.errors[c.err_head] = e;
+    }
+
+    /// Execute one command received on queue `q`.
+    pub fn execute(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64) -> Action {
+        self.stats.commands += 1;
+        if let Some(c) = q.cntlid.and_then(|id| self.ctrl_mut(id)) {
+            // Traffic-based keep-alive (CTRATT.TBKAS): any command counts.
+            c.last_seen_ns = now_ns;
+        }
+        let a = if sqe.opcode == FABRICS_OPCODE {
+            self.exec_fabrics(q, sqe, data, now_ns)
+        } else if q.cntlid.is_none() {
+            // Nothing but Connect before Connect.
+            Action::status(Status::CMD_SEQ_ERROR)
+        } else if !self.ctrl(q.cntlid.unwrap_or(0)).is_some_and(|c| c.enabled()) {
+            Action::status(Status::CMD_SEQ_ERROR)
+        } else if q.qid == 0 {
+            self.exec_admin(q, sqe, data)
+        } else {
+            self.exec_io(q, sqe, data)
+        };
+        if let Action::Respond { status, .. } = a {
+            if !status.is_success() {
+                self.record_error(q, sqe.cid.get(), status, sqe.nsid.get());
+            }
+        }
+        a
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Fabrics
+    // -----------------------------------------------------------------------------------------
+
+    fn exec_fabrics(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64) -> Action {
+        match sqe.fctype() {
+            fctype::CONNECT => self.connect(q, sqe, data, now_ns),
+            _ if q.cntlid.is_none() => Action::status(Status::CMD_SEQ_ERROR),
+            fctype::PROPERTY_GET if q.qid == 0 => self.property_get(q, sqe),
+            fctype::PROPERTY_SET if q.qid == 0 => self.property_set(q, sqe),
+            fctype::PROPERTY_GET | fctype::PROPERTY_SET => Action::status(Status::INVALID_OPCODE),
+            // Disconnect of an I/O queue: the transport tears the queue down after responding.
+            fctype::DISCONNECT if q.qid != 0 => Action::ok(0, 0),
+            _ => Action::status(Status::INVALID_OPCODE),
+        }
+    }
+
+    fn connect(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64) -> Action {
+        let cmd = ConnectCmd::read_from_bytes(sqe.as_bytes()).expect("64 bytes");
+        let invalid = |off: u32| Action::Respond { status: Status::CONNECT_INVALID_PARAM, dw0: off, dw1: 0, out_len: 0 };
+        if q.cntlid.is_some() {
+            return Action::status(Status::CMD_SEQ_ERROR);
+        }
+        if cmd.recfmt.get() != 0 {
+            return Action::Respond { status: Status::CONNECT_FORMAT, dw0: 40, dw1: 0, out_len: 0 };
+        }
+        if data.bytes.len() < ConnectData::SIZE || data.sgl_len < ConnectData::SIZE as u32 {
+            return Action::status(Status::SGL_INVALID_DATA);
+        }
+        let Ok(cd) = ConnectData::read_from_bytes(&data.bytes[..ConnectData::SIZE]) else {
+            return Action::status(Status::SGL_INVALID_DATA);
+        };
+        let qid = cmd.qid.get();
+        let sqsize = cmd.sqsize.get();
+        if qid != q.qid {
+            return invalid(connect_off::SQE_QID);
+        }
+        let (Some(subnqn), Some(hostnqn)) = (get_str(&cd.subsysnqn), get_str(&cd.hostnqn)) else {
+            return invalid(connect_off::IATTR_DATA | connect_off::DATA_SUBNQN);
+        };
+        if hostnqn.is_empty() {
+            return invalid(connect_off::IATTR_DATA | connect_off::DATA_HOSTNQN);
+        }
+        let subsys = if subnqn == DISCOVERY_NQN {
+            None
+        } else {
+            match self.subsystems.iter().position(|s| s.cfg.nqn == subnqn) {
+                Some(i) => Some(i),
+                None => return invalid(connect_off::IATTR_DATA | connect_off::DATA_SUBNQN),
+            }
+        };
+        if let Some(si) = subsys {
+            let s = &self.subsystems[si].cfg;
+            if !s.allow_any_host && !s.hosts.iter().any(|h| h == hostnqn) {
+                self.stats.connects_refused += 1;
+                log::warn!("nvmeof: target: host {hostnqn} not allowed on {subnqn}");
+                return Action::Respond {
+                    status: Status::CONNECT_INVALID_HOST,
+                    dw0: connect_off::IATTR_DATA | connect_off::DATA_HOSTNQN,
+                    dw1: 0,
+                    out_len: 0,
+                };
+            }
+        }
+        let max_sq = if qid == 0 { ADMIN_QUEUE_DEPTH } else { self.cfg.io_queue_depth };
+        if sqsize == 0 || sqsize >= max_sq {
+            return invalid(connect_off::SQE_SQSIZE);
+        }
+        let cntlid;
+        if qid == 0 {
+            if cd.cntlid.get() != CNTLID_DYNAMIC {
+                return invalid(connect_off::IATTR_DATA | connect_off::DATA_CNTLID);
+            }
+            let Some(free) = self.ctrls.iter().position(|c| c.is_none()) else {
+                return Action::status(Status::CONNECT_CTRL_BUSY);
+            };
+            cntlid = self.alloc_cntlid();
+            let mut kato = cmd.kato.get();
+            if subsys.is_none() && kato == 0 {
+                kato = DISCOVERY_KATO_MS;
+            }
+            let mut io_connected = Vec::new();
+            io_connected.resize(self.cfg.max_io_queues as usize, false);
+            self.ctrls[free] = Some(Ctrl {
+                cntlid,
+                subsys,
+                hostnqn: String::from(hostnqn),
+                hostid: cd.hostid,
+                cc: 0,
+                csts: 0,
+                kato_ms: kato,
+                last_seen_ns: now_ns,
+                io_queues: self.cfg.max_io_queues,
+                io_connected,
+                aec: 0,
+                aers: heapless::Vec::new(),
+                aen_masked: false,
+                changed: heapless::Vec::new(),
+                changed_overflow: false,
+                errors: [ErrorLogEntry::zeroed(); ERROR_LOG_ENTRIES],
+                error_count: 0,
+                err_head: 0,
+                host_reads: 0,
+                host_writes: 0,
+                blocks_read_512: 0,
+                blocks_written_512: 0,
+            });
+            self.stats.ctrls_created += 1;
+            log::info!("nvmeof: target: controller {cntlid} for {hostnqn} on {subnqn}");
+        } else {
+            let want = cd.cntlid.get();
+            let Some(c) = self.ctrl_mut(want) else {
+                return invalid(connect_off::IATTR_DATA | connect_off::DATA_CNTLID);
+            };
+            if c.subsys != subsys || c.subsys.is_none() || c.hostnqn != hostnqn || c.hostid != cd.hostid {
+                return invalid(connect_off::IATTR_DATA | connect_off::DATA_CNTLID);
+            }
+            if !c.enabled() {
+                return Action::status(Status::CMD_SEQ_ERROR);
+            }
+            if qid > c.io_queues {
+                return invalid(connect_off::SQE_QID);
+            }
+            let slot = &mut c.io_connected[qid as usize - 1];
+            if *slot {
+                return Action::status(Status::CONNECT_CTRL_BUSY);
+            }
+            *slot = true;
+            c.last_seen_ns = now_ns;
+            cntlid = want;
+        }
+        q.cntlid = Some(cntlid);
+        q.sqsize = sqsize;
+        q.sqhd = 0;
+        q.sq_flow_disabled = cmd.cattr & CATTR_DISABLE_SQFLOW != 0;
+        Action::ok(cntlid as u32, 0)
+    }
+
+    fn alloc_cntlid(&mut self) -> u16 {
+        loop {
+            let id = self.next_cntlid;
+            self.next_cntlid = if id >= 0xFFEF { 1 } else { id + 1 };
+            if self.ctrl(id).is_none() {
+                return id;
+            }
+        }
+    }
+
+    fn cap(&self) -> u64 {
+        // MQES (0-based), TO = 15 × 500 ms, CSS bit 37 (NVM), MPSMIN = MPSMAX = 0 (4 KiB).
+        (self.cfg.io_queue_depth as u64 - 1) | (15 << 24) | (1 << 37)
+    }
+
+    fn property_get(&mut self, q: &QueueState, sqe: &Sqe) -> Action {
+        let cmd = PropertyGetCmd::read_from_bytes(sqe.as_bytes()).expect("64 bytes");
+        let Some(c) = self.ctrl(q.cntlid.unwrap_or(0)) else { return Action::status(Status::INTERNAL) };
+        let eight = cmd.attrib & 7 == 1;
+        let v: u64 = match (cmd.offset.get(), eight) {
+            (prop::CAP, true) => self.cap(),
+            (prop::VS, false) => 0x0001_0300,
+            (prop::CC, false) => c.cc as u64,
+            (prop::CSTS, false) => c.csts as u64,
+            _ => return Action::status(Status::INVALID_FIELD),
+        };
+        Action::Respond { status: Status::SUCCESS, dw0: v as u32, dw1: (v >> 32) as u32, out_len: 0 }
+    }
+
+    fn property_set(&mut self, q: &QueueState, sqe: &Sqe) -> Action {
+        let cmd = PropertySetCmd::read_from_bytes(sqe.as_bytes()).expect("64 bytes");
+        let Some(c) = self.ctrl_mut(q.cntlid.unwrap_or(0)) else { return Action::status(Status::INTERNAL) };
+        if cmd.offset.get() != prop::CC || cmd.attrib & 7 != 0 {
+            return Action::status(Status::INVALID_FIELD);
+        }
+        let new = cmd.value.get() as u32;
+        let old = c.cc;
+        c.cc = new;
+        if new & cc::EN != 0 && old & cc::EN == 0 {
+            if cc::valid_for_enable(new) {
+                c.csts = csts::RDY;
+            } else {
+                c.csts = csts::CFS;
+            }
+        } else if new & cc::EN == 0 && old & cc::EN != 0 {
+            // Controller reset.
+            c.csts = 0;
+            c.io_connected.iter_mut().for_each(|s| *s = false);
+        }
+        if cc::shn(new) != 0 && cc::shn(old) == 0 {
+            c.csts = (c.csts & !csts::RDY) | csts::SHST_COMPLETE;
+        } else if cc::shn(new) == 0 && cc::shn(old) != 0 {
+            c.csts &= !csts::SHST_COMPLETE;
+        }
+        Action::ok(0, 0)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Admin
+    // -----------------------------------------------------------------------------------------
+
+    fn exec_admin(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>) -> Action {
+        let cntlid = q.cntlid.unwrap_or(0);
+        let discovery = self.ctrl(cntlid).is_some_and(|c| c.subsys.is_none());
+        match sqe.opcode {
+            admin_op::IDENTIFY => self.identify(cntlid, sqe, data.sgl_len),
+            admin_op::GET_LOG_PAGE => self.get_log_page(cntlid, sqe, data.sgl_len),
+            admin_op::KEEP_ALIVE => Action::ok(0, 0),
+            admin_op::SET_FEATURES if !discovery || sqe.cdw10.get() & 0xFF == fid::KEEP_ALIVE_TIMER as u32 => {
+                self.set_features(cntlid, sqe)
+            }
+            admin_op::GET_FEATURES => self.get_features(cntlid, sqe),
+            admin_op::ASYNC_EVENT => {
+                let Some(c) = self.ctrl_mut(cntlid) else { return Action::status(Status::INTERNAL) };
+                if c.aers.push(data.tag).is_err() {
+                    return Action::status(Status::ASYNC_LIMIT);
+                }
+                Action::Hold
+            }
+            // Abort: we never abort (commands complete quickly); DW0 bit 0 = 1 means "not aborted".
+            admin_op::ABORT if !discovery => Action::ok(1, 0),
+            _ => Action::status(Status::INVALID_OPCODE),
+        }
+    }
+
+    fn set_features(&mut self, cntlid: u16, sqe: &Sqe) -> Action {
+        let fid = (sqe.cdw10.get() & 0xFF) as u8;
+        let save = sqe.cdw10.get() & (1 << 31) != 0;
+        let v = sqe.cdw11.get();
+        let max_q = self.cfg.max_io_queues;
+        let Some(c) = self.ctrl_mut(cntlid) else { return Action::status(Status::INTERNAL) };
+        if save {
+            return Action::status(Status::FEATURE_NOT_SAVEABLE);
+        }
+        match fid {
+            fid::NUM_QUEUES => {
+                let (nsq, ncq) = (v & 0xFFFF, v >> 16);
+                if nsq == 0xFFFF || ncq == 0xFFFF {
+                    return Action::status(Status::INVALID_FIELD);
+                }
+                let granted = (nsq.min(ncq) + 1).min(max_q as u32) as u16;
+                c.io_queues = granted;
+                let g = granted as u32 - 1;
+                Action::ok(g | (g << 16), 0)
+            }
+            fid::KEEP_ALIVE_TIMER => {
+                c.kato_ms = v;
+                Action::ok(0, 0)
+            }
+            fid::ASYNC_EVENT_CONFIG => {
+                if v & !AEC_NS_ATTR & !0xFF != 0 {
+                    return Action::status(Status::INVALID_FIELD);
+                }
+                c.aec = v;
+                Action::ok(0, 0)
+            }
+            _ => Action::status(Status::INVALID_FIELD),
+        }
+    }
+
+    fn get_features(&mut self, cntlid: u16, sqe: &Sqe) -> Action {
+        let fid = (sqe.cdw10.get() & 0xFF) as u8;
+        let Some(c) = self.ctrl(cntlid) else { return Action::status(Status::INTERNAL) };
+        match fid {
+            fid::NUM_QUEUES if c.subsys.is_some() => {
+                let g = c.io_queues as u32 - 1;
+                Action::ok(g | (g << 16), 0)
+            }
+            fid::KEEP_ALIVE_TIMER => Action::ok(c.kato_ms, 0),
+            fid::ASYNC_EVENT_CONFIG => Action::ok(c.aec, 0),
+            _ => Action::status(Status::INVALID_FIELD),
+        }
+    }
+
+    fn identify(&mut self, cntlid: u16, sqe: &Sqe, sgl_len: u32) -> Action {
+        let cns = (sqe.cdw10.get() & 0xFF) as u8;
+        if (sgl_len as usize) < 4096 {
+            return Action::status(Status::SGL_INVALID_DATA);
+        }
+        let Some(c) = self.ctrl(cntlid) else { return Action::status(Status::INTERNAL) };
+        let subsys = c.subsys;
+        let nsid = sqe.nsid.get();
+        self.out[..4096].fill(0);
+        match (cns, subsys) {
+            (cns::CONTROLLER, _) => {
+                let id = self.identify_ctrl(cntlid, subsys);
+                self.out[..4096].copy_from_slice(id.as_bytes());
+            }
+            (cns::NAMESPACE, Some(si)) => {
+                let Some(n) = self.subsystems[si].cfg.namespaces.iter().find(|n| n.nsid == nsid) else {
+                    return Action::status(Status::INVALID_NS);
+                };
+                let mut id = IdentifyNs::zeroed();
+                let blocks = n.dev.num_blocks();
+                id.nsze = U64::new(blocks);
+                id.ncap = U64::new(blocks);
+                id.nuse = U64::new(blocks);
+                id.nlbaf = 0;
+                id.flbas = 0;
+                id.nguid = n.nguid;
+                id.lbaf[0].lbads = n.dev.block_size().trailing_zeros() as u8;
+                self.out[..4096].copy_from_slice(id.as_bytes());
+            }
+            (cns::ACTIVE_NS_LIST, Some(si)) => {
+                let mut ids: heapless::Vec<u32, 1024> = heapless::Vec::new();
+                for n in &self.subsystems[si].cfg.namespaces {
+                    if n.nsid > nsid && nsid < 0xFFFF_FFFE {
+                        let _ = ids.push(n.nsid);
+                    }
+                }
+                ids.sort_unstable();
+                for (i, id) in ids.iter().enumerate() {
+                    self.out[i * 4..i * 4 + 4].copy_from_slice(&id.to_le_bytes());
+                }
+            }
+            (cns::NS_DESC_LIST, Some(si)) => {
+                let Some(n) = self.subsystems[si].cfg.namespaces.iter().find(|n| n.nsid == nsid) else {
+                    return Action::status(Status::INVALID_NS);
+                };
+                let mut off = 0;
+                for (t, id) in [(nidt::NGUID, &n.nguid), (nidt::UUID, &n.nguid)] {
+                    let h = NsIdDescHdr { nidt: t, nidl: 16, rsvd: U16::new(0) };
+                    self.out[off..off + 4].copy_from_slice(h.as_bytes());
+                    self.out[off + 4..off + 20].copy_from_slice(id);
+                    off += 20;
+                }
+                let h = NsIdDescHdr { nidt: nidt::CSI, nidl: 1, rsvd: U16::new(0) };
+                self.out[off..off + 4].copy_from_slice(h.as_bytes());
+                self.out[off + 4] = 0; // NVM command set
+            }
+            _ => return Action::status(Status::INVALID_FIELD),
+        }
+        Action::ok(0, 4096)
+    }
+
+    fn identify_ctrl(&self, cntlid: u16, subsys: Option<usize>) -> IdentifyCtrl {
+        let mut id = IdentifyCtrl::zeroed();
+        let (nqn, serial, model): (&str, &str, &str) = match subsys {
+            Some(si) => {
+                let s = &self.subsystems[si].cfg;
+                (&s.nqn, &s.serial, &s.model)
+            }
+            None => (DISCOVERY_NQN, "discovery", "appliance discovery"),
+        };
+        put_str(&mut id.sn, serial, b' ');
+        put_str(&mut id.mn, model, b' ');
+        put_str(&mut id.fr, env!("CARGO_PKG_VERSION"), b' ');
+        put_str(&mut id.subnqn, nqn, 0);
+        id.rab = 6;
+        id.mdts = (self.cfg.max_io_bytes / 4096).trailing_zeros() as u8;
+        id.cntlid = U16::new(cntlid);
+        id.ver = U32::new(0x0001_0300);
+        id.ctratt = U32::new(1 << 2); // TBKAS: any command resets the keep-alive timer
+        id.aerl = MAX_AERS as u8 - 1;
+        id.lpa = 1 << 2; // extended data for Get Log Page (offsets)
+        id.elpe = ERROR_LOG_ENTRIES as u8 - 1;
+        id.kas = U16::new(10);
+        id.sqes = 0x66;
+        id.cqes = 0x44;
+        id.sgls = U32::new(sgls::SUPPORTED | sgls::KEYED | if self.cfg.inline_data_size > 0 { sgls::OFFSET } else { 0 });
+        id.ioccsz = U32::new((64 + self.cfg.inline_data_size) / 16);
+        id.iorcsz = U32::new(1);
+        id.icdoff = U16::new(0);
+        id.msdbd = 1;
+        id.frmw = 1 << 1 | 1; // one slot, slot 1 read-only
+        match subsys {
+            Some(si) => {
+                id.cntrltype = cntrltype::IO;
+                id.oaes = U32::new(OAES_NS_ATTR);
+                id.maxcmd = U16::new(self.cfg.io_queue_depth);
+                let nn = self.subsystems[si].cfg.namespaces.iter().map(|n| n.nsid).max().unwrap_or(0);
+                id.nn = U32::new(nn);
+                id.mnan = U32::new(nn);
+                id.oncs = U16::new(oncs::DSM | oncs::WRITE_ZEROES);
+            }
+            None => {
+                id.cntrltype = cntrltype::DISCOVERY;
+                id.maxcmd = U16::new(ADMIN_QUEUE_DEPTH);
+            }
+        }
+        id
+    }
+
+    fn get_log_page(&mut self, cntlid: u16, sqe: &Sqe, sgl_len: u32) -> Action {
+        let d10 = sqe.cdw10.get();
+        let lid = (d10 & 0xFF) as u8;
+        let rae = d10 & (1 << 15) != 0;
+        let numd = ((d10 >> 16) | ((sqe.cdw11.get() & 0xFFFF) << 16)) as u64 + 1;
+        let len = numd * 4;
+        let off = (sqe.cdw12.get() as u64) | ((sqe.cdw13.get() as u64) << 32);
+        if len > ADMIN_MAX_XFER as u64 || len > sgl_len as u64 {
+            return Action::status(Status::SGL_INVALID_DATA);
+        }
+        if off % 4 != 0 {
+            return Action::status(Status::INVALID_FIELD);
+        }
+        let len = len as usize;
+        let Some(c) = self.ctrl(cntlid) else { return Action::status(Status::INTERNAL) };
+        let discovery = c.subsys.is_none();
+        match (lid, discovery) {
+            (lid::DISCOVERY, true) => {
+                let host = c.hostnqn.clone();
+                self.discovery_log(&host, off, len);
+            }
+            (lid::ERROR, _) => {
+                let mut page = [0u8; ERROR_LOG_ENTRIES * 64];
+                for i in 0..ERROR_LOG_ENTRIES {
+                    let e = &c.errors[(c.err_head + i) % ERROR_LOG_ENTRIES];
+                    page[i * 64..i * 64 + 64].copy_from_slice(e.as_bytes());
+                }
+                copy_window(&mut self.out[..len], &page, off);
+            }
+            (lid::SMART, false) => {
+                let mut s = SmartLog::zeroed();
+                s.temperature = U16::new(300);
+                s.avail_spare = 100;
+                s.spare_thresh = 10;
+                s.data_units_read = U128::new(c.blocks_read_512.div_ceil(1000) as u128);
+                s.data_units_written = U128::new(c.blocks_written_512.div_ceil(1000) as u128);
+                s.host_reads = U128::new(c.host_reads as u128);
+                s.host_writes = U128::new(c.host_writes as u128);
+                s.power_cycles = U128::new(1);
+                s.num_err_log_entries = U128::new(c.error_count as u128);
+                copy_window(&mut self.out[..len], s.as_bytes(), off);
+            }
+            (lid::FW_SLOT, false) => {
+                let mut f = FwSlotLog::zeroed();
+                f.afi = 1;
+                put_str(&mut f.frs[0], env!("CARGO_PKG_VERSION"), b' ');
+                copy_window(&mut self.out[..len], f.as_bytes(), off);
+            }
+            (lid::CHANGED_NS, false) => {
+                let mut l = NsList::zeroed();
+                if c.changed_overflow {
+                    l.ids[0] = U32::new(0xFFFF_FFFF);
+                } else {
+                    for (i, id) in c.changed.iter().enumerate() {
+                        l.ids[i] = U32::new(*id);
+                    }
+                }
+                copy_window(&mut self.out[..len], l.as_bytes(), off);
+                if !rae {
+                    if let Some(c) = self.ctrl_mut(cntlid) {
+                        c.changed.clear();
+                        c.changed_overflow = false;
+                        c.aen_masked = false;
+                    }
+                }
+            }
+            _ => return Action::status(Status::INVALID_LOG_PAGE),
+        }
+        Action::ok(0, len as u32)
+    }
+
+    /// Fill `out[..len]` with the discovery log page bytes at `off`, generated per 1024-byte record.
+    fn discovery_log(&mut self, hostnqn: &str, off: u64, len: usize) {
+        // Entries: one per (allowed subsystem, port).
+        let allowed: Vec<usize> = (0..self.subsystems.len())
+            .filter(|&i| {
+                let s = &self.subsystems[i].cfg;
+                s.allow_any_host || s.hosts.iter().any(|h| h == hostnqn)
+            })
+            .collect();
+        let nports = self.cfg.ports.len();
+        let numrec = (allowed.len() * nports) as u64;
+        let mut pos = 0usize;
+        while pos < len {
+            let abs = off + pos as u64;
+            let rec = abs / 1024;
+            let in_rec = (abs % 1024) as usize;
+            let n = core::cmp::min(1024 - in_rec, len - pos);
+            let mut buf = [0u8; 1024];
+            if rec == 0 {
+                let mut h = DiscLogHdr::zeroed();
+                h.genctr = U64::new(self.genctr);
+                h.numrec = U64::new(numrec);
+                buf.copy_from_slice(h.as_bytes());
+            } else if rec - 1 < numrec {
+                let i = (rec - 1) as usize;
+                let s = &self.subsystems[allowed[i / nports]].cfg;
+                let p = &self.cfg.ports[i % nports];
+                let mut e = DiscLogEntry::zeroed();
+                e.trtype = disc::TRTYPE_RDMA;
+                e.adrfam = disc::ADRFAM_IPV4;
+                e.subtype = disc::SUBTYPE_NVME;
+                e.treq = 0;
+                e.portid = U16::new(p.portid);
+                e.cntlid = U16::new(CNTLID_DYNAMIC);
+                e.asqsz = U16::new(ADMIN_QUEUE_DEPTH);
+                let mut port = heapless::String::<8>::new();
+                let _ = core::fmt::write(&mut port, format_args!("{}", p.trsvcid));
+                put_str(&mut e.trsvcid, &port, 0);
+                put_str(&mut e.subnqn, &s.nqn, 0);
+                let mut addr = heapless::String::<16>::new();
+                let a = p.traddr;
+                let _ = core::fmt::write(&mut addr, format_args!("{}.{}.{}.{}", a[0], a[1], a[2], a[3]));
+                put_str(&mut e.traddr, &addr, 0);
+                e.tsas[0] = disc::QPTYPE_CONNECTED;
+                e.tsas[1] = disc::PRTYPE_NOT_SPECIFIED;
+                e.tsas[2] = disc::CMS_RDMA_CM;
+                buf.copy_from_slice(e.as_bytes());
+            }
+            self.out[pos..pos + n].copy_from_slice(&buf[in_rec..in_rec + n]);
+            pos += n;
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // I/O
+    // -----------------------------------------------------------------------------------------
+
+    fn exec_io(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>) -> Action {
+        let cntlid = q.cntlid.unwrap_or(0);
+        let Some(si) = self.ctrl(cntlid).and_then(|c| c.subsys) else { return Action::status(Status::INVALID_OPCODE) };
+        let nsid = sqe.nsid.get();
+        if sqe.opcode == io_op::FLUSH && nsid == 0xFFFF_FFFF {
+            let mut count = 0;
+            for n in self.subsystems[si].cfg.namespaces.iter_mut() {
+                let io = BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: data.tag };
+                match n.dev.submit(&io) {
+                    Ok(()) => count += 1,
+                    Err(e) => {
+                        if count == 0 {
+                            return Action::status(blk_status(e));
+                        }
+                    }
+                }
+            }
+            return if count == 0 { Action::ok(0, 0) } else { Action::Submitted { count } };
+        }
+        let Some(ni) = self.subsystems[si].cfg.namespaces.iter().position(|n| n.nsid == nsid) else {
+            return Action::status(Status::INVALID_NS);
+        };
+        let (bs, cap) = {
+            let d = &self.subsystems[si].cfg.namespaces[ni].dev;
+            (d.block_size() as u64, d.num_blocks())
+        };
+        let slba = sqe.cdw10.get() as u64 | ((sqe.cdw11.get() as u64) << 32);
+        let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
+        let range_ok = slba.checked_add(nlb as u64).is_some_and(|e| e <= cap);
+        let (op, blocks, buf, buf_len) = match sqe.opcode {
+            io_op::READ | io_op::WRITE => {
+                let bytes = nlb as u64 * bs;
+                if bytes != data.sgl_len as u64 {
+                    return Action::status(Status::SGL_INVALID_DATA);
+                }
+                if bytes > self.cfg.max_io_bytes as u64 || bytes > data.buf_len as u64 {
+                    return Action::status(Status::INVALID_FIELD);
+                }
+                if !range_ok {
+                    return Action::status(Status::LBA_RANGE);
+                }
+                let c = self.ctrl_mut(cntlid).expect("checked");
+                let op = if sqe.opcode == io_op::READ {
+                    c.host_reads += 1;
+                    c.blocks_read_512 += bytes / 512;
+                    BlockOp::Read
+                } else {
+                    c.host_writes += 1;
+                    c.blocks_written_512 += bytes / 512;
+                    BlockOp::Write
+                };
+                (op, nlb, data.buf, bytes as usize)
+            }
+            io_op::FLUSH => (BlockOp::Flush, 0, 0, 0),
+            io_op::WRITE_ZEROES => {
+                if !range_ok {
+                    return Action::status(Status::LBA_RANGE);
+                }
+                (BlockOp::WriteZeroes, nlb, 0, 0)
+            }
+            io_op::DSM => return self.dsm(si, ni, sqe, data, cap),
+            _ => return Action::status(Status::INVALID_OPCODE),
+        };
+        let io = BlockIo { op, lba: if op == BlockOp::Flush { 0 } else { slba }, blocks, buf, buf_len, tag: data.tag };
+        if op == BlockOp::Read {
+            self.stats.reads += 1;
+        } else if op == BlockOp::Write {
+            self.stats.writes += 1;
+        }
+        match self.subsystems[si].cfg.namespaces[ni].dev.submit(&io) {
+            Ok(()) => Action::Submitted { count: 1 },
+            Err(e) => Action::status(blk_status(e)),
+        }
+    }
+
+    fn dsm(&mut self, si: usize, ni: usize, sqe: &Sqe, data: &DataIn<'_>, cap: u64) -> Action {
+        let nr = (sqe.cdw10.get() & 0xFF) as usize + 1;
+        let need = nr * DsmRange::SIZE;
+        if (data.sgl_len as usize) < need || data.bytes.len() < need {
+            return Action::status(Status::SGL_INVALID_DATA);
+        }
+        if sqe.cdw11.get() & DSM_ATTR_DEALLOCATE == 0 {
+            // Only hints: nothing to do.
+            return Action::ok(0, 0);
+        }
+        for r in data.bytes[..need].chunks_exact(DsmRange::SIZE) {
+            let r = DsmRange::read_from_bytes(r).expect("16 bytes");
+            if !r.slba.get().checked_add(r.nlb.get() as u64).is_some_and(|e| e <= cap) {
+                return Action::status(Status::LBA_RANGE);
+            }
+        }
+        let mut count = 0u16;
+        let dev = &mut self.subsystems[si].cfg.namespaces[ni].dev;
+        for r in data.bytes[..need].chunks_exact(DsmRange::SIZE) {
+            let r = DsmRange::read_from_bytes(r).expect("16 bytes");
+            if r.nlb.get() == 0 {
+                continue;
+            }
+            let io = BlockIo { op: BlockOp::Deallocate, lba: r.slba.get(), blocks: r.nlb.get(), buf: 0, buf_len: 0, tag: data.tag };
+            match dev.submit(&io) {
+                Ok(()) => count += 1,
+                // Deallocate is advisory: a store that cannot do it simply keeps the data.
+                Err(BlockError::Unsupported) => {}
+                Err(e) if count == 0 => return Action::status(blk_status(e)),
+                Err(_) => {}
+            }
+        }
+        if count == 0 {
+            Action::ok(0, 0)
+        } else {
+            Action::Submitted { count }
+        }
+    }
+}
+
+/// Copy the window of `page` starting at `off` into `out` (zero beyond the page).
+fn copy_window(out: &mut [u8], page: &[u8], off: u64) {
+    out.fill(0);
+    if off < page.len() as u64 {
+        let off = off as usize;
+        let n = core::cmp::min(out.len(), page.len() - off);
+        out[..n].copy_from_slice(&page[off..off + n]);
+    }
+}
