@@ -1,3 +1,44 @@
-//! The bootable appliance image (skeleton: filled in by the platform issue).
+//! The bootable appliance image: the kernel brings the machine up, this reads the command
+//! line, discovers devices (ACPI, PCIe), attaches drivers, prints "ready" and ends as
+//! `exit=` says.
 #![no_std]
 #![no_main]
+#![forbid(unsafe_code)]
+
+mod config;
+
+use config::{Config, OPTIONS};
+
+kernel::entry!(main);
+
+fn main(boot: kernel::Boot) -> ! {
+    log::info!("appliance: command line `{}`", boot.cmdline);
+    let mut cfg = Config::default();
+    if let Err(e) = kernel::cmdline::parse(boot.cmdline, OPTIONS, &mut cfg) {
+        log::error!("appliance: {e}");
+        log::error!("appliance: known options:");
+        for o in OPTIONS {
+            log::error!("appliance:   {:<12} {}", o.name, o.help);
+        }
+        kernel::exit::fail();
+    }
+    kernel::exit::set_action(cfg.exit);
+    log::set_max_level(cfg.log);
+    kernel::devices();
+    if let Some(f) = cfg.fault {
+        kernel::fault::trigger(f);
+        log::error!("appliance: test.fault={f:?} did not fault");
+        kernel::exit::fail();
+    }
+    let s = *kernel::STATS.lock();
+    let ticks = kernel::time::rdtsc().wrapping_sub(boot::first_tsc());
+    log::info!(
+        "ready: boot {} us ({ticks} TSC ticks), {} x 2MiB pages mapped, {} PCI functions, {} CPUs, {} MiB RAM",
+        kernel::time::ticks_to_ns(ticks) / 1000,
+        s.pages_2m_mapped,
+        s.pci_functions,
+        s.cpus,
+        s.ram_bytes >> 20
+    );
+    kernel::exit::success();
+}

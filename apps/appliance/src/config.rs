@@ -1,0 +1,60 @@
+//! The appliance's typed configuration, filled from the kernel command line through
+//! [`OPTIONS`]: one table entry per option (name, help, setter). To add an option (e.g. the
+//! NVMe part's `ns=...`, the NVMe-oF part's `nvmf.*`), add a field to [`Config`] and an
+//! entry to [`OPTIONS`]. Rule: an unknown option or a bad value stops the image with a
+//! failure status after printing an error that names the option (see kernel::cmdline).
+use kernel::cmdline::Opt;
+use kernel::exit::EndAction;
+use kernel::fault::Fault;
+
+/// Everything the command line can set.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `exit=qemu|halt|reboot`: what happens when the run ends (default qemu: isa-debug-exit, then halt).
+    pub exit: EndAction,
+    /// `log=error|warn|info|debug|trace` (default info).
+    pub log: log::LevelFilter,
+    /// `test.fault=pagefault|ud|gpf`: raise this exception after start-up (tests).
+    pub fault: Option<Fault>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None }
+    }
+}
+
+/// The option table.
+pub const OPTIONS: &[Opt<Config>] = &[
+    Opt {
+        name: "exit",
+        help: "end action: qemu (isa-debug-exit, then halt) | halt | reboot",
+        set: |c, v| {
+            c.exit = EndAction::parse(v).ok_or("expected qemu, halt or reboot")?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "log",
+        help: "log level: error | warn | info | debug | trace",
+        set: |c, v| {
+            c.log = match v {
+                "error" => log::LevelFilter::Error,
+                "warn" => log::LevelFilter::Warn,
+                "info" => log::LevelFilter::Info,
+                "debug" => log::LevelFilter::Debug,
+                "trace" => log::LevelFilter::Trace,
+                _ => return Err("expected error, warn, info, debug or trace"),
+            };
+            Ok(())
+        },
+    },
+    Opt {
+        name: "test.fault",
+        help: "raise an exception after start-up: pagefault | ud | gpf",
+        set: |c, v| {
+            c.fault = Some(Fault::parse(v).ok_or("expected pagefault, ud or gpf")?);
+            Ok(())
+        },
+    },
+];

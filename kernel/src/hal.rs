@@ -1,0 +1,168 @@
+//! The driver [`hal::Hal`] on bare metal: DMA regions are physically contiguous blocks of
+//! the identity-mapped DMA pool (CPU address = device address), accessed with volatile
+//! loads/stores; MMIO windows are uncached BAR mappings accessed with `volatile`.
+use core::alloc::Layout;
+use core::ptr::NonNull;
+
+use hal::{DmaRegion, Hal, HalError, Mmio, PhysAddr};
+use volatile::VolatilePtr;
+
+use crate::memory::DMA_POOL;
+
+/// The platform Hal drivers are generic over on the machine.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KernelHal;
+
+/// A DMA region from the pool; freed on drop.
+#[derive(Debug)]
+pub struct KernelDma {
+    ptr: NonNull<u8>,
+    layout: Layout,
+    len: usize,
+}
+
+// SAFETY: the region is owned memory (like a Box<[u8]>); accesses are volatile copies.
+unsafe impl Send for KernelDma {}
+// SAFETY: shared access only performs volatile byte copies; ordering is the driver's business, as with hardware.
+unsafe impl Sync for KernelDma {}
+
+impl Hal for KernelHal {
+    type Dma = KernelDma;
+
+    fn dma_alloc(&self, size: usize, align: usize) -> Result<KernelDma, HalError> {
+        if align == 0 || !align.is_power_of_two() {
+            return Err(HalError::BadAlignment(align));
+        }
+        if size == 0 {
+            return Err(HalError::OutOfMemory { size, align });
+        }
+        let rounded = size.next_multiple_of(4096);
+        let layout =
+            Layout::from_size_align(rounded, align.max(4096)).map_err(|_| HalError::BadAlignment(align))?;
+        let ptr = DMA_POOL.lock().allocate_first_fit(layout).map_err(|_| HalError::OutOfMemory { size, align })?;
+        // SAFETY: freshly allocated block of `rounded` bytes, exclusively owned.
+        unsafe { core::ptr::write_bytes(ptr.as_ptr(), 0, rounded) };
+        Ok(KernelDma { ptr, layout, len: size })
+    }
+
+    fn now_ns(&self) -> u64 {
+        crate::time::now_ns()
+    }
+
+    fn relax(&self) {
+        core::hint::spin_loop();
+    }
+}
+
+impl KernelDma {
+    fn check(&self, offset: usize, len: usize) {
+        assert!(
+            offset.checked_add(len).is_some_and(|e| e <= self.len),
+            "DMA access {offset}+{len} outside region of {}",
+            self.len
+        );
+    }
+}
+
+impl DmaRegion for KernelDma {
+    fn paddr(&self) -> PhysAddr {
+        self.ptr.as_ptr() as u64
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn read(&self, offset: usize, buf: &mut [u8]) {
+        self.check(offset, buf.len());
+        for (i, b) in buf.iter_mut().enumerate() {
+            // SAFETY: in bounds (checked above) of memory this region owns.
+            *b = unsafe { self.ptr.as_ptr().add(offset + i).read_volatile() };
+        }
+    }
+    fn write(&self, offset: usize, data: &[u8]) {
+        self.check(offset, data.len());
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: in bounds (checked above) of memory this region owns.
+            unsafe { self.ptr.as_ptr().add(offset + i).write_volatile(*b) };
+        }
+    }
+    fn read_le32(&self, offset: usize) -> u32 {
+        self.check(offset, 4);
+        // SAFETY: in bounds of memory this region owns; misaligned offsets use an unaligned load.
+        unsafe {
+            let p = self.ptr.as_ptr().add(offset);
+            if (p as usize) % 4 == 0 {
+                (p as *const u32).read_volatile()
+            } else {
+                (p as *const u32).read_unaligned()
+            }
+        }
+    }
+    fn write_le32(&self, offset: usize, v: u32) {
+        self.check(offset, 4);
+        // SAFETY: in bounds of memory this region owns.
+        unsafe {
+            let p = self.ptr.as_ptr().add(offset);
+            if (p as usize) % 4 == 0 {
+                (p as *mut u32).write_volatile(v)
+            } else {
+                (p as *mut u32).write_unaligned(v)
+            }
+        }
+    }
+}
+
+impl Drop for KernelDma {
+    fn drop(&mut self) {
+        // SAFETY: allocated from DMA_POOL with exactly this layout.
+        unsafe { DMA_POOL.lock().deallocate(self.ptr, self.layout) };
+    }
+}
+
+/// A BAR (or other device window) mapped uncached and identity-mapped.
+#[derive(Debug)]
+pub struct KernelMmio {
+    base: u64,
+    size: usize,
+}
+
+impl KernelMmio {
+    /// Map `[base, base+size)` uncached and wrap it. Only the PCI layer calls this, with a
+    /// BAR the firmware assigned.
+    pub(crate) fn map(base: u64, size: usize) -> Result<Self, crate::paging::PagingError> {
+        crate::paging::map_mmio(base, size as u64)?;
+        Ok(Self { base, size })
+    }
+
+    /// Physical base address of the window.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    fn ptr<T>(&self, offset: usize) -> VolatilePtr<'_, T> {
+        assert!(
+            offset % core::mem::size_of::<T>() == 0 && offset + core::mem::size_of::<T>() <= self.size,
+            "MMIO access at {offset:#x} outside window of {:#x}",
+            self.size
+        );
+        // SAFETY: in bounds and aligned (checked); the window is mapped uncached for the life of self.
+        unsafe { VolatilePtr::new(NonNull::new_unchecked((self.base as usize + offset) as *mut T)) }
+    }
+}
+
+impl Mmio for KernelMmio {
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn read32(&self, offset: usize) -> u32 {
+        self.ptr::<u32>(offset).read()
+    }
+    fn write32(&self, offset: usize, value: u32) {
+        self.ptr::<u32>(offset).write(value)
+    }
+    fn read64(&self, offset: usize) -> u64 {
+        self.ptr::<u64>(offset).read()
+    }
+    fn write64(&self, offset: usize, value: u64) {
+        self.ptr::<u64>(offset).write(value)
+    }
+}
