@@ -13,3 +13,36 @@ build_image() {
 }
 IMAGE="$ROOT/target/x86_64-target/release/appliance"
 export IMAGE
+
+# ---- platform helpers (boot/run/tests) ----
+# OVMF firmware image (Debian's ovmf package) for UEFI boots.
+OVMF_FD="${OVMF_FD:-/usr/share/ovmf/OVMF.fd}"
+# isa-debug-exit statuses written by the image: (0x10 << 1) | 1 and (0x11 << 1) | 1.
+QEMU_EXIT_SUCCESS=33
+QEMU_EXIT_FAILURE=35
+# Base QEMU command line for the appliance: q35, TCG (or KVM with ACCEL=kvm), serial on stdio,
+# no display, the test exit device. Extra devices are appended by the caller.
+qemu_base() {
+    local accel="${ACCEL:-tcg}" cpu="max"
+    [ "$accel" = kvm ] && cpu=host
+    echo qemu-system-x86_64 -M q35 -accel "$accel" -cpu "$cpu" -m "${QEMU_MEM:-512}" -smp 1 \
+        -serial stdio -display none -nodefaults -no-reboot \
+        -device isa-debug-exit,iobase=0xf4,iosize=0x04
+}
+# Build a GRUB rescue ISO (BIOS + UEFI) that boots $IMAGE with Multiboot2 and command line "$1".
+# Prints the ISO's path.
+build_iso() {
+    local args="$1" dir="$ROOT/build/iso"
+    rm -rf "$dir" && mkdir -p "$dir/boot/grub"
+    objcopy --strip-debug "$IMAGE" "$dir/boot/appliance"
+    cat >"$dir/boot/grub/grub.cfg" <<GRUBCFG
+set timeout=0
+set default=0
+menuentry "appliance" {
+    multiboot2 /boot/appliance $args
+    boot
+}
+GRUBCFG
+    grub-mkrescue -o "$ROOT/build/appliance.iso" "$dir" >/dev/null 2>&1 || return 1
+    echo "$ROOT/build/appliance.iso"
+}
