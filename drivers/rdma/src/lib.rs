@@ -5,6 +5,7 @@
 extern crate alloc;
 
 pub mod verbs;
+pub mod cm;
 pub mod cm_wire;
 #[cfg(any(test, feature = "soft"))]
 pub mod soft;

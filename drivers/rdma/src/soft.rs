@@ -163,6 +163,12 @@ impl SoftFabric {
         self.inner.borrow_mut().filter = f;
     }
 
+    /// Put a hand-made UD datagram on the wire (e.g. a MAD captured from Linux), as if
+    /// `src_ip`/`src_qpn` had sent it. Delivered when `dst_ip` polls.
+    pub fn inject_ud(&self, src_ip: Ipv4, src_qpn: Qpn, dst_ip: Ipv4, dst_qpn: Qpn, qkey: u32, payload: &[u8]) -> bool {
+        self.push(dst_ip, Packet::Ud { src_ip, src_qpn, dst_qpn, qkey, data: payload.to_vec() })
+    }
+
     pub fn stats(&self) -> FabricStats {
         self.inner.borrow().stats
     }

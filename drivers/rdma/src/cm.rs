@@ -1,0 +1,1119 @@
+//! cm: IB connection manager over QP1, speaking Linux rdma_cm's dialect (TCP port space, RoCEv2).
+//!
+//! Poll-driven and generic over [`Verbs`]: the [`Cm`] owns no device; every call takes
+//! `&mut V`. It owns a MAD buffer (receive and send slots on QP1) and the connections.
+//!
+//! Passive side: [`Cm::listen`] a port; a REQ for it becomes [`CmEvent::ConnectRequest`];
+//! the app answers with [`Cm::accept`] (QP created, receives posted, QP to RTS, REP sent) or
+//! [`Cm::reject`]. RTU (or [`Cm::notify_comm_est`] when the app sees the first receive)
+//! → [`CmEvent::Established`].
+//! Active side: [`Cm::connect`] (QP created, receives posted, REQ sent) → REP → QP to RTS,
+//! RTU → [`CmEvent::Established`]; REJ → [`CmEvent::Rejected`]; timeouts → [`CmEvent::Unreachable`].
+//! Either side: [`Cm::disconnect`] (DREQ → DREP) or a peer DREQ → [`CmEvent::Disconnected`].
+//!
+//! The CM owns every QP it creates: it destroys it on reject, timeout, failure and
+//! disconnect (after moving it to ERROR so the app's CQ gets the flushed WRs). After
+//! `Disconnected`/`Rejected`/`Unreachable` the QPN is gone.
+//!
+//! Wire rules mirrored from Linux (cm.c / cma.c; see shared/reference/wire.md §2):
+//! - MADs are UD SENDs on QP1 to remote QPN 1 with Q_Key 0x80010000; receives carry the
+//!   40-byte GRH area first, whose IPv4 source address addresses the reply.
+//! - TIDs: REQ and DREQ carry `hi << 32 | local_comm_id.swap_bytes()` (Linux `cm_form_tid`
+//!   on a little-endian host); REP/REJ/MRA/RTU reuse the REQ's TID; DREP reuses the DREQ's.
+//! - Retransmission: REQ every `2 × packet lifetime + remote CM response timeout`, REP every
+//!   `2 × packet lifetime + REQ's local CM response timeout`, DREQ like REQ; up to
+//!   Max CM Retries (ours for REQ/DREQ, the REQ's for REP). MRA extends the wait by its
+//!   service timeout. Timeouts are 4.096 µs × 2^v (IBA), not Linux's rounded ms.
+//! - Duplicate REQ: resend what we last sent for it (MRA, REP or REJ); a REQ from a
+//!   (remote QPN, CA GUID) we hold in timewait or still connected under another comm ID →
+//!   REJ STALE_CONN (and the old connection is disconnected).
+//! - DREQ whose Remote QPN is not ours is ignored; DREQ for unknown IDs gets a DREP anyway.
+
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::vec::Vec;
+
+use hal::DmaRegion;
+use log::{debug, warn};
+
+use crate::cm_wire::*;
+use crate::verbs::*;
+
+/// Q_Key of QP1 (IBA; Linux `IB_QP1_QKEY`).
+pub const GSI_QKEY: u32 = 0x8001_0000;
+/// Bytes in front of every UD receive (GRH area; IPv4 header in its last 20 bytes).
+pub const GRH_LEN: usize = 40;
+/// UDP source port Linux rxe used for QP1 traffic (any value works; receivers don't check).
+pub const GSI_UDP_SPORT: u16 = 0xD872;
+/// Most private data a REQ can carry after the 36-byte rdma_cm header.
+pub const REQ_PRIVATE_DATA_MAX: usize = req_f::PRIVATE_DATA_LEN - cma_f::LEN;
+
+const SLOT: usize = 512;
+const SEND_TAG: u64 = 1 << 63;
+
+/// A connection handle: our Local Communication ID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u32);
+
+/// CM tunables (defaults = what Linux rdma_cm sends over RoCE, wire.md §2.3).
+#[derive(Debug, Clone, Copy)]
+pub struct CmConfig {
+    /// Our port's path MTU in bytes (rxe on a 1500-byte link: 1024).
+    pub mtu: u32,
+    /// Local and Remote CM Response Timeout we advertise (IBA exponent).
+    pub cm_response_timeout: u8,
+    /// Max CM Retries for REQ/DREQ we send.
+    pub max_cm_retries: u8,
+    /// Packet life time exponent (rdma_cm RoCE: 18) — for CM timers.
+    pub packet_life_time: u8,
+    /// RC Local ACK Timeout we put in the REQ and use for our QPs (Linux: 19).
+    pub local_ack_timeout: u8,
+    pub retry_count: u8,
+    pub rnr_retry_count: u8,
+    /// Our QPs' min RNR NAK timer code (IBA table; 12 = 0.64 ms).
+    pub min_rnr_timer: u8,
+    /// Target ACK Delay we advertise in REP (rxe: 15).
+    pub target_ack_delay: u8,
+    /// How long a closed connection stays in timewait.
+    pub timewait_ns: u64,
+    /// High 32 bits of our TIDs (Linux: MAD agent hi_tid).
+    pub tid_hi: u32,
+    /// Seed for comm IDs, PSNs and source ports.
+    pub seed: u64,
+    /// QP1 receive buffers to keep posted.
+    pub recv_slots: usize,
+    /// QP1 send slots (MADs in flight).
+    pub send_slots: usize,
+}
+
+impl Default for CmConfig {
+    fn default() -> Self {
+        CmConfig {
+            mtu: 1024,
+            cm_response_timeout: 20,
+            max_cm_retries: 15,
+            packet_life_time: 18,
+            local_ack_timeout: 19,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            min_rnr_timer: 12,
+            target_ack_delay: 15,
+            timewait_ns: 4_000_000_000,
+            tid_hi: 1,
+            seed: 0x5eed_c0de_1234_5678,
+            recv_slots: 64,
+            send_slots: 64,
+        }
+    }
+}
+
+/// Errors of the rdma crate's CM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmError<E> {
+    /// The device refused (raw device error inside).
+    Verbs(E),
+    UnknownConn(ConnId),
+    /// The call does not fit the connection's state.
+    BadState(ConnId),
+    PrivateDataTooLong { max: usize, got: usize },
+    PortInUse(u16),
+    /// The peer's MAC is not resolved (yet).
+    NoRoute(Ipv4),
+}
+
+/// A REQ a listener received, waiting for [`Cm::accept`] or [`Cm::reject`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectRequest {
+    pub id: ConnId,
+    /// The listening port it came for.
+    pub port: u16,
+    pub peer_ip: Ipv4,
+    /// The active side's rdma_cm source port.
+    pub peer_port: u16,
+    /// READs the peer lets us have outstanding at it (its Responder Resources).
+    pub responder_resources: u8,
+    /// READs the peer wants outstanding at us (its Initiator Depth).
+    pub initiator_depth: u8,
+    /// Private data after the rdma_cm header (e.g. nvme_rdma_cm_req at offset 0).
+    pub private_data: [u8; REQ_PRIVATE_DATA_MAX],
+}
+
+/// What the CM tells the app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmEvent {
+    ConnectRequest(ConnectRequest),
+    /// The QP is in RTS and the peer knows it. `private_data`: REP's (active side) or
+    /// RTU's (passive side).
+    Established { id: ConnId, qpn: Qpn, private_data: [u8; rep_f::PRIVATE_DATA_LEN] },
+    /// The peer answered with REJ (active: to our REQ; passive: to our REP).
+    Rejected { id: ConnId, reason: u16, private_data: [u8; rej_f::PRIVATE_DATA_LEN] },
+    /// No answer after all retries (REQ, REP or address resolution).
+    Unreachable { id: ConnId },
+    /// Closed by DREQ/DREP (either side) or DREQ timeout; the QP is destroyed.
+    Disconnected { id: ConnId },
+}
+
+/// Parameters of an active connect.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectParams<'a> {
+    pub dest_ip: Ipv4,
+    pub dest_port: u16,
+    /// rdma_cm source port for the cma header and flow label; 0 = pick one.
+    pub src_port: u16,
+    pub send_cq: Cqn,
+    pub recv_cq: Cqn,
+    pub sq_size: u32,
+    pub rq_size: u32,
+    /// Posted on the new QP before the REQ leaves.
+    pub recv_wrs: &'a [RecvWr],
+    /// After the rdma_cm header; at most [`REQ_PRIVATE_DATA_MAX`] bytes.
+    pub private_data: &'a [u8],
+    /// READs we accept from the peer (REQ Responder Resources).
+    pub responder_resources: u8,
+    /// READs we want outstanding at the peer (REQ Initiator Depth).
+    pub initiator_depth: u8,
+    pub access: Access,
+}
+
+/// Parameters of a passive accept.
+#[derive(Debug, Clone, Copy)]
+pub struct AcceptParams<'a> {
+    pub send_cq: Cqn,
+    pub recv_cq: Cqn,
+    pub sq_size: u32,
+    pub rq_size: u32,
+    /// Posted on the new QP before the REP leaves.
+    pub recv_wrs: &'a [RecvWr],
+    /// REP private data, at most 196 bytes.
+    pub private_data: &'a [u8],
+    /// READs we accept from the peer (REP Responder Resources), capped by REQ Initiator Depth.
+    pub responder_resources: u8,
+    /// READs we want outstanding at the peer (REP Initiator Depth), capped by REQ Responder Resources.
+    pub initiator_depth: u8,
+    pub access: Access,
+}
+
+/// CM counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CmStats {
+    pub mads_rx: u64,
+    pub mads_tx: u64,
+    pub bad_mads: u64,
+    pub resends: u64,
+    pub dup_reqs: u64,
+    pub stale_rejects: u64,
+    pub send_ring_full: u64,
+    pub no_route: u64,
+    pub ignored: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Active: waiting for the peer's MAC.
+    Resolving,
+    ReqSent,
+    MraReqRcvd,
+    /// Passive: waiting for the app.
+    ReqRcvd,
+    MraReqSent,
+    RepSent,
+    Established,
+    DreqSent,
+    /// Closed; remembered to answer duplicates (DREQ → DREP, REQ → REJ stale/REJ).
+    TimeWait,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Active,
+    Passive,
+}
+
+struct Conn {
+    id: u32,
+    role: Role,
+    state: State,
+    remote_id: u32,
+    remote_guid: u64,
+    remote_qpn: u32,
+    peer_ip: Ipv4,
+    peer_mac: Mac,
+    qpn: Option<Qpn>,
+    port: u16,
+    /// TID of the REQ (ours or the peer's).
+    req_tid: u64,
+    /// What to resend on timer / duplicate (REQ, REP, MRA, REJ, DREQ, DREP).
+    last: Option<[u8; MAD_LEN]>,
+    deadline: Option<u64>,
+    timeout_ns: u64,
+    retries_left: u8,
+    /// Connection parameters.
+    my_psn: u32,
+    flow_label: u32,
+    mtu: u32,
+    req: Option<Req>,
+    active: Option<ActiveSaved>,
+    /// A QP was connected for it (stale-connection matching considers only these).
+    connected: bool,
+}
+
+#[derive(Clone, Copy)]
+struct ActiveSaved {
+    responder_resources: u8,
+    initiator_depth: u8,
+    access: Access,
+    src_port: u16,
+    dest_port: u16,
+    private_data: [u8; REQ_PRIVATE_DATA_MAX],
+    resolve_deadline: u64,
+}
+
+/// The connection manager.
+pub struct Cm<V: Verbs> {
+    cfg: CmConfig,
+    buf: V::Buf,
+    lkey: Lkey,
+    recv_slots: usize,
+    send_next: usize,
+    send_busy: BTreeSet<usize>,
+    listeners: BTreeSet<u16>,
+    conns: BTreeMap<u32, Conn>,
+    events: VecDeque<CmEvent>,
+    rng: u64,
+    now: u64,
+    guid: u64,
+    stats: CmStats,
+}
+
+fn xorshift(s: &mut u64) -> u64 {
+    let mut x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *s = x;
+    x
+}
+
+impl<V: Verbs> Cm<V> {
+    /// Set up: allocate and register the MAD buffer, post QP1 receives.
+    pub fn new(v: &mut V, cfg: CmConfig) -> Result<Self, CmError<V::Error>> {
+        let slots = cfg.recv_slots.max(1) + cfg.send_slots.max(1);
+        let buf = v.alloc_buf(slots * SLOT).map_err(CmError::Verbs)?;
+        let access = Access { local_write: true, remote_read: false, remote_write: false };
+        let (lkey, _) = v.reg_mr(buf.paddr(), buf.len() as u64, access).map_err(CmError::Verbs)?;
+        let mut cm = Cm {
+            cfg,
+            buf,
+            lkey,
+            recv_slots: cfg.recv_slots.max(1),
+            send_next: 0,
+            send_busy: BTreeSet::new(),
+            listeners: BTreeSet::new(),
+            conns: BTreeMap::new(),
+            events: VecDeque::new(),
+            rng: cfg.seed | 1,
+            now: 0,
+            guid: guid_from_mac(v.local_mac()),
+            stats: CmStats::default(),
+        };
+        for i in 0..cm.recv_slots {
+            cm.post_slot(v, i).map_err(CmError::Verbs)?;
+        }
+        Ok(cm)
+    }
+
+    /// Release the MAD buffer registration and destroy every QP still held.
+    pub fn shutdown(mut self, v: &mut V) {
+        let ids: Vec<u32> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.drop_qp(v, id);
+        }
+        let _ = v.dereg_mr(self.lkey);
+    }
+
+    pub fn stats(&self) -> CmStats {
+        self.stats
+    }
+
+    /// Connections not yet forgotten (including timewait), for leak checks.
+    pub fn conn_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// QPs the CM currently owns.
+    pub fn qp_count(&self) -> usize {
+        self.conns.values().filter(|c| c.qpn.is_some()).count()
+    }
+
+    /// The port a connection was made to (listener port / destination port).
+    pub fn port(&self, id: ConnId) -> Option<u16> {
+        self.conns.get(&id.0).map(|c| c.port)
+    }
+
+    /// The QP of a connection (once accepted / connect called).
+    pub fn qpn(&self, id: ConnId) -> Option<Qpn> {
+        self.conns.get(&id.0).and_then(|c| c.qpn)
+    }
+
+    pub fn listen(&mut self, port: u16) -> Result<(), CmError<V::Error>> {
+        if !self.listeners.insert(port) {
+            return Err(CmError::PortInUse(port));
+        }
+        Ok(())
+    }
+
+    pub fn unlisten(&mut self, port: u16) {
+        self.listeners.remove(&port);
+    }
+
+    fn post_slot(&mut self, v: &mut V, i: usize) -> Result<(), V::Error> {
+        let wr = RecvWr { wr_id: i as u64, sge: Sge { addr: self.buf.paddr() + (i * SLOT) as u64, len: (GRH_LEN + MAD_LEN) as u32, lkey: self.lkey } };
+        v.post_recv(v.gsi_qp(), &wr)
+    }
+
+    fn rand(&mut self) -> u64 {
+        xorshift(&mut self.rng)
+    }
+
+    fn new_comm_id(&mut self) -> u32 {
+        loop {
+            let id = self.rand() as u32;
+            if id != 0 && !self.conns.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    fn tid_for(&self, id: u32) -> u64 {
+        ((self.cfg.tid_hi as u64) << 32) | id.swap_bytes() as u64
+    }
+
+    fn send_mad(&mut self, v: &mut V, ip: Ipv4, mac: Mac, mad: &[u8; MAD_LEN]) {
+        let n = self.cfg.send_slots.max(1);
+        if self.send_busy.len() >= n {
+            self.stats.send_ring_full += 1;
+            return;
+        }
+        while self.send_busy.contains(&self.send_next) {
+            self.send_next = (self.send_next + 1) % n;
+        }
+        let s = self.send_next;
+        self.send_next = (self.send_next + 1) % n;
+        let off = (self.recv_slots + s) * SLOT;
+        self.buf.write(off, mad);
+        let wr = SendWr {
+            wr_id: SEND_TAG | s as u64,
+            op: SendOp::Send,
+            sge: Sge { addr: self.buf.paddr() + off as u64, len: MAD_LEN as u32, lkey: self.lkey },
+            signaled: true,
+            ud: Some(UdDest { remote_qpn: Qpn(1), qkey: GSI_QKEY, dest_ip: ip, dest_mac: mac, udp_sport: GSI_UDP_SPORT }),
+        };
+        let qp1 = v.gsi_qp();
+        match v.post_send(qp1, &wr) {
+            Ok(()) => {
+                self.send_busy.insert(s);
+                self.stats.mads_tx += 1;
+            }
+            Err(e) => warn!("cm: QP1 send failed: {e:?}"),
+        }
+    }
+
+    /// Send `mad` for conn `id`, remember it for resends and arm the timer (if `timeout_ns`).
+    fn send_for(&mut self, v: &mut V, id: u32, mad: [u8; MAD_LEN], timer: Option<(u64, u8)>) {
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        c.last = Some(mad);
+        match timer {
+            Some((t, retries)) => {
+                c.timeout_ns = t;
+                c.retries_left = retries;
+                c.deadline = Some(self.now.saturating_add(t));
+            }
+            None => c.deadline = None,
+        }
+        let (ip, mac) = (c.peer_ip, c.peer_mac);
+        self.send_mad(v, ip, mac, &mad);
+    }
+
+    fn req_timeout_ns(&self, remote_cm_response_timeout: u8) -> u64 {
+        2 * cm_time_ns(self.cfg.packet_life_time) + cm_time_ns(remote_cm_response_timeout)
+    }
+
+    /// Start an active connection: create the QP, post `recv_wrs`, send the REQ.
+    pub fn connect(&mut self, v: &mut V, p: &ConnectParams<'_>) -> Result<ConnId, CmError<V::Error>> {
+        if p.private_data.len() > REQ_PRIVATE_DATA_MAX {
+            return Err(CmError::PrivateDataTooLong { max: REQ_PRIVATE_DATA_MAX, got: p.private_data.len() });
+        }
+        let qpn = v.create_rc_qp(p.send_cq, p.recv_cq, p.sq_size, p.rq_size).map_err(CmError::Verbs)?;
+        for wr in p.recv_wrs {
+            if let Err(e) = v.post_recv(qpn, wr) {
+                let _ = v.destroy_qp(qpn);
+                return Err(CmError::Verbs(e));
+            }
+        }
+        let id = self.new_comm_id();
+        let src_port = if p.src_port != 0 { p.src_port } else { 0x8000 | (self.rand() as u16 & 0x7fff) };
+        let my_psn = self.rand() as u32 & 0xFF_FFFF;
+        let conn = Conn {
+            id,
+            role: Role::Active,
+            state: State::Resolving,
+            remote_id: 0,
+            remote_guid: 0,
+            remote_qpn: 0,
+            peer_ip: p.dest_ip,
+            peer_mac: [0; 6],
+            qpn: Some(qpn),
+            port: p.dest_port,
+            req_tid: self.tid_for(id),
+            last: None,
+            deadline: None,
+            timeout_ns: 0,
+            retries_left: 0,
+            my_psn,
+            flow_label: rdma_cm_flow_label(src_port, p.dest_port),
+            mtu: self.cfg.mtu,
+            req: None,
+            connected: false,
+            active: Some(ActiveSaved {
+                responder_resources: p.responder_resources,
+                initiator_depth: p.initiator_depth,
+                access: p.access,
+                src_port,
+                dest_port: p.dest_port,
+                private_data: pad(p.private_data),
+                resolve_deadline: self.now.saturating_add(self.req_timeout_ns(self.cfg.cm_response_timeout)),
+            }),
+        };
+        self.conns.insert(id, conn);
+        self.try_send_req(v, id);
+        Ok(ConnId(id))
+    }
+
+    /// Resolving → ReqSent once the peer MAC is known.
+    fn try_send_req(&mut self, v: &mut V, id: u32) {
+        let Some(c) = self.conns.get(&id) else { return };
+        if c.state != State::Resolving {
+            return;
+        }
+        let Some(mac) = v.resolve_mac(c.peer_ip) else { return };
+        let a = c.active.expect("active conn");
+        let mut pd = [0u8; req_f::PRIVATE_DATA_LEN];
+        CmaHdr { src_port: a.src_port, src_ip: v.local_ip(), dst_ip: c.peer_ip }.write(&mut pd);
+        pd[cma_f::LEN..].copy_from_slice(&a.private_data);
+        let cfg = self.cfg;
+        let req = Req {
+            local_comm_id: id,
+            service_id: service_id_tcp(a.dest_port),
+            local_ca_guid: self.guid,
+            local_qkey: 0,
+            local_qpn: c.qpn.map_or(0, |q| q.0),
+            responder_resources: a.responder_resources,
+            local_eecn: 0,
+            initiator_depth: a.initiator_depth,
+            remote_eecn: 0,
+            remote_cm_response_timeout: cfg.cm_response_timeout,
+            transport_service_type: 0,
+            end_to_end_flow_control: true,
+            starting_psn: c.my_psn,
+            local_cm_response_timeout: cfg.cm_response_timeout,
+            retry_count: cfg.retry_count,
+            pkey: 0xffff,
+            path_mtu: mtu_bytes_to_enum(cfg.mtu).unwrap_or(3),
+            rdc_exists: false,
+            rnr_retry_count: cfg.rnr_retry_count,
+            max_cm_retries: cfg.max_cm_retries,
+            srq: false,
+            extended_transport_type: 0,
+            primary: Path {
+                local_lid: 0xffff,
+                remote_lid: 0xffff,
+                local_gid: gid_from_ipv4(v.local_ip()),
+                remote_gid: gid_from_ipv4(c.peer_ip),
+                flow_label: c.flow_label,
+                packet_rate: 0,
+                traffic_class: 0,
+                hop_limit: 64,
+                sl: 0,
+                subnet_local: false,
+                local_ack_timeout: cfg.local_ack_timeout,
+            },
+            alternate: Path::default(),
+            sap_supported: false,
+            private_data: pd,
+        };
+        let tid = c.req_tid;
+        let c = self.conns.get_mut(&id).expect("present");
+        c.peer_mac = mac;
+        c.state = State::ReqSent;
+        c.req = Some(req);
+        let t = self.req_timeout_ns(cfg.cm_response_timeout);
+        self.send_for(v, id, CmMsg::Req(req).encode(tid), Some((t, cfg.max_cm_retries)));
+    }
+
+    /// Accept a [`CmEvent::ConnectRequest`]: create the QP, post `recv_wrs`, bring it to RTS
+    /// with the REQ's parameters, send the REP. Returns the QPN.
+    pub fn accept(&mut self, v: &mut V, id: ConnId, p: &AcceptParams<'_>) -> Result<Qpn, CmError<V::Error>> {
+        if p.private_data.len() > rep_f::PRIVATE_DATA_LEN {
+            return Err(CmError::PrivateDataTooLong { max: rep_f::PRIVATE_DATA_LEN, got: p.private_data.len() });
+        }
+        let c = self.conns.get(&id.0).ok_or(CmError::UnknownConn(id))?;
+        if !matches!(c.state, State::ReqRcvd | State::MraReqSent) {
+            return Err(CmError::BadState(id));
+        }
+        let req = c.req.expect("passive conn has its REQ");
+        let (peer_ip, peer_mac) = (c.peer_ip, c.peer_mac);
+        let qpn = match v.create_rc_qp(p.send_cq, p.recv_cq, p.sq_size, p.rq_size) {
+            Ok(q) => q,
+            Err(e) => {
+                self.reject_inner(v, id.0, rej_reason::NO_QP, &[]);
+                return Err(CmError::Verbs(e));
+            }
+        };
+        let mtu = mtu_enum_to_bytes(req.path_mtu).unwrap_or(1024).min(self.cfg.mtu);
+        let max_rd_atomic = p.initiator_depth.min(req.responder_resources);
+        let max_dest_rd_atomic = p.responder_resources.min(req.initiator_depth);
+        let my_psn = self.rand() as u32 & 0xFF_FFFF;
+        let mut access = p.access;
+        // Linux cm_init_qp_init_attr: REMOTE_READ only with responder resources.
+        access.remote_read &= max_dest_rd_atomic > 0;
+        let attrs = RcConnectAttrs {
+            remote_qpn: Qpn(req.local_qpn),
+            remote_ip: peer_ip,
+            remote_mac: peer_mac,
+            rq_psn: req.starting_psn,
+            sq_psn: my_psn,
+            mtu,
+            udp_sport: flow_label_to_udp_sport(req.primary.flow_label),
+            retry_cnt: req.retry_count,
+            rnr_retry: req.rnr_retry_count,
+            timeout: req.primary.local_ack_timeout,
+            min_rnr_timer: self.cfg.min_rnr_timer,
+            max_rd_atomic,
+            max_dest_rd_atomic,
+            access,
+        };
+        let setup = (|| {
+            for wr in p.recv_wrs {
+                v.post_recv(qpn, wr)?;
+            }
+            v.connect_rc_qp(qpn, &attrs)
+        })();
+        if let Err(e) = setup {
+            let _ = v.destroy_qp(qpn);
+            self.reject_inner(v, id.0, rej_reason::NO_RESOURCES, &[]);
+            return Err(CmError::Verbs(e));
+        }
+        let rep = Rep {
+            local_comm_id: id.0,
+            remote_comm_id: req.local_comm_id,
+            local_qkey: 0,
+            local_qpn: qpn.0,
+            local_eecn: 0,
+            starting_psn: my_psn,
+            responder_resources: max_dest_rd_atomic,
+            initiator_depth: max_rd_atomic,
+            target_ack_delay: self.cfg.target_ack_delay,
+            failover_accepted: 0,
+            end_to_end_flow_control: true,
+            rnr_retry_count: self.cfg.rnr_retry_count,
+            srq: false,
+            local_ca_guid: self.guid,
+            private_data: pad(p.private_data),
+        };
+        let t = 2 * cm_time_ns(self.cfg.packet_life_time) + cm_time_ns(req.local_cm_response_timeout);
+        let c = self.conns.get_mut(&id.0).expect("checked");
+        c.qpn = Some(qpn);
+        c.connected = true;
+        c.my_psn = my_psn;
+        c.mtu = mtu;
+        c.state = State::RepSent;
+        let tid = c.req_tid;
+        self.send_for(v, id.0, CmMsg::Rep(rep).encode(tid), Some((t, req.max_cm_retries)));
+        Ok(qpn)
+    }
+
+    /// Reject a pending REQ with `reason` (use [`rej_reason::CONSUMER_DEFINED`] for app
+    /// decisions) and up to 148 bytes of private data.
+    pub fn reject(&mut self, v: &mut V, id: ConnId, reason: u16, private_data: &[u8]) -> Result<(), CmError<V::Error>> {
+        if private_data.len() > rej_f::PRIVATE_DATA_LEN {
+            return Err(CmError::PrivateDataTooLong { max: rej_f::PRIVATE_DATA_LEN, got: private_data.len() });
+        }
+        let c = self.conns.get(&id.0).ok_or(CmError::UnknownConn(id))?;
+        if !matches!(c.state, State::ReqRcvd | State::MraReqSent) {
+            return Err(CmError::BadState(id));
+        }
+        self.reject_inner(v, id.0, reason, private_data);
+        Ok(())
+    }
+
+    /// Send REJ for the REQ of passive conn `id` and keep it in timewait (duplicates get the REJ again).
+    fn reject_inner(&mut self, v: &mut V, id: u32, reason: u16, private_data: &[u8]) {
+        let Some(c) = self.conns.get(&id) else { return };
+        let rej = Rej {
+            local_comm_id: id,
+            remote_comm_id: c.remote_id,
+            message_rejected: msg_code::REQ,
+            reject_info_length: 0,
+            reason,
+            ari: [0; rej_f::ARI_LEN],
+            private_data: pad(private_data),
+        };
+        let tid = c.req_tid;
+        self.send_for(v, id, CmMsg::Rej(rej).encode(tid), None);
+        self.drop_qp(v, id);
+        self.enter_timewait(id);
+    }
+
+    /// Tell the peer we need more time before deciding on its REQ (MRA, Message MRAed = REQ).
+    pub fn delay(&mut self, v: &mut V, id: ConnId, service_timeout: u8) -> Result<(), CmError<V::Error>> {
+        let c = self.conns.get_mut(&id.0).ok_or(CmError::UnknownConn(id))?;
+        if c.state != State::ReqRcvd {
+            return Err(CmError::BadState(id));
+        }
+        c.state = State::MraReqSent;
+        let mra = Mra { local_comm_id: id.0, remote_comm_id: c.remote_id, message_mraed: msg_code::REQ, service_timeout, private_data: [0; mra_f::PRIVATE_DATA_LEN] };
+        let tid = c.req_tid;
+        self.send_for(v, id.0, CmMsg::Mra(mra).encode(tid), None);
+        Ok(())
+    }
+
+    /// Passive side: the app saw traffic on the QP before the RTU (Linux COMM_EST).
+    pub fn notify_comm_est(&mut self, id: ConnId) {
+        if self.conns.get(&id.0).is_some_and(|c| c.state == State::RepSent) {
+            self.establish(id.0, [0; rep_f::PRIVATE_DATA_LEN]);
+        }
+    }
+
+    fn establish(&mut self, id: u32, private_data: [u8; rep_f::PRIVATE_DATA_LEN]) {
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        c.state = State::Established;
+        c.deadline = None;
+        let qpn = c.qpn.unwrap_or_default();
+        self.events.push_back(CmEvent::Established { id: ConnId(id), qpn, private_data });
+    }
+
+    /// Start a disconnect: QP to ERROR, DREQ sent; `Disconnected` follows on DREP or timeout.
+    pub fn disconnect(&mut self, v: &mut V, id: ConnId) -> Result<(), CmError<V::Error>> {
+        let c = self.conns.get(&id.0).ok_or(CmError::UnknownConn(id))?;
+        match c.state {
+            State::Established | State::RepSent => {}
+            State::Resolving | State::ReqSent | State::MraReqRcvd => {
+                // Not connected yet: abandon (REJ TIMEOUT tells the peer, as Linux does on destroy).
+                self.abandon_active(v, id.0);
+                self.events.push_back(CmEvent::Disconnected { id });
+                return Ok(());
+            }
+            _ => return Err(CmError::BadState(id)),
+        }
+        if let Some(q) = c.qpn {
+            let _ = v.qp_to_error(q);
+        }
+        let dreq = Dreq { local_comm_id: id.0, remote_comm_id: c.remote_id, remote_qpn: c.remote_qpn, private_data: [0; short_f::DREQ_PRIVATE_DATA_LEN] };
+        let tid = self.tid_for(id.0);
+        let t = self.req_timeout_ns(self.cfg.cm_response_timeout);
+        let retries = self.cfg.max_cm_retries;
+        self.conns.get_mut(&id.0).expect("checked").state = State::DreqSent;
+        self.send_for(v, id.0, CmMsg::Dreq(dreq).encode(tid), Some((t, retries)));
+        Ok(())
+    }
+
+    fn abandon_active(&mut self, v: &mut V, id: u32) {
+        let Some(c) = self.conns.get(&id) else { return };
+        if c.state != State::Resolving {
+            let mut ari = [0u8; rej_f::ARI_LEN];
+            ari[..8].copy_from_slice(&self.guid.to_be_bytes());
+            let rej = Rej { local_comm_id: id, remote_comm_id: c.remote_id, message_rejected: msg_code::REQ, reject_info_length: 8, reason: rej_reason::TIMEOUT, ari, private_data: [0; rej_f::PRIVATE_DATA_LEN] };
+            let (ip, mac, tid) = (c.peer_ip, c.peer_mac, c.req_tid);
+            self.send_mad(v, ip, mac, &CmMsg::Rej(rej).encode(tid));
+        }
+        self.drop_qp(v, id);
+        self.conns.remove(&id);
+    }
+
+    fn drop_qp(&mut self, v: &mut V, id: u32) {
+        if let Some(q) = self.conns.get_mut(&id).and_then(|c| c.qpn.take()) {
+            let _ = v.qp_to_error(q);
+            if let Err(e) = v.destroy_qp(q) {
+                warn!("cm: destroy {q} failed: {e:?}");
+            }
+        }
+    }
+
+    fn enter_timewait(&mut self, id: u32) {
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.state = State::TimeWait;
+            c.deadline = Some(self.now.saturating_add(self.cfg.timewait_ns));
+            c.retries_left = 0;
+        }
+    }
+
+    /// Close conn `id` locally: QP destroyed, timewait, `Disconnected` event.
+    fn close(&mut self, v: &mut V, id: u32) {
+        self.drop_qp(v, id);
+        self.enter_timewait(id);
+        self.events.push_back(CmEvent::Disconnected { id: ConnId(id) });
+    }
+
+    /// Do CM work: reap QP1 completions, handle MADs, run timers. Returns the next event.
+    /// `now_ns` is a monotonic clock; all CM timers use it.
+    pub fn poll(&mut self, v: &mut V, now_ns: u64) -> Option<CmEvent> {
+        self.now = now_ns;
+        let cq = v.gsi_cq();
+        let mut wcs = [Completion::default(); 16];
+        loop {
+            let n = v.poll_cq(cq, &mut wcs);
+            for wc in &wcs[..n] {
+                if wc.wr_id & SEND_TAG != 0 {
+                    self.send_busy.remove(&((wc.wr_id & !SEND_TAG) as usize));
+                    continue;
+                }
+                let slot = wc.wr_id as usize;
+                if slot >= self.recv_slots {
+                    continue;
+                }
+                if wc.status == WcStatus::Success && wc.byte_len as usize >= GRH_LEN + MAD_LEN {
+                    let mut m = [0u8; GRH_LEN + MAD_LEN];
+                    self.buf.read(slot * SLOT, &mut m);
+                    self.handle_mad(v, &m);
+                } else if wc.status == WcStatus::Success {
+                    self.stats.bad_mads += 1;
+                }
+                if wc.status != WcStatus::WrFlushed {
+                    if let Err(e) = self.post_slot(v, slot) {
+                        warn!("cm: QP1 re-post failed: {e:?}");
+                    }
+                }
+            }
+            if n < wcs.len() {
+                break;
+            }
+        }
+        self.run_timers(v);
+        self.events.pop_front()
+    }
+
+    fn run_timers(&mut self, v: &mut V) {
+        let now = self.now;
+        let resolving: Vec<u32> = self.conns.values().filter(|c| c.state == State::Resolving).map(|c| c.id).collect();
+        for id in resolving {
+            self.try_send_req(v, id);
+            if let Some(c) = self.conns.get(&id) {
+                if c.state == State::Resolving && c.active.is_some_and(|a| now >= a.resolve_deadline) {
+                    self.drop_qp(v, id);
+                    self.conns.remove(&id);
+                    self.events.push_back(CmEvent::Unreachable { id: ConnId(id) });
+                }
+            }
+        }
+        let due: Vec<u32> = self.conns.values().filter(|c| c.deadline.is_some_and(|d| now >= d)).map(|c| c.id).collect();
+        for id in due {
+            let Some(c) = self.conns.get_mut(&id) else { continue };
+            if c.state == State::TimeWait {
+                self.conns.remove(&id);
+                continue;
+            }
+            if c.retries_left > 0 {
+                c.retries_left -= 1;
+                c.deadline = Some(now.saturating_add(c.timeout_ns));
+                if let Some(m) = c.last {
+                    let (ip, mac) = (c.peer_ip, c.peer_mac);
+                    self.stats.resends += 1;
+                    debug!("cm: resend attr {:#x} for {id:#x}", u16::from_be_bytes([m[16], m[17]]));
+                    self.send_mad(v, ip, mac, &m);
+                }
+                continue;
+            }
+            match c.state {
+                State::ReqSent | State::MraReqRcvd => {
+                    self.abandon_active(v, id);
+                    self.events.push_back(CmEvent::Unreachable { id: ConnId(id) });
+                }
+                State::RepSent => {
+                    // No RTU: tell the peer (REJ TIMEOUT), drop the QP.
+                    let mut ari = [0u8; rej_f::ARI_LEN];
+                    ari[..8].copy_from_slice(&self.guid.to_be_bytes());
+                    let rej = Rej { local_comm_id: id, remote_comm_id: c.remote_id, message_rejected: msg_code::REP, reject_info_length: 8, reason: rej_reason::TIMEOUT, ari, private_data: [0; rej_f::PRIVATE_DATA_LEN] };
+                    let (ip, mac, tid) = (c.peer_ip, c.peer_mac, c.req_tid);
+                    self.send_mad(v, ip, mac, &CmMsg::Rej(rej).encode(tid));
+                    self.drop_qp(v, id);
+                    self.enter_timewait(id);
+                    self.events.push_back(CmEvent::Unreachable { id: ConnId(id) });
+                }
+                State::DreqSent => self.close(v, id),
+                _ => c.deadline = None,
+            }
+        }
+    }
+
+    fn handle_mad(&mut self, v: &mut V, m: &[u8; GRH_LEN + MAD_LEN]) {
+        self.stats.mads_rx += 1;
+        let src_ip: Ipv4 = [m[32], m[33], m[34], m[35]];
+        let (h, msg) = match CmMsg::parse(&m[GRH_LEN..]) {
+            Ok(x) => x,
+            Err(e) => {
+                debug!("cm: bad MAD from {src_ip:?}: {e:?}");
+                self.stats.bad_mads += 1;
+                return;
+            }
+        };
+        match msg {
+            CmMsg::Req(r) => self.on_req(v, src_ip, h.tid, r),
+            CmMsg::Rep(r) => self.on_rep(v, src_ip, h.tid, r),
+            CmMsg::Rtu(r) => {
+                match self.conns.get(&r.remote_comm_id) {
+                    Some(c) if c.remote_id == r.local_comm_id && c.state == State::RepSent => self.establish(r.remote_comm_id, pad(&r.private_data)),
+                    _ => self.stats.ignored += 1,
+                }
+            }
+            CmMsg::Rej(r) => self.on_rej(v, r),
+            CmMsg::Mra(r) => self.on_mra(r),
+            CmMsg::Dreq(r) => self.on_dreq(v, src_ip, h.tid, r),
+            CmMsg::Drep(r) => match self.conns.get(&r.remote_comm_id) {
+                Some(c) if c.remote_id == r.local_comm_id && c.state == State::DreqSent => self.close(v, r.remote_comm_id),
+                _ => self.stats.ignored += 1,
+            },
+        }
+    }
+
+    fn reply_rej(&mut self, v: &mut V, ip: Ipv4, tid: u64, remote_id: u32, msg: u8, reason: u16) {
+        let Some(mac) = v.resolve_mac(ip) else {
+            self.stats.no_route += 1;
+            return;
+        };
+        let rej = Rej { local_comm_id: 0, remote_comm_id: remote_id, message_rejected: msg, reject_info_length: 0, reason, ari: [0; rej_f::ARI_LEN], private_data: [0; rej_f::PRIVATE_DATA_LEN] };
+        self.send_mad(v, ip, mac, &CmMsg::Rej(rej).encode(tid));
+    }
+
+    fn on_req(&mut self, v: &mut V, src_ip: Ipv4, tid: u64, r: Req) {
+        // Duplicate of a REQ we know: resend what we last sent for it.
+        let dup = self.conns.values().find(|c| c.role == Role::Passive && c.remote_id == r.local_comm_id && c.remote_guid == r.local_ca_guid).map(|c| (c.id, c.state, c.last, c.peer_ip, c.peer_mac, c.connected));
+        if let Some((id, state, last, ip, mac, connected)) = dup {
+            self.stats.dup_reqs += 1;
+            match (state, last) {
+                (State::MraReqSent | State::RepSent, Some(m)) => self.send_mad(v, ip, mac, &m),
+                (State::TimeWait, Some(m)) if !connected => self.send_mad(v, ip, mac, &m), // our REJ again
+                (State::TimeWait, _) => {
+                    self.stats.stale_rejects += 1;
+                    self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::STALE_CONN);
+                }
+                _ => debug!("cm: duplicate REQ for {id:#x} ignored"),
+            }
+            return;
+        }
+        let Some(mac) = v.resolve_mac(src_ip) else {
+            self.stats.no_route += 1;
+            return;
+        };
+        // Stale: the same remote QP (by CA GUID) is connected or in timewait under another ID.
+        if let Some(old) = self.conns.values().find(|c| c.connected && c.remote_guid == r.local_ca_guid && c.remote_qpn == r.local_qpn).map(|c| (c.id, c.state)) {
+            self.stats.stale_rejects += 1;
+            self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::STALE_CONN);
+            if matches!(old.1, State::Established | State::RepSent) {
+                let _ = self.disconnect(v, ConnId(old.0));
+            }
+            return;
+        }
+        let port = match tcp_port_of_service_id(r.service_id) {
+            Some(p) if self.listeners.contains(&p) => p,
+            _ => return self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::INVALID_SERVICE_ID),
+        };
+        if r.transport_service_type != 0 {
+            return self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::INVALID_TRANSPORT_TYPE);
+        }
+        if ipv4_from_gid(&r.primary.remote_gid) != Some(v.local_ip()) {
+            return self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::INVALID_GID);
+        }
+        if mtu_enum_to_bytes(r.path_mtu).is_none() {
+            return self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::INVALID_MTU);
+        }
+        let cma = match CmaHdr::parse(&r.private_data) {
+            Ok(h) if h.dst_ip == v.local_ip() => h,
+            _ => return self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::CONSUMER_DEFINED),
+        };
+        let id = self.new_comm_id();
+        let peer_ip = ipv4_from_gid(&r.primary.local_gid).unwrap_or(src_ip);
+        self.conns.insert(id, Conn {
+            id,
+            role: Role::Passive,
+            state: State::ReqRcvd,
+            remote_id: r.local_comm_id,
+            remote_guid: r.local_ca_guid,
+            remote_qpn: r.local_qpn,
+            peer_ip,
+            peer_mac: mac,
+            qpn: None,
+            port,
+            req_tid: tid,
+            last: None,
+            deadline: None,
+            timeout_ns: 0,
+            retries_left: 0,
+            my_psn: 0,
+            flow_label: r.primary.flow_label,
+            mtu: 0,
+            req: Some(r),
+            active: None,
+            connected: false,
+        });
+        self.events.push_back(CmEvent::ConnectRequest(ConnectRequest {
+            id: ConnId(id),
+            port,
+            peer_ip,
+            peer_port: cma.src_port,
+            responder_resources: r.responder_resources,
+            initiator_depth: r.initiator_depth,
+            private_data: pad(&r.private_data[cma_f::LEN..]),
+        }));
+    }
+
+    fn on_rep(&mut self, v: &mut V, src_ip: Ipv4, tid: u64, r: Rep) {
+        let Some(c) = self.conns.get(&r.remote_comm_id) else {
+            self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REP, rej_reason::INVALID_COMM_ID);
+            return;
+        };
+        if c.role != Role::Active {
+            self.stats.ignored += 1;
+            return;
+        }
+        match c.state {
+            State::ReqSent | State::MraReqRcvd => {}
+            State::Established if c.remote_id == r.local_comm_id => {
+                // Our RTU was lost: send it again (Linux cm_dup_rep_handler).
+                if let Some(m) = c.last {
+                    let (ip, mac) = (c.peer_ip, c.peer_mac);
+                    self.stats.resends += 1;
+                    self.send_mad(v, ip, mac, &m);
+                }
+                return;
+            }
+            _ => {
+                self.stats.ignored += 1;
+                return;
+            }
+        }
+        let id = c.id;
+        let a = c.active.expect("active");
+        let Some(qpn) = c.qpn else { return };
+        let mut access = a.access;
+        let max_dest_rd_atomic = r.initiator_depth.min(a.responder_resources);
+        access.remote_read &= max_dest_rd_atomic > 0;
+        let attrs = RcConnectAttrs {
+            remote_qpn: Qpn(r.local_qpn),
+            remote_ip: c.peer_ip,
+            remote_mac: c.peer_mac,
+            rq_psn: r.starting_psn,
+            sq_psn: c.my_psn,
+            mtu: c.mtu,
+            udp_sport: flow_label_to_udp_sport(c.flow_label),
+            retry_cnt: self.cfg.retry_count,
+            rnr_retry: r.rnr_retry_count,
+            timeout: self.cfg.local_ack_timeout,
+            min_rnr_timer: self.cfg.min_rnr_timer,
+            max_rd_atomic: r.responder_resources.min(a.initiator_depth),
+            max_dest_rd_atomic,
+            access,
+        };
+        let (peer_ip, peer_mac, req_tid) = (c.peer_ip, c.peer_mac, c.req_tid);
+        if let Err(e) = v.connect_rc_qp(qpn, &attrs) {
+            warn!("cm: connect {qpn} failed: {e:?}");
+            let rej = Rej { local_comm_id: id, remote_comm_id: r.local_comm_id, message_rejected: msg_code::REP, reject_info_length: 0, reason: rej_reason::NO_QP, ari: [0; rej_f::ARI_LEN], private_data: [0; rej_f::PRIVATE_DATA_LEN] };
+            self.send_mad(v, peer_ip, peer_mac, &CmMsg::Rej(rej).encode(req_tid));
+            self.drop_qp(v, id);
+            self.conns.remove(&id);
+            self.events.push_back(CmEvent::Unreachable { id: ConnId(id) });
+            return;
+        }
+        let c = self.conns.get_mut(&id).expect("present");
+        c.remote_id = r.local_comm_id;
+        c.remote_guid = r.local_ca_guid;
+        c.remote_qpn = r.local_qpn;
+        c.connected = true;
+        let rtu = Rtu { local_comm_id: id, remote_comm_id: r.local_comm_id, private_data: [0; short_f::RTU_PRIVATE_DATA_LEN] };
+        self.send_for(v, id, CmMsg::Rtu(rtu).encode(req_tid), None);
+        self.establish(id, r.private_data);
+    }
+
+    fn on_rej(&mut self, v: &mut V, r: Rej) {
+        let Some(c) = self.conns.get(&r.remote_comm_id) else {
+            self.stats.ignored += 1;
+            return;
+        };
+        if c.remote_id != 0 && r.local_comm_id != 0 && c.remote_id != r.local_comm_id {
+            self.stats.ignored += 1;
+            return;
+        }
+        let id = c.id;
+        match c.state {
+            State::ReqSent | State::MraReqRcvd | State::Resolving => {
+                self.drop_qp(v, id);
+                self.conns.remove(&id);
+                self.events.push_back(CmEvent::Rejected { id: ConnId(id), reason: r.reason, private_data: r.private_data });
+            }
+            State::RepSent | State::MraReqSent | State::ReqRcvd => {
+                self.drop_qp(v, id);
+                self.enter_timewait(id);
+                self.events.push_back(CmEvent::Rejected { id: ConnId(id), reason: r.reason, private_data: r.private_data });
+            }
+            State::Established if r.reason == rej_reason::STALE_CONN => self.close(v, id),
+            _ => self.stats.ignored += 1,
+        }
+    }
+
+    fn on_mra(&mut self, r: Mra) {
+        let now = self.now;
+        let plt = 2 * cm_time_ns(self.cfg.packet_life_time);
+        let Some(c) = self.conns.get_mut(&r.remote_comm_id) else {
+            self.stats.ignored += 1;
+            return;
+        };
+        let ok = match (c.state, r.message_mraed) {
+            (State::ReqSent | State::MraReqRcvd, msg_code::REQ) => {
+                c.state = State::MraReqRcvd;
+                true
+            }
+            (State::RepSent, msg_code::REP) => true,
+            _ => false,
+        };
+        if ok {
+            // The peer needs service_timeout more: push the resend timer out, keep the retries.
+            c.deadline = Some(now.saturating_add(cm_time_ns(r.service_timeout)).saturating_add(plt));
+        } else {
+            self.stats.ignored += 1;
+        }
+    }
+
+    fn on_dreq(&mut self, v: &mut V, src_ip: Ipv4, tid: u64, r: Dreq) {
+        let found = self.conns.get(&r.remote_comm_id).filter(|c| c.remote_id == r.local_comm_id).map(|c| (c.id, c.state, c.qpn, c.peer_ip, c.peer_mac));
+        let drep = |id: u32| Drep { local_comm_id: id, remote_comm_id: r.local_comm_id, private_data: [0; short_f::DREP_PRIVATE_DATA_LEN] };
+        match found {
+            Some((id, state, qpn, ip, mac)) => match state {
+                State::Established | State::RepSent | State::DreqSent => {
+                    if state != State::DreqSent && qpn.map(|q| q.0) != Some(r.remote_qpn) {
+                        // Linux cm_dreq_handler: DREQ for another QP is ignored.
+                        self.stats.ignored += 1;
+                        return;
+                    }
+                    let m = CmMsg::Drep(drep(id)).encode(tid);
+                    self.send_mad(v, ip, mac, &m);
+                    self.close(v, id);
+                    if let Some(c) = self.conns.get_mut(&id) {
+                        c.last = Some(m);
+                    }
+                }
+                State::TimeWait => {
+                    let m = CmMsg::Drep(drep(id)).encode(tid);
+                    self.send_mad(v, ip, mac, &m);
+                }
+                _ => self.stats.ignored += 1,
+            },
+            None => {
+                // Unknown IDs: answer anyway so the peer can finish.
+                let Some(mac) = v.resolve_mac(src_ip) else {
+                    self.stats.no_route += 1;
+                    return;
+                };
+                let m = CmMsg::Drep(drep(r.remote_comm_id)).encode(tid);
+                self.send_mad(v, src_ip, mac, &m);
+            }
+        }
+    }
+}
