@@ -385,7 +385,12 @@ fn requester_error(qp: &mut Qp, ctx: &mut Ctx<'_>, status: WcStatus, vendor: u8)
 fn retire(qp: &mut Qp, ctx: &mut Ctx<'_>) {
     while qp.sq.front().is_some_and(|e| e.done) {
         let e = qp.sq.pop_front().expect("front exists");
-        qp.sq_next = qp.sq_next.saturating_sub(1);
+        if qp.sq_next == 0 {
+            // The WQE being (re)transmitted finished (a late ACK): continue with the next one.
+            qp.sq_pkt = 0;
+        } else {
+            qp.sq_next -= 1;
+        }
         if e.wr.signaled {
             push_completion(ctx, Completion {
                 qpn: qp.qpn,
@@ -398,8 +403,14 @@ fn retire(qp: &mut Qp, ctx: &mut Ctx<'_>) {
             });
         }
     }
-    if qp.sq_next == 0 && qp.sq.front().is_none_or(|e| e.first_psn.is_none()) {
-        qp.sq_pkt = 0;
+    // Skip packets of the head WQE that are already acknowledged.
+    if qp.sq_next == 0 {
+        if let Some(e) = qp.sq.front() {
+            if let (false, Some(f)) = (e.is_read(), e.first_psn) {
+                let acked = wire::psn_diff(qp.una_psn, f).clamp(0, e.npkts as i32 - 1) as u32;
+                qp.sq_pkt = qp.sq_pkt.max(acked);
+            }
+        }
     }
     // Nothing in flight: stop the retransmit timer.
     if wire::psn_diff(qp.next_psn, qp.una_psn) <= 0 {
