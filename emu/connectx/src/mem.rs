@@ -1,0 +1,342 @@
+//! Simulated physical memory and the `hal::Hal` the driver runs on in host tests.
+//!
+//! `PhysMem` hands out ranges with physical addresses starting above 4 GiB (so a 32-bit
+//! truncation of an address lands in unmapped space and is caught), separated by unmapped
+//! guard gaps (so DMA that runs past a buffer is caught too). The adapter model reaches it
+//! only through `dma_read`/`dma_write`, which fail on unmapped addresses the way a DMA to
+//! nowhere fails on a real bus (the model turns that into the adapter's own error report).
+//! The driver side reaches it through `SimDma` regions (`hal::DmaRegion`), freed on drop.
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use hal::{DmaRegion, Hal, HalError, PhysAddr};
+
+/// Default first physical address handed out: 4 GiB.
+pub const DEFAULT_BASE: PhysAddr = 0x1_0000_0000;
+/// Unmapped gap left after every region.
+pub const GUARD: u64 = 0x1000;
+
+/// A device access to memory that is not allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DmaFault {
+    pub addr: PhysAddr,
+    pub len: usize,
+    pub write: bool,
+}
+
+/// Allocation statistics (for leak checks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemStats {
+    /// Regions currently allocated.
+    pub regions: usize,
+    /// Bytes currently allocated.
+    pub bytes: usize,
+    /// Highest `bytes` seen.
+    pub peak_bytes: usize,
+    pub allocs: u64,
+    pub frees: u64,
+    /// Device accesses that hit unmapped memory.
+    pub dma_faults: u64,
+}
+
+struct MemInner {
+    base: PhysAddr,
+    regions: BTreeMap<PhysAddr, Vec<u8>>,
+    stats: MemStats,
+    last_fault: Option<DmaFault>,
+}
+
+/// Shared simulated physical memory (single-threaded).
+#[derive(Clone)]
+pub struct PhysMem(Rc<RefCell<MemInner>>);
+
+impl Default for PhysMem {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PhysMem {
+    pub fn new() -> Self {
+        Self::with_base(DEFAULT_BASE)
+    }
+    /// Memory whose first region starts at `base` (rounded up to 4 KiB).
+    pub fn with_base(base: PhysAddr) -> Self {
+        PhysMem(Rc::new(RefCell::new(MemInner {
+            base: (base + 0xFFF) & !0xFFF,
+            regions: BTreeMap::new(),
+            stats: MemStats::default(),
+            last_fault: None,
+        })))
+    }
+
+    /// Allocate `size` zeroed bytes aligned to `align` (at least 4 KiB).
+    pub fn alloc(&self, size: usize, align: usize) -> Result<PhysAddr, HalError> {
+        if align == 0 || !align.is_power_of_two() {
+            return Err(HalError::BadAlignment(align));
+        }
+        if size == 0 || size > (1 << 32) {
+            return Err(HalError::OutOfMemory { size, align });
+        }
+        let align = align.max(4096) as u64;
+        let mut m = self.0.borrow_mut();
+        let mut cand = align_up(m.base, align);
+        for (&start, v) in m.regions.iter() {
+            if cand + size as u64 + GUARD <= start {
+                break;
+            }
+            let end = start + v.len() as u64 + GUARD;
+            if end > cand {
+                cand = align_up(end, align);
+            }
+        }
+        m.regions.insert(cand, vec![0u8; size]);
+        m.stats.regions += 1;
+        m.stats.bytes += size;
+        m.stats.peak_bytes = m.stats.peak_bytes.max(m.stats.bytes);
+        m.stats.allocs += 1;
+        Ok(cand)
+    }
+
+    /// Free the region starting at `pa`. Returns whether there was one.
+    pub fn free(&self, pa: PhysAddr) -> bool {
+        let mut m = self.0.borrow_mut();
+        match m.regions.remove(&pa) {
+            Some(v) => {
+                m.stats.regions -= 1;
+                m.stats.bytes -= v.len();
+                m.stats.frees += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn stats(&self) -> MemStats {
+        self.0.borrow().stats
+    }
+    /// The most recent device access to unmapped memory.
+    pub fn last_fault(&self) -> Option<DmaFault> {
+        self.0.borrow().last_fault
+    }
+
+    /// Whether `[pa, pa+len)` lies inside one allocated region.
+    pub fn is_mapped(&self, pa: PhysAddr, len: usize) -> bool {
+        let m = self.0.borrow();
+        locate(&m.regions, pa, len).is_some()
+    }
+
+    /// Device read (DMA). Fails on any byte outside an allocated region.
+    pub fn dma_read(&self, pa: PhysAddr, buf: &mut [u8]) -> Result<(), DmaFault> {
+        let mut m = self.0.borrow_mut();
+        match locate(&m.regions, pa, buf.len()) {
+            Some((start, off)) => {
+                let v = &m.regions[&start];
+                buf.copy_from_slice(&v[off..off + buf.len()]);
+                Ok(())
+            }
+            None => {
+                let f = DmaFault { addr: pa, len: buf.len(), write: false };
+                m.stats.dma_faults += 1;
+                m.last_fault = Some(f);
+                Err(f)
+            }
+        }
+    }
+
+    /// Device write (DMA). Fails (writing nothing) on any byte outside an allocated region.
+    pub fn dma_write(&self, pa: PhysAddr, data: &[u8]) -> Result<(), DmaFault> {
+        let mut m = self.0.borrow_mut();
+        match locate(&m.regions, pa, data.len()) {
+            Some((start, off)) => {
+                let v = m.regions.get_mut(&start).expect("located region");
+                v[off..off + data.len()].copy_from_slice(data);
+                Ok(())
+            }
+            None => {
+                let f = DmaFault { addr: pa, len: data.len(), write: true };
+                m.stats.dma_faults += 1;
+                m.last_fault = Some(f);
+                Err(f)
+            }
+        }
+    }
+
+    pub fn dma_read_be32(&self, pa: PhysAddr) -> Result<u32, DmaFault> {
+        let mut b = [0u8; 4];
+        self.dma_read(pa, &mut b)?;
+        Ok(u32::from_be_bytes(b))
+    }
+    pub fn dma_read_be64(&self, pa: PhysAddr) -> Result<u64, DmaFault> {
+        let mut b = [0u8; 8];
+        self.dma_read(pa, &mut b)?;
+        Ok(u64::from_be_bytes(b))
+    }
+
+    /// Host-side (test/driver) access; panics outside allocated memory like a wild pointer.
+    pub fn read(&self, pa: PhysAddr, buf: &mut [u8]) {
+        let m = self.0.borrow();
+        let (start, off) = locate(&m.regions, pa, buf.len())
+            .unwrap_or_else(|| panic!("host read of unmapped {pa:#x}+{}", buf.len()));
+        buf.copy_from_slice(&m.regions[&start][off..off + buf.len()]);
+    }
+    /// Host-side write; panics outside allocated memory.
+    pub fn write(&self, pa: PhysAddr, data: &[u8]) {
+        let mut m = self.0.borrow_mut();
+        let (start, off) = locate(&m.regions, pa, data.len())
+            .unwrap_or_else(|| panic!("host write of unmapped {pa:#x}+{}", data.len()));
+        m.regions.get_mut(&start).expect("located")[off..off + data.len()].copy_from_slice(data);
+    }
+}
+
+fn align_up(v: u64, a: u64) -> u64 {
+    (v + a - 1) & !(a - 1)
+}
+
+fn locate(r: &BTreeMap<PhysAddr, Vec<u8>>, pa: PhysAddr, len: usize) -> Option<(PhysAddr, usize)> {
+    let (&start, v) = r.range(..=pa).next_back()?;
+    let off = (pa - start) as usize;
+    if off.checked_add(len)? <= v.len() {
+        Some((start, off))
+    } else {
+        None
+    }
+}
+
+/// A virtual monotonic clock shared by the `SimHal` and the adapter model.
+#[derive(Clone, Default)]
+pub struct SimClock(Rc<Cell<u64>>);
+
+impl SimClock {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn now_ns(&self) -> u64 {
+        self.0.get()
+    }
+    pub fn advance(&self, ns: u64) {
+        self.0.set(self.0.get().wrapping_add(ns));
+    }
+}
+
+/// A DMA region of `PhysMem`, returned to it on drop.
+pub struct SimDma {
+    mem: PhysMem,
+    pa: PhysAddr,
+    len: usize,
+}
+
+impl DmaRegion for SimDma {
+    fn paddr(&self) -> PhysAddr {
+        self.pa
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn read(&self, offset: usize, buf: &mut [u8]) {
+        assert!(offset + buf.len() <= self.len, "DmaRegion read out of range");
+        self.mem.read(self.pa + offset as u64, buf)
+    }
+    fn write(&self, offset: usize, data: &[u8]) {
+        assert!(offset + data.len() <= self.len, "DmaRegion write out of range");
+        self.mem.write(self.pa + offset as u64, data)
+    }
+}
+
+impl Drop for SimDma {
+    fn drop(&mut self) {
+        self.mem.free(self.pa);
+    }
+}
+
+/// The host-test platform: DMA from `PhysMem`, time from a `SimClock` that only `relax()`
+/// (and explicit `advance`) moves, so timeouts run fast and deterministically.
+pub struct SimHal {
+    mem: PhysMem,
+    clock: SimClock,
+    step_ns: Cell<u64>,
+    hook: RefCell<Option<Box<dyn FnMut()>>>,
+}
+
+impl SimHal {
+    /// Default `relax()` step: 100 µs of virtual time.
+    pub const DEFAULT_STEP_NS: u64 = 100_000;
+
+    pub fn new(mem: PhysMem, clock: SimClock) -> Self {
+        SimHal { mem, clock, step_ns: Cell::new(Self::DEFAULT_STEP_NS), hook: RefCell::new(None) }
+    }
+    /// Virtual nanoseconds each `relax()` adds.
+    pub fn set_relax_step(&self, ns: u64) {
+        self.step_ns.set(ns);
+    }
+    /// Something to run in every `relax()` (e.g. `ConnectX::poll`), after time advances.
+    pub fn set_relax_hook(&self, f: Box<dyn FnMut()>) {
+        *self.hook.borrow_mut() = Some(f);
+    }
+    pub fn mem(&self) -> &PhysMem {
+        &self.mem
+    }
+    pub fn clock(&self) -> &SimClock {
+        &self.clock
+    }
+}
+
+impl Hal for SimHal {
+    type Dma = SimDma;
+    fn dma_alloc(&self, size: usize, align: usize) -> Result<SimDma, HalError> {
+        let pa = self.mem.alloc(size, align)?;
+        Ok(SimDma { mem: self.mem.clone(), pa, len: size })
+    }
+    fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+    fn relax(&self) {
+        self.clock.advance(self.step_ns.get());
+        if let Ok(mut h) = self.hook.try_borrow_mut() {
+            if let Some(f) = h.as_mut() {
+                f();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_above_4g_with_guards_and_free() {
+        let m = PhysMem::new();
+        let a = m.alloc(100, 4096).unwrap();
+        let b = m.alloc(8192, 8192).unwrap();
+        assert!(a >= DEFAULT_BASE && b > a + 100 + GUARD - 1);
+        assert_eq!(b % 8192, 0);
+        assert!(m.is_mapped(a, 100) && !m.is_mapped(a, 101));
+        assert!(m.dma_read(a + 100, &mut [0u8; 4]).is_err());
+        assert!(m.dma_read(a & 0xFFFF_FFFF, &mut [0u8; 4]).is_err(), "32-bit truncation");
+        assert_eq!(m.stats().dma_faults, 2);
+        assert!(m.free(a));
+        let c = m.alloc(50, 4096).unwrap();
+        assert_eq!(c, a, "first fit reuses the hole");
+        m.free(b);
+        m.free(c);
+        assert_eq!(m.stats().regions, 0);
+        assert_eq!(m.stats().bytes, 0);
+    }
+
+    #[test]
+    fn simhal_region_drop_and_clock() {
+        let hal = SimHal::new(PhysMem::new(), SimClock::new());
+        {
+            let r = hal.dma_alloc(4096, 4096).unwrap();
+            r.write_be32(8, 0xdead_beef);
+            assert_eq!(hal.mem().dma_read_be32(r.paddr() + 8).unwrap(), 0xdead_beef);
+            assert_eq!(hal.mem().stats().regions, 1);
+        }
+        assert_eq!(hal.mem().stats().regions, 0);
+        hal.set_relax_step(1000);
+        assert!(!hal::poll_until(&hal, 1_000_000, || false));
+        assert!(hal.now_ns() >= 1_000_000);
+    }
+}

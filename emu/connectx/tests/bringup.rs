@@ -1,0 +1,744 @@
+//! Model-level tests: raw commands built by hand (not the driver) in the order real firmware
+//! expects, each error status path, and owner bits.
+mod common;
+use common::*;
+use emu_connectx::consts::{delivery, event, op, qp, reg, status as st, synd};
+use emu_connectx::layout::{self as l, get, set};
+use emu_connectx::*;
+use hal::{DmaRegion, Hal, Mmio};
+
+/// Give `n` pages to firmware; the pages stay owned by `keep`.
+fn give_pages(r: &mut Rig, keep: &mut Vec<SimDma>, n: usize) {
+    let mut i = inp(op::MANAGE_PAGES, 1, 16 + 8 * n);
+    set(&mut i, l::manage_pages_in::input_num_entries, n as u64);
+    for k in 0..n {
+        let p = r.hal.dma_alloc(4096, 4096).unwrap();
+        set(&mut i, l::manage_pages_in::pas.at(8 * k), p.paddr());
+        keep.push(p);
+    }
+    r.ok(&i, 16);
+}
+
+fn query_pages(r: &mut Rig, op_mod: u16) -> i32 {
+    let o = r.ok(&inp(op::QUERY_PAGES, op_mod, 16), 16);
+    get(&o, l::query_pages_out::num_pages) as u32 as i32
+}
+
+/// Take every page back; returns how many came back.
+fn reclaim(r: &mut Rig, keep: &mut Vec<SimDma>) -> usize {
+    let mut total = 0;
+    loop {
+        let n = 8;
+        let mut i = inp(op::MANAGE_PAGES, 2, 16);
+        set(&mut i, l::manage_pages_in::input_num_entries, n);
+        let o = r.ok(&i, 16 + 8 * n as usize);
+        let got = get(&o, l::manage_pages_out::output_num_entries) as usize;
+        for k in 0..got {
+            let pa = get(&o, l::manage_pages_out::pas.at(8 * k));
+            let pos = keep.iter().position(|p| p.paddr() == pa).expect("page we gave");
+            keep.swap_remove(pos);
+        }
+        total += got;
+        if got == 0 {
+            return total;
+        }
+    }
+}
+
+struct Up {
+    pages: Vec<SimDma>,
+    uar: u32,
+    eqn: u8,
+    eq_buf: SimDma,
+    pd: u32,
+    td: u32,
+    mkey_pa: u32,
+    mkey_mtt: u32,
+    cq: u32,
+    cq_buf: SimDma,
+    cq_dbr: SimDma,
+    qp_rc: u32,
+    qp1: u32,
+    _qp_bufs: Vec<SimDma>,
+}
+
+const LOG_EQ: u8 = 4;
+
+fn create_eq(r: &mut Rig, uar: u32, mask: u64, log: u8) -> (u8, SimDma) {
+    let buf = r.hal.dma_alloc(64 << log, 4096).unwrap();
+    for k in 0..(1usize << log) {
+        buf.write_u8(k * 64 + 0x3f, 1);
+    }
+    let np = ((64usize << log) + 4095) / 4096;
+    let mut i = inp(op::CREATE_EQ, 0, 0x110 + 8 * np);
+    let c = &mut i[0x10..0x50];
+    set(c, l::eqc::log_eq_size, log as u64);
+    set(c, l::eqc::uar_page, uar as u64);
+    set(&mut i, l::create_eq_in::event_bitmask_0, mask);
+    for k in 0..np {
+        set(&mut i, l::create_eq_in::pas.at(8 * k), buf.paddr() + 4096 * k as u64);
+    }
+    let o = r.ok(&i, 16);
+    (get(&o, l::create_eq_out::eq_number) as u8, buf)
+}
+
+fn create_cq(r: &mut Rig, uar: u32, eqn: u8, log: u8) -> (u32, SimDma, SimDma) {
+    let buf = r.hal.dma_alloc(64 << log, 4096).unwrap();
+    for k in 0..(1usize << log) {
+        buf.write_u8(k * 64 + 0x3f, 0xf1);
+    }
+    let dbr = r.hal.dma_alloc(64, 64).unwrap();
+    let np = ((64usize << log) + 4095) / 4096;
+    let mut i = inp(op::CREATE_CQ, 0, 0x110 + 8 * np);
+    let c = &mut i[0x10..0x50];
+    set(c, l::cqc::log_cq_size, log as u64);
+    set(c, l::cqc::uar_page, uar as u64);
+    set(c, l::cqc::c_eqn, eqn as u64);
+    set(c, l::cqc::dbr_addr, dbr.paddr());
+    for k in 0..np {
+        set(&mut i, l::create_cq_in::pas.at(8 * k), buf.paddr() + 4096 * k as u64);
+    }
+    let o = r.ok(&i, 16);
+    (get(&o, l::obj_id_24::id) as u32, buf, dbr)
+}
+
+fn create_qp(r: &mut Rig, st_: u8, pd: u32, uar: u32, cq: u32, bufs: &mut Vec<SimDma>) -> Done {
+    // RQ 16 x 64 B, SQ 64 x 64 B => 5 KiB => 2 pages.
+    let buf = r.hal.dma_alloc(8192, 4096).unwrap();
+    let dbr = r.hal.dma_alloc(64, 64).unwrap();
+    let mut i = inp(op::CREATE_QP, 0, 0x110 + 16);
+    let c = &mut i[0x18..0x18 + l::qpc::SIZE];
+    set(c, l::qpc::st, st_ as u64);
+    set(c, l::qpc::pm_state, 3);
+    set(c, l::qpc::pd, pd as u64);
+    set(c, l::qpc::uar_page, uar as u64);
+    set(c, l::qpc::log_rq_size, 4);
+    set(c, l::qpc::log_rq_stride, 2);
+    set(c, l::qpc::log_sq_size, 6);
+    set(c, l::qpc::rlky, 1);
+    set(c, l::qpc::fre, 1);
+    set(c, l::qpc::cqn_snd, cq as u64);
+    set(c, l::qpc::cqn_rcv, cq as u64);
+    set(c, l::qpc::dbr_addr, dbr.paddr());
+    set(&mut i, l::qp_cmd::pas, buf.paddr());
+    set(&mut i, l::qp_cmd::pas.at(8), buf.paddr() + 4096);
+    bufs.push(buf);
+    bufs.push(dbr);
+    r.cmd(&i, 16)
+}
+
+fn modify(r: &mut Rig, opcode: u16, qpn: u32, f: impl FnOnce(&mut [u8])) -> Done {
+    let len = if matches!(opcode, op::QP_2ERR | op::QP_2RST) { 16 } else { 0x110 };
+    let mut i = inp(opcode, 0, len);
+    set(&mut i, l::qp_cmd::qpn, qpn as u64);
+    if len > 16 {
+        f(&mut i[0x18..0x18 + l::qpc::SIZE]);
+    }
+    r.cmd(&i, 16)
+}
+
+fn path(f: l::Field) -> l::Field {
+    f.at(l::qpc::primary_address_path.byte())
+}
+
+fn bring_up(r: &mut Rig) -> Up {
+    r.boot();
+    r.ok(&inp(op::ENABLE_HCA, 0, 16), 16);
+    let o = r.ok(&inp(op::QUERY_ISSI, 0, 16), l::query_issi_out::SIZE);
+    assert_eq!(get(&o, l::query_issi_out::supported_issi_dw0) & 2, 2, "ISSI 1 supported");
+    let mut i = inp(op::SET_ISSI, 0, 16);
+    set(&mut i, l::set_issi_in::current_issi, 1);
+    r.ok(&i, 16);
+    let mut pages = Vec::new();
+    let n = query_pages(r, 1);
+    assert!(n > 0);
+    give_pages(r, &mut pages, n as usize);
+    let mut i = inp(op::ACCESS_REG, 0, 32);
+    set(&mut i, l::access_register_in::register_id, reg::HOST_ENDIANNESS as u64);
+    r.ok(&i, 32);
+    let cap = r.ok(&inp(op::QUERY_HCA_CAP, 1, 16), 0x1010);
+    let c = &cap[0x10..];
+    assert_eq!(get(c, l::cmd_hca_cap::roce), 1);
+    assert_eq!(get(c, l::cmd_hca_cap::port_type), 1);
+    let mut i = inp(op::SET_HCA_CAP, 0, 0x1010);
+    i[0x10..].copy_from_slice(c);
+    set(&mut i[0x10..], l::cmd_hca_cap::log_max_qp, 10);
+    r.ok(&i, 16);
+    let roce = r.ok(&inp(op::QUERY_HCA_CAP, (4 << 1) | 1, 16), 0x1010);
+    assert_eq!(get(&roce[0x10..], l::roce_cap::r_roce_dest_udp_port), 4791);
+    let mut i = inp(op::SET_HCA_CAP, 4 << 1, 0x1010);
+    i[0x10..].copy_from_slice(&roce[0x10..]);
+    set(&mut i[0x10..], l::roce_cap::sw_r_roce_src_udp_port, 1);
+    r.ok(&i, 16);
+    let n = query_pages(r, 2);
+    give_pages(r, &mut pages, n as usize);
+    r.ok(&inp(op::INIT_HCA, 0, 16), 16);
+    // Regular pages the way Snabb/Theseus do it (the page-request path is tested separately).
+    let n = query_pages(r, 3);
+    give_pages(r, &mut pages, n as usize);
+    assert_eq!(query_pages(r, 3), 0);
+    let mut i = inp(op::MODIFY_NIC_VPORT_CONTEXT, 0, 0x200);
+    set(&mut i, l::modify_nic_vport_context_in::field_select_roce_en, 1);
+    set(&mut i[0x100..], l::nic_vport_context::roce_en, 1);
+    r.ok(&i, 16);
+    let o = r.ok(&inp(op::QUERY_NIC_VPORT_CONTEXT, 0, 16), 0x110);
+    assert_eq!(get(&o[0x10..], l::nic_vport_context::roce_en), 1);
+    assert_eq!(&o[0x106..0x10c], &Config::default().mac);
+    let o = r.ok(&inp(op::ALLOC_UAR, 0, 16), 16);
+    let uar = get(&o, l::obj_id_24::id) as u32;
+    let mask = (1 << event::PAGE_REQUEST) | (1 << event::CQ_ERROR) | (1 << event::PORT_CHANGE);
+    let (eqn, eq_buf) = create_eq(r, uar, mask, LOG_EQ);
+    let o = r.ok(&inp(op::ALLOC_PD, 0, 16), 16);
+    let pd = get(&o, l::obj_id_24::id) as u32;
+    let o = r.ok(&inp(op::ALLOC_TRANSPORT_DOMAIN, 0, 16), 16);
+    let td = get(&o, l::obj_id_24::id) as u32;
+    let o = r.ok(&inp(op::QUERY_SPECIAL_CONTEXTS, 0, 16), 16);
+    assert_ne!(get(&o, l::query_special_contexts_out::resd_lkey), 0);
+    // PA mkey over everything.
+    let mut i = inp(op::CREATE_MKEY, 0, 0x110);
+    let m = &mut i[0x10..0x50];
+    for f in [l::mkc::lr, l::mkc::lw, l::mkc::rr, l::mkc::rw, l::mkc::length64] {
+        set(m, f, 1);
+    }
+    set(m, l::mkc::qpn, 0xff_ffff);
+    set(m, l::mkc::mkey_7_0, 0x42);
+    set(m, l::mkc::pd, pd as u64);
+    let o = r.ok(&i, 16);
+    let mkey_pa = get(&o, l::obj_id_24::id) as u32;
+    // MTT mkey over 3 pages.
+    let mut i = inp(op::CREATE_MKEY, 0, 0x110 + 32);
+    let m = &mut i[0x10..0x50];
+    set(m, l::mkc::access_mode_1_0, 1);
+    set(m, l::mkc::lr, 1);
+    set(m, l::mkc::rr, 1);
+    set(m, l::mkc::pd, pd as u64);
+    set(m, l::mkc::start_addr, 0x7000_0000_0800);
+    set(m, l::mkc::len, 3 * 4096 - 0x800);
+    set(m, l::mkc::log_page_size, 12);
+    set(m, l::mkc::translations_octword_size, 2);
+    set(&mut i, l::create_mkey_in::translations_octword_actual_size, 2);
+    for k in 0..3u64 {
+        set(&mut i, l::create_mkey_in::klm_pas_mtt.at(8 * k as usize), 0x2_0000_0000 + k * 0x1_0000 + 3);
+    }
+    let o = r.ok(&i, 16);
+    let mkey_mtt = get(&o, l::obj_id_24::id) as u32;
+    // GID 0 = ::ffff:10.0.0.1, RoCEv2.
+    let mut i = inp(op::SET_ROCE_ADDRESS, 0, 0x30);
+    let g = &mut i[0x10..0x30];
+    g[10] = 0xff;
+    g[11] = 0xff;
+    g[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    set(g, l::roce_addr_layout::roce_version, 2);
+    r.ok(&i, 16);
+    let (cq, cq_buf, cq_dbr) = create_cq(r, uar, eqn, 6);
+    let mut qp_bufs = Vec::new();
+    let d = create_qp(r, qp::ST_RC, pd, uar, cq, &mut qp_bufs);
+    assert_eq!(d.status, 0, "{d:?}");
+    let qp_rc = get(&d.out, l::qp_cmd::qpn) as u32;
+    let d = create_qp(r, qp::ST_QP1, pd, uar, cq, &mut qp_bufs);
+    assert_eq!(d.status, 0);
+    let qp1 = get(&d.out, l::qp_cmd::qpn) as u32;
+    assert_eq!(qp1, 1);
+    // RC: RST -> INIT -> RTR -> RTS.
+    let d = modify(r, op::RST2INIT_QP, qp_rc, |c| {
+        set(c, l::qpc::rre, 1);
+        set(c, l::qpc::rwe, 1);
+        set(c, path(l::ads::vhca_port_num), 1);
+    });
+    assert_eq!(d.status, 0);
+    let d = modify(r, op::INIT2RTR_QP, qp_rc, |c| {
+        set(c, l::qpc::mtu, 3);
+        set(c, l::qpc::log_msg_max, 30);
+        set(c, l::qpc::remote_qpn, 0x1234);
+        set(c, l::qpc::next_rcv_psn, 0x100);
+        set(c, path(l::ads::src_addr_index), 0);
+        set(c, path(l::ads::hop_limit), 64);
+        set(c, path(l::ads::udp_sport), 0xc001);
+        set(c, path(l::ads::rmac_47_32), 0x0200);
+        set(c, path(l::ads::rmac_31_0), 0x5e10_0002);
+    });
+    assert_eq!(d.status, 0, "{d:?}");
+    let d = modify(r, op::RTR2RTS_QP, qp_rc, |c| {
+        set(c, l::qpc::next_send_psn, 0x200);
+        set(c, l::qpc::retry_count, 7);
+        set(c, l::qpc::rnr_retry, 7);
+        set(c, path(l::ads::ack_timeout), 14);
+    });
+    assert_eq!(d.status, 0);
+    // QP1: RST -> INIT (q_key) -> RTR -> RTS.
+    assert_eq!(modify(r, op::RST2INIT_QP, qp1, |c| set(c, l::qpc::q_key, 0x8001_0000)).status, 0);
+    assert_eq!(modify(r, op::INIT2RTR_QP, qp1, |c| set(c, l::qpc::mtu, 1)).status, 0);
+    assert_eq!(modify(r, op::RTR2RTS_QP, qp1, |_| {}).status, 0);
+    Up { pages, uar, eqn, eq_buf, pd, td, mkey_pa, mkey_mtt, cq, cq_buf, cq_dbr, qp_rc, qp1, _qp_bufs: qp_bufs }
+}
+
+fn destroy(r: &mut Rig, opcode: u16, id: u32) {
+    let mut i = inp(opcode, 0, 16);
+    if opcode == op::DESTROY_EQ {
+        set(&mut i, l::destroy_eq_in::eq_number, id as u64);
+    } else {
+        set(&mut i, l::obj_id_24::id, id as u64);
+    }
+    r.ok(&i, 16);
+}
+
+fn tear_down(r: &mut Rig, mut u: Up) {
+    destroy(r, op::DESTROY_QP, u.qp_rc);
+    destroy(r, op::DESTROY_QP, u.qp1);
+    destroy(r, op::DESTROY_CQ, u.cq);
+    destroy(r, op::DESTROY_MKEY, u.mkey_pa);
+    destroy(r, op::DESTROY_MKEY, u.mkey_mtt);
+    destroy(r, op::DESTROY_EQ, u.eqn as u32);
+    destroy(r, op::DEALLOC_TRANSPORT_DOMAIN, u.td);
+    destroy(r, op::DEALLOC_PD, u.pd);
+    destroy(r, op::DEALLOC_UAR, u.uar);
+    r.ok(&inp(op::TEARDOWN_HCA, 0, 16), 16);
+    let n = u.pages.len();
+    assert_eq!(reclaim(r, &mut u.pages), n);
+    r.ok(&inp(op::DISABLE_HCA, 0, 16), 16);
+    drop(u);
+}
+
+#[test]
+fn full_bring_up_to_rts_and_teardown_leaks_nothing() {
+    let mut r = Rig::new();
+    let base = r.hal.mem().stats();
+    let u = bring_up(&mut r);
+    let c = r.cx.counters();
+    assert_eq!((c.uars, c.eqs, c.pds, c.tds, c.mkeys, c.cqs, c.qps), (1, 1, 1, 1, 2, 1, 2));
+    let cfg = Config::default();
+    assert_eq!(c.pages_held, (cfg.boot_pages + cfg.init_pages + cfg.regular_pages) as usize);
+    // QUERY_QP reports RTS and keeps what the transitions set.
+    let mut i = inp(op::QUERY_QP, 0, 16);
+    set(&mut i, l::qp_cmd::qpn, u.qp_rc as u64);
+    let o = r.ok(&i, 0x110);
+    let q = &o[0x18..];
+    assert_eq!(get(q, l::qpc::state), qp::RTS as u64);
+    assert_eq!(get(q, l::qpc::remote_qpn), 0x1234);
+    assert_eq!(get(q, l::qpc::next_send_psn), 0x200);
+    assert_eq!(get(q, path(l::ads::udp_sport)), 0xc001);
+    tear_down(&mut r, u);
+    let c = r.cx.counters();
+    assert_eq!(c.live_objects(), 0);
+    assert_eq!(c.pages_held, 0);
+    assert_eq!((c.objects_abandoned, c.pages_abandoned, c.fw_page_corruptions, c.dma_faults), (0, 0, 0, 0));
+    assert_eq!(r.hal.mem().stats().bytes, base.bytes, "all DMA memory returned");
+}
+
+#[test]
+fn hundred_cycles_do_not_grow() {
+    let mut r = Rig::new();
+    let base = r.hal.mem().stats();
+    for _ in 0..100 {
+        let u = bring_up(&mut r);
+        tear_down(&mut r, u);
+        let c = r.cx.counters();
+        assert_eq!((c.live_objects(), c.pages_held), (0, 0));
+        assert_eq!(r.hal.mem().stats().regions, base.regions);
+    }
+    assert_eq!(r.cx.counters().cmd_failures, 0);
+}
+
+#[test]
+fn initializing_clears_after_delay_and_can_stick() {
+    let r = Rig::new();
+    assert_eq!(r.bar.read32_be(0x1fc) >> 31, 1, "initializing right after reset");
+    assert_eq!(r.bar.read32_be(0x04) >> 16, 5, "cmd interface revision 5");
+    let fw = r.bar.read32_be(0x00);
+    assert_eq!((fw & 0xffff, fw >> 16), (16, 35));
+    assert!(hal::poll_until(&r.hal, 10_000_000, || r.bar.read32_be(0x1fc) >> 31 == 0));
+    let r = Rig::new();
+    r.cx.faults_mut().stuck_initializing = true;
+    assert!(!hal::poll_until(&r.hal, 120_000_000_000, || r.bar.read32_be(0x1fc) >> 31 == 0));
+}
+
+#[test]
+fn cmdq_size_and_stride_are_reported() {
+    let mut r = Rig::new();
+    r.boot();
+    let v = r.bar.read32_be(0x14);
+    assert_eq!((v >> 4) & 0xf, 5);
+    assert_eq!(v & 0xf, 6);
+    assert_eq!(v & 0xffff_f000, r.cmdq.paddr() as u32);
+    assert_eq!(r.bar.read32_be(0x10), (r.cmdq.paddr() >> 32) as u32);
+}
+
+#[test]
+fn health_counter_advances_and_can_stop() {
+    let r = Rig::new();
+    let a = r.bar.read32_be(0x1010) & 0xff_ffff;
+    r.hal.clock().advance(1_000_000_000);
+    let b = r.bar.read32_be(0x1010) & 0xff_ffff;
+    assert_ne!(a, b);
+    r.cx.faults_mut().health_stopped = true;
+    let c = r.bar.read32_be(0x1010) & 0xff_ffff;
+    r.hal.clock().advance(3_000_000_000);
+    assert_eq!(r.bar.read32_be(0x1010) & 0xff_ffff, c);
+    r.cx.set_health_syndrome(0x5);
+    assert_eq!(r.bar.read32_be(0x23c) >> 8 & 0xff, 5, "health synd at 0x23d");
+}
+
+#[test]
+fn wrong_state_and_page_gates() {
+    let mut r = Rig::new();
+    r.boot();
+    let d = r.cmd(&inp(op::INIT_HCA, 0, 16), 16);
+    assert_eq!((d.status, d.syndrome), (st::BAD_SYS_STATE, synd::NOT_ENABLED));
+    let d = r.cmd(&inp(op::ALLOC_PD, 0, 16), 16);
+    assert_eq!(d.status, st::BAD_SYS_STATE);
+    r.ok(&inp(op::ENABLE_HCA, 0, 16), 16);
+    let d = r.cmd(&inp(op::ENABLE_HCA, 0, 16), 16);
+    assert_eq!((d.status, d.syndrome), (st::BAD_SYS_STATE, synd::ALREADY_ENABLED));
+    let d = r.cmd(&inp(op::INIT_HCA, 0, 16), 16);
+    assert_eq!((d.status, d.syndrome), (st::BAD_SYS_STATE, synd::MISSING_BOOT_PAGES));
+    let mut pages = Vec::new();
+    let n = query_pages(&mut r, 1);
+    give_pages(&mut r, &mut pages, n as usize);
+    let d = r.cmd(&inp(op::INIT_HCA, 0, 16), 16);
+    assert_eq!((d.status, d.syndrome), (st::BAD_SYS_STATE, synd::MISSING_INIT_PAGES));
+    let d = r.cmd(&inp(op::ALLOC_PD, 0, 16), 16);
+    assert_eq!((d.status, d.syndrome), (st::BAD_SYS_STATE, synd::NOT_INITIALIZED));
+    let d = r.cmd(&inp(op::TEARDOWN_HCA, 0, 16), 16);
+    assert_eq!(d.status, st::BAD_SYS_STATE);
+    let n = query_pages(&mut r, 2);
+    give_pages(&mut r, &mut pages, n as usize);
+    r.ok(&inp(op::INIT_HCA, 0, 16), 16);
+    let d = r.cmd(&inp(op::SET_HCA_CAP, 0, 0x1010), 16);
+    assert_eq!(d.status, st::BAD_SYS_STATE);
+    let d = r.cmd(&inp(op::DISABLE_HCA, 0, 16), 16);
+    assert_eq!((d.status, d.syndrome), (st::BAD_SYS_STATE, synd::STILL_INITIALIZED));
+    // Pages are not returned while the firmware still needs them.
+    let mut i = inp(op::MANAGE_PAGES, 2, 16);
+    set(&mut i, l::manage_pages_in::input_num_entries, 4);
+    let o = r.ok(&i, 16 + 32);
+    assert_eq!(get(&o, l::manage_pages_out::output_num_entries), 0);
+    r.ok(&inp(op::TEARDOWN_HCA, 0, 16), 16);
+    assert_eq!(query_pages(&mut r, 3), -(pages.len() as i32));
+    let n = pages.len();
+    assert_eq!(reclaim(&mut r, &mut pages), n);
+    r.ok(&inp(op::DISABLE_HCA, 0, 16), 16);
+}
+
+#[test]
+fn command_status_paths() {
+    let mut r = Rig::new();
+    let u = bring_up(&mut r);
+    let cases: Vec<(Vec<u8>, usize, u8, u32)> = vec![
+        (inp(0x0999, 0, 16), 16, st::BAD_OP, synd::UNKNOWN_OPCODE),
+        (inp(op::ALLOC_PD, 1, 16), 16, st::BAD_PARAM, synd::BAD_OP_MOD),
+        (inp(op::QUERY_HCA_CAP, 5 << 1, 16), 0x1010, st::BAD_PARAM, synd::BAD_OP_MOD),
+        (inp(op::QUERY_PAGES, 4, 16), 16, st::BAD_PARAM, synd::BAD_OP_MOD),
+        (inp(op::ALLOC_PD, 0, 8), 16, st::BAD_INP_LEN, synd::INPUT_TOO_SHORT),
+        (inp(op::CREATE_CQ, 0, 0x40), 16, st::BAD_INP_LEN, synd::INPUT_TOO_SHORT),
+        (inp(op::QUERY_HCA_CAP, 1, 16), 0x100, st::BAD_OUTP_LEN, synd::OUTPUT_TOO_SHORT),
+        ({
+            let mut i = inp(op::DESTROY_CQ, 0, 16);
+            set(&mut i, l::obj_id_24::id, 0x77);
+            i
+        }, 16, st::BAD_RES, synd::NO_SUCH_CQ),
+        ({
+            let mut i = inp(op::DEALLOC_PD, 0, 16);
+            set(&mut i, l::obj_id_24::id, u.pd as u64);
+            i
+        }, 16, st::RES_BUSY, synd::IN_USE),
+        ({
+            let mut i = inp(op::DESTROY_EQ, 0, 16);
+            set(&mut i, l::destroy_eq_in::eq_number, u.eqn as u64);
+            i
+        }, 16, st::RES_BUSY, synd::IN_USE),
+        ({
+            let mut i = inp(op::QUERY_QP, 0, 16);
+            set(&mut i, l::qp_cmd::qpn, 0x9999);
+            i
+        }, 0x110, st::BAD_RES, synd::NO_SUCH_QP),
+        ({
+            let mut i = inp(op::SET_ROCE_ADDRESS, 0, 0x30);
+            set(&mut i, l::set_roce_address_in::roce_address_index, 99);
+            i
+        }, 16, st::BAD_PARAM, synd::BAD_GID_INDEX),
+        ({
+            let mut i = inp(op::ACCESS_REG, 1, 32);
+            set(&mut i, l::access_register_in::register_id, 0x1234);
+            i
+        }, 32, st::BAD_PARAM, synd::UNKNOWN_REGISTER),
+    ];
+    for (i, outlen, s, y) in cases {
+        let d = r.cmd(&i, outlen);
+        assert_eq!(d.delivery, 0);
+        assert_eq!((d.status, d.syndrome), (s, y), "{}", op::name(get(&i, l::cmd_in::opcode) as u16));
+    }
+    // Bad QP transitions: RTS -> RTR, INIT2RTR on an RTS QP.
+    let d = modify(&mut r, op::INIT2RTR_QP, u.qp_rc, |_| {});
+    assert_eq!((d.status, d.syndrome), (st::BAD_QP_STATE, synd::BAD_TRANSITION));
+    assert_eq!(modify(&mut r, op::QP_2ERR, u.qp_rc, |_| {}).status, 0);
+    assert_eq!(modify(&mut r, op::RTR2RTS_QP, u.qp_rc, |_| {}).status, st::BAD_QP_STATE);
+    assert_eq!(modify(&mut r, op::QP_2RST, u.qp_rc, |_| {}).status, 0);
+    assert_eq!(modify(&mut r, op::RST2INIT_QP, u.qp_rc, |_| {}).status, 0);
+    // INIT2RTR with an empty GID entry / bad MTU.
+    let d = modify(&mut r, op::INIT2RTR_QP, u.qp_rc, |c| {
+        set(c, l::qpc::mtu, 3);
+        set(c, path(l::ads::src_addr_index), 5);
+    });
+    assert_eq!((d.status, d.syndrome), (st::BAD_PARAM, synd::BAD_GID_INDEX));
+    let d = modify(&mut r, op::INIT2RTR_QP, u.qp_rc, |c| set(c, l::qpc::mtu, 7));
+    assert_eq!((d.status, d.syndrome), (st::BAD_PARAM, synd::BAD_MTU));
+    // A second QP1, a CQ on a missing EQ, a QP on a missing PD, an oversized queue.
+    let mut bufs = Vec::new();
+    let d = create_qp(&mut r, qp::ST_QP1, u.pd, u.uar, u.cq, &mut bufs);
+    assert_eq!((d.status, d.syndrome), (st::BAD_PARAM, synd::QP1_EXISTS));
+    let d = create_qp(&mut r, qp::ST_RC, 0x555, u.uar, u.cq, &mut bufs);
+    assert_eq!((d.status, d.syndrome), (st::BAD_RES, synd::NO_SUCH_PD));
+    let d = create_qp(&mut r, 0x9, u.pd, u.uar, u.cq, &mut bufs);
+    assert_eq!((d.status, d.syndrome), (st::BAD_PARAM, synd::BAD_QP_TYPE));
+    let mut i = inp(op::CREATE_CQ, 0, 0x118);
+    set(&mut i[0x10..], l::cqc::log_cq_size, 4);
+    set(&mut i[0x10..], l::cqc::uar_page, u.uar as u64);
+    set(&mut i[0x10..], l::cqc::c_eqn, 200);
+    let d = r.cmd(&i, 16);
+    assert_eq!((d.status, d.syndrome), (st::BAD_RES, synd::NO_SUCH_EQ));
+    set(&mut i[0x10..], l::cqc::c_eqn, u.eqn as u64);
+    set(&mut i[0x10..], l::cqc::log_cq_size, 30);
+    assert_eq!(r.cmd(&i, 16).syndrome, synd::QUEUE_TOO_BIG);
+    set(&mut i[0x10..], l::cqc::log_cq_size, 4);
+    set(&mut i, l::create_cq_in::pas, 0x1_0000_0010);
+    assert_eq!(r.cmd(&i, 16).syndrome, synd::UNALIGNED_PAS);
+    // MTT too short for the range.
+    let mut i = inp(op::CREATE_MKEY, 0, 0x110 + 16);
+    set(&mut i[0x10..], l::mkc::access_mode_1_0, 1);
+    set(&mut i[0x10..], l::mkc::pd, u.pd as u64);
+    set(&mut i[0x10..], l::mkc::len, 5 * 4096);
+    set(&mut i[0x10..], l::mkc::log_page_size, 12);
+    set(&mut i[0x10..], l::mkc::translations_octword_size, 1);
+    assert_eq!(r.cmd(&i, 16).syndrome, synd::MTT_TOO_SHORT);
+    // Forced status for an opcode.
+    r.cx.faults_mut().forced.insert(op::ALLOC_PD, (st::NO_RES, 0x1234));
+    let d = r.cmd(&inp(op::ALLOC_PD, 0, 16), 16);
+    assert_eq!((d.status, d.syndrome), (st::NO_RES, 0x1234));
+    r.cx.faults_mut().forced.clear();
+    assert_eq!(modify(&mut r, op::QP_2RST, u.qp_rc, |_| {}).status, 0);
+    tear_down(&mut r, u);
+    assert_eq!(r.cx.counters().live_objects(), 0);
+}
+
+#[test]
+fn delivery_status_paths() {
+    let mut r = Rig::new();
+    r.boot();
+    r.ok(&inp(op::ENABLE_HCA, 0, 16), 16);
+    // Wrong type.
+    let mut e = [0u8; 64];
+    set(&mut e, l::cmd_layout::type_, 3);
+    set(&mut e, l::cmd_layout::inlen, 16);
+    set(&mut e, l::cmd_layout::outlen, 16);
+    set(&mut e, l::cmd_layout::ownership, 1);
+    r.cmdq.write(0, &e);
+    r.ring(0);
+    let d = r.collect(0, 16);
+    assert_eq!(d.delivery, delivery::BAD_COMMAND_TYPE);
+    // Token mismatch in an input mailbox.
+    let big = inp(op::QUERY_ISSI, 0, 16);
+    let mut long = big.clone();
+    long.resize(64, 0);
+    let _ = r.cmd(&long, l::query_issi_out::SIZE);
+    r.in_mb[0].write_u8(0x23d, 0xEE);
+    r.cmdq.write_u8(0x3f, 1);
+    r.ring(0);
+    assert_eq!(r.collect(0, 16).delivery, delivery::TOKEN_ERR);
+    // Wrong block number.
+    r.in_mb[0].write_u8(0x23d, r.token);
+    r.in_mb[0].write_be32(0x238, 3);
+    r.cmdq.write_u8(0x3f, 1);
+    r.ring(0);
+    assert_eq!(r.collect(0, 16).delivery, delivery::BAD_BLOCK_NUMBER);
+    // Input mailbox pointer truncated to 32 bits -> unmapped.
+    r.in_mb[0].write_be32(0x238, 0);
+    let pa = r.in_mb[0].paddr() & 0xffff_ffff;
+    r.cmdq.write_be64(0x08, pa);
+    r.cmdq.write_u8(0x3f, 1);
+    r.ring(0);
+    assert_eq!(r.collect(0, 16).delivery, delivery::BAD_INPUT_POINTER);
+    assert!(r.cx.counters().dma_faults >= 1);
+    // Output mailbox pointer misaligned.
+    let d = {
+        let _ = r.cmd(&inp(op::QUERY_ISSI, 0, 16), l::query_issi_out::SIZE);
+        r.cmdq.write_be64(0x30, r.out_mb[0].paddr() + 8);
+        r.cmdq.write_u8(0x3f, 1);
+        r.ring(0);
+        r.collect(0, 16)
+    };
+    assert_eq!(d.delivery, delivery::BAD_OUTPUT_POINTER);
+    // Zero input length.
+    r.cmdq.write_be32(0x04, 0);
+    r.cmdq.write_u8(0x3f, 1);
+    r.ring(0);
+    assert_eq!(r.collect(0, 16).delivery, delivery::INPUT_LEN_ERR);
+    // Ringing a slot software still owns does nothing.
+    let before = r.cx.counters().commands;
+    r.ring(0);
+    assert_eq!(r.cx.counters().commands, before);
+    assert!(r.cx.counters().stray_doorbells > 0);
+}
+
+#[test]
+fn hung_command_keeps_ownership() {
+    let mut r = Rig::new();
+    r.boot();
+    r.cx.faults_mut().hang_opcodes.insert(op::ENABLE_HCA);
+    let _ = r.cmd(&inp(op::ENABLE_HCA, 0, 16), 16);
+    assert!(r.owned_by_hw(0));
+    assert!(!hal::poll_until(&r.hal, 60_000_000_000, || !r.owned_by_hw(0)));
+    assert_eq!(r.cx.counters().hung_commands, 1);
+    r.cx.faults_mut().hang_opcodes.clear();
+    // Another slot still works.
+    let d = r.cmd_slot(1, &inp(op::ENABLE_HCA, 0, 16), 16);
+    assert_eq!(d.status, 0);
+}
+
+#[test]
+fn refuse_and_bad_pages() {
+    let mut r = Rig::new();
+    r.boot();
+    r.ok(&inp(op::ENABLE_HCA, 0, 16), 16);
+    r.cx.faults_mut().refuse_pages = true;
+    let p = r.hal.dma_alloc(4096, 4096).unwrap();
+    let mut i = inp(op::MANAGE_PAGES, 1, 24);
+    set(&mut i, l::manage_pages_in::input_num_entries, 1);
+    set(&mut i, l::manage_pages_in::pas, p.paddr());
+    assert_eq!(r.cmd(&i, 16).status, st::NO_RES);
+    r.cx.faults_mut().refuse_pages = false;
+    set(&mut i, l::manage_pages_in::pas, p.paddr() + 0x10_0000);
+    assert_eq!(r.cmd(&i, 16).syndrome, synd::BAD_PAGE_ADDRESS, "unmapped page");
+    set(&mut i, l::manage_pages_in::pas, p.paddr() + 8);
+    assert_eq!(r.cmd(&i, 16).syndrome, synd::BAD_PAGE_ADDRESS, "unaligned page");
+    set(&mut i, l::manage_pages_in::pas, p.paddr());
+    r.ok(&i, 16);
+    assert_eq!(r.cmd(&i, 16).syndrome, synd::DUPLICATE_PAGE);
+    // The host scribbles on a firmware page: detected when it comes back.
+    p.write_u8(100, 0);
+    r.cx.faults_mut().withhold_pages = true;
+    let mut t = inp(op::MANAGE_PAGES, 2, 16);
+    set(&mut t, l::manage_pages_in::input_num_entries, 1);
+    // Before INIT_HCA firmware keeps boot+init pages; 1 page < that, so none come back anyway.
+    assert_eq!(get(&r.ok(&t, 24), l::manage_pages_out::output_num_entries), 0);
+    r.cx.faults_mut().withhold_pages = false;
+    // DISABLE_HCA with pages still held: counted as abandoned.
+    r.ok(&inp(op::DISABLE_HCA, 0, 16), 16);
+    let c = r.cx.counters();
+    assert_eq!((c.pages_held, c.pages_abandoned), (0, 1));
+}
+
+#[test]
+fn eqe_owner_bits_page_requests_and_wrap() {
+    let mut r = Rig::new();
+    let mut u = bring_up(&mut r);
+    let n = 1u32 << LOG_EQ;
+    let mut ci = 0u32;
+    // Firmware asks for pages 3 * n times; the consumer follows owner bits across wraps.
+    for round in 0..(3 * n) {
+        assert!(r.cx.request_pages(2), "round {round}");
+        let idx = (ci & (n - 1)) as usize * 64;
+        let owner = u.eq_buf.read_u8(idx + 0x3f) & 1;
+        assert_eq!(owner as u32, (ci >> LOG_EQ) & 1, "valid owner at ci {ci}");
+        assert_eq!(u.eq_buf.read_u8(idx + 1), event::PAGE_REQUEST);
+        let num = u.eq_buf.read_be32(idx + 0x20 + 4) as i32;
+        assert_eq!(num, 2);
+        // The next slot is not valid yet.
+        let nidx = ((ci + 1) & (n - 1)) as usize * 64;
+        assert_ne!((u.eq_buf.read_u8(nidx + 0x3f) & 1) as u32, ((ci + 1) >> LOG_EQ) & 1);
+        give_pages(&mut r, &mut u.pages, 2);
+        ci += 1;
+        r.bar.write32_be(u.uar as usize * 4096 + 0x40, ((u.eqn as u32) << 24) | (ci & 0xff_ffff));
+    }
+    assert_eq!(r.cx.counters().eq_overruns, 0);
+    // Without CI updates the EQ overruns (oi = 0) and stops.
+    for _ in 0..n + 1 {
+        r.cx.request_pages(1);
+        give_pages(&mut r, &mut u.pages, 1);
+    }
+    assert_eq!(r.cx.counters().eq_overruns, 1);
+    // Firmware offers pages back with a negative count... but the EQ is dead now: nothing.
+    assert!(!r.cx.request_pages(-2));
+    tear_down(&mut r, u);
+}
+
+#[test]
+fn cqe_owner_bits_overrun_and_arm() {
+    let mut r = Rig::new();
+    let u = bring_up(&mut r);
+    let log = 6u32;
+    let n = 1u32 << log;
+    let mut cqe = [0u8; 64];
+    cqe[0x3f] = 0x00; // opcode REQ
+    for k in 0..(2 * n) {
+        assert!(r.cx.device_mut().post_cqe(u.cq, &cqe));
+        let idx = (k & (n - 1)) as usize * 64;
+        assert_eq!(u.cq_buf.read_u8(idx + 0x3f) & 1, ((k >> log) & 1) as u8);
+        u.cq_dbr.write_be32(0, (k + 1) & 0xff_ffff);
+    }
+    // Arm: the next CQE posts a completion EQE... but our EQ does not subscribe to
+    // completions (type 0 is never masked; the c_eqn is addressed directly).
+    let eqes = r.cx.counters().eqes;
+    let ci = 2 * n;
+    let word = (1u64 << 28) | ci as u64;
+    r.bar.write64_be(u.uar as usize * 4096 + 0x20, (word << 32) | u.cq as u64);
+    assert!(r.cx.device_mut().post_cqe(u.cq, &cqe));
+    assert_eq!(r.cx.counters().eqes, eqes + 1, "armed CQ raised one completion EQE");
+    assert!(r.cx.device_mut().post_cqe(u.cq, &cqe));
+    assert_eq!(r.cx.counters().eqes, eqes + 1, "one-shot arm");
+    // Overrun: consumer stops at ci; n CQEs outstanding then one more fails.
+    for _ in 2..n {
+        assert!(r.cx.device_mut().post_cqe(u.cq, &cqe));
+    }
+    assert!(!r.cx.device_mut().post_cqe(u.cq, &cqe));
+    assert_eq!(r.cx.counters().cq_overruns, 1);
+    tear_down(&mut r, u);
+}
+
+#[test]
+fn bad_eq_buffer_is_an_error_not_a_crash() {
+    let mut r = Rig::new();
+    let u = bring_up(&mut r);
+    // An EQ whose page list points at unmapped memory.
+    let mut i = inp(op::CREATE_EQ, 0, 0x118);
+    set(&mut i[0x10..], l::eqc::log_eq_size, 4);
+    set(&mut i[0x10..], l::eqc::uar_page, u.uar as u64);
+    set(&mut i, l::create_eq_in::event_bitmask_0, 1 << event::PORT_CHANGE);
+    set(&mut i, l::create_eq_in::pas, 0x9_0000_0000);
+    let o = r.ok(&i, 16);
+    let bad = get(&o, l::create_eq_out::eq_number);
+    let faults = r.cx.counters().dma_faults;
+    assert!(!r.cx.device_mut().post_eqe(bad as u8, event::PORT_CHANGE, 4, &[0; 28]));
+    assert_eq!(r.cx.counters().dma_faults, faults + 1);
+    destroy(&mut r, op::DESTROY_EQ, bad as u32);
+    tear_down(&mut r, u);
+}
+
+#[test]
+fn teardown_with_live_objects_is_counted() {
+    let mut r = Rig::new();
+    let mut u = bring_up(&mut r);
+    r.ok(&inp(op::TEARDOWN_HCA, 0, 16), 16);
+    let c = r.cx.counters();
+    assert_eq!(c.live_objects(), 0);
+    assert_eq!(c.objects_abandoned, 9); // uar eq pd td 2 mkeys cq 2 qps
+    let n = u.pages.len();
+    assert_eq!(reclaim(&mut r, &mut u.pages), n);
+    r.ok(&inp(op::DISABLE_HCA, 0, 16), 16);
+}
+
+#[test]
+fn host_endianness_and_roce_address_roundtrip() {
+    let mut r = Rig::new();
+    let u = bring_up(&mut r);
+    let mut i = inp(op::ACCESS_REG, 1, 32);
+    set(&mut i, l::access_register_in::register_id, reg::HOST_ENDIANNESS as u64);
+    let o = r.ok(&i, 32);
+    assert_eq!(get(&o[16..], l::host_endianness_reg::he), 0, "little-endian host recorded");
+    let mut i = inp(op::QUERY_ROCE_ADDRESS, 0, 16);
+    set(&mut i, l::query_roce_address_in::roce_address_index, 0);
+    let o = r.ok(&i, 0x30);
+    assert_eq!(&o[0x10 + 12..0x10 + 16], &[10, 0, 0, 1]);
+    assert_eq!(get(&o[0x10..], l::roce_addr_layout::roce_version), 2);
+    assert_eq!(r.cx.counters().gids, 1);
+    tear_down(&mut r, u);
+}
