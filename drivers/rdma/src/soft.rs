@@ -317,6 +317,11 @@ impl SoftDevice {
         }
     }
 
+    /// The attributes an RC QP was connected with (`None` before `connect_rc_qp` / unknown QP).
+    pub fn qp_attrs(&self, qp: Qpn) -> Option<RcConnectAttrs> {
+        self.qps.get(&qp.0).filter(|q| q.kind == QpKind::Rc && q.state != QpState::Reset).map(|q| q.attrs)
+    }
+
     /// UD datagrams dropped at this device (no receive posted, bad Q_Key, short buffer).
     pub fn ud_dropped(&self) -> u64 {
         self.ud_dropped

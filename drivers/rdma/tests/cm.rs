@@ -1,0 +1,554 @@
+//! CM behaviour over soft verbs: connect/data/disconnect, REJ paths, lost MADs, duplicates,
+//! MRA, timeouts, stale connections, 1,000 cycles without leaks, and interop with the REQ
+//! bytes Linux nvme-rdma sent (linuxpeer.md).
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use hal::DmaRegion;
+use rdma::cm::*;
+use rdma::cm_wire::*;
+use rdma::soft::{SoftBuf, SoftDevice, SoftFabric};
+use rdma::*;
+
+const TARGET: [u8; 4] = [10, 77, 0, 1];
+const HOST: [u8; 4] = [10, 77, 0, 2];
+const RW: Access = Access { local_write: true, remote_read: true, remote_write: true };
+
+fn cfg(seed: u64) -> CmConfig {
+    CmConfig {
+        // Small timers so tests run fast on a fake clock (4.096 µs × 2^v).
+        cm_response_timeout: 10,
+        packet_life_time: 8,
+        max_cm_retries: 3,
+        timewait_ns: 10_000_000,
+        seed,
+        ..CmConfig::default()
+    }
+}
+
+struct Node {
+    dev: SoftDevice,
+    cm: Cm<SoftDevice>,
+    cq: Cqn,
+    buf: SoftBuf,
+    lkey: Lkey,
+    rkey: Rkey,
+    events: Vec<CmEvent>,
+}
+
+impl Node {
+    fn new(f: &SoftFabric, ip: [u8; 4], seed: u64) -> Self {
+        let mut dev = f.add_device(ip);
+        let cm = Cm::new(&mut dev, cfg(seed)).unwrap();
+        let cq = dev.create_cq(256).unwrap();
+        let buf = dev.alloc_buf(64 * 1024).unwrap();
+        let (lkey, rkey) = dev.reg_mr(buf.paddr(), 64 * 1024, RW).unwrap();
+        Node { dev, cm, cq, buf, lkey, rkey, events: Vec::new() }
+    }
+    fn recvs(&self, n: usize) -> Vec<RecvWr> {
+        (0..n).map(|i| RecvWr { wr_id: 100 + i as u64, sge: Sge { addr: self.buf.paddr() + (i * 1024) as u64, len: 1024, lkey: self.lkey } }).collect()
+    }
+}
+
+struct World {
+    f: SoftFabric,
+    t: Node,
+    h: Node,
+    now: u64,
+}
+
+impl World {
+    fn new() -> Self {
+        let f = SoftFabric::new();
+        let t = Node::new(&f, TARGET, 0x1111);
+        let h = Node::new(&f, HOST, 0x2222);
+        World { f, t, h, now: 1_000_000 }
+    }
+    /// One round: poll both devices and CMs; advance the clock by `dt` ns.
+    fn step(&mut self, dt: u64) {
+        self.now += dt;
+        for n in [&mut self.t, &mut self.h] {
+            n.dev.poll();
+            while let Some(e) = n.cm.poll(&mut n.dev, self.now) {
+                n.events.push(e);
+            }
+        }
+    }
+    fn run(&mut self, rounds: usize, dt: u64) {
+        for _ in 0..rounds {
+            self.step(dt);
+        }
+    }
+    fn connect(&mut self, port: u16, pd: &[u8]) -> ConnId {
+        let recvs = self.h.recvs(8);
+        let p = ConnectParams {
+            dest_ip: TARGET,
+            dest_port: port,
+            src_port: 0,
+            send_cq: self.h.cq,
+            recv_cq: self.h.cq,
+            sq_size: 32,
+            rq_size: 32,
+            recv_wrs: &recvs,
+            private_data: pd,
+            responder_resources: 16,
+            initiator_depth: 16,
+            access: RW,
+        };
+        self.h.cm.connect(&mut self.h.dev, &p).unwrap()
+    }
+    fn accept(&mut self, id: ConnId, pd: &[u8]) -> Qpn {
+        let recvs: Vec<RecvWr> = self.t.recvs(8);
+        let p = AcceptParams {
+            send_cq: self.t.cq,
+            recv_cq: self.t.cq,
+            sq_size: 32,
+            rq_size: 32,
+            recv_wrs: &recvs,
+            private_data: pd,
+            responder_resources: 16,
+            initiator_depth: 16,
+            access: RW,
+        };
+        self.t.cm.accept(&mut self.t.dev, id, &p).unwrap()
+    }
+    fn take_request(&mut self) -> ConnectRequest {
+        let i = self.t.events.iter().position(|e| matches!(e, CmEvent::ConnectRequest(_))).expect("a ConnectRequest");
+        match self.t.events.remove(i) {
+            CmEvent::ConnectRequest(r) => r,
+            _ => unreachable!(),
+        }
+    }
+    /// Connect, accept, run until both sides are established. Returns (host id, target id, host qpn, target qpn).
+    fn establish(&mut self, port: u16) -> (ConnId, ConnId, Qpn, Qpn) {
+        let hid = self.connect(port, b"hello");
+        self.run(2, 1000);
+        let req = self.take_request();
+        let tq = self.accept(req.id, b"welcome");
+        self.run(3, 1000);
+        let hq = match self.h.events.pop() {
+            Some(CmEvent::Established { id, qpn, .. }) if id == hid => qpn,
+            e => panic!("host: {e:?}"),
+        };
+        assert!(matches!(self.t.events.pop(), Some(CmEvent::Established { id, qpn, .. }) if id == req.id && qpn == tq));
+        (hid, req.id, hq, tq)
+    }
+}
+
+fn attr_of(mad: &[u8]) -> u16 {
+    u16::from_be_bytes([mad[16], mad[17]])
+}
+
+/// Record every MAD on the fabric; drop the ones `drop` says to.
+fn tap(f: &SoftFabric, mut drop: impl FnMut(u16, usize) -> bool + 'static) -> Rc<RefCell<Vec<(Ipv4, Vec<u8>)>>> {
+    tap_to(f, move |a, n, _| drop(a, n))
+}
+
+/// Like `tap`, the predicate also sees the destination address.
+fn tap_to(f: &SoftFabric, mut drop: impl FnMut(u16, usize, Ipv4) -> bool + 'static) -> Rc<RefCell<Vec<(Ipv4, Vec<u8>)>>> {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let l2 = log.clone();
+    let mut counts = std::collections::HashMap::<u16, usize>::new();
+    f.set_ud_filter(Some(Box::new(move |src, dst, p: &[u8]| {
+        let a = attr_of(p);
+        let n = counts.entry(a).or_insert(0);
+        *n += 1;
+        l2.borrow_mut().push((src, p.to_vec()));
+        !drop(a, *n, dst)
+    })));
+    log
+}
+
+#[test]
+fn connect_exchange_data_disconnect() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    let log = tap(&w.f, |_, _| false);
+    let before_t = w.t.dev.resources();
+    let before_h = w.h.dev.resources();
+    let nv = NvmeRdmaCmReq { recfmt: 0, qid: 1, hrqsize: 128, hsqsize: 127, cntlid: 0 };
+    let hid = w.connect(4420, &nv.to_bytes());
+    w.run(2, 1000);
+    let req = w.take_request();
+    assert_eq!(req.port, 4420);
+    assert_eq!(req.peer_ip, HOST);
+    assert_eq!(NvmeRdmaCmReq::parse(&req.private_data).unwrap(), nv);
+    let tq = w.accept(req.id, &NvmeRdmaCmRep { recfmt: 0, crqsize: 128 }.to_bytes());
+    w.run(3, 1000);
+    let Some(CmEvent::Established { id, qpn: hq, private_data }) = w.h.events.pop() else { panic!("{:?}", w.h.events) };
+    assert_eq!(id, hid);
+    assert_eq!(NvmeRdmaCmRep::parse(&private_data).unwrap().crqsize, 128);
+    assert!(matches!(w.t.events.pop(), Some(CmEvent::Established { qpn, .. }) if qpn == tq));
+
+    // TIDs: REP and RTU reuse the REQ's TID; the REQ TID is hi<<32 | comm-id byte-swapped.
+    let mads: Vec<(u16, u64, Vec<u8>)> = log.borrow().iter().map(|(_, m)| (attr_of(m), MadHdr::parse(m).unwrap().tid, m.clone())).collect();
+    let attrs: Vec<u16> = mads.iter().map(|m| m.0).collect();
+    assert_eq!(attrs, vec![attr::REQ, attr::REP, attr::RTU]);
+    assert!(mads.iter().all(|m| m.1 == mads[0].1));
+    assert_eq!(mads[0].1, (1u64 << 32) | hid.0.swap_bytes() as u64);
+    let (_, CmMsg::Rep(rep)) = CmMsg::parse(&mads[1].2).unwrap() else { panic!() };
+    let (_, CmMsg::Req(rq)) = CmMsg::parse(&mads[0].2).unwrap() else { panic!() };
+    assert_eq!((rep.remote_comm_id, rep.local_qpn, rq.local_qpn), (hid.0, tq.0, hq.0));
+
+    // Data both ways over the CM-made QPs.
+    w.h.buf.write(60_000, b"capsule!");
+    w.h.dev.post_send(hq, &SendWr { wr_id: 1, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 8, lkey: w.h.lkey }, signaled: true, ud: None }).unwrap();
+    w.t.buf.write(60_000, b"response");
+    w.t.dev.post_send(tq, &SendWr { wr_id: 2, op: SendOp::RdmaWrite { remote_addr: w.h.buf.paddr() + 50_000, rkey: w.h.rkey }, sge: Sge { addr: w.t.buf.paddr() + 60_000, len: 8, lkey: w.t.lkey }, signaled: true, ud: None }).unwrap();
+    w.run(3, 1000);
+    let mut wc = [Completion::default(); 8];
+    let n = w.t.dev.poll_cq(w.t.cq, &mut wc);
+    let got: Vec<(u64, WcStatus)> = wc[..n].iter().map(|c| (c.wr_id, c.status)).collect();
+    assert!(got.contains(&(100, WcStatus::Success)) && got.contains(&(2, WcStatus::Success)), "{got:?}");
+    let mut b = [0u8; 8];
+    w.t.buf.read(0, &mut b);
+    assert_eq!(&b, b"capsule!");
+    w.h.buf.read(50_000, &mut b);
+    assert_eq!(&b, b"response");
+
+    // Disconnect from the host: DREQ (fresh TID) → DREP (same TID); both sides Disconnected.
+    w.h.cm.disconnect(&mut w.h.dev, hid).unwrap();
+    w.run(3, 1000);
+    assert!(w.h.events.contains(&CmEvent::Disconnected { id: hid }));
+    assert!(w.t.events.contains(&CmEvent::Disconnected { id: req.id }));
+    let l = log.borrow();
+    let dreq = &l[l.len() - 2].1;
+    let drep = &l[l.len() - 1].1;
+    assert_eq!((attr_of(dreq), attr_of(drep)), (attr::DREQ, attr::DREP));
+    assert_eq!(MadHdr::parse(dreq).unwrap().tid, MadHdr::parse(drep).unwrap().tid);
+    let (_, CmMsg::Dreq(d)) = CmMsg::parse(dreq).unwrap() else { panic!() };
+    assert_eq!(d.remote_qpn, tq.0);
+    drop(l);
+    // QPs destroyed; timewait expires and the CMs forget the connections.
+    assert_eq!(w.t.dev.resources().qps, before_t.qps);
+    assert_eq!(w.h.dev.resources().qps, before_h.qps);
+    w.run(3, 20_000_000);
+    assert_eq!((w.t.cm.conn_count(), w.h.cm.conn_count()), (0, 0));
+    assert_eq!(w.t.dev.resources(), before_t);
+    assert_eq!(w.h.dev.resources(), before_h);
+}
+
+#[test]
+fn consumer_reject_carries_reason_and_private_data() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    let log = tap(&w.f, |_, _| false);
+    let hid = w.connect(4420, &NvmeRdmaCmReq { recfmt: 0, qid: 0, hrqsize: 32, hsqsize: 200, cntlid: 0 }.to_bytes());
+    w.run(2, 1000);
+    let req = w.take_request();
+    let rej = NvmeRdmaCmRej { recfmt: 0, sts: nvme_rdma_sts::INVALID_HSQSIZE };
+    w.t.cm.reject(&mut w.t.dev, req.id, rej_reason::CONSUMER_DEFINED, &rej.to_bytes()).unwrap();
+    w.run(2, 1000);
+    let Some(CmEvent::Rejected { id, reason, private_data }) = w.h.events.pop() else { panic!("{:?}", w.h.events) };
+    assert_eq!((id, reason), (hid, rej_reason::CONSUMER_DEFINED));
+    assert_eq!(NvmeRdmaCmRej::parse(&private_data).unwrap(), rej);
+    // REJ reuses the REQ TID; host QP destroyed; no QP was ever created on the target.
+    let l = log.borrow();
+    assert_eq!(MadHdr::parse(&l[1].1).unwrap().tid, MadHdr::parse(&l[0].1).unwrap().tid);
+    assert_eq!(w.h.dev.resources().qps, 0);
+    assert_eq!(w.t.dev.resources().qps, 0);
+    assert_eq!(w.h.cm.qp_count() + w.t.cm.qp_count(), 0);
+}
+
+#[test]
+fn unknown_port_is_rejected_with_invalid_service_id() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    let hid = w.connect(4421, b"");
+    w.run(3, 1000);
+    assert!(matches!(w.h.events.pop(), Some(CmEvent::Rejected { id, reason: rej_reason::INVALID_SERVICE_ID, .. }) if id == hid));
+    assert!(w.t.events.is_empty());
+    assert_eq!(w.h.dev.resources().qps, 0);
+}
+
+#[test]
+fn lost_req_rep_and_rtu_are_recovered_by_retries() {
+    for lost in [attr::REQ, attr::REP, attr::RTU] {
+        let mut w = World::new();
+        w.t.cm.listen(4420).unwrap();
+        let log = tap(&w.f, move |a, n| a == lost && n == 1);
+        let hid = w.connect(4420, b"x");
+        // Enough fake time for a resend (REQ/REP timer ≈ 2×1 ms + 4 ms here).
+        let mut req = None;
+        for _ in 0..40 {
+            w.step(500_000);
+            if req.is_none() && w.t.events.iter().any(|e| matches!(e, CmEvent::ConnectRequest(_))) {
+                let r = w.take_request();
+                w.accept(r.id, b"");
+                req = Some(r);
+            }
+        }
+        let req = req.expect("REQ arrived");
+        assert!(w.h.events.iter().any(|e| matches!(e, CmEvent::Established { id, .. } if *id == hid)), "lost {lost:#x}: {:?}", w.h.events);
+        assert!(w.t.events.iter().any(|e| matches!(e, CmEvent::Established { id, .. } if *id == req.id)), "lost {lost:#x}: {:?}", w.t.events);
+        let sent = |a: u16| log.borrow().iter().filter(|(_, m)| attr_of(m) == a).count();
+        assert!(sent(lost) >= 2, "the lost {lost:#x} was sent again");
+        assert_eq!(w.t.dev.resources().qps, 1, "one connection, one QP");
+        if lost == attr::REP {
+            // The active side retried its REQ; the passive side saw it as a duplicate.
+            assert!(w.t.cm.stats().dup_reqs >= 1 || w.t.cm.stats().resends >= 1);
+        }
+    }
+}
+
+#[test]
+fn duplicate_req_gives_one_connect_request_and_a_resent_rep() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    let log = tap(&w.f, |_, _| false);
+    w.connect(4420, b"x");
+    w.run(2, 1000);
+    // Replay the REQ (as a retransmission would) while the app is deciding, then after REP.
+    let req_mad = log.borrow()[0].1.clone();
+    let hq = Qpn(1);
+    w.f.inject_ud(HOST, hq, TARGET, Qpn(1), GSI_QKEY, &req_mad);
+    w.run(2, 1000);
+    assert_eq!(w.t.events.iter().filter(|e| matches!(e, CmEvent::ConnectRequest(_))).count(), 1);
+    let req = w.take_request();
+    w.accept(req.id, b"");
+    w.run(3, 1000);
+    let reps_before = log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REP).count();
+    // Established now; a late duplicate REQ must not create anything new.
+    w.f.inject_ud(HOST, hq, TARGET, Qpn(1), GSI_QKEY, &req_mad);
+    w.run(2, 1000);
+    assert_eq!(w.t.cm.stats().dup_reqs, 2);
+    assert!(w.t.events.iter().all(|e| !matches!(e, CmEvent::ConnectRequest(_))));
+    assert_eq!(log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REP).count(), reps_before);
+    assert_eq!(w.t.dev.resources().qps, 1);
+}
+
+#[test]
+fn no_answer_ends_in_unreachable_after_max_cm_retries() {
+    let mut w = World::new();
+    // Nobody listens and every MAD to the target is lost.
+    let log = tap(&w.f, |a, _| a == attr::REQ);
+    let hid = w.connect(4420, b"");
+    w.run(100, 1_000_000);
+    assert_eq!(w.h.events, vec![CmEvent::Unreachable { id: hid }]);
+    let reqs = log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REQ).count();
+    assert_eq!(reqs, 1 + 3, "first REQ + max_cm_retries resends");
+    // Linux sends REJ(TIMEOUT) when it gives up on a REQ.
+    let last = log.borrow().last().unwrap().1.clone();
+    assert!(matches!(CmMsg::parse(&last).unwrap().1, CmMsg::Rej(r) if r.reason == rej_reason::TIMEOUT));
+    assert_eq!(w.h.dev.resources().qps, 0);
+    assert_eq!(w.h.cm.conn_count(), 0);
+}
+
+#[test]
+fn mra_extends_the_active_timer() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    let log = tap(&w.f, |_, _| false);
+    let hid = w.connect(4420, b"");
+    w.run(2, 1000);
+    let req = w.take_request();
+    // Service timeout 18 ≈ 1.07 s, far beyond REQ timeout × retries (≈ 6 ms × 4).
+    w.t.cm.delay(&mut w.t.dev, req.id, 18).unwrap();
+    w.run(50, 10_000_000); // 0.5 s
+    assert!(w.h.events.is_empty(), "{:?}", w.h.events);
+    assert_eq!(log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REQ).count(), 1);
+    w.accept(req.id, b"");
+    w.run(3, 1000);
+    assert!(matches!(w.h.events.pop(), Some(CmEvent::Established { id, .. }) if id == hid));
+}
+
+#[test]
+fn rep_unanswered_times_out_on_the_passive_side() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    // Every REP is lost; the host's REQ resends and its final REJ are lost too, so only
+    // the passive REP timer decides.
+    let log = tap(&w.f, |a, n| a == attr::REP || a == attr::REJ || (a == attr::REQ && n > 1));
+    w.connect(4420, b"");
+    w.run(2, 1000);
+    let req = w.take_request();
+    w.accept(req.id, b"");
+    assert_eq!(w.t.dev.resources().qps, 1);
+    w.run(200, 1_000_000);
+    assert!(w.t.events.contains(&CmEvent::Unreachable { id: req.id }));
+    assert_eq!(w.t.dev.resources().qps, 0, "QP destroyed on REP timeout");
+    assert_eq!(w.t.cm.qp_count(), 0);
+    // The REQ's Max CM Retries (3) bound the REP resends.
+    assert_eq!(log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REP).count(), 4);
+}
+
+#[test]
+fn target_initiated_disconnect_and_lost_drep() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    let (hid, tid, _, _) = w.establish(4420);
+    let log = tap(&w.f, |a, n| a == attr::DREP && n == 1);
+    w.t.cm.disconnect(&mut w.t.dev, tid).unwrap();
+    w.run(40, 1_000_000);
+    assert!(w.h.events.contains(&CmEvent::Disconnected { id: hid }));
+    assert!(w.t.events.contains(&CmEvent::Disconnected { id: tid }));
+    // The DREQ was resent and the host (in timewait) answered the duplicate with a DREP.
+    let n = |a: u16| log.borrow().iter().filter(|(_, m)| attr_of(m) == a).count();
+    assert!(n(attr::DREQ) >= 2 && n(attr::DREP) >= 2);
+    assert_eq!(w.t.dev.resources().qps + w.h.dev.resources().qps, 0);
+}
+
+#[test]
+fn thousand_connect_disconnect_cycles_leak_nothing() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    let before_t = w.t.dev.resources();
+    let before_h = w.h.dev.resources();
+    for i in 0..1000 {
+        let (hid, tid, hq, tq) = w.establish(4420);
+        let _ = (hq, tq);
+        if i % 2 == 0 {
+            w.h.cm.disconnect(&mut w.h.dev, hid).unwrap();
+        } else {
+            w.t.cm.disconnect(&mut w.t.dev, tid).unwrap();
+        }
+        w.run(3, 1000);
+        assert!(w.h.events.contains(&CmEvent::Disconnected { id: hid }), "cycle {i}");
+        assert!(w.t.events.contains(&CmEvent::Disconnected { id: tid }), "cycle {i}");
+        w.h.events.clear();
+        w.t.events.clear();
+        // Drain flushed completions from the app CQs.
+        let mut wc = [Completion::default(); 64];
+        while w.t.dev.poll_cq(w.t.cq, &mut wc) > 0 {}
+        while w.h.dev.poll_cq(w.h.cq, &mut wc) > 0 {}
+        assert_eq!(w.t.dev.resources().qps, 0, "cycle {i}");
+        assert_eq!(w.h.dev.resources().qps, 0, "cycle {i}");
+    }
+    w.run(2, 50_000_000);
+    assert_eq!((w.t.cm.conn_count(), w.h.cm.conn_count()), (0, 0));
+    assert_eq!(w.t.dev.resources(), before_t);
+    assert_eq!(w.h.dev.resources(), before_h);
+    assert_eq!(w.t.dev.cq_overruns() + w.h.dev.cq_overruns(), 0);
+}
+
+// ---- Interop with what Linux sends (linuxpeer.md) ----
+
+fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+/// The admin-queue REQ Linux nvme-rdma sent (see tests/cm_wire.rs for the derivation).
+fn linux_req_mad() -> Vec<u8> {
+    let mut m = hex(
+        "01 07 02 03 00 00 00 00 00 00 00 02 7e 98 0c 6f 00 10 00 00 00 00 00 00
+         6f 0c 98 7e 00 00 00 00 00 00 00 00 01 06 11 44 50 54 00 ff fe 77 00 02
+         00 00 00 00 00 00 00 00 00 00 11 80 00 00 00 00 00 00 00 a1 2e d2 69 a7
+         ff ff 37 f0 ff ff ff ff 00 00 00 00 00 00 00 00 00 00 ff ff 0a 4d 00 02
+         00 00 00 00 00 00 00 00 00 00 ff ff 0a 4d 00 01 c9 31 a0 00 00 40 00 98",
+    );
+    m.resize(256, 0);
+    let pd = hex(
+        "00 40 eb 6a 00 00 00 00 00 00 00 00 00 00 00 00 0a 4d 00 02
+         00 00 00 00 00 00 00 00 00 00 00 00 0a 4d 00 01
+         00 00 00 00 20 00 1f 00",
+    );
+    m[164..164 + pd.len()].copy_from_slice(&pd);
+    m
+}
+
+#[test]
+fn listener_answers_the_linux_req_as_nvmet_would() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    // The "Linux host" is this test: what the target sends is recorded, not delivered to
+    // the host device's own CM (which would REJ a REP it knows nothing about).
+    let log = tap_to(&w.f, |_, _, dst| dst == HOST);
+    w.f.inject_ud(HOST, Qpn(1), TARGET, Qpn(1), GSI_QKEY, &linux_req_mad());
+    w.run(1, 1000);
+    let req = w.take_request();
+    assert_eq!((req.peer_ip, req.peer_port, req.responder_resources, req.initiator_depth), (HOST, 0xeb6a, 128, 0));
+    let nv = NvmeRdmaCmReq::parse(&req.private_data).unwrap();
+    assert_eq!((nv.qid, nv.hrqsize, nv.hsqsize), (0, 32, 31));
+    let tq = w.accept(req.id, &NvmeRdmaCmRep { recfmt: 0, crqsize: nv.hsqsize + 1 }.to_bytes());
+    w.run(1, 1000);
+    let rep_mad = log.borrow().iter().find(|(_, m)| attr_of(m) == attr::REP).expect("REP sent").1.clone();
+    // Expected REP bytes from the field facts: Linux TID echoed, comm IDs, our QPN, PSN
+    // (random, read back), RespRes = min(16, REQ InitDepth 0) = 0, InitDepth = min(16, 128) = 16,
+    // ack delay 15 | failover 0 | E2E 1 = 0x79, RNR 7 << 5 = 0xe0, GUID = EUI-64 of 02:00:0a:4d:00:01.
+    let psn = &rep_mad[24 + 20..24 + 23];
+    let mut want = hex("01 07 02 03 0000 0000 00000002 7e980c6f 0013 0000 00000000");
+    want.extend_from_slice(&req.id.0.to_be_bytes());
+    want.extend_from_slice(&hex("6f0c987e 00000000"));
+    want.extend_from_slice(&[(tq.0 >> 16) as u8, (tq.0 >> 8) as u8, tq.0 as u8, 0, 0, 0, 0, 0]);
+    want.extend_from_slice(psn);
+    want.extend_from_slice(&hex("00 00 10 79 e0 00 00 0a ff fe 4d 00 01"));
+    want.extend_from_slice(&hex("0000 2000"));
+    want.resize(256, 0);
+    assert_eq!(rep_mad, want);
+    // The QP got the REQ's parameters (cm.c cm_req_handler / cm_init_qp_*_attr rules).
+    let a = w.t.dev.qp_attrs(tq).expect("QP connected before the REP left");
+    assert_eq!((a.remote_qpn, a.remote_ip, a.rq_psn, a.sq_psn), (Qpn(0x11), HOST, 0x2ed269, u32::from_be_bytes([0, psn[0], psn[1], psn[2]])));
+    assert_eq!((a.mtu, a.retry_cnt, a.rnr_retry, a.timeout), (1024, 7, 7, 19));
+    // RC UDP source port from the REQ flow label 0xc931a, as Linux rxe did on the wire.
+    assert_eq!(a.udp_sport, 54056);
+    // READs: we may issue min(our 16, host RespRes 128); host may issue min(16, its InitDepth 0) = 0,
+    // so REMOTE_READ stays off (Linux cm_init_qp_init_attr).
+    assert_eq!((a.max_rd_atomic, a.max_dest_rd_atomic, a.access.remote_read, a.access.remote_write), (16, 0, false, true));
+    assert_eq!(a.remote_mac, w.h.dev.local_mac());
+    let rtu = CmMsg::Rtu(Rtu { local_comm_id: 0x6f0c987e, remote_comm_id: req.id.0, private_data: [0; 224] }).encode(0x0000_0002_7e98_0c6f);
+    w.f.inject_ud(HOST, Qpn(1), TARGET, Qpn(1), GSI_QKEY, &rtu);
+    w.run(1, 1000);
+    assert!(matches!(w.t.events.pop(), Some(CmEvent::Established { qpn, .. }) if qpn == tq));
+
+    // A DREQ naming another QPN is ignored (Linux cm_dreq_handler); the right one gets a DREP.
+    let dreq = |qpn: u32| CmMsg::Dreq(Dreq { local_comm_id: 0x6f0c987e, remote_comm_id: req.id.0, remote_qpn: qpn, private_data: [0; 220] }).encode(0x0000_0002_7e98_0c6f);
+    w.f.inject_ud(HOST, Qpn(1), TARGET, Qpn(1), GSI_QKEY, &dreq(tq.0 + 1));
+    w.run(1, 1000);
+    assert!(w.t.events.is_empty());
+    w.f.inject_ud(HOST, Qpn(1), TARGET, Qpn(1), GSI_QKEY, &dreq(tq.0));
+    w.run(1, 1000);
+    assert_eq!(w.t.events.pop(), Some(CmEvent::Disconnected { id: req.id }));
+    let drep = log.borrow().last().unwrap().1.clone();
+    assert_eq!(MadHdr::parse(&drep).unwrap().tid, 0x0000_0002_7e98_0c6f);
+    assert!(matches!(CmMsg::parse(&drep).unwrap().1, CmMsg::Drep(d) if d.local_comm_id == req.id.0 && d.remote_comm_id == 0x6f0c987e));
+
+    // The same host QP (0x11, same CA GUID) asking again under a new comm ID during timewait: REJ STALE_CONN.
+    let mut again = linux_req_mad();
+    again[24..28].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+    w.f.inject_ud(HOST, Qpn(1), TARGET, Qpn(1), GSI_QKEY, &again);
+    w.run(1, 1000);
+    assert!(w.t.events.is_empty());
+    let rej = log.borrow().last().unwrap().1.clone();
+    assert!(matches!(CmMsg::parse(&rej).unwrap().1, CmMsg::Rej(r) if r.reason == rej_reason::STALE_CONN && r.remote_comm_id == 0x1234_5678));
+    assert_eq!(w.t.dev.resources().qps, 0);
+}
+
+#[test]
+fn our_req_matches_linux_byte_for_byte_except_per_connection_values() {
+    let mut w = World::new();
+    w.h.cm = {
+        // Linux's timers and retries (wire.md 2.3).
+        let c = CmConfig { seed: 0x77, ..CmConfig::default() };
+        Cm::new(&mut w.h.dev, c).unwrap()
+    };
+    let log = tap(&w.f, |_, _| false);
+    let recvs = w.h.recvs(4);
+    let nv = NvmeRdmaCmReq { recfmt: 0, qid: 0, hrqsize: 32, hsqsize: 31, cntlid: 0 };
+    let p = ConnectParams {
+        dest_ip: TARGET,
+        dest_port: 4420,
+        src_port: 0xeb6a,
+        send_cq: w.h.cq,
+        recv_cq: w.h.cq,
+        sq_size: 32,
+        rq_size: 32,
+        recv_wrs: &recvs,
+        private_data: &nv.to_bytes(),
+        responder_resources: 128,
+        initiator_depth: 0,
+        access: RW,
+    };
+    let id = w.h.cm.connect(&mut w.h.dev, &p).unwrap();
+    let qpn = w.h.cm.qpn(id).unwrap();
+    let ours = log.borrow()[0].1.clone();
+    // Start from Linux's bytes and substitute only what differs per connection/host.
+    let mut want = linux_req_mad();
+    want[8..12].copy_from_slice(&1u32.to_be_bytes()); // TID hi (Linux: its MAD agent's)
+    want[12..16].copy_from_slice(&id.0.swap_bytes().to_be_bytes()); // TID lo: comm ID as Linux forms it
+    want[24..28].copy_from_slice(&id.0.to_be_bytes());
+    want[40..48].copy_from_slice(&guid_from_mac(w.h.dev.local_mac()).to_be_bytes());
+    want[56..59].copy_from_slice(&qpn.0.to_be_bytes()[1..]);
+    want[68..71].copy_from_slice(&ours[68..71]); // starting PSN (random)
+    assert_eq!(ours, want);
+}
