@@ -672,7 +672,12 @@ impl<V: Verbs> Cm<V> {
         c.state = State::MraReqSent;
         let mra = Mra { local_comm_id: id.0, remote_comm_id: c.remote_id, message_mraed: msg_code::REQ, service_timeout, private_data: [0; mra_f::PRIVATE_DATA_LEN] };
         let tid = c.req_tid;
+        let retries = c.req.map_or(0, |r| r.max_cm_retries) as u64;
+        let wait = (retries + 1) * (cm_time_ns(service_timeout) + 2 * cm_time_ns(self.cfg.packet_life_time));
         self.send_for(v, id.0, CmMsg::Mra(mra).encode(tid), None);
+        if let Some(c) = self.conns.get_mut(&id.0) {
+            c.deadline = Some(self.now.saturating_add(wait));
+        }
         Ok(())
     }
 
@@ -839,6 +844,11 @@ impl<V: Verbs> Cm<V> {
                     self.events.push_back(CmEvent::Unreachable { id: ConnId(id) });
                 }
                 State::DreqSent => self.close(v, id),
+                State::ReqRcvd | State::MraReqSent => {
+                    // The app never decided; the peer has given up by now.
+                    self.enter_timewait(id);
+                    self.events.push_back(CmEvent::Unreachable { id: ConnId(id) });
+                }
                 _ => c.deadline = None,
             }
         }
@@ -954,6 +964,11 @@ impl<V: Verbs> Cm<V> {
             active: None,
             connected: false,
         });
+        // The app must decide (or MRA) before the peer gives up; after that, forget it.
+        let give_up = (r.max_cm_retries as u64 + 1) * self.req_timeout_ns(r.remote_cm_response_timeout);
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.deadline = Some(self.now.saturating_add(give_up));
+        }
         self.events.push_back(CmEvent::ConnectRequest(ConnectRequest {
             id: ConnId(id),
             port,

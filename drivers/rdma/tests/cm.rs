@@ -552,3 +552,49 @@ fn our_req_matches_linux_byte_for_byte_except_per_connection_values() {
     want[68..71].copy_from_slice(&ours[68..71]); // starting PSN (random)
     assert_eq!(ours, want);
 }
+
+#[test]
+fn first_packet_establishes_when_the_rtu_is_lost() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    let log = tap(&w.f, |a, _| a == attr::RTU);
+    let hid = w.connect(4420, b"");
+    w.run(2, 1000);
+    let req = w.take_request();
+    let tq = w.accept(req.id, b"");
+    w.run(2, 1000);
+    let Some(CmEvent::Established { id, qpn: hq, .. }) = w.h.events.pop() else { panic!() };
+    assert_eq!(id, hid);
+    assert!(w.t.events.is_empty(), "no RTU, not established yet");
+    // The host sends at once; the target app sees the receive and tells the CM (COMM_EST).
+    w.h.dev.post_send(hq, &SendWr { wr_id: 1, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 64, lkey: w.h.lkey }, signaled: true, ud: None }).unwrap();
+    w.run(1, 1000);
+    let mut wc = [Completion::default(); 4];
+    assert_eq!(w.t.dev.poll_cq(w.t.cq, &mut wc), 1);
+    assert_eq!((wc[0].opcode, wc[0].qpn), (WcOpcode::Recv, tq));
+    w.t.cm.notify_comm_est(req.id);
+    w.run(1, 1000);
+    assert!(matches!(w.t.events.pop(), Some(CmEvent::Established { id, .. }) if id == req.id));
+    // Established: the REP timer is off, nothing more is resent.
+    let reps = log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REP).count();
+    w.run(50, 1_000_000);
+    assert_eq!(log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REP).count(), reps);
+    assert!(w.t.events.is_empty() && w.h.events.is_empty());
+}
+
+#[test]
+fn undecided_request_is_forgotten_after_the_peer_gave_up() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    // The host's REJ(TIMEOUT) is lost, so only the target's own deadline cleans up.
+    let _log = tap(&w.f, |a, _| a == attr::REJ);
+    let hid = w.connect(4420, b"");
+    w.run(2, 1000);
+    let req = w.take_request();
+    w.run(200, 1_000_000);
+    assert!(w.h.events.contains(&CmEvent::Unreachable { id: hid }));
+    assert!(w.t.events.contains(&CmEvent::Unreachable { id: req.id }));
+    assert!(matches!(w.t.cm.reject(&mut w.t.dev, req.id, rej_reason::CONSUMER_DEFINED, &[]), Err(CmError::BadState(_)) | Err(CmError::UnknownConn(_))));
+    w.run(2, 50_000_000);
+    assert_eq!((w.t.cm.conn_count(), w.h.cm.conn_count()), (0, 0));
+}
