@@ -23,7 +23,7 @@ fn assert_nothing_live(c: &Counters) {
 
 #[test]
 fn bringup_to_rts_and_teardown_leaves_nothing() {
-    let (rig, hal, bar) = rig();
+    let (rig, hal, bar) = common::rig();
     let mut dev = Mlx5::bring_up(hal, bar, cfg()).expect("bring-up");
     assert_eq!(dev.fw.major, 16);
     assert_eq!(dev.issi, 1);
@@ -95,7 +95,7 @@ fn bringup_to_rts_and_teardown_leaves_nothing() {
 
 #[test]
 fn page_requests_from_the_eq_give_and_take() {
-    let (rig, hal, bar) = rig();
+    let (rig, hal, bar) = common::rig();
     let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
     let before = dev.pages_held();
     assert!(rig.cx.request_pages(7), "EQ subscribed to page requests");
@@ -120,7 +120,7 @@ fn page_requests_from_the_eq_give_and_take() {
 
 #[test]
 fn bringup_without_regular_page_query_uses_page_request_events() {
-    let (rig, hal, bar) = rig();
+    let (rig, hal, bar) = common::rig();
     let mut c = cfg();
     c.regular_pages_after_init = false;
     let dev = Mlx5::bring_up(hal, bar, c).unwrap();
@@ -133,7 +133,7 @@ fn bringup_without_regular_page_query_uses_page_request_events() {
 
 #[test]
 fn thousand_bringup_teardown_cycles_without_growth() {
-    let (rig, _hal0, _bar0) = rig();
+    let (rig, _hal0, _bar0) = common::rig();
     drop((_hal0, _bar0));
     let mut baseline = None;
     let rss0 = rss_kib();
@@ -170,7 +170,7 @@ fn rss_kib() -> u64 {
 
 #[test]
 fn benchmark_bringup() {
-    let (rig, hal, bar) = rig();
+    let (rig, hal, bar) = common::rig();
     let t = std::time::Instant::now();
     let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
     let up = t.elapsed();
