@@ -48,6 +48,7 @@ pub const GSI_UDP_SPORT: u16 = 0xD872;
 pub const REQ_PRIVATE_DATA_MAX: usize = req_f::PRIVATE_DATA_LEN - cma_f::LEN;
 
 const SLOT: usize = 512;
+const TIMER_SCAN_NS: u64 = 100_000;
 const SEND_TAG: u64 = 1 << 63;
 
 /// A connection handle: our Local Communication ID.
@@ -280,6 +281,7 @@ pub struct Cm<V: Verbs> {
     events: VecDeque<CmEvent>,
     rng: u64,
     now: u64,
+    next_timer_scan: u64,
     guid: u64,
     stats: CmStats,
 }
@@ -312,6 +314,7 @@ impl<V: Verbs> Cm<V> {
             events: VecDeque::new(),
             rng: cfg.seed | 1,
             now: 0,
+            next_timer_scan: 0,
             guid: guid_from_mac(v.local_mac()),
             stats: CmStats::default(),
         };
@@ -792,7 +795,12 @@ impl<V: Verbs> Cm<V> {
                 break;
             }
         }
-        self.run_timers(v);
+        // CM timers are milliseconds and up; scanning the table every 100 µs is plenty and
+        // keeps a tight app poll loop cheap.
+        if now_ns >= self.next_timer_scan {
+            self.next_timer_scan = now_ns.saturating_add(TIMER_SCAN_NS);
+            self.run_timers(v);
+        }
         self.events.pop_front()
     }
 

@@ -460,7 +460,7 @@ impl SoftDevice {
     fn handle_req(&mut self, src_ip: Ipv4, src_qpn: Qpn, dst_qpn: Qpn, id: u64, op: RcOp) -> Option<Packet> {
         let q = dst_qpn.0;
         let needs_recv = matches!(op, RcOp::Send { .. } | RcOp::Write { imm: Some(_), .. });
-        if needs_recv && self.qps.get(&q).map_or(true, |qp| qp.rq.is_empty()) {
+        if needs_recv && self.qps.get(&q).is_none_or(|qp| qp.rq.is_empty()) {
             return Some(Packet::RcReq { src_ip, src_qpn, dst_qpn, id, op });
         }
         let rcq = self.qps.get(&q).map(|qp| qp.recv_cq).unwrap_or_default();

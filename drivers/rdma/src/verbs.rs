@@ -195,7 +195,11 @@ pub trait Verbs {
     /// Move to ERROR: outstanding work completes with `WrFlushed`.
     fn qp_to_error(&mut self, qp: Qpn) -> Result<(), Self::Error>;
     fn destroy_qp(&mut self, qp: Qpn) -> Result<(), Self::Error>;
-    /// The GSI QP (QP1) for CM MADs, created at bring-up.
+    /// The GSI QP (QP1) for CM MADs, created at bring-up. Sends need `SendWr::ud`
+    /// (remote QPN 1, Q_Key 0x80010000); the device checks incoming Q_Keys against
+    /// 0x80010000. Every UD receive starts with a 40-byte GRH area: for RoCEv2 over IPv4 the
+    /// received IPv4 header sits in bytes 20..40 (source address at 32..36), as rxe and
+    /// mlx5 deliver it; `byte_len` counts those 40 bytes.
     fn gsi_qp(&self) -> Qpn;
     /// The CQ the GSI QP's send and receive completions go to (created at bring-up with it).
     /// The CM polls it; nothing else should.

@@ -598,3 +598,49 @@ fn undecided_request_is_forgotten_after_the_peer_gave_up() {
     w.run(2, 50_000_000);
     assert_eq!((w.t.cm.conn_count(), w.h.cm.conn_count()), (0, 0));
 }
+
+mod garbage {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        /// Random CM MADs (valid header, random attribute and body, including bodies that
+        /// reuse live comm IDs) never panic either side, and a real connection still works after.
+        #[test]
+        fn random_mads_do_not_break_the_cm(
+            mads in proptest::collection::vec((0x10u16..0x1b, proptest::collection::vec(any::<u8>(), 232), any::<bool>()), 1..24),
+        ) {
+            let mut w = World::new();
+            w.t.cm.listen(4420).unwrap();
+            let (hid, tid, _, _) = w.establish(4420);
+            for (attr, body, aim) in mads {
+                let mut m = vec![1u8, 7, 2, 3, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5];
+                m.extend_from_slice(&attr.to_be_bytes());
+                m.extend_from_slice(&[0; 6]);
+                m.extend_from_slice(&body);
+                if aim {
+                    // Point the message at the live connection's IDs to reach deeper states.
+                    m[24..28].copy_from_slice(&hid.0.to_be_bytes());
+                    m[28..32].copy_from_slice(&tid.0.to_be_bytes());
+                }
+                w.f.inject_ud(HOST, Qpn(1), TARGET, Qpn(1), GSI_QKEY, &m);
+                let mut back = m.clone();
+                if aim {
+                    back[24..28].copy_from_slice(&tid.0.to_be_bytes());
+                    back[28..32].copy_from_slice(&hid.0.to_be_bytes());
+                }
+                w.f.inject_ud(TARGET, Qpn(1), HOST, Qpn(1), GSI_QKEY, &back);
+                w.run(1, 3_000_000);
+            }
+            w.run(50, 5_000_000);
+            // Whatever happened to the first connection, every QP the CMs still own exists
+            // and a new connection comes up.
+            prop_assert_eq!(w.t.dev.resources().qps, w.t.cm.qp_count());
+            prop_assert_eq!(w.h.dev.resources().qps, w.h.cm.qp_count());
+            w.t.events.clear();
+            w.h.events.clear();
+            w.establish(4420);
+        }
+    }
+}
