@@ -235,7 +235,8 @@ impl UnixDgramLink {
             remote: remote.to_path_buf(),
         })
     }
-    fn flush(&mut self) {
+    /// Retry sending backlogged frames (also done by every `send` and `poll`).
+    pub fn flush(&mut self) {
         while let Some(f) = self.backlog.front() {
             match self.sock.send_to(f, &self.remote) {
                 Ok(_) => {
@@ -306,6 +307,10 @@ impl UdpLink {
         sock.set_nonblocking(true)?;
         let remote = SocketAddr::from(([127, 0, 0, 1], remote_port));
         Ok(UdpLink { sock, remote, buf: vec![0; MAX_FRAME], stats: SockStats::default() })
+    }
+    /// Change the peer port (127.0.0.1 only).
+    pub fn set_remote_port(&mut self, port: u16) {
+        self.remote = SocketAddr::from(([127, 0, 0, 1], port));
     }
     /// The bound local port.
     pub fn local_port(&self) -> io::Result<u16> {
