@@ -644,3 +644,34 @@ mod garbage {
         }
     }
 }
+
+#[test]
+fn unresolvable_peer_ends_in_unreachable_without_leaks() {
+    let mut w = World::new();
+    let recvs = w.h.recvs(2);
+    let p = ConnectParams {
+        dest_ip: [10, 77, 0, 99],
+        dest_port: 4420,
+        src_port: 0,
+        send_cq: w.h.cq,
+        recv_cq: w.h.cq,
+        sq_size: 4,
+        rq_size: 4,
+        recv_wrs: &recvs,
+        private_data: &[],
+        responder_resources: 0,
+        initiator_depth: 0,
+        access: RW,
+    };
+    let id = w.h.cm.connect(&mut w.h.dev, &p).unwrap();
+    assert_eq!(w.h.dev.resources().qps, 1);
+    w.run(50, 1_000_000);
+    assert_eq!(w.h.events, vec![CmEvent::Unreachable { id }]);
+    assert_eq!(w.h.dev.resources().qps, 0);
+    assert_eq!(w.h.cm.conn_count(), 0);
+    // Too much private data is refused before anything is created.
+    let big = [0u8; REQ_PRIVATE_DATA_MAX + 1];
+    let p2 = ConnectParams { dest_ip: TARGET, private_data: &big, ..p };
+    assert!(matches!(w.h.cm.connect(&mut w.h.dev, &p2), Err(CmError::PrivateDataTooLong { .. })));
+    assert_eq!(w.h.dev.resources().qps, 0);
+}
