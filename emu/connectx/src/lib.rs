@@ -13,6 +13,7 @@
 //! let bar = cx.bar0();                   // implements hal::Mmio
 //! ```
 pub mod consts;
+pub mod datapath;
 pub mod layout;
 pub mod mem;
 pub mod model;
@@ -59,6 +60,17 @@ impl ConnectX {
     /// page-request EQE. Returns whether an EQ subscribed to page requests took it.
     pub fn request_pages(&self, n: i32) -> bool {
         self.dev.borrow_mut().request_pages(n)
+    }
+
+    /// Run the data path once (SQ doorbells, RQ doorbell records, the RoCE engine's rx, timers
+    /// and tx, completions → CQEs). Returns the work done (0 = idle).
+    pub fn poll(&self) -> usize {
+        self.dev.borrow_mut().poll()
+    }
+
+    /// Plug the port into a link (`emu_roce::MemLink`, `UnixDgramLink`, ...).
+    pub fn attach_link(&self, link: Box<dyn emu_roce::Link>) {
+        self.dev.borrow_mut().attach_link(link)
     }
 
     /// Direct access to the model state (for tests and the data path).

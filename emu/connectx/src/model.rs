@@ -120,6 +120,13 @@ pub struct Counters {
     pub cq_overruns: u64,
     /// Doorbells that named no object or a slot software still owned.
     pub stray_doorbells: u64,
+    /// Send WQEs parsed from SQ buffers / receive WQEs from RQ buffers.
+    pub send_wqes: u64,
+    pub recv_wqes: u64,
+    /// WQEs the adapter could not execute (bad opcode, qpn, ds, segments): error CQE.
+    pub bad_wqes: u64,
+    /// Non-RoCE frames received with no raw Ethernet queue to take them.
+    pub raw_frames_dropped: u64,
 }
 
 impl Counters {
@@ -243,6 +250,10 @@ pub struct Mkey {
     pub length64: bool,
     pub log_page_size: u8,
     pub mtt: Vec<PhysAddr>,
+    /// Invalidated (LOCAL_INVAL / SEND WITH INVALIDATE): unusable until re-created.
+    pub free: bool,
+    /// Remote invalidation allowed (mkc.en_rinval).
+    pub en_rinval: bool,
 }
 
 impl Mkey {
@@ -336,6 +347,10 @@ pub struct Device {
     health_synd: u8,
     /// SQ doorbells (qpn, first 8 bytes of the ctrl segment) waiting for the data path.
     pub sq_doorbells: Vec<(u32, u64)>,
+    /// The RoCEv2 transport engine (exists between INIT_HCA and TEARDOWN_HCA).
+    pub engine: Option<emu_roce::Engine>,
+    /// The wire; without one, transmitted frames are dropped.
+    pub link: Option<Box<dyn emu_roce::Link>>,
 }
 
 pub const RESD_LKEY: u32 = 0x0000_0200;
@@ -378,6 +393,8 @@ impl Device {
             health_frozen_at: None,
             health_synd: 0,
             sq_doorbells: Vec::new(),
+            engine: None,
+            link: None,
         };
         d.reset_caps();
         d
@@ -1065,6 +1082,7 @@ impl Device {
                 }
                 self.func = Initialized;
                 self.page_req_outstanding = 0;
+                self.engine = Some(emu_roce::Engine::new(self.port_config()));
                 Ok(out(16))
             }
             op::TEARDOWN_HCA => {
@@ -1089,6 +1107,7 @@ impl Device {
                 self.mkeys.clear();
                 self.gids = vec![None; GID_TABLE];
                 self.sq_doorbells.clear();
+                self.engine = None;
                 self.func = TornDown;
                 Ok(out(16))
             }
@@ -1233,6 +1252,7 @@ impl Device {
                     let hi = (get(c, v::permanent_address_47_32) as u16).to_be_bytes();
                     let lo = (get(c, v::permanent_address_31_0) as u32).to_be_bytes();
                     self.vport.mac = [hi[0], hi[1], lo[0], lo[1], lo[2], lo[3]];
+                    self.port_changed();
                 }
                 Ok(out(16))
             }
@@ -1260,6 +1280,7 @@ impl Device {
                 }
                 // An all-zero address clears the entry (how Linux deletes a GID).
                 self.gids[idx] = if e[..16].iter().all(|&b| b == 0) { None } else { Some(e) };
+                self.port_changed();
                 Ok(out(16))
             }
             op::QUERY_ROCE_ADDRESS => {
@@ -1278,6 +1299,9 @@ impl Device {
                 let n = get(inp, l::qp_cmd::qpn) as u32;
                 if self.qps.remove(&n).is_none() {
                     return fail(st::BAD_RES, synd::NO_SUCH_QP);
+                }
+                if let Some(e) = self.engine.as_mut() {
+                    let _ = e.destroy_qp(emu_roce::Qpn(n));
                 }
                 self.sq_doorbells.retain(|d| d.0 != n);
                 Ok(out(16))
@@ -1547,6 +1571,8 @@ impl Device {
             length64,
             log_page_size: lps,
             mtt,
+            free: get(c, mkc::free) == 1,
+            en_rinval: get(c, mkc::en_rinval) == 1,
         });
         let mut o = out(16);
         set(&mut o, l::obj_id_24::id, index as u64);
@@ -1628,6 +1654,12 @@ impl Device {
         };
         q.qpn = qpn;
         set(&mut q.qpc, qpc::state, qps::RST as u64);
+        if let Some(e) = self.engine.as_mut() {
+            let ty = if stype == qps::ST_RC { emu_roce::QpType::Rc } else { emu_roce::QpType::Ud };
+            if e.create_qp(emu_roce::Qpn(qpn), ty).is_err() {
+                return fail(st::INT_ERR, synd::OUT_OF_OBJECTS);
+            }
+        }
         self.qps.insert(qpn, q);
         let mut o = out(16);
         set(&mut o, l::qp_cmd::qpn, qpn as u64);
@@ -1654,6 +1686,8 @@ impl Device {
             return fail(st::BAD_QP_STATE, synd::BAD_TRANSITION);
         }
         if matches!(opcode, op::QP_2ERR | op::QP_2RST) {
+            let qpc_now = self.qps[&qpn].qpc.clone();
+            self.engine_modify(qpn, to, &qpc_now)?;
             let q = self.qps.get_mut(&qpn).expect("qp");
             q.state = to;
             if to == qps::RST {
@@ -1703,16 +1737,19 @@ impl Device {
             }
             _ => {}
         }
-        let q = self.qps.get_mut(&qpn).expect("qp");
+        let mut new = self.qps[&qpn].qpc.clone();
         if copy.contains(&qpc::primary_address_path) {
             let b = qpc::primary_address_path.byte();
             let e = b + l::ads::SIZE;
-            q.qpc[b..e].copy_from_slice(&c[b..e]);
+            new[b..e].copy_from_slice(&c[b..e]);
             copy.retain(|f| *f != qpc::primary_address_path);
         }
         for f in copy {
-            set(&mut q.qpc, f, get(c, f));
+            set(&mut new, f, get(c, f));
         }
+        self.engine_modify(qpn, to, &new)?;
+        let q = self.qps.get_mut(&qpn).expect("qp");
+        q.qpc = new;
         q.state = to;
         set(&mut q.qpc, qpc::state, to as u64);
         Ok(out(16))

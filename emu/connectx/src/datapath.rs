@@ -1,0 +1,620 @@
+//! The data path: WQEs parsed from SQ/RQ buffers in `PhysMem`, handed to the RoCEv2 engine
+//! (emu-roce), and its completions written back as CQEs.
+//!
+//! Formats [Linux include/linux/mlx5/qp.h, rdma-core mlx5dv.h; reference mlx5.md §2]:
+//! - SQ: 64-byte WQEBBs after the RQ in the QP buffer; the doorbell record's dword 1 holds the
+//!   SQ producer counter; a 64-bit write of the ctrl segment's first 8 bytes to UAR+0x800 rings.
+//! - Ctrl segment: opmod|wqe_index|opcode, qpn|ds, signature, fm_ce_se, imm/inval rkey.
+//! - Remote address seg (raddr, rkey), data segs (byte_count, lkey, addr), inline segs
+//!   (0x80000000|len + bytes, padded to 16), datagram seg (48 B address vector).
+//! - RQ: WQEs of 2^(log_rq_stride+4) bytes of data segs, ended by lkey 0x100; the doorbell
+//!   record's dword 0 holds the RQ counter (read by the adapter when it polls).
+//! - CQE: 64 bytes, op_own = opcode<<4 | owner; error CQEs carry the syndrome at 0x37.
+use std::collections::BTreeMap;
+
+use emu_roce::{
+    Access, Completion, Engine, Extent, Gather, KeyError, KeyRef, Keys, Link, MemError, Memory, PortConfig, QpAttrs,
+    QpState, Qpn, RecvWr, Rkey, SendOp, SendWr, Sge, UdAddr, WcOpcode, WcStatus, WorkQueue,
+};
+use log::debug;
+
+use crate::consts::{qp as qps, status as st, synd};
+use crate::layout::{self as l, get};
+use crate::mem::PhysMem;
+use crate::model::{Device, Mkey, Qp, RESD_LKEY};
+
+/// Send WQE opcodes [mlx5dv.h MLX5_OPCODE_*].
+pub mod wqe_op {
+    pub const NOP: u8 = 0x00;
+    pub const SEND_INVAL: u8 = 0x01;
+    pub const RDMA_WRITE: u8 = 0x08;
+    pub const RDMA_WRITE_IMM: u8 = 0x09;
+    pub const SEND: u8 = 0x0a;
+    pub const SEND_IMM: u8 = 0x0b;
+    pub const RDMA_READ: u8 = 0x10;
+    pub const LOCAL_INVAL: u8 = 0x1b;
+}
+
+/// CQE opcodes (op_own[7:4]) [mlx5dv.h MLX5_CQE_*].
+pub mod cqe_op {
+    pub const REQ: u8 = 0;
+    pub const RESP_WR_IMM: u8 = 1;
+    pub const RESP_SEND: u8 = 2;
+    pub const RESP_SEND_IMM: u8 = 3;
+    pub const RESP_SEND_INV: u8 = 4;
+    pub const REQ_ERR: u8 = 13;
+    pub const RESP_ERR: u8 = 14;
+}
+
+/// Error CQE syndromes [mlx5dv.h MLX5_CQE_SYNDROME_*].
+pub mod cqe_synd {
+    pub const LOCAL_LENGTH_ERR: u8 = 0x01;
+    pub const LOCAL_QP_OP_ERR: u8 = 0x02;
+    pub const LOCAL_PROT_ERR: u8 = 0x04;
+    pub const WR_FLUSH_ERR: u8 = 0x05;
+    pub const BAD_RESP_ERR: u8 = 0x10;
+    pub const LOCAL_ACCESS_ERR: u8 = 0x11;
+    pub const REMOTE_INVAL_REQ_ERR: u8 = 0x12;
+    pub const REMOTE_ACCESS_ERR: u8 = 0x13;
+    pub const REMOTE_OP_ERR: u8 = 0x14;
+    pub const TRANSPORT_RETRY_EXC_ERR: u8 = 0x15;
+    pub const RNR_RETRY_EXC_ERR: u8 = 0x16;
+}
+
+/// Terminator of a short receive scatter list [mlx5dv.h MLX5_INVALID_LKEY].
+pub const INVALID_LKEY: u32 = 0x100;
+const INLINE_SEG: u32 = 0x8000_0000;
+
+// CQE byte offsets [mlx5dv.h struct mlx5_cqe64 / mlx5_err_cqe].
+const CQE_FLAGS_RQPN: usize = 0x18;
+const CQE_IMM_INVAL: usize = 0x24;
+const CQE_BYTE_CNT: usize = 0x2c;
+const CQE_VENDOR_SYND: usize = 0x36;
+const CQE_SYNDROME: usize = 0x37;
+const CQE_SOP_QPN: usize = 0x38;
+const CQE_WQE_COUNTER: usize = 0x3c;
+const CQE_OP_OWN: usize = 0x3f;
+
+struct MemView<'a>(&'a PhysMem);
+
+impl Memory for MemView<'_> {
+    fn read(&mut self, pa: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        self.0.dma_read(pa, buf).map_err(|f| MemError { pa: f.addr, len: f.len as u64 })
+    }
+    fn write(&mut self, pa: u64, data: &[u8]) -> Result<(), MemError> {
+        self.0.dma_write(pa, data).map_err(|f| MemError { pa: f.addr, len: f.len as u64 })
+    }
+}
+
+/// The MKey table as the engine sees it.
+struct KeyView<'a> {
+    mkeys: &'a mut BTreeMap<u32, Mkey>,
+    qps: &'a BTreeMap<u32, Qp>,
+}
+
+impl Keys for KeyView<'_> {
+    fn translate(&mut self, qp: Qpn, key: KeyRef, va: u64, len: u64, need: Access) -> Result<Extent, KeyError> {
+        let q = self.qps.get(&qp.0).ok_or(KeyError::Other(0))?;
+        let (k, remote) = match key {
+            KeyRef::Local(k) => (k.0, false),
+            KeyRef::Remote(k) => (k.0, true),
+        };
+        if k == RESD_LKEY {
+            // Physical addressing: local only, and only for QPs created with rlky.
+            if remote || get(&q.qpc, l::qpc::rlky) == 0 {
+                return Err(KeyError::InvalidKey);
+            }
+            return Ok(Extent { pa: va, len });
+        }
+        let m = self.mkeys.get(&(k >> 8)).ok_or(KeyError::InvalidKey)?;
+        if m.key != k || m.free {
+            return Err(KeyError::InvalidKey);
+        }
+        if m.pd != q.pd {
+            return Err(KeyError::WrongPd);
+        }
+        let ok = (!need.local_write || m.lw)
+            && (!need.remote_read || m.rr)
+            && (!need.remote_write || m.rw)
+            && (!need.remote_atomic || m.atomic)
+            && (remote || m.lr);
+        if !ok {
+            return Err(KeyError::AccessDenied);
+        }
+        if len == 0 {
+            return Ok(Extent { pa: 0, len: 0 });
+        }
+        let ext = m.translate(va, len).ok_or(KeyError::OutOfBounds)?;
+        let (pa, n) = ext[0];
+        Ok(Extent { pa, len: n })
+    }
+
+    fn invalidate(&mut self, qp: Qpn, rkey: Rkey) -> Result<(), KeyError> {
+        let q = self.qps.get(&qp.0).ok_or(KeyError::Other(0))?;
+        let m = self.mkeys.get_mut(&(rkey.0 >> 8)).ok_or(KeyError::InvalidKey)?;
+        if m.key != rkey.0 || m.free {
+            return Err(KeyError::InvalidKey);
+        }
+        if m.pd != q.pd {
+            return Err(KeyError::WrongPd);
+        }
+        if !m.en_rinval {
+            return Err(KeyError::AccessDenied);
+        }
+        m.free = true;
+        Ok(())
+    }
+}
+
+/// A link that drops everything (no cable plugged in).
+struct NoLink;
+impl Link for NoLink {
+    fn send(&mut self, _frame: &[u8]) {}
+    fn poll(&mut self) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+fn ipv4_of_gid(g: &[u8]) -> Option<[u8; 4]> {
+    (g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff).then(|| [g[12], g[13], g[14], g[15]])
+}
+
+fn engine_state(s: u8) -> QpState {
+    match s {
+        qps::RST => QpState::Reset,
+        qps::INIT => QpState::Init,
+        qps::RTR => QpState::Rtr,
+        qps::RTS => QpState::Rts,
+        _ => QpState::Error,
+    }
+}
+
+/// The engine's attributes from a stored QP context.
+fn attrs_of(qpc: &[u8]) -> QpAttrs {
+    use l::qpc as q;
+    let p = |f: l::Field| f.at(q::primary_address_path.byte());
+    let rgid = l::bytes(qpc, p(l::ads::rgid_rip));
+    let hi = (get(qpc, p(l::ads::rmac_47_32)) as u16).to_be_bytes();
+    let lo = (get(qpc, p(l::ads::rmac_31_0)) as u32).to_be_bytes();
+    let mtu = get(qpc, q::mtu) as u32;
+    let sport = get(qpc, p(l::ads::udp_sport)) as u16;
+    QpAttrs {
+        access: Access {
+            local_write: true,
+            remote_read: get(qpc, q::rre) == 1,
+            remote_write: get(qpc, q::rwe) == 1,
+            remote_atomic: get(qpc, q::rae) == 1,
+        },
+        qkey: get(qpc, q::q_key) as u32,
+        remote_qpn: Qpn(get(qpc, q::remote_qpn) as u32),
+        remote_ip: [rgid[12], rgid[13], rgid[14], rgid[15]],
+        remote_mac: [hi[0], hi[1], lo[0], lo[1], lo[2], lo[3]],
+        udp_sport: if sport == 0 { 0xC000 } else { sport },
+        rq_psn: get(qpc, q::next_rcv_psn) as u32,
+        sq_psn: get(qpc, q::next_send_psn) as u32,
+        pmtu: if (1..=5).contains(&mtu) { 256 << (mtu - 1) } else { 1024 },
+        timeout: get(qpc, p(l::ads::ack_timeout)) as u8,
+        retry_cnt: get(qpc, q::retry_count) as u8,
+        rnr_retry: get(qpc, q::rnr_retry) as u8,
+        min_rnr_timer: get(qpc, q::min_rnr_nak) as u8,
+        max_rd_atomic: 1 << get(qpc, q::log_sra_max),
+        max_dest_rd_atomic: 1 << get(qpc, q::log_rra_max),
+        ..QpAttrs::default()
+    }
+}
+
+/// A parsed send WQE or the reason the adapter rejects it.
+enum Parsed {
+    Post(SendWr),
+    Nop { signaled: bool },
+    LocalInval { key: u32, signaled: bool },
+    Bad(u8),
+}
+
+impl Device {
+    /// Port configuration for the engine: MAC from the vport, IPv4 from the first IPv4 GID.
+    pub(crate) fn port_config(&self) -> PortConfig {
+        let ip = self.gids.iter().flatten().find_map(|g| ipv4_of_gid(&g[..16])).unwrap_or([0; 4]);
+        PortConfig { mac: self.vport.mac, ip, answer_arp: true, ud_mtu: 1024, ttl: 64 }
+    }
+
+    /// MAC or GID changed: rebuild the engine if it has no QPs yet (the usual bring-up order).
+    pub(crate) fn port_changed(&mut self) {
+        if let Some(e) = &self.engine {
+            let want = self.port_config();
+            if *e.config() != want {
+                if e.qp_count() == 0 {
+                    self.engine = Some(Engine::new(want));
+                } else {
+                    log::warn!("cx: port address changed with QPs alive; engine keeps {:?}", e.config().ip);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn engine_modify(&mut self, qpn: u32, to: u8, qpc: &[u8]) -> Result<(), (u8, u32)> {
+        let Some(e) = self.engine.as_mut() else { return Ok(()) };
+        let r = e.modify_qp(Qpn(qpn), engine_state(to), &attrs_of(qpc));
+        match r {
+            Ok(()) => {
+                self.drain_completions();
+                Ok(())
+            }
+            Err(emu_roce::EngineError::BadTransition { .. }) => Err((st::BAD_QP_STATE, synd::BAD_TRANSITION)),
+            Err(err) => {
+                debug!("cx: engine refused QP {qpn:#x} -> {to}: {err:?}");
+                Err((st::BAD_PARAM, synd::BAD_MTU))
+            }
+        }
+    }
+
+    /// Plug in the wire.
+    pub fn attach_link(&mut self, link: Box<dyn Link>) {
+        self.link = Some(link);
+    }
+
+    /// Run the data path once: SQ doorbells, new RQ WQEs, the engine (rx, timers, tx),
+    /// completions → CQEs. Returns a count of work done (0 = idle).
+    pub fn poll(&mut self) -> usize {
+        if self.engine.is_none() {
+            return 0;
+        }
+        let mut work = self.process_sq_doorbells();
+        work += self.scan_rqs();
+        let mut eng = self.engine.take().expect("engine");
+        let mut link = self.link.take();
+        let now = self.clock.now_ns();
+        let mem = self.mem.clone();
+        {
+            let mut keys = KeyView { mkeys: &mut self.mkeys, qps: &self.qps };
+            let mut mv = MemView(&mem);
+            match link.as_mut() {
+                Some(lk) => work += eng.poll(now, lk.as_mut(), &mut mv, &mut keys),
+                None => work += eng.poll(now, &mut NoLink, &mut mv, &mut keys),
+            }
+        }
+        while eng.pop_raw_frame().is_some() {
+            self.ctr.raw_frames_dropped += 1;
+        }
+        self.engine = Some(eng);
+        self.link = link;
+        work + self.drain_completions()
+    }
+
+    fn process_sq_doorbells(&mut self) -> usize {
+        let dbs = std::mem::take(&mut self.sq_doorbells);
+        let mut work = 0;
+        for (qpn, _ctrl) in dbs {
+            work += self.run_sq(qpn);
+        }
+        work
+    }
+
+    /// Execute the SQ of `qpn` up to its doorbell record's producer counter.
+    fn run_sq(&mut self, qpn: u32) -> usize {
+        let Some(q) = self.qps.get(&qpn) else { return 0 };
+        if q.no_sq || !matches!(q.state, qps::RTS | qps::ERR) {
+            return 0; // Doorbells before RTS are ignored; the WQEs stay for a later ring.
+        }
+        let pi = match self.mem.dma_read_be32(q.dbr + 4) {
+            Ok(v) => v as u16,
+            Err(_) => {
+                self.ctr.dma_faults += 1;
+                return 0;
+            }
+        };
+        let mut n = 0;
+        let mut guard = 0;
+        while self.qps[&qpn].sq_hw != pi && guard < 1 << 16 {
+            guard += 1;
+            let (idx, parsed, wqebbs, opcode) = self.parse_send_wqe(qpn);
+            let q = self.qps.get_mut(&qpn).expect("qp");
+            q.sq_hw = q.sq_hw.wrapping_add(wqebbs);
+            self.ctr.send_wqes += 1;
+            n += 1;
+            match parsed {
+                Parsed::Post(wr) => {
+                    let e = self.engine.as_mut().expect("engine");
+                    if let Err(err) = e.post_send(Qpn(qpn), wr) {
+                        debug!("cx: QP {qpn:#x} WQE {idx}: {err:?}");
+                        self.ctr.bad_wqes += 1;
+                        let s = match err {
+                            emu_roce::EngineError::TooLong(_) => cqe_synd::LOCAL_LENGTH_ERR,
+                            _ => cqe_synd::LOCAL_QP_OP_ERR,
+                        };
+                        self.fail_qp(qpn, idx, opcode, s);
+                    }
+                }
+                Parsed::Nop { signaled } => {
+                    if signaled {
+                        self.req_cqe(qpn, idx, opcode, 0);
+                    }
+                }
+                Parsed::LocalInval { key, signaled } => {
+                    let pd = self.qps[&qpn].pd;
+                    match self.mkeys.get_mut(&(key >> 8)) {
+                        Some(m) if m.key == key && m.pd == pd => {
+                            m.free = true;
+                            if signaled {
+                                self.req_cqe(qpn, idx, opcode, 0);
+                            }
+                        }
+                        _ => self.fail_qp(qpn, idx, opcode, cqe_synd::LOCAL_PROT_ERR),
+                    }
+                }
+                Parsed::Bad(s) => {
+                    self.ctr.bad_wqes += 1;
+                    self.fail_qp(qpn, idx, opcode, s);
+                }
+            }
+        }
+        n
+    }
+
+    /// Read `len` bytes of the SQ starting at WQEBB `idx` (wrapping around the ring).
+    fn read_sq(&self, q: &Qp, idx: u16, len: usize) -> Option<Vec<u8>> {
+        let n = 1u32 << q.log_sq_size;
+        let base = q.rq_bytes();
+        let mut v = vec![0u8; len];
+        for (k, chunk) in v.chunks_mut(64).enumerate() {
+            let bb = (idx as u32 + k as u32) & (n - 1);
+            let pa = q.buf.pa(base + bb as u64 * 64)?;
+            self.mem.dma_read(pa, chunk).ok()?;
+        }
+        Some(v)
+    }
+
+    /// Parse the WQE at the QP's hardware SQ counter. Returns (wqe_index, parse, WQEBBs, opcode).
+    fn parse_send_wqe(&mut self, qpn: u32) -> (u16, Parsed, u16, u8) {
+        let q = &self.qps[&qpn];
+        let idx = q.sq_hw;
+        let Some(ctrl) = self.read_sq(q, idx, 16) else {
+            self.ctr.dma_faults += 1;
+            return (idx, Parsed::Bad(cqe_synd::LOCAL_PROT_ERR), 1, 0);
+        };
+        let w0 = u32::from_be_bytes(ctrl[0..4].try_into().unwrap());
+        let w1 = u32::from_be_bytes(ctrl[4..8].try_into().unwrap());
+        let opcode = (w0 & 0xff) as u8;
+        let wqe_index = ((w0 >> 8) & 0xffff) as u16;
+        let ds = (w1 & 0x3f) as usize;
+        let fm_ce_se = ctrl[0x0b];
+        let imm = u32::from_be_bytes(ctrl[0x0c..0x10].try_into().unwrap());
+        let signaled = (fm_ce_se >> 2) & 3 >= 2;
+        let solicited = fm_ce_se & 2 != 0;
+        let wqebbs = (ds * 16).div_ceil(64).max(1) as u16;
+        if w1 >> 8 != qpn || wqe_index != idx || ds == 0 {
+            return (idx, Parsed::Bad(cqe_synd::LOCAL_QP_OP_ERR), wqebbs, opcode);
+        }
+        let Some(w) = self.read_sq(q, idx, ds * 16) else {
+            self.ctr.dma_faults += 1;
+            return (idx, Parsed::Bad(cqe_synd::LOCAL_PROT_ERR), wqebbs, opcode);
+        };
+        let ud = q.st != qps::ST_RC;
+        let mut off = 16;
+        let be32 = |b: &[u8], o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+        let be64 = |b: &[u8], o: usize| u64::from_be_bytes(b[o..o + 8].try_into().unwrap());
+        let wr_id = ((opcode as u64) << 32) | idx as u64;
+        let op = match opcode {
+            wqe_op::NOP => return (idx, Parsed::Nop { signaled }, wqebbs, opcode),
+            wqe_op::LOCAL_INVAL => return (idx, Parsed::LocalInval { key: imm, signaled }, wqebbs, opcode),
+            wqe_op::SEND => SendOp::Send,
+            wqe_op::SEND_IMM => SendOp::SendWithImm(imm),
+            wqe_op::SEND_INVAL => SendOp::SendWithInvalidate(Rkey(imm)),
+            wqe_op::RDMA_WRITE | wqe_op::RDMA_WRITE_IMM | wqe_op::RDMA_READ if !ud => {
+                if w.len() < off + 16 {
+                    return (idx, Parsed::Bad(cqe_synd::LOCAL_QP_OP_ERR), wqebbs, opcode);
+                }
+                let raddr = be64(&w, off);
+                let rkey = Rkey(be32(&w, off + 8));
+                off += 16;
+                match opcode {
+                    wqe_op::RDMA_WRITE => SendOp::RdmaWrite { remote_va: raddr, rkey },
+                    wqe_op::RDMA_WRITE_IMM => SendOp::RdmaWriteWithImm { remote_va: raddr, rkey, imm },
+                    _ => SendOp::RdmaRead { remote_va: raddr, rkey },
+                }
+            }
+            _ => return (idx, Parsed::Bad(cqe_synd::LOCAL_QP_OP_ERR), wqebbs, opcode),
+        };
+        let mut uda = None;
+        if ud {
+            if w.len() < off + 48 {
+                return (idx, Parsed::Bad(cqe_synd::LOCAL_QP_OP_ERR), wqebbs, opcode);
+            }
+            let av = &w[off..off + 48];
+            uda = Some(UdAddr {
+                remote_qpn: Qpn(be32(av, 8) & 0xff_ffff),
+                qkey: be32(av, 0),
+                dest_ip: [av[0x2c], av[0x2d], av[0x2e], av[0x2f]],
+                dest_mac: [av[0x14], av[0x15], av[0x16], av[0x17], av[0x18], av[0x19]],
+                udp_sport: u16::from_be_bytes([av[0x0e], av[0x0f]]),
+            });
+            off += 48;
+        }
+        // Data: either inline segments or pointer segments.
+        let mut sges = Vec::new();
+        let mut inline: Option<Vec<u8>> = None;
+        while off + 16 <= w.len() {
+            let bc = be32(&w, off);
+            if bc & INLINE_SEG != 0 {
+                let n = (bc & !INLINE_SEG) as usize;
+                if off + 4 + n > w.len() {
+                    return (idx, Parsed::Bad(cqe_synd::LOCAL_LENGTH_ERR), wqebbs, opcode);
+                }
+                inline.get_or_insert_with(Vec::new).extend_from_slice(&w[off + 4..off + 4 + n]);
+                off += (4 + n).div_ceil(16) * 16;
+            } else {
+                let lkey = be32(&w, off + 4);
+                if lkey == INVALID_LKEY {
+                    break;
+                }
+                // byte_count 0 means 2 GiB (IB convention).
+                let len = if bc == 0 { 0x8000_0000 } else { bc };
+                sges.push(Sge { addr: be64(&w, off + 8), len, lkey: emu_roce::Lkey(lkey) });
+                off += 16;
+            }
+        }
+        let data = match inline {
+            Some(b) if sges.is_empty() => Gather::Inline(b),
+            Some(_) => return (idx, Parsed::Bad(cqe_synd::LOCAL_QP_OP_ERR), wqebbs, opcode),
+            None => Gather::Sges(sges),
+        };
+        (idx, Parsed::Post(SendWr { wr_id, op, data, signaled, solicited, ud: uda }), wqebbs, opcode)
+    }
+
+    /// Hand new RQ WQEs (per the doorbell record) to the engine.
+    fn scan_rqs(&mut self) -> usize {
+        let qpns: Vec<u32> = self
+            .qps
+            .values()
+            .filter(|q| q.rq_type == 0 && q.state != qps::RST)
+            .map(|q| q.qpn)
+            .collect();
+        let mut work = 0;
+        for qpn in qpns {
+            let q = &self.qps[&qpn];
+            let head = match self.mem.dma_read_be32(q.dbr) {
+                Ok(v) => v as u16,
+                Err(_) => {
+                    self.ctr.dma_faults += 1;
+                    continue;
+                }
+            };
+            let n = 1u32 << q.log_rq_size;
+            let stride = 16usize << q.log_rq_stride;
+            let mut hw = q.rq_hw;
+            let mut posts = Vec::new();
+            while hw != head && (head.wrapping_sub(hw) as u32) <= n {
+                let off = ((hw as u32) & (n - 1)) as u64 * stride as u64;
+                let mut w = vec![0u8; stride];
+                let ok = q.buf.pa(off).map(|pa| self.mem.dma_read(pa, &mut w).is_ok()).unwrap_or(false);
+                if !ok {
+                    self.ctr.dma_faults += 1;
+                    break;
+                }
+                let mut sges = Vec::new();
+                for s in w.chunks(16) {
+                    let lkey = u32::from_be_bytes(s[4..8].try_into().unwrap());
+                    if lkey == INVALID_LKEY {
+                        break;
+                    }
+                    let bc = u32::from_be_bytes(s[0..4].try_into().unwrap()) & 0x7fff_ffff;
+                    let addr = u64::from_be_bytes(s[8..16].try_into().unwrap());
+                    sges.push(Sge { addr, len: bc, lkey: emu_roce::Lkey(lkey) });
+                }
+                posts.push(RecvWr { wr_id: hw as u64, sges });
+                hw = hw.wrapping_add(1);
+            }
+            self.qps.get_mut(&qpn).expect("qp").rq_hw = hw;
+            for wr in posts {
+                self.ctr.recv_wqes += 1;
+                work += 1;
+                if let Err(err) = self.engine.as_mut().expect("engine").post_recv(Qpn(qpn), wr) {
+                    debug!("cx: QP {qpn:#x} recv: {err:?}");
+                }
+            }
+        }
+        work
+    }
+
+    /// Move a QP to ERROR after a WQE the adapter cannot run: error CQE, then flushes.
+    fn fail_qp(&mut self, qpn: u32, idx: u16, opcode: u8, syndrome: u8) {
+        self.req_cqe(qpn, idx, opcode, syndrome);
+        let qpc = self.qps[&qpn].qpc.clone();
+        if let Some(e) = self.engine.as_mut() {
+            let _ = e.modify_qp(Qpn(qpn), QpState::Error, &attrs_of(&qpc));
+        }
+        let q = self.qps.get_mut(&qpn).expect("qp");
+        q.state = qps::ERR;
+        l::set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
+        self.drain_completions();
+    }
+
+    /// A requester CQE written by the adapter itself (NOP, LOCAL_INVAL, WQE errors).
+    fn req_cqe(&mut self, qpn: u32, idx: u16, opcode: u8, syndrome: u8) {
+        let mut c = [0u8; 64];
+        c[CQE_SOP_QPN..CQE_SOP_QPN + 4].copy_from_slice(&(((opcode as u32) << 24) | qpn).to_be_bytes());
+        c[CQE_WQE_COUNTER..CQE_WQE_COUNTER + 2].copy_from_slice(&idx.to_be_bytes());
+        if syndrome != 0 {
+            c[CQE_SYNDROME] = syndrome;
+            c[CQE_OP_OWN] = cqe_op::REQ_ERR << 4;
+        } else {
+            c[CQE_OP_OWN] = cqe_op::REQ << 4;
+        }
+        let cqn = self.qps[&qpn].cqn_snd;
+        self.post_cqe(cqn, &c);
+    }
+
+    /// Turn the engine's completions into CQEs.
+    fn drain_completions(&mut self) -> usize {
+        let mut n = 0;
+        loop {
+            let Some(c) = self.engine.as_mut().and_then(|e| e.pop_completion()) else { break };
+            n += 1;
+            self.completion_cqe(&c);
+        }
+        n
+    }
+
+    fn completion_cqe(&mut self, c: &Completion) {
+        let Some(q) = self.qps.get(&c.qpn.0) else { return };
+        let mut e = [0u8; 64];
+        let send = c.queue == WorkQueue::Send;
+        let cqn = if send { q.cqn_snd } else { q.cqn_rcv };
+        let wqe_opcode = (c.wr_id >> 32) as u8;
+        let counter = (c.wr_id & 0xffff) as u16;
+        e[CQE_WQE_COUNTER..CQE_WQE_COUNTER + 2].copy_from_slice(&counter.to_be_bytes());
+        let qpn = c.qpn.0 & 0xff_ffff;
+        if c.status != WcStatus::Success {
+            let s = match c.status {
+                WcStatus::LocalLength => cqe_synd::LOCAL_LENGTH_ERR,
+                WcStatus::LocalQpOperation => cqe_synd::LOCAL_QP_OP_ERR,
+                WcStatus::LocalProtection => cqe_synd::LOCAL_PROT_ERR,
+                WcStatus::WrFlushed => cqe_synd::WR_FLUSH_ERR,
+                WcStatus::BadResponse => cqe_synd::BAD_RESP_ERR,
+                WcStatus::LocalAccess => cqe_synd::LOCAL_ACCESS_ERR,
+                WcStatus::RemoteInvalidRequest => cqe_synd::REMOTE_INVAL_REQ_ERR,
+                WcStatus::RemoteAccess => cqe_synd::REMOTE_ACCESS_ERR,
+                WcStatus::RemoteOperation => cqe_synd::REMOTE_OP_ERR,
+                WcStatus::RetryExceeded => cqe_synd::TRANSPORT_RETRY_EXC_ERR,
+                WcStatus::RnrRetryExceeded => cqe_synd::RNR_RETRY_EXC_ERR,
+                WcStatus::Success => 0,
+            };
+            e[CQE_SYNDROME] = s;
+            e[CQE_VENDOR_SYND] = c.vendor_err;
+            let op = if send { wqe_opcode as u32 } else { 0 };
+            e[CQE_SOP_QPN..CQE_SOP_QPN + 4].copy_from_slice(&((op << 24) | qpn).to_be_bytes());
+            e[CQE_OP_OWN] = if send { cqe_op::REQ_ERR } else { cqe_op::RESP_ERR } << 4;
+            // The engine moved the QP to ERROR: mirror it.
+            if let Some(q) = self.qps.get_mut(&c.qpn.0) {
+                q.state = qps::ERR;
+                l::set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
+            }
+        } else if send {
+            e[CQE_SOP_QPN..CQE_SOP_QPN + 4].copy_from_slice(&(((wqe_opcode as u32) << 24) | qpn).to_be_bytes());
+            if c.opcode == WcOpcode::RdmaRead {
+                e[CQE_BYTE_CNT..CQE_BYTE_CNT + 4].copy_from_slice(&c.byte_len.to_be_bytes());
+            }
+            e[CQE_OP_OWN] = cqe_op::REQ << 4;
+        } else {
+            e[CQE_SOP_QPN..CQE_SOP_QPN + 4].copy_from_slice(&qpn.to_be_bytes());
+            e[CQE_BYTE_CNT..CQE_BYTE_CNT + 4].copy_from_slice(&c.byte_len.to_be_bytes());
+            let op = match (c.opcode, c.imm, c.invalidated_rkey) {
+                (WcOpcode::RecvRdmaWithImm, _, _) => cqe_op::RESP_WR_IMM,
+                (_, Some(_), _) => cqe_op::RESP_SEND_IMM,
+                (_, _, Some(_)) => cqe_op::RESP_SEND_INV,
+                _ => cqe_op::RESP_SEND,
+            };
+            if let Some(imm) = c.imm {
+                e[CQE_IMM_INVAL..CQE_IMM_INVAL + 4].copy_from_slice(&imm.to_be_bytes());
+            } else if let Some(k) = c.invalidated_rkey {
+                e[CQE_IMM_INVAL..CQE_IMM_INVAL + 4].copy_from_slice(&k.0.to_be_bytes());
+            }
+            if c.grh {
+                let v = (1u32 << 28) | (c.src_qp.0 & 0xff_ffff);
+                e[CQE_FLAGS_RQPN..CQE_FLAGS_RQPN + 4].copy_from_slice(&v.to_be_bytes());
+            }
+            e[CQE_OP_OWN] = op << 4;
+        }
+        self.post_cqe(cqn, &e);
+    }
+}
