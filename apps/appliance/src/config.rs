@@ -16,11 +16,13 @@ pub struct Config {
     pub log: log::LevelFilter,
     /// `test.fault=pagefault|ud|gpf`: raise this exception after start-up (tests).
     pub fault: Option<Fault>,
+    /// `test.hal`: run the platform self-test (DMA, clock, BAR mappings) before "ready".
+    pub selftest: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false }
     }
 }
 
@@ -54,6 +56,17 @@ pub const OPTIONS: &[Opt<Config>] = &[
         help: "raise an exception after start-up: pagefault | ud | gpf",
         set: |c, v| {
             c.fault = Some(Fault::parse(v).ok_or("expected pagefault, ud or gpf")?);
+            Ok(())
+        },
+    },
+    Opt {
+        name: "test.hal",
+        help: "run the platform self-test (DMA, clock, BARs) before ready",
+        set: |c, v| {
+            if !v.is_empty() {
+                return Err("takes no value");
+            }
+            c.selftest = true;
             Ok(())
         },
     },

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
+mod selftest;
 
 use config::{Config, OPTIONS};
 
@@ -28,6 +29,9 @@ fn main(boot: kernel::Boot) -> ! {
     if let Some(f) = cfg.fault {
         kernel::fault::trigger(f);
         log::error!("appliance: test.fault={f:?} did not fault");
+        kernel::exit::fail();
+    }
+    if cfg.selftest && selftest::run() != 0 {
         kernel::exit::fail();
     }
     let s = *kernel::STATS.lock();
