@@ -1,0 +1,301 @@
+//! Test harness: the rdma crate's soft Verbs double wrapped so a RAM block device can DMA
+//! into the target's buffers by physical address, a simulated clock, and a direct CM.
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::{Rc, Weak};
+
+use blockdev::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
+use hal::{DmaRegion, PhysAddr};
+use nvmeof::host::{ConnectPoll, HostEnv};
+use nvmeof::target::rdma::RdmaTarget;
+use nvmeof::target::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
+use rdma::soft::{SoftBuf, SoftDevice, SoftError, SoftFabric};
+use rdma::*;
+
+/// Physical memory map shared by the devices of one node (buffers by base address).
+#[derive(Clone, Default)]
+pub struct MemMap(Rc<RefCell<BTreeMap<PhysAddr, Weak<SoftBuf>>>>);
+
+impl MemMap {
+    fn find(&self, addr: PhysAddr, len: usize) -> Option<(Rc<SoftBuf>, usize)> {
+        let m = self.0.borrow();
+        let (base, w) = m.range(..=addr).next_back()?;
+        let b = w.upgrade()?;
+        let off = (addr - base) as usize;
+        if off + len > b.len() {
+            return None;
+        }
+        Some((b, off))
+    }
+    pub fn read(&self, addr: PhysAddr, out: &mut [u8]) -> bool {
+        match self.find(addr, out.len()) {
+            Some((b, off)) => {
+                b.read(off, out);
+                true
+            }
+            None => false,
+        }
+    }
+    pub fn write(&self, addr: PhysAddr, data: &[u8]) -> bool {
+        match self.find(addr, data.len()) {
+            Some((b, off)) => {
+                b.write(off, data);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A DMA buffer shared between the verbs device and the memory map.
+pub struct TBuf(Rc<SoftBuf>);
+impl DmaRegion for TBuf {
+    fn paddr(&self) -> PhysAddr {
+        self.0.paddr()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn read(&self, offset: usize, buf: &mut [u8]) {
+        self.0.read(offset, buf)
+    }
+    fn write(&self, offset: usize, data: &[u8]) {
+        self.0.write(offset, data)
+    }
+}
+
+/// SoftDevice + memory map.
+pub struct TDev {
+    pub dev: SoftDevice,
+    pub mem: MemMap,
+}
+
+impl Verbs for TDev {
+    type Error = SoftError;
+    type Buf = TBuf;
+    fn local_ip(&self) -> Ipv4 {
+        self.dev.local_ip()
+    }
+    fn local_mac(&self) -> Mac {
+        self.dev.local_mac()
+    }
+    fn alloc_buf(&mut self, len: usize) -> Result<TBuf, SoftError> {
+        let b = Rc::new(self.dev.alloc_buf(len)?);
+        self.mem.0.borrow_mut().insert(b.paddr(), Rc::downgrade(&b));
+        Ok(TBuf(b))
+    }
+    fn reg_mr(&mut self, addr: PhysAddr, len: u64, access: Access) -> Result<(Lkey, Rkey), SoftError> {
+        self.dev.reg_mr(addr, len, access)
+    }
+    fn dereg_mr(&mut self, lkey: Lkey) -> Result<(), SoftError> {
+        self.dev.dereg_mr(lkey)
+    }
+    fn create_cq(&mut self, entries: u32) -> Result<Cqn, SoftError> {
+        self.dev.create_cq(entries)
+    }
+    fn destroy_cq(&mut self, cq: Cqn) -> Result<(), SoftError> {
+        self.dev.destroy_cq(cq)
+    }
+    fn create_rc_qp(&mut self, s: Cqn, r: Cqn, sq: u32, rq: u32) -> Result<Qpn, SoftError> {
+        self.dev.create_rc_qp(s, r, sq, rq)
+    }
+    fn connect_rc_qp(&mut self, qp: Qpn, a: &RcConnectAttrs) -> Result<(), SoftError> {
+        self.dev.connect_rc_qp(qp, a)
+    }
+    fn qp_to_error(&mut self, qp: Qpn) -> Result<(), SoftError> {
+        self.dev.qp_to_error(qp)
+    }
+    fn destroy_qp(&mut self, qp: Qpn) -> Result<(), SoftError> {
+        self.dev.destroy_qp(qp)
+    }
+    fn gsi_qp(&self) -> Qpn {
+        self.dev.gsi_qp()
+    }
+    fn gsi_cq(&self) -> Cqn {
+        self.dev.gsi_cq()
+    }
+    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), SoftError> {
+        self.dev.post_send(qp, wr)
+    }
+    fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), SoftError> {
+        self.dev.post_recv(qp, wr)
+    }
+    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
+        self.dev.poll_cq(cq, out)
+    }
+    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
+        self.dev.resolve_mac(ip)
+    }
+    fn poll(&mut self) {
+        self.dev.poll()
+    }
+}
+
+/// A RAM namespace whose "DMA" goes through the node's memory map.
+pub struct RamDisk {
+    pub mem: MemMap,
+    pub data: Vec<u8>,
+    pub bs: u32,
+    pub done: VecDeque<BlockDone>,
+    /// Bytes moved between the disk and DMA buffers (the device's DMA, not the target's CPU).
+    pub dma_bytes: u64,
+}
+
+impl RamDisk {
+    pub fn new(mem: MemMap, blocks: u64, bs: u32) -> Self {
+        RamDisk { mem, data: vec![0; (blocks * bs as u64) as usize], bs, done: VecDeque::new(), dma_bytes: 0 }
+    }
+}
+
+impl BlockDevice for RamDisk {
+    fn block_size(&self) -> u32 {
+        self.bs
+    }
+    fn num_blocks(&self) -> u64 {
+        self.data.len() as u64 / self.bs as u64
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        1 << 16
+    }
+    fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
+        check_io(io, self.bs, self.num_blocks(), self.max_transfer_blocks())?;
+        let off = (io.lba * self.bs as u64) as usize;
+        let len = io.blocks as usize * self.bs as usize;
+        let ok = match io.op {
+            BlockOp::Read => self.mem.write(io.buf, &self.data[off..off + len]),
+            BlockOp::Write => self.mem.read(io.buf, &mut self.data[off..off + len]),
+            BlockOp::WriteZeroes | BlockOp::Deallocate => {
+                self.data[off..off + len].fill(0);
+                true
+            }
+            BlockOp::Flush => true,
+        };
+        if matches!(io.op, BlockOp::Read | BlockOp::Write) {
+            self.dma_bytes += len as u64;
+        }
+        let result = if ok { Ok(()) } else { Err(BlockError::Device { sct: 0, sc: 4 }) };
+        self.done.push_back(BlockDone { tag: io.tag, result });
+        Ok(())
+    }
+    fn poll(&mut self, out: &mut [BlockDone]) -> usize {
+        let mut n = 0;
+        while n < out.len() {
+            match self.done.pop_front() {
+                Some(d) => {
+                    out[n] = d;
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        n
+    }
+}
+
+pub const SUBNQN: &str = "nqn.2026-01.io.appliance:ram0";
+pub const OTHER_NQN: &str = "nqn.2026-01.io.appliance:secret";
+pub const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000001";
+pub const TARGET_IP: Ipv4 = [10, 0, 0, 1];
+pub const HOST_IP: Ipv4 = [10, 0, 0, 2];
+
+/// The target side of a test, driven by the host's waits.
+pub struct World {
+    pub target: RdmaTarget<TDev, RamDisk>,
+    pub tdev: TDev,
+    pub now: u64,
+    /// ns added to the clock on every idle() call.
+    pub tick_ns: u64,
+    conns: BTreeMap<u32, (Qpn, ConnectPoll)>,
+    next: u32,
+    pub idle_calls: u64,
+}
+
+pub fn attrs(remote: Qpn, ip: Ipv4) -> RcConnectAttrs {
+    RcConnectAttrs {
+        remote_qpn: remote,
+        remote_ip: ip,
+        mtu: 4096,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        timeout: 14,
+        max_rd_atomic: 16,
+        max_dest_rd_atomic: 16,
+        access: Access { local_write: true, remote_read: true, remote_write: true },
+        ..Default::default()
+    }
+}
+
+pub fn make_world(fabric: &SoftFabric, blocks: u64, allowed: &[&str]) -> World {
+    let mem = MemMap::default();
+    let tdev = TDev { dev: fabric.add_device(TARGET_IP), mem: mem.clone() };
+    let cfg = TargetConfig {
+        ports: vec![PortConfig { portid: 1, traddr: TARGET_IP, trsvcid: 4420 }],
+        inline_data_size: 4096,
+        max_io_bytes: 32 * 1024,
+        io_queue_depth: 64,
+        max_io_queues: 2,
+        max_ctrls: 8,
+    };
+    let subs = vec![
+        SubsystemConfig {
+            nqn: SUBNQN.into(),
+            serial: "APPL0001".into(),
+            model: "appliance ram".into(),
+            hosts: allowed.iter().map(|s| s.to_string()).collect(),
+            allow_any_host: false,
+            namespaces: vec![NamespaceConfig { nsid: 1, dev: RamDisk::new(mem.clone(), blocks, 512), nguid: [0x11; 16] }],
+        },
+        SubsystemConfig {
+            nqn: OTHER_NQN.into(),
+            serial: "APPL0002".into(),
+            model: "appliance ram".into(),
+            hosts: vec!["nqn.2014-08.org.nvmexpress:uuid:nobody".into()],
+            allow_any_host: false,
+            namespaces: vec![NamespaceConfig { nsid: 1, dev: RamDisk::new(mem.clone(), 64, 4096), nguid: [0x22; 16] }],
+        },
+    ];
+    let core = Core::new(cfg, subs).expect("config");
+    World { target: RdmaTarget::new(core, 16), tdev, now: 1_000_000, tick_ns: 1_000, conns: BTreeMap::new(), next: 1, idle_calls: 0 }
+}
+
+impl HostEnv<TDev> for World {
+    fn now_ns(&mut self) -> u64 {
+        self.now += 50;
+        self.now
+    }
+    fn idle(&mut self, _verbs: &mut TDev) {
+        self.idle_calls += 1;
+        self.now += self.tick_ns;
+        self.target.poll(&mut self.tdev, self.now);
+    }
+    fn cm_connect(&mut self, verbs: &mut TDev, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()> {
+        let h = self.next;
+        self.next += 1;
+        let st = match self.target.accept(&mut self.tdev, private, &attrs(qp, HOST_IP)) {
+            Ok((tqp, rep)) => {
+                verbs.connect_rc_qp(qp, &attrs(tqp, TARGET_IP)).map_err(|_| ())?;
+                self.conns.insert(h, (tqp, ConnectPoll::Connected { crqsize: rep.crqsize.get() }));
+                return Ok(h);
+            }
+            Err(rej) => ConnectPoll::Rejected(rej.sts.get()),
+        };
+        self.conns.insert(h, (Qpn(0), st));
+        Ok(h)
+    }
+    fn cm_poll(&mut self, _verbs: &mut TDev, handle: u32) -> ConnectPoll {
+        self.conns.get(&handle).map_or(ConnectPoll::Failed, |c| c.1)
+    }
+    fn cm_disconnect(&mut self, _verbs: &mut TDev, handle: u32) {
+        if let Some((tqp, _)) = self.conns.remove(&handle) {
+            if tqp.0 != 0 {
+                self.target.disconnected(&mut self.tdev, tqp);
+            }
+        }
+    }
+}
+
+pub fn host_dev(fabric: &SoftFabric) -> TDev {
+    TDev { dev: fabric.add_device(HOST_IP), mem: MemMap::default() }
+}

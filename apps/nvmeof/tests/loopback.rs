@@ -1,0 +1,300 @@
+//! Appliance initiator ↔ appliance target over the soft verbs: connect, identify, discovery,
+//! verified random I/O at QD1/QD32, allow-list, keep-alive expiry, reconnect, bench.
+
+mod common;
+use common::*;
+
+use hal::DmaRegion;
+use nvmeof::bench::{BenchConfig, Pattern, Rng, JSON_BEGIN, JSON_END};
+use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
+use nvmeof::wire::*;
+use nvmeof::{Error, Status};
+use rdma::soft::SoftFabric;
+
+fn cfg() -> HostConfig {
+    HostConfig { hostnqn: HOSTNQN.into(), io_queues: 2, io_depth: 32, max_io_bytes: 32 * 1024, ..Default::default() }
+}
+
+fn pattern(lba: u64, gen: u64, i: usize) -> u8 {
+    (lba.wrapping_mul(31).wrapping_add(gen.wrapping_mul(7)).wrapping_add(i as u64 / 8) ^ (i as u64)) as u8
+}
+
+/// `n` random writes/reads (verified against a shadow) at queue depth `qd`, avoiding
+/// overlapping in-flight ranges.
+fn verified_io(host: &mut Host<TDev>, hd: &mut TDev, w: &mut World, n: u64, qd: usize, seed: u64) -> (u64, u64) {
+    let ns = host.namespaces[0];
+    let bs = ns.block_size as usize;
+    let mut shadow = vec![0u64; ns.blocks as usize]; // generation per block (0 = zeroes)
+    let mut gen = 0u64;
+    let mut rng = Rng::new(seed);
+    let mut inflight: Vec<(u16, u16, bool, u64, u32, u64)> = Vec::new(); // q, slot, write, lba, blocks, gen
+    let (mut issued, mut reads, mut writes, mut verified) = (0u64, 0u64, 0u64, 0u64);
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 64];
+    while issued < n || !inflight.is_empty() {
+        while issued < n && inflight.len() < qd {
+            let blocks = 1 + (rng.next() % 16) as u32;
+            let lba = rng.next() % (ns.blocks - blocks as u64);
+            if inflight.iter().any(|f| lba < f.3 + f.4 as u64 && f.3 < lba + blocks as u64) {
+                continue;
+            }
+            let q = 1 + (issued % 2) as u16;
+            let Some(slot) = host.alloc_slot(q) else { break };
+            let write = rng.next() % 2 == 0;
+            let mut g = 0;
+            if write {
+                gen += 1;
+                g = gen;
+                let (buf, off, _) = host.slot_buf(q, slot);
+                let mut data = vec![0u8; blocks as usize * bs];
+                for b in 0..blocks as usize {
+                    for i in 0..bs {
+                        data[b * bs + i] = pattern(lba + b as u64, g, i);
+                    }
+                }
+                buf.write(off, &data);
+                writes += 1;
+            } else {
+                reads += 1;
+            }
+            let kind = if write { IoKind::Write } else { IoKind::Read };
+            host.submit(hd, q, slot, kind, ns.nsid, lba, blocks, w.now).expect("submit");
+            inflight.push((q, slot, write, lba, blocks, g));
+            issued += 1;
+        }
+        let k = host.poll(hd, w.now, &mut done).expect("poll");
+        for d in &done[..k] {
+            assert!(d.status.is_success(), "I/O failed: {:?}", d.status);
+            let i = inflight.iter().position(|f| f.0 == d.queue && f.1 == d.slot).expect("known slot");
+            let (q, slot, write, lba, blocks, g) = inflight.swap_remove(i);
+            if write {
+                for b in 0..blocks as u64 {
+                    shadow[(lba + b) as usize] = g;
+                }
+            } else {
+                let (buf, off, _) = host.slot_buf(q, slot);
+                let mut data = vec![0u8; blocks as usize * bs];
+                buf.read(off, &mut data);
+                for b in 0..blocks as usize {
+                    let sg = shadow[lba as usize + b];
+                    for i in 0..bs {
+                        let want = if sg == 0 { 0 } else { pattern(lba + b as u64, sg, i) };
+                        assert_eq!(data[b * bs + i], want, "lba {} byte {i}", lba + b as u64);
+                    }
+                }
+                verified += 1;
+            }
+        }
+        use nvmeof::host::HostEnv;
+        w.idle(hd);
+    }
+    assert_eq!(reads, verified);
+    (reads, writes)
+}
+
+#[test]
+fn connect_identify_and_verified_io_qd1_qd32() {
+    let fabric = SoftFabric::new();
+    let mut w = make_world(&fabric, 8192, &[HOSTNQN]);
+    let mut hd = host_dev(&fabric);
+    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
+    let ctrl = host.ctrl.clone().unwrap();
+    assert_eq!(ctrl.cntrltype, 1);
+    assert_eq!(ctrl.subnqn, SUBNQN);
+    assert_eq!(ctrl.ioccsz, (64 + 4096) / 16);
+    assert_eq!(ctrl.vs, 0x10300);
+    assert_eq!(ctrl.mdts_bytes, 32 * 1024);
+    assert_eq!(host.io_queues(), (2, 32));
+    assert_eq!(host.namespaces.len(), 1);
+    assert_eq!(host.namespaces[0].blocks, 8192);
+    assert_eq!(host.namespaces[0].block_size, 512);
+    assert_eq!(w.target.core.live_ctrls(), 1);
+    assert_eq!(w.target.queues(), 3);
+
+    let (r1, w1) = verified_io(&mut host, &mut hd, &mut w, 10_000, 1, 7);
+    let (r32, w32) = verified_io(&mut host, &mut hd, &mut w, 10_000, 32, 8);
+    assert!(r1 > 4000 && w1 > 4000 && r32 > 4000 && w32 > 4000);
+    let ts = w.target.stats;
+    // Reads leave by RDMA WRITE straight from the buffer the namespace filled: 0 CPU bytes.
+    assert_eq!(ts.io_copy_bytes, 0);
+    assert!(ts.rdma_writes >= r1 + r32);
+    assert!(ts.inline_writes > 0, "small writes went in-capsule");
+    assert!(ts.rdma_reads > 0, "large writes were RDMA READ");
+    assert_eq!(ts.error_responses, 0);
+    assert_eq!(w.target.core.stats.reads, r1 + r32);
+
+    // Flush and Write Zeroes.
+    let slot = host.alloc_slot(1).unwrap();
+    host.submit(&mut hd, 1, slot, IoKind::WriteZeroes, 1, 0, 8, w.now).unwrap();
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 4];
+    let mut got = 0;
+    while got == 0 {
+        use nvmeof::host::HostEnv;
+        w.idle(&mut hd);
+        got = host.poll(&mut hd, w.now, &mut done).unwrap();
+    }
+    assert!(done[0].status.is_success());
+    assert!(w.target.core.namespace_dev(SUBNQN, 1).unwrap().data[..4096].iter().all(|&b| b == 0));
+
+    // Logs: SMART counts and an empty-ish changed NS list.
+    let mut smart = [0u8; 512];
+    host.get_log(&mut hd, &mut w, lid::SMART, false, 0, &mut smart).unwrap();
+    let reads_logged = u64::from_le_bytes(smart[64..72].try_into().unwrap());
+    assert_eq!(reads_logged, r1 + r32);
+
+    host.disconnect(&mut hd, &mut w).unwrap();
+    for _ in 0..10 {
+        use nvmeof::host::HostEnv;
+        w.idle(&mut hd);
+    }
+    assert_eq!(w.target.core.live_ctrls(), 0);
+    assert_eq!(w.target.queues(), 0);
+    let res = w.tdev.dev.resources();
+    assert_eq!((res.qps, res.cqs, res.mrs, res.bufs), (0, 0, 0, 0), "target freed everything");
+}
+
+#[test]
+fn invalidate_keys_and_no_inline() {
+    let fabric = SoftFabric::new();
+    let mut w = make_world(&fabric, 2048, &[HOSTNQN]);
+    let mut hd = host_dev(&fabric);
+    let c = HostConfig { invalidate: true, inline_writes: false, ..cfg() };
+    let mut host = Host::connect(&mut hd, &mut w, c, SUBNQN).expect("connect");
+    verified_io(&mut host, &mut hd, &mut w, 2000, 8, 3);
+    assert!(w.target.stats.send_invalidate > 2000);
+    assert!(host.stats.invalidated > 2000);
+    assert_eq!(w.target.stats.inline_writes, 1, "only the I/O connect went inline");
+}
+
+#[test]
+fn discovery_lists_only_allowed_subsystems() {
+    let fabric = SoftFabric::new();
+    let mut w = make_world(&fabric, 64, &[HOSTNQN]);
+    let mut hd = host_dev(&fabric);
+    let e = Host::discover(&mut hd, &mut w, cfg()).expect("discover");
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].subnqn, SUBNQN);
+    assert_eq!(e[0].traddr, "10.0.0.1");
+    assert_eq!(e[0].trsvcid, "4420");
+    assert_eq!((e[0].trtype, e[0].adrfam, e[0].subtype), (1, 1, 2));
+    for _ in 0..5 {
+        use nvmeof::host::HostEnv;
+        w.idle(&mut hd);
+    }
+    assert_eq!(w.target.core.live_ctrls(), 0, "discovery controller freed on disconnect");
+}
+
+#[test]
+fn host_not_on_allow_list_is_refused() {
+    let fabric = SoftFabric::new();
+    let mut w = make_world(&fabric, 64, &["nqn.2014-08.org.nvmexpress:uuid:someone-else"]);
+    let mut hd = host_dev(&fabric);
+    match Host::connect(&mut hd, &mut w, cfg(), SUBNQN) {
+        Err(Error::Nvme(s)) => assert_eq!(s, Status::CONNECT_INVALID_HOST),
+        Err(e) => panic!("unexpected {e:?}"),
+        Ok(_) => panic!("connected"),
+    }
+    match Host::connect(&mut hd, &mut w, cfg(), OTHER_NQN) {
+        Err(Error::Nvme(s)) => assert_eq!(s, Status::CONNECT_INVALID_HOST),
+        _ => panic!("expected refusal"),
+    }
+    assert_eq!(w.target.core.stats.connects_refused, 2);
+    assert_eq!(w.target.core.live_ctrls(), 0);
+    // Discovery shows this host nothing.
+    let e = Host::discover(&mut hd, &mut w, cfg()).expect("discover");
+    assert!(e.is_empty());
+}
+
+#[test]
+fn keep_alive_expiry_frees_controller_and_host_reconnects() {
+    let fabric = SoftFabric::new();
+    let mut w = make_world(&fabric, 1024, &[HOSTNQN]);
+    let mut hd = host_dev(&fabric);
+    let c = HostConfig { kato_ms: 2000, ..cfg() };
+    let mut host = Host::connect(&mut hd, &mut w, c, SUBNQN).expect("connect");
+    // A host that keeps ticking stays alive for 10 simulated seconds.
+    for _ in 0..100 {
+        w.now += 100_000_000;
+        host.tick(&mut hd, w.now).unwrap();
+        use nvmeof::host::HostEnv;
+        w.idle(&mut hd);
+        w.idle(&mut hd);
+    }
+    assert!(host.stats.keep_alives >= 4);
+    assert_eq!(w.target.core.live_ctrls(), 1);
+    // Silence: the target tears everything down after KATO.
+    w.now += 2_500_000_000;
+    w.target.poll(&mut w.tdev, w.now);
+    assert_eq!(w.target.core.stats.ka_expired, 1);
+    assert_eq!(w.target.core.live_ctrls(), 0);
+    assert_eq!(w.target.queues(), 0);
+    let res = w.tdev.dev.resources();
+    assert_eq!((res.qps, res.cqs, res.mrs, res.bufs), (0, 0, 0, 0));
+    let mut closed = 0;
+    while w.target.take_closed().is_some() {
+        closed += 1;
+    }
+    assert_eq!(closed, 3, "the CM is told to DREQ each queue");
+    // The host notices on its next I/O and reconnects.
+    let slot = host.alloc_slot(1).unwrap();
+    host.submit(&mut hd, 1, slot, IoKind::Read, 1, 0, 1, w.now).unwrap();
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 4];
+    let mut failed = false;
+    for _ in 0..100 {
+        rdma::Verbs::poll(&mut hd);
+        match host.poll(&mut hd, w.now, &mut done) {
+            Err(_) => {
+                failed = true;
+                break;
+            }
+            Ok(_) => {}
+        }
+    }
+    assert!(failed && host.failed());
+    host.reconnect(&mut hd, &mut w).expect("reconnect");
+    assert_eq!(w.target.core.live_ctrls(), 1);
+    verified_io(&mut host, &mut hd, &mut w, 200, 4, 1);
+}
+
+#[test]
+fn bench_prints_report_and_json() {
+    let fabric = SoftFabric::new();
+    let mut w = make_world(&fabric, 4096, &[HOSTNQN]);
+    let mut hd = host_dev(&fabric);
+    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
+    let bc = BenchConfig { pattern: Pattern::RandMix { read_pct: 70 }, block_size: 4096, queue_depth: 16, duration_ns: 1_000_000_000_000, max_ios: 3000, seed: 5 };
+    let r = host.bench(&mut hd, &mut w, 1, &bc).unwrap();
+    assert_eq!(r.ios, 3000);
+    assert_eq!(r.errors, 0);
+    assert_eq!(r.lat.count(), 3000);
+    assert!(r.reads > 1500 && r.writes > 500);
+    let mut s = String::new();
+    r.write(&mut s, &bc).unwrap();
+    println!("{s}");
+    assert!(s.contains("IOPS="));
+    assert!(s.contains("99.99th"));
+    let b = s.find(JSON_BEGIN).unwrap();
+    let e = s.find(JSON_END).unwrap();
+    assert!(s[b..e].contains("\"buckets\":[["));
+}
+
+#[test]
+fn namespace_change_raises_aen() {
+    let fabric = SoftFabric::new();
+    let mut w = make_world(&fabric, 64, &[HOSTNQN]);
+    let mut hd = host_dev(&fabric);
+    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
+    w.target.core.notify_ns_changed(SUBNQN, 1);
+    for _ in 0..10 {
+        use nvmeof::host::HostEnv;
+        w.idle(&mut hd);
+        host.tick(&mut hd, w.now).unwrap();
+    }
+    assert_eq!(host.stats.aens, 1);
+    assert_eq!(host.last_aen, Some(AEN_NS_CHANGED));
+    let mut l = [0u8; 4096];
+    host.get_log(&mut hd, &mut w, lid::CHANGED_NS, false, 0, &mut l).unwrap();
+    assert_eq!(u32::from_le_bytes(l[0..4].try_into().unwrap()), 1);
+    assert_eq!(u32::from_le_bytes(l[4..8].try_into().unwrap()), 0);
+    host.get_log(&mut hd, &mut w, lid::CHANGED_NS, false, 0, &mut l).unwrap();
+    assert_eq!(u32::from_le_bytes(l[0..4].try_into().unwrap()), 0, "cleared by RAE=0 read");
+}
