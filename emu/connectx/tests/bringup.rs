@@ -25,7 +25,7 @@ fn full_bring_up_to_rts_and_teardown_leaks_nothing() {
     let q = &o[0x18..];
     assert_eq!(get(q, l::qpc::state), qp::RTS as u64);
     assert_eq!(get(q, l::qpc::remote_qpn), 0x1234);
-    assert_eq!(get(q, l::qpc::next_send_psn), 0x200);
+    assert_eq!(get(q, l::qpc::next_send_psn), 0x100);
     assert_eq!(get(q, path(l::ads::udp_sport)), 0xc001);
     tear_down(&mut r, u);
     let c = r.cx.counters();

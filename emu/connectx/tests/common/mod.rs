@@ -344,7 +344,8 @@ pub fn bring_up_with(r: &mut Rig, ip: [u8; 4], peer: Peer) -> Up {
     r.ok(&i, 16);
     let o = r.ok(&inp(op::QUERY_NIC_VPORT_CONTEXT, 0, 16), 0x110);
     assert_eq!(get(&o[0x10..], l::nic_vport_context::roce_en), 1);
-    assert_eq!(&o[0x106..0x10c], &Config::default().mac);
+    let mac = r.cx.device().cfg.mac;
+    assert_eq!(&o[0x106..0x10c], &mac);
     let o = r.ok(&inp(op::ALLOC_UAR, 0, 16), 16);
     let uar = get(&o, l::obj_id_24::id) as u32;
     let mask = (1 << event::PAGE_REQUEST) | (1 << event::CQ_ERROR) | (1 << event::PORT_CHANGE);
@@ -424,7 +425,7 @@ pub fn bring_up_with(r: &mut Rig, ip: [u8; 4], peer: Peer) -> Up {
     });
     assert_eq!(d.status, 0, "{d:?}");
     let d = modify(r, op::RTR2RTS_QP, qp_rc, |c| {
-        set(c, l::qpc::next_send_psn, 0x200);
+        set(c, l::qpc::next_send_psn, 0x100);
         set(c, l::qpc::retry_count, 7);
         set(c, l::qpc::rnr_retry, 7);
         set(c, path(l::ads::ack_timeout), 14);
