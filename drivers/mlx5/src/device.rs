@@ -148,6 +148,8 @@ pub struct Cq<D> {
     pub buf: D,
     pub dbr: D,
     pub log_size: u8,
+    /// Consumer counter (CQEs taken).
+    pub ci: u32,
 }
 
 /// Kind of QP created.
@@ -181,6 +183,25 @@ pub struct Qp<D> {
     pub send_cq: Cqn,
     pub recv_cq: Cqn,
     pub state: QpState,
+    /// SQ producer counter in WQEBBs (ctrl.wqe_index, DBR[1]).
+    pub sq_pi: u16,
+    /// SQ WQEBBs known completed (from CQE wqe_counter).
+    pub sq_ci: u16,
+    /// RQ producer / consumer counters in WQEs.
+    pub rq_head: u16,
+    pub rq_tail: u16,
+    /// Per SQ WQEBB slot: work request of the WQE starting there.
+    pub(crate) sq_slots: Vec<SqSlot>,
+    /// Per RQ WQE slot: wr_id.
+    pub(crate) rq_wrid: Vec<u64>,
+}
+
+/// What the driver remembers about a posted send WQE until it completes.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SqSlot {
+    pub wr_id: u64,
+    pub wqebbs: u8,
+    pub opcode: u8,
 }
 
 impl<D: DmaRegion> Qp<D> {
@@ -210,9 +231,9 @@ enum Stage {
 
 /// An mlx5 adapter brought up by this driver.
 pub struct Mlx5<H: Hal, M: Mmio> {
-    hal: H,
-    bar: M,
-    cfg: Config,
+    pub(crate) hal: H,
+    pub(crate) bar: M,
+    pub(crate) cfg: Config,
     cmd: CmdQueue<H::Dma>,
     inb: [u8; MAX_MSG],
     outb: [u8; MAX_MSG],
@@ -221,8 +242,8 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     pub issi: u16,
     pub caps: Caps,
     pages: BTreeMap<PhysAddr, H::Dma>,
-    stats: Stats,
-    uar: Option<u32>,
+    pub(crate) stats: Stats,
+    pub(crate) uar: Option<u32>,
     eq: Option<Eq<H::Dma>>,
     pd: Option<Pdn>,
     td: Option<u32>,
@@ -231,8 +252,8 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     roce_enabled: bool,
     global_mkey: Option<Mkey>,
     mkeys: Vec<Mkey>,
-    cqs: Vec<Cq<H::Dma>>,
-    qps: Vec<Qp<H::Dma>>,
+    pub(crate) cqs: Vec<Cq<H::Dma>>,
+    pub(crate) qps: Vec<Qp<H::Dma>>,
     events: Vec<AsyncEvent>,
     mkey_variant: u8,
 }
@@ -559,7 +580,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         Ok(())
     }
 
-    fn uar_base(&self) -> usize {
+    pub(crate) fn uar_base(&self) -> usize {
         self.uar.unwrap_or(0) as usize * PAGE
     }
 
@@ -880,7 +901,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         self.run(in_len, create_cq_out::LAYOUT.size)?;
         let cqn = Cqn(self.out(create_cq_out::cqn) as u32);
-        self.cqs.push(Cq { cqn, buf, dbr, log_size });
+        self.cqs.push(Cq { cqn, buf, dbr, log_size, ci: 0 });
         Ok(cqn)
     }
 
@@ -959,7 +980,24 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         self.run(in_len, create_qp_out::LAYOUT.size)?;
         let qpn = Qpn(self.out(create_qp_out::qpn) as u32);
-        self.qps.push(Qp { qpn, kind, buf, dbr, log_sq, log_rq, log_rq_stride, send_cq, recv_cq, state: QpState::Reset });
+        self.qps.push(Qp {
+            qpn,
+            kind,
+            buf,
+            dbr,
+            log_sq,
+            log_rq,
+            log_rq_stride,
+            send_cq,
+            recv_cq,
+            state: QpState::Reset,
+            sq_pi: 0,
+            sq_ci: 0,
+            rq_head: 0,
+            rq_tail: 0,
+            sq_slots: alloc::vec![SqSlot::default(); 1 << log_sq],
+            rq_wrid: alloc::vec![0; 1 << log_rq],
+        });
         Ok(qpn)
     }
 
@@ -1093,7 +1131,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     pub fn qp_to_reset(&mut self, qpn: Qpn) -> Result<(), Error> {
         let i = self.qp_index(qpn)?;
         self.simple(op::QP_2RST, 0, qp_2rst_in::LAYOUT.size, &[(qp_2rst_in::qpn, qpn.0 as u64)])?;
-        self.qps[i].state = QpState::Reset;
+        let q = &mut self.qps[i];
+        q.state = QpState::Reset;
+        (q.sq_pi, q.sq_ci, q.rq_head, q.rq_tail) = (0, 0, 0, 0);
+        q.dbr.write(0, &[0u8; 8]);
         Ok(())
     }
 

@@ -7,6 +7,7 @@
 extern crate alloc;
 
 pub mod cmd;
+pub mod datapath;
 pub mod device;
 pub mod error;
 pub mod health;

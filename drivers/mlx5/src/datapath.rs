@@ -1,0 +1,258 @@
+//! Data path: WQEs written straight into SQ/RQ buffers, doorbell record + UAR doorbell, CQ polling.
+//!
+//! No allocation, lock or log line per operation: everything is fixed-size buffers and counters.
+
+use crate::device::{Mlx5, QpKind, SqSlot};
+use crate::error::Error;
+use crate::ifc::{cqe64, wqe_av, wqe_ctrl_seg as ctrl, wqe_data_seg, wqe_raddr_seg};
+use crate::layout::{get, set, set_bytes};
+use hal::{DmaRegion, Hal, Mmio};
+use rdma::{Completion, Qpn, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
+
+/// Send WQE opcodes (mlx5dv.h MLX5_OPCODE_*).
+pub mod wqe_op {
+    pub const NOP: u8 = 0x00;
+    pub const SEND_INVAL: u8 = 0x01;
+    pub const RDMA_WRITE: u8 = 0x08;
+    pub const RDMA_WRITE_IMM: u8 = 0x09;
+    pub const SEND: u8 = 0x0a;
+    pub const SEND_IMM: u8 = 0x0b;
+    pub const RDMA_READ: u8 = 0x10;
+}
+
+/// CQE opcodes (op_own bits 7:4).
+pub mod cqe_op {
+    pub const REQ: u8 = 0x0;
+    pub const RESP_RDMA_WRITE_IMM: u8 = 0x1;
+    pub const RESP_SEND: u8 = 0x2;
+    pub const RESP_SEND_IMM: u8 = 0x3;
+    pub const RESP_SEND_INV: u8 = 0x4;
+    pub const REQ_ERR: u8 = 0xd;
+    pub const RESP_ERR: u8 = 0xe;
+    pub const INVALID: u8 = 0xf;
+}
+
+/// Send WQE basic block.
+pub const WQEBB: usize = 64;
+/// Offset of doorbell register 0 in a UAR page.
+const UAR_BF_OFFSET: usize = 0x800;
+/// fm_ce_se: CQE always (ce = 2).
+const CE_ALWAYS: u64 = 0x08;
+/// Data segment lkey that ends a shorter-than-stride scatter list.
+const INVALID_LKEY: u64 = 0x100;
+/// Extended-AV flag in dqp_dct.
+const AV_EXTENDED: u32 = 0x8000_0000;
+
+/// mlx5 CQE error syndrome → verbs status (mlx5dv.h MLX5_CQE_SYNDROME_*).
+pub fn wc_status(syndrome: u8) -> WcStatus {
+    match syndrome {
+        0x01 => WcStatus::LocalLength,
+        0x02 => WcStatus::LocalQpOperation,
+        0x04 => WcStatus::LocalProtection,
+        0x05 => WcStatus::WrFlushed,
+        0x06 => WcStatus::MemoryWindowBind,
+        0x10 => WcStatus::BadResponse,
+        0x11 => WcStatus::LocalAccess,
+        0x12 => WcStatus::RemoteInvalidRequest,
+        0x13 => WcStatus::RemoteAccess,
+        0x14 => WcStatus::RemoteOperation,
+        0x15 => WcStatus::RetryExceeded,
+        0x16 => WcStatus::RnrRetryExceeded,
+        0x22 => WcStatus::RemoteAborted,
+        s => WcStatus::Other(s),
+    }
+}
+
+impl<H: Hal, M: Mmio> Mlx5<H, M> {
+    fn qp_slot(&self, qpn: Qpn) -> Result<usize, Error> {
+        self.qps.iter().position(|q| q.qpn == qpn).ok_or(Error::NoSuchObject { kind: "QP", id: qpn.0 })
+    }
+
+    /// Write a send WQE for `wr` into the SQ, update the doorbell record, ring the UAR doorbell.
+    pub fn post_send(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), Error> {
+        let i = self.qp_slot(qpn)?;
+        let uar = self.uar_base();
+        let q = &mut self.qps[i];
+        let (opcode, imm) = match wr.op {
+            SendOp::Send => (wqe_op::SEND, 0),
+            SendOp::SendWithImm(v) => (wqe_op::SEND_IMM, v),
+            SendOp::SendWithInvalidate(rkey) => (wqe_op::SEND_INVAL, rkey.0),
+            SendOp::RdmaWrite { .. } => (wqe_op::RDMA_WRITE, 0),
+            SendOp::RdmaWriteWithImm { imm, .. } => (wqe_op::RDMA_WRITE_IMM, imm),
+            SendOp::RdmaRead { .. } => (wqe_op::RDMA_READ, 0),
+        };
+        if q.kind == QpKind::Gsi && !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) {
+            return Err(Error::InvalidArgument("UD QPs only SEND"));
+        }
+        let mut w = [0u8; 2 * WQEBB];
+        let mut len = ctrl::LAYOUT.size;
+        if q.kind == QpKind::Gsi {
+            let ud = wr.ud.ok_or(Error::InvalidArgument("UD send without address"))?;
+            let av = &mut w[len..len + wqe_av::LAYOUT.size];
+            set(av, wqe_av::qkey, ud.qkey as u64);
+            set(av, wqe_av::dqp_dct, (ud.remote_qpn.0 & 0xff_ffff | AV_EXTENDED) as u64);
+            set(av, wqe_av::rlid, ud.udp_sport as u64);
+            set_bytes(av, wqe_av::rmac, &ud.dest_mac);
+            set(av, wqe_av::hop_limit, 64);
+            // grh_gid_fl: GRH present (bit 30), source GID index 0, flow label 0.
+            set(av, wqe_av::grh_gid_fl, 1 << 30);
+            set_bytes(av, wqe_av::rgid, &crate::device::ipv4_gid(ud.dest_ip));
+            len += wqe_av::LAYOUT.size;
+        }
+        match wr.op {
+            SendOp::RdmaWrite { remote_addr, rkey }
+            | SendOp::RdmaWriteWithImm { remote_addr, rkey, .. }
+            | SendOp::RdmaRead { remote_addr, rkey } => {
+                let r = &mut w[len..len + wqe_raddr_seg::LAYOUT.size];
+                set(r, wqe_raddr_seg::raddr, remote_addr);
+                set(r, wqe_raddr_seg::rkey, rkey.0 as u64);
+                len += wqe_raddr_seg::LAYOUT.size;
+            }
+            _ => {}
+        }
+        if wr.sge.len > 0 {
+            let d = &mut w[len..len + wqe_data_seg::LAYOUT.size];
+            set(d, wqe_data_seg::byte_count, wr.sge.len as u64);
+            set(d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
+            set(d, wqe_data_seg::addr, wr.sge.addr);
+            len += wqe_data_seg::LAYOUT.size;
+        }
+        let nbb = len.div_ceil(WQEBB);
+        let ring = 1usize << q.log_sq;
+        let in_flight = q.sq_pi.wrapping_sub(q.sq_ci) as usize;
+        if in_flight + nbb > ring {
+            return Err(Error::InvalidArgument("send queue full"));
+        }
+        let pi = q.sq_pi;
+        set(&mut w, ctrl::wqe_index, pi as u64);
+        set(&mut w, ctrl::opcode, opcode as u64);
+        set(&mut w, ctrl::qpn, q.qpn.0 as u64);
+        set(&mut w, ctrl::ds, (len / 16) as u64);
+        set(&mut w, ctrl::fm_ce_se, if wr.signaled { CE_ALWAYS } else { 0 });
+        set(&mut w, ctrl::imm, imm as u64);
+        // Copy WQEBB by WQEBB so a WQE at the ring's end wraps to its start.
+        let sq = q.sq_offset();
+        for b in 0..nbb {
+            let slot = (pi as usize + b) & (ring - 1);
+            q.buf.write(sq + slot * WQEBB, &w[b * WQEBB..(b + 1) * WQEBB]);
+        }
+        q.sq_slots[pi as usize & (ring - 1)] =
+            SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode };
+        q.sq_pi = pi.wrapping_add(nbb as u16);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+        q.dbr.write_be32(4, q.sq_pi as u32);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        let first8 = u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        self.bar.write64_be(uar + UAR_BF_OFFSET, first8);
+        Ok(())
+    }
+
+    /// Write a receive WQE (one data segment, terminated if the stride has room) and bump DBR[0].
+    pub fn post_recv(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<(), Error> {
+        let i = self.qp_slot(qpn)?;
+        let q = &mut self.qps[i];
+        let ring = 1usize << q.log_rq;
+        if q.rq_head.wrapping_sub(q.rq_tail) as usize >= ring {
+            return Err(Error::InvalidArgument("receive queue full"));
+        }
+        let stride = 16usize << q.log_rq_stride;
+        let mut w = [0u8; 32];
+        set(&mut w, wqe_data_seg::byte_count, wr.sge.len as u64);
+        set(&mut w, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
+        set(&mut w, wqe_data_seg::addr, wr.sge.addr);
+        let n = if stride >= 32 {
+            set(&mut w[16..], wqe_data_seg::lkey, INVALID_LKEY);
+            32
+        } else {
+            16
+        };
+        let slot = q.rq_head as usize & (ring - 1);
+        q.buf.write(slot * stride, &w[..n]);
+        q.rq_wrid[slot] = wr.wr_id;
+        q.rq_head = q.rq_head.wrapping_add(1);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+        q.dbr.write_be32(0, q.rq_head as u32);
+        Ok(())
+    }
+
+    /// Take up to `out.len()` completions from CQ `cqn`; updates the CQ doorbell record.
+    pub fn poll_cq(&mut self, cqn: rdma::Cqn, out: &mut [Completion]) -> Result<usize, Error> {
+        let ci_idx = self.cqs.iter().position(|c| c.cqn == cqn).ok_or(Error::NoSuchObject { kind: "CQ", id: cqn.0 })?;
+        let mut n = 0;
+        while n < out.len() {
+            let (e, ci) = {
+                let c = &self.cqs[ci_idx];
+                let size = 1u32 << c.log_size;
+                let at = ((c.ci & (size - 1)) as usize) * cqe64::LAYOUT.size;
+                let mut e = [0u8; 64];
+                c.buf.read(at, &mut e);
+                let op = get(&e, cqe64::opcode) as u8;
+                let owner = get(&e, cqe64::owner) as u32;
+                if op == cqe_op::INVALID || owner != (c.ci >> c.log_size) & 1 {
+                    break;
+                }
+                (e, c.ci)
+            };
+            core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
+            self.cqs[ci_idx].ci = ci.wrapping_add(1);
+            if let Some(wc) = self.decode_cqe(&e) {
+                out[n] = wc;
+                n += 1;
+            }
+        }
+        let c = &self.cqs[ci_idx];
+        c.dbr.write_be32(0, c.ci & 0xff_ffff);
+        Ok(n)
+    }
+
+    fn decode_cqe(&mut self, e: &[u8; 64]) -> Option<Completion> {
+        let op = get(e, cqe64::opcode) as u8;
+        let qpn = Qpn(get(e, cqe64::qpn) as u32);
+        let counter = get(e, cqe64::wqe_counter) as u16;
+        let Ok(i) = self.qp_slot(qpn) else {
+            // A CQE for a QP we do not know: count it, report nothing.
+            self.stats.error_events += 1;
+            return None;
+        };
+        let q = &mut self.qps[i];
+        let mut wc = Completion { qpn, ..Default::default() };
+        let send_side = matches!(op, cqe_op::REQ | cqe_op::REQ_ERR);
+        if send_side {
+            let ring = 1usize << q.log_sq;
+            let slot = q.sq_slots[counter as usize & (ring - 1)];
+            wc.wr_id = slot.wr_id;
+            q.sq_ci = counter.wrapping_add(slot.wqebbs.max(1) as u16);
+            wc.opcode = match slot.opcode {
+                wqe_op::RDMA_WRITE | wqe_op::RDMA_WRITE_IMM => WcOpcode::RdmaWrite,
+                wqe_op::RDMA_READ => WcOpcode::RdmaRead,
+                _ => WcOpcode::Send,
+            };
+        } else {
+            let ring = 1usize << q.log_rq;
+            wc.wr_id = q.rq_wrid[counter as usize & (ring - 1)];
+            q.rq_tail = counter.wrapping_add(1);
+            wc.byte_len = get(e, cqe64::byte_cnt) as u32;
+            wc.src_qp = Qpn(get(e, cqe64::rqpn) as u32);
+            wc.opcode = WcOpcode::Recv;
+        }
+        match op {
+            cqe_op::REQ_ERR | cqe_op::RESP_ERR => {
+                wc.status = wc_status(get(e, cqe64::syndrome) as u8);
+                wc.vendor_err = get(e, cqe64::vendor_err_synd) as u8;
+            }
+            cqe_op::RESP_SEND_IMM => {
+                wc.opcode = WcOpcode::RecvWithImm;
+                wc.imm = Some(get(e, cqe64::imm_inval_pkey) as u32);
+            }
+            cqe_op::RESP_RDMA_WRITE_IMM => {
+                wc.opcode = WcOpcode::RecvRdmaWithImm;
+                wc.imm = Some(get(e, cqe64::imm_inval_pkey) as u32);
+            }
+            cqe_op::RESP_SEND_INV => {
+                wc.invalidated_rkey = Some(rdma::Rkey(get(e, cqe64::imm_inval_pkey) as u32));
+            }
+            _ => {}
+        }
+        Some(wc)
+    }
+}

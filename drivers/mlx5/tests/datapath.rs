@@ -1,0 +1,166 @@
+//! Data path against the emulated adapter's memory: WQE bytes as the adapter reads them,
+//! doorbell record + UAR doorbell, CQEs written by the model (owner bits) polled by the driver.
+
+mod common;
+use common::*;
+use mlx5::{Mlx5, QpKind};
+use rdma::{Completion, Lkey, Qpn, RecvWr, Rkey, SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus};
+
+fn read(rig: &Rig, pa: u64, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    rig.mem.read(pa, &mut v);
+    v
+}
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn be64(b: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// A CQE as the adapter writes it (mlx5dv.h mlx5_cqe64 byte offsets).
+fn cqe(opcode: u8, qpn: u32, wqe_counter: u16, byte_cnt: u32, imm: u32, syndrome: u8) -> [u8; 64] {
+    let mut e = [0u8; 64];
+    e[0x24..0x28].copy_from_slice(&imm.to_be_bytes());
+    e[0x2c..0x30].copy_from_slice(&byte_cnt.to_be_bytes());
+    e[0x37] = syndrome;
+    e[0x38..0x3c].copy_from_slice(&(qpn & 0xff_ffff).to_be_bytes());
+    e[0x3c..0x3e].copy_from_slice(&wqe_counter.to_be_bytes());
+    e[0x3f] = opcode << 4;
+    e
+}
+
+#[test]
+fn send_wqe_layout_doorbells_and_completions() {
+    let (rig, hal, bar) = common::rig();
+    let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
+    let cq = dev.create_cq(2).unwrap(); // 4 CQEs: polling wraps the owner bit often
+    let qp = dev.create_qp(QpKind::Rc, cq, cq, 3, 3, 0).unwrap();
+    dev.connect_rc(qp, &rc_attrs(Qpn(0x42))).unwrap();
+
+    let wr = SendWr {
+        wr_id: 77,
+        op: SendOp::RdmaWrite { remote_addr: 0xdead_0000_1000, rkey: Rkey(0x1234) },
+        sge: Sge { addr: 0x1_0000_8000, len: 300, lkey: Lkey(0x5678) },
+        signaled: true,
+        ud: None,
+    };
+    dev.post_send(qp, &wr).unwrap();
+    let (sq_pa, dbr_pa) = {
+        let d = rig.cx.device();
+        let q = &d.qps[&qp.0];
+        (q.buf.pa(q.rq_bytes()).unwrap(), q.dbr)
+    };
+    let w = read(&rig, sq_pa, 64);
+    // ctrl: opmod|wqe_index|opcode, qpn|ds, signature, fm_ce_se.
+    assert_eq!(be32(&w, 0), 0x08, "wqe_index 0, RDMA_WRITE");
+    assert_eq!(be32(&w, 4), (qp.0 << 8) | 3, "qpn, ds = 3 (ctrl+raddr+data)");
+    assert_eq!(w[0x0b], 0x08, "CQE always");
+    assert_eq!(be64(&w, 16), 0xdead_0000_1000);
+    assert_eq!(be32(&w, 24), 0x1234);
+    assert_eq!((be32(&w, 32), be32(&w, 36), be64(&w, 40)), (300, 0x5678, 0x1_0000_8000));
+    assert_eq!(be32(&read(&rig, dbr_pa, 8), 4), 1, "DBR[1] = SQ producer counter");
+    {
+        let d = rig.cx.device();
+        let &(dq, first8) = d.sq_doorbells.last().expect("UAR doorbell rang");
+        assert_eq!(dq, qp.0);
+        assert_eq!(first8, be64(&w, 0), "doorbell carries ctrl's first 8 bytes");
+    }
+
+    // The adapter completes it; then an error completion; then receives with immediate.
+    assert!(rig.cx.device_mut().post_cqe(cq.0, &cqe(0x0, qp.0, 0, 0, 0, 0)));
+    let mut out = [Completion::default(); 8];
+    assert_eq!(dev.poll_cq(cq, &mut out).unwrap(), 1);
+    assert_eq!((out[0].wr_id, out[0].opcode, out[0].status), (77, WcOpcode::RdmaWrite, WcStatus::Success));
+    assert_eq!(dev.poll_cq(cq, &mut out).unwrap(), 0, "nothing new");
+
+    let mut wrid = 100;
+    for round in 0..10u16 {
+        // Send + receive each round: the 4-entry CQ wraps five times.
+        let send = SendWr { wr_id: wrid, op: SendOp::SendWithImm(0xabcd), sge: Sge::default(), signaled: true, ud: None };
+        dev.post_send(qp, &send).unwrap();
+        dev.post_recv(qp, &RecvWr { wr_id: wrid + 1, sge: Sge { addr: 0x1_0000_9000, len: 4096, lkey: Lkey(1) } }).unwrap();
+        let pi = 1 + round; // one WQEBB each
+        let synd = if round == 9 { 0x13 } else { 0 };
+        let op = if round == 9 { 0xd } else { 0x0 };
+        assert!(rig.cx.device_mut().post_cqe(cq.0, &cqe(op, qp.0, pi, 0, 0, synd)));
+        assert!(rig.cx.device_mut().post_cqe(cq.0, &cqe(0x3, qp.0, round, 512, 0xfeed, 0)));
+        assert_eq!(dev.poll_cq(cq, &mut out).unwrap(), 2, "round {round}");
+        assert_eq!(out[0].wr_id, wrid);
+        if round == 9 {
+            assert_eq!(out[0].status, WcStatus::RemoteAccess);
+        } else {
+            assert_eq!((out[0].status, out[0].opcode), (WcStatus::Success, WcOpcode::Send));
+        }
+        assert_eq!((out[1].wr_id, out[1].opcode, out[1].byte_len, out[1].imm), (wrid + 1, WcOpcode::RecvWithImm, 512, Some(0xfeed)));
+        wrid += 2;
+    }
+    let d = rig.cx.device();
+    assert_eq!(d.ctr.cq_overruns, 0, "driver kept the CQ doorbell record current");
+    let q = &d.qps[&qp.0];
+    assert_eq!(be32(&read(&rig, q.dbr, 8), 0), 10, "DBR[0] = RQ counter");
+    // RQ WQE 0: one data segment (stride 16 bytes).
+    let r = read(&rig, q.buf.pa(0).unwrap(), 16);
+    assert_eq!((be32(&r, 0), be32(&r, 4), be64(&r, 8)), (4096, 1, 0x1_0000_9000));
+    drop(d);
+    dev.shutdown().unwrap();
+}
+
+#[test]
+fn send_queue_full_is_an_error_not_an_overwrite() {
+    let (_rig, hal, bar) = common::rig();
+    let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
+    let cq = dev.create_cq(4).unwrap();
+    let qp = dev.create_qp(QpKind::Rc, cq, cq, 2, 2, 0).unwrap();
+    dev.connect_rc(qp, &rc_attrs(Qpn(9))).unwrap();
+    let wr = SendWr { wr_id: 1, op: SendOp::Send, sge: Sge::default(), signaled: true, ud: None };
+    for _ in 0..4 {
+        dev.post_send(qp, &wr).unwrap();
+    }
+    assert!(dev.post_send(qp, &wr).is_err());
+    let rw = RecvWr { wr_id: 1, sge: Sge::default() };
+    for _ in 0..4 {
+        dev.post_recv(qp, &rw).unwrap();
+    }
+    assert!(dev.post_recv(qp, &rw).is_err());
+    dev.shutdown().unwrap();
+}
+
+#[test]
+fn ud_send_on_qp1_carries_an_address_vector() {
+    let (rig, hal, bar) = common::rig();
+    let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
+    let cq = dev.create_cq(4).unwrap();
+    let gsi = dev.create_qp(QpKind::Gsi, cq, cq, 3, 3, 2).unwrap();
+    dev.activate_gsi(gsi).unwrap();
+    // Advance the SQ to its last WQEBB (1 + 3 * 2 = 7) so the 2-WQEBB UD WQE wraps around the ring.
+    let small = SendWr { wr_id: 0, op: SendOp::Send, sge: Sge::default(), signaled: true, ud: Some(UdDest::default()) };
+    let big = SendWr { sge: Sge { addr: 0x1_0000_a000, len: 1, lkey: Lkey(3) }, ..small };
+    dev.post_send(gsi, &small).unwrap(); // ctrl + AV = 1 WQEBB
+    for _ in 0..3 {
+        dev.post_send(gsi, &big).unwrap(); // ctrl + AV + data = 80 B = 2 WQEBBs
+    }
+    for counter in [0u16, 1, 3, 5] {
+        assert!(rig.cx.device_mut().post_cqe(cq.0, &cqe(0, gsi.0, counter, 0, 0, 0)));
+    }
+    let mut out = [Completion::default(); 4];
+    assert_eq!(dev.poll_cq(cq, &mut out).unwrap(), 4);
+    let ud = UdDest { remote_qpn: Qpn(1), qkey: 0x8001_0000, dest_ip: [192, 168, 7, 3], dest_mac: [2, 0, 0, 0, 0, 0x33], udp_sport: 0xc123 };
+    let wr = SendWr { wr_id: 5, op: SendOp::Send, sge: Sge { addr: 0x1_0000_a000, len: 256, lkey: Lkey(3) }, signaled: true, ud: Some(ud) };
+    dev.post_send(gsi, &wr).unwrap(); // WQEBBs 7 and 0 (wrapped)
+    let d = rig.cx.device();
+    let q = &d.qps[&gsi.0];
+    let sq = q.rq_bytes();
+    let mut w = read(&rig, q.buf.pa(sq + 7 * 64).unwrap(), 64);
+    w.extend(read(&rig, q.buf.pa(sq).unwrap(), 64));
+    assert_eq!(be32(&w, 0), (7 << 8) | 0x0a, "wqe_index 7, SEND");
+    assert_eq!(be32(&w, 4) & 0x3f, 5, "ds = ctrl + AV(3) + data");
+    let av = &w[16..64];
+    assert_eq!(be32(av, 0), 0x8001_0000);
+    assert_eq!(be32(av, 8), 0x8000_0001, "extended AV | remote QPN 1");
+    assert_eq!(u16::from_be_bytes([av[0x0e], av[0x0f]]), 0xc123, "udp_sport");
+    assert_eq!(&av[0x14..0x1a], &[2, 0, 0, 0, 0, 0x33]);
+    assert_eq!(av[0x1b], 64, "hop limit");
+    assert_eq!(&av[0x20..0x30], &mlx5::device::ipv4_gid([192, 168, 7, 3]));
+    assert_eq!((be32(&w, 64), be32(&w, 68), be64(&w, 72)), (256, 3, 0x1_0000_a000));
+}
