@@ -525,7 +525,12 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         let slot = c.slots[s as usize];
         let sqe = slot.sqe;
         let sgl = slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 });
-        let tag = wr_id(ci, c.gen, 0, s);
+        // AERs are completed by CID later (their slot is reused at once); others by slot.
+        let tag = if sqe.opcode == admin_op::ASYNC_EVENT && c.q.qid == 0 {
+            wr_id(ci, c.gen, KIND_AER, sqe.cid.get())
+        } else {
+            wr_id(ci, c.gen, 0, s)
+        };
         let data_pa = c.data.paddr() + (s as usize * c.xfer) as u64;
         let (buf, buf_len) = match sgl {
             Sgl::Inline { offset, len } => (c.recv.paddr() + (s as usize * c.capsule) as u64 + 64 + offset, len as usize),
@@ -541,7 +546,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 Sgl::Inline { offset, .. } => c.recv.read(s as usize * c.capsule + 64 + offset as usize, &mut small[..small_len]),
                 Sgl::Keyed { .. } => c.data.read(s as usize * c.xfer, &mut small[..small_len]),
             }
-            if c.q.qid == 0 {
+            if c.q.qid == 0 || sqe.opcode == FABRICS_OPCODE {
                 self.stats.admin_copy_bytes += small_len as u64;
             } else {
                 self.stats.io_copy_bytes += small_len as u64;

@@ -268,6 +268,7 @@ impl HostEnv<TDev> for World {
     fn idle(&mut self, _verbs: &mut TDev) {
         self.idle_calls += 1;
         self.now += self.tick_ns;
+        rdma::Verbs::poll(&mut self.tdev);
         self.target.poll(&mut self.tdev, self.now);
     }
     fn cm_connect(&mut self, verbs: &mut TDev, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()> {
