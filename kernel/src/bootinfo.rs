@@ -288,8 +288,10 @@ static CMDLINE: spin::Once<heapless::String<MAX_CMDLINE>> = spin::Once::new();
 static RSDP: spin::Once<Option<u64>> = spin::Once::new();
 
 /// RSDP copy from Multiboot2 (16-byte aligned as ACPI requires for the BIOS-area scan).
+#[cfg_attr(not(target_os = "none"), allow(dead_code))]
 #[repr(C, align(16))]
 struct RsdpCopy([u8; 64]);
+#[cfg_attr(not(target_os = "none"), allow(dead_code))]
 static RSDP_COPY: spin::Mutex<RsdpCopy> = spin::Mutex::new(RsdpCopy([0; 64]));
 
 /// The RSDP's physical address from the loader, if it gave one.

@@ -22,6 +22,8 @@ static TSC_HZ: AtomicU64 = AtomicU64::new(0);
 /// ns = ticks * MULT >> 32.
 static MULT: AtomicU64 = AtomicU64::new(0);
 static SOURCE: AtomicU8 = AtomicU8::new(0);
+/// TSC ticks spent calibrating (a fixed wait; 0 when CPUID 0x15 gives the frequency).
+static CALIBRATION_TICKS: AtomicU64 = AtomicU64::new(0);
 
 /// Read the time-stamp counter.
 #[inline]
@@ -86,6 +88,7 @@ fn calibrate_pit() -> Option<u64> {
         }
     }
     let t1 = rdtsc();
+    CALIBRATION_TICKS.store(t1 - t0, Ordering::Relaxed);
     Some((t1 - t0) * 1000 / CALIBRATE_MS)
 }
 
@@ -118,6 +121,12 @@ pub fn source() -> &'static str {
         4 => "assumed 2 GHz: no CPUID 0x15/0x16, no PIT",
         _ => "uncalibrated",
     }
+}
+
+/// TSC ticks the PIT calibration waited (part of the boot time that real hardware with
+/// CPUID 0x15 does not spend).
+pub fn calibration_ticks() -> u64 {
+    CALIBRATION_TICKS.load(Ordering::Relaxed)
 }
 
 /// TSC frequency in kHz (0 before [`init`]).

@@ -37,8 +37,9 @@ fn main(boot: kernel::Boot) -> ! {
     let s = *kernel::STATS.lock();
     let ticks = kernel::time::rdtsc().wrapping_sub(boot::first_tsc());
     log::info!(
-        "ready: boot {} us ({ticks} TSC ticks), {} x 2MiB pages mapped, {} PCI functions, {} CPUs, {} MiB RAM",
+        "ready: boot {} us ({ticks} TSC ticks, of which {} in TSC calibration), {} x 2MiB pages mapped, {} PCI functions, {} CPUs, {} MiB RAM",
         kernel::time::ticks_to_ns(ticks) / 1000,
+        kernel::time::calibration_ticks(),
         s.pages_2m_mapped,
         s.pci_functions,
         s.cpus,
