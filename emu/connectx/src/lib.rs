@@ -36,6 +36,11 @@ impl ConnectX {
         ConnectX { dev: Rc::new(RefCell::new(Device::new(mem, clock, cfg))) }
     }
 
+    /// An adapter on the memory and clock of `hal` (the usual way in tests).
+    pub fn with_hal(hal: &SimHal, cfg: Config) -> Self {
+        Self::new(hal.mem().clone(), hal.clock().clone(), cfg)
+    }
+
     /// The BAR0 window (initialization segment + UAR pages), as the driver maps it.
     pub fn bar0(&self) -> Bar0 {
         Bar0 { dev: self.dev.clone() }

@@ -252,7 +252,11 @@ impl Drop for SimDma {
 
 /// The host-test platform: DMA from `PhysMem`, time from a `SimClock` that only `relax()`
 /// (and explicit `advance`) moves, so timeouts run fast and deterministically.
-pub struct SimHal {
+/// Cloning shares everything (memory, clock, relax step and hook).
+#[derive(Clone)]
+pub struct SimHal(Rc<SimHalInner>);
+
+struct SimHalInner {
     mem: PhysMem,
     clock: SimClock,
     step_ns: Cell<u64>,
@@ -264,36 +268,36 @@ impl SimHal {
     pub const DEFAULT_STEP_NS: u64 = 100_000;
 
     pub fn new(mem: PhysMem, clock: SimClock) -> Self {
-        SimHal { mem, clock, step_ns: Cell::new(Self::DEFAULT_STEP_NS), hook: RefCell::new(None) }
+        SimHal(Rc::new(SimHalInner { mem, clock, step_ns: Cell::new(Self::DEFAULT_STEP_NS), hook: RefCell::new(None) }))
     }
     /// Virtual nanoseconds each `relax()` adds.
     pub fn set_relax_step(&self, ns: u64) {
-        self.step_ns.set(ns);
+        self.0.step_ns.set(ns);
     }
     /// Something to run in every `relax()` (e.g. `ConnectX::poll`), after time advances.
     pub fn set_relax_hook(&self, f: Box<dyn FnMut()>) {
-        *self.hook.borrow_mut() = Some(f);
+        *self.0.hook.borrow_mut() = Some(f);
     }
     pub fn mem(&self) -> &PhysMem {
-        &self.mem
+        &self.0.mem
     }
     pub fn clock(&self) -> &SimClock {
-        &self.clock
+        &self.0.clock
     }
 }
 
 impl Hal for SimHal {
     type Dma = SimDma;
     fn dma_alloc(&self, size: usize, align: usize) -> Result<SimDma, HalError> {
-        let pa = self.mem.alloc(size, align)?;
-        Ok(SimDma { mem: self.mem.clone(), pa, len: size })
+        let pa = self.0.mem.alloc(size, align)?;
+        Ok(SimDma { mem: self.0.mem.clone(), pa, len: size })
     }
     fn now_ns(&self) -> u64 {
-        self.clock.now_ns()
+        self.0.clock.now_ns()
     }
     fn relax(&self) {
-        self.clock.advance(self.step_ns.get());
-        if let Ok(mut h) = self.hook.try_borrow_mut() {
+        self.0.clock.advance(self.0.step_ns.get());
+        if let Ok(mut h) = self.0.hook.try_borrow_mut() {
             if let Some(f) = h.as_mut() {
                 f();
             }

@@ -506,7 +506,8 @@ impl Device {
             0x1fc => (self.initializing() as u32) << 31,
             0x230 => ((self.cfg.fw_major as u32) << 16) | self.cfg.fw_minor as u32,
             0x234 => 0x0000_020b,
-            0x23c => self.health_synd as u32 * 0x100,
+            // irisc_index @0x23C, synd @0x23D, ext_synd @0x23E [device.h health_buffer].
+            0x23c => (self.health_synd as u32) << 16,
             0x1000 => (self.clock.now_ns() >> 32) as u32,
             0x1004 => self.clock.now_ns() as u32,
             0x1010 => self.health_counter(),

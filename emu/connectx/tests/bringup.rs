@@ -85,7 +85,10 @@ fn health_counter_advances_and_can_stop() {
     r.hal.clock().advance(3_000_000_000);
     assert_eq!(r.bar.read32_be(0x1010) & 0xff_ffff, c);
     r.cx.set_health_syndrome(0x5);
-    assert_eq!(r.bar.read32_be(0x23c) >> 8 & 0xff, 5, "health synd at 0x23d");
+    assert_eq!(r.bar.read32_be(0x23c) >> 16 & 0xff, 5, "health synd at 0x23d");
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&r.bar.read32(0x23c).to_le_bytes());
+    assert_eq!(b[1], 5, "byte 0x23d");
 }
 
 #[test]
