@@ -250,3 +250,4 @@ pub fn send_wr(wr_id: u64, op: SendOp, key: u32, va: u64, len: u32) -> SendWr {
 pub fn recv_wr(wr_id: u64, key: u32, va: u64, len: u32) -> RecvWr {
     RecvWr { wr_id, sges: vec![Sge { addr: va, len, lkey: Lkey(key) }] }
 }
+pub mod bench;
