@@ -194,3 +194,71 @@ fn wqe_with_wrong_qpn_is_a_local_qp_operation_error() {
     assert_eq!(ca[0][0x37], cqe_synd::LOCAL_QP_OP_ERR);
     assert_eq!(a.r.cx.counters().bad_wqes, 1);
 }
+
+#[test]
+fn qp1_ud_send_with_address_vector() {
+    let (mut a, mut b) = pair();
+    let (abuf, adbr) = (&a.u._qp_bufs[2], &a.u._qp_bufs[3]);
+    let (bbuf, bdbr) = (&b.u._qp_bufs[2], &b.u._qp_bufs[3]);
+    // B: one receive on QP1 (GRH area + payload).
+    bbuf.write_be32(0, 2048);
+    bbuf.write_be32(4, b.mkey);
+    bbuf.write_be64(8, b.buf.paddr() + 0x10000);
+    bbuf.write_be32(20, 0x100);
+    bdbr.write_be32(0, 1);
+    // A: UD SEND on QP1: ctrl + 48-byte datagram segment + data = 5 DS, 2 WQEBBs.
+    let payload = b"CM REQ stand-in, 40 bytes of text here.!";
+    a.buf.write(0x2000, payload);
+    let off = RQ_BYTES;
+    abuf.fill(off, 128, 0);
+    abuf.write_be32(off, wqe_op::SEND as u32);
+    abuf.write_be32(off + 4, (1 << 8) | 5);
+    abuf.write_u8(off + 0x0b, 0x08);
+    let av = off + 16;
+    abuf.write_be32(av, 0x8001_0000);
+    abuf.write_be32(av + 8, 0x8000_0000 | 1);
+    abuf.write_be16(av + 0x0e, 0xc123);
+    abuf.write(av + 0x14, &[0x02, 0x00, 0x5e, 0x10, 0x00, 0x02]);
+    abuf.write_u8(av + 0x1b, 64);
+    abuf.write(av + 0x20 + 10, &[0xff, 0xff, 10, 0, 0, 2]);
+    let d = av + 48;
+    abuf.write_be32(d, payload.len() as u32);
+    abuf.write_be32(d + 4, a.mkey);
+    abuf.write_be64(d + 8, a.buf.paddr() + 0x2000);
+    adbr.write_be32(4, 2);
+    let mut first = [0u8; 8];
+    abuf.read(off, &mut first);
+    a.r.bar.write64_be(a.u.uar as usize * 4096 + 0x900, u64::from_be_bytes(first));
+    let (ca, cb) = run(&mut a, &mut b, 1, 1);
+    assert_eq!(ca.len(), 1, "UD send completed");
+    assert_eq!(ca[0][0x3f] >> 4, cqe_op::REQ);
+    assert_eq!(be32(&ca[0], 0x38) & 0xff_ffff, 1);
+    assert_eq!(cb.len(), 1, "UD receive completed");
+    assert_eq!(cb[0][0x3f] >> 4, cqe_op::RESP_SEND);
+    assert_eq!(be32(&cb[0], 0x2c), 40 + payload.len() as u32, "byte_cnt includes the GRH area");
+    let fr = be32(&cb[0], 0x18);
+    assert_eq!(fr & 0xff_ffff, 1, "source QPN");
+    assert_ne!((fr >> 28) & 3, 0, "GRH present");
+    let mut got = vec![0u8; payload.len()];
+    b.buf.read(0x10000 + 40, &mut got);
+    assert_eq!(&got[..], &payload[..]);
+}
+
+#[test]
+fn armed_cq_posts_completion_eqe_and_cmd_eqe() {
+    let (mut a, mut b) = pair();
+    let eqes = a.r.cx.counters().eqes;
+    // Arm A's CQ (ci = 0), then a SEND completes on it.
+    let word = 0u64;
+    a.r.bar.write64_be(a.u.uar as usize * 4096 + 0x20, (word << 32) | a.u.cq as u64);
+    b.post_recv(b.buf.paddr(), 64);
+    a.post_send(wqe_op::SEND, None, a.buf.paddr(), 8);
+    let (ca, _) = run(&mut a, &mut b, 1, 1);
+    assert_eq!(ca.len(), 1);
+    assert_eq!(a.r.cx.counters().eqes, eqes + 1);
+    // The completion EQE names the CQ.
+    let e = &a.u.eq_buf;
+    assert_eq!(e.read_u8(1), emu_connectx::consts::event::COMPLETION);
+    assert_eq!(e.read_be32(0x20 + 0x18) & 0xff_ffff, a.u.cq);
+    assert_eq!(e.read_u8(0x3f) & 1, 0, "first pass owner bit 0");
+}
