@@ -13,11 +13,13 @@ pub mod error;
 pub mod health;
 pub mod ifc;
 pub mod layout;
+pub mod verbs;
 
 pub use cmd::{op, Timeouts};
 pub use device::{AsyncEvent, Caps, Config, Mkey, Mlx5, QpKind, QpState, Stats};
 pub use error::Error;
 pub use health::{FwVersion, HealthReport};
+pub use verbs::Mlx5Verbs;
 
 /// PCI vendor ID of Mellanox/NVIDIA.
 pub const PCI_VENDOR: u16 = 0x15b3;
