@@ -281,6 +281,54 @@ layout!(set_roce_address_in, 0x30, { roce_address_index: 0x40, 16; vhca_port_num
 layout!(query_roce_address_in, 16, { roce_address_index: 0x40, 16; vhca_port_num: 0x5c, 4; });
 layout!(query_roce_address_out, 0x30, { roce_address: 0x80, 0x20 * 8; });
 
+
+/// Every declared layout, by structure (for tools and tests).
+pub const ALL_LAYOUTS: &[&[Field]] = &[
+    init_seg::ALL,
+    cmd_layout::ALL,
+    cmd_mailbox::ALL,
+    cmd_in::ALL,
+    cmd_out::ALL,
+    enable_hca_in::ALL,
+    query_issi_out::ALL,
+    set_issi_in::ALL,
+    query_pages_out::ALL,
+    manage_pages_in::ALL,
+    manage_pages_out::ALL,
+    query_hca_cap_in::ALL,
+    query_hca_cap_out::ALL,
+    set_hca_cap_in::ALL,
+    teardown_hca_in::ALL,
+    teardown_hca_out::ALL,
+    access_register_in::ALL,
+    host_endianness_reg::ALL,
+    obj_id_24::ALL,
+    create_eq_out::ALL,
+    destroy_eq_in::ALL,
+    query_special_contexts_out::ALL,
+    cmd_hca_cap::ALL,
+    roce_cap::ALL,
+    eqc::ALL,
+    create_eq_in::ALL,
+    cqc::ALL,
+    create_cq_in::ALL,
+    query_cq_out::ALL,
+    mkc::ALL,
+    create_mkey_in::ALL,
+    ads::ALL,
+    qpc::ALL,
+    qp_cmd::ALL,
+    nic_vport_context::ALL,
+    query_nic_vport_context_in::ALL,
+    query_nic_vport_context_out::ALL,
+    modify_nic_vport_context_in::ALL,
+    query_vport_state_out::ALL,
+    roce_addr_layout::ALL,
+    set_roce_address_in::ALL,
+    query_roce_address_in::ALL,
+    query_roce_address_out::ALL,
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
