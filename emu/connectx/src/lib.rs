@@ -11,6 +11,8 @@
 //! let hal = SimHal::new(mem.clone(), clock.clone());
 //! let cx = ConnectX::new(mem, clock, Config::default());
 //! let bar = cx.bar0();                   // implements hal::Mmio
+//! // optional: run the data path whenever the driver busy-waits
+//! let cx2 = cx.clone(); hal.set_relax_hook(Box::new(move || { cx2.poll(); }));
 //! ```
 pub mod consts;
 pub mod datapath;
@@ -71,6 +73,11 @@ impl ConnectX {
     /// and tx, completions → CQEs). Returns the work done (0 = idle).
     pub fn poll(&self) -> usize {
         self.dev.borrow_mut().poll()
+    }
+
+    /// Counters of the RoCE engine (None before INIT_HCA / after TEARDOWN_HCA).
+    pub fn engine_counters(&self) -> Option<emu_roce::Counters> {
+        self.dev.borrow().engine.as_ref().map(|e| e.counters())
     }
 
     /// Plug the port into a link (`emu_roce::MemLink`, `UnixDgramLink`, ...).

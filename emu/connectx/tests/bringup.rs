@@ -455,3 +455,37 @@ fn host_endianness_and_roce_address_roundtrip() {
     assert_eq!(r.cx.counters().gids, 1);
     tear_down(&mut r, u);
 }
+
+#[test]
+fn command_completion_eqe_when_subscribed() {
+    let mut r = Rig::new();
+    let u = bring_up(&mut r);
+    let (eqn, buf) = create_eq(&mut r, u.uar, 1 << event::CMD, 3);
+    let o = r.cmd_slot(2, &inp(op::ALLOC_PD, 0, 16), 16);
+    assert_eq!(o.status, 0);
+    // EQE 0: CREATE_EQ's own completion (the EQ exists when it completes); EQE 1: slot 2.
+    assert_eq!(buf.read_u8(1), event::CMD);
+    assert_eq!(buf.read_be32(0x20), 1 << 0);
+    assert_eq!(buf.read_u8(64 + 1), event::CMD);
+    assert_eq!(buf.read_be32(64 + 0x20), 1 << 2, "slot vector");
+    assert_eq!(buf.read_u8(64 + 0x3f) & 1, 0);
+    let mut i = inp(op::DEALLOC_PD, 0, 16);
+    set(&mut i, l::obj_id_24::id, get(&o.out, l::obj_id_24::id));
+    r.ok(&i, 16);
+    destroy(&mut r, op::DESTROY_EQ, eqn as u32);
+    tear_down(&mut r, u);
+}
+
+#[test]
+fn relax_hook_runs_the_model() {
+    let r = Rig::new();
+    let cx = r.cx.clone();
+    let polls = std::rc::Rc::new(std::cell::Cell::new(0));
+    let p = polls.clone();
+    r.hal.set_relax_hook(Box::new(move || {
+        cx.poll();
+        p.set(p.get() + 1);
+    }));
+    assert!(!hal::poll_until(&r.hal, 1_000_000, || false));
+    assert!(polls.get() >= 10);
+}
