@@ -958,6 +958,9 @@ impl<B: BlockDevice> Core<B> {
         let cntlid = q.cntlid.unwrap_or(0);
         let Some(si) = self.ctrl(cntlid).and_then(|c| c.subsys) else { return Action::status(Status::INVALID_OPCODE) };
         let nsid = sqe.nsid.get();
+        if !matches!(sqe.opcode, io_op::READ | io_op::WRITE | io_op::FLUSH | io_op::WRITE_ZEROES | io_op::DSM) {
+            return Action::status(Status::INVALID_OPCODE);
+        }
         if sqe.opcode == io_op::FLUSH && nsid == 0xFFFF_FFFF {
             let mut count = 0;
             for n in self.subsystems[si].cfg.namespaces.iter_mut() {
