@@ -92,8 +92,9 @@ _start32:
     mov $__bss_start, %edi
     mov $__bss_end, %ecx
     sub %edi, %ecx
+    shr $2, %ecx                              /* both ends are page aligned (link.ld) */
     xor %eax, %eax
-    rep stosb
+    rep stosl
     mov %ebp, %edi
     mov $boot_stack_top, %esp
     /* PML4[0] -> PDPT; PDPT[0..4] -> 4 page directories; 2048 x 2 MiB identity pages */

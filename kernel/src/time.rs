@@ -10,7 +10,7 @@ use x86_64::instructions::port::Port;
 /// PIT input clock (Hz).
 const PIT_HZ: u64 = 1_193_182;
 /// Calibration window.
-const CALIBRATE_MS: u64 = 10;
+const CALIBRATE_MS: u64 = 5;
 /// PIT ports: channel 2 data, mode/command, NMI status and control (gate = bit 0, speaker = bit 1, OUT2 = bit 5).
 const PIT_CH2: u16 = 0x42;
 const PIT_CMD: u16 = 0x43;
