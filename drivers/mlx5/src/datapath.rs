@@ -2,7 +2,7 @@
 //!
 //! No allocation, lock or log line per operation: everything is fixed-size buffers and counters.
 
-use crate::device::{Mlx5, QpKind, SqSlot};
+use crate::device::{Mlx5, QpKind, QpState, SqSlot};
 use crate::error::Error;
 use crate::ifc::{cqe64, wqe_av, wqe_ctrl_seg as ctrl, wqe_data_seg, wqe_raddr_seg};
 use crate::layout::{get, set, set_bytes};
@@ -73,6 +73,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let i = self.qp_slot(qpn)?;
         let uar = self.uar_base();
         let q = &mut self.qps[i];
+        if !matches!(q.state, QpState::Rts | QpState::Error) {
+            return Err(Error::InvalidArgument("post_send before RTS"));
+        }
         let (opcode, imm) = match wr.op {
             SendOp::Send => (wqe_op::SEND, 0),
             SendOp::SendWithImm(v) => (wqe_op::SEND_IMM, v),
@@ -211,7 +214,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let counter = get(e, cqe64::wqe_counter) as u16;
         let Ok(i) = self.qp_slot(qpn) else {
             // A CQE for a QP we do not know: count it, report nothing.
-            self.stats.error_events += 1;
+            self.stats.bad_cqes += 1;
             return None;
         };
         let q = &mut self.qps[i];
@@ -219,6 +222,11 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let send_side = matches!(op, cqe_op::REQ | cqe_op::REQ_ERR);
         if send_side {
             let ring = 1usize << q.log_sq;
+            // The completed WQE must lie in the outstanding window [sq_ci, sq_pi).
+            if counter.wrapping_sub(q.sq_ci) >= q.sq_pi.wrapping_sub(q.sq_ci) {
+                self.stats.bad_cqes += 1;
+                return None;
+            }
             let slot = q.sq_slots[counter as usize & (ring - 1)];
             wc.wr_id = slot.wr_id;
             q.sq_ci = counter.wrapping_add(slot.wqebbs.max(1) as u16);
@@ -229,6 +237,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             };
         } else {
             let ring = 1usize << q.log_rq;
+            if counter.wrapping_sub(q.rq_tail) >= q.rq_head.wrapping_sub(q.rq_tail) {
+                self.stats.bad_cqes += 1;
+                return None;
+            }
             wc.wr_id = q.rq_wrid[counter as usize & (ring - 1)];
             q.rq_tail = counter.wrapping_add(1);
             wc.byte_len = get(e, cqe64::byte_cnt) as u32;

@@ -122,6 +122,8 @@ pub struct Stats {
     pub eqes: u64,
     pub port_change_events: u64,
     pub error_events: u64,
+    /// CQEs naming an unknown QP or a WQE that is not outstanding (dropped, not reported).
+    pub bad_cqes: u64,
 }
 
 /// An asynchronous error event the app may want (CQ / QP errors).

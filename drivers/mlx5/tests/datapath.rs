@@ -164,3 +164,29 @@ fn ud_send_on_qp1_carries_an_address_vector() {
     assert_eq!(&av[0x20..0x30], &mlx5::device::ipv4_gid([192, 168, 7, 3]));
     assert_eq!((be32(&w, 64), be32(&w, 68), be64(&w, 72)), (256, 3, 0x1_0000_a000));
 }
+
+#[test]
+fn cqes_for_unknown_qps_or_idle_slots_are_dropped_and_counted() {
+    let (rig, hal, bar) = common::rig();
+    let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
+    let cq = dev.create_cq(4).unwrap();
+    let qp = dev.create_qp(QpKind::Rc, cq, cq, 2, 2, 0).unwrap();
+    // Posting before RTS is refused.
+    let wr = SendWr { wr_id: 1, op: SendOp::Send, sge: Sge::default(), signaled: true, ud: None };
+    assert!(dev.post_send(qp, &wr).is_err());
+    dev.connect_rc(qp, &rc_attrs(Qpn(9))).unwrap();
+    let mut d = rig.cx.device_mut();
+    assert!(d.post_cqe(cq.0, &cqe(0x0, qp.0, 0, 0, 0, 0)), "send CQE with nothing posted");
+    assert!(d.post_cqe(cq.0, &cqe(0x2, qp.0, 0, 8, 0, 0)), "recv CQE with nothing posted");
+    assert!(d.post_cqe(cq.0, &cqe(0x0, 0xabcd, 0, 0, 0, 0)), "unknown QP");
+    drop(d);
+    let mut out = [Completion::default(); 4];
+    assert_eq!(dev.poll_cq(cq, &mut out).unwrap(), 0);
+    assert_eq!(dev.stats().bad_cqes, 3);
+    // Still consistent: a real send completes normally afterwards.
+    dev.post_send(qp, &wr).unwrap();
+    assert!(rig.cx.device_mut().post_cqe(cq.0, &cqe(0x0, qp.0, 0, 0, 0, 0)));
+    assert_eq!(dev.poll_cq(cq, &mut out).unwrap(), 1);
+    assert_eq!(out[0].wr_id, 1);
+    dev.shutdown().unwrap();
+}
