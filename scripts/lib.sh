@@ -11,7 +11,8 @@ build_image() {
     (cd "$ROOT" && "$CARGO" build --release -p appliance --target x86_64-target.json \
         -Z build-std=core,alloc -Z build-std-features=compiler-builtins-mem -Z json-target-spec "$@")
 }
-IMAGE="$ROOT/target/x86_64-target/release/appliance"
+# Follows CARGO_TARGET_DIR when a developer sets one (the team uses per-helper target dirs).
+IMAGE="${CARGO_TARGET_DIR:-$ROOT/target}/x86_64-target/release/appliance"
 export IMAGE
 
 # ---- platform helpers (boot/run/tests) ----
