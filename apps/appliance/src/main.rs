@@ -26,6 +26,8 @@ fn main(boot: kernel::Boot) -> ! {
     kernel::exit::set_action(cfg.exit);
     log::set_max_level(cfg.log);
     kernel::devices();
+    // Drivers attach here, through kernel::pci (find/find_class, enable, map_bar) and
+    // kernel::KernelHal; see the API notes atop kernel/src/pci.rs.
     if let Some(f) = cfg.fault {
         kernel::fault::trigger(f);
         log::error!("appliance: test.fault={f:?} did not fault");
