@@ -836,6 +836,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut self.inb, create_mkey_in::pg_access, 1);
         set(&mut self.inb, mkc::access_mode_1_0.at(m), 1); // MTT
         self.mkc_access(m, access);
+        // Keys handed to a peer may be invalidated by it (SEND WITH INVALIDATE).
+        set(&mut self.inb, mkc::en_rinval.at(m), (access.remote_read || access.remote_write) as u64);
         set(&mut self.inb, mkc::qpn.at(m), 0xff_ffff);
         set(&mut self.inb, mkc::mkey_7_0.at(m), variant as u64);
         set(&mut self.inb, mkc::pd.at(m), pd.0 as u64);

@@ -64,14 +64,32 @@ fn run_until(a: &mut Side, b: &mut Side, clock: &SimClock, cq: (rdma::Cqn, rdma:
     panic!("timed out: got {} / {} completions: {ga:?} {gb:?}", ga.len(), gb.len());
 }
 
+fn pair(imp: Impairments) -> (SimClock, Side, Side) {
+    let clock = SimClock::new();
+    let a = side(&clock, [10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 0x1_0000_0000);
+    let b = side(&clock, [10, 0, 0, 2], [2, 0, 0, 0, 0, 2], 0x2_0000_0000);
+    let (la, lb) = MemLink::pair(imp, 7);
+    a.cx.attach_link(Box::new(Clocked(la, clock.clone())));
+    b.cx.attach_link(Box::new(Clocked(lb, clock.clone())));
+    (clock, a, b)
+}
+
+/// A MemLink end whose delay clock follows the simulation's virtual clock.
+struct Clocked(MemLink, SimClock);
+impl emu_roce::Link for Clocked {
+    fn send(&mut self, frame: &[u8]) {
+        self.0.set_now(self.1.now_ns());
+        self.0.send(frame)
+    }
+    fn poll(&mut self) -> Option<Vec<u8>> {
+        self.0.set_now(self.1.now_ns());
+        self.0.poll()
+    }
+}
+
 #[test]
 fn rc_send_write_read_between_two_adapters() {
-    let clock = SimClock::new();
-    let mut a = side(&clock, [10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 0x1_0000_0000);
-    let mut b = side(&clock, [10, 0, 0, 2], [2, 0, 0, 0, 0, 2], 0x2_0000_0000);
-    let (la, lb) = MemLink::pair(Impairments::default(), 7);
-    a.cx.attach_link(Box::new(la));
-    b.cx.attach_link(Box::new(lb));
+    let (clock, mut a, mut b) = pair(Impairments::default());
 
     let (cqa, cqb) = (a.v.create_cq(64).unwrap(), b.v.create_cq(64).unwrap());
     let qa = a.v.create_rc_qp(cqa, cqa, 32, 32).unwrap();
@@ -144,4 +162,138 @@ fn rc_send_write_read_between_two_adapters() {
         let c = cx.counters();
         assert_eq!((c.live_objects(), c.pages_held), (0, 0), "{c:?}");
     }
+}
+
+fn leak_check(a: Side, b: Side) {
+    let (ca, cb) = (a.cx.clone(), b.cx.clone());
+    a.v.shutdown().unwrap();
+    b.v.shutdown().unwrap();
+    for cx in [ca, cb] {
+        let c = cx.counters();
+        assert_eq!((c.live_objects(), c.pages_held), (0, 0), "{c:?}");
+    }
+}
+
+#[test]
+fn gsi_qp1_ud_exchange() {
+    let (clock, mut a, mut b) = pair(Impairments::default());
+    let (ga, gb) = (a.v.gsi_qp(), b.v.gsi_qp());
+    let (cqa, cqb) = (a.v.gsi_cq(), b.v.gsi_cq());
+    let bufa = a.v.alloc_buf(8192).unwrap();
+    let bufb = b.v.alloc_buf(8192).unwrap();
+    let resd_a = a.v.dev.reserved_lkey();
+    let resd_b = b.v.dev.reserved_lkey();
+    b.v.post_recv(gb, &RecvWr { wr_id: 1, sge: Sge { addr: bufb.paddr(), len: 40 + 256, lkey: resd_b } }).unwrap();
+    let mad: Vec<u8> = (0..256u32).map(|i| i as u8 ^ 0x5a).collect();
+    bufa.write(4096, &mad);
+    let ud = rdma::UdDest { remote_qpn: Qpn(1), qkey: 0x8001_0000, dest_ip: b.v.local_ip(), dest_mac: b.v.local_mac(), udp_sport: 0xc001 };
+    let wr = SendWr { wr_id: 2, op: SendOp::Send, sge: Sge { addr: bufa.paddr() + 4096, len: 256, lkey: resd_a }, signaled: true, ud: Some(ud) };
+    a.v.post_send(ga, &wr).unwrap();
+    let (ca, cb) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (1, 1));
+    assert_eq!((ca[0].wr_id, ca[0].status), (2, WcStatus::Success), "{ca:?}");
+    assert_eq!((cb[0].wr_id, cb[0].status, cb[0].opcode, cb[0].byte_len), (1, WcStatus::Success, WcOpcode::Recv, 296), "{cb:?}");
+    assert_eq!(cb[0].src_qp, Qpn(1), "GSI sends carry source QP 1");
+    let mut got = vec![0u8; 296];
+    bufb.read(0, &mut got);
+    assert_eq!(&got[40..], &mad[..]);
+    assert_eq!(&got[32..36], &a.v.local_ip(), "IPv4 source in the GRH area");
+    drop((bufa, bufb));
+    leak_check(a, b);
+}
+
+fn connected(a: &mut Side, b: &mut Side) -> (rdma::Cqn, rdma::Cqn, Qpn, Qpn) {
+    let (cqa, cqb) = (a.v.create_cq(256).unwrap(), b.v.create_cq(256).unwrap());
+    let qa = a.v.create_rc_qp(cqa, cqa, 64, 64).unwrap();
+    let qb = b.v.create_rc_qp(cqb, cqb, 64, 64).unwrap();
+    let (ab, ba) = (attrs(b, qb), attrs(a, qa));
+    a.v.connect_rc_qp(qa, &ab).unwrap();
+    b.v.connect_rc_qp(qb, &ba).unwrap();
+    (cqa, cqb, qa, qb)
+}
+
+#[test]
+fn immediates_and_send_with_invalidate() {
+    let (clock, mut a, mut b) = pair(Impairments::default());
+    let (cqa, cqb, qa, qb) = connected(&mut a, &mut b);
+    let full = Access { local_write: true, remote_read: true, remote_write: true };
+    let bufa = a.v.alloc_buf(16384).unwrap();
+    let bufb = b.v.alloc_buf(16384).unwrap();
+    let (lka, _) = a.v.reg_mr(bufa.paddr(), 16384, full).unwrap();
+    let (lkb, rkb) = b.v.reg_mr(bufb.paddr(), 16384, full).unwrap();
+    // A per-I/O key on B for the second half of its buffer.
+    let (_lk_io, rk_io) = b.v.reg_mr(bufb.paddr() + 8192, 4096, full).unwrap();
+    for i in 0..3 {
+        b.v.post_recv(qb, &RecvWr { wr_id: 100 + i, sge: Sge { addr: bufb.paddr() + 1024 * i, len: 1024, lkey: lkb } }).unwrap();
+    }
+    let sge = Sge { addr: bufa.paddr(), len: 64, lkey: lka };
+    a.v.post_send(qa, &SendWr { wr_id: 1, op: SendOp::SendWithImm(0x1122_3344), sge, signaled: true, ud: None }).unwrap();
+    a.v.post_send(qa, &SendWr { wr_id: 2, op: SendOp::RdmaWriteWithImm { remote_addr: bufb.paddr() + 8192, rkey: rk_io, imm: 0x5566_7788 }, sge, signaled: true, ud: None }).unwrap();
+    a.v.post_send(qa, &SendWr { wr_id: 3, op: SendOp::SendWithInvalidate(rk_io), sge, signaled: true, ud: None }).unwrap();
+    let (ca, cb) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (3, 3));
+    assert!(ca.iter().all(|c| c.status == WcStatus::Success), "{ca:?}");
+    assert_eq!((cb[0].wr_id, cb[0].opcode, cb[0].imm), (100, WcOpcode::RecvWithImm, Some(0x1122_3344)), "{cb:?}");
+    assert_eq!((cb[1].wr_id, cb[1].opcode, cb[1].imm), (101, WcOpcode::RecvRdmaWithImm, Some(0x5566_7788)), "{cb:?}");
+    assert_eq!((cb[2].wr_id, cb[2].opcode, cb[2].invalidated_rkey), (102, WcOpcode::Recv, Some(rk_io)), "{cb:?}");
+    // The invalidated key no longer reaches B's memory; the long-lived one still does.
+    a.v.post_send(qa, &SendWr { wr_id: 4, op: SendOp::RdmaWrite { remote_addr: bufb.paddr() + 8192, rkey: rk_io }, sge, signaled: true, ud: None }).unwrap();
+    let (ca, _) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (1, 0));
+    assert_eq!((ca[0].wr_id, ca[0].status), (4, WcStatus::RemoteAccess), "{ca:?}");
+    let _ = rkb;
+    drop((bufa, bufb));
+    leak_check(a, b);
+}
+
+#[test]
+fn sends_over_a_lossy_reordering_link_arrive_once_in_order() {
+    let imp = Impairments { loss: 0.02, duplicate: 0.01, reorder: 0.02, delay_ns: 2_000, jitter_ns: 1_000, reorder_delay_ns: 20_000, ..Default::default() };
+    let (clock, mut a, mut b) = pair(imp);
+    let (cqa, cqb, qa, qb) = connected(&mut a, &mut b);
+    let full = Access { local_write: true, remote_read: true, remote_write: true };
+    let bufa = a.v.alloc_buf(64 * 4096).unwrap();
+    let bufb = b.v.alloc_buf(64 * 4096).unwrap();
+    let (lka, _) = a.v.reg_mr(bufa.paddr(), 64 * 4096, full).unwrap();
+    let (lkb, _) = b.v.reg_mr(bufb.paddr(), 64 * 4096, full).unwrap();
+    const N: u64 = 300;
+    let slot = |i: u64| (i % 32) * 4096;
+    for i in 0..32 {
+        b.v.post_recv(qb, &RecvWr { wr_id: i, sge: Sge { addr: bufb.paddr() + slot(i), len: 4096, lkey: lkb } }).unwrap();
+    }
+    let (mut sent, mut acked, mut recvd) = (0u64, 0u64, 0u64);
+    let mut out = [Completion::default(); 16];
+    for _ in 0..2_000_000 {
+        while sent < N && sent - acked < 16 {
+            let len = 1 + (sent * 397 % 4000) as u32;
+            let fill = vec![(sent % 251) as u8; len as usize];
+            bufa.write(slot(sent) as usize, &fill);
+            let sge = Sge { addr: bufa.paddr() + slot(sent), len, lkey: lka };
+            a.v.post_send(qa, &SendWr { wr_id: sent, op: SendOp::Send, sge, signaled: true, ud: None }).unwrap();
+            sent += 1;
+        }
+        a.cx.poll();
+        b.cx.poll();
+        let n = a.v.poll_cq(cqa, &mut out);
+        for c in &out[..n] {
+            assert_eq!((c.wr_id, c.status), (acked, WcStatus::Success));
+            acked += 1;
+        }
+        let n = b.v.poll_cq(cqb, &mut out);
+        for c in &out[..n] {
+            assert_eq!((c.wr_id, c.status), (recvd, WcStatus::Success), "in order, exactly once");
+            let len = 1 + (recvd * 397 % 4000) as u32;
+            assert_eq!(c.byte_len, len);
+            let mut got = vec![0u8; len as usize];
+            bufb.read(slot(recvd) as usize, &mut got);
+            assert!(got.iter().all(|&x| x == (recvd % 251) as u8), "message {recvd} corrupted");
+            let next = recvd + 32;
+            b.v.post_recv(qb, &RecvWr { wr_id: next, sge: Sge { addr: bufb.paddr() + slot(next), len: 4096, lkey: lkb } }).unwrap();
+            recvd += 1;
+        }
+        if acked == N && recvd == N {
+            break;
+        }
+        clock.advance(1_000);
+    }
+    assert_eq!((acked, recvd), (N, N));
+    drop((bufa, bufb));
+    leak_check(a, b);
 }
