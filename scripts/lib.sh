@@ -2,6 +2,7 @@
 # Debian's rustc-web/cargo-web (installed by scripts/setup) build the custom target with
 # -Z build-std; rustup's proxies may come first in PATH, so the binaries are named.
 export RUSTC=/usr/bin/rustc
+export RUSTDOC=/usr/bin/rustdoc
 export CARGO=/usr/bin/cargo
 export RUSTC_BOOTSTRAP=1
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
