@@ -4,6 +4,8 @@
 //! "mapping" a region is returning its physical address.
 use core::ptr::NonNull;
 
+use ::acpi::address::AddressSpace;
+use ::acpi::sdt::fadt::Fadt;
 use ::acpi::sdt::madt::{Madt, MadtEntry};
 use ::acpi::sdt::mcfg::Mcfg;
 use ::acpi::{AcpiTables, Handler, PhysicalMapping, PciAddress};
@@ -137,7 +139,7 @@ impl Handler for IdentityHandler {
 }
 
 /// Find and read the tables. None (with a warning) if there is no valid RSDP.
-pub fn init(from_loader: Option<u64>) -> Option<AcpiInfo> {
+pub fn init(from_loader: Option<u64>, force_pm_timer: bool) -> Option<AcpiInfo> {
     let rsdp = match from_loader {
         Some(pa) => pa,
         None => {
@@ -166,6 +168,13 @@ pub fn init(from_loader: Option<u64>) -> Option<AcpiInfo> {
             bus_end: e.bus_number_end,
         })
     });
+    match tables.find_table::<Fadt>().map(|f| (f.pm_timer_block(), { let flags = f.flags; flags.pm_timer_is_32_bit() })) {
+        Some((Ok(Some(gas)), ext32)) if gas.address_space == AddressSpace::SystemIo && gas.address <= 0xffff => {
+            crate::time::refine_with_pm_timer(gas.address as u16, ext32, force_pm_timer)
+        }
+        _ if force_pm_timer => log::warn!("acpi: no I/O-port PM timer in the FADT"),
+        _ => {}
+    }
     let (mut cpus, mut io_apics) = (0, 0);
     if let Some(madt) = tables.find_table::<Madt>() {
         for e in madt.get().entries() {

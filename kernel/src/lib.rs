@@ -79,9 +79,10 @@ pub fn init(info_paddr: u64, protocol_magic: u64) -> Boot {
     Boot { cmdline: boot.cmdline, protocol: boot.protocol }
 }
 
-/// Discover the machine's devices: ACPI tables (MCFG, MADT) then every PCIe function.
-pub fn devices() {
-    let info = acpi::init(bootinfo::rsdp());
+/// Discover the machine's devices: ACPI tables (FADT PM timer, MCFG, MADT) then every PCIe
+/// function. `force_pm_timer` re-measures the TSC against the ACPI PM timer (test.clock=pmtimer).
+pub fn devices(force_pm_timer: bool) {
+    let info = acpi::init(bootinfo::rsdp(), force_pm_timer);
     pci::init(info.as_ref().and_then(|i| i.ecam));
 }
 

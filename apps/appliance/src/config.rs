@@ -18,11 +18,13 @@ pub struct Config {
     pub fault: Option<Fault>,
     /// `test.hal`: run the platform self-test (DMA, clock, BAR mappings) before "ready".
     pub selftest: bool,
+    /// `test.clock=pmtimer`: re-measure the TSC against the ACPI PM timer and use that figure.
+    pub pm_timer: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false }
     }
 }
 
@@ -56,6 +58,17 @@ pub const OPTIONS: &[Opt<Config>] = &[
         help: "raise an exception after start-up: pagefault | ud | gpf",
         set: |c, v| {
             c.fault = Some(Fault::parse(v).ok_or("expected pagefault, ud or gpf")?);
+            Ok(())
+        },
+    },
+    Opt {
+        name: "test.clock",
+        help: "pmtimer: re-measure the TSC against the ACPI PM timer",
+        set: |c, v| {
+            if v != "pmtimer" {
+                return Err("expected pmtimer");
+            }
+            c.pm_timer = true;
             Ok(())
         },
     },

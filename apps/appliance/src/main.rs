@@ -25,7 +25,7 @@ fn main(boot: kernel::Boot) -> ! {
     }
     kernel::exit::set_action(cfg.exit);
     log::set_max_level(cfg.log);
-    kernel::devices();
+    kernel::devices(cfg.pm_timer);
     // Drivers attach here, through kernel::pci (find/find_class, enable, map_bar) and
     // kernel::KernelHal; see the API notes atop kernel/src/pci.rs.
     if let Some(f) = cfg.fault {
