@@ -265,10 +265,16 @@ fn keep_alive_expiry_frees_controller_and_host_reconnects() {
     verified_io(&mut host, &mut hd, &mut w, 200, 4, 1);
 }
 
+fn wall_ns() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+}
+
 #[test]
 fn bench_prints_report_and_json() {
     let fabric = SoftFabric::new();
     let mut w = make_world(&fabric, 4096, &[HOSTNQN]);
+    w.target.set_turnaround_clock(wall_ns);
     let mut hd = host_dev(&fabric);
     let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
     let bc = BenchConfig { pattern: Pattern::RandMix { read_pct: 70 }, block_size: 4096, queue_depth: 16, duration_ns: 1_000_000_000_000, max_ios: 3000, seed: 5 };
@@ -282,6 +288,16 @@ fn bench_prints_report_and_json() {
     println!("{s}");
     assert!(s.contains("IOPS="));
     assert!(s.contains("99.99th"));
+    // Target-side turnaround (receive CQE seen → response posted), host wall clock over the
+    // soft verbs: a software-path figure for this host CPU, not a hardware latency.
+    let mut t = String::new();
+    w.target.turnaround.write_report(&mut t, "target turnaround").unwrap();
+    println!("{t}");
+    assert!(w.target.turnaround.count() >= 3000);
+    let ts = w.target.stats;
+    let per_io = ts.posts as f64 / ts.responses as f64;
+    println!("target: {} responses, {:.2} posts per command, {} bytes copied on I/O paths", ts.responses, per_io, ts.io_copy_bytes);
+    assert!(per_io <= 3.01, "recv re-post + optional RDMA op + response SEND");
     let b = s.find(JSON_BEGIN).unwrap();
     let e = s.find(JSON_END).unwrap();
     assert!(s[b..e].contains("\"buckets\":[["));

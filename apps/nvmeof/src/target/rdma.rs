@@ -53,6 +53,9 @@ pub struct TransportStats {
     pub io_copy_bytes: u64,
     pub wc_errors: u64,
     pub post_errors: u64,
+    /// Work requests posted (each is a doorbell on a device that rings per post; the
+    /// verbs seam has no batched post yet).
+    pub posts: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,6 +291,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             sge: Sge { addr: c.recv.paddr() + (s as usize * c.capsule) as u64, len: c.capsule as u32, lkey: c.recv_lkey },
         };
         c.slots[s as usize].state = SlotState::Posted;
+        self.stats.posts += 1;
         verbs.post_recv(c.qpn, &wr)
     }
 
@@ -514,6 +518,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             ud: None,
         };
         self.stats.rdma_reads += 1;
+        self.stats.posts += 1;
         if verbs.post_send(c.qpn, &wr).is_err() {
             self.stats.post_errors += 1;
             self.teardown(verbs, ci, true);
@@ -602,6 +607,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             ud: None,
         };
         self.stats.rdma_writes += 1;
+        self.stats.posts += 1;
         if verbs.post_send(c.qpn, &wr).is_err() {
             self.stats.post_errors += 1;
             self.teardown(verbs, ci, true);
@@ -706,6 +712,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         let qpn = c.qpn;
         self.stats.responses += 1;
+        self.stats.posts += 1;
         if !status.is_success() {
             self.stats.error_responses += 1;
         }
