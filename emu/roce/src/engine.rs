@@ -1207,7 +1207,15 @@ fn ud_tx(qp: &mut Qp, ctx: &mut Ctx<'_>, tx: &mut TxOut<'_>) -> usize {
             SendOp::SendWithImm(v) => Some(v),
             _ => None,
         };
-        let qkey = if qp.qpn.0 == 1 { wire::GSI_QKEY } else { ud.qkey };
+        // QP1 always sends the GSI Q_Key; elsewhere a WR Q_Key with the high bit set means
+        // "use the QP's Q_Key" (IBA 10.2.5).
+        let qkey = if qp.qpn.0 == 1 {
+            wire::GSI_QKEY
+        } else if ud.qkey & 0x8000_0000 != 0 {
+            qp.attrs.qkey
+        } else {
+            ud.qkey
+        };
         let mut spec = PacketSpec {
             dst_mac: ud.dest_mac,
             dst_ip: ud.dest_ip,
@@ -1274,6 +1282,7 @@ fn ud_receive(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>) {
         src_qp: Qpn(deth.src_qp()),
         src_ip: pkt.ip.src,
         grh: true,
+        solicited: pkt.bth.solicited(),
         ..Default::default()
     };
     if (total as u64) > cap {
@@ -1412,6 +1421,7 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
                     byte_len: offset as u32,
                     imm: pkt.imm,
                     src_qp: qp.attrs.remote_qpn,
+                    solicited: pkt.bth.solicited(),
                     ..Default::default()
                 };
                 if let Some(rkey) = pkt.ieth {
@@ -1475,6 +1485,7 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
                         byte_len: total as u32,
                         imm: Some(imm),
                         src_qp: qp.attrs.remote_qpn,
+                        solicited: pkt.bth.solicited(),
                         ..Default::default()
                     });
                 }

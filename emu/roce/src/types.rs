@@ -259,6 +259,8 @@ pub struct Completion {
     pub grh: bool,
     /// Raw detail for error completions (NAK syndrome, or 0).
     pub vendor_err: u8,
+    /// Receive completions: the message's last packet had the BTH SE bit (solicited event).
+    pub solicited: bool,
 }
 
 /// A physically contiguous piece of a translated range.

@@ -309,3 +309,90 @@ fn error_state_flushes_receives() {
     p.b.eng.destroy_qp(Qpn(0x12)).unwrap();
     assert_eq!(p.b.eng.qp_count(), 0);
 }
+
+/// A link wrapper that keeps a copy of every frame sent.
+struct Tap<'a> {
+    inner: &'a mut MemLink,
+    sent: Vec<Vec<u8>>,
+}
+impl Link for Tap<'_> {
+    fn send(&mut self, f: &[u8]) {
+        self.sent.push(f.to_vec());
+        self.inner.send(f)
+    }
+    fn poll(&mut self) -> Option<Vec<u8>> {
+        self.inner.poll()
+    }
+}
+
+/// rxe re-sends already-ACKed packets now and then (linuxpeer.md): replaying old SEND, WRITE
+/// and READ REQUEST frames later is re-ACKed / re-answered but never re-executed.
+#[test]
+fn stale_duplicates_are_not_re_executed() {
+    let mut p = Pair::new(Impairments::default(), 13, 4 * MIB);
+    p.connect(0x11, 0x12, rc_attrs());
+    let ka = p.a.reg(0x10_0000, 64 * 1024, Access::ALL);
+    let kb = p.b.reg(0x20_0000, 64 * 1024, Access::ALL);
+    let d = pattern(3000, 1);
+    p.a.write_va(ka, 0x10_0000, &d);
+    let mut rk = recv_wr(1, kb, 0x20_8000, 8192);
+    rk.wr_id = 1;
+    p.b.eng.post_recv(Qpn(0x12), rk.clone()).unwrap();
+    rk.wr_id = 2;
+    p.b.eng.post_recv(Qpn(0x12), rk).unwrap();
+    p.a.eng.post_send(Qpn(0x11), send_wr(1, SendOp::RdmaWrite { remote_va: 0x20_0000, rkey: Rkey(kb) }, ka, 0x10_0000, 3000)).unwrap();
+    p.a.eng.post_send(Qpn(0x11), send_wr(2, SendOp::Send, ka, 0x10_0000, 100)).unwrap();
+    p.a.eng.post_send(Qpn(0x11), send_wr(3, SendOp::RdmaRead { remote_va: 0x20_0000, rkey: Rkey(kb) }, ka, 0x10_8000, 3000)).unwrap();
+    // Run A through a tap to keep its frames.
+    let mut sent = Vec::new();
+    for _ in 0..100 {
+        p.now += 1000;
+        p.a.link.set_now(p.now);
+        let mut tap = Tap { inner: &mut p.a.link, sent: Vec::new() };
+        p.a.eng.poll(p.now, &mut tap, &mut p.a.mem, &mut p.a.keys);
+        sent.extend(tap.sent);
+        p.b.poll(p.now);
+        while let Some(c) = p.a.eng.pop_completion() {
+            p.a.cqes.push(c);
+        }
+    }
+    assert_eq!(p.a.take_cqes().iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(), vec![(1, WcStatus::Success), (2, WcStatus::Success), (3, WcStatus::Success)]);
+    let brecv = p.b.take_cqes();
+    assert_eq!(brecv.iter().map(|c| (c.wr_id, c.status, c.byte_len)).collect::<Vec<_>>(), vec![(1, WcStatus::Success, 100)]);
+    assert_eq!(sent.len(), 3 + 1 + 1, "3 WRITE packets, 1 SEND, 1 READ REQUEST");
+    // B's application changes the written memory; then every old frame is replayed.
+    p.b.write_va(kb, 0x20_0000, &[0xEE; 3000]);
+    let before = p.b.eng.counters();
+    for f in &sent {
+        p.a.link.send(f);
+    }
+    let a_before = p.a.eng.counters();
+    p.run_until(p.now + 10_000_000, |_| false);
+    let after = p.b.eng.counters();
+    assert_eq!(after.dup_requests - before.dup_requests, 5);
+    assert!(after.acks_sent > before.acks_sent, "duplicates are re-ACKed");
+    assert_eq!(after.read_resp_sent - before.read_resp_sent, 3, "duplicate READ replayed (3 packets)");
+    assert!(p.b.cqes.is_empty(), "no second receive completion");
+    assert_eq!(p.b.read_va(kb, 0x20_0000, 3000), vec![0xEE; 3000], "WRITE not re-executed");
+    assert!(p.a.cqes.is_empty(), "stale ACKs/responses complete nothing at the requester");
+    assert_eq!(p.a.eng.counters().retransmits, a_before.retransmits);
+    // And the connection still works.
+    p.a.eng.post_send(Qpn(0x11), send_wr(4, SendOp::Send, ka, 0x10_0000, 10)).unwrap();
+    assert!(p.run_until(p.now + 10_000_000, |p| p.a.cqes.len() == 1 && p.b.cqes.len() == 1));
+    assert_eq!(p.b.cqes[0].wr_id, 2);
+}
+
+#[test]
+fn solicited_bit_reaches_the_receive_completion() {
+    let mut p = Pair::new(Impairments::default(), 14, 4 * MIB);
+    p.connect(0x11, 0x12, rc_attrs());
+    let ka = p.a.reg(0x10_0000, 4096, Access::ALL);
+    let kb = p.b.reg(0x20_0000, 4096, Access::ALL);
+    for i in 0..2 {
+        p.b.eng.post_recv(Qpn(0x12), recv_wr(i, kb, 0x20_0000, 4096)).unwrap();
+    }
+    p.a.eng.post_send(Qpn(0x11), SendWr { solicited: true, ..send_wr(1, SendOp::Send, ka, 0x10_0000, 2000) }).unwrap();
+    p.a.eng.post_send(Qpn(0x11), send_wr(2, SendOp::Send, ka, 0x10_0000, 20)).unwrap();
+    assert!(p.run_until(p.now + 10_000_000, |p| p.b.cqes.len() == 2));
+    assert_eq!((p.b.cqes[0].solicited, p.b.cqes[1].solicited), (true, false));
+}
