@@ -259,10 +259,10 @@ impl Device {
         if self.engine.is_none() {
             return 0;
         }
-        let mut work = self.process_sq_doorbells();
+        let mut link = self.link.take();
+        let mut work = self.process_sq_doorbells(&mut link);
         work += self.scan_rqs();
         let mut eng = self.engine.take().expect("engine");
-        let mut link = self.link.take();
         let now = self.clock.now_ns();
         let mem = self.mem.clone();
         {
@@ -273,19 +273,31 @@ impl Device {
                 None => work += eng.poll(now, &mut NoLink, &mut mv, &mut keys),
             }
         }
-        while eng.pop_raw_frame().is_some() {
-            self.ctr.raw_frames_dropped += 1;
+        let mut raw = Vec::new();
+        while let Some(f) = eng.pop_raw_frame() {
+            raw.push(f);
         }
         self.engine = Some(eng);
         self.link = link;
+        for f in raw {
+            work += 1;
+            self.raw_receive(&f);
+        }
         work + self.drain_completions()
     }
 
-    fn process_sq_doorbells(&mut self) -> usize {
+    fn process_sq_doorbells(&mut self, link: &mut Option<Box<dyn Link>>) -> usize {
         let dbs = std::mem::take(&mut self.sq_doorbells);
         let mut work = 0;
         for (qpn, _ctrl) in dbs {
-            work += self.run_sq(qpn);
+            if self.raw.sqs.contains_key(&qpn) {
+                work += match link.as_mut() {
+                    Some(lk) => self.run_raw_sq(qpn, lk.as_mut()),
+                    None => self.run_raw_sq(qpn, &mut NoLink),
+                };
+            } else {
+                work += self.run_sq(qpn);
+            }
         }
         work
     }

@@ -19,6 +19,7 @@ pub mod datapath;
 pub mod layout;
 pub mod mem;
 pub mod model;
+pub mod raw;
 
 use std::cell::{Ref, RefCell, RefMut};
 use std::rc::Rc;

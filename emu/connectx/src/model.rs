@@ -127,12 +127,14 @@ pub struct Counters {
     pub bad_wqes: u64,
     /// Non-RoCE frames received with no raw Ethernet queue to take them.
     pub raw_frames_dropped: u64,
+    /// Live raw-Ethernet objects (TIS, TIR, SQ, RQ, flow tables, groups, entries).
+    pub raw_objects: usize,
 }
 
 impl Counters {
     /// Live objects of every kind together.
     pub fn live_objects(&self) -> usize {
-        self.uars + self.eqs + self.pds + self.tds + self.mkeys + self.cqs + self.qps
+        self.uars + self.eqs + self.pds + self.tds + self.mkeys + self.cqs + self.qps + self.raw_objects
     }
 }
 
@@ -329,7 +331,7 @@ pub struct Device {
     pub pages: BTreeSet<PhysAddr>,
     page_req_outstanding: u32,
     extra_regular: i64,
-    cap_cur: Vec<u8>,
+    pub(crate) cap_cur: Vec<u8>,
     cap_max: Vec<u8>,
     roce_cur: Vec<u8>,
     roce_max: Vec<u8>,
@@ -351,6 +353,8 @@ pub struct Device {
     pub engine: Option<emu_roce::Engine>,
     /// The wire; without one, transmitted frames are dropped.
     pub link: Option<Box<dyn emu_roce::Link>>,
+    /// Raw Ethernet queues and steering.
+    pub raw: crate::raw::Raw,
 }
 
 pub const RESD_LKEY: u32 = 0x0000_0200;
@@ -395,6 +399,7 @@ impl Device {
             sq_doorbells: Vec::new(),
             engine: None,
             link: None,
+            raw: crate::raw::Raw::default(),
         };
         d.reset_caps();
         d
@@ -574,9 +579,14 @@ impl Device {
             (0x800..=0xFFF, 8) => {
                 let v = u64::from_be_bytes(bytes.try_into().unwrap());
                 let qpn = ((v & 0xFFFF_FFFF) >> 8) as u32;
-                match self.qps.get(&qpn) {
-                    Some(q) if q.uar == uar => self.sq_doorbells.push((qpn, v)),
-                    _ => self.ctr.stray_doorbells += 1,
+                let ok = match self.qps.get(&qpn) {
+                    Some(q) => q.uar == uar,
+                    None => self.raw.sqs.get(&qpn).is_some_and(|s| s.uar == uar),
+                };
+                if ok {
+                    self.sq_doorbells.push((qpn, v));
+                } else {
+                    self.ctr.stray_doorbells += 1;
                 }
             }
             _ => self.ctr.stray_doorbells += 1,
@@ -940,7 +950,7 @@ impl Device {
                 | op::SET_HCA_CAP | op::ACCESS_REG | op::INIT_HCA | op::DISABLE_HCA | op::SET_DRIVER_VERSION
                 | op::TEARDOWN_HCA
         );
-        if op::name(opcode) == "UNKNOWN" {
+        if op::name(opcode) == "UNKNOWN" && crate::raw::op::name(opcode).is_none() {
             return fail(st::BAD_OP, synd::UNKNOWN_OPCODE);
         }
         match (opcode, self.func) {
@@ -1109,6 +1119,7 @@ impl Device {
                 self.gids = vec![None; GID_TABLE];
                 self.sq_doorbells.clear();
                 self.engine = None;
+                self.raw = crate::raw::Raw::default();
                 self.func = TornDown;
                 Ok(out(16))
             }
@@ -1127,7 +1138,7 @@ impl Device {
                 if !self.uars.contains(&id) {
                     return fail(st::BAD_RES, synd::NO_SUCH_UAR);
                 }
-                if self.eqs.values().any(|q| q.uar == id) || self.cqs.values().any(|q| q.uar == id) || self.qps.values().any(|q| q.uar == id) {
+                if self.eqs.values().any(|q| q.uar == id) || self.cqs.values().any(|q| q.uar == id) || self.qps.values().any(|q| q.uar == id) || self.raw.sqs.values().any(|q| q.uar == id) {
                     return fail(st::RES_BUSY, synd::IN_USE);
                 }
                 self.uars.remove(&id);
@@ -1146,7 +1157,10 @@ impl Device {
                 if !self.pds.contains(&id) {
                     return fail(st::BAD_RES, synd::NO_SUCH_PD);
                 }
-                if self.qps.values().any(|q| q.pd == id) || self.mkeys.values().any(|m| m.pd == id) {
+                if self.qps.values().any(|q| q.pd == id)
+                    || self.mkeys.values().any(|m| m.pd == id)
+                    || self.raw.sqs.values().chain(self.raw.rqs.values()).any(|q| q.pd == id)
+                {
                     return fail(st::RES_BUSY, synd::IN_USE);
                 }
                 self.pds.remove(&id);
@@ -1154,6 +1168,9 @@ impl Device {
             }
             op::DEALLOC_TRANSPORT_DOMAIN => {
                 let id = get(inp, l::obj_id_24::id) as u32;
+                if self.raw.tises.values().any(|&t| t == id) {
+                    return fail(st::RES_BUSY, synd::IN_USE);
+                }
                 if !self.tds.remove(&id) {
                     return fail(st::BAD_RES, synd::NO_SUCH_TD);
                 }
@@ -1185,7 +1202,9 @@ impl Device {
                 if !self.cqs.contains_key(&n) {
                     return fail(st::BAD_RES, synd::NO_SUCH_CQ);
                 }
-                if self.qps.values().any(|q| q.cqn_snd == n || q.cqn_rcv == n) {
+                if self.qps.values().any(|q| q.cqn_snd == n || q.cqn_rcv == n)
+                    || self.raw.sqs.values().chain(self.raw.rqs.values()).any(|q| q.cqn == n)
+                {
                     return fail(st::RES_BUSY, synd::IN_USE);
                 }
                 self.cqs.remove(&n);
@@ -1316,7 +1335,7 @@ impl Device {
                 o[0x18..0x18 + l::qpc::SIZE].copy_from_slice(&q.qpc);
                 Ok(o)
             }
-            _ => fail(st::BAD_OP, synd::UNKNOWN_OPCODE),
+            _ => self.exec_raw(opcode, inp).unwrap_or(Err((st::BAD_OP, synd::UNKNOWN_OPCODE))),
         }
     }
 
@@ -1768,6 +1787,7 @@ impl Device {
         c.qps = self.qps.len();
         c.gids = self.gids.iter().filter(|g| g.is_some()).count();
         c.pages_held = self.pages.len();
+        c.raw_objects = self.raw.live();
         c
     }
 
