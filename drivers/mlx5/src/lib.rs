@@ -30,3 +30,28 @@ pub const PCI_PF_IDS: [u16; 8] = [0x1013, 0x1015, 0x1017, 0x1019, 0x101b, 0x101d
 pub fn pci_match(vendor: u16, device: u16) -> bool {
     vendor == PCI_VENDOR && PCI_PF_IDS.iter().any(|&pf| device == pf || device == pf + 1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_ids() {
+        assert!(pci_match(0x15b3, 0x1017)); // ConnectX-5 PF
+        assert!(pci_match(0x15b3, 0x1018)); // its VF
+        assert!(pci_match(0x15b3, 0x1022)); // ConnectX-7 VF
+        assert!(!pci_match(0x15b3, 0x1011));
+        assert!(!pci_match(0x8086, 0x1017));
+    }
+
+    #[test]
+    fn errors_name_the_command_and_status() {
+        extern crate alloc;
+        use alloc::string::ToString;
+        let e = Error::Command { opcode: op::CREATE_QP, op_mod: 0, status: 0x10, syndrome: 0xabc };
+        let s = e.to_string();
+        assert!(s.contains("CREATE_QP") && s.contains("BAD_QP_STATE") && s.contains("0x00000abc"), "{s}");
+        let d = Error::Delivery { opcode: op::INIT_HCA, op_mod: 0, status: 2 }.to_string();
+        assert!(d.contains("INIT_HCA") && d.contains("TOKEN_ERR"), "{d}");
+    }
+}
