@@ -73,16 +73,42 @@ impl DmaRegion for KernelDma {
     }
     fn read(&self, offset: usize, buf: &mut [u8]) {
         self.check(offset, buf.len());
-        for (i, b) in buf.iter_mut().enumerate() {
-            // SAFETY: in bounds (checked above) of memory this region owns.
-            *b = unsafe { self.ptr.as_ptr().add(offset + i).read_volatile() };
+        // Volatile copy: bytes up to 8-byte alignment, then 64-bit words, then the tail.
+        let base = self.ptr.as_ptr();
+        let mut i = 0;
+        while i < buf.len() {
+            // SAFETY: offset + i (+ 8 for words) is in bounds (checked above) of memory this region owns.
+            unsafe {
+                let p = base.add(offset + i);
+                if (p as usize) % 8 == 0 && buf.len() - i >= 8 {
+                    let w = (p as *const u64).read_volatile();
+                    buf[i..i + 8].copy_from_slice(&w.to_ne_bytes());
+                    i += 8;
+                } else {
+                    buf[i] = p.read_volatile();
+                    i += 1;
+                }
+            }
         }
     }
     fn write(&self, offset: usize, data: &[u8]) {
         self.check(offset, data.len());
-        for (i, b) in data.iter().enumerate() {
-            // SAFETY: in bounds (checked above) of memory this region owns.
-            unsafe { self.ptr.as_ptr().add(offset + i).write_volatile(*b) };
+        let base = self.ptr.as_ptr();
+        let mut i = 0;
+        while i < data.len() {
+            // SAFETY: offset + i (+ 8 for words) is in bounds (checked above) of memory this region owns.
+            unsafe {
+                let p = base.add(offset + i);
+                if (p as usize) % 8 == 0 && data.len() - i >= 8 {
+                    let mut w = [0u8; 8];
+                    w.copy_from_slice(&data[i..i + 8]);
+                    (p as *mut u64).write_volatile(u64::from_ne_bytes(w));
+                    i += 8;
+                } else {
+                    p.write_volatile(data[i]);
+                    i += 1;
+                }
+            }
         }
     }
     fn read_le32(&self, offset: usize) -> u32 {

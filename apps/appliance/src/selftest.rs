@@ -31,6 +31,14 @@ pub fn run() -> u32 {
             if b.read_be32(4) != 0xdead_beef || b.read_le64(8184) != 0x0102_0304_0506_0708 {
                 fail("dma read back");
             }
+            // unaligned, word-crossing copy round trip
+            let pattern: [u8; 61] = core::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(1));
+            b.write(3, &pattern);
+            let mut back = [0u8; 61];
+            b.read(3, &mut back);
+            if back != pattern || b.read_u8(2) != 0 || b.read_u8(64) != 0 {
+                fail("dma unaligned copy");
+            }
             let pa = b.paddr();
             drop(b);
             match hal.dma_alloc(8192, 65536) {
