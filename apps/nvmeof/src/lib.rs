@@ -7,6 +7,7 @@
 extern crate alloc;
 
 pub mod bench;
+pub mod cmdline;
 pub mod host;
 pub mod target;
 pub mod wire;

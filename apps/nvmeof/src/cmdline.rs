@@ -1,0 +1,274 @@
+//! Kernel command line → NVMe-oF target/initiator settings (parsing only; the appliance maps
+//! namespace specs to block devices). Bad input yields a clear error, never a panic.
+//!
+//! Grammar (space-separated words; unknown words are ignored for other subsystems):
+//! - `nvmet.listen=A.B.C.D[:PORT]`                 listen address (port 4420 by default)
+//! - `nvmet.subsys=NQN,ns=KIND:SIZE|nvme:N,...,host=HOSTNQN,...[,allow_any]`
+//!   KIND is `ram` or `null`, SIZE takes K/M/G suffixes (bytes); `nvme:N` is local NVMe
+//!   namespace N; `bs=512|4096` sets the block size for the ram/null namespaces that follow.
+//! - `nvmf.connect=A.B.C.D[:PORT],nqn=NQN[,hostnqn=NQN][,queues=N][,qd=N][,kato=MS]`
+//! - `nvmf.bench=PATTERN,bs=N,qd=N,time=N(ms|s)[,read=PCT]`  PATTERN: randread randwrite
+//!   read write randrw
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use crate::bench::{BenchConfig, Pattern};
+
+/// A namespace backing requested on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NsSpec {
+    Ram { bytes: u64, block_size: u32 },
+    Null { bytes: u64, block_size: u32 },
+    /// A local NVMe namespace (by NSID).
+    Nvme { nsid: u32 },
+}
+
+/// One subsystem from `nvmet.subsys=`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubsysSpec {
+    pub nqn: String,
+    pub namespaces: Vec<NsSpec>,
+    pub hosts: Vec<String>,
+    pub allow_any_host: bool,
+}
+
+/// The initiator's target from `nvmf.connect=`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectSpec {
+    pub addr: [u8; 4],
+    pub port: u16,
+    pub nqn: String,
+    pub hostnqn: Option<String>,
+    pub queues: u16,
+    pub qd: u16,
+    pub kato_ms: u32,
+}
+
+/// Everything NVMe-oF found on the command line.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NvmeofArgs {
+    pub listen: Option<([u8; 4], u16)>,
+    pub subsystems: Vec<SubsysSpec>,
+    pub connect: Option<ConnectSpec>,
+    pub bench: Option<BenchConfig>,
+}
+
+/// What was wrong, with the offending word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgError {
+    pub word: String,
+    pub why: &'static str,
+}
+
+fn err(word: &str, why: &'static str) -> ArgError {
+    ArgError { word: word.to_string(), why }
+}
+
+/// Parse `A.B.C.D[:PORT]`.
+pub fn parse_addr(s: &str) -> Option<([u8; 4], u16)> {
+    let (ip, port) = match s.split_once(':') {
+        Some((i, p)) => (i, p.parse::<u16>().ok().filter(|&p| p != 0)?),
+        None => (s, 4420),
+    };
+    let mut a = [0u8; 4];
+    let mut n = 0;
+    for part in ip.split('.') {
+        if n == 4 || part.is_empty() || part.len() > 3 {
+            return None;
+        }
+        a[n] = part.parse().ok()?;
+        n += 1;
+    }
+    (n == 4).then_some((a, port))
+}
+
+/// Parse a size with optional K/M/G suffix (powers of 1024).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let (num, mul) = match s.as_bytes().last()? {
+        b'K' | b'k' => (&s[..s.len() - 1], 1u64 << 10),
+        b'M' | b'm' => (&s[..s.len() - 1], 1 << 20),
+        b'G' | b'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+fn nqn_ok(n: &str) -> bool {
+    !n.is_empty() && n.len() <= 223 && n.is_ascii() && !n.contains(' ')
+}
+
+/// Parse the NVMe-oF words of a command line.
+pub fn parse(cmdline: &str) -> Result<NvmeofArgs, ArgError> {
+    let mut out = NvmeofArgs::default();
+    for word in cmdline.split_ascii_whitespace() {
+        let Some((key, val)) = word.split_once('=') else { continue };
+        match key {
+            "nvmet.listen" => out.listen = Some(parse_addr(val).ok_or_else(|| err(word, "expected A.B.C.D[:PORT]"))?),
+            "nvmet.subsys" => out.subsystems.push(parse_subsys(word, val)?),
+            "nvmf.connect" => out.connect = Some(parse_connect(word, val)?),
+            "nvmf.bench" => out.bench = Some(parse_bench(word, val)?),
+            _ => {}
+        }
+    }
+    let mut nqns: Vec<&str> = out.subsystems.iter().map(|s| s.nqn.as_str()).collect();
+    nqns.sort_unstable();
+    if nqns.windows(2).any(|w| w[0] == w[1]) {
+        return Err(err("nvmet.subsys", "duplicate subsystem NQN"));
+    }
+    Ok(out)
+}
+
+fn parse_subsys(word: &str, val: &str) -> Result<SubsysSpec, ArgError> {
+    let mut it = val.split(',');
+    let nqn = it.next().unwrap_or("");
+    if !nqn_ok(nqn) || nqn == crate::wire::DISCOVERY_NQN {
+        return Err(err(word, "bad subsystem NQN"));
+    }
+    let mut s = SubsysSpec { nqn: nqn.to_string(), namespaces: Vec::new(), hosts: Vec::new(), allow_any_host: false };
+    let mut bs = 512u32;
+    for opt in it {
+        let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
+        match k {
+            "allow_any" => s.allow_any_host = true,
+            "host" if nqn_ok(v) => s.hosts.push(v.to_string()),
+            "bs" => {
+                bs = v.parse().ok().filter(|b: &u32| b.is_power_of_two() && (512..=65536).contains(b)).ok_or_else(|| err(word, "bs must be a power of two 512..65536"))?
+            }
+            "ns" => {
+                let (kind, arg) = v.split_once(':').ok_or_else(|| err(word, "ns=KIND:ARG"))?;
+                let ns = match kind {
+                    "ram" | "null" => {
+                        let bytes = parse_size(arg).filter(|&b| b >= bs as u64 && b % bs as u64 == 0).ok_or_else(|| err(word, "namespace size: a multiple of bs"))?;
+                        if kind == "ram" {
+                            NsSpec::Ram { bytes, block_size: bs }
+                        } else {
+                            NsSpec::Null { bytes, block_size: bs }
+                        }
+                    }
+                    "nvme" => NsSpec::Nvme { nsid: arg.parse().ok().filter(|&n| n != 0).ok_or_else(|| err(word, "nvme:NSID"))? },
+                    _ => return Err(err(word, "namespace kind is ram, null or nvme")),
+                };
+                s.namespaces.push(ns);
+            }
+            _ => return Err(err(word, "unknown subsystem option")),
+        }
+    }
+    if s.hosts.is_empty() && !s.allow_any_host {
+        return Err(err(word, "no host=NQN allowed and no allow_any"));
+    }
+    Ok(s)
+}
+
+fn parse_connect(word: &str, val: &str) -> Result<ConnectSpec, ArgError> {
+    let mut it = val.split(',');
+    let (addr, port) = parse_addr(it.next().unwrap_or("")).ok_or_else(|| err(word, "expected A.B.C.D[:PORT]"))?;
+    let mut c = ConnectSpec { addr, port, nqn: String::new(), hostnqn: None, queues: 1, qd: 32, kato_ms: 5000 };
+    for opt in it {
+        let (k, v) = opt.split_once('=').ok_or_else(|| err(word, "option=value"))?;
+        let num = |max: u32| v.parse::<u32>().ok().filter(|&n| n >= 1 && n <= max).ok_or_else(|| err(word, "number out of range"));
+        match k {
+            "nqn" if nqn_ok(v) => c.nqn = v.to_string(),
+            "hostnqn" if nqn_ok(v) => c.hostnqn = Some(v.to_string()),
+            "queues" => c.queues = num(64)? as u16,
+            "qd" => c.qd = num(1024)? as u16,
+            "kato" => c.kato_ms = v.parse().map_err(|_| err(word, "kato in ms"))?,
+            _ => return Err(err(word, "unknown connect option")),
+        }
+    }
+    if c.nqn.is_empty() {
+        return Err(err(word, "nqn= required"));
+    }
+    Ok(c)
+}
+
+fn parse_bench(word: &str, val: &str) -> Result<BenchConfig, ArgError> {
+    let mut it = val.split(',');
+    let mut read_pct = 50u8;
+    let pat = it.next().unwrap_or("");
+    let mut b = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: 10_000_000_000, max_ios: 0, seed: 1 };
+    for opt in it {
+        let (k, v) = opt.split_once('=').ok_or_else(|| err(word, "option=value"))?;
+        match k {
+            "bs" => b.block_size = parse_size(v).filter(|&x| x >= 512 && x <= 1 << 24).ok_or_else(|| err(word, "bs 512..16M"))? as u32,
+            "qd" => b.queue_depth = v.parse().ok().filter(|&q| q >= 1).ok_or_else(|| err(word, "qd >= 1"))?,
+            "time" => {
+                let ns = if let Some(ms) = v.strip_suffix("ms") {
+                    ms.parse::<u64>().ok().and_then(|x| x.checked_mul(1_000_000))
+                } else if let Some(s) = v.strip_suffix('s') {
+                    s.parse::<u64>().ok().and_then(|x| x.checked_mul(1_000_000_000))
+                } else {
+                    None
+                };
+                b.duration_ns = ns.filter(|&n| n > 0).ok_or_else(|| err(word, "time=N(ms|s)"))?;
+            }
+            "ios" => b.max_ios = v.parse().map_err(|_| err(word, "ios=N"))?,
+            "read" => read_pct = v.parse().ok().filter(|&p| p <= 100).ok_or_else(|| err(word, "read=0..100"))?,
+            "seed" => b.seed = v.parse().map_err(|_| err(word, "seed=N"))?,
+            _ => return Err(err(word, "unknown bench option")),
+        }
+    }
+    b.pattern = match pat {
+        "randread" => Pattern::RandRead,
+        "randwrite" => Pattern::RandWrite,
+        "read" => Pattern::SeqRead,
+        "write" => Pattern::SeqWrite,
+        "randrw" => Pattern::RandMix { read_pct },
+        _ => return Err(err(word, "pattern: randread randwrite read write randrw")),
+    };
+    Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_line() {
+        let a = parse(
+            "console=ttyS0 nvmet.listen=10.0.0.1 nvmet.subsys=nqn.2026-01.io.x:a,ns=ram:64M,bs=4096,ns=null:1G,ns=nvme:1,host=nqn.h:1 \
+             nvmf.connect=10.0.0.2:4421,nqn=nqn.t:b,queues=2,qd=64 nvmf.bench=randrw,bs=4K,qd=32,time=5s,read=70",
+        )
+        .unwrap();
+        assert_eq!(a.listen, Some(([10, 0, 0, 1], 4420)));
+        let s = &a.subsystems[0];
+        assert_eq!(s.namespaces[0], NsSpec::Ram { bytes: 64 << 20, block_size: 512 });
+        assert_eq!(s.namespaces[1], NsSpec::Null { bytes: 1 << 30, block_size: 4096 });
+        assert_eq!(s.namespaces[2], NsSpec::Nvme { nsid: 1 });
+        assert_eq!(s.hosts, ["nqn.h:1"]);
+        let c = a.connect.unwrap();
+        assert_eq!((c.addr, c.port, c.queues, c.qd), ([10, 0, 0, 2], 4421, 2, 64));
+        let b = a.bench.unwrap();
+        assert_eq!(b.pattern, Pattern::RandMix { read_pct: 70 });
+        assert_eq!((b.block_size, b.queue_depth, b.duration_ns), (4096, 32, 5_000_000_000));
+    }
+
+    #[test]
+    fn errors() {
+        for bad in [
+            "nvmet.listen=10.0.0",
+            "nvmet.listen=10.0.0.1:0",
+            "nvmet.subsys=nqn.a,ns=ram:1M",
+            "nvmet.subsys=nqn.a,ns=ram:100,host=h",
+            "nvmet.subsys=nqn.a,ns=disk:1M,allow_any",
+            "nvmet.subsys=nqn.2014-08.org.nvmexpress.discovery,allow_any",
+            "nvmet.subsys=nqn.a,allow_any nvmet.subsys=nqn.a,allow_any",
+            "nvmf.connect=10.0.0.1",
+            "nvmf.bench=randread,time=5",
+            "nvmf.bench=sideways",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(s in "\\PC{0,200}") {
+            let _ = parse(&s);
+        }
+        #[test]
+        fn never_panics_structured(s in "(nvmet\\.(listen|subsys)|nvmf\\.(connect|bench))=[a-z0-9.:,=KMG]{0,60}") {
+            let _ = parse(&s);
+        }
+    }
+}
