@@ -1,0 +1,327 @@
+//! nvme ctrl: controller bring-up (Base §3.5.1 "Memory-based controller initialization"),
+//! the admin queue, Identify, Set Features (Number of Queues) and I/O queue creation.
+
+use hal::{poll_until, DmaRegion, Hal, Mmio};
+use log::{debug, info};
+use zerocopy::FromBytes;
+
+use crate::queue::QueuePair;
+use crate::regs::{off, Aqa, Cap, Cc, Csts, Vs};
+use crate::spec::{admin_op, ascii_trim, cns, fid, IdentifyController, IdentifyNamespace, Sqe};
+use crate::Error;
+
+const PAGE: usize = 4096;
+const ADMIN_DEPTH: u16 = 32;
+
+/// Bring-up options.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// Timeout for one admin command.
+    pub admin_timeout_ns: u64,
+    /// Timeout for an I/O that makes no progress.
+    pub io_timeout_ns: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { admin_timeout_ns: 5_000_000_000, io_timeout_ns: 5_000_000_000 }
+    }
+}
+
+/// What Identify Controller said (the parts the appliance uses).
+#[derive(Debug, Clone)]
+pub struct ControllerInfo {
+    pub vid: u16,
+    pub ssvid: u16,
+    sn: [u8; 20],
+    mn: [u8; 40],
+    fr: [u8; 8],
+    /// 2^MDTS pages, 0 = unlimited.
+    pub mdts: u8,
+    pub cntlid: u16,
+    /// Largest NSID.
+    pub nn: u32,
+    pub oncs: u16,
+    pub vwc: bool,
+}
+
+impl ControllerInfo {
+    pub fn serial(&self) -> &str {
+        ascii_trim(&self.sn)
+    }
+    pub fn model(&self) -> &str {
+        ascii_trim(&self.mn)
+    }
+    pub fn firmware(&self) -> &str {
+        ascii_trim(&self.fr)
+    }
+}
+
+/// What Identify Namespace said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamespaceInfo {
+    pub nsid: u32,
+    /// Size in logical blocks (NSZE).
+    pub blocks: u64,
+    pub block_size: u32,
+    /// Metadata bytes per block of the format in use.
+    pub metadata_size: u16,
+    /// Index of the LBA format in use.
+    pub lba_format: u8,
+}
+
+impl NamespaceInfo {
+    pub fn bytes(&self) -> u64 {
+        self.blocks * self.block_size as u64
+    }
+}
+
+/// A running controller: admin queue up, identified.
+pub struct Controller<H: Hal, M: Mmio> {
+    pub(crate) hal: H,
+    pub(crate) mmio: M,
+    pub cap: Cap,
+    pub vs: Vs,
+    pub(crate) stride: usize,
+    pub(crate) cfg: Config,
+    admin: QueuePair<H::Dma>,
+    buf: H::Dma,
+    info: ControllerInfo,
+    next_qid: u16,
+    /// I/O queue pairs granted by Set Features (Number of Queues).
+    max_io_queues: u16,
+}
+
+fn regs_ok<M: Mmio>(mmio: &M) -> Result<(), Error> {
+    if mmio.size() < off::DOORBELL_BASE + 8 {
+        return Err(Error::BarTooSmall(mmio.size()));
+    }
+    Ok(())
+}
+
+impl<H: Hal, M: Mmio> Controller<H, M> {
+    /// Reset (disable), set up the admin queue, enable, identify and negotiate queues.
+    pub fn init(hal: H, mmio: M, cfg: Config) -> Result<Self, Error> {
+        regs_ok(&mmio)?;
+        let cap = Cap::from_bits(mmio.read64(off::CAP));
+        let vs = Vs::from_bits(mmio.read32(off::VS));
+        if cap.into_bits() == u64::MAX {
+            return Err(Error::NoDevice);
+        }
+        if cap.css() & 1 == 0 {
+            return Err(Error::NoNvmCommandSet);
+        }
+        if cap.mpsmin() > 0 {
+            return Err(Error::PageSizeUnsupported { mpsmin: cap.mpsmin() });
+        }
+        let ready_to = cap.ready_timeout_ns();
+        debug!("nvme: CAP {:#x} VS {}.{}.{} TO {} ms DSTRD {}", cap.into_bits(), vs.major(), vs.minor(), vs.tertiary(), ready_to / 1_000_000, cap.dstrd());
+
+        // 1. Disable and wait for RDY = 0 (Base §3.5.1 step 1, §3.1.4.6).
+        let cc = Cc::from_bits(mmio.read32(off::CC));
+        if cc.en() {
+            mmio.write32(off::CC, cc.with_en(false).into_bits());
+        }
+        if !poll_until(&hal, ready_to, || !Csts::from_bits(mmio.read32(off::CSTS)).rdy()) {
+            return Err(Error::Timeout { what: "controller disable (CSTS.RDY=0)" });
+        }
+
+        // 2. Admin queue.
+        let stride = cap.doorbell_stride();
+        let admin_depth = core::cmp::min(ADMIN_DEPTH as u32, cap.mqes() as u32 + 1) as u16;
+        let admin = QueuePair::new(&hal, 0, admin_depth, PAGE, stride)?;
+        let aqa = Aqa::new().with_asqs(admin.depth() - 1).with_acqs(admin.depth() - 1);
+        mmio.write32(off::AQA, aqa.into_bits());
+        mmio.write64(off::ASQ, admin.sq_paddr());
+        mmio.write64(off::ACQ, admin.cq_paddr());
+
+        // 3. Enable: NVM command set, 4 KiB pages, round robin, 64/16-byte entries.
+        let cc = Cc::new().with_css(0).with_mps(0).with_ams(0).with_iosqes(6).with_iocqes(4).with_en(true);
+        mmio.write32(off::CC, cc.into_bits());
+        let mut fatal = false;
+        let ready = poll_until(&hal, ready_to, || {
+            let s = Csts::from_bits(mmio.read32(off::CSTS));
+            fatal = s.cfs();
+            s.rdy() || fatal
+        });
+        if fatal {
+            return Err(Error::ControllerFatal);
+        }
+        if !ready {
+            return Err(Error::Timeout { what: "controller enable (CSTS.RDY=1)" });
+        }
+
+        let buf = hal.dma_alloc(PAGE, PAGE)?;
+        let dummy = ControllerInfo { vid: 0, ssvid: 0, sn: [0; 20], mn: [0; 40], fr: [0; 8], mdts: 0, cntlid: 0, nn: 0, oncs: 0, vwc: false };
+        let mut c = Controller { hal, mmio, cap, vs, stride, cfg, admin, buf, info: dummy, next_qid: 1, max_io_queues: 0 };
+        c.info = c.identify_controller()?;
+        c.max_io_queues = c.set_queue_count(16)?;
+        info!(
+            "nvme: up: NVMe {}.{} serial {:?} model {:?} fw {:?} mdts {} nn {} io queues {}",
+            vs.major(), vs.minor(), c.info.serial(), c.info.model(), c.info.firmware(), c.info.mdts, c.info.nn, c.max_io_queues
+        );
+        Ok(c)
+    }
+
+    pub fn info(&self) -> &ControllerInfo {
+        &self.info
+    }
+    pub fn hal(&self) -> &H {
+        &self.hal
+    }
+    pub fn mmio(&self) -> &M {
+        &self.mmio
+    }
+
+    /// Largest transfer in bytes (MDTS, and one PRP list page per command).
+    pub fn max_transfer_bytes(&self) -> usize {
+        let prp_max = crate::prp::max_transfer_bytes(PAGE);
+        if self.info.mdts == 0 || self.info.mdts >= 20 {
+            prp_max
+        } else {
+            core::cmp::min(prp_max, PAGE << self.info.mdts)
+        }
+    }
+
+    /// Run one admin command to completion (or timeout). `data`: whether the command
+    /// transfers one page through the controller's scratch buffer. Returns CQE DW0.
+    fn admin_cmd(&mut self, mut sqe: Sqe, data: bool) -> Result<u32, Error> {
+        let d = if data { Some((self.buf.paddr(), PAGE)) } else { None };
+        let opc = sqe.opc;
+        self.admin.push(&mut sqe, opc as u64, d).map_err(|_| Error::AdminQueueFull)?;
+        self.admin.ring(&self.mmio);
+        let mut result = None;
+        let admin = &mut self.admin;
+        let mmio = &self.mmio;
+        let done = poll_until(&self.hal, self.cfg.admin_timeout_ns, || {
+            admin.reap(mmio, 1, |_tag, dw0, st| result = Some((dw0, st)));
+            result.is_some()
+        });
+        if !done {
+            return Err(Error::Timeout { what: "admin command" });
+        }
+        match result {
+            Some((dw0, None)) => Ok(dw0),
+            Some((_, Some(st))) => Err(Error::Status { opcode: opc, admin: true, status: st }),
+            None => Err(Error::Timeout { what: "admin command" }),
+        }
+    }
+
+    fn identify(&mut self, cns: u8, nsid: u32) -> Result<[u8; PAGE], Error> {
+        let sqe = Sqe { opc: admin_op::IDENTIFY, nsid: nsid.into(), cdw10: (cns as u32).into(), ..Default::default() };
+        self.buf.fill(0, PAGE, 0);
+        self.admin_cmd(sqe, true)?;
+        let mut out = [0u8; PAGE];
+        self.buf.read(0, &mut out);
+        Ok(out)
+    }
+
+    fn identify_controller(&mut self) -> Result<ControllerInfo, Error> {
+        let raw = self.identify(cns::CONTROLLER, 0)?;
+        let id = IdentifyController::read_from_bytes(&raw[..]).map_err(|_| Error::BadIdentify)?;
+        if id.sqes & 0xF > 6 || id.cqes & 0xF > 4 {
+            return Err(Error::BadIdentify);
+        }
+        Ok(ControllerInfo {
+            vid: id.vid.get(),
+            ssvid: id.ssvid.get(),
+            sn: id.sn,
+            mn: id.mn,
+            fr: id.fr,
+            mdts: id.mdts,
+            cntlid: id.cntlid.get(),
+            nn: id.nn.get(),
+            oncs: id.oncs.get(),
+            vwc: id.vwc & 1 != 0,
+        })
+    }
+
+    /// Active namespace IDs (Identify CNS 02h), calling `f` for each, in order.
+    pub fn active_namespaces(&mut self, mut f: impl FnMut(u32)) -> Result<usize, Error> {
+        let raw = self.identify(cns::ACTIVE_NS_LIST, 0)?;
+        let mut n = 0;
+        for c in raw.chunks_exact(4) {
+            let id = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            if id == 0 {
+                break;
+            }
+            f(id);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Identify Namespace `nsid`.
+    pub fn identify_namespace(&mut self, nsid: u32) -> Result<NamespaceInfo, Error> {
+        if nsid == 0 || nsid == u32::MAX {
+            return Err(Error::BadNamespace(nsid));
+        }
+        let raw = self.identify(cns::NAMESPACE, nsid)?;
+        let id = IdentifyNamespace::read_from_bytes(&raw[..]).map_err(|_| Error::BadIdentify)?;
+        let fmt_idx = id.lba_format_index();
+        if fmt_idx > id.nlbaf as usize || fmt_idx >= 64 {
+            return Err(Error::BadIdentify);
+        }
+        let f = id.lba_format();
+        if !(9..=16).contains(&f.lbads) {
+            return Err(Error::BadIdentify);
+        }
+        Ok(NamespaceInfo {
+            nsid,
+            blocks: id.nsze.get(),
+            block_size: 1 << f.lbads,
+            metadata_size: f.ms.get(),
+            lba_format: fmt_idx as u8,
+        })
+    }
+
+    /// Set Features: Number of Queues (Base §5.27.1.5). Returns pairs granted.
+    fn set_queue_count(&mut self, want: u16) -> Result<u16, Error> {
+        let n = (want - 1) as u32;
+        let sqe = Sqe {
+            opc: admin_op::SET_FEATURES,
+            cdw10: (fid::NUMBER_OF_QUEUES as u32).into(),
+            cdw11: (n | (n << 16)).into(),
+            ..Default::default()
+        };
+        let dw0 = self.admin_cmd(sqe, false)?;
+        let nsqa = (dw0 & 0xFFFF) as u16 + 1;
+        let ncqa = (dw0 >> 16) as u16 + 1;
+        Ok(core::cmp::min(nsqa, ncqa))
+    }
+
+    /// Create an I/O CQ + SQ pair of `depth` entries (Base §5.4, §5.5), physically
+    /// contiguous, interrupts off (polled).
+    pub fn create_io_queue_pair(&mut self, depth: u16) -> Result<QueuePair<H::Dma>, Error> {
+        if self.next_qid > self.max_io_queues {
+            return Err(Error::NoQueuesLeft);
+        }
+        let depth = core::cmp::min(depth as u32, self.cap.mqes() as u32 + 1) as u16;
+        let qid = self.next_qid;
+        let qp = QueuePair::new(&self.hal, qid, depth, PAGE, self.stride)?;
+        let qsize = ((depth - 1) as u32) << 16;
+        let cq = Sqe {
+            opc: admin_op::CREATE_IO_CQ,
+            prp1: qp.cq_paddr().into(),
+            cdw10: (qsize | qid as u32).into(),
+            cdw11: 1u32.into(), // PC=1, IEN=0
+            ..Default::default()
+        };
+        self.admin_cmd(cq, false)?;
+        let sq = Sqe {
+            opc: admin_op::CREATE_IO_SQ,
+            prp1: qp.sq_paddr().into(),
+            cdw10: (qsize | qid as u32).into(),
+            cdw11: (((qid as u32) << 16) | 1).into(), // CQID, PC=1
+            ..Default::default()
+        };
+        self.admin_cmd(sq, false)?;
+        self.next_qid += 1;
+        Ok(qp)
+    }
+
+    /// Admin queue counters.
+    pub fn admin_stats(&self) -> crate::queue::QueueStats {
+        self.admin.stats
+    }
+}

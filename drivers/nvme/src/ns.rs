@@ -1,0 +1,193 @@
+//! nvme ns: an NVMe namespace with its own I/O queue pair, as a [`blockdev::BlockDevice`].
+//!
+//! Requests are checked (range, length, buffer size, alignment, supported op) before an
+//! SQE is written; `submit` only queues, `poll` rings the SQ doorbell once for everything
+//! queued since the last poll, then reaps completions. An I/O queue that makes no progress
+//! for `io_timeout_ns` is declared dead: its commands complete with `Timeout` and later
+//! submits are refused with `Timeout`.
+
+use blockdev::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
+use hal::{Hal, Mmio};
+use zerocopy::IntoBytes;
+
+use crate::ctrl::{Controller, NamespaceInfo};
+use crate::prp::PrpError;
+use crate::queue::{QueueError, QueuePair, QueueStats};
+use crate::spec::{io_op, oncs, DsmRange, Sqe};
+use crate::Error;
+
+/// How many empty polls between two looks at the clock.
+const TIMEOUT_CHECK_EVERY: u32 = 64;
+
+/// One namespace, one queue pair.
+pub struct NvmeNamespace<'c, H: Hal, M: Mmio> {
+    ctrl: &'c Controller<H, M>,
+    info: NamespaceInfo,
+    q: QueuePair<H::Dma>,
+    max_blocks: u32,
+    oncs: u16,
+    dead: bool,
+    empty_polls: u32,
+    last_progress_ns: u64,
+    /// I/Os refused by argument checks (never reached the device).
+    pub refused: u64,
+    /// I/Os that completed with an NVMe error status.
+    pub device_errors: u64,
+}
+
+impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
+    /// Wrap a namespace and a queue pair created on `ctrl`.
+    pub fn new(ctrl: &'c Controller<H, M>, info: NamespaceInfo, q: QueuePair<H::Dma>) -> Result<Self, Error> {
+        if info.metadata_size != 0 {
+            return Err(Error::MetadataUnsupported { nsid: info.nsid, ms: info.metadata_size });
+        }
+        let max_blocks = (ctrl.max_transfer_bytes() / info.block_size as usize) as u32;
+        Ok(NvmeNamespace {
+            ctrl,
+            info,
+            q,
+            max_blocks,
+            oncs: ctrl.info().oncs,
+            dead: false,
+            empty_polls: 0,
+            last_progress_ns: 0,
+            refused: 0,
+            device_errors: 0,
+        })
+    }
+
+    pub fn info(&self) -> &NamespaceInfo {
+        &self.info
+    }
+    pub fn queue_stats(&self) -> QueueStats {
+        self.q.stats
+    }
+    pub fn outstanding(&self) -> usize {
+        self.q.outstanding()
+    }
+    pub fn supports(&self, op: BlockOp) -> bool {
+        match op {
+            BlockOp::WriteZeroes => self.oncs & oncs::WRITE_ZEROES != 0,
+            BlockOp::Deallocate => self.oncs & oncs::DATASET_MGMT != 0,
+            _ => true,
+        }
+    }
+
+    fn build(&mut self, io: &BlockIo) -> Result<(), BlockError> {
+        if self.dead {
+            return Err(BlockError::Timeout);
+        }
+        check_io(io, self.info.block_size, self.info.blocks, self.max_blocks)?;
+        if !self.supports(io.op) {
+            return Err(BlockError::Unsupported);
+        }
+        let nsid = self.info.nsid.into();
+        let slba = io.lba;
+        let nlb0 = io.blocks.wrapping_sub(1) & 0xFFFF;
+        let mut sqe = Sqe { nsid, ..Default::default() };
+        let mut data = None;
+        match io.op {
+            BlockOp::Read | BlockOp::Write => {
+                sqe.opc = if io.op == BlockOp::Read { io_op::READ } else { io_op::WRITE };
+                sqe.cdw10 = (slba as u32).into();
+                sqe.cdw11 = ((slba >> 32) as u32).into();
+                sqe.cdw12 = nlb0.into();
+                data = Some((io.buf, io.blocks as usize * self.info.block_size as usize));
+            }
+            BlockOp::Flush => sqe.opc = io_op::FLUSH,
+            BlockOp::WriteZeroes => {
+                sqe.opc = io_op::WRITE_ZEROES;
+                sqe.cdw10 = (slba as u32).into();
+                sqe.cdw11 = ((slba >> 32) as u32).into();
+                sqe.cdw12 = nlb0.into();
+            }
+            BlockOp::Deallocate => {
+                let cid = self.q.peek_cid().ok_or(BlockError::QueueFull)?;
+                let range = DsmRange { context_attributes: 0.into(), nlb: io.blocks.into(), slba: slba.into() };
+                self.q.write_slot_page(cid, range.as_bytes());
+                sqe.opc = io_op::DATASET_MGMT;
+                sqe.prp1 = self.q.slot_page(cid).0.into();
+                sqe.cdw10 = 0.into(); // NR = 0: one range
+                sqe.cdw11 = (1u32 << 2).into(); // AD: deallocate
+            }
+        }
+        if self.q.outstanding() == 0 {
+            self.last_progress_ns = self.ctrl.hal.now_ns();
+        }
+        match self.q.push(&mut sqe, io.tag, data) {
+            Ok(_) => Ok(()),
+            Err(QueueError::Full) => Err(BlockError::QueueFull),
+            Err(QueueError::Prp(PrpError::TooManyPages { .. })) => {
+                Err(BlockError::TooLarge { blocks: io.blocks, max: self.max_blocks })
+            }
+            Err(QueueError::Prp(_)) => Err(BlockError::Unsupported),
+        }
+    }
+}
+
+impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
+    fn block_size(&self) -> u32 {
+        self.info.block_size
+    }
+    fn num_blocks(&self) -> u64 {
+        self.info.blocks
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        self.max_blocks
+    }
+
+    fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
+        let r = self.build(io);
+        if r.is_err() {
+            self.refused += 1;
+        }
+        r
+    }
+
+    fn poll(&mut self, out: &mut [BlockDone]) -> usize {
+        self.q.ring(&self.ctrl.mmio);
+        let mut n = 0;
+        let mut errs = 0;
+        self.q.reap(&self.ctrl.mmio, out.len(), |tag, _dw0, st| {
+            let result = match st {
+                None => Ok(()),
+                Some(s) => {
+                    errs += 1;
+                    Err(BlockError::Device { sct: s.sct, sc: s.sc })
+                }
+            };
+            out[n] = BlockDone { tag, result };
+            n += 1;
+        });
+        self.device_errors += errs;
+        if n > 0 {
+            self.empty_polls = 0;
+            if self.q.outstanding() > 0 {
+                self.last_progress_ns = self.ctrl.hal.now_ns();
+            }
+            return n;
+        }
+        if self.q.outstanding() == 0 {
+            return 0;
+        }
+        self.empty_polls += 1;
+        if self.empty_polls % TIMEOUT_CHECK_EVERY == 0
+            && self.ctrl.hal.now_ns().wrapping_sub(self.last_progress_ns) > self.ctrl.cfg.io_timeout_ns
+        {
+            if !self.dead {
+                log::error!("nvme: nsid {} queue {}: no completion for {} ms, controller not answering; failing I/O",
+                    self.info.nsid, self.q.qid, self.ctrl.cfg.io_timeout_ns / 1_000_000);
+            }
+            self.dead = true;
+        }
+        if self.dead {
+            let mut k = 0;
+            self.q.abandon(out.len(), |tag| {
+                out[k] = BlockDone { tag, result: Err(BlockError::Timeout) };
+                k += 1;
+            });
+            return k;
+        }
+        0
+    }
+}
