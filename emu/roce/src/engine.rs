@@ -1178,10 +1178,9 @@ fn requester_rx(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>) {
                 requester_error(qp, ctx, WcStatus::BadResponse, 0);
                 return;
             }
-            let Gather::Sges(sges) = &e.wr.data else { return };
-            let sges = sges.clone();
             let last = e.rcvd + 1 == e.npkts;
-            if scatter(ctx, qp.qpn, &sges, off, pkt.payload).is_err() {
+            let Gather::Sges(sges) = &e.wr.data else { return };
+            if scatter(ctx, qp.qpn, sges, off, pkt.payload).is_err() {
                 requester_error(qp, ctx, WcStatus::LocalProtection, 0);
                 return;
             }
@@ -1393,24 +1392,17 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
                 };
                 qp.cur = Some(InMsg::Send { wr, offset: 0 });
             }
-            let Some(InMsg::Send { wr, offset }) = qp.cur.as_mut() else { return };
+            let Some(InMsg::Send { wr, offset }) = qp.cur.take() else { return };
             let cap: u64 = wr.sges.iter().map(|s| u64::from(s.len)).sum();
-            let off = *offset;
-            let sges = wr.sges.clone();
-            if off + plen as u64 > cap {
-                let wr_id = wr.wr_id;
-                qp.cur = None;
-                push_completion(ctx, Completion { qpn: qp.qpn, queue: WorkQueue::Recv, wr_id, status: WcStatus::LocalLength, opcode: WcOpcode::Recv, ..Default::default() });
+            if offset + plen as u64 > cap {
+                push_completion(ctx, Completion { qpn: qp.qpn, queue: WorkQueue::Recv, wr_id: wr.wr_id, status: WcStatus::LocalLength, opcode: WcOpcode::Recv, ..Default::default() });
                 return responder_fatal(qp, ctx, wire::AETH_NAK_INVALID_REQ, psn, fatal);
             }
-            if scatter(ctx, qp.qpn, &sges, off, pkt.payload).is_err() {
-                let Some(InMsg::Send { wr, .. }) = qp.cur.take() else { return };
+            if scatter(ctx, qp.qpn, &wr.sges, offset, pkt.payload).is_err() {
                 push_completion(ctx, Completion { qpn: qp.qpn, queue: WorkQueue::Recv, wr_id: wr.wr_id, status: WcStatus::LocalProtection, opcode: WcOpcode::Recv, ..Default::default() });
                 return responder_fatal(qp, ctx, wire::AETH_NAK_REM_OP, psn, fatal);
             }
-            if let Some(InMsg::Send { offset, .. }) = qp.cur.as_mut() {
-                *offset += plen as u64;
-            }
+            qp.cur = Some(InMsg::Send { wr, offset: offset + plen as u64 });
             if op.is_last() {
                 let Some(InMsg::Send { wr, offset }) = qp.cur.take() else { return };
                 let mut c = Completion {
