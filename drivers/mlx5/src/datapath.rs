@@ -4,7 +4,7 @@
 
 use crate::device::{Mlx5, QpKind, QpState, SqSlot};
 use crate::error::Error;
-use crate::ifc::{cqe64, wqe_av, wqe_ctrl_seg as ctrl, wqe_data_seg, wqe_raddr_seg};
+use crate::ifc::{cqe64, wqe_av, wqe_ctrl_seg as ctrl, wqe_data_seg, wqe_inline_seg, wqe_raddr_seg};
 use crate::layout::{get, set, set_bytes};
 use hal::{DmaRegion, Hal, Mmio};
 use rdma::{Completion, Qpn, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
@@ -40,6 +40,12 @@ const UAR_BF_OFFSET: usize = 0x800;
 const CE_ALWAYS: u64 = 0x08;
 /// Data segment lkey that ends a shorter-than-stride scatter list.
 const INVALID_LKEY: u64 = 0x100;
+/// Inline segment flag in byte_count (MLX5_INLINE_SEG).
+const INLINE_FLAG: u32 = 0x8000_0000;
+/// Largest inline payload `post_send_inline` accepts.
+pub const MAX_INLINE: usize = 256;
+/// Largest WQE: ctrl 16 + AV 48 + raddr 16 + inline header 4 + payload, rounded to WQEBBs.
+const MAX_WQE: usize = (16 + 48 + 16 + 4 + MAX_INLINE).div_ceil(WQEBB) * WQEBB;
 /// Extended-AV flag in dqp_dct.
 const AV_EXTENDED: u32 = 0x8000_0000;
 
@@ -70,6 +76,19 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 
     /// Write a send WQE for `wr` into the SQ, update the doorbell record, ring the UAR doorbell.
     pub fn post_send(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), Error> {
+        self.post_send_inner(qpn, wr, None)
+    }
+
+    /// Like `post_send`, but the payload is `data`, copied into the WQE (inline segment) instead
+    /// of gathered by DMA; `wr.sge` is ignored. At most [`MAX_INLINE`] bytes.
+    pub fn post_send_inline(&mut self, qpn: Qpn, wr: &SendWr, data: &[u8]) -> Result<(), Error> {
+        if data.len() > MAX_INLINE {
+            return Err(Error::InvalidArgument("inline payload too large"));
+        }
+        self.post_send_inner(qpn, wr, Some(data))
+    }
+
+    fn post_send_inner(&mut self, qpn: Qpn, wr: &SendWr, inline: Option<&[u8]>) -> Result<(), Error> {
         let i = self.qp_slot(qpn)?;
         let uar = self.uar_base();
         let q = &mut self.qps[i];
@@ -87,7 +106,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         if q.kind == QpKind::Gsi && !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) {
             return Err(Error::InvalidArgument("UD QPs only SEND"));
         }
-        let mut w = [0u8; 2 * WQEBB];
+        let mut w = [0u8; MAX_WQE];
         let mut len = ctrl::LAYOUT.size;
         if q.kind == QpKind::Gsi {
             let ud = wr.ud.ok_or(Error::InvalidArgument("UD send without address"))?;
@@ -113,7 +132,13 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             }
             _ => {}
         }
-        if wr.sge.len > 0 {
+        if let Some(data) = inline {
+            let seg = &mut w[len..len + wqe_inline_seg::LAYOUT.size];
+            set(seg, wqe_inline_seg::byte_count, (data.len() as u32 | INLINE_FLAG) as u64);
+            let at = len + wqe_inline_seg::LAYOUT.size;
+            w[at..at + data.len()].copy_from_slice(data);
+            len = (at + data.len()).div_ceil(16) * 16;
+        } else if wr.sge.len > 0 {
             let d = &mut w[len..len + wqe_data_seg::LAYOUT.size];
             set(d, wqe_data_seg::byte_count, wr.sge.len as u64);
             set(d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);

@@ -297,3 +297,29 @@ fn sends_over_a_lossy_reordering_link_arrive_once_in_order() {
     drop((bufa, bufb));
     leak_check(a, b);
 }
+
+#[test]
+fn inline_send_and_write() {
+    let (clock, mut a, mut b) = pair(Impairments::default());
+    let (cqa, cqb, qa, qb) = connected(&mut a, &mut b);
+    let bufb = b.v.alloc_buf(8192).unwrap();
+    let (lkb, rkb) = b.v.reg_mr(bufb.paddr(), 8192, Access { local_write: true, remote_read: true, remote_write: true }).unwrap();
+    b.v.post_recv(qb, &RecvWr { wr_id: 1, sge: Sge { addr: bufb.paddr(), len: 1024, lkey: lkb } }).unwrap();
+    let msg: Vec<u8> = (0..200u8).collect();
+    let wr = SendWr { wr_id: 5, op: SendOp::Send, sge: Sge::default(), signaled: true, ud: None };
+    a.v.dev.post_send_inline(qa, &wr, &msg).unwrap();
+    let w = SendWr { wr_id: 6, op: SendOp::RdmaWrite { remote_addr: bufb.paddr() + 4096, rkey: rkb }, ..wr };
+    a.v.dev.post_send_inline(qa, &w, b"written inline").unwrap();
+    assert!(a.v.dev.post_send_inline(qa, &wr, &[0u8; mlx5::datapath::MAX_INLINE + 1]).is_err());
+    let (ca, cb) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (2, 1));
+    assert!(ca.iter().all(|c| c.status == WcStatus::Success), "{ca:?}");
+    assert_eq!((cb[0].wr_id, cb[0].byte_len), (1, 200));
+    let mut got = vec![0u8; 200];
+    bufb.read(0, &mut got);
+    assert_eq!(got, msg);
+    let mut got = [0u8; 14];
+    bufb.read(4096, &mut got);
+    assert_eq!(&got, b"written inline");
+    drop(bufb);
+    leak_check(a, b);
+}
