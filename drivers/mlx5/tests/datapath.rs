@@ -190,3 +190,24 @@ fn cqes_for_unknown_qps_or_idle_slots_are_dropped_and_counted() {
     assert_eq!(out[0].wr_id, 1);
     dev.shutdown().unwrap();
 }
+
+#[test]
+fn cq_overrun_arrives_as_an_async_error_event() {
+    let (rig, hal, bar) = common::rig();
+    let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
+    let cq = dev.create_cq(2).unwrap();
+    let qp = dev.create_qp(QpKind::Rc, cq, cq, 3, 3, 0).unwrap();
+    dev.connect_rc(qp, &rc_attrs(Qpn(9))).unwrap();
+    // Five CQEs into a 4-entry CQ nobody polls: the adapter reports an overrun on the EQ.
+    let mut ok = 0;
+    for i in 0..5u16 {
+        ok += rig.cx.device_mut().post_cqe(cq.0, &cqe(0, qp.0, i, 0, 0, 0)) as u32;
+    }
+    assert_eq!(ok, 4);
+    assert!(dev.poll_eq().unwrap() >= 1);
+    let ev = dev.take_event().expect("CQ error event");
+    assert_eq!((ev.event_type, ev.object, ev.syndrome), (mlx5::device::event::CQ_ERROR, cq.0, 1));
+    assert!(dev.take_event().is_none());
+    assert_eq!(dev.stats().error_events, 1);
+    dev.shutdown().unwrap();
+}
