@@ -396,3 +396,49 @@ fn solicited_bit_reaches_the_receive_completion() {
     assert!(p.run_until(p.now + 10_000_000, |p| p.b.cqes.len() == 2));
     assert_eq!((p.b.cqes[0].solicited, p.b.cqes[1].solicited), (true, false));
 }
+
+/// PSNs wrap at 2^24: start just below the wrap on both sides, lossy link, WRITE/READ/SEND.
+#[test]
+fn psn_wraparound_lossy() {
+    let mut p = Pair::new(lossy(), 15, 8 * MIB);
+    p.connect_psn(0x11, 0x12, rc_attrs(), 0xFF_FFF0, 0xFF_FFFA);
+    let ka = p.a.reg(0x10_0000, MIB as u64, Access::ALL);
+    let kb = p.b.reg(0x20_0000, MIB as u64, Access::ALL);
+    let d = pattern(200_000, 2);
+    p.a.write_va(ka, 0x10_0000, &d);
+    for i in 0..4 {
+        p.b.eng.post_recv(Qpn(0x12), recv_wr(i, kb, 0x20_0000 + 0x8_0000 + i * 8192, 8192)).unwrap();
+    }
+    p.a.eng.post_send(Qpn(0x11), send_wr(1, SendOp::RdmaWrite { remote_va: 0x20_0000, rkey: Rkey(kb) }, ka, 0x10_0000, 200_000)).unwrap();
+    p.a.eng.post_send(Qpn(0x11), send_wr(2, SendOp::Send, ka, 0x10_0000, 5000)).unwrap();
+    p.a.eng.post_send(Qpn(0x11), send_wr(3, SendOp::RdmaRead { remote_va: 0x20_0000, rkey: Rkey(kb) }, ka, 0x40_000 + 0x10_0000, 200_000)).unwrap();
+    // B sends too, from below its wrap.
+    for i in 0..3 {
+        p.a.eng.post_recv(Qpn(0x11), recv_wr(i, ka, 0x10_0000 + 0x9_0000 + i * 8192, 8192)).unwrap();
+        p.b.eng.post_send(Qpn(0x12), send_wr(i, SendOp::Send, kb, 0x20_0000, 4000)).unwrap();
+    }
+    assert!(p.run_until(p.now + 60_000_000_000, |p| p.a.cqes.len() == 6 && p.b.cqes.len() == 4), "{:?} {:?}", p.a.cqes, p.b.cqes);
+    assert!(p.a.cqes.iter().chain(p.b.cqes.iter()).all(|c| c.status == WcStatus::Success));
+    assert_eq!(p.b.read_va(kb, 0x20_0000, 200_000), d);
+    assert_eq!(p.a.read_va(ka, 0x14_0000, 200_000), d);
+    let qa = p.a.eng.query_qp(Qpn(0x11)).unwrap();
+    assert!(qa.sq_psn < 0x1000, "A's PSN wrapped: {:#x}", qa.sq_psn);
+}
+
+/// Same seed, same run: identical counters, link statistics and simulated time.
+#[test]
+fn in_process_runs_are_deterministic() {
+    let run = |seed| {
+        let mut p = Pair::new(lossy(), seed, 4 * MIB);
+        p.connect(0x11, 0x12, rc_attrs());
+        let ka = p.a.reg(0x10_0000, MIB as u64, Access::ALL);
+        let kb = p.b.reg(0x20_0000, MIB as u64, Access::ALL);
+        p.a.eng.post_send(Qpn(0x11), send_wr(1, SendOp::RdmaWrite { remote_va: 0x20_0000, rkey: Rkey(kb) }, ka, 0x10_0000, 300_000)).unwrap();
+        p.a.eng.post_send(Qpn(0x11), send_wr(2, SendOp::RdmaRead { remote_va: 0x20_0000, rkey: Rkey(kb) }, ka, 0x10_0000, 300_000)).unwrap();
+        assert!(p.run_until(p.now + 60_000_000_000, |p| p.a.cqes.len() == 2));
+        (p.now, p.a.eng.counters(), p.b.eng.counters(), p.a.link.stats())
+    };
+    let (r1, r2, r3) = (run(21), run(21), run(22));
+    assert_eq!(r1, r2);
+    assert_ne!(r1, r3);
+}

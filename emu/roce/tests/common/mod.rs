@@ -157,9 +157,14 @@ impl Pair {
 
     /// Connected RC QPs `qa` on A and `qb` on B.
     pub fn connect(&mut self, qa: u32, qb: u32, attrs: QpAttrs) {
+        self.connect_psn(qa, qb, attrs, 0x1000 + qa, 0x1000 + qb)
+    }
+
+    /// As `connect`, with A's first PSN `psn_a` and B's `psn_b`.
+    pub fn connect_psn(&mut self, qa: u32, qb: u32, attrs: QpAttrs, psn_a: u32, psn_b: u32) {
         for (node, me, peer, peer_ip, peer_mac, sq, rq) in [
-            (&mut self.a, qa, qb, IP_B, MAC_B, 0x1000 + qa, 0x1000 + qb),
-            (&mut self.b, qb, qa, IP_A, MAC_A, 0x1000 + qb, 0x1000 + qa),
+            (&mut self.a, qa, qb, IP_B, MAC_B, psn_a, psn_b),
+            (&mut self.b, qb, qa, IP_A, MAC_A, psn_b, psn_a),
         ] {
             node.eng.create_qp(Qpn(me), QpType::Rc).unwrap();
             let at = QpAttrs {
