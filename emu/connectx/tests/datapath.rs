@@ -88,10 +88,14 @@ impl Side {
 }
 
 fn pair() -> (Side, Side) {
+    pair_with(Impairments::default())
+}
+
+fn pair_with(imp: Impairments) -> (Side, Side) {
     let a = side(1, [10, 0, 0, 1], [10, 0, 0, 2], 2);
     let b = side(2, [10, 0, 0, 2], [10, 0, 0, 1], 1);
     assert_eq!((a.u.qp_rc, b.u.qp_rc), (0x100, 0x100));
-    let (la, lb) = MemLink::pair(Impairments::default(), 7);
+    let (la, lb) = MemLink::pair(imp, 7);
     a.r.cx.attach_link(Box::new(la));
     b.r.cx.attach_link(Box::new(lb));
     (a, b)
@@ -261,4 +265,38 @@ fn armed_cq_posts_completion_eqe_and_cmd_eqe() {
     assert_eq!(e.read_u8(1), emu_connectx::consts::event::COMPLETION);
     assert_eq!(e.read_be32(0x20 + 0x18) & 0xff_ffff, a.u.cq);
     assert_eq!(e.read_u8(0x3f) & 1, 0, "first pass owner bit 0");
+}
+
+#[test]
+fn sends_over_a_lossy_duplicating_link_arrive_once_in_order() {
+    let imp = Impairments { loss: 0.05, duplicate: 0.05, ..Impairments::default() };
+    let (mut a, mut b) = pair_with(imp);
+    let mut got_total = 0;
+    for round in 0..6u32 {
+        for k in 0..8u32 {
+            let m = round * 8 + k;
+            b.post_recv(b.buf.paddr() + (m as u64 % 16) * 8192, 8192);
+            let msg: Vec<u8> = (0..4096u32).map(|i| (i ^ m) as u8).collect();
+            a.buf.write(m as usize % 8 * 8192, &msg);
+        }
+        for k in 0..8u32 {
+            let m = round * 8 + k;
+            a.post_send(wqe_op::SEND, None, a.buf.paddr() + (m as u64 % 8) * 8192, 4096);
+        }
+        let (ca, cb) = run(&mut a, &mut b, 8, 8);
+        assert_eq!(ca.len(), 8, "round {round}: all sends completed");
+        assert_eq!(cb.len(), 8, "round {round}: each message received once");
+        for (k, c) in cb.iter().enumerate() {
+            let m = round * 8 + k as u32;
+            assert_eq!(c[0x3f] >> 4, cqe_op::RESP_SEND);
+            assert_eq!(u16::from_be_bytes([c[0x3c], c[0x3d]]) as u32, m & 0xffff, "in order");
+            let mut got = vec![0u8; 4096];
+            b.buf.read((m as usize % 16) * 8192, &mut got);
+            assert!(got.iter().enumerate().all(|(i, &x)| x == (i as u32 ^ m) as u8), "message {m} intact");
+        }
+        got_total += cb.len();
+    }
+    assert_eq!(got_total, 48);
+    let e = a.r.cx.engine_counters().unwrap();
+    assert!(e.retransmits > 0, "loss forced retransmissions: {e:?}");
 }
