@@ -1,0 +1,572 @@
+//! Host tests of the driver against a small fake NVMe controller (written for these tests,
+//! from the NVMe Base spec): an in-memory "physical" arena behind a test Hal, and a BAR whose
+//! doorbell writes make the fake execute the queued commands and post completions.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
+use hal::{DmaRegion, Hal, HalError, Mmio, PhysAddr};
+use nvme::spec::{Cqe, Sqe};
+use nvme::{Config, Controller, Error, NvmeNamespace, StatusCode};
+use zerocopy::{FromBytes, IntoBytes};
+
+const BASE: u64 = 0x4000_0000;
+
+struct Mem {
+    bytes: RefCell<Vec<u8>>,
+    next: Cell<usize>,
+}
+
+#[derive(Clone)]
+struct TestHal {
+    mem: Rc<Mem>,
+    now: Rc<Cell<u64>>,
+}
+
+struct Region {
+    mem: Rc<Mem>,
+    off: usize,
+    len: usize,
+}
+
+impl DmaRegion for Region {
+    fn paddr(&self) -> PhysAddr {
+        BASE + self.off as u64
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn read(&self, offset: usize, buf: &mut [u8]) {
+        assert!(offset + buf.len() <= self.len);
+        buf.copy_from_slice(&self.mem.bytes.borrow()[self.off + offset..self.off + offset + buf.len()]);
+    }
+    fn write(&self, offset: usize, data: &[u8]) {
+        assert!(offset + data.len() <= self.len);
+        self.mem.bytes.borrow_mut()[self.off + offset..self.off + offset + data.len()].copy_from_slice(data);
+    }
+}
+
+impl TestHal {
+    fn new(size: usize) -> Self {
+        TestHal { mem: Rc::new(Mem { bytes: RefCell::new(vec![0; size]), next: Cell::new(0) }), now: Rc::new(Cell::new(0)) }
+    }
+    fn phys_read(&self, pa: u64, out: &mut [u8]) {
+        let o = (pa - BASE) as usize;
+        out.copy_from_slice(&self.mem.bytes.borrow()[o..o + out.len()]);
+    }
+    fn phys_write(&self, pa: u64, data: &[u8]) {
+        let o = (pa - BASE) as usize;
+        self.mem.bytes.borrow_mut()[o..o + data.len()].copy_from_slice(data);
+    }
+}
+
+impl Hal for TestHal {
+    type Dma = Region;
+    fn dma_alloc(&self, size: usize, align: usize) -> Result<Region, HalError> {
+        let align = align.max(4096);
+        let off = self.mem.next.get().div_ceil(align) * align;
+        if off + size > self.mem.bytes.borrow().len() {
+            return Err(HalError::OutOfMemory { size, align });
+        }
+        self.mem.next.set(off + size);
+        self.mem.bytes.borrow_mut()[off..off + size].fill(0);
+        Ok(Region { mem: self.mem.clone(), off, len: size })
+    }
+    fn now_ns(&self) -> u64 {
+        self.now.get()
+    }
+    fn relax(&self) {
+        self.now.set(self.now.get() + 1_000);
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Sq {
+    base: u64,
+    size: u16,
+    head: u16,
+    cqid: u16,
+}
+#[derive(Clone, Copy)]
+struct Cq {
+    base: u64,
+    size: u16,
+    tail: u16,
+    phase: bool,
+}
+
+#[derive(Default)]
+struct Fake {
+    cc: u32,
+    csts: u32,
+    aqa: u32,
+    asq: u64,
+    acq: u64,
+    sqs: Vec<Option<Sq>>,
+    cqs: Vec<Option<Cq>>,
+    /// (nsid, blocks, data)
+    namespaces: Vec<(u32, u64, Vec<u8>)>,
+    oncs: u16,
+    mdts: u8,
+    never_ready: bool,
+    hung: bool,
+    inject: Option<(u8, u8)>,
+    io_commands: u64,
+    sq_doorbells: u64,
+}
+
+#[derive(Clone)]
+struct FakeBar {
+    hal: TestHal,
+    st: Rc<RefCell<Fake>>,
+}
+
+const BS: usize = 512;
+// CAP: MQES 255, CQR, TO 2 (1 s), DSTRD 0, CSS NVM.
+const CAP: u64 = 255 | (1 << 16) | (2 << 24) | (1 << 37);
+
+impl Mmio for FakeBar {
+    fn size(&self) -> usize {
+        0x2000
+    }
+    fn read32(&self, offset: usize) -> u32 {
+        let s = self.st.borrow();
+        match offset {
+            0x00 => CAP as u32,
+            0x04 => (CAP >> 32) as u32,
+            0x08 => 0x0001_0400,
+            0x14 => s.cc,
+            0x1C => s.csts,
+            0x24 => s.aqa,
+            _ => 0,
+        }
+    }
+    fn write32(&self, offset: usize, value: u32) {
+        if offset >= 0x1000 {
+            let idx = (offset - 0x1000) / 4;
+            let qid = idx / 2;
+            if idx % 2 == 0 {
+                self.st.borrow_mut().sq_doorbells += 1;
+                self.run_sq(qid, value as u16);
+            }
+            return;
+        }
+        let mut s = self.st.borrow_mut();
+        match offset {
+            0x14 => {
+                s.cc = value;
+                if value & 1 == 1 {
+                    if !s.never_ready {
+                        s.csts = 1;
+                        let (asq, acq, aqa) = (s.asq, s.acq, s.aqa);
+                        s.sqs = vec![None; 17];
+                        s.cqs = vec![None; 17];
+                        s.sqs[0] = Some(Sq { base: asq, size: (aqa & 0xFFF) as u16 + 1, head: 0, cqid: 0 });
+                        s.cqs[0] = Some(Cq { base: acq, size: ((aqa >> 16) & 0xFFF) as u16 + 1, tail: 0, phase: true });
+                    }
+                } else {
+                    s.csts = 0;
+                }
+            }
+            0x24 => s.aqa = value,
+            _ => {}
+        }
+    }
+    fn write64(&self, offset: usize, value: u64) {
+        let mut s = self.st.borrow_mut();
+        match offset {
+            0x28 => s.asq = value,
+            0x30 => s.acq = value,
+            _ => {}
+        }
+    }
+}
+
+impl FakeBar {
+    fn new(hal: &TestHal) -> Self {
+        let st = Fake {
+            namespaces: vec![(1, 2048, vec![0; 2048 * BS]), (2, 100, vec![0; 100 * BS])],
+            oncs: (1 << 2) | (1 << 3),
+            mdts: 5, // 128 KiB
+            ..Default::default()
+        };
+        FakeBar { hal: hal.clone(), st: Rc::new(RefCell::new(st)) }
+    }
+
+    /// The PRP-described pieces of a `len`-byte transfer, read the way a device does.
+    fn segments(&self, prp1: u64, prp2: u64, len: usize) -> Vec<(u64, usize)> {
+        let mut out = vec![];
+        let first = len.min(4096 - (prp1 as usize & 4095));
+        out.push((prp1, first));
+        let mut left = len - first;
+        if left == 0 {
+            return out;
+        }
+        if left <= 4096 {
+            assert_eq!(prp2 & 4095, 0);
+            out.push((prp2, left));
+            return out;
+        }
+        let mut i = 0;
+        while left > 0 {
+            let mut e = [0u8; 8];
+            self.hal.phys_read(prp2 + 8 * i, &mut e);
+            let pa = u64::from_le_bytes(e);
+            assert_eq!(pa & 4095, 0, "PRP list entry not page aligned");
+            let n = left.min(4096);
+            out.push((pa, n));
+            left -= n;
+            i += 1;
+            assert!(i <= 512, "list crosses its page");
+        }
+        out
+    }
+
+    fn run_sq(&self, qid: usize, tail: u16) {
+        loop {
+            let (sq, hung) = {
+                let s = self.st.borrow();
+                (s.sqs.get(qid).copied().flatten(), s.hung)
+            };
+            let Some(mut sq) = sq else { return };
+            if hung || sq.head == tail {
+                return;
+            }
+            let mut raw = [0u8; 64];
+            self.hal.phys_read(sq.base + sq.head as u64 * 64, &mut raw);
+            let sqe = Sqe::read_from_bytes(&raw).unwrap();
+            sq.head = (sq.head + 1) % sq.size;
+            self.st.borrow_mut().sqs[qid] = Some(sq);
+            let (dw0, sct, sc) = if qid == 0 { self.admin(&sqe) } else { self.io(&sqe) };
+            self.post(sq.cqid as usize, qid as u16, sq.head, sqe.cid.get(), dw0, sct, sc);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn post(&self, cqid: usize, sqid: u16, sqhd: u16, cid: u16, dw0: u32, sct: u8, sc: u8) {
+        let mut s = self.st.borrow_mut();
+        let cq = s.cqs[cqid].as_mut().unwrap();
+        let status = (cq.phase as u16) | ((sc as u16) << 1) | ((sct as u16) << 9);
+        let cqe = Cqe { dw0: dw0.into(), dw1: 0.into(), sqhd: sqhd.into(), sqid: sqid.into(), cid: cid.into(), status: status.into() };
+        let at = cq.base + cq.tail as u64 * 16;
+        cq.tail += 1;
+        if cq.tail == cq.size {
+            cq.tail = 0;
+            cq.phase = !cq.phase;
+        }
+        drop(s);
+        self.hal.phys_write(at, cqe.as_bytes());
+    }
+
+    fn admin(&self, c: &Sqe) -> (u32, u8, u8) {
+        let mut s = self.st.borrow_mut();
+        match c.opc {
+            0x06 => {
+                let mut page = vec![0u8; 4096];
+                match c.cdw10.get() & 0xFF {
+                    1 => {
+                        page[0..2].copy_from_slice(&0x1b36u16.to_le_bytes());
+                        page[4..24].copy_from_slice(b"FAKESN01            ");
+                        let mut mn = [b' '; 40];
+                        mn[..9].copy_from_slice(b"Fake NVMe");
+                        page[24..64].copy_from_slice(&mn);
+                        page[64..72].copy_from_slice(b"1.0     ");
+                        page[77] = s.mdts;
+                        page[512] = 0x66;
+                        page[513] = 0x44;
+                        page[516..520].copy_from_slice(&(s.namespaces.len() as u32).to_le_bytes());
+                        page[520..522].copy_from_slice(&s.oncs.to_le_bytes());
+                    }
+                    0 => {
+                        let Some(ns) = s.namespaces.iter().find(|n| n.0 == c.nsid.get()) else {
+                            return (0, 0, 0x0B);
+                        };
+                        page[0..8].copy_from_slice(&ns.1.to_le_bytes());
+                        page[8..16].copy_from_slice(&ns.1.to_le_bytes());
+                        page[128 + 2] = 9; // LBAF0: 512 B
+                    }
+                    2 => {
+                        for (i, ns) in s.namespaces.iter().enumerate() {
+                            page[i * 4..i * 4 + 4].copy_from_slice(&ns.0.to_le_bytes());
+                        }
+                    }
+                    _ => return (0, 0, 0x02),
+                }
+                drop(s);
+                for (pa, n) in self.segments(c.prp1.get(), c.prp2.get(), 4096) {
+                    let o = (pa - c.prp1.get()) as usize;
+                    let o = if o < 4096 { o } else { 4096 - n };
+                    self.hal.phys_write(pa, &page[o..o + n]);
+                }
+                (0, 0, 0)
+            }
+            0x09 => (((3u32) << 16) | 3, 0, 0), // 4 SQs and CQs granted
+            0x05 => {
+                let qid = (c.cdw10.get() & 0xFFFF) as usize;
+                let size = (c.cdw10.get() >> 16) as u16 + 1;
+                if qid == 0 || qid > 4 {
+                    return (0, 1, 0x01);
+                }
+                s.cqs[qid] = Some(Cq { base: c.prp1.get(), size, tail: 0, phase: true });
+                (0, 0, 0)
+            }
+            0x01 => {
+                let qid = (c.cdw10.get() & 0xFFFF) as usize;
+                let size = (c.cdw10.get() >> 16) as u16 + 1;
+                let cqid = (c.cdw11.get() >> 16) as u16;
+                if s.cqs.get(cqid as usize).copied().flatten().is_none() {
+                    return (0, 1, 0x00);
+                }
+                s.sqs[qid] = Some(Sq { base: c.prp1.get(), size, head: 0, cqid });
+                (0, 0, 0)
+            }
+            _ => (0, 0, 0x01),
+        }
+    }
+
+    fn io(&self, c: &Sqe) -> (u32, u8, u8) {
+        let mut s = self.st.borrow_mut();
+        s.io_commands += 1;
+        if let Some((sct, sc)) = s.inject.take() {
+            return (0, sct, sc);
+        }
+        let nsid = c.nsid.get();
+        let Some(idx) = s.namespaces.iter().position(|n| n.0 == nsid) else { return (0, 0, 0x0B) };
+        let blocks = s.namespaces[idx].1;
+        let slba = c.cdw10.get() as u64 | ((c.cdw11.get() as u64) << 32);
+        let nlb = (c.cdw12.get() & 0xFFFF) as u64 + 1;
+        match c.opc {
+            0x00 => return (0, 0, 0),
+            0x01 | 0x02 | 0x08 if slba + nlb > blocks => return (0, 0, 0x80),
+            0x01 | 0x02 => {
+                let len = nlb as usize * BS;
+                let mut off = slba as usize * BS;
+                drop(s);
+                for (pa, n) in self.segments(c.prp1.get(), c.prp2.get(), len) {
+                    let mut s = self.st.borrow_mut();
+                    let data = &mut s.namespaces[idx].2[off..off + n];
+                    if c.opc == 0x01 {
+                        self.hal.phys_read(pa, data);
+                    } else {
+                        self.hal.phys_write(pa, data);
+                    }
+                    off += n;
+                }
+            }
+            0x08 => {
+                s.namespaces[idx].2[slba as usize * BS..(slba + nlb) as usize * BS].fill(0);
+            }
+            0x09 => {
+                let mut r = [0u8; 16];
+                drop(s);
+                self.hal.phys_read(c.prp1.get(), &mut r);
+                let n = u32::from_le_bytes(r[4..8].try_into().unwrap()) as usize;
+                let sl = u64::from_le_bytes(r[8..16].try_into().unwrap()) as usize;
+                self.st.borrow_mut().namespaces[idx].2[sl * BS..(sl + n) * BS].fill(0xDD);
+            }
+            _ => return (0, 0, 0x01),
+        }
+        (0, 0, 0)
+    }
+}
+
+fn bring_up() -> (TestHal, FakeBar, Controller<TestHal, FakeBar>) {
+    let hal = TestHal::new(64 << 20);
+    let bar = FakeBar::new(&hal);
+    let c = Controller::init(hal.clone(), bar.clone(), Config { admin_timeout_ns: 10_000_000, io_timeout_ns: 10_000_000 }).unwrap();
+    (hal, bar, c)
+}
+
+fn wait(ns: &mut impl BlockDevice, hal: &TestHal, want: usize) -> Vec<BlockDone> {
+    let mut got = vec![];
+    let mut out = [BlockDone { tag: 0, result: Ok(()) }; 16];
+    for _ in 0..1_000_000 {
+        let n = ns.poll(&mut out);
+        got.extend_from_slice(&out[..n]);
+        if got.len() >= want {
+            return got;
+        }
+        hal.relax();
+    }
+    panic!("no completion");
+}
+
+fn io(op: BlockOp, lba: u64, blocks: u32, buf: u64, buf_len: usize, tag: u64) -> BlockIo {
+    BlockIo { op, lba, blocks, buf, buf_len, tag }
+}
+
+#[test]
+fn init_and_identify() {
+    let (_hal, _bar, mut c) = bring_up();
+    assert_eq!(c.info().serial(), "FAKESN01");
+    assert_eq!(c.info().model(), "Fake NVMe");
+    assert_eq!(c.info().firmware(), "1.0");
+    assert_eq!(c.max_transfer_bytes(), 128 * 1024);
+    let mut ids = vec![];
+    assert_eq!(c.active_namespaces(|n| ids.push(n)).unwrap(), 2);
+    assert_eq!(ids, vec![1, 2]);
+    let ns = c.identify_namespace(1).unwrap();
+    assert_eq!((ns.blocks, ns.block_size, ns.bytes()), (2048, 512, 2048 * 512));
+    // A namespace that does not exist: typed status from the device.
+    match c.identify_namespace(7) {
+        Err(Error::Status { status, .. }) => assert_eq!(status.code(), StatusCode::InvalidNamespaceOrFormat),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn controller_that_never_becomes_ready_times_out() {
+    let hal = TestHal::new(8 << 20);
+    let bar = FakeBar::new(&hal);
+    bar.st.borrow_mut().never_ready = true;
+    let t0 = hal.now_ns();
+    let r = Controller::init(hal.clone(), bar, Config::default());
+    assert!(matches!(r, Err(Error::Timeout { .. })), "{:?}", r.err());
+    // CAP.TO = 2 → 1 s of (simulated) waiting, not forever.
+    let waited = hal.now_ns() - t0;
+    assert!((1_000_000_000..1_100_000_000).contains(&waited), "{waited}");
+}
+
+#[test]
+fn io_mixed_sizes_unaligned_and_one_doorbell_per_batch() {
+    let (hal, bar, mut c) = bring_up();
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(64).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    assert_eq!(ns.max_transfer_blocks(), 256);
+    let buf = hal.dma_alloc(4 << 20, 4096).unwrap();
+    // Write the whole namespace in pieces of varying size and buffer offset.
+    let sizes = [1u32, 7, 8, 9, 64, 255, 256, 3, 100, 200];
+    let mut lba = 0u64;
+    let mut i = 0;
+    let mut pieces = vec![];
+    while lba < info.blocks {
+        let n = (sizes[i % sizes.len()] as u64).min(info.blocks - lba) as u32;
+        let boff = (i * 1236) % 8192 & !3; // dword aligned, page-unaligned
+        pieces.push((lba, n, boff));
+        lba += n as u64;
+        i += 1;
+    }
+    for (k, &(lba, n, boff)) in pieces.iter().enumerate() {
+        let data: Vec<u8> = (0..n as usize * BS).map(|j| (lba as usize * 7 + j * 13 + k) as u8).collect();
+        buf.write(boff, &data);
+        let before = ns.queue_stats().sq_doorbells;
+        ns.submit(&io(BlockOp::Write, lba, n, buf.paddr() + boff as u64, n as usize * BS, k as u64)).unwrap();
+        let done = wait(&mut ns, &hal, 1);
+        assert_eq!(done[0], BlockDone { tag: k as u64, result: Ok(()) });
+        assert_eq!(ns.queue_stats().sq_doorbells, before + 1);
+    }
+    // Device contents are what was written.
+    {
+        let s = bar.st.borrow();
+        for (k, &(lba, n, _)) in pieces.iter().enumerate() {
+            for j in 0..n as usize * BS {
+                assert_eq!(s.namespaces[0].2[lba as usize * BS + j], (lba as usize * 7 + j * 13 + k) as u8);
+            }
+        }
+    }
+    // Read back in a batch of 8 (8 submits, one doorbell), different offsets.
+    let db0 = bar.st.borrow().sq_doorbells;
+    for (k, &(lba, n, _)) in pieces.iter().take(8).enumerate() {
+        let boff = k * (256 * BS + 4096) + 20;
+        ns.submit(&io(BlockOp::Read, lba, n, buf.paddr() + boff as u64, n as usize * BS, 100 + k as u64)).unwrap();
+    }
+    let done = wait(&mut ns, &hal, 8);
+    assert_eq!(bar.st.borrow().sq_doorbells, db0 + 1, "one doorbell for the batch");
+    assert!(done.iter().all(|d| d.result.is_ok()));
+    for (k, &(lba, n, _)) in pieces.iter().take(8).enumerate() {
+        let boff = k * (256 * BS + 4096) + 20;
+        let mut got = vec![0u8; n as usize * BS];
+        buf.read(boff, &mut got);
+        for (j, b) in got.iter().enumerate() {
+            assert_eq!(*b, (lba as usize * 7 + j * 13 + k) as u8);
+        }
+    }
+    // Flush, Write Zeroes, Deallocate (ONCS has both).
+    ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 1)).unwrap();
+    ns.submit(&io(BlockOp::WriteZeroes, 10, 4, 0, 0, 2)).unwrap();
+    ns.submit(&io(BlockOp::Deallocate, 20, 2, 0, 0, 3)).unwrap();
+    let done = wait(&mut ns, &hal, 3);
+    assert!(done.iter().all(|d| d.result.is_ok()), "{done:?}");
+    let s = bar.st.borrow();
+    assert!(s.namespaces[0].2[10 * BS..14 * BS].iter().all(|b| *b == 0));
+    assert!(s.namespaces[0].2[20 * BS..22 * BS].iter().all(|b| *b == 0xDD));
+}
+
+#[test]
+fn bad_requests_never_reach_the_device() {
+    let (hal, bar, mut c) = bring_up();
+    let info = c.identify_namespace(2).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    let buf = hal.dma_alloc(1 << 20, 4096).unwrap();
+    let p = buf.paddr();
+    let before = bar.st.borrow().io_commands;
+    assert_eq!(ns.submit(&io(BlockOp::Read, 99, 2, p, 1024, 0)), Err(BlockError::OutOfRange { lba: 99, blocks: 2, capacity: 100 }));
+    assert!(matches!(ns.submit(&io(BlockOp::Read, u64::MAX, 1, p, 512, 0)), Err(BlockError::OutOfRange { .. })));
+    assert_eq!(ns.submit(&io(BlockOp::Write, 0, 0, p, 512, 0)), Err(BlockError::ZeroLength));
+    assert_eq!(ns.submit(&io(BlockOp::Write, 0, 4, p, 1000, 0)), Err(BlockError::BufferTooSmall { need: 2048, have: 1000 }));
+    assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, p + 2, 512, 0)), Err(BlockError::Unsupported));
+    assert!(matches!(ns.submit(&io(BlockOp::Read, 0, 257, p, 1 << 20, 0)), Err(BlockError::OutOfRange { .. })));
+    let mut out = [BlockDone { tag: 0, result: Ok(()) }; 4];
+    assert_eq!(ns.poll(&mut out), 0);
+    assert_eq!(bar.st.borrow().io_commands, before, "nothing reached the device");
+    assert_eq!(ns.refused, 6);
+    // A device-reported error is typed, and the queue keeps working afterwards.
+    bar.st.borrow_mut().inject = Some((2, 0x81));
+    ns.submit(&io(BlockOp::Read, 0, 1, p, 512, 5)).unwrap();
+    let d = wait(&mut ns, &hal, 1);
+    assert_eq!(d[0], BlockDone { tag: 5, result: Err(BlockError::Device { sct: 2, sc: 0x81 }) });
+    ns.submit(&io(BlockOp::Read, 0, 1, p, 512, 6)).unwrap();
+    assert_eq!(wait(&mut ns, &hal, 1)[0], BlockDone { tag: 6, result: Ok(()) });
+}
+
+#[test]
+fn full_queue_and_wraparound() {
+    let (hal, _bar, mut c) = bring_up();
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(4).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    let buf = hal.dma_alloc(4096, 4096).unwrap();
+    for round in 0..10u64 {
+        for k in 0..3 {
+            ns.submit(&io(BlockOp::Read, k, 1, buf.paddr(), 512, round * 3 + k)).unwrap();
+        }
+        assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 99)), Err(BlockError::QueueFull));
+        let d = wait(&mut ns, &hal, 3);
+        let mut tags: Vec<u64> = d.iter().map(|d| d.tag).collect();
+        tags.sort();
+        assert_eq!(tags, vec![round * 3, round * 3 + 1, round * 3 + 2]);
+    }
+}
+
+#[test]
+fn unsupported_ops_when_oncs_lacks_them() {
+    let hal = TestHal::new(16 << 20);
+    let bar = FakeBar::new(&hal);
+    bar.st.borrow_mut().oncs = 0;
+    let mut c = Controller::init(hal.clone(), bar, Config::default()).unwrap();
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(4).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    assert_eq!(ns.submit(&io(BlockOp::WriteZeroes, 0, 1, 0, 0, 0)), Err(BlockError::Unsupported));
+    assert_eq!(ns.submit(&io(BlockOp::Deallocate, 0, 1, 0, 0, 0)), Err(BlockError::Unsupported));
+}
+
+#[test]
+fn hung_controller_is_detected_by_timeout() {
+    let (hal, bar, mut c) = bring_up();
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    let buf = hal.dma_alloc(4096, 4096).unwrap();
+    bar.st.borrow_mut().hung = true;
+    ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 1)).unwrap();
+    ns.submit(&io(BlockOp::Read, 1, 1, buf.paddr(), 512, 2)).unwrap();
+    let t0 = hal.now_ns();
+    let d = wait(&mut ns, &hal, 2);
+    assert!(d.iter().all(|d| d.result == Err(BlockError::Timeout)));
+    assert!(hal.now_ns() - t0 >= 10_000_000);
+    assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 3)), Err(BlockError::Timeout));
+}
