@@ -22,7 +22,9 @@ mod pages_op {
     pub const BOOT: u16 = 1;
     pub const INIT: u16 = 2;
     pub const REGULAR: u16 = 3;
-    /// MANAGE_PAGES op_mod: give (ALLOCATION_SUCCESS), take (HCA_RETURN_PAGES).
+    /// MANAGE_PAGES op_mod: could not allocate (ALLOCATION_FAIL), give (ALLOCATION_SUCCESS),
+    /// take (HCA_RETURN_PAGES).
+    pub const FAIL: u16 = 0;
     pub const GIVE: u16 = 1;
     pub const TAKE: u16 = 2;
 }
@@ -70,6 +72,9 @@ pub struct Config {
     pub set_host_endianness: bool,
     /// Also ask QUERY_PAGES op_mod 3 right after INIT_HCA (Snabb/VPP), besides page-request EQEs.
     pub regular_pages_after_init: bool,
+    /// Most 4 KiB pages the firmware may hold; beyond it (or when DMA memory runs out) the
+    /// driver answers MANAGE_PAGES ALLOCATION_FAIL and reports an error.
+    pub max_fw_pages: usize,
 }
 
 impl Default for Config {
@@ -80,6 +85,7 @@ impl Default for Config {
             eq_log_size: 6,
             set_host_endianness: true,
             regular_pages_after_init: true,
+            max_fw_pages: 1 << 18,
         }
     }
 }
@@ -426,12 +432,29 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
     }
 
+    /// Tell the firmware its page request cannot be met.
+    fn refuse_pages(&mut self) -> Result<(), Error> {
+        self.simple(op::MANAGE_PAGES, pages_op::FAIL, manage_pages_in::LAYOUT.size, &[(manage_pages_in::function_id, 0)])
+    }
+
     fn give_pages(&mut self, mut n: usize) -> Result<(), Error> {
+        if self.pages.len().saturating_add(n) > self.cfg.max_fw_pages {
+            log::error!("mlx5: firmware asks for {n} more pages, over the budget of {}", self.cfg.max_fw_pages);
+            self.refuse_pages()?;
+            return Err(Error::Unsupported("firmware page demand over Config::max_fw_pages"));
+        }
         while n > 0 {
             let k = core::cmp::min(n, PAGES_PER_CMD);
             let mut batch: Vec<H::Dma> = Vec::with_capacity(k);
             for _ in 0..k {
-                batch.push(self.hal.dma_alloc(PAGE, PAGE)?);
+                match self.hal.dma_alloc(PAGE, PAGE) {
+                    Ok(p) => batch.push(p),
+                    Err(e) => {
+                        drop(batch);
+                        self.refuse_pages()?;
+                        return Err(e.into());
+                    }
+                }
             }
             let in_len = manage_pages_in::LAYOUT.size + 8 * k;
             self.begin(op::MANAGE_PAGES, pages_op::GIVE, in_len);

@@ -206,3 +206,21 @@ fn withheld_pages_are_reported_at_teardown() {
     rig.cx.faults_mut().withhold_pages = true;
     assert_eq!(dev.shutdown().err(), Some(Error::PagesLeft(held)));
 }
+
+#[test]
+fn page_demand_over_budget_is_refused_and_reported() {
+    let (rig, hal, bar) = common::rig();
+    let mut c = cfg();
+    c.max_fw_pages = 100;
+    let mut dev = Mlx5::bring_up(hal, bar, c).unwrap();
+    let held = dev.pages_held();
+    assert!(rig.cx.request_pages(1000));
+    assert!(matches!(dev.poll_eq(), Err(Error::Unsupported(_))));
+    assert_eq!(dev.pages_held(), held);
+    assert_eq!(rig.cx.counters().pages_held, held);
+    // The device still works and tears down cleanly.
+    dev.create_cq(4).unwrap();
+    dev.shutdown().unwrap();
+    assert_eq!(rig.cx.counters().pages_held, 0);
+    assert_eq!(rig.mem.stats().regions, 0);
+}
