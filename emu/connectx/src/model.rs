@@ -47,6 +47,9 @@ pub struct Config {
     pub mac: [u8; 6],
     /// Virtual nanoseconds per health-counter increment.
     pub health_tick_ns: u64,
+    /// Extra firmware pages wanted per live QP (asked for with page-request EQEs as QPs are
+    /// created, like firmware growing its context memory). 0 = none.
+    pub pages_per_qp: u32,
 }
 
 impl Default for Config {
@@ -65,6 +68,7 @@ impl Default for Config {
             max_uars: 64,
             mac: [0x02, 0x00, 0x5e, 0x10, 0x00, 0x01],
             health_tick_ns: 1_000_000,
+            pages_per_qp: 0,
         }
     }
 }
@@ -901,7 +905,7 @@ impl Device {
         match self.func {
             FuncState::Disabled | FuncState::TornDown => 0,
             FuncState::Enabled => b + i,
-            FuncState::Initialized => b + i + r,
+            FuncState::Initialized => b + i + r + (self.qps.len() as i64) * self.cfg.pages_per_qp as i64,
         }
     }
 
@@ -1333,6 +1337,9 @@ impl Device {
                 let q = self.qps.get(&n).ok_or((st::BAD_RES, synd::NO_SUCH_QP))?;
                 let mut o = out(0x110);
                 o[0x18..0x18 + l::qpc::SIZE].copy_from_slice(&q.qpc);
+                let c = &mut o[0x18..0x18 + l::qpc::SIZE];
+                set(c, l::qpc::hw_sq_wqebb_counter, q.sq_hw as u64);
+                set(c, l::qpc::hw_rq_counter, q.rq_hw as u64);
                 Ok(o)
             }
             _ => self.exec_raw(opcode, inp).unwrap_or(Err((st::BAD_OP, synd::UNKNOWN_OPCODE))),
@@ -1490,7 +1497,8 @@ impl Device {
         need(inp, l::create_cq_in::SIZE)?;
         let c = &inp[0x10..0x50];
         use l::cqc;
-        if get(c, cqc::cqe_sz) != 0 {
+        if get(c, cqc::cqe_sz) != 0 || get(c, cqc::cqe_comp_en) != 0 {
+            // 64-byte CQEs only; CQE compression is not offered.
             return fail(st::BAD_PARAM, synd::BAD_CQE_SIZE);
         }
         let log_size = get(c, cqc::log_cq_size) as u8;
