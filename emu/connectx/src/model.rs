@@ -50,6 +50,10 @@ pub struct Config {
     /// Extra firmware pages wanted per live QP (asked for with page-request EQEs as QPs are
     /// created, like firmware growing its context memory). 0 = none.
     pub pages_per_qp: u32,
+    /// Let the port answer ARP requests for its IPv4 address by itself (emu-roce `answer_arp`).
+    /// A real ConnectX does not: its driver answers through the raw Ethernet queues. Set false
+    /// to test that path. Either way every ARP frame also goes up the raw path.
+    pub port_answers_arp: bool,
 }
 
 impl Default for Config {
@@ -69,6 +73,7 @@ impl Default for Config {
             mac: [0x02, 0x00, 0x5e, 0x10, 0x00, 0x01],
             health_tick_ns: 1_000_000,
             pages_per_qp: 0,
+            port_answers_arp: true,
         }
     }
 }
