@@ -323,3 +323,22 @@ fn inline_send_and_write() {
     drop(bufb);
     leak_check(a, b);
 }
+
+#[test]
+fn qp_to_error_flushes_outstanding_work() {
+    let (clock, mut a, mut b) = pair(Impairments::default());
+    let (cqa, cqb, qa, _qb) = connected(&mut a, &mut b);
+    let bufa = a.v.alloc_buf(8192).unwrap();
+    let (lka, _) = a.v.reg_mr(bufa.paddr(), 8192, Access { local_write: true, ..Default::default() }).unwrap();
+    for i in 0..5 {
+        a.v.post_recv(qa, &RecvWr { wr_id: 50 + i, sge: Sge { addr: bufa.paddr(), len: 1024, lkey: lka } }).unwrap();
+    }
+    a.v.qp_to_error(qa).unwrap();
+    let (ca, _) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (5, 0));
+    let ids: Vec<u64> = ca.iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, vec![50, 51, 52, 53, 54]);
+    assert!(ca.iter().all(|c| c.status == WcStatus::WrFlushed), "{ca:?}");
+    assert!(a.v.post_recv(qa, &RecvWr { wr_id: 9, sge: Sge { addr: bufa.paddr(), len: 8, lkey: lka } }).is_err());
+    drop(bufa);
+    leak_check(a, b);
+}
