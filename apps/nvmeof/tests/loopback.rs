@@ -324,3 +324,21 @@ fn namespace_change_raises_aen() {
     host.get_log(&mut hd, &mut w, lid::CHANGED_NS, false, 0, &mut l).unwrap();
     assert_eq!(u32::from_le_bytes(l[0..4].try_into().unwrap()), 0, "cleared by RAE=0 read");
 }
+
+/// 4 KiB random reads at QD1 on a RAM namespace: the workload `scripts/tests.d/40-nvmeof-ir`
+/// runs under callgrind to count target fast-path instructions per I/O.
+#[test]
+fn qd1_4k_reads_for_profiling() {
+    let n: u64 = std::env::var("NVMEOF_PROFILE_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let fabric = SoftFabric::new();
+    let mut w = make_world(&fabric, 8192, &[HOSTNQN]);
+    let mut hd = host_dev(&fabric);
+    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
+    let before = w.target.stats.responses;
+    let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: u64::MAX / 4, max_ios: n, seed: 9 };
+    let r = host.bench(&mut hd, &mut w, 1, &bc).unwrap();
+    assert_eq!((r.ios, r.errors), (n, 0));
+    assert_eq!(w.target.stats.responses - before, n + host.stats.keep_alives);
+    assert_eq!(w.target.stats.io_copy_bytes, 0);
+    println!("NVMEOF-PROFILE-IOS {n}");
+}

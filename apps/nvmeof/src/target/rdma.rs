@@ -115,6 +115,8 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     wc: [Completion; 32],
     closed: heapless::Deque<Qpn, 64>,
     turnaround_clock: Option<fn() -> u64>,
+    /// Small host→controller payloads (Connect data, DSM ranges) copied here for parsing.
+    scratch_in: alloc::boxed::Box<[u8; 4096]>,
     /// Receive CQE seen → response SEND posted, in clock units (when a clock is set).
     pub turnaround: Histogram,
     pub stats: TransportStats,
@@ -141,6 +143,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             wc: [Completion::default(); 32],
             closed: heapless::Deque::new(),
             turnaround_clock: None,
+            scratch_in: alloc::boxed::Box::new([0; 4096]),
             turnaround: Histogram::new(),
             stats: TransportStats::default(),
         }
@@ -542,7 +545,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             Sgl::Keyed { .. } => (data_pa, c.xfer),
         };
         // Small host→controller payloads that the core parses (not namespace data).
-        let mut small = [0u8; 4096];
+        let small = &mut self.scratch_in;
         let mut small_len = 0;
         let (to_ctrl, _) = data_dir(&sqe);
         if to_ctrl && sqe.opcode != io_op::WRITE && sgl.len() > 0 {
