@@ -103,7 +103,8 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
     /// Reset (disable), set up the admin queue, enable, identify and negotiate queues.
     pub fn init(hal: H, mmio: M, cfg: Config) -> Result<Self, Error> {
         regs_ok(&mmio)?;
-        let cap = Cap::from_bits(mmio.read64(off::CAP));
+        // 64-bit registers are accessed as two dwords (low first), which every controller takes.
+        let cap = Cap::from_bits(mmio.read32(off::CAP) as u64 | (mmio.read32(off::CAP + 4) as u64) << 32);
         let vs = Vs::from_bits(mmio.read32(off::VS));
         if cap.into_bits() == u64::MAX {
             return Err(Error::NoDevice);
@@ -132,8 +133,10 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
         let admin = QueuePair::new(&hal, 0, admin_depth, PAGE, stride)?;
         let aqa = Aqa::new().with_asqs(admin.depth() - 1).with_acqs(admin.depth() - 1);
         mmio.write32(off::AQA, aqa.into_bits());
-        mmio.write64(off::ASQ, admin.sq_paddr());
-        mmio.write64(off::ACQ, admin.cq_paddr());
+        for (reg, pa) in [(off::ASQ, admin.sq_paddr()), (off::ACQ, admin.cq_paddr())] {
+            mmio.write32(reg, pa as u32);
+            mmio.write32(reg + 4, (pa >> 32) as u32);
+        }
 
         // 3. Enable: NVM command set, 4 KiB pages, round robin, 64/16-byte entries.
         let cc = Cc::new().with_css(0).with_mps(0).with_ams(0).with_iosqes(6).with_iocqes(4).with_en(true);

@@ -170,6 +170,10 @@ impl Mmio for FakeBar {
                 }
             }
             0x24 => s.aqa = value,
+            0x28 => s.asq = (s.asq & !0xFFFF_FFFF) | value as u64,
+            0x2C => s.asq = (s.asq & 0xFFFF_FFFF) | (value as u64) << 32,
+            0x30 => s.acq = (s.acq & !0xFFFF_FFFF) | value as u64,
+            0x34 => s.acq = (s.acq & 0xFFFF_FFFF) | (value as u64) << 32,
             _ => {}
         }
     }
