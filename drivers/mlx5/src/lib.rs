@@ -1,6 +1,14 @@
-//! ConnectX-4/5/6/7 (mlx5) driver: layouts as data, firmware command interface, bring-up.
+//! ConnectX-4/5/6/7 (mlx5) driver: layouts as data, firmware command interface, bring-up, data path.
 //!
 //! Everything goes through `hal` (DMA regions, BAR0 as `Mmio`, time); there is no `unsafe`.
+//! - [`ifc`] / [`layout`]: every hardware layout as a field table with `mlx5_ifc.h` names;
+//!   `scripts/mlx5-layouts` prints them.
+//! - [`cmd`]: command queue (inline + chained mailboxes, tokens, ownership, typed errors).
+//! - [`health`]: init segment, `initializing` wait, health buffer/counter.
+//! - [`device`]: [`Mlx5::bring_up`] in firmware order, EQ polling (page requests, errors),
+//!   PD/TD/UAR/MKeys/CQs/QPs, QP state transitions, [`Mlx5::shutdown`] reclaiming every page.
+//! - [`datapath`]: `post_send`/`post_recv`/`poll_cq` straight on the rings.
+//! - [`verbs`]: [`Mlx5Verbs`], the `rdma::Verbs` implementation apps use.
 #![no_std]
 #![forbid(unsafe_code)]
 
