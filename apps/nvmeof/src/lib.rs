@@ -1,6 +1,20 @@
 //! NVMe over Fabrics on RDMA: wire layouts, a transport-independent target core, the RDMA
 //! transport for it, an initiator with a latency benchmark. Generic over `rdma::Verbs` and
 //! `blockdev::BlockDevice`; no allocation, lock or log line per I/O on the data paths.
+//!
+//! Wiring (appliance):
+//! - Target: build a [`target::Core`] from a [`target::TargetConfig`] (ports, inline size,
+//!   MDTS, queue depth) and [`target::SubsystemConfig`]s (NQN, allowed hosts, namespaces as
+//!   `BlockDevice`s; use an enum to mix NVMe/RAM/null), wrap it in
+//!   [`target::rdma::RdmaTarget::new`]. The CM calls `accept(verbs, nvme_private, attrs)` on
+//!   a REQ (REP with the returned QPN/private data, or REJ 28 with the returned status),
+//!   `disconnected(verbs, qpn)` on DREQ, and sends DREQ for each `take_closed()` QPN.
+//!   The main loop calls `poll(verbs, now_ns)`.
+//! - Initiator: implement [`host::HostEnv`] (clock, idle hook, CM connect/poll/disconnect),
+//!   then [`host::Host::discover`] / [`host::Host::connect`]; I/O with `alloc_slot`,
+//!   `slot_buf`, `submit`, `poll`; `tick` for keep-alive/AEN; `reconnect` after `failed()`;
+//!   `bench` for the latency instrument ([`bench::BenchResult::write`] prints the report and
+//!   the JSON histogram). [`cmdline::parse`] reads the kernel command line words.
 #![no_std]
 #![forbid(unsafe_code)]
 

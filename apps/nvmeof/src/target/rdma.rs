@@ -117,6 +117,7 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     turnaround_clock: Option<fn() -> u64>,
     /// Small host→controller payloads (Connect data, DSM ranges) copied here for parsing.
     scratch_in: alloc::boxed::Box<[u8; 4096]>,
+    next_ka_check_ns: u64,
     /// Receive CQE seen → response SEND posted, in clock units (when a clock is set).
     pub turnaround: Histogram,
     pub stats: TransportStats,
@@ -144,6 +145,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             closed: heapless::Deque::new(),
             turnaround_clock: None,
             scratch_in: alloc::boxed::Box::new([0; 4096]),
+            next_ka_check_ns: 0,
             turnaround: Histogram::new(),
             stats: TransportStats::default(),
         }
@@ -343,7 +345,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     /// monotonic clock. Returns the number of events handled.
     pub fn poll(&mut self, verbs: &mut V, now_ns: u64) -> usize {
         let mut work = 0;
-        for ci in 0..self.conns.len() {
+        let hi = self.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
+        for ci in 0..hi {
             let Some(c) = self.conns[ci].as_ref() else { continue };
             if c.draining {
                 continue;
@@ -379,6 +382,16 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             work += 1;
             self.complete_aer(verbs, tag, dw0);
         }
+        // Keep-alive timers have 100 ms granularity (KAS); look at them once per millisecond.
+        if now_ns >= self.next_ka_check_ns {
+            self.next_ka_check_ns = now_ns.saturating_add(1_000_000);
+            work += self.check_keep_alive(verbs, now_ns);
+        }
+        work
+    }
+
+    fn check_keep_alive(&mut self, verbs: &mut V, now_ns: u64) -> usize {
+        let mut work = 0;
         while let Some(id) = self.core.expired_ctrl(now_ns) {
             work += 1;
             let admin = self.conns.iter().position(|c| c.as_ref().is_some_and(|c| !c.draining && c.q.qid == 0 && c.q.cntlid == Some(id)));
