@@ -30,7 +30,7 @@ impl Field {
 /// Read a field (up to 64 bits). Bytes past the end of `buf` read as zero.
 pub fn get(buf: &[u8], f: Field) -> u64 {
     debug_assert!(f.width <= 64);
-    if f.bit % 8 == 0 && f.width % 8 == 0 {
+    if f.bit.is_multiple_of(8) && f.width.is_multiple_of(8) {
         let mut v = 0u64;
         for i in 0..f.width / 8 {
             v = (v << 8) | *buf.get(f.bit / 8 + i).unwrap_or(&0) as u64;

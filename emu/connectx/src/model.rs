@@ -593,7 +593,10 @@ impl Device {
                     None => self.raw.sqs.get(&qpn).is_some_and(|s| s.uar == uar),
                 };
                 if ok {
-                    self.sq_doorbells.push((qpn, v));
+                    // One pending entry per queue: the SQ runs up to the doorbell record anyway.
+                    if !self.sq_doorbells.iter().any(|d| d.0 == qpn) {
+                        self.sq_doorbells.push((qpn, v));
+                    }
                 } else {
                     self.ctr.stray_doorbells += 1;
                 }
@@ -699,7 +702,7 @@ impl Device {
         let mut v = Vec::with_capacity(nblocks);
         let mut ptr = first;
         for i in 0..nblocks {
-            if ptr == 0 || ptr % MAILBOX_ALIGN != 0 {
+            if ptr == 0 || !ptr.is_multiple_of(MAILBOX_ALIGN) {
                 return Err(bad_ptr);
             }
             let mut b = [0u8; 0x240];
@@ -1367,8 +1370,8 @@ impl Device {
                 let mut new = Vec::with_capacity(n);
                 for i in 0..n {
                     let pa = get(inp, l::manage_pages_in::pas.at(8 * i));
-                    if pa % PAGE != 0 || !self.mem.is_mapped(pa, PAGE as usize) {
-                        if pa % PAGE == 0 {
+                    if !pa.is_multiple_of(PAGE) || !self.mem.is_mapped(pa, PAGE as usize) {
+                        if pa.is_multiple_of(PAGE) {
                             self.ctr.dma_faults += 1;
                         }
                         return fail(st::BAD_PARAM, synd::BAD_PAGE_ADDRESS);
@@ -1519,7 +1522,7 @@ impl Device {
             return fail(st::BAD_RES, synd::NO_SUCH_EQ);
         }
         let dbr = get(c, cqc::dbr_addr);
-        if dbr % 8 != 0 {
+        if !dbr.is_multiple_of(8) {
             return fail(st::BAD_PARAM, synd::UNALIGNED_DBR);
         }
         let lps = get(c, cqc::log_page_size) as u8;
@@ -1638,7 +1641,7 @@ impl Device {
             return fail(st::BAD_RES, synd::NO_SUCH_CQ);
         }
         let dbr = get(c, qpc::dbr_addr);
-        if dbr % 8 != 0 {
+        if !dbr.is_multiple_of(8) {
             return fail(st::BAD_PARAM, synd::UNALIGNED_DBR);
         }
         if !matches!(rq_type, 0 | 3) {

@@ -294,7 +294,7 @@ impl Device {
                     return Err((st::BAD_PARAM, synd::BAD_QP_TYPE));
                 }
                 let dbr = get(w, wq::dbr_addr);
-                if dbr % 8 != 0 {
+                if !dbr.is_multiple_of(8) {
                     return Err((st::BAD_PARAM, synd::UNALIGNED_DBR));
                 }
                 let log_stride = get(w, wq::log_wq_stride) as u8;

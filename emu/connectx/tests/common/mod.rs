@@ -213,7 +213,7 @@ pub fn create_eq(r: &mut Rig, uar: u32, mask: u64, log: u8) -> (u8, SimDma) {
     for k in 0..(1usize << log) {
         buf.write_u8(k * 64 + 0x3f, 1);
     }
-    let np = ((64usize << log) + 4095) / 4096;
+    let np = (64usize << log).div_ceil(4096);
     let mut i = inp(op::CREATE_EQ, 0, 0x110 + 8 * np);
     let c = &mut i[0x10..0x50];
     set(c, l::eqc::log_eq_size, log as u64);
@@ -232,7 +232,7 @@ pub fn create_cq(r: &mut Rig, uar: u32, eqn: u8, log: u8) -> (u32, SimDma, SimDm
         buf.write_u8(k * 64 + 0x3f, 0xf1);
     }
     let dbr = r.hal.dma_alloc(64, 64).unwrap();
-    let np = ((64usize << log) + 4095) / 4096;
+    let np = (64usize << log).div_ceil(4096);
     let mut i = inp(op::CREATE_CQ, 0, 0x110 + 8 * np);
     let c = &mut i[0x10..0x50];
     set(c, l::cqc::log_cq_size, log as u64);
