@@ -7,6 +7,9 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+mod mem;
+pub use mem::{NullNamespace, RamNamespace, MEM_MAX_TRANSFER};
+
 use hal::PhysAddr;
 
 /// What an I/O does.

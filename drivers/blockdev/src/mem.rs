@@ -1,0 +1,207 @@
+//! blockdev mem: the RAM namespace (backed by one DMA region, so the NVMe-oF target can RDMA
+//! straight to and from its blocks) and the null namespace (no data, completes at once).
+//!
+//! Zero-copy: [`RamNamespace::dma_range`] gives the physical address of a block range. An
+//! I/O whose buffer *is* that range moves no bytes (the RDMA already put the data there or
+//! will take it from there). A buffer elsewhere inside the namespace's own region is copied
+//! within the region. A buffer outside the region cannot be reached through the Hal (it has
+//! no "copy by physical address"): such I/Os are refused with `Unsupported`; callers that
+//! hold the buffer's region use [`RamNamespace::copy_with`].
+
+use hal::{DmaRegion, Hal, HalError, PhysAddr};
+
+use crate::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
+
+/// Completions not yet reported (fixed size: no allocation per I/O).
+const RING: usize = 256;
+
+struct DoneRing {
+    items: [BlockDone; RING],
+    head: usize,
+    len: usize,
+}
+
+impl DoneRing {
+    fn new() -> Self {
+        DoneRing { items: [BlockDone { tag: 0, result: Ok(()) }; RING], head: 0, len: 0 }
+    }
+    fn push(&mut self, d: BlockDone) -> Result<(), BlockError> {
+        if self.len == RING {
+            return Err(BlockError::QueueFull);
+        }
+        self.items[(self.head + self.len) % RING] = d;
+        self.len += 1;
+        Ok(())
+    }
+    fn drain(&mut self, out: &mut [BlockDone]) -> usize {
+        let n = core::cmp::min(out.len(), self.len);
+        for o in out.iter_mut().take(n) {
+            *o = self.items[self.head];
+            self.head = (self.head + 1) % RING;
+        }
+        self.len -= n;
+        n
+    }
+}
+
+/// Largest I/O the memory namespaces accept, in bytes.
+pub const MEM_MAX_TRANSFER: usize = 1 << 20;
+
+/// A namespace in DMA memory.
+pub struct RamNamespace<D: DmaRegion> {
+    mem: D,
+    block_size: u32,
+    blocks: u64,
+    done: DoneRing,
+    /// I/Os served without moving data (buffer was the block range itself).
+    pub zero_copy: u64,
+    /// I/Os that copied data.
+    pub copied: u64,
+}
+
+impl<D: DmaRegion> RamNamespace<D> {
+    /// `bytes` of zeroed DMA memory as `bytes / block_size` blocks.
+    pub fn new<H: Hal<Dma = D>>(hal: &H, bytes: u64, block_size: u32) -> Result<Self, HalError> {
+        let blocks = bytes / block_size as u64;
+        let mem = hal.dma_alloc((blocks * block_size as u64) as usize, 4096)?;
+        Ok(RamNamespace { mem, block_size, blocks, done: DoneRing::new(), zero_copy: 0, copied: 0 })
+    }
+
+    /// Physical address of block `lba` (no range check: see [`dma_range`](Self::dma_range)).
+    pub fn paddr_of(&self, lba: u64) -> PhysAddr {
+        self.mem.paddr() + lba * self.block_size as u64
+    }
+
+    /// Physical address and length of blocks `[lba, lba+blocks)`, for RDMA straight to or
+    /// from the namespace; `None` if the range is not inside it.
+    pub fn dma_range(&self, lba: u64, blocks: u32) -> Option<(PhysAddr, usize)> {
+        let end = lba.checked_add(blocks as u64)?;
+        (end <= self.blocks && blocks > 0).then(|| (self.paddr_of(lba), blocks as usize * self.block_size as usize))
+    }
+
+    /// The backing region (e.g. to register it for RDMA once).
+    pub fn region(&self) -> &D {
+        &self.mem
+    }
+
+    fn copy_in_region(&self, dst: usize, src: usize, len: usize) {
+        let mut chunk = [0u8; 512];
+        let mut done = 0;
+        while done < len {
+            let n = core::cmp::min(512, len - done);
+            self.mem.read(src + done, &mut chunk[..n]);
+            self.mem.write(dst + done, &chunk[..n]);
+            done += n;
+        }
+    }
+
+    /// Synchronous transfer between blocks and `buf[off..]` of a region the caller holds.
+    pub fn copy_with(&mut self, op: BlockOp, lba: u64, blocks: u32, buf: &impl DmaRegion, off: usize) -> Result<(), BlockError> {
+        let io = BlockIo { op, lba, blocks, buf: buf.paddr() + off as u64, buf_len: buf.len().saturating_sub(off), tag: 0 };
+        check_io(&io, self.block_size, self.blocks, self.max_transfer_blocks())?;
+        let base = (lba * self.block_size as u64) as usize;
+        let len = blocks as usize * self.block_size as usize;
+        let mut chunk = [0u8; 512];
+        let mut done = 0;
+        while done < len {
+            let n = core::cmp::min(512, len - done);
+            match op {
+                BlockOp::Read => {
+                    self.mem.read(base + done, &mut chunk[..n]);
+                    buf.write(off + done, &chunk[..n]);
+                }
+                BlockOp::Write => {
+                    buf.read(off + done, &mut chunk[..n]);
+                    self.mem.write(base + done, &chunk[..n]);
+                }
+                _ => return Err(BlockError::Unsupported),
+            }
+            done += n;
+        }
+        self.copied += 1;
+        Ok(())
+    }
+
+    fn execute(&mut self, io: &BlockIo) -> Result<(), BlockError> {
+        check_io(io, self.block_size, self.blocks, self.max_transfer_blocks())?;
+        let base = (io.lba * self.block_size as u64) as usize;
+        let len = io.blocks as usize * self.block_size as usize;
+        match io.op {
+            BlockOp::Flush => {}
+            BlockOp::WriteZeroes | BlockOp::Deallocate => self.mem.fill(base, len, 0),
+            BlockOp::Read | BlockOp::Write => {
+                let start = self.mem.paddr();
+                let end = start + self.mem.len() as u64;
+                if io.buf == self.paddr_of(io.lba) {
+                    self.zero_copy += 1;
+                } else if io.buf >= start && io.buf + len as u64 <= end {
+                    let b = (io.buf - start) as usize;
+                    if io.op == BlockOp::Read {
+                        self.copy_in_region(b, base, len);
+                    } else {
+                        self.copy_in_region(base, b, len);
+                    }
+                    self.copied += 1;
+                } else {
+                    return Err(BlockError::Unsupported);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<D: DmaRegion> BlockDevice for RamNamespace<D> {
+    fn block_size(&self) -> u32 {
+        self.block_size
+    }
+    fn num_blocks(&self) -> u64 {
+        self.blocks
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        (MEM_MAX_TRANSFER / self.block_size as usize) as u32
+    }
+    fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
+        if self.done.len == RING {
+            return Err(BlockError::QueueFull);
+        }
+        self.execute(io)?;
+        self.done.push(BlockDone { tag: io.tag, result: Ok(()) })
+    }
+    fn poll(&mut self, out: &mut [BlockDone]) -> usize {
+        self.done.drain(out)
+    }
+}
+
+/// A namespace with no data: every valid I/O completes at once (reads leave the buffer as
+/// it was). For latency work on the network path.
+pub struct NullNamespace {
+    block_size: u32,
+    blocks: u64,
+    done: DoneRing,
+}
+
+impl NullNamespace {
+    pub fn new(blocks: u64, block_size: u32) -> Self {
+        NullNamespace { block_size, blocks, done: DoneRing::new() }
+    }
+}
+
+impl BlockDevice for NullNamespace {
+    fn block_size(&self) -> u32 {
+        self.block_size
+    }
+    fn num_blocks(&self) -> u64 {
+        self.blocks
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        (MEM_MAX_TRANSFER / self.block_size as usize) as u32
+    }
+    fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
+        check_io(io, self.block_size, self.blocks, self.max_transfer_blocks())?;
+        self.done.push(BlockDone { tag: io.tag, result: Ok(()) })
+    }
+    fn poll(&mut self, out: &mut [BlockDone]) -> usize {
+        self.done.drain(out)
+    }
+}

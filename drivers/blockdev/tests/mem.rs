@@ -1,0 +1,134 @@
+//! Tests of the RAM and null namespaces over a small arena Hal.
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, NullNamespace, RamNamespace};
+use hal::{DmaRegion, Hal, HalError, PhysAddr};
+use proptest::prelude::*;
+
+const BASE: u64 = 0x1_0000_0000;
+
+#[derive(Clone)]
+struct TestHal(Rc<(RefCell<Vec<u8>>, Cell<usize>)>);
+struct Region(Rc<(RefCell<Vec<u8>>, Cell<usize>)>, usize, usize);
+
+impl DmaRegion for Region {
+    fn paddr(&self) -> PhysAddr {
+        BASE + self.1 as u64
+    }
+    fn len(&self) -> usize {
+        self.2
+    }
+    fn read(&self, o: usize, b: &mut [u8]) {
+        assert!(o + b.len() <= self.2);
+        b.copy_from_slice(&self.0 .0.borrow()[self.1 + o..self.1 + o + b.len()]);
+    }
+    fn write(&self, o: usize, d: &[u8]) {
+        assert!(o + d.len() <= self.2);
+        self.0 .0.borrow_mut()[self.1 + o..self.1 + o + d.len()].copy_from_slice(d);
+    }
+}
+impl Hal for TestHal {
+    type Dma = Region;
+    fn dma_alloc(&self, size: usize, align: usize) -> Result<Region, HalError> {
+        let off = self.0 .1.get().div_ceil(align) * align;
+        if off + size > self.0 .0.borrow().len() {
+            return Err(HalError::OutOfMemory { size, align });
+        }
+        self.0 .1.set(off + size);
+        Ok(Region(self.0.clone(), off, size))
+    }
+    fn now_ns(&self) -> u64 {
+        0
+    }
+}
+fn hal() -> TestHal {
+    TestHal(Rc::new((RefCell::new(vec![0; 8 << 20]), Cell::new(0))))
+}
+fn done(d: &mut impl BlockDevice) -> Vec<BlockDone> {
+    let mut out = [BlockDone { tag: 0, result: Ok(()) }; 8];
+    let n = d.poll(&mut out);
+    out[..n].to_vec()
+}
+
+#[test]
+fn ram_zero_copy_and_copy() {
+    let h = hal();
+    let mut r = RamNamespace::new(&h, 1 << 20, 512).unwrap();
+    assert_eq!((r.num_blocks(), r.block_size()), (2048, 512));
+    // Zero copy: "RDMA" data straight into blocks 10..12, then a write I/O naming that range.
+    let (pa, len) = r.dma_range(10, 2).unwrap();
+    assert_eq!((pa, len), (r.paddr_of(10), 1024));
+    r.region().write((pa - r.paddr_of(0)) as usize, &[7u8; 1024]);
+    r.submit(&BlockIo { op: BlockOp::Write, lba: 10, blocks: 2, buf: pa, buf_len: len, tag: 1 }).unwrap();
+    assert_eq!(done(&mut r), vec![BlockDone { tag: 1, result: Ok(()) }]);
+    assert_eq!(r.zero_copy, 1);
+    // Copy out to a caller region and back in elsewhere.
+    let buf = h.dma_alloc(4096, 4096).unwrap();
+    r.copy_with(BlockOp::Read, 10, 2, &buf, 100).unwrap();
+    let mut b = [0u8; 1024];
+    buf.read(100, &mut b);
+    assert!(b.iter().all(|x| *x == 7));
+    r.copy_with(BlockOp::Write, 500, 2, &buf, 100).unwrap();
+    let mut b2 = [0u8; 1024];
+    r.region().read(500 * 512, &mut b2);
+    assert_eq!(b, b2);
+    // A buffer inside the namespace but elsewhere: copied within the region.
+    r.submit(&BlockIo { op: BlockOp::Read, lba: 10, blocks: 2, buf: r.paddr_of(1000), buf_len: 1024, tag: 2 }).unwrap();
+    r.region().read(1000 * 512, &mut b2);
+    assert!(b2.iter().all(|x| *x == 7));
+    // A buffer outside the region cannot be reached through the Hal.
+    assert_eq!(r.submit(&BlockIo { op: BlockOp::Read, lba: 0, blocks: 1, buf: buf.paddr(), buf_len: 512, tag: 3 }), Err(BlockError::Unsupported));
+    // Write zeroes.
+    r.submit(&BlockIo { op: BlockOp::WriteZeroes, lba: 10, blocks: 1, buf: 0, buf_len: 0, tag: 4 }).unwrap();
+    r.region().read(10 * 512, &mut b2[..512]);
+    assert!(b2[..512].iter().all(|x| *x == 0));
+    // Bad requests.
+    assert!(matches!(r.submit(&BlockIo { op: BlockOp::Read, lba: 2048, blocks: 1, buf: pa, buf_len: 512, tag: 5 }), Err(BlockError::OutOfRange { .. })));
+    assert_eq!(r.submit(&BlockIo { op: BlockOp::Read, lba: 0, blocks: 0, buf: pa, buf_len: 512, tag: 5 }), Err(BlockError::ZeroLength));
+    assert_eq!(r.dma_range(2047, 2), None);
+    assert_eq!(done(&mut r).len(), 2);
+}
+
+#[test]
+fn null_completes_at_once_and_checks() {
+    let mut n = NullNamespace::new(100, 4096);
+    for t in 0..5 {
+        n.submit(&BlockIo { op: BlockOp::Read, lba: t, blocks: 1, buf: 0x1000, buf_len: 4096, tag: t }).unwrap();
+    }
+    let d = done(&mut n);
+    assert_eq!(d.iter().map(|d| d.tag).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    assert_eq!(n.submit(&BlockIo { op: BlockOp::Write, lba: 0, blocks: 2, buf: 0, buf_len: 4096, tag: 9 }), Err(BlockError::BufferTooSmall { need: 8192, have: 4096 }));
+    // The completion ring reports QueueFull rather than losing completions.
+    for t in 0..256 {
+        n.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: t }).unwrap();
+    }
+    assert_eq!(n.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: 0 }), Err(BlockError::QueueFull));
+}
+
+proptest! {
+    /// Random writes through copy_with followed by reads return what a model holds.
+    #[test]
+    fn ram_matches_model(ops in proptest::collection::vec((0u64..64, 1u32..8, any::<u8>()), 1..40)) {
+        let h = hal();
+        let mut r = RamNamespace::new(&h, 64 * 512, 512).unwrap();
+        let buf = h.dma_alloc(8 * 512, 4096).unwrap();
+        let mut model = vec![0u8; 64 * 512];
+        for (lba, n, v) in ops {
+            buf.write(0, &vec![v; n as usize * 512]);
+            let res = r.copy_with(BlockOp::Write, lba, n, &buf, 0);
+            if lba + n as u64 > 64 {
+                prop_assert!(matches!(res, Err(BlockError::OutOfRange { .. })), "{res:?}");
+                continue;
+            }
+            res.unwrap();
+            model[lba as usize * 512..(lba as usize + n as usize) * 512].fill(v);
+        }
+        for lba in 0..64u64 {
+            r.copy_with(BlockOp::Read, lba, 1, &buf, 0).unwrap();
+            let mut b = [0u8; 512];
+            buf.read(0, &mut b);
+            prop_assert_eq!(&b[..], &model[lba as usize * 512..lba as usize * 512 + 512]);
+        }
+    }
+}
