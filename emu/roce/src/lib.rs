@@ -32,6 +32,28 @@
 //!   queue. Send completions appear only for signaled WRs or errors; an error moves the QP to
 //!   ERROR and flushes the rest (WrFlushed).
 //!
+//! # Behaviour (rxe-compatible; wire.md §1.5)
+//!
+//! * Requester: PMTU segmentation, AckReq on each message's last packet and every 64th
+//!   packet, 128-PSN window, READ consumes ceil(len/PMTU) PSNs, at most `max_rd_atomic` READs
+//!   outstanding, go-back-N from the oldest unacknowledged PSN on timeout (4.096 µs × 2^timeout,
+//!   `retry_cnt`, 7 = infinite) or NAK-PSN-sequence-error, RNR NAK wait per the IBA timer table
+//!   (`rnr_retry`, 7 = infinite), coalesced ACKs, an ACK past an incomplete READ = lost
+//!   response (re-request the rest), NAK invalid-request / remote-access / remote-operational
+//!   → error completion, QP to ERROR, rest flushed.
+//! * Responder: one NAK-sequence-error per gap then silent drops, duplicates re-ACKed (SEND /
+//!   WRITE) or answered from the saved READ resource (never re-executed), ACK only for AckReq
+//!   packets (coalesced per poll), RNR NAK (`min_rnr_timer`) without a receive WQE (checked
+//!   before a WRITE-with-immediate's last packet touches memory), opcode-sequence and length
+//!   checks → NAK invalid request, rkey/bounds/access → NAK remote access; class C errors move
+//!   the responder QP to ERROR too (as rxe). Failed SEND-WITH-INVALIDATE: receive completes
+//!   with `RemoteInvalidRequest`, QP to ERROR, and (deviation from rxe, which only errors
+//!   locally) a NAK invalid-request tells the requester at once.
+//! * UD: QP1 always uses Q_Key 0x80010000; Q_Key mismatch or no receive WQE → silent drop
+//!   (counted); receive data lands after a 40-byte GRH area (20 zero bytes + IPv4 header).
+//! * Not modelled: atomics (NAK invalid request), UC/XRC/SRQ, SQD/SQE states, alternate path /
+//!   APM, IPv6 / RoCEv1 / VLAN, ECN/CNP congestion control, multicast, IPv4 options/fragments.
+//!
 //! Wire facts: shared/reference/wire.md §1 (from Linux rxe).
 
 pub mod engine;

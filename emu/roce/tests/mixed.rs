@@ -27,7 +27,6 @@ fn run(seed: u64, n_ops: u64) {
     for r in 0..n_ops {
         p.b.eng.post_recv(Qpn(0x12), recv_wr(r, kr, 0x1000_0000 + r * 8192, 8192)).unwrap();
     }
-    let mut recv_posted = n_ops;
     let mut expected_wc: Vec<WcOpcode> = Vec::new();
     while posted < n_ops || send_done < n_ops {
         while posted < n_ops && posted - send_done < 16 {
@@ -96,9 +95,7 @@ fn run(seed: u64, n_ops: u64) {
                 assert!(p.b.read_va(kr, va, data.len()) == *data, "seed {seed}: SEND {wr_i} bytes");
             }
             recv_done += 1;
-            let _ = recv_posted;
         }
-        recv_posted = n_ops;
     }
     p.run_until(p.now + 1_000_000_000, |_| false);
     for c in p.b.take_cqes() {

@@ -114,10 +114,7 @@ fn sends_exactly_once_in_order_lossy() {
             p.a.eng.post_send(Qpn(0x11), send_wr(posted, SendOp::Send, ka, va, m.len() as u32)).unwrap();
             posted += 1;
         }
-        let target_r = recvd.len() + 1;
-        let target_s = sends_done + 1;
-        assert!(p.run_until(p.now + 60_000_000_000, |p| p.b.cqes.len() >= 1 || p.a.cqes.len() as u64 >= 1), "stalled at {} recvd / {} sent", recvd.len(), sends_done);
-        let _ = (target_r, target_s);
+        assert!(p.run_until(p.now + 60_000_000_000, |p| !p.b.cqes.is_empty() || !p.a.cqes.is_empty()), "stalled at {} recvd / {} sent", recvd.len(), sends_done);
         for c in p.a.take_cqes() {
             assert_eq!(c.status, WcStatus::Success);
             assert_eq!(c.wr_id, sends_done, "send completions in order");
