@@ -1392,6 +1392,10 @@ impl Device {
                 Ok(out(16))
             }
             _ => {
+                if n > MAX_CMD_LEN as usize / 8 {
+                    // More entries than any output could hold.
+                    return fail(st::BAD_OUTP_LEN, synd::OUTPUT_TOO_SHORT);
+                }
                 let o_len = 16 + 8 * n;
                 let surplus = (self.pages.len() as i64 - self.page_target()).max(0) as usize;
                 let give = if self.faults.withhold_pages { 0 } else { n.min(surplus) };

@@ -392,6 +392,9 @@ impl Device {
                     return Err((st::BAD_PARAM, synd::BAD_OP_MOD)); // only NIC_RX modelled
                 }
                 let ctx = &inp[0x18..];
+                if get(ctx, flow_table_context::log_size) > 24 {
+                    return Err((st::BAD_PARAM, synd::QUEUE_TOO_BIG));
+                }
                 let id = self.raw.id();
                 self.raw.tables.insert(id, FlowTable {
                     ty,

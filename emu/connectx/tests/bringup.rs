@@ -3,7 +3,6 @@
 mod common;
 use common::*;
 use emu_connectx::consts::{delivery, event, op, qp, reg, status as st, synd};
-#[allow(unused_imports)]
 use emu_connectx::layout::Field;
 use emu_connectx::layout::{self as l, get, set};
 use emu_connectx::*;
@@ -170,6 +169,26 @@ fn command_status_paths() {
             set(&mut i, l::set_roce_address_in::roce_address_index, 99);
             i
         }, 16, st::BAD_PARAM, synd::BAD_GID_INDEX),
+        ({
+            let mut i = inp(op::MANAGE_PAGES, 2, 16);
+            set(&mut i, l::manage_pages_in::input_num_entries, 0xffff_ffff);
+            i
+        }, 16, st::BAD_OUTP_LEN, synd::OUTPUT_TOO_SHORT),
+        ({
+            let mut i = inp(op::MANAGE_PAGES, 2, 16);
+            set(&mut i, l::manage_pages_in::input_num_entries, 4);
+            i
+        }, 16, st::BAD_OUTP_LEN, synd::OUTPUT_TOO_SHORT),
+        ({
+            let mut i = inp(op::MANAGE_PAGES, 1, 16);
+            set(&mut i, l::manage_pages_in::input_num_entries, 0xffff_ffff);
+            i
+        }, 16, st::BAD_INP_LEN, synd::INPUT_TOO_SHORT),
+        ({
+            let mut i = inp(0x930, 0, 0x40);
+            set(&mut i[0x18..], Field { name: "log_size", bit: 24, width: 8 }, 200);
+            i
+        }, 16, st::BAD_PARAM, synd::QUEUE_TOO_BIG),
         ({
             let mut i = inp(op::ACCESS_REG, 1, 32);
             set(&mut i, l::access_register_in::register_id, 0x1234);
@@ -513,4 +532,36 @@ fn firmware_asks_for_pages_as_qps_are_created() {
     assert_eq!(r.cx.counters().pages_held, (cfg.boot_pages + cfg.init_pages + cfg.regular_pages + 6) as usize);
     tear_down(&mut r, u);
     assert_eq!(r.cx.counters().pages_held, 0);
+}
+
+/// Garbage commands (known opcodes, random op_mod, random bytes, random lengths) never panic
+/// the model, and it keeps answering afterwards.
+#[test]
+fn random_commands_do_not_break_the_model() {
+    let mut r = Rig::new();
+    let u = bring_up(&mut r);
+    let mut rng = emu_roce::link::SplitMix64::new(42);
+    let ops: Vec<u16> = (0x100..0x110).chain(0x200..0x204).chain(0x301..0x303).chain(0x400..0x403)
+        .chain(0x500..0x50f).chain([0x750, 0x754, 0x755, 0x760, 0x761, 0x800, 0x801, 0x802, 0x803, 0x805, 0x816, 0x817])
+        .chain(0x900..0x940).collect();
+    let n = if cfg!(debug_assertions) { 1500 } else { 6000 };
+    for _ in 0..n {
+        let opc = ops[rng.below(ops.len() as u64) as usize];
+        if matches!(opc, op::DISABLE_HCA | op::TEARDOWN_HCA | op::ENABLE_HCA) {
+            continue;
+        }
+        let len = [16usize, 24, 0x40, 0x110, 0x118, 0x200, 0x348, 0x1010][rng.below(8) as usize];
+        let mut i = inp(opc, (rng.below(4) as u16) * (rng.below(2) as u16), len);
+        for b in i[8..].iter_mut() {
+            if rng.below(4) == 0 {
+                *b = rng.next_u64() as u8;
+            }
+        }
+        let outlen = [16usize, 0x70, 0x110, 0x1010][rng.below(4) as usize];
+        let d = r.cmd(&i, outlen);
+        assert_eq!(d.delivery, 0);
+    }
+    let o = r.cmd(&inp(op::ALLOC_PD, 0, 16), 16);
+    assert_eq!(o.status, 0, "still serving");
+    drop(u);
 }
