@@ -499,3 +499,88 @@ fn cm_private_data_checks() {
     assert_eq!(ok.1.crqsize.get(), 32);
     assert_eq!(w.target.stats.conns_rejected, 5);
 }
+
+/// Controller enable/reset/shutdown state machine, features, and I/O-queue Connect rules,
+/// straight on the core.
+#[test]
+fn core_cc_state_machine_features_and_connect_rules() {
+    use nvmeof::target::Action;
+    let mem = MemMap::default();
+    let cfg = TargetConfig { ports: vec![], max_io_queues: 2, ..TargetConfig::default() };
+    let subs = vec![nvmeof::target::SubsystemConfig {
+        nqn: SUBNQN.into(),
+        serial: "s".into(),
+        model: "m".into(),
+        hosts: vec![HOSTNQN.into()],
+        allow_any_host: false,
+        namespaces: vec![nvmeof::target::NamespaceConfig { nsid: 1, dev: RamDisk::new(mem.clone(), 64, 512), nguid: [1; 16] }],
+    }];
+    let mut core = Core::new(cfg, subs).unwrap();
+    let none = DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 0, tag: 0 };
+    let resp = |a: Action| match a {
+        Action::Respond { status, dw0, dw1, .. } => (status, dw0 as u64 | (dw1 as u64) << 32),
+        other => panic!("{other:?}"),
+    };
+    let mut aq = QueueState::new(0);
+    let cd = connect_data(0xFFFF);
+    let s = connect_sqe(0, 31, 1);
+    let (st0, cntlid) = resp(core.execute(&mut aq, &s, &DataIn { bytes: cd.as_bytes(), sgl_len: 1024, ..none }, 0));
+    assert!(st0.is_success());
+    let get = |core: &mut Core<RamDisk>, aq: &mut QueueState, off, eight| resp(core.execute(aq, &property_get_sqe(off, eight), &none, 0));
+    let set = |core: &mut Core<RamDisk>, aq: &mut QueueState, v| resp(core.execute(aq, &property_set_sqe(nvmeof::wire::prop::CC, v), &none, 0)).0;
+    let cap = get(&mut core, &mut aq, nvmeof::wire::prop::CAP, true).1;
+    assert_eq!(cap & 0xFFFF, 127);
+    assert_eq!((cap >> 24) & 0xFF, 15);
+    assert_eq!(cap >> 37 & 1, 1);
+    assert_eq!(get(&mut core, &mut aq, nvmeof::wire::prop::VS, false).1, 0x10300);
+    assert_eq!(get(&mut core, &mut aq, nvmeof::wire::prop::CSTS, false).1, 0);
+    // Admin commands before enable: sequence error.
+    let ka = sqe(admin_op::KEEP_ALIVE, 3);
+    assert_eq!(resp(core.execute(&mut aq, &ka, &none, 0)).0, Status::CMD_SEQ_ERROR);
+    // Bad IOSQES: controller fatal status.
+    assert!(set(&mut core, &mut aq, 0x0045_0001).is_success());
+    assert_eq!(get(&mut core, &mut aq, nvmeof::wire::prop::CSTS, false).1, 2);
+    assert_eq!(resp(core.execute(&mut aq, &ka, &none, 0)).0, Status::CMD_SEQ_ERROR);
+    // Reset, then a good enable.
+    assert!(set(&mut core, &mut aq, 0).is_success());
+    assert_eq!(get(&mut core, &mut aq, nvmeof::wire::prop::CSTS, false).1, 0);
+    assert!(set(&mut core, &mut aq, 0x0046_0001).is_success());
+    assert_eq!(get(&mut core, &mut aq, nvmeof::wire::prop::CSTS, false).1, 1);
+    assert!(resp(core.execute(&mut aq, &ka, &none, 0)).0.is_success());
+    // 8-byte read of a 4-byte property and writes to read-only ones are invalid.
+    assert_eq!(get(&mut core, &mut aq, nvmeof::wire::prop::CSTS, true).0, Status::INVALID_FIELD);
+    let mut ps = property_set_sqe(nvmeof::wire::prop::CSTS, 1);
+    ps.cid = U16::new(9);
+    assert_eq!(resp(core.execute(&mut aq, &ps, &none, 0)).0, Status::INVALID_FIELD);
+    // Features: number of queues is clamped to 2; KATO and AEC round-trip.
+    let mut sf = sqe(admin_op::SET_FEATURES, 4);
+    sf.cdw10 = U32::new(fid::NUM_QUEUES as u32);
+    sf.cdw11 = U32::new(7 | 7 << 16);
+    assert_eq!(resp(core.execute(&mut aq, &sf, &none, 0)).1, 1 | 1 << 16);
+    sf.cdw10 = U32::new(fid::KEEP_ALIVE_TIMER as u32);
+    sf.cdw11 = U32::new(30_000);
+    assert!(resp(core.execute(&mut aq, &sf, &none, 0)).0.is_success());
+    let mut gf = sqe(admin_op::GET_FEATURES, 5);
+    gf.cdw10 = U32::new(fid::KEEP_ALIVE_TIMER as u32);
+    assert_eq!(resp(core.execute(&mut aq, &gf, &none, 0)).1, 30_000);
+    // I/O queue Connect rules.
+    let io_connect = |core: &mut Core<RamDisk>, qid: u16, cntlid: u16, host: &str| {
+        let mut q = QueueState::new(qid);
+        let mut d = connect_data(cntlid);
+        put_str(&mut d.hostnqn, host, 0);
+        let s = connect_sqe(qid, 31, 6);
+        resp(core.execute(&mut q, &s, &DataIn { bytes: d.as_bytes(), sgl_len: 1024, ..none }, 0))
+    };
+    let id = cntlid as u16;
+    assert!(io_connect(&mut core, 1, id, HOSTNQN).0.is_success());
+    assert_eq!(io_connect(&mut core, 1, id, HOSTNQN).0, Status::CONNECT_CTRL_BUSY, "qid 1 twice");
+    assert_eq!(io_connect(&mut core, 3, id, HOSTNQN), (Status::CONNECT_INVALID_PARAM, 42), "qid beyond granted");
+    assert_eq!(io_connect(&mut core, 2, id + 1, HOSTNQN), (Status::CONNECT_INVALID_PARAM, (1 << 16) | 16), "unknown cntlid");
+    assert_eq!(io_connect(&mut core, 2, id, "nqn.other"), (Status::CONNECT_INVALID_HOST, (1 << 16) | 512), "other host");
+    // Shutdown: CSTS.SHST = complete, RDY cleared.
+    assert!(set(&mut core, &mut aq, 0x0046_4001).is_success());
+    assert_eq!(get(&mut core, &mut aq, nvmeof::wire::prop::CSTS, false).1, 0x8);
+    // Keep-alive: 30 s KATO set above.
+    assert_eq!(core.expired_ctrl(29_000_000_000), None);
+    assert_eq!(core.expired_ctrl(31_000_000_000), Some(id));
+}
