@@ -277,7 +277,25 @@ impl Device {
         while let Some(f) = eng.pop_raw_frame() {
             raw.push(f);
         }
+        // QPs the engine moved to ERROR by itself (responder-side errors: no CQE tells the
+        // driver): mirror the state and raise the QP's async error event.
+        let errored: Vec<u32> = self
+            .qps
+            .values()
+            .filter(|q| matches!(q.state, qps::RTR | qps::RTS))
+            .filter(|q| eng.query_qp(Qpn(q.qpn)).is_some_and(|i| i.state == QpState::Error))
+            .map(|q| q.qpn)
+            .collect();
         self.engine = Some(eng);
+        for qpn in errored {
+            let q = self.qps.get_mut(&qpn).expect("qp");
+            q.state = qps::ERR;
+            l::set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
+            let mut data = [0u8; 28];
+            data[5] = 0; // resource type: QP
+            data[8..12].copy_from_slice(&(qpn & 0xff_ffff).to_be_bytes());
+            self.raise_event(crate::consts::event::WQ_ACCESS_ERROR, 0, &data);
+        }
         self.link = link;
         for f in raw {
             work += 1;

@@ -171,7 +171,16 @@ fn send_write_read_between_two_adapters() {
     assert_eq!(ca.len(), 1);
     assert_eq!(ca[0][0x3f] >> 4, cqe_op::REQ_ERR);
     assert_eq!(ca[0][0x37], cqe_synd::REMOTE_ACCESS_ERR);
-    assert_eq!(b.r.cx.device().qps[&0x100].state, emu_connectx::consts::qp::RTS, "responder still RTS");
+    // The responder QP is in error too (class C error, as rxe/IBA): the model mirrors the state
+    // and raises a WQ access-error event naming the QP on B's EQ.
+    let bst = b.r.cx.device().qps[&0x100].state;
+    assert_eq!(bst, emu_connectx::consts::qp::ERR, "responder QP mirrored to ERROR");
+    let e = &b.u.eq_buf;
+    assert_eq!(e.read_u8(1), emu_connectx::consts::event::WQ_ACCESS_ERROR);
+    assert_eq!(e.read_be32(0x20 + 8) & 0xff_ffff, 0x100);
+    assert_eq!(e.read_u8(0x3f) & 1, 0);
+    // B still serves: its QP1 and its commands work.
+    assert_eq!(b.r.cmd(&inp(emu_connectx::consts::op::ALLOC_PD, 0, 16), 16).status, 0);
     // A's QP is in ERROR now: the next WQE is flushed.
     a.post_send(wqe_op::SEND, None, a.buf.paddr(), 8);
     let (ca, _) = run(&mut a, &mut b, 1, 0);

@@ -348,7 +348,8 @@ pub fn bring_up_with(r: &mut Rig, ip: [u8; 4], peer: Peer) -> Up {
     assert_eq!(&o[0x106..0x10c], &mac);
     let o = r.ok(&inp(op::ALLOC_UAR, 0, 16), 16);
     let uar = get(&o, l::obj_id_24::id) as u32;
-    let mask = (1 << event::PAGE_REQUEST) | (1 << event::CQ_ERROR) | (1 << event::PORT_CHANGE);
+    let mask = (1 << event::PAGE_REQUEST) | (1 << event::CQ_ERROR) | (1 << event::PORT_CHANGE)
+        | (1 << event::WQ_CATAS_ERROR) | (1 << event::WQ_ACCESS_ERROR);
     let (eqn, eq_buf) = create_eq(r, uar, mask, LOG_EQ);
     let o = r.ok(&inp(op::ALLOC_PD, 0, 16), 16);
     let pd = get(&o, l::obj_id_24::id) as u32;
