@@ -272,3 +272,102 @@ mod tests {
         }
     }
 }
+
+/// A 128-bit namespace GUID derived from the subsystem NQN and NSID (stable across boots,
+/// unique per namespace, never zero): two FNV-1a 64 hashes with different offsets.
+pub fn derive_nguid(nqn: &str, nsid: u32) -> [u8; 16] {
+    let h = |seed: u64| {
+        let mut x = seed;
+        for b in nqn.bytes().chain(nsid.to_le_bytes()) {
+            x ^= b as u64;
+            x = x.wrapping_mul(0x0000_0100_0000_01B3);
+        }
+        x
+    };
+    let mut g = [0u8; 16];
+    g[..8].copy_from_slice(&h(0xcbf2_9ce4_8422_2325).to_be_bytes());
+    g[8..].copy_from_slice(&h(0x6c62_272e_07bb_0142).to_be_bytes());
+    if g == [0; 16] {
+        g[15] = 1;
+    }
+    g
+}
+
+/// Build the target configuration from parsed arguments. `make_ns` turns each namespace spec
+/// into a backing device (or an error message); NSIDs are assigned 1, 2, … per subsystem.
+pub fn build_target<B: blockdev::BlockDevice>(
+    args: &NvmeofArgs,
+    base: crate::target::TargetConfig,
+    mut make_ns: impl FnMut(&NsSpec) -> Result<B, &'static str>,
+) -> Result<(crate::target::TargetConfig, Vec<crate::target::SubsystemConfig<B>>), ArgError> {
+    let mut cfg = base;
+    if let Some((addr, port)) = args.listen {
+        cfg.ports = alloc::vec![crate::target::PortConfig { portid: 1, traddr: addr, trsvcid: port }];
+    }
+    let mut subs = Vec::new();
+    for (i, s) in args.subsystems.iter().enumerate() {
+        let mut namespaces = Vec::new();
+        for (j, spec) in s.namespaces.iter().enumerate() {
+            let nsid = j as u32 + 1;
+            let dev = make_ns(spec).map_err(|why| err(&s.nqn, why))?;
+            namespaces.push(crate::target::NamespaceConfig { nsid, dev, nguid: derive_nguid(&s.nqn, nsid) });
+        }
+        let mut serial = String::new();
+        let _ = core::fmt::write(&mut serial, format_args!("APPL{:08X}", i as u32 + 1));
+        subs.push(crate::target::SubsystemConfig {
+            nqn: s.nqn.clone(),
+            serial,
+            model: "appliance nvme-of".to_string(),
+            hosts: s.hosts.clone(),
+            allow_any_host: s.allow_any_host,
+            namespaces,
+        });
+    }
+    Ok((cfg, subs))
+}
+
+#[cfg(test)]
+mod build_tests {
+    use super::*;
+
+    struct Null(u64, u32);
+    impl blockdev::BlockDevice for Null {
+        fn block_size(&self) -> u32 {
+            self.1
+        }
+        fn num_blocks(&self) -> u64 {
+            self.0
+        }
+        fn max_transfer_blocks(&self) -> u32 {
+            256
+        }
+        fn submit(&mut self, _io: &blockdev::BlockIo) -> Result<(), blockdev::BlockError> {
+            Err(blockdev::BlockError::Unsupported)
+        }
+        fn poll(&mut self, _out: &mut [blockdev::BlockDone]) -> usize {
+            0
+        }
+    }
+
+    fn make(s: &NsSpec) -> Result<Null, &'static str> {
+        match *s {
+            NsSpec::Null { bytes, block_size } | NsSpec::Ram { bytes, block_size } => Ok(Null(bytes / block_size as u64, block_size)),
+            NsSpec::Nvme { .. } => Err("no local NVMe in this test"),
+        }
+    }
+
+    #[test]
+    fn builds_a_core() {
+        let bad = parse("nvmet.subsys=nqn.b,ns=nvme:1,allow_any").unwrap();
+        let e = build_target(&bad, crate::target::TargetConfig::default(), make).err().unwrap();
+        assert_eq!(e.why, "no local NVMe in this test");
+        let a = parse("nvmet.listen=10.0.0.1 nvmet.subsys=nqn.a,ns=null:1M,ns=ram:64K,host=nqn.h").unwrap();
+        let (cfg, subs) = build_target(&a, crate::target::TargetConfig::default(), make).unwrap();
+        assert_eq!(cfg.ports[0].trsvcid, 4420);
+        assert_eq!(subs[0].namespaces.len(), 2);
+        assert_eq!(subs[0].namespaces[1].nsid, 2);
+        assert_ne!(subs[0].namespaces[0].nguid, subs[0].namespaces[1].nguid);
+        assert_ne!(derive_nguid("nqn.a", 1), derive_nguid("nqn.b", 1));
+        assert!(crate::target::Core::new(cfg, subs).is_ok());
+    }
+}
