@@ -64,6 +64,12 @@ impl ConnectX {
         self.dev.borrow_mut().set_health_syndrome(synd)
     }
 
+    /// Take the port up or down (PORT_CHANGE EQE, QUERY_VPORT_STATE). Returns whether an EQ
+    /// subscribed to port changes took the event.
+    pub fn set_port_up(&self, up: bool) -> bool {
+        self.dev.borrow_mut().set_port_up(up)
+    }
+
     /// Firmware asks for `n` more pages (n > 0) or offers `-n` back (n < 0) through a
     /// page-request EQE. Returns whether an EQ subscribed to page requests took it.
     pub fn request_pages(&self, n: i32) -> bool {

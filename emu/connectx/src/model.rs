@@ -298,6 +298,8 @@ impl Mkey {
 
 #[derive(Debug, Clone, Default)]
 pub struct Vport {
+    /// Port operational state (QUERY_VPORT_STATE); changed by `ConnectX::set_port_up`.
+    pub down: bool,
     pub roce_en: bool,
     pub mac: [u8; 6],
     pub mtu: u16,
@@ -1291,7 +1293,7 @@ impl Device {
             op::QUERY_VPORT_STATE => {
                 let mut o = out(16);
                 set(&mut o, l::query_vport_state_out::admin_state, 1);
-                set(&mut o, l::query_vport_state_out::state, 1);
+                set(&mut o, l::query_vport_state_out::state, if self.vport.down { 0 } else { 1 });
                 Ok(o)
             }
             op::SET_ROCE_ADDRESS => {
@@ -1809,6 +1811,15 @@ impl Device {
         c.pages_held = self.pages.len();
         c.raw_objects = self.raw.live();
         c
+    }
+
+    /// Port goes up or down: vport state follows and a PORT_CHANGE EQE (sub_type 4 active,
+    /// 1 down; port number in data+8 bits 7:4) is posted. Returns whether an EQ took it.
+    pub fn set_port_up(&mut self, up: bool) -> bool {
+        self.vport.down = !up;
+        let mut d = [0u8; 28];
+        d[8] = 1 << 4;
+        self.raise_event(event::PORT_CHANGE, if up { 4 } else { 1 }, &d)
     }
 
     /// Whether the firmware has a fatal health syndrome set.

@@ -565,3 +565,20 @@ fn random_commands_do_not_break_the_model() {
     assert_eq!(o.status, 0, "still serving");
     drop(u);
 }
+
+#[test]
+fn port_change_events_and_vport_state() {
+    let mut r = Rig::new();
+    let u = bring_up(&mut r);
+    let st_of = |r: &mut Rig| get(&r.ok(&inp(op::QUERY_VPORT_STATE, 0, 16), 16), l::query_vport_state_out::state);
+    assert_eq!(st_of(&mut r), 1);
+    assert!(r.cx.set_port_up(false));
+    assert_eq!(st_of(&mut r), 0);
+    assert_eq!(u.eq_buf.read_u8(1), event::PORT_CHANGE);
+    assert_eq!(u.eq_buf.read_u8(3), 1, "sub_type down");
+    assert_eq!(u.eq_buf.read_u8(0x20 + 8) >> 4, 1, "port 1");
+    assert!(r.cx.set_port_up(true));
+    assert_eq!(u.eq_buf.read_u8(64 + 3), 4, "sub_type active");
+    assert_eq!(st_of(&mut r), 1);
+    tear_down(&mut r, u);
+}
