@@ -268,9 +268,10 @@ impl Device {
         {
             let mut keys = KeyView { mkeys: &mut self.mkeys, qps: &self.qps };
             let mut mv = MemView(&mem);
+            // A port that is down neither sends nor receives (frames stay on the link).
             match link.as_mut() {
-                Some(lk) => work += eng.poll(now, lk.as_mut(), &mut mv, &mut keys),
-                None => work += eng.poll(now, &mut NoLink, &mut mv, &mut keys),
+                Some(lk) if !self.vport.down => work += eng.poll(now, lk.as_mut(), &mut mv, &mut keys),
+                _ => work += eng.poll(now, &mut NoLink, &mut mv, &mut keys),
             }
         }
         let mut raw = Vec::new();
