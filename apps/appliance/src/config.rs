@@ -20,16 +20,28 @@ pub struct Config {
     pub selftest: bool,
     /// `test.clock=pmtimer`: re-measure the TSC against the ACPI PM timer and use that figure.
     pub pm_timer: bool,
+    /// `ns=` and `nvme.selftest=`: see [`crate::storage`].
+    pub storage: crate::storage::StorageConfig,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default() }
     }
 }
 
 /// The option table.
 pub const OPTIONS: &[Opt<Config>] = &[
+    Opt {
+        name: "ns",
+        help: "namespaces served: comma list of nvme<C>n<NSID> | ram:<MiB> | null:<MiB> (default: every NVMe namespace)",
+        set: |c, v| crate::storage::parse_ns(&mut c.storage, v),
+    },
+    Opt {
+        name: "nvme.selftest",
+        help: "NVMe tests: comma list of pattern:<seed> | write:<seed> | verify:<seed> | bad | bench",
+        set: |c, v| crate::storage::parse_tests(&mut c.storage, v),
+    },
     Opt {
         name: "exit",
         help: "end action: qemu (isa-debug-exit, then halt) | halt | reboot",

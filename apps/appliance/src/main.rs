@@ -5,8 +5,11 @@
 #![no_main]
 #![forbid(unsafe_code)]
 
+extern crate alloc;
+
 mod config;
 mod selftest;
+mod storage;
 
 use config::{Config, OPTIONS};
 
@@ -28,12 +31,17 @@ fn main(boot: kernel::Boot) -> ! {
     kernel::devices(cfg.pm_timer);
     // Drivers attach here, through kernel::pci (find/find_class, enable, map_bar) and
     // kernel::KernelHal; see the API notes atop kernel/src/pci.rs.
+    let storage_ok = storage::attach(&cfg.storage);
     if let Some(f) = cfg.fault {
         kernel::fault::trigger(f);
         log::error!("appliance: test.fault={f:?} did not fault");
         kernel::exit::fail();
     }
     if cfg.selftest && selftest::run() != 0 {
+        kernel::exit::fail();
+    }
+    if !storage_ok {
+        log::error!("appliance: storage self-test or namespace configuration failed");
         kernel::exit::fail();
     }
     let s = *kernel::STATS.lock();

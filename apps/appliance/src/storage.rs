@@ -1,0 +1,426 @@
+//! appliance storage: finds the NVMe controllers, lists them and their namespaces, builds
+//! the namespaces the command line asks for (`ns=`), and runs the NVMe self-tests
+//! (`nvme.selftest=`) the QEMU suites use.
+//!
+//! `ns=ITEM[,ITEM...]` with ITEM `nvme<C>n<NSID>` (controller C in PCI order, namespace
+//! NSID), `ram:<MiB>` or `null:<MiB>`. Without `ns=`, every NVMe namespace found is served.
+//! `nvme.selftest=TEST[,TEST...]` with TEST `pattern:<seed>` (write a pattern over each
+//! served NVMe namespace with mixed I/O sizes, read back, verify), `write:<seed>`,
+//! `verify:<seed>` (the two halves, for a check across boots), `bad` (requests that must be
+//! refused), `bench` (QD1 / QD32 4 KiB random reads).
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
+use hal::{DmaRegion, Hal};
+use kernel::{KernelDma, KernelHal, KernelMmio};
+use log::{error, info};
+use nvme::{Controller, NvmeNamespace};
+
+/// One namespace to serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NsSpec {
+    Nvme { ctrl: usize, nsid: u32 },
+    Ram { mib: u64 },
+    Null { mib: u64 },
+}
+
+/// One self-test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Test {
+    Pattern(u64),
+    Write(u64),
+    Verify(u64),
+    Bad,
+    Bench,
+}
+
+/// The storage part of the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct StorageConfig {
+    pub ns: Vec<NsSpec>,
+    pub tests: Vec<Test>,
+}
+
+fn num(s: &str) -> Option<u64> {
+    kernel::cmdline::parse_u64(s)
+}
+
+/// Setter for `ns=`.
+pub fn parse_ns(c: &mut StorageConfig, v: &str) -> Result<(), &'static str> {
+    const WHY: &str = "expected a comma list of nvme<C>n<NSID>, ram:<MiB>, null:<MiB>";
+    c.ns.clear();
+    for item in v.split(',') {
+        let spec = if let Some(m) = item.strip_prefix("ram:") {
+            NsSpec::Ram { mib: num(m).filter(|m| (1..=1 << 20).contains(m)).ok_or(WHY)? }
+        } else if let Some(m) = item.strip_prefix("null:") {
+            NsSpec::Null { mib: num(m).filter(|m| (1..=1 << 30).contains(m)).ok_or(WHY)? }
+        } else if let Some(rest) = item.strip_prefix("nvme") {
+            let (c, n) = rest.split_once('n').ok_or(WHY)?;
+            let ctrl = num(c).ok_or(WHY)? as usize;
+            let nsid = num(n).filter(|n| (1..0xFFFF_FFFF).contains(n)).ok_or(WHY)? as u32;
+            NsSpec::Nvme { ctrl, nsid }
+        } else {
+            return Err(WHY);
+        };
+        c.ns.push(spec);
+    }
+    Ok(())
+}
+
+/// Setter for `nvme.selftest=`.
+pub fn parse_tests(c: &mut StorageConfig, v: &str) -> Result<(), &'static str> {
+    const WHY: &str = "expected a comma list of pattern:<seed>, write:<seed>, verify:<seed>, bad, bench";
+    c.tests.clear();
+    for item in v.split(',') {
+        let (name, arg) = item.split_once(':').unwrap_or((item, ""));
+        let seed = || num(arg).ok_or(WHY);
+        c.tests.push(match name {
+            "pattern" => Test::Pattern(seed()?),
+            "write" => Test::Write(seed()?),
+            "verify" => Test::Verify(seed()?),
+            "bad" if arg.is_empty() => Test::Bad,
+            "bench" if arg.is_empty() => Test::Bench,
+            _ => return Err(WHY),
+        });
+    }
+    Ok(())
+}
+
+type Ns = NvmeNamespace<'static, KernelHal, KernelMmio>;
+
+struct Served {
+    name: String,
+    dev: Backing,
+}
+
+enum Backing {
+    Nvme(Ns),
+    Ram(blockdev::RamNamespace<KernelDma>),
+    Null(blockdev::NullNamespace),
+}
+
+/// Bring the storage up and run the configured self-tests. Returns false if a self-test
+/// failed (the image then ends with a failure status).
+pub fn attach(cfg: &StorageConfig) -> bool {
+    // Controllers by PCI order (None: did not come up); they live for the whole run.
+    let mut ctrls: Vec<Option<&'static Controller<KernelHal, KernelMmio>>> = Vec::new();
+    let mut nvme_ns: Vec<(usize, nvme::NamespaceInfo, nvme::queue::QueuePair<KernelDma>)> = Vec::new();
+    for (i, f) in kernel::pci::find_class(0x01, 0x08, Some(0x02)).enumerate() {
+        ctrls.push(None);
+        let (b, d, fu) = f.bdf();
+        let bdf = format!("{b:02x}:{d:02x}.{fu:x}");
+        f.enable();
+        let bar = match f.map_bar(0) {
+            Ok(m) => m,
+            Err(e) => {
+                error!("storage: nvme{i} {bdf}: BAR0: {e:?}");
+                continue;
+            }
+        };
+        let mut c = match Controller::init(KernelHal, bar, nvme::Config::default()) {
+            Ok(c) => c,
+            Err(e) => {
+                error!("storage: nvme{i} {bdf}: {e}");
+                continue;
+            }
+        };
+        let id = c.info().clone();
+        info!(
+            "storage: nvme{i} {bdf} serial \"{}\" model \"{}\" firmware \"{}\" NVMe {}.{} mdts {} KiB",
+            id.serial(), id.model(), id.firmware(), c.vs.major(), c.vs.minor(), c.max_transfer_bytes() / 1024
+        );
+        let mut ids = Vec::new();
+        if let Err(e) = c.active_namespaces(|n| ids.push(n)) {
+            error!("storage: nvme{i}: active namespace list: {e}");
+        }
+        for nsid in ids {
+            match c.identify_namespace(nsid) {
+                Ok(ns) => {
+                    info!(
+                        "storage: nvme{i}n{nsid}: {} blocks x {} B = {} bytes ({} MiB), LBA format {} (data {} B, metadata {} B)",
+                        ns.blocks, ns.block_size, ns.bytes(), ns.bytes() >> 20, ns.lba_format, ns.block_size, ns.metadata_size
+                    );
+                    let wanted = cfg.ns.is_empty() || cfg.ns.contains(&NsSpec::Nvme { ctrl: i, nsid });
+                    if wanted {
+                        match c.create_io_queue_pair(64) {
+                            Ok(q) => nvme_ns.push((i, ns, q)),
+                            Err(e) => error!("storage: nvme{i}n{nsid}: I/O queue: {e}"),
+                        }
+                    }
+                }
+                Err(e) => error!("storage: nvme{i}n{nsid}: identify: {e}"),
+            }
+        }
+        ctrls[i] = Some(Box::leak(Box::new(c)));
+    }
+
+    // The namespaces to serve, in command-line order (or every NVMe namespace found).
+    let mut served: Vec<Served> = Vec::new();
+    let all: Vec<(usize, u32)> = nvme_ns.iter().map(|(c, ns, _)| (*c, ns.nsid)).collect();
+    let mut take_nvme = |ctrl: usize, nsid: u32, served: &mut Vec<Served>| -> bool {
+        let Some(pos) = nvme_ns.iter().position(|(c, ns, _)| *c == ctrl && ns.nsid == nsid) else { return false };
+        let (c, info, q) = nvme_ns.remove(pos);
+        let Some(ctrl_ref) = ctrls[c] else { return false };
+        match NvmeNamespace::new(ctrl_ref, info, q) {
+            Ok(ns) => {
+                served.push(Served { name: format!("nvme{c}n{nsid}"), dev: Backing::Nvme(ns) });
+                true
+            }
+            Err(e) => {
+                error!("storage: nvme{c}n{nsid}: {e}");
+                false
+            }
+        }
+    };
+    let mut ok = true;
+    if cfg.ns.is_empty() {
+        for (c, n) in all {
+            take_nvme(c, n, &mut served);
+        }
+    } else {
+        for spec in &cfg.ns {
+            match *spec {
+                NsSpec::Nvme { ctrl, nsid } => {
+                    if !take_nvme(ctrl, nsid, &mut served) {
+                        error!("storage: ns=nvme{ctrl}n{nsid}: no such NVMe namespace");
+                        ok = false;
+                    }
+                }
+                NsSpec::Ram { mib } => match blockdev::RamNamespace::new(&KernelHal, mib << 20, 512) {
+                    Ok(r) => served.push(Served { name: format!("ram{}", served.len()), dev: Backing::Ram(r) }),
+                    Err(e) => {
+                        error!("storage: ns=ram:{mib}: {e}");
+                        ok = false;
+                    }
+                },
+                NsSpec::Null { mib } => served.push(Served {
+                    name: format!("null{}", served.len()),
+                    dev: Backing::Null(blockdev::NullNamespace::new((mib << 20) / 512, 512)),
+                }),
+            }
+        }
+    }
+    for (k, s) in served.iter().enumerate() {
+        let d = s.dev.as_dev();
+        let what = match &s.dev {
+            Backing::Nvme(n) => format!("NVMe nsid {}", n.info().nsid),
+            Backing::Ram(r) => format!("RAM at {:#x}", r.paddr_of(0)),
+            Backing::Null(_) => String::from("null (no data)"),
+        };
+        info!(
+            "storage: namespace {} = {}: {} ({} blocks x {} B, {} MiB)",
+            k + 1, s.name, what, d.num_blocks(), d.block_size(), (d.num_blocks() * d.block_size() as u64) >> 20
+        );
+    }
+
+    for t in &cfg.tests {
+        for s in served.iter_mut() {
+            let Backing::Nvme(ns) = &mut s.dev else { continue };
+            let r = match *t {
+                Test::Pattern(seed) => pattern(ns, seed, true, true),
+                Test::Write(seed) => pattern(ns, seed, true, false),
+                Test::Verify(seed) => pattern(ns, seed, false, true),
+                Test::Bad => bad_requests(ns),
+                Test::Bench => bench(ns),
+            };
+            match r {
+                Ok(msg) => info!("storage: selftest {t:?} {}: PASS {msg}", s.name),
+                Err(msg) => {
+                    error!("storage: selftest {t:?} {}: FAIL {msg}", s.name);
+                    ok = false;
+                }
+            }
+        }
+    }
+    ok
+}
+
+impl Backing {
+    fn as_dev(&self) -> &dyn BlockDevice {
+        match self {
+            Backing::Nvme(n) => n,
+            Backing::Ram(r) => r,
+            Backing::Null(n) => n,
+        }
+    }
+}
+
+/// The 8-byte pattern word at namespace byte offset `x` (splitmix64 of seed ^ x).
+fn word(seed: u64, x: u64) -> u64 {
+    let mut z = (seed ^ x).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Submit one I/O and wait for it (the driver reports a dead controller as Timeout).
+fn run(ns: &mut Ns, io: &BlockIo) -> Result<(), BlockError> {
+    ns.submit(io)?;
+    let mut out = [BlockDone { tag: 0, result: Ok(()) }; 1];
+    loop {
+        if ns.poll(&mut out) == 1 {
+            return out[0].result;
+        }
+    }
+}
+
+/// I/O sizes cycled through (bytes): 512 B .. 1 MiB, most not multiples of a PRP-list page.
+const SIZES: [usize; 12] = [512, 4096, 1 << 20, 3 * 512, 65536 + 512, 8192, 131072 - 512, 520 * 512, 1 << 19, 3 * 4096, 255 * 512, 1 << 20];
+
+fn pattern(ns: &mut Ns, seed: u64, write: bool, verify: bool) -> Result<String, String> {
+    let bs = ns.block_size() as usize;
+    let total = ns.num_blocks();
+    let max = ns.max_transfer_blocks() as u64;
+    let buf = KernelHal.dma_alloc((1 << 20) + 65536, 4096).map_err(|e| format!("{e}"))?;
+    let t0 = kernel::time::now_ns();
+    let (mut lba, mut k, mut ios, mut bad) = (0u64, 0usize, 0u64, 0u64);
+    let mut chunk = [0u8; 512];
+    while lba < total {
+        let n = ((SIZES[k % SIZES.len()] / bs).max(1) as u64).min(total - lba);
+        // Buffer offset: dword aligned, moving across pages so PRP lists start anywhere.
+        let boff = (k * 1544) % 65536 & !3;
+        let bytes = n as usize * bs;
+        let base = lba * bs as u64;
+        if write {
+            for c in (0..bytes).step_by(512) {
+                for w in 0..64 {
+                    chunk[w * 8..w * 8 + 8].copy_from_slice(&word(seed, base + (c + w * 8) as u64).to_le_bytes());
+                }
+                buf.write(boff + c, &chunk);
+            }
+        }
+        let mut done = 0u64;
+        while done < n {
+            let p = (n - done).min(max);
+            let off = boff + done as usize * bs;
+            let len = p as usize * bs;
+            if write {
+                run(ns, &BlockIo { op: BlockOp::Write, lba: lba + done, blocks: p as u32, buf: buf.paddr() + off as u64, buf_len: len, tag: k as u64 })
+                    .map_err(|e| format!("write lba {} +{p}: {e:?}", lba + done))?;
+                ios += 1;
+            }
+            if verify {
+                if write {
+                    buf.fill(off, len, 0);
+                }
+                run(ns, &BlockIo { op: BlockOp::Read, lba: lba + done, blocks: p as u32, buf: buf.paddr() + off as u64, buf_len: len, tag: k as u64 })
+                    .map_err(|e| format!("read lba {} +{p}: {e:?}", lba + done))?;
+                ios += 1;
+            }
+            done += p;
+        }
+        if verify {
+            for c in (0..bytes).step_by(512) {
+                buf.read(boff + c, &mut chunk);
+                for w in 0..64 {
+                    let want = word(seed, base + (c + w * 8) as u64);
+                    if chunk[w * 8..w * 8 + 8] != want.to_le_bytes() {
+                        if bad == 0 {
+                            error!("storage: first mismatch at byte {}", base + (c + w * 8) as u64);
+                        }
+                        bad += 1;
+                    }
+                }
+            }
+        }
+        lba += n;
+        k += 1;
+    }
+    let ms = (kernel::time::now_ns() - t0) / 1_000_000;
+    let what = match (write, verify) {
+        (true, true) => "wrote and verified",
+        (true, false) => "wrote",
+        _ => "verified",
+    };
+    let msg = format!("{what} {} blocks ({} MiB) in {ios} I/Os of 512 B..1 MiB (max transfer {} KiB), seed {seed}, {bad} bad words, {ms} ms",
+        total, (total * bs as u64) >> 20, max as usize * bs / 1024);
+    if bad == 0 { Ok(msg) } else { Err(msg) }
+}
+
+fn bad_requests(ns: &mut Ns) -> Result<String, String> {
+    let bs = ns.block_size() as usize;
+    let total = ns.num_blocks();
+    let buf = KernelHal.dma_alloc(8192, 4096).map_err(|e| format!("{e}"))?;
+    let p = buf.paddr();
+    let before = ns.queue_stats().submitted;
+    let cases: [(&str, BlockIo, fn(&BlockError) -> bool); 5] = [
+        ("LBA beyond the end", BlockIo { op: BlockOp::Read, lba: total, blocks: 1, buf: p, buf_len: bs, tag: 1 }, |e| matches!(e, BlockError::OutOfRange { .. })),
+        ("range crossing the end", BlockIo { op: BlockOp::Write, lba: total - 1, blocks: 2, buf: p, buf_len: 2 * bs, tag: 2 }, |e| matches!(e, BlockError::OutOfRange { .. })),
+        ("zero length", BlockIo { op: BlockOp::Read, lba: 0, blocks: 0, buf: p, buf_len: bs, tag: 3 }, |e| *e == BlockError::ZeroLength),
+        ("buffer too small", BlockIo { op: BlockOp::Read, lba: 0, blocks: 8, buf: p, buf_len: 4 * bs, tag: 4 }, |e| matches!(e, BlockError::BufferTooSmall { .. })),
+        ("buffer not dword aligned", BlockIo { op: BlockOp::Read, lba: 0, blocks: 1, buf: p + 1, buf_len: bs, tag: 5 }, |e| *e == BlockError::Unsupported),
+    ];
+    for (what, io, ok) in cases.iter() {
+        match ns.submit(io) {
+            Err(e) if ok(&e) => info!("storage: bad request ({what}): refused: {e:?}"),
+            other => return Err(format!("{what}: got {other:?}")),
+        }
+    }
+    if ns.queue_stats().submitted != before {
+        return Err(String::from("a refused request reached the device"));
+    }
+    // The driver keeps working: write and read back one block at the last LBA.
+    buf.fill(0, bs, 0xA5);
+    run(ns, &BlockIo { op: BlockOp::Write, lba: total - 1, blocks: 1, buf: p, buf_len: bs, tag: 6 }).map_err(|e| format!("write after bad requests: {e:?}"))?;
+    buf.fill(0, bs, 0);
+    run(ns, &BlockIo { op: BlockOp::Read, lba: total - 1, blocks: 1, buf: p, buf_len: bs, tag: 7 }).map_err(|e| format!("read after bad requests: {e:?}"))?;
+    let mut b = [0u8; 512];
+    buf.read(0, &mut b);
+    if b.iter().any(|x| *x != 0xA5) {
+        return Err(String::from("data read after bad requests differs"));
+    }
+    Ok(format!("{} refused before the device, then I/O at the last LBA works", cases.len()))
+}
+
+fn bench(ns: &mut Ns) -> Result<String, String> {
+    const QD: usize = 32;
+    let bs = ns.block_size() as u64;
+    let per = 4096 / bs;
+    let span = ns.num_blocks() / per;
+    let buf = KernelHal.dma_alloc(QD * 4096, 4096).map_err(|e| format!("{e}"))?;
+    let mut rng = 0x1234_5678u64;
+    let mut next_lba = || {
+        rng = word(rng, 1);
+        (rng % span) * per
+    };
+    // QD1.
+    let n1 = 2000u64;
+    let t0 = kernel::time::rdtsc();
+    for i in 0..n1 {
+        let lba = next_lba();
+        run(ns, &BlockIo { op: BlockOp::Read, lba, blocks: per as u32, buf: buf.paddr(), buf_len: 4096, tag: i }).map_err(|e| format!("{e:?}"))?;
+    }
+    let ns1 = kernel::time::ticks_to_ns(kernel::time::rdtsc() - t0);
+    // QD32: keep 32 in flight.
+    let n32 = 8000u64;
+    let mut out = [BlockDone { tag: 0, result: Ok(()) }; QD];
+    let (mut sent, mut done) = (0u64, 0u64);
+    let db0 = ns.queue_stats().sq_doorbells;
+    let t0 = kernel::time::rdtsc();
+    while done < n32 {
+        while sent < n32 && sent - done < QD as u64 {
+            let slot = sent % QD as u64;
+            let lba = next_lba();
+            ns.submit(&BlockIo { op: BlockOp::Read, lba, blocks: per as u32, buf: buf.paddr() + slot * 4096, buf_len: 4096, tag: sent })
+                .map_err(|e| format!("{e:?}"))?;
+            sent += 1;
+        }
+        let k = ns.poll(&mut out);
+        for d in &out[..k] {
+            d.result.map_err(|e| format!("{e:?}"))?;
+        }
+        done += k as u64;
+    }
+    let ns32 = kernel::time::ticks_to_ns(kernel::time::rdtsc() - t0);
+    let dbs = ns.queue_stats().sq_doorbells - db0;
+    let msg = format!(
+        "4 KiB random read against QEMU's emulated NVMe (an emulation: figures show driver+emulator cost, not a drive): QD1 {} I/Os, avg latency {} us, {} IOPS; QD32 {} I/Os, {} IOPS, avg latency {} us (Little's law), {} SQ doorbells ({:.1} I/Os per doorbell)",
+        n1, ns1 / n1 / 1000, n1 * 1_000_000_000 / ns1.max(1),
+        n32, n32 * 1_000_000_000 / ns32.max(1), ns32 * QD as u64 / n32 / 1000, dbs, n32 as f64 / dbs.max(1) as f64
+    );
+    info!("storage: bench {msg}");
+    Ok(msg)
+}
