@@ -33,6 +33,25 @@ pub mod wqe_op {
     pub const SEND_IMM: u8 = 0x0b;
     pub const RDMA_READ: u8 = 0x10;
     pub const LOCAL_INVAL: u8 = 0x1b;
+    pub const UMR: u8 = 0x25;
+}
+
+/// UMR control-segment flags and mkey-mask bits [Linux include/linux/mlx5/device.h,
+/// rdma-core mlx5dv.h MLX5_WQE_UMR_CTRL_*].
+pub mod umr {
+    pub const FLAG_INLINE: u8 = 1 << 7;
+    pub const MASK_LEN: u64 = 1 << 0;
+    pub const MASK_PAGE_SIZE: u64 = 1 << 1;
+    pub const MASK_START_ADDR: u64 = 1 << 6;
+    pub const MASK_PD: u64 = 1 << 7;
+    pub const MASK_EN_RINVAL: u64 = 1 << 8;
+    pub const MASK_KEY: u64 = 1 << 13;
+    pub const MASK_LR: u64 = 1 << 17;
+    pub const MASK_LW: u64 = 1 << 18;
+    pub const MASK_RR: u64 = 1 << 19;
+    pub const MASK_RW: u64 = 1 << 20;
+    pub const MASK_A: u64 = 1 << 21;
+    pub const MASK_FREE: u64 = 1 << 29;
 }
 
 /// CQE opcodes (op_own[7:4]) [mlx5dv.h MLX5_CQE_*].
@@ -208,6 +227,8 @@ enum Parsed {
     Post(SendWr),
     Nop { signaled: bool },
     LocalInval { key: u32, signaled: bool },
+    /// UMR: ctrl imm = key; the WQE bytes after ctrl (umr ctrl seg, mkey seg, translations).
+    Umr { key: u32, signaled: bool, body: Vec<u8> },
     Bad(u8),
 }
 
@@ -373,6 +394,17 @@ impl Device {
                         _ => self.fail_qp(qpn, idx, opcode, cqe_synd::LOCAL_PROT_ERR),
                     }
                 }
+                Parsed::Umr { key, signaled, body } => match self.apply_umr(qpn, key, &body) {
+                    Ok(()) => {
+                        if signaled {
+                            self.req_cqe(qpn, idx, opcode, 0);
+                        }
+                    }
+                    Err(s) => {
+                        self.ctr.bad_wqes += 1;
+                        self.fail_qp(qpn, idx, opcode, s);
+                    }
+                },
                 Parsed::Bad(s) => {
                     self.ctr.bad_wqes += 1;
                     self.fail_qp(qpn, idx, opcode, s);
@@ -428,6 +460,9 @@ impl Device {
         let op = match opcode {
             wqe_op::NOP => return (idx, Parsed::Nop { signaled }, wqebbs, opcode),
             wqe_op::LOCAL_INVAL => return (idx, Parsed::LocalInval { key: imm, signaled }, wqebbs, opcode),
+            wqe_op::UMR if w.len() >= 16 + 48 + 64 => {
+                return (idx, Parsed::Umr { key: imm, signaled, body: w[16..].to_vec() }, wqebbs, opcode)
+            }
             wqe_op::SEND => SendOp::Send,
             wqe_op::SEND_IMM => SendOp::SendWithImm(imm),
             wqe_op::SEND_INVAL => SendOp::SendWithInvalidate(Rkey(imm)),
@@ -490,6 +525,87 @@ impl Device {
             None => Gather::Sges(sges),
         };
         (idx, Parsed::Post(SendWr { wr_id, op, data, signaled, solicited, ud: uda }), wqebbs, opcode)
+    }
+
+    /// Apply a UMR WQE (fast registration): umr ctrl seg (flags, klm_octowords, mkey_mask), mkey
+    /// context seg (mkc layout), then MTT entries inline or through one data segment.
+    fn apply_umr(&mut self, qpn: u32, key: u32, b: &[u8]) -> Result<(), u8> {
+        let q = &self.qps[&qpn];
+        let (qpd, rlky) = (q.pd, get(&q.qpc, l::qpc::rlky) == 1);
+        let flags = b[0];
+        let octw = u16::from_be_bytes([b[4], b[5]]) as usize;
+        let mask = u64::from_be_bytes(b[8..16].try_into().unwrap());
+        let mk = &b[48..112];
+        let m = self.mkeys.get(&(key >> 8)).ok_or(cqe_synd::LOCAL_PROT_ERR)?;
+        if m.pd != qpd || !m.umr_en {
+            return Err(cqe_synd::LOCAL_PROT_ERR);
+        }
+        if octw > 0 && m.access_mode != 1 {
+            return Err(cqe_synd::LOCAL_QP_OP_ERR);
+        }
+        // Translations.
+        let n = octw * 2;
+        let mut mtt = Vec::new();
+        if n > 0 {
+            let list: Vec<u8> = if flags & umr::FLAG_INLINE != 0 {
+                b.get(112..112 + 8 * n).ok_or(cqe_synd::LOCAL_LENGTH_ERR)?.to_vec()
+            } else {
+                let d = b.get(112..128).ok_or(cqe_synd::LOCAL_QP_OP_ERR)?;
+                let lkey = u32::from_be_bytes(d[4..8].try_into().unwrap());
+                let addr = u64::from_be_bytes(d[8..16].try_into().unwrap());
+                let pa = self.raw_translate(qpd, rlky, lkey, addr, 8 * n).ok_or(cqe_synd::LOCAL_PROT_ERR)?;
+                let mut v = vec![0u8; 8 * n];
+                self.mem.dma_read(pa, &mut v).map_err(|_| cqe_synd::LOCAL_PROT_ERR)?;
+                v
+            };
+            for e in list.chunks(8) {
+                mtt.push(u64::from_be_bytes(e.try_into().unwrap()) & !7);
+            }
+        }
+        let m = self.mkeys.get_mut(&(key >> 8)).expect("mkey");
+        let acc = mk[2];
+        if mask & umr::MASK_LEN != 0 {
+            m.len = get(mk, l::mkc::len);
+            m.length64 = get(mk, l::mkc::length64) == 1;
+        }
+        if mask & umr::MASK_PAGE_SIZE != 0 {
+            m.log_page_size = get(mk, l::mkc::log_page_size) as u8;
+        }
+        if mask & umr::MASK_START_ADDR != 0 {
+            m.start = get(mk, l::mkc::start_addr);
+        }
+        if mask & umr::MASK_PD != 0 {
+            m.pd = get(mk, l::mkc::pd) as u32;
+        }
+        if mask & umr::MASK_EN_RINVAL != 0 {
+            m.en_rinval = get(mk, l::mkc::en_rinval) == 1;
+        }
+        if mask & umr::MASK_KEY != 0 {
+            m.key = (m.index << 8) | get(mk, l::mkc::mkey_7_0) as u32;
+        }
+        let bit = |v: u8, b: u8| v & (1 << b) != 0;
+        if mask & umr::MASK_LR != 0 {
+            m.lr = bit(acc, 2);
+        }
+        if mask & umr::MASK_LW != 0 {
+            m.lw = bit(acc, 3);
+        }
+        if mask & umr::MASK_RR != 0 {
+            m.rr = bit(acc, 4);
+        }
+        if mask & umr::MASK_RW != 0 {
+            m.rw = bit(acc, 5);
+        }
+        if mask & umr::MASK_A != 0 {
+            m.atomic = bit(acc, 6);
+        }
+        if mask & umr::MASK_FREE != 0 {
+            m.free = get(mk, l::mkc::free) == 1;
+        }
+        if n > 0 {
+            m.mtt = mtt;
+        }
+        Ok(())
     }
 
     /// Hand new RQ WQEs (per the doorbell record) to the engine.

@@ -265,6 +265,8 @@ pub struct Mkey {
     pub free: bool,
     /// Remote invalidation allowed (mkc.en_rinval).
     pub en_rinval: bool,
+    /// May be changed by UMR WQEs (mkc.umr_en).
+    pub umr_en: bool,
 }
 
 impl Mkey {
@@ -1615,6 +1617,7 @@ impl Device {
             mtt,
             free: get(c, mkc::free) == 1,
             en_rinval: get(c, mkc::en_rinval) == 1,
+            umr_en: get(c, mkc::umr_en) == 1,
         });
         let mut o = out(16);
         set(&mut o, l::obj_id_24::id, index as u64);

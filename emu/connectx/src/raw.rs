@@ -580,7 +580,7 @@ impl Device {
     }
 
     /// A contiguous translation of `[va, va+n)` through `lkey` (reserved lkey or an MKey of `pd`).
-    fn raw_translate(&self, pd: u32, rlky: bool, lkey: u32, va: u64, n: usize) -> Option<u64> {
+    pub(crate) fn raw_translate(&self, pd: u32, rlky: bool, lkey: u32, va: u64, n: usize) -> Option<u64> {
         if lkey == crate::model::RESD_LKEY {
             return rlky.then_some(va);
         }

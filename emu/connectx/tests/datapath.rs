@@ -309,3 +309,95 @@ fn sends_over_a_lossy_duplicating_link_arrive_once_in_order() {
     let e = a.r.cx.engine_counters().unwrap();
     assert!(e.retransmits > 0, "loss forced retransmissions: {e:?}");
 }
+
+/// Per-I/O keys: a free, UMR-enabled MTT mkey is fast-registered by a UMR WQE, used by the peer
+/// for an RDMA WRITE across a page boundary, invalidated by LOCAL_INVAL, then refused.
+#[test]
+fn umr_fast_register_then_local_invalidate() {
+    use emu_connectx::consts::op;
+    use emu_connectx::datapath::umr;
+    use emu_connectx::layout::{self as l, get, set};
+    let (mut a, mut b) = pair();
+    // B: CREATE_MKEY MTT, free, umr_en, room for 4 translations.
+    let mut i = inp(op::CREATE_MKEY, 0, 0x110 + 32);
+    let m = &mut i[0x10..0x50];
+    set(m, l::mkc::free, 1);
+    set(m, l::mkc::umr_en, 1);
+    set(m, l::mkc::access_mode_1_0, 1);
+    set(m, l::mkc::qpn, 0xff_ffff);
+    set(m, l::mkc::pd, b.u.pd as u64);
+    set(m, l::mkc::log_page_size, 12);
+    set(m, l::mkc::translations_octword_size, 2);
+    let idx = get(&b.r.ok(&i, 16), l::obj_id_24::id) as u32;
+    let key = (idx << 8) | 0x77;
+    // The MTT list (2 pages, not adjacent) in B's memory, reached with B's PA mkey.
+    let (p0, p1) = (b.buf.paddr() + 0x40000, b.buf.paddr() + 0x60000);
+    b.buf.write_be64(0x30000, p0 | 3);
+    b.buf.write_be64(0x30008, p1 | 3);
+    // UMR WQE: ctrl(16) + umr ctrl(48) + mkey seg(64) + data seg(16) = 9 DS, 3 WQEBBs.
+    let mem = b.r.hal.mem().clone();
+    let qpa = b.u._qp_bufs[0].paddr();
+    let dbr = b.u._qp_bufs[1].paddr();
+    let w8 = |o: usize, v: u8| mem.write(qpa + o as u64, &[v]);
+    let w16 = |o: usize, v: u16| mem.write(qpa + o as u64, &v.to_be_bytes());
+    let w32 = |o: usize, v: u32| mem.write(qpa + o as u64, &v.to_be_bytes());
+    let w64 = |o: usize, v: u64| mem.write(qpa + o as u64, &v.to_be_bytes());
+    let off = RQ_BYTES;
+    mem.write(qpa + off as u64, &[0u8; 192]);
+    w32(off, wqe_op::UMR as u32);
+    w32(off + 4, (b.u.qp_rc << 8) | 9);
+    w8(off + 0x0b, 0x08);
+    w32(off + 0x0c, (idx << 8) | 0x55); // current key (variant not checked by index)
+    let uc = off + 16;
+    w16(uc + 4, 1); // klm_octowords: 2 MTT entries
+    let mask = umr::MASK_LEN | umr::MASK_PAGE_SIZE | umr::MASK_START_ADDR | umr::MASK_KEY | umr::MASK_LR
+        | umr::MASK_LW | umr::MASK_RR | umr::MASK_RW | umr::MASK_FREE;
+    w64(uc + 8, mask);
+    let mk = uc + 48;
+    w8(mk + 2, (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5));
+    w32(mk + 4, (0xff_ffff << 8) | 0x77);
+    w64(mk + 16, 0x5000_0000_0000);
+    w64(mk + 24, 8192);
+    w8(mk + 0x3b, 12);
+    let ds = mk + 64;
+    w32(ds, 16);
+    w32(ds + 4, b.mkey);
+    w64(ds + 8, b.buf.paddr() + 0x30000);
+    b.sq_pi = 3;
+    mem.write(dbr + 4, &3u32.to_be_bytes());
+    let mut first = [0u8; 8];
+    mem.read(qpa + off as u64, &mut first);
+    b.r.bar.write64_be(b.u.uar as usize * 4096 + 0x800, u64::from_be_bytes(first));
+    let (_, cb) = run(&mut a, &mut b, 0, 1);
+    assert_eq!(cb.len(), 1);
+    assert_eq!(cb[0][0x3f] >> 4, cqe_op::REQ, "UMR completed: {:x?}", &cb[0][0x30..]);
+    // A writes 64 bytes straddling the two pages of the new registration.
+    let data: Vec<u8> = (0..64u8).map(|x| x ^ 0xa5).collect();
+    a.buf.write(0, &data);
+    a.post_send(wqe_op::RDMA_WRITE, Some((0x5000_0000_0000 + 4096 - 32, key)), a.buf.paddr(), 64);
+    let (ca, _) = run(&mut a, &mut b, 1, 0);
+    assert_eq!(ca[0][0x3f] >> 4, cqe_op::REQ);
+    let mut got = vec![0u8; 32];
+    b.buf.read(0x40000 + 4096 - 32, &mut got);
+    assert_eq!(&got[..], &data[..32], "first page");
+    b.buf.read(0x60000, &mut got);
+    assert_eq!(&got[..], &data[32..], "second page");
+    // B invalidates the key locally; A's next WRITE gets a remote access error.
+    let off = RQ_BYTES + 3 * 64;
+    mem.write(qpa + off as u64, &[0u8; 64]);
+    w32(off, (3 << 8) | wqe_op::LOCAL_INVAL as u32);
+    w32(off + 4, (b.u.qp_rc << 8) | 1);
+    w8(off + 0x0b, 0x08);
+    w32(off + 0x0c, key);
+    b.sq_pi = 4;
+    mem.write(dbr + 4, &4u32.to_be_bytes());
+    mem.read(qpa + off as u64, &mut first);
+    b.r.bar.write64_be(b.u.uar as usize * 4096 + 0x800, u64::from_be_bytes(first));
+    let (_, cb) = run(&mut a, &mut b, 0, 1);
+    assert_eq!(cb[0][0x3f] >> 4, cqe_op::REQ);
+    assert!(b.r.cx.device().mkeys[&idx].free);
+    a.post_send(wqe_op::RDMA_WRITE, Some((0x5000_0000_0000, key)), a.buf.paddr(), 8);
+    let (ca, _) = run(&mut a, &mut b, 1, 0);
+    assert_eq!(ca[0][0x3f] >> 4, cqe_op::REQ_ERR);
+    assert_eq!(ca[0][0x37], cqe_synd::REMOTE_ACCESS_ERR);
+}
