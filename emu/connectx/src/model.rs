@@ -138,6 +138,8 @@ pub struct Counters {
     pub raw_frames_dropped: u64,
     /// Live raw-Ethernet objects (TIS, TIR, SQ, RQ, flow tables, groups, entries).
     pub raw_objects: usize,
+    /// EQEs written to an armed EQ (an MSI-X interrupt on hardware; the EQ disarms).
+    pub interrupts: u64,
 }
 
 impl Counters {
@@ -840,6 +842,10 @@ impl Device {
         }
         eq.pi = eq.pi.wrapping_add(1);
         self.ctr.eqes += 1;
+        if eq.armed {
+            eq.armed = false;
+            self.ctr.interrupts += 1;
+        }
         true
     }
 

@@ -577,8 +577,14 @@ fn port_change_events_and_vport_state() {
     assert_eq!(u.eq_buf.read_u8(1), event::PORT_CHANGE);
     assert_eq!(u.eq_buf.read_u8(3), 1, "sub_type down");
     assert_eq!(u.eq_buf.read_u8(0x20 + 8) >> 4, 1, "port 1");
+    assert_eq!(r.cx.counters().interrupts, 0, "EQ not armed");
+    // Consume the EQE and arm (UAR+0x40): the next EQE is an interrupt, and it disarms.
+    r.bar.write32_be(u.uar as usize * 4096 + 0x40, ((u.eqn as u32) << 24) | 1);
     assert!(r.cx.set_port_up(true));
     assert_eq!(u.eq_buf.read_u8(64 + 3), 4, "sub_type active");
+    assert_eq!(r.cx.counters().interrupts, 1);
+    assert!(r.cx.set_port_up(true));
+    assert_eq!(r.cx.counters().interrupts, 1, "disarmed after one");
     assert_eq!(st_of(&mut r), 1);
     tear_down(&mut r, u);
 }
