@@ -486,6 +486,11 @@ impl Engine {
     pub fn config(&self) -> &PortConfig {
         &self.cfg
     }
+    /// Change the port's addresses (e.g. a new RoCE GID) without dropping QPs. Connected QPs keep
+    /// their peers; packets to the old IPv4 address are no longer accepted.
+    pub fn set_config(&mut self, cfg: PortConfig) {
+        self.cfg = cfg;
+    }
     pub fn counters(&self) -> Counters {
         self.counters
     }

@@ -140,6 +140,14 @@ fn arp_request_answered_and_passed_up() {
     assert_eq!(eng.pop_raw_frame().unwrap(), other);
     assert_eq!(eng.pop_raw_frame().unwrap().len(), 16);
     assert!(eng.pop_raw_frame().is_none());
+    // A new address: ARP for it is answered, the old one no longer.
+    eng.set_config(PortConfig { ip: [10, 0, 0, 7], ..*eng.config() });
+    l2.send(&req);
+    l2.send(&other);
+    eng.poll(0, &mut l1, &mut mem, &mut Nothing);
+    let Ok(Frame::Arp(_, arp)) = parse_frame(&l2.poll().unwrap()) else { panic!() };
+    assert_eq!(arp.spa, [10, 0, 0, 7]);
+    assert!(l2.poll().is_none());
 }
 
 struct Nothing;
