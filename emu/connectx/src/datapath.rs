@@ -313,9 +313,10 @@ impl Device {
             let q = self.qps.get_mut(&qpn).expect("qp");
             q.state = qps::ERR;
             l::set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
+            // [device.h mlx5_eqe_qp_srq: reserved1[5] (be32), type (u8) @0x14, qp_srq_n @0x18]
             let mut data = [0u8; 28];
-            data[5] = 0; // resource type: QP
-            data[8..12].copy_from_slice(&(qpn & 0xff_ffff).to_be_bytes());
+            data[0x14] = 0; // resource type: QP
+            data[0x18..0x1c].copy_from_slice(&(qpn & 0xff_ffff).to_be_bytes());
             self.raise_event(crate::consts::event::WQ_ACCESS_ERROR, 0, &data);
         }
         self.link = link;

@@ -177,7 +177,7 @@ fn send_write_read_between_two_adapters() {
     assert_eq!(bst, emu_connectx::consts::qp::ERR, "responder QP mirrored to ERROR");
     let e = &b.u.eq_buf;
     assert_eq!(e.read_u8(1), emu_connectx::consts::event::WQ_ACCESS_ERROR);
-    assert_eq!(e.read_be32(0x20 + 8) & 0xff_ffff, 0x100);
+    assert_eq!(e.read_be32(0x20 + 0x18) & 0xff_ffff, 0x100, "qp_srq_n at data+0x18");
     assert_eq!(e.read_u8(0x3f) & 1, 0);
     // B still serves: its QP1 and its commands work.
     assert_eq!(b.r.cmd(&inp(emu_connectx::consts::op::ALLOC_PD, 0, 16), 16).status, 0);
