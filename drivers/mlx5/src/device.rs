@@ -264,6 +264,8 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     pub(crate) qps: Vec<Qp<H::Dma>>,
     events: Vec<AsyncEvent>,
     mkey_variant: u8,
+    /// Port state from the last PORT_CHANGE event (None: no event seen yet).
+    port_up: Option<bool>,
 }
 
 fn clear(b: &mut [u8]) {
@@ -313,6 +315,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             qps: Vec::new(),
             events: Vec::new(),
             mkey_variant: 0,
+            port_up: None,
         };
         match dev.steps() {
             Ok(()) => Ok(dev),
@@ -697,6 +700,12 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             event::PORT_CHANGE => {
                 self.stats.port_change_events += 1;
                 let port = get(e, eqe_port_state::port.at(eqe::port_state));
+                // sub_type: 1 = port down, 4 = port active (mlx5 port-change subtypes).
+                match sub {
+                    1 => self.port_up = Some(false),
+                    4 => self.port_up = Some(true),
+                    _ => {}
+                }
                 log::info!("mlx5: port {port} change, sub_type {sub}");
             }
             event::CQ_ERROR => {
@@ -1195,6 +1204,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// The PA-mode key covering all memory.
     pub fn global_mkey(&self) -> Option<Mkey> {
         self.global_mkey
+    }
+    /// Link state from the last port-change event; `None` until one arrived.
+    pub fn link_up(&self) -> Option<bool> {
+        self.port_up
     }
     pub fn roce_enabled(&self) -> bool {
         self.roce_enabled

@@ -200,3 +200,18 @@ fn benchmark_bringup() {
     );
     assert_eq!(stats.commands, rig.cx.counters().commands);
 }
+
+#[test]
+fn port_change_events_track_link_state() {
+    let (rig, hal, bar) = common::rig();
+    let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
+    assert_eq!(dev.link_up(), None);
+    assert!(rig.cx.set_port_up(false));
+    dev.poll_eq().unwrap();
+    assert_eq!(dev.link_up(), Some(false));
+    assert!(rig.cx.set_port_up(true));
+    dev.poll_eq().unwrap();
+    assert_eq!(dev.link_up(), Some(true));
+    assert_eq!(dev.stats().port_change_events, 2);
+    dev.shutdown().unwrap();
+}
