@@ -437,7 +437,6 @@ fn progress(qp: &mut Qp, now: u64) {
 
 /// Cumulative ACK up to and including `a`. Returns false if a READ was skipped (lost response).
 fn ack_upto(qp: &mut Qp, a: u32) -> bool {
-    let mut advanced = false;
     let mut ok = true;
     for e in qp.sq.iter_mut() {
         if e.done {
@@ -455,17 +454,14 @@ fn ack_upto(qp: &mut Qp, a: u32) -> bool {
         if wire::psn_diff(last, a) <= 0 {
             e.done = true;
             qp.una_psn = wire::psn_add(last, 1);
-            advanced = true;
         } else {
             let una = wire::psn_add(a, 1);
             if wire::psn_diff(una, qp.una_psn) > 0 {
                 qp.una_psn = una;
-                advanced = true;
-            }
+                }
             break;
         }
     }
-    let _ = advanced;
     ok
 }
 
@@ -1349,7 +1345,7 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
     }
     if d < 0 {
         ctx.c.dup_requests += 1;
-        duplicate(qp, ctx, pkt);
+        duplicate(qp, pkt);
         return;
     }
     qp.nak_sent = false;
@@ -1537,7 +1533,7 @@ fn check_range(ctx: &mut Ctx<'_>, qpn: Qpn, rkey: Rkey, va: u64, len: u64, need:
 }
 
 /// A request PSN older than expected: re-ACK, or replay a READ response; never re-execute.
-fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>) {
+fn duplicate(qp: &mut Qp, pkt: &RocePacket<'_>) {
     let psn = pkt.bth.psn();
     if pkt.op.kind == OpKind::ReadRequest {
         let Some(reth) = pkt.reth else { return };
@@ -1559,7 +1555,6 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>) {
         qp.out.push_back(RespItem::Read { res_psn: res.first_psn, psn, va, rkey, remaining: len, first: true });
         return;
     }
-    let _ = ctx;
     queue_ack(qp, wire::AETH_ACK_UNLIMITED, wire::psn_add(qp.epsn, wire::MASK24));
 }
 
@@ -1577,7 +1572,7 @@ fn responder_tx(qp: &mut Qp, ctx: &mut Ctx<'_>, tx: &mut TxOut<'_>) -> usize {
                 ctx.c.acks_sent += 1;
                 sent += 1;
             }
-            RespItem::Read { res_psn, psn, va, rkey, remaining, first } => {
+            RespItem::Read { psn, va, rkey, remaining, first, .. } => {
                 let n = remaining.min(pmtu);
                 let last = remaining <= pmtu;
                 let seg = match (first, last) {
@@ -1619,7 +1614,6 @@ fn responder_tx(qp: &mut Qp, ctx: &mut Ctx<'_>, tx: &mut TxOut<'_>) -> usize {
                     *r -= n;
                     *f = false;
                 }
-                let _ = res_psn;
             }
         }
     }
