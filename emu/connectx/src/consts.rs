@@ -91,7 +91,7 @@ pub mod op {
             ACCESS_REG => "ACCESS_REG",
             ALLOC_TRANSPORT_DOMAIN => "ALLOC_TRANSPORT_DOMAIN",
             DEALLOC_TRANSPORT_DOMAIN => "DEALLOC_TRANSPORT_DOMAIN",
-            _ => "UNKNOWN",
+            _ => crate::raw::op::name(op).unwrap_or("UNKNOWN"),
         }
     }
 }
