@@ -439,3 +439,39 @@ fn in_process_runs_are_deterministic() {
     assert_eq!(r1, r2);
     assert_ne!(r1, r3);
 }
+
+/// A responder QP without REMOTE_READ / REMOTE_WRITE access answers NAK invalid request
+/// (rxe check_op_valid): REM_INV_REQ at the requester, both QPs in ERROR.
+#[test]
+fn qp_access_denied_is_invalid_request() {
+    for (i, op) in [SendOp::RdmaRead { remote_va: 0x20_0000, rkey: Rkey(0) }, SendOp::RdmaWrite { remote_va: 0x20_0000, rkey: Rkey(0) }].into_iter().enumerate() {
+        let mut p = Pair::new(Impairments::default(), 16 + i as u64, 4 * MIB);
+        p.connect(0x11, 0x12, QpAttrs { access: Access::LOCAL_WRITE, ..rc_attrs() });
+        let ka = p.a.reg(0x10_0000, 4096, Access::ALL);
+        let kb = p.b.reg(0x20_0000, 4096, Access::ALL);
+        let op = match op {
+            SendOp::RdmaRead { remote_va, .. } => SendOp::RdmaRead { remote_va, rkey: Rkey(kb) },
+            SendOp::RdmaWrite { remote_va, .. } => SendOp::RdmaWrite { remote_va, rkey: Rkey(kb) },
+            o => o,
+        };
+        p.a.eng.post_send(Qpn(0x11), send_wr(1, op, ka, 0x10_0000, 64)).unwrap();
+        assert!(p.run_until(p.now + 100_000_000, |p| !p.a.cqes.is_empty()));
+        assert_eq!((p.a.cqes[0].status, p.a.cqes[0].vendor_err), (WcStatus::RemoteInvalidRequest, 0x61), "{op:?}");
+        assert_eq!(p.b.eng.query_qp(Qpn(0x12)).unwrap().state, QpState::Error);
+    }
+}
+
+/// A SEND larger than the posted receive buffer: LocalLength at the responder's receive,
+/// REM_INV_REQ at the requester.
+#[test]
+fn send_longer_than_receive_buffer() {
+    let mut p = Pair::new(Impairments::default(), 18, 4 * MIB);
+    p.connect(0x11, 0x12, rc_attrs());
+    let ka = p.a.reg(0x10_0000, 8192, Access::ALL);
+    let kb = p.b.reg(0x20_0000, 8192, Access::ALL);
+    p.b.eng.post_recv(Qpn(0x12), recv_wr(1, kb, 0x20_0000, 1500)).unwrap();
+    p.a.eng.post_send(Qpn(0x11), send_wr(1, SendOp::Send, ka, 0x10_0000, 3000)).unwrap();
+    assert!(p.run_until(p.now + 100_000_000, |p| !p.a.cqes.is_empty() && !p.b.cqes.is_empty()));
+    assert_eq!(p.b.cqes[0].status, WcStatus::LocalLength);
+    assert_eq!(p.a.cqes[0].status, WcStatus::RemoteInvalidRequest);
+}
