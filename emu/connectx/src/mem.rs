@@ -204,16 +204,23 @@ fn locate(r: &BTreeMap<PhysAddr, Vec<u8>>, pa: PhysAddr, len: usize) -> Option<(
     }
 }
 
-/// A virtual monotonic clock shared by the `SimHal` and the adapter model.
+/// A monotonic clock shared by the `SimHal` and the adapter model. Virtual by default (moves
+/// only with `advance`, i.e. `SimHal::relax`); `realtime()` also follows the host's monotonic
+/// clock, for runs against a real peer (e.g. a Linux guest on a datagram link).
 #[derive(Clone, Default)]
-pub struct SimClock(Rc<Cell<u64>>);
+pub struct SimClock(Rc<Cell<u64>>, Option<std::time::Instant>);
 
 impl SimClock {
     pub fn new() -> Self {
         Self::default()
     }
+    /// A clock that advances with wall time (plus any explicit `advance`).
+    pub fn realtime() -> Self {
+        SimClock(Rc::default(), Some(std::time::Instant::now()))
+    }
     pub fn now_ns(&self) -> u64 {
-        self.0.get()
+        let wall = self.1.map(|t| t.elapsed().as_nanos() as u64).unwrap_or(0);
+        self.0.get().wrapping_add(wall)
     }
     pub fn advance(&self, ns: u64) {
         self.0.set(self.0.get().wrapping_add(ns));
@@ -342,5 +349,15 @@ mod tests {
         hal.set_relax_step(1000);
         assert!(!hal::poll_until(&hal, 1_000_000, || false));
         assert!(hal.now_ns() >= 1_000_000);
+    }
+
+    #[test]
+    fn realtime_clock_moves_by_itself() {
+        let c = SimClock::realtime();
+        let a = c.now_ns();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(c.now_ns() >= a + 1_000_000);
+        c.advance(5);
+        assert!(c.now_ns() >= a + 1_000_005);
     }
 }
