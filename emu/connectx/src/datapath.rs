@@ -361,6 +361,20 @@ impl Device {
         while self.qps[&qpn].sq_hw != pi && guard < 1 << 16 {
             guard += 1;
             let (idx, parsed, wqebbs, opcode) = self.parse_send_wqe(qpn);
+            // Operations the adapter completes itself wait until every earlier WQE of this SQ has
+            // left the transport, so CQEs stay in SQ order; the SQ is retried on the next poll.
+            let local = matches!(parsed, Parsed::Nop { .. } | Parsed::LocalInval { .. } | Parsed::Umr { .. });
+            let busy = self
+                .engine
+                .as_ref()
+                .and_then(|e| e.query_qp(Qpn(qpn)))
+                .is_some_and(|i| i.sq_outstanding > 0);
+            if local && busy {
+                if !self.sq_doorbells.iter().any(|d| d.0 == qpn) {
+                    self.sq_doorbells.push((qpn, 0));
+                }
+                break;
+            }
             let q = self.qps.get_mut(&qpn).expect("qp");
             q.sq_hw = q.sq_hw.wrapping_add(wqebbs);
             self.ctr.send_wqes += 1;

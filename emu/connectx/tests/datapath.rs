@@ -401,3 +401,17 @@ fn umr_fast_register_then_local_invalidate() {
     assert_eq!(ca[0][0x3f] >> 4, cqe_op::REQ_ERR);
     assert_eq!(ca[0][0x37], cqe_synd::REMOTE_ACCESS_ERR);
 }
+
+/// A signaled NOP posted right behind a SEND completes after it (SQ order), even though the
+/// adapter completes NOPs itself.
+#[test]
+fn local_completions_keep_sq_order() {
+    let (mut a, mut b) = pair();
+    b.post_recv(b.buf.paddr(), 4096);
+    a.post_send(wqe_op::SEND, None, a.buf.paddr(), 2000);
+    a.post_send(wqe_op::NOP, None, 0, 0);
+    let (ca, _) = run(&mut a, &mut b, 2, 1);
+    assert_eq!(ca.len(), 2);
+    let order: Vec<u16> = ca.iter().map(|c| u16::from_be_bytes([c[0x3c], c[0x3d]])).collect();
+    assert_eq!(order, vec![0, 1], "SEND's CQE first, then the NOP's");
+}
