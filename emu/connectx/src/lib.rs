@@ -64,6 +64,11 @@ impl ConnectX {
         self.dev.borrow_mut().set_health_syndrome(synd)
     }
 
+    /// PCI function-level reset (what a driver does before taking over a dirty function).
+    pub fn function_reset(&self) {
+        self.dev.borrow_mut().function_reset()
+    }
+
     /// Take the port up or down (PORT_CHANGE EQE, QUERY_VPORT_STATE). Returns whether an EQ
     /// subscribed to port changes took the event.
     pub fn set_port_up(&self, up: bool) -> bool {

@@ -1822,6 +1822,21 @@ impl Device {
         c
     }
 
+    /// PCI function-level reset: all firmware state is lost (objects and pages are counted as
+    /// abandoned), the command queue address is cleared and `initializing` is set again for
+    /// `init_delay_ns`. Fault knobs and event counters survive.
+    pub fn function_reset(&mut self) {
+        let live = self.ctr_live().live_objects();
+        self.ctr.objects_abandoned += live as u64;
+        self.ctr.pages_abandoned += self.pages.len() as u64;
+        let (faults, ctr, link) = (self.faults.clone(), self.ctr.clone(), self.link.take());
+        let (mem, clock, cfg) = (self.mem.clone(), self.clock.clone(), self.cfg.clone());
+        *self = Device::new(mem, clock, cfg);
+        self.faults = faults;
+        self.ctr = ctr;
+        self.link = link;
+    }
+
     /// Port goes up or down: vport state follows and a PORT_CHANGE EQE (sub_type 4 active,
     /// 1 down; port number in data+8 bits 7:4) is posted. Returns whether an EQ took it.
     pub fn set_port_up(&mut self, up: bool) -> bool {

@@ -588,3 +588,20 @@ fn port_change_events_and_vport_state() {
     assert_eq!(st_of(&mut r), 1);
     tear_down(&mut r, u);
 }
+
+#[test]
+fn function_reset_drops_everything_and_reinitializes() {
+    let mut r = Rig::new();
+    let u = bring_up(&mut r);
+    r.cx.function_reset();
+    assert_eq!(r.bar.read32_be(0x1fc) >> 31, 1, "initializing again");
+    let c = r.cx.counters();
+    assert_eq!((c.live_objects(), c.pages_held), (0, 0));
+    assert_eq!(c.objects_abandoned, 9);
+    assert_eq!(c.pages_abandoned, u.pages.len() as u64);
+    // The driver can start over.
+    drop(u);
+    let u = bring_up(&mut r);
+    tear_down(&mut r, u);
+    assert_eq!(r.cx.counters().live_objects(), 0);
+}
