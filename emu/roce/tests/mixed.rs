@@ -8,10 +8,13 @@ use emu_roce::*;
 
 const MIB: usize = 1 << 20;
 
-fn run(seed: u64, n_ops: u64) {
-    let imp = Impairments { loss: 0.02, duplicate: 0.02, reorder: 0.03, delay_ns: 3_000, jitter_ns: 2_000, reorder_delay_ns: 15_000 };
+fn lossy(loss: f64, duplicate: f64, reorder: f64) -> Impairments {
+    Impairments { loss, duplicate, reorder, delay_ns: 3_000, jitter_ns: 2_000, reorder_delay_ns: 15_000 }
+}
+
+fn run(seed: u64, n_ops: u64, imp: Impairments, pmtu: u32, max_rd_atomic: u8) {
     let mut p = Pair::new(imp, seed, 16 * MIB);
-    p.connect(0x11, 0x12, QpAttrs { max_rd_atomic: 4, ..rc_attrs() });
+    p.connect(0x11, 0x12, QpAttrs { max_rd_atomic, pmtu, ..rc_attrs() });
     let ka = p.a.reg(0x100_0000, 4 * MIB as u64, Access::ALL);
     let kb = p.b.reg(0x800_0000, 4 * MIB as u64, Access::ALL);
     let kr = p.b.reg(0x1000_0000, n_ops * 8192, Access::LOCAL_WRITE);
@@ -122,6 +125,16 @@ fn run(seed: u64, n_ops: u64) {
 #[test]
 fn mixed_ops_lossy_seeds() {
     for seed in 1..=4 {
-        run(seed, 150);
+        run(seed, 150, lossy(0.02, 0.02, 0.03), 1024, 4);
     }
+}
+
+#[test]
+fn mixed_ops_heavy_loss_small_mtu() {
+    run(201, 120, lossy(0.10, 0.05, 0.10), 256, 4);
+}
+
+#[test]
+fn mixed_ops_4k_mtu_one_read_outstanding() {
+    run(301, 150, lossy(0.02, 0.02, 0.03), 4096, 1);
 }
