@@ -7,7 +7,7 @@
 //! `nvme.selftest=TEST[,TEST...]` with TEST `pattern:<seed>` (write a pattern over each
 //! served NVMe namespace with mixed I/O sizes, read back, verify), `write:<seed>`,
 //! `verify:<seed>` (the two halves, for a check across boots), `bad` (requests that must be
-//! refused), `bench` (QD1 / QD32 4 KiB random reads).
+//! refused), `bench` (QD1 / QD32 4 KiB random reads), `ops` (Write Zeroes, deallocate, Flush).
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
@@ -35,6 +35,8 @@ pub enum Test {
     Verify(u64),
     Bad,
     Bench,
+    /// Write Zeroes, Dataset Management (deallocate) and Flush, where ONCS says so.
+    Ops,
 }
 
 /// The storage part of the configuration.
@@ -72,7 +74,7 @@ pub fn parse_ns(c: &mut StorageConfig, v: &str) -> Result<(), &'static str> {
 
 /// Setter for `nvme.selftest=`.
 pub fn parse_tests(c: &mut StorageConfig, v: &str) -> Result<(), &'static str> {
-    const WHY: &str = "expected a comma list of pattern:<seed>, write:<seed>, verify:<seed>, bad, bench";
+    const WHY: &str = "expected a comma list of pattern:<seed>, write:<seed>, verify:<seed>, bad, bench, ops";
     c.tests.clear();
     for item in v.split(',') {
         let (name, arg) = item.split_once(':').unwrap_or((item, ""));
@@ -83,6 +85,7 @@ pub fn parse_tests(c: &mut StorageConfig, v: &str) -> Result<(), &'static str> {
             "verify" => Test::Verify(seed()?),
             "bad" if arg.is_empty() => Test::Bad,
             "bench" if arg.is_empty() => Test::Bench,
+            "ops" if arg.is_empty() => Test::Ops,
             _ => return Err(WHY),
         });
     }
@@ -225,6 +228,7 @@ pub fn attach(cfg: &StorageConfig) -> bool {
                 Test::Verify(seed) => pattern(ns, seed, false, true),
                 Test::Bad => bad_requests(ns),
                 Test::Bench => bench(ns),
+                Test::Ops => ops(ns),
             };
             match r {
                 Ok(msg) => info!("storage: selftest {t:?} {}: PASS {msg}", s.name),
@@ -423,4 +427,36 @@ fn bench(ns: &mut Ns) -> Result<String, String> {
     );
     info!("storage: bench {msg}");
     Ok(msg)
+}
+
+fn ops(ns: &mut Ns) -> Result<String, String> {
+    let bs = ns.block_size() as usize;
+    let buf = KernelHal.dma_alloc(64 * bs, 4096).map_err(|e| format!("{e}"))?;
+    let io = |op, lba, blocks| BlockIo { op, lba, blocks, buf: buf.paddr(), buf_len: 64 * bs, tag: 0 };
+    buf.fill(0, 64 * bs, 0x5A);
+    run(ns, &io(BlockOp::Write, 0, 64)).map_err(|e| format!("write: {e:?}"))?;
+    let mut done = Vec::new();
+    if ns.supports(BlockOp::WriteZeroes) {
+        run(ns, &io(BlockOp::WriteZeroes, 8, 16)).map_err(|e| format!("write zeroes: {e:?}"))?;
+        run(ns, &io(BlockOp::Read, 0, 64)).map_err(|e| format!("read: {e:?}"))?;
+        let mut b = alloc::vec![0u8; 64 * bs];
+        buf.read(0, &mut b);
+        let zeroed = b[8 * bs..24 * bs].iter().all(|x| *x == 0);
+        let kept = b[..8 * bs].iter().chain(&b[24 * bs..]).all(|x| *x == 0x5A);
+        if !(zeroed && kept) {
+            return Err(format!("after Write Zeroes of blocks 8..24: zeroed {zeroed}, others kept {kept}"));
+        }
+        done.push("Write Zeroes (blocks 8..24 read back as zeros, neighbours intact)");
+    } else {
+        done.push("Write Zeroes not in ONCS: refused");
+    }
+    if ns.supports(BlockOp::Deallocate) {
+        run(ns, &io(BlockOp::Deallocate, 32, 16)).map_err(|e| format!("deallocate: {e:?}"))?;
+        done.push("Dataset Management deallocate completed");
+    } else {
+        done.push("Dataset Management not in ONCS: refused");
+    }
+    run(ns, &io(BlockOp::Flush, 0, 0)).map_err(|e| format!("flush: {e:?}"))?;
+    done.push("Flush completed");
+    Ok(done.join("; "))
 }
