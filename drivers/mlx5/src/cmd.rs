@@ -91,7 +91,7 @@ pub fn opcode_name(opcode: u16) -> &'static str {
         op::ACCESS_REG => "ACCESS_REG",
         op::ALLOC_TRANSPORT_DOMAIN => "ALLOC_TRANSPORT_DOMAIN",
         op::DEALLOC_TRANSPORT_DOMAIN => "DEALLOC_TRANSPORT_DOMAIN",
-        _ => "UNKNOWN_CMD",
+        other => crate::raw::raw_opcode_name(other).unwrap_or("UNKNOWN_CMD"),
     }
 }
 

@@ -243,7 +243,7 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     pub(crate) bar: M,
     pub(crate) cfg: Config,
     cmd: CmdQueue<H::Dma>,
-    inb: [u8; MAX_MSG],
+    pub(crate) inb: [u8; MAX_MSG],
     outb: [u8; MAX_MSG],
     stage: Stage,
     pub fw: FwVersion,
@@ -266,6 +266,8 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     mkey_variant: u8,
     /// Port state from the last PORT_CHANGE event (None: no event seen yet).
     port_up: Option<bool>,
+    /// Raw Ethernet queues and steering, once enabled.
+    pub(crate) raw: Option<crate::raw::RawEth<H::Dma>>,
 }
 
 fn clear(b: &mut [u8]) {
@@ -316,6 +318,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             events: Vec::new(),
             mkey_variant: 0,
             port_up: None,
+            raw: None,
         };
         match dev.steps() {
             Ok(()) => Ok(dev),
@@ -362,7 +365,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     // ---------------------------------------------------------------- command helpers
 
     /// Run the command in `self.inb[..in_len]`, output into `self.outb[..out_len]`.
-    fn run(&mut self, in_len: usize, out_len: usize) -> Result<(), Error> {
+    pub(crate) fn run(&mut self, in_len: usize, out_len: usize) -> Result<(), Error> {
         clear(&mut self.outb[..out_len]);
         let r = self.cmd.exec(&self.hal, &self.bar, &self.inb[..in_len], &mut self.outb[..out_len]);
         self.stats.commands = self.cmd.issued;
@@ -370,7 +373,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     }
 
     /// Start a command: clear the input and set opcode/op_mod.
-    fn begin(&mut self, opcode: u16, op_mod: u16, in_len: usize) {
+    pub(crate) fn begin(&mut self, opcode: u16, op_mod: u16, in_len: usize) {
         clear(&mut self.inb[..in_len]);
         set(&mut self.inb, mbox_in::opcode, opcode as u64);
         set(&mut self.inb, mbox_in::op_mod, op_mod as u64);
@@ -385,7 +388,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.run(in_len, mbox_out::LAYOUT.size)
     }
 
-    fn out(&self, f: Field) -> u64 {
+    pub(crate) fn out(&self, f: Field) -> u64 {
         get(&self.outb, f)
     }
 
@@ -1261,6 +1264,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             }
         };
         if self.stage >= Stage::Initialized {
+            if self.raw.is_some() {
+                note(self.destroy_raw_eth());
+            }
             while let Some(q) = self.qps.last() {
                 let qpn = q.qpn;
                 let r = self.simple(op::DESTROY_QP, 0, destroy_qp_in::LAYOUT.size, &[(destroy_qp_in::qpn, qpn.0 as u64)]);

@@ -927,4 +927,354 @@ layouts! {
         status = F(0x00, 31, 24),
         syndrome = F(0x04, 31, 0),
     }
+    // ---- raw Ethernet queues and NIC receive steering (mlx5_ifc.h) ----
+    tisc [0xa0] {
+        strict_lag_tx_port_affinity = F(0x00, 31, 31),
+        tls_en = F(0x00, 30, 30),
+        lag_tx_port_affinity = F(0x00, 27, 24),
+        prio = F(0x00, 19, 16),
+        transport_domain = F(0x24, 23, 0),
+        underlay_qpn = F(0x28, 23, 0),
+        pd = F(0x2c, 23, 0),
+    }
+    create_tis_in [0xc0] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        ctx = S(0x20, &tisc::LAYOUT),
+    }
+    create_tis_out [0x10] {
+        status = F(0x00, 31, 24),
+        syndrome = F(0x04, 31, 0),
+        tisn = F(0x08, 23, 0),
+    }
+    destroy_tis_in [0x10] {
+        opcode = F(0x00, 31, 16),
+        uid = F(0x00, 15, 0),
+        op_mod = F(0x04, 15, 0),
+        tisn = F(0x08, 23, 0),
+    }
+    cmd_pas [0x8] {
+        pa_h = F(0x00, 31, 0),
+        pa_l = F(0x04, 31, 12),
+    }
+    wq [0xc0] {
+        wq_type = F(0x00, 31, 28),
+        wq_signature = F(0x00, 27, 27),
+        end_padding_mode = F(0x00, 26, 25),
+        cd_slave = F(0x00, 24, 24),
+        hds_skip_first_sge = F(0x04, 31, 31),
+        log2_hds_buf_size = F(0x04, 30, 28),
+        page_offset = F(0x04, 20, 16),
+        lwm = F(0x04, 15, 0),
+        pd = F(0x08, 23, 0),
+        uar_page = F(0x0c, 23, 0),
+        dbr_addr = B(0x10, 0x8),
+        hw_counter = F(0x18, 31, 0),
+        sw_counter = F(0x1c, 31, 0),
+        log_wq_stride = F(0x20, 19, 16),
+        log_wq_pg_sz = F(0x20, 12, 8),
+        log_wq_sz = F(0x20, 4, 0),
+        log_wqe_num_of_strides = F(0x24, 10, 8),
+        two_byte_shift_en = F(0x24, 7, 7),
+        log_wqe_stride_size = F(0x24, 2, 0),
+        pas = S(0xc0, &cmd_pas::LAYOUT),
+    }
+    sqc [0xf0] {
+        rlky = F(0x00, 31, 31),
+        cd_master = F(0x00, 30, 30),
+        fre = F(0x00, 29, 29),
+        flush_in_error_en = F(0x00, 28, 28),
+        allow_multi_pkt_send_wqe = F(0x00, 27, 27),
+        min_wqe_inline_mode = F(0x00, 26, 24),
+        state = F(0x00, 23, 20),
+        reg_umr = F(0x00, 19, 19),
+        allow_swp = F(0x00, 18, 18),
+        user_index = F(0x04, 23, 0),
+        cqn = F(0x08, 23, 0),
+        packet_pacing_rate_limit_index = F(0x1c, 15, 0),
+        tis_lst_sz = F(0x20, 31, 16),
+        qos_queue_group_id = F(0x20, 15, 0),
+        tis_num_0 = F(0x2c, 23, 0),
+        wq = S(0x30, &wq::LAYOUT),
+    }
+    create_sq_in [0x110] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        ctx = S(0x20, &sqc::LAYOUT),
+    }
+    create_sq_out [0x10] {
+        status = F(0x00, 31, 24),
+        syndrome = F(0x04, 31, 0),
+        sqn = F(0x08, 23, 0),
+    }
+    modify_sq_in [0x110] {
+        opcode = F(0x00, 31, 16),
+        uid = F(0x00, 15, 0),
+        op_mod = F(0x04, 15, 0),
+        sq_state = F(0x08, 31, 28),
+        sqn = F(0x08, 23, 0),
+        modify_bitmask = B(0x10, 0x8),
+        sq_context = S(0x20, &sqc::LAYOUT),
+    }
+    destroy_sq_in [0x10] {
+        opcode = F(0x00, 31, 16),
+        uid = F(0x00, 15, 0),
+        op_mod = F(0x04, 15, 0),
+        sqn = F(0x08, 23, 0),
+    }
+    rqc [0xf0] {
+        rlky = F(0x00, 31, 31),
+        delay_drop_en = F(0x00, 30, 30),
+        scatter_fcs = F(0x00, 29, 29),
+        vsd = F(0x00, 28, 28),
+        mem_rq_type = F(0x00, 27, 24),
+        state = F(0x00, 23, 20),
+        flush_in_error_en = F(0x00, 18, 18),
+        user_index = F(0x04, 23, 0),
+        cqn = F(0x08, 23, 0),
+        counter_set_id = F(0x0c, 31, 24),
+        rmpn = F(0x10, 23, 0),
+        wq = S(0x30, &wq::LAYOUT),
+    }
+    create_rq_in [0x110] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        ctx = S(0x20, &rqc::LAYOUT),
+    }
+    create_rq_out [0x10] {
+        status = F(0x00, 31, 24),
+        syndrome = F(0x04, 31, 0),
+        rqn = F(0x08, 23, 0),
+    }
+    modify_rq_in [0x110] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        rq_state = F(0x08, 31, 28),
+        rqn = F(0x08, 23, 0),
+        modify_bitmask = B(0x10, 0x8),
+        ctx = S(0x20, &rqc::LAYOUT),
+    }
+    destroy_rq_in [0x10] {
+        opcode = F(0x00, 31, 16),
+        uid = F(0x00, 15, 0),
+        op_mod = F(0x04, 15, 0),
+        rqn = F(0x08, 23, 0),
+    }
+    rx_hash_field_select [0x4] {
+        l3_prot_type = F(0x00, 31, 31),
+        l4_prot_type = F(0x00, 30, 30),
+        selected_fields = F(0x00, 29, 0),
+    }
+    tirc [0xf0] {
+        disp_type = F(0x04, 31, 28),
+        lro_timeout_period_usecs = F(0x10, 27, 12),
+        lro_enable_mask = F(0x10, 11, 8),
+        lro_max_ip_payload_size = F(0x10, 7, 0),
+        inline_rqn = F(0x1c, 23, 0),
+        rx_hash_symmetric = F(0x20, 31, 31),
+        tunneled_offload_en = F(0x20, 29, 29),
+        indirect_table = F(0x20, 23, 0),
+        rx_hash_fn = F(0x24, 31, 28),
+        self_lb_block = F(0x24, 25, 24),
+        transport_domain = F(0x24, 23, 0),
+        rx_hash_toeplitz_key = B(0x28, 0x28),
+        rx_hash_field_selector_outer = S(0x50, &rx_hash_field_select::LAYOUT),
+        rx_hash_field_selector_inner = S(0x54, &rx_hash_field_select::LAYOUT),
+    }
+    create_tir_in [0x110] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        ctx = S(0x20, &tirc::LAYOUT),
+    }
+    create_tir_out [0x10] {
+        status = F(0x00, 31, 24),
+        icm_address_63_40 = F(0x00, 23, 0),
+        syndrome = F(0x04, 31, 0),
+        icm_address_39_32 = F(0x08, 31, 24),
+        tirn = F(0x08, 23, 0),
+        icm_address_31_0 = F(0x0c, 31, 0),
+    }
+    destroy_tir_in [0x10] {
+        opcode = F(0x00, 31, 16),
+        uid = F(0x00, 15, 0),
+        op_mod = F(0x04, 15, 0),
+        tirn = F(0x08, 23, 0),
+    }
+    flow_table_context [0x28] {
+        reformat_en = F(0x00, 31, 31),
+        decap_en = F(0x00, 30, 30),
+        sw_owner = F(0x00, 29, 29),
+        termination_table = F(0x00, 28, 28),
+        table_miss_action = F(0x00, 27, 24),
+        level = F(0x00, 23, 16),
+        log_size = F(0x00, 7, 0),
+        table_miss_id = F(0x04, 23, 0),
+        lag_master_next_table_id = F(0x08, 23, 0),
+        sw_owner_icm_root_1 = B(0x18, 0x8),
+        sw_owner_icm_root_0 = B(0x20, 0x8),
+    }
+    create_flow_table_in [0x40] {
+        opcode = F(0x00, 31, 16),
+        uid = F(0x00, 15, 0),
+        op_mod = F(0x04, 15, 0),
+        other_vport = F(0x08, 31, 31),
+        vport_number = F(0x08, 15, 0),
+        table_type = F(0x10, 31, 24),
+        flow_table_context = S(0x18, &flow_table_context::LAYOUT),
+    }
+    create_flow_table_out [0x10] {
+        status = F(0x00, 31, 24),
+        icm_address_63_40 = F(0x00, 23, 0),
+        syndrome = F(0x04, 31, 0),
+        icm_address_39_32 = F(0x08, 31, 24),
+        table_id = F(0x08, 23, 0),
+        icm_address_31_0 = F(0x0c, 31, 0),
+    }
+    destroy_flow_table_in [0x40] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        other_vport = F(0x08, 31, 31),
+        vport_number = F(0x08, 15, 0),
+        table_type = F(0x10, 31, 24),
+        table_id = F(0x14, 23, 0),
+    }
+    fte_match_set_lyr_2_4 [0x40] {
+        smac_47_16 = F(0x00, 31, 0),
+        smac_15_0 = F(0x04, 31, 16),
+        ethertype = F(0x04, 15, 0),
+        dmac_47_16 = F(0x08, 31, 0),
+        dmac_15_0 = F(0x0c, 31, 16),
+        first_prio = F(0x0c, 15, 13),
+        first_cfi = F(0x0c, 12, 12),
+        first_vid = F(0x0c, 11, 0),
+        ip_protocol = F(0x10, 31, 24),
+        ip_dscp = F(0x10, 23, 18),
+        ip_ecn = F(0x10, 17, 16),
+        cvlan_tag = F(0x10, 15, 15),
+        svlan_tag = F(0x10, 14, 14),
+        frag = F(0x10, 13, 13),
+        ip_version = F(0x10, 12, 9),
+        tcp_flags = F(0x10, 8, 0),
+        tcp_sport = F(0x14, 31, 16),
+        tcp_dport = F(0x14, 15, 0),
+        ttl_hoplimit = F(0x18, 7, 0),
+        udp_sport = F(0x1c, 31, 16),
+        udp_dport = F(0x1c, 15, 0),
+        src_ipv4_src_ipv6 = B(0x20, 0x10),
+        dst_ipv4_dst_ipv6 = B(0x30, 0x10),
+    }
+    fte_match_set_misc [0x40] {
+        source_sqn = F(0x00, 23, 0),
+        source_port = F(0x04, 15, 0),
+        outer_second_prio = F(0x08, 31, 29),
+        outer_second_cfi = F(0x08, 28, 28),
+        outer_second_vid = F(0x08, 27, 16),
+        inner_second_prio = F(0x08, 15, 13),
+        inner_second_cfi = F(0x08, 12, 12),
+        inner_second_vid = F(0x08, 11, 0),
+        outer_second_cvlan_tag = F(0x0c, 31, 31),
+        inner_second_cvlan_tag = F(0x0c, 30, 30),
+        outer_second_svlan_tag = F(0x0c, 29, 29),
+        inner_second_svlan_tag = F(0x0c, 28, 28),
+        outer_emd_tag = F(0x0c, 27, 27),
+        gre_protocol = F(0x0c, 15, 0),
+        gre_key_h = F(0x10, 31, 8),
+        gre_key_l = F(0x10, 7, 0),
+        vxlan_vni = F(0x14, 31, 8),
+        outer_ipv6_flow_label = F(0x1c, 19, 0),
+        inner_ipv6_flow_label = F(0x20, 19, 0),
+        bth_dst_qp = F(0x28, 23, 0),
+        inner_esp_spi = F(0x2c, 31, 0),
+        outer_esp_spi = F(0x30, 31, 0),
+        outer_emd_tag_data = B(0x38, 0x6),
+    }
+    fte_match_param [0x200] {
+        outer_headers = S(0x0, &fte_match_set_lyr_2_4::LAYOUT),
+        misc_parameters = S(0x40, &fte_match_set_misc::LAYOUT),
+        inner_headers = S(0x80, &fte_match_set_lyr_2_4::LAYOUT),
+    }
+    create_flow_group_in [0x400] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        other_vport = F(0x08, 31, 31),
+        vport_number = F(0x08, 15, 0),
+        table_type = F(0x10, 31, 24),
+        table_id = F(0x14, 23, 0),
+        start_flow_index = F(0x1c, 31, 0),
+        end_flow_index = F(0x24, 31, 0),
+        match_criteria_enable = F(0x3c, 7, 0),
+        match_criteria = S(0x40, &fte_match_param::LAYOUT),
+    }
+    create_flow_group_out [0x10] {
+        status = F(0x00, 31, 24),
+        syndrome = F(0x04, 31, 0),
+        group_id = F(0x08, 23, 0),
+    }
+    destroy_flow_group_in [0x40] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        other_vport = F(0x08, 31, 31),
+        vport_number = F(0x08, 15, 0),
+        table_type = F(0x10, 31, 24),
+        table_id = F(0x14, 23, 0),
+        group_id = F(0x18, 31, 0),
+    }
+    dest_format_struct [0x8] {
+        destination_type = F(0x00, 31, 24),
+        destination_id = F(0x00, 23, 0),
+    }
+    flow_context [0x300] {
+        tpid = F(0x00, 31, 16),
+        vlan_pcp = F(0x00, 15, 13),
+        vlan_dei = F(0x00, 12, 12),
+        vlan_id = F(0x00, 11, 0),
+        group_id = F(0x04, 31, 0),
+        flow_tag = F(0x08, 23, 0),
+        action = F(0x0c, 15, 0),
+        extended_destination = F(0x10, 31, 31),
+        destination_list_size = F(0x10, 23, 0),
+        flow_counter_list_size = F(0x14, 23, 0),
+        encap_id = F(0x18, 31, 0),
+        modify_header_id = F(0x1c, 31, 0),
+        match_value = S(0x40, &fte_match_param::LAYOUT),
+        destination = B(0x300, 0x8),
+    }
+    set_fte_in [0x340] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        other_vport = F(0x08, 31, 31),
+        vport_number = F(0x08, 15, 0),
+        table_type = F(0x10, 31, 24),
+        table_id = F(0x14, 23, 0),
+        modify_enable_mask = F(0x18, 7, 0),
+        flow_index = F(0x20, 31, 0),
+        flow_context = S(0x40, &flow_context::LAYOUT),
+    }
+    delete_fte_in [0x40] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        other_vport = F(0x08, 31, 31),
+        vport_number = F(0x08, 15, 0),
+        table_type = F(0x10, 31, 24),
+        table_id = F(0x14, 23, 0),
+        flow_index = F(0x20, 31, 0),
+    }
+    set_flow_table_root_in [0x40] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        other_vport = F(0x08, 31, 31),
+        vport_number = F(0x08, 15, 0),
+        table_type = F(0x10, 31, 24),
+        table_id = F(0x14, 23, 0),
+        underlay_qpn = F(0x18, 23, 0),
+    }
+    // ---- Ethernet segment of a raw SQ WQE (qp.h mlx5_wqe_eth_seg) ----
+    wqe_eth_seg [0x10] {
+        swp_outer_l4_offset = F(0x00, 31, 24),
+        cs_flags = F(0x04, 31, 24),
+        mss = F(0x04, 15, 0),
+        flow_table_metadata = F(0x08, 31, 0),
+        inline_hdr_sz = F(0x0c, 31, 16),
+        inline_hdr_start = B(0x0e, 2),
+    }
 }

@@ -21,6 +21,7 @@ pub mod error;
 pub mod health;
 pub mod ifc;
 pub mod layout;
+pub mod raw;
 pub mod verbs;
 
 pub use cmd::{op, Timeouts};

@@ -1,8 +1,6 @@
-//! `rdma::Verbs` for an mlx5 adapter: the GSI QP and its CQ at creation, a neighbour table.
-//!
-//! Missing (issue 4): the raw Ethernet queues + flow table that would carry ARP. Until then
-//! `resolve_mac` answers only from entries added with [`Mlx5Verbs::add_neighbor`] and sends no
-//! request.
+//! `rdma::Verbs` for an mlx5 adapter: the GSI QP and its CQ at creation, a neighbour table fed by
+//! ARP over the raw Ethernet path (requests sent by `resolve_mac`, replies and requests for our
+//! address handled in `poll`), plus static entries ([`Mlx5Verbs::add_neighbor`]).
 
 use crate::device::{Mlx5, QpKind, QpState};
 use crate::error::Error;
@@ -23,6 +21,78 @@ pub struct Mlx5Verbs<H: Hal, M: Mmio> {
     neighbors: [Option<(Ipv4, Mac)>; NEIGHBORS],
     /// Errors seen by `poll` (health, EQ); the last one is kept.
     pub last_poll_error: Option<Error>,
+    /// Whether the raw Ethernet path (ARP) is up.
+    pub raw_eth: bool,
+    /// Outstanding ARP requests: (ip, time last sent).
+    pending: [Option<(Ipv4, u64)>; 8],
+    /// ARP requests sent / replies sent / neighbours learnt.
+    pub arp_stats: (u64, u64, u64),
+}
+
+/// ARP over Ethernet/IPv4 (RFC 826), byte offsets in the frame.
+mod arp {
+    use crate::layout::Field;
+    const fn f(byte: u32, bytes: u32) -> Field {
+        Field { off: byte * 8, width: bytes * 8 }
+    }
+    pub const DST: Field = f(0, 6);
+    pub const SRC: Field = f(6, 6);
+    pub const ETHERTYPE: Field = f(12, 2);
+    pub const HTYPE: Field = f(14, 2);
+    pub const PTYPE: Field = f(16, 2);
+    pub const HLEN: Field = f(18, 1);
+    pub const PLEN: Field = f(19, 1);
+    pub const OPER: Field = f(20, 2);
+    pub const SHA: Field = f(22, 6);
+    pub const SPA: Field = f(28, 4);
+    pub const THA: Field = f(32, 6);
+    pub const TPA: Field = f(38, 4);
+    pub const LEN: usize = 42;
+    pub const ETHERTYPE_ARP: u64 = 0x0806;
+    pub const REQUEST: u64 = 1;
+    pub const REPLY: u64 = 2;
+}
+
+/// Re-send an unanswered ARP request after this long.
+const ARP_RETRY_NS: u64 = 100_000_000;
+
+fn arp_frame(oper: u64, sha: Mac, spa: Ipv4, dst: Mac, tha: Mac, tpa: Ipv4) -> [u8; arp::LEN] {
+    use crate::layout::{set, set_bytes};
+    let mut b = [0u8; arp::LEN];
+    set_bytes(&mut b, arp::DST, &dst);
+    set_bytes(&mut b, arp::SRC, &sha);
+    set(&mut b, arp::ETHERTYPE, arp::ETHERTYPE_ARP);
+    set(&mut b, arp::HTYPE, 1);
+    set(&mut b, arp::PTYPE, 0x0800);
+    set(&mut b, arp::HLEN, 6);
+    set(&mut b, arp::PLEN, 4);
+    set(&mut b, arp::OPER, oper);
+    set_bytes(&mut b, arp::SHA, &sha);
+    set_bytes(&mut b, arp::SPA, &spa);
+    set_bytes(&mut b, arp::THA, &tha);
+    set_bytes(&mut b, arp::TPA, &tpa);
+    b
+}
+
+/// (oper, sender MAC, sender IP, target IP) of a well-formed Ethernet/IPv4 ARP frame.
+fn parse_arp(b: &[u8]) -> Option<(u64, Mac, Ipv4, Ipv4)> {
+    use crate::layout::{bytes, get};
+    if b.len() < arp::LEN
+        || get(b, arp::ETHERTYPE) != arp::ETHERTYPE_ARP
+        || get(b, arp::HTYPE) != 1
+        || get(b, arp::PTYPE) != 0x0800
+        || get(b, arp::HLEN) != 6
+        || get(b, arp::PLEN) != 4
+    {
+        return None;
+    }
+    let mut sha = [0u8; 6];
+    sha.copy_from_slice(bytes(b, arp::SHA));
+    let mut spa = [0u8; 4];
+    spa.copy_from_slice(bytes(b, arp::SPA));
+    let mut tpa = [0u8; 4];
+    tpa.copy_from_slice(bytes(b, arp::TPA));
+    Some((get(b, arp::OPER), sha, spa, tpa))
 }
 
 fn log2_ceil(n: u32) -> u8 {
@@ -34,13 +104,75 @@ fn log2_ceil(n: u32) -> u8 {
 }
 
 impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
-    /// Create the GSI CQ and QP1 and bring QP1 to RTS.
+    /// Create the GSI CQ and QP1, bring QP1 to RTS, and bring up the raw Ethernet path for ARP
+    /// (if the adapter refuses it, only static neighbours work; see `raw_eth`).
     pub fn new(mut dev: Mlx5<H, M>) -> Result<Self, Error> {
         let gsi_cq = dev.create_cq(GSI_LOG_CQ)?;
         let gsi = dev.create_qp(QpKind::Gsi, gsi_cq, gsi_cq, GSI_LOG_SQ, GSI_LOG_RQ, 1)?;
         dev.activate_gsi(gsi)?;
-        Ok(Mlx5Verbs { dev, gsi, gsi_cq, neighbors: [None; NEIGHBORS], last_poll_error: None })
+        let (raw_eth, last_poll_error) = match dev.enable_raw_eth() {
+            Ok(()) => (true, None),
+            Err(e) => {
+                log::warn!("mlx5: no raw Ethernet path ({e}); ARP disabled, static neighbours only");
+                (false, Some(e))
+            }
+        };
+        Ok(Mlx5Verbs {
+            dev,
+            gsi,
+            gsi_cq,
+            neighbors: [None; NEIGHBORS],
+            last_poll_error,
+            raw_eth,
+            pending: [None; 8],
+            arp_stats: (0, 0, 0),
+        })
     }
+
+    fn learn(&mut self, ip: Ipv4, mac: Mac) {
+        if self.add_neighbor(ip, mac).is_ok() {
+            self.arp_stats.2 += 1;
+        }
+        for p in self.pending.iter_mut() {
+            if matches!(p, Some((i, _)) if *i == ip) {
+                *p = None;
+            }
+        }
+    }
+
+    /// Handle received raw frames: ARP replies to us teach neighbours; requests for our address
+    /// are answered (and teach the requester).
+    fn poll_arp(&mut self) {
+        if !self.raw_eth {
+            return;
+        }
+        let mut seen: [Option<(u64, Mac, Ipv4, Ipv4)>; 16] = [None; 16];
+        let mut k = 0;
+        self.dev.poll_frames(|f| {
+            if let Some(a) = parse_arp(f) {
+                if k < seen.len() {
+                    seen[k] = Some(a);
+                    k += 1;
+                }
+            }
+        });
+        let (my_ip, my_mac) = (self.dev.ipv4(), self.dev.mac());
+        for (oper, sha, spa, tpa) in seen.into_iter().flatten() {
+            if tpa != my_ip {
+                continue;
+            }
+            self.learn(spa, sha);
+            if oper == arp::REQUEST {
+                let reply = arp_frame(arp::REPLY, my_mac, my_ip, sha, sha, spa);
+                if self.dev.send_frame(&reply).is_ok() {
+                    self.arp_stats.1 += 1;
+                }
+            }
+        }
+    }
+}
+
+impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
 
     /// Record `ip` → `mac` (static neighbour entry; replaces an existing one).
     pub fn add_neighbor(&mut self, ip: Ipv4, mac: Mac) -> Result<(), Error> {
@@ -123,11 +255,37 @@ impl<H: Hal, M: Mmio> Verbs for Mlx5Verbs<H, M> {
         self.dev.poll_cq(cq, out).unwrap_or(0)
     }
     fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
-        self.neighbors.iter().flatten().find(|(i, _)| *i == ip).map(|(_, m)| *m)
+        if let Some(m) = self.neighbors.iter().flatten().find(|(i, _)| *i == ip).map(|(_, m)| *m) {
+            return Some(m);
+        }
+        if !self.raw_eth {
+            return None;
+        }
+        let now = self.dev.hal().now_ns();
+        let due = match self.pending.iter().flatten().find(|(i, _)| *i == ip) {
+            Some(&(_, sent)) => now.wrapping_sub(sent) >= ARP_RETRY_NS,
+            None => true,
+        };
+        if due {
+            let (my_ip, my_mac) = (self.dev.ipv4(), self.dev.mac());
+            let req = arp_frame(arp::REQUEST, my_mac, my_ip, [0xff; 6], [0; 6], ip);
+            if self.dev.send_frame(&req).is_ok() {
+                self.arp_stats.0 += 1;
+                let slot = self
+                    .pending
+                    .iter()
+                    .position(|p| matches!(p, Some((i, _)) if *i == ip))
+                    .or_else(|| self.pending.iter().position(|p| p.is_none()))
+                    .unwrap_or(0);
+                self.pending[slot] = Some((ip, now));
+            }
+        }
+        None
     }
     fn poll(&mut self) {
         if let Err(e) = self.dev.poll_eq().map(|_| ()).and_then(|_| self.dev.check_health()) {
             self.last_poll_error = Some(e);
         }
+        self.poll_arp();
     }
 }

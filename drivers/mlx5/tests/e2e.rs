@@ -342,3 +342,48 @@ fn qp_to_error_flushes_outstanding_work() {
     drop(bufa);
     leak_check(a, b);
 }
+
+fn side_no_fw_arp(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64) -> Side {
+    let mem = PhysMem::with_base(base);
+    let hal = SimHal::new(mem.clone(), clock.clone());
+    let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac, port_answers_arp: false, ..Default::default() });
+    let cfg = Config { ipv4: ip, ..Config::default() };
+    let dev = Mlx5::bring_up(hal, cx.bar0(), cfg).expect("bring-up");
+    Side { cx, v: Mlx5Verbs::new(dev).expect("verbs") }
+}
+
+#[test]
+fn arp_over_the_raw_ethernet_path() {
+    let clock = SimClock::new();
+    let mut a = side_no_fw_arp(&clock, [10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 0x1_0000_0000);
+    let mut b = side_no_fw_arp(&clock, [10, 0, 0, 2], [2, 0, 0, 0, 0, 2], 0x2_0000_0000);
+    assert!(a.v.raw_eth && b.v.raw_eth, "{:?}", a.v.last_poll_error);
+    let (la, lb) = MemLink::pair(Impairments::default(), 9);
+    a.cx.attach_link(Box::new(Clocked(la, clock.clone())));
+    b.cx.attach_link(Box::new(Clocked(lb, clock.clone())));
+    assert_eq!(a.v.resolve_mac([10, 0, 0, 2]), None, "unknown at first: a request goes out");
+    let mut got = None;
+    for _ in 0..1000 {
+        a.cx.poll();
+        b.cx.poll();
+        a.v.poll();
+        b.v.poll();
+        got = a.v.resolve_mac([10, 0, 0, 2]);
+        if got.is_some() {
+            break;
+        }
+        clock.advance(10_000);
+    }
+    assert_eq!(got, Some([2, 0, 0, 0, 0, 2]));
+    assert_eq!(b.v.resolve_mac([10, 0, 0, 1]), Some([2, 0, 0, 0, 0, 1]), "B learnt A from the request");
+    assert!(a.v.arp_stats.0 >= 1 && b.v.arp_stats.1 >= 1, "{:?} {:?}", a.v.arp_stats, b.v.arp_stats);
+    assert_eq!(a.v.resolve_mac([10, 0, 0, 99]), None);
+    let (ca, cb) = (a.cx.clone(), b.cx.clone());
+    a.v.shutdown().unwrap();
+    b.v.shutdown().unwrap();
+    for cx in [ca, cb] {
+        let c = cx.counters();
+        assert_eq!((c.live_objects(), c.pages_held), (0, 0), "{c:?}");
+        assert_eq!(cx.device().raw.live(), 0);
+    }
+}

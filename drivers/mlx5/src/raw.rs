@@ -1,0 +1,449 @@
+//! Raw Ethernet: a TIS + SQ for transmit, an RQ + TIR + NIC_RX flow table for receive, so the
+//! driver sees non-RoCE frames (ARP) [reference mlx5.md §3]. RoCEv2 frames for our GIDs are taken
+//! by the adapter's RoCE engine before NIC_RX steering.
+//!
+//! One wildcard rule (group with no match criteria, one FWD_DEST entry to the TIR) steers every
+//! remaining frame to the RQ; frames are sent inline (the whole frame in the Ethernet segment's
+//! inline header), which suits ARP-sized control traffic.
+
+use crate::cmd::MAX_MSG;
+use crate::datapath::{cqe_op, wqe_op, WQEBB};
+use crate::device::Mlx5;
+use crate::error::Error;
+use crate::ifc::*;
+use crate::layout::{get, set, Field};
+use hal::{DmaRegion, Hal, Mmio};
+use rdma::Cqn;
+
+mod opc {
+    pub const CREATE_TIR: u16 = 0x900;
+    pub const DESTROY_TIR: u16 = 0x902;
+    pub const CREATE_SQ: u16 = 0x904;
+    pub const MODIFY_SQ: u16 = 0x905;
+    pub const DESTROY_SQ: u16 = 0x906;
+    pub const CREATE_RQ: u16 = 0x908;
+    pub const MODIFY_RQ: u16 = 0x909;
+    pub const DESTROY_RQ: u16 = 0x90a;
+    pub const CREATE_TIS: u16 = 0x912;
+    pub const DESTROY_TIS: u16 = 0x914;
+    pub const SET_FLOW_TABLE_ROOT: u16 = 0x92f;
+    pub const CREATE_FLOW_TABLE: u16 = 0x930;
+    pub const DESTROY_FLOW_TABLE: u16 = 0x931;
+    pub const CREATE_FLOW_GROUP: u16 = 0x933;
+    pub const DESTROY_FLOW_GROUP: u16 = 0x934;
+    pub const SET_FLOW_TABLE_ENTRY: u16 = 0x936;
+    pub const DELETE_FLOW_TABLE_ENTRY: u16 = 0x938;
+}
+
+/// Names for error messages (mlx5_ifc.h MLX5_CMD_OP_*).
+pub fn raw_opcode_name(op: u16) -> Option<&'static str> {
+    Some(match op {
+        opc::CREATE_TIR => "CREATE_TIR",
+        opc::DESTROY_TIR => "DESTROY_TIR",
+        opc::CREATE_SQ => "CREATE_SQ",
+        opc::MODIFY_SQ => "MODIFY_SQ",
+        opc::DESTROY_SQ => "DESTROY_SQ",
+        opc::CREATE_RQ => "CREATE_RQ",
+        opc::MODIFY_RQ => "MODIFY_RQ",
+        opc::DESTROY_RQ => "DESTROY_RQ",
+        opc::CREATE_TIS => "CREATE_TIS",
+        opc::DESTROY_TIS => "DESTROY_TIS",
+        opc::SET_FLOW_TABLE_ROOT => "SET_FLOW_TABLE_ROOT",
+        opc::CREATE_FLOW_TABLE => "CREATE_FLOW_TABLE",
+        opc::DESTROY_FLOW_TABLE => "DESTROY_FLOW_TABLE",
+        opc::CREATE_FLOW_GROUP => "CREATE_FLOW_GROUP",
+        opc::DESTROY_FLOW_GROUP => "DESTROY_FLOW_GROUP",
+        opc::SET_FLOW_TABLE_ENTRY => "SET_FLOW_TABLE_ENTRY",
+        opc::DELETE_FLOW_TABLE_ENTRY => "DELETE_FLOW_TABLE_ENTRY",
+        _ => return None,
+    })
+}
+
+const LOG_SQ: u8 = 6; // 64 WQEBBs
+const LOG_RQ: u8 = 6; // 64 receive buffers
+const RX_BUF: usize = 2048;
+const WQ_CYCLIC: u64 = 1;
+const WQ_RST: u64 = 0;
+const WQ_RDY: u64 = 1;
+const TABLE_NIC_RX: u64 = 0;
+const ACTION_FWD_DEST: u64 = 0x4;
+const DEST_TIR: u64 = 2;
+/// Largest frame `send_frame` takes (inline in one WQE).
+pub const MAX_INLINE_FRAME: usize = 256;
+
+/// The raw Ethernet objects (ids as the firmware numbered them).
+pub struct RawEth<D> {
+    tis: u32,
+    sqn: u32,
+    rqn: u32,
+    tir: u32,
+    table: u32,
+    group: u32,
+    pub tx_cq: Cqn,
+    pub rx_cq: Cqn,
+    sq_buf: D,
+    rq_buf: D,
+    dbr: D,
+    rx: D,
+    sq_pi: u16,
+    sq_ci: u16,
+    rq_head: u16,
+    tx_cq_ci: u32,
+    rx_cq_ci: u32,
+    /// Reserved lkey (the WQs are created with rlky: physical addresses).
+    lkey: u32,
+    /// Frames sent / received / dropped for errors.
+    pub tx_frames: u64,
+    pub rx_frames: u64,
+    pub rx_errors: u64,
+}
+
+impl<H: Hal, M: Mmio> Mlx5<H, M> {
+    fn raw_cmd(&mut self, opcode: u16, in_len: usize, out_len: usize, fields: &[(Field, u64)]) -> Result<(), Error> {
+        self.begin(opcode, 0, in_len);
+        for &(f, v) in fields {
+            set(&mut self.inb, f, v);
+        }
+        self.run(in_len, out_len)
+    }
+
+    /// Create the raw Ethernet path (idempotent).
+    pub fn enable_raw_eth(&mut self) -> Result<(), Error> {
+        if self.raw.is_some() {
+            return Ok(());
+        }
+        let td = self.transport_domain().ok_or(Error::InvalidArgument("no transport domain"))?;
+        let pd = self.pd().ok_or(Error::InvalidArgument("no PD"))?.0;
+        let uar = self.uar().unwrap_or(0);
+        let tx_cq = self.create_cq(LOG_SQ)?;
+        let rx_cq = self.create_cq(LOG_RQ)?;
+        let sq_buf = self.hal.dma_alloc((1 << LOG_SQ) * WQEBB, 4096)?;
+        let rq_buf = self.hal.dma_alloc((1 << LOG_RQ) * 16, 4096)?;
+        let dbr = self.hal.dma_alloc(64, 64)?; // SQ DBR at 0, RQ DBR at 32
+        let rx = self.hal.dma_alloc((1 << LOG_RQ) * RX_BUF, 4096)?;
+
+        // TIS
+        let tis_ctx = create_tis_in::ctx;
+        self.raw_cmd(opc::CREATE_TIS, create_tis_in::LAYOUT.size, create_tis_out::LAYOUT.size, &[(tisc::transport_domain.at(tis_ctx), td as u64)])?;
+        let tis = self.out(create_tis_out::tisn) as u32;
+        let mut raw = RawEth {
+            tis,
+            sqn: 0,
+            rqn: 0,
+            tir: 0,
+            table: 0,
+            group: 0,
+            tx_cq,
+            rx_cq,
+            sq_buf,
+            rq_buf,
+            dbr,
+            rx,
+            sq_pi: 0,
+            sq_ci: 0,
+            rq_head: 0,
+            tx_cq_ci: 0,
+            rx_cq_ci: 0,
+            lkey: self.reserved_lkey().0,
+            tx_frames: 0,
+            rx_frames: 0,
+            rx_errors: 0,
+        };
+        let r = self.build_raw(&mut raw, td, pd, uar);
+        let ok = r.is_ok();
+        self.raw = Some(raw);
+        if !ok {
+            let _ = self.destroy_raw_eth();
+        }
+        r
+    }
+
+    fn build_raw(&mut self, raw: &mut RawEth<H::Dma>, td: u32, pd: u32, uar: u32) -> Result<(), Error> {
+        // SQ (reset), then RDY.
+        let c = create_sq_in::ctx;
+        let w = sqc::wq.at(c);
+        let in_len = create_sq_in::LAYOUT.size + 8;
+        let mut f = [
+            (sqc::rlky.at(c), 1),
+            (sqc::flush_in_error_en.at(c), 1),
+            (sqc::cqn.at(c), raw.tx_cq.0 as u64),
+            (sqc::tis_lst_sz.at(c), 1),
+            (sqc::tis_num_0.at(c), raw.tis as u64),
+            (wq::wq_type.at(w), WQ_CYCLIC),
+            (wq::pd.at(w), pd as u64),
+            (wq::uar_page.at(w), uar as u64),
+            (wq::dbr_addr.at(w), raw.dbr.paddr()),
+            (wq::log_wq_stride.at(w), 6),
+            (wq::log_wq_pg_sz.at(w), 0),
+            (wq::log_wq_sz.at(w), LOG_SQ as u64),
+            (Field { off: create_sq_in::LAYOUT.size as u32 * 8, width: 64 }, raw.sq_buf.paddr()),
+        ];
+        self.raw_cmd(opc::CREATE_SQ, in_len, create_sq_out::LAYOUT.size, &f)?;
+        raw.sqn = self.out(create_sq_out::sqn) as u32;
+        let mc = modify_sq_in::sq_context;
+        self.raw_cmd(
+            opc::MODIFY_SQ,
+            modify_sq_in::LAYOUT.size,
+            mbox_out::LAYOUT.size,
+            &[(modify_sq_in::sq_state, WQ_RST), (modify_sq_in::sqn, raw.sqn as u64), (sqc::state.at(mc), WQ_RDY)],
+        )?;
+        // RQ: 16-byte WQEs (one data segment), reserved lkey (rlky) with physical addresses.
+        let c = create_rq_in::ctx;
+        let w = rqc::wq.at(c);
+        f = [
+            (rqc::rlky.at(c), 1),
+            (rqc::vsd.at(c), 1),
+            (rqc::cqn.at(c), raw.rx_cq.0 as u64),
+            (rqc::flush_in_error_en.at(c), 1),
+            (rqc::mem_rq_type.at(c), 0),
+            (wq::wq_type.at(w), WQ_CYCLIC),
+            (wq::pd.at(w), pd as u64),
+            (wq::dbr_addr.at(w), raw.dbr.paddr() + 32),
+            (wq::log_wq_stride.at(w), 4),
+            (wq::log_wq_pg_sz.at(w), 0),
+            (wq::log_wq_sz.at(w), LOG_RQ as u64),
+            (Field { off: create_rq_in::LAYOUT.size as u32 * 8, width: 64 }, raw.rq_buf.paddr()),
+            (wq::uar_page.at(w), 0),
+        ];
+        self.raw_cmd(opc::CREATE_RQ, create_rq_in::LAYOUT.size + 8, create_rq_out::LAYOUT.size, &f)?;
+        raw.rqn = self.out(create_rq_out::rqn) as u32;
+        // Fill the RQ before it goes RDY.
+        for _ in 0..(1u16 << LOG_RQ) {
+            post_rx(raw);
+        }
+        let mc = modify_rq_in::ctx;
+        self.raw_cmd(
+            opc::MODIFY_RQ,
+            modify_rq_in::LAYOUT.size,
+            mbox_out::LAYOUT.size,
+            &[(modify_rq_in::rq_state, WQ_RST), (modify_rq_in::rqn, raw.rqn as u64), (rqc::state.at(mc), WQ_RDY)],
+        )?;
+        // TIR (direct dispatch to the RQ).
+        let c = create_tir_in::ctx;
+        self.raw_cmd(
+            opc::CREATE_TIR,
+            create_tir_in::LAYOUT.size,
+            create_tir_out::LAYOUT.size,
+            &[(tirc::disp_type.at(c), 0), (tirc::inline_rqn.at(c), raw.rqn as u64), (tirc::transport_domain.at(c), td as u64)],
+        )?;
+        raw.tir = self.out(create_tir_out::tirn) as u32;
+        // NIC_RX table, one wildcard group, one FWD_DEST→TIR entry, made root.
+        let ftc = create_flow_table_in::flow_table_context;
+        self.raw_cmd(
+            opc::CREATE_FLOW_TABLE,
+            create_flow_table_in::LAYOUT.size,
+            create_flow_table_out::LAYOUT.size,
+            &[(create_flow_table_in::table_type, TABLE_NIC_RX), (flow_table_context::level.at(ftc), 0), (flow_table_context::log_size.at(ftc), 0)],
+        )?;
+        raw.table = self.out(create_flow_table_out::table_id) as u32;
+        self.raw_cmd(
+            opc::CREATE_FLOW_GROUP,
+            create_flow_group_in::LAYOUT.size,
+            create_flow_group_out::LAYOUT.size,
+            &[
+                (create_flow_group_in::table_type, TABLE_NIC_RX),
+                (create_flow_group_in::table_id, raw.table as u64),
+                (create_flow_group_in::start_flow_index, 0),
+                (create_flow_group_in::end_flow_index, 0),
+                (create_flow_group_in::match_criteria_enable, 0),
+            ],
+        )?;
+        raw.group = self.out(create_flow_group_out::group_id) as u32;
+        let fc = set_fte_in::flow_context;
+        let dest = flow_context::destination.at(fc);
+        let in_len = set_fte_in::LAYOUT.size + dest_format_struct::LAYOUT.size;
+        if in_len > MAX_MSG {
+            return Err(Error::InvalidArgument("flow entry too large"));
+        }
+        self.raw_cmd(
+            opc::SET_FLOW_TABLE_ENTRY,
+            in_len,
+            mbox_out::LAYOUT.size,
+            &[
+                (set_fte_in::table_type, TABLE_NIC_RX),
+                (set_fte_in::table_id, raw.table as u64),
+                (set_fte_in::flow_index, 0),
+                (flow_context::group_id.at(fc), raw.group as u64),
+                (flow_context::action.at(fc), ACTION_FWD_DEST),
+                (flow_context::destination_list_size.at(fc), 1),
+                (dest_format_struct::destination_type.at(dest), DEST_TIR),
+                (dest_format_struct::destination_id.at(dest), raw.tir as u64),
+            ],
+        )?;
+        self.raw_cmd(
+            opc::SET_FLOW_TABLE_ROOT,
+            set_flow_table_root_in::LAYOUT.size,
+            mbox_out::LAYOUT.size,
+            &[(set_flow_table_root_in::table_type, TABLE_NIC_RX), (set_flow_table_root_in::table_id, raw.table as u64)],
+        )?;
+        Ok(())
+    }
+
+    /// Tear the raw path down (reverse order); called by shutdown too.
+    pub fn destroy_raw_eth(&mut self) -> Result<(), Error> {
+        let Some(raw) = self.raw.take() else { return Ok(()) };
+        let mut first: Result<(), Error> = Ok(());
+        let mut note = |r: Result<(), Error>| {
+            if first.is_ok() {
+                if let Err(e) = r {
+                    first = Err(e);
+                }
+            }
+        };
+        let t = TABLE_NIC_RX;
+        if raw.group != 0 || raw.table != 0 {
+            note(self.raw_cmd(
+                opc::DELETE_FLOW_TABLE_ENTRY,
+                delete_fte_in::LAYOUT.size,
+                mbox_out::LAYOUT.size,
+                &[(delete_fte_in::table_type, t), (delete_fte_in::table_id, raw.table as u64), (delete_fte_in::flow_index, 0)],
+            ));
+            note(self.raw_cmd(
+                opc::DESTROY_FLOW_GROUP,
+                destroy_flow_group_in::LAYOUT.size,
+                mbox_out::LAYOUT.size,
+                &[(destroy_flow_group_in::table_type, t), (destroy_flow_group_in::table_id, raw.table as u64), (destroy_flow_group_in::group_id, raw.group as u64)],
+            ));
+            note(self.raw_cmd(
+                opc::DESTROY_FLOW_TABLE,
+                destroy_flow_table_in::LAYOUT.size,
+                mbox_out::LAYOUT.size,
+                &[(destroy_flow_table_in::table_type, t), (destroy_flow_table_in::table_id, raw.table as u64)],
+            ));
+        }
+        if raw.tir != 0 {
+            note(self.raw_cmd(opc::DESTROY_TIR, destroy_tir_in::LAYOUT.size, mbox_out::LAYOUT.size, &[(destroy_tir_in::tirn, raw.tir as u64)]));
+        }
+        if raw.rqn != 0 {
+            note(self.raw_cmd(opc::DESTROY_RQ, destroy_rq_in::LAYOUT.size, mbox_out::LAYOUT.size, &[(destroy_rq_in::rqn, raw.rqn as u64)]));
+        }
+        if raw.sqn != 0 {
+            note(self.raw_cmd(opc::DESTROY_SQ, destroy_sq_in::LAYOUT.size, mbox_out::LAYOUT.size, &[(destroy_sq_in::sqn, raw.sqn as u64)]));
+        }
+        note(self.raw_cmd(opc::DESTROY_TIS, destroy_tis_in::LAYOUT.size, mbox_out::LAYOUT.size, &[(destroy_tis_in::tisn, raw.tis as u64)]));
+        note(self.destroy_cq(raw.tx_cq));
+        note(self.destroy_cq(raw.rx_cq));
+        first
+    }
+
+    /// Send one Ethernet frame (≤ MAX_INLINE_FRAME bytes, padded to 60), inline in the WQE.
+    pub fn send_frame(&mut self, frame: &[u8]) -> Result<(), Error> {
+        self.reap_tx();
+        let uar = self.uar_base();
+        let raw = self.raw.as_mut().ok_or(Error::InvalidArgument("raw Ethernet not enabled"))?;
+        if frame.len() > MAX_INLINE_FRAME || frame.len() < 14 {
+            return Err(Error::InvalidArgument("frame size"));
+        }
+        let len = frame.len().max(60);
+        let mut w = [0u8; 16 + 16 + MAX_INLINE_FRAME + 16];
+        let eth = &mut w[16..32];
+        set(eth, wqe_eth_seg::inline_hdr_sz, len as u64);
+        let at = 16 + wqe_eth_seg::inline_hdr_start.byte();
+        w[at..at + frame.len()].copy_from_slice(frame);
+        let total = (at + len).div_ceil(16) * 16;
+        let nbb = total.div_ceil(WQEBB);
+        let ring = 1usize << LOG_SQ;
+        if raw.sq_pi.wrapping_sub(raw.sq_ci) as usize + nbb > ring {
+            return Err(Error::InvalidArgument("raw send queue full"));
+        }
+        let pi = raw.sq_pi;
+        set(&mut w, wqe_ctrl_seg::wqe_index, pi as u64);
+        set(&mut w, wqe_ctrl_seg::opcode, wqe_op::SEND as u64);
+        set(&mut w, wqe_ctrl_seg::qpn, raw.sqn as u64);
+        set(&mut w, wqe_ctrl_seg::ds, (total / 16) as u64);
+        set(&mut w, wqe_ctrl_seg::fm_ce_se, 0x08);
+        for b in 0..nbb {
+            let slot = (pi as usize + b) & (ring - 1);
+            let mut bb = [0u8; WQEBB];
+            bb.copy_from_slice(&w[b * WQEBB..(b + 1) * WQEBB]);
+            raw.sq_buf.write(slot * WQEBB, &bb);
+        }
+        raw.sq_pi = pi.wrapping_add(nbb as u16);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+        raw.dbr.write_be32(4, raw.sq_pi as u32);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        let first8 = u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        raw.tx_frames += 1;
+        self.bar.write64_be(uar + 0x800, first8);
+        Ok(())
+    }
+
+    fn reap_tx(&mut self) {
+        let Some(raw) = self.raw.as_mut() else { return };
+        let Some(cq) = self.cqs.iter().find(|c| c.cqn == raw.tx_cq) else { return };
+        loop {
+            let Some(e) = next_cqe(cq, raw.tx_cq_ci) else { break };
+            raw.tx_cq_ci += 1;
+            let counter = get(&e, cqe64::wqe_counter) as u16;
+            // One WQE per frame; WQEs are ≤ 5 WQEBBs. Completed up to and including `counter`.
+            raw.sq_ci = counter.wrapping_add(frame_bbs(&raw.sq_buf, counter, LOG_SQ));
+        }
+        cq.dbr.write_be32(0, raw.tx_cq_ci & 0xff_ffff);
+    }
+
+    /// Hand every received frame to `f` (and re-post its buffer). Returns how many.
+    pub fn poll_frames(&mut self, mut f: impl FnMut(&[u8])) -> usize {
+        self.reap_tx();
+        let Some(raw) = self.raw.as_mut() else { return 0 };
+        let Some(cq) = self.cqs.iter().find(|c| c.cqn == raw.rx_cq) else { return 0 };
+        let mut n = 0;
+        let mut buf = [0u8; RX_BUF];
+        loop {
+            let Some(e) = next_cqe(cq, raw.rx_cq_ci) else { break };
+            raw.rx_cq_ci += 1;
+            let counter = get(&e, cqe64::wqe_counter) as u16;
+            let slot = (counter as usize) & ((1 << LOG_RQ) - 1);
+            let op = get(&e, cqe64::opcode) as u8;
+            let len = (get(&e, cqe64::byte_cnt) as usize).min(RX_BUF);
+            if op == cqe_op::RESP_SEND {
+                raw.rx.read(slot * RX_BUF, &mut buf[..len]);
+                raw.rx_frames += 1;
+                f(&buf[..len]);
+                n += 1;
+            } else {
+                raw.rx_errors += 1;
+            }
+            post_rx(raw);
+        }
+        cq.dbr.write_be32(0, raw.rx_cq_ci & 0xff_ffff);
+        n
+    }
+
+    pub fn raw_stats(&self) -> Option<(u64, u64, u64)> {
+        self.raw.as_ref().map(|r| (r.tx_frames, r.rx_frames, r.rx_errors))
+    }
+}
+
+/// WQEBBs of the raw WQE starting at `idx` (from its ctrl segment's ds).
+fn frame_bbs<D: DmaRegion>(sq: &D, idx: u16, log: u8) -> u16 {
+    let slot = (idx as usize) & ((1 << log) - 1);
+    let mut c = [0u8; 16];
+    sq.read(slot * WQEBB, &mut c);
+    let ds = get(&c, wqe_ctrl_seg::ds) as usize;
+    (ds * 16).div_ceil(WQEBB).max(1) as u16
+}
+
+fn next_cqe<D: DmaRegion>(cq: &crate::device::Cq<D>, ci: u32) -> Option<[u8; 64]> {
+    let size = 1u32 << cq.log_size;
+    let mut e = [0u8; 64];
+    cq.buf.read(((ci & (size - 1)) as usize) * 64, &mut e);
+    let op = get(&e, cqe64::opcode) as u8;
+    if op == cqe_op::INVALID || get(&e, cqe64::owner) as u32 != (ci >> cq.log_size) & 1 {
+        return None;
+    }
+    core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
+    Some(e)
+}
+
+/// Post receive buffer `rq_head` (buffer slot = WQE slot) and bump the RQ doorbell record.
+fn post_rx<D: DmaRegion>(raw: &mut RawEth<D>) {
+    let slot = (raw.rq_head as usize) & ((1 << LOG_RQ) - 1);
+    let mut w = [0u8; 16];
+    set(&mut w, wqe_data_seg::byte_count, RX_BUF as u64);
+    set(&mut w, wqe_data_seg::lkey, raw.lkey as u64);
+    set(&mut w, wqe_data_seg::addr, raw.rx.paddr() + (slot * RX_BUF) as u64);
+    raw.rq_buf.write(slot * 16, &w);
+    raw.rq_head = raw.rq_head.wrapping_add(1);
+    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+    raw.dbr.write_be32(32, raw.rq_head as u32);
+}
