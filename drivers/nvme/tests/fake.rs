@@ -118,6 +118,10 @@ struct Fake {
     /// (so a profiler sees driver work apart from device work).
     deferred: bool,
     pending: Vec<(usize, u16)>,
+    /// CAP.DSTRD: doorbells 4 << dstrd bytes apart.
+    dstrd: u8,
+    /// Set CSTS.CFS instead of RDY on enable.
+    fatal_on_enable: bool,
 }
 
 #[derive(Clone)]
@@ -132,13 +136,13 @@ const CAP: u64 = 255 | (1 << 16) | (2 << 24) | (1 << 37);
 
 impl Mmio for FakeBar {
     fn size(&self) -> usize {
-        0x2000
+        0x4000
     }
     fn read32(&self, offset: usize) -> u32 {
         let s = self.st.borrow();
         match offset {
             0x00 => CAP as u32,
-            0x04 => (CAP >> 32) as u32,
+            0x04 => (CAP >> 32) as u32 | s.dstrd as u32,
             0x08 => 0x0001_0400,
             0x14 => s.cc,
             0x1C => s.csts,
@@ -148,7 +152,9 @@ impl Mmio for FakeBar {
     }
     fn write32(&self, offset: usize, value: u32) {
         if offset >= 0x1000 {
-            let idx = (offset - 0x1000) / 4;
+            let stride = 4usize << self.st.borrow().dstrd;
+            assert_eq!((offset - 0x1000) % stride, 0, "doorbell write off the stride");
+            let idx = (offset - 0x1000) / stride;
             let qid = idx / 2;
             if idx % 2 == 0 {
                 let mut s = self.st.borrow_mut();
@@ -167,7 +173,9 @@ impl Mmio for FakeBar {
             0x14 => {
                 s.cc = value;
                 if value & 1 == 1 {
-                    if !s.never_ready {
+                    if s.fatal_on_enable {
+                        s.csts = 2;
+                    } else if !s.never_ready {
                         s.csts = 1;
                         let (asq, acq, aqa) = (s.asq, s.acq, s.aqa);
                         s.sqs = vec![None; 17];
@@ -632,4 +640,33 @@ fn bench_submit_complete() {
     }
     let st = ns.queue_stats();
     println!("bench: {n} I/Os, {} SQ doorbells, {} CQ doorbells", st.sq_doorbells, st.cq_doorbells);
+}
+
+#[test]
+fn doorbell_stride_from_cap() {
+    let hal = TestHal::new(16 << 20);
+    let bar = FakeBar::new(&hal);
+    bar.st.borrow_mut().dstrd = 2; // 16-byte doorbell spacing; the fake asserts every doorbell offset
+    let mut c = Controller::init(hal.clone(), bar.clone(), Config::default()).unwrap();
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    let buf = hal.dma_alloc(4096, 4096).unwrap();
+    ns.submit(&io(BlockOp::Read, 0, 8, buf.paddr(), 4096, 1)).unwrap();
+    assert_eq!(wait(&mut ns, &hal, 1)[0], BlockDone { tag: 1, result: Ok(()) });
+}
+
+#[test]
+fn fatal_status_and_silent_admin_queue() {
+    let hal = TestHal::new(16 << 20);
+    let bar = FakeBar::new(&hal);
+    bar.st.borrow_mut().fatal_on_enable = true;
+    assert_eq!(Controller::init(hal.clone(), bar, Config::default()).err(), Some(Error::ControllerFatal));
+    // Ready, but never answers an admin command: Identify times out.
+    let bar = FakeBar::new(&hal);
+    bar.st.borrow_mut().hung = true;
+    let t0 = hal.now_ns();
+    let r = Controller::init(hal.clone(), bar, Config { admin_timeout_ns: 50_000_000, io_timeout_ns: 1 });
+    assert_eq!(r.err(), Some(Error::Timeout { what: "admin command" }));
+    assert!(hal.now_ns() - t0 >= 50_000_000);
 }
