@@ -52,6 +52,22 @@ impl Hal for KernelHal {
     fn relax(&self) {
         core::hint::spin_loop();
     }
+
+    fn copy_phys(&self, dst: PhysAddr, src: PhysAddr, len: usize) -> bool {
+        let (bottom, top) = {
+            let pool = DMA_POOL.lock();
+            (pool.bottom() as u64, pool.top() as u64)
+        };
+        let inside = |a: PhysAddr| a >= bottom && a.checked_add(len as u64).is_some_and(|e| e <= top);
+        if !inside(dst) || !inside(src) {
+            return false;
+        }
+        // SAFETY: both ranges lie in the identity-mapped DMA pool (checked above), memory
+        // handed out only as DMA regions whose contents drivers treat as device-shared
+        // bytes (never as Rust references); `copy` allows overlap.
+        unsafe { core::ptr::copy(src as *const u8, dst as *mut u8, len) };
+        true
+    }
 }
 
 impl KernelDma {

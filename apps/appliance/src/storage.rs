@@ -101,7 +101,7 @@ struct Served {
 
 enum Backing {
     Nvme(Ns),
-    Ram(blockdev::RamNamespace<KernelDma>),
+    Ram(blockdev::RamNamespace<KernelHal>),
     Null(blockdev::NullNamespace),
 }
 
@@ -192,7 +192,7 @@ pub fn attach(cfg: &StorageConfig) -> bool {
                         ok = false;
                     }
                 }
-                NsSpec::Ram { mib } => match blockdev::RamNamespace::new(&KernelHal, mib << 20, 512) {
+                NsSpec::Ram { mib } => match blockdev::RamNamespace::new(KernelHal, mib << 20, 512) {
                     Ok(r) => served.push(Served { name: format!("ram{}", served.len()), dev: Backing::Ram(r) }),
                     Err(e) => {
                         error!("storage: ns=ram:{mib}: {e}");
@@ -221,6 +221,16 @@ pub fn attach(cfg: &StorageConfig) -> bool {
 
     for t in &cfg.tests {
         for s in served.iter_mut() {
+            // RAM namespaces take the pattern test (data moved by KernelHal::copy_phys).
+            if let (Backing::Ram(r), Test::Pattern(seed)) = (&mut s.dev, *t) {
+                match pattern(r, seed, true, true) {
+                    Ok(msg) => info!("storage: selftest {t:?} {}: PASS {msg}", s.name),
+                    Err(msg) => {
+                        error!("storage: selftest {t:?} {}: FAIL {msg}", s.name);
+                        ok = false;
+                    }
+                }
+            }
             let Backing::Nvme(ns) = &mut s.dev else { continue };
             let r = match *t {
                 Test::Pattern(seed) => pattern(ns, seed, true, true),
@@ -261,7 +271,7 @@ fn word(seed: u64, x: u64) -> u64 {
 }
 
 /// Submit one I/O and wait for it (the driver reports a dead controller as Timeout).
-fn run(ns: &mut Ns, io: &BlockIo) -> Result<(), BlockError> {
+fn run<D: BlockDevice + ?Sized>(ns: &mut D, io: &BlockIo) -> Result<(), BlockError> {
     ns.submit(io)?;
     let mut out = [BlockDone { tag: 0, result: Ok(()) }; 1];
     loop {
@@ -274,7 +284,7 @@ fn run(ns: &mut Ns, io: &BlockIo) -> Result<(), BlockError> {
 /// I/O sizes cycled through (bytes): 512 B .. 1 MiB, most not multiples of a PRP-list page.
 const SIZES: [usize; 12] = [512, 4096, 1 << 20, 3 * 512, 65536 + 512, 8192, 131072 - 512, 520 * 512, 1 << 19, 3 * 4096, 255 * 512, 1 << 20];
 
-fn pattern(ns: &mut Ns, seed: u64, write: bool, verify: bool) -> Result<String, String> {
+fn pattern<D: BlockDevice + ?Sized>(ns: &mut D, seed: u64, write: bool, verify: bool) -> Result<String, String> {
     let bs = ns.block_size() as usize;
     let total = ns.num_blocks();
     let max = ns.max_transfer_blocks() as u64;

@@ -3,10 +3,9 @@
 //!
 //! Zero-copy: [`RamNamespace::dma_range`] gives the physical address of a block range. An
 //! I/O whose buffer *is* that range moves no bytes (the RDMA already put the data there or
-//! will take it from there). A buffer elsewhere inside the namespace's own region is copied
-//! within the region. A buffer outside the region cannot be reached through the Hal (it has
-//! no "copy by physical address"): such I/Os are refused with `Unsupported`; callers that
-//! hold the buffer's region use [`RamNamespace::copy_with`].
+//! will take it from there). Any other buffer is copied with [`Hal::copy_phys`]; on a
+//! platform that cannot copy by physical address such I/Os are refused with `Unsupported`,
+//! and callers that hold the buffer's region can use [`RamNamespace::copy_with`].
 
 use hal::{DmaRegion, Hal, HalError, PhysAddr};
 
@@ -48,8 +47,9 @@ impl DoneRing {
 pub const MEM_MAX_TRANSFER: usize = 1 << 20;
 
 /// A namespace in DMA memory.
-pub struct RamNamespace<D: DmaRegion> {
-    mem: D,
+pub struct RamNamespace<H: Hal> {
+    hal: H,
+    mem: H::Dma,
     block_size: u32,
     blocks: u64,
     done: DoneRing,
@@ -59,12 +59,12 @@ pub struct RamNamespace<D: DmaRegion> {
     pub copied: u64,
 }
 
-impl<D: DmaRegion> RamNamespace<D> {
+impl<H: Hal> RamNamespace<H> {
     /// `bytes` of zeroed DMA memory as `bytes / block_size` blocks.
-    pub fn new<H: Hal<Dma = D>>(hal: &H, bytes: u64, block_size: u32) -> Result<Self, HalError> {
+    pub fn new(hal: H, bytes: u64, block_size: u32) -> Result<Self, HalError> {
         let blocks = bytes / block_size as u64;
         let mem = hal.dma_alloc((blocks * block_size as u64) as usize, 4096)?;
-        Ok(RamNamespace { mem, block_size, blocks, done: DoneRing::new(), zero_copy: 0, copied: 0 })
+        Ok(RamNamespace { hal, mem, block_size, blocks, done: DoneRing::new(), zero_copy: 0, copied: 0 })
     }
 
     /// Physical address of block `lba` (no range check: see [`dma_range`](Self::dma_range)).
@@ -80,7 +80,7 @@ impl<D: DmaRegion> RamNamespace<D> {
     }
 
     /// The backing region (e.g. to register it for RDMA once).
-    pub fn region(&self) -> &D {
+    pub fn region(&self) -> &H::Dma {
         &self.mem
     }
 
@@ -130,11 +130,19 @@ impl<D: DmaRegion> RamNamespace<D> {
             BlockOp::Flush => {}
             BlockOp::WriteZeroes | BlockOp::Deallocate => self.mem.fill(base, len, 0),
             BlockOp::Read | BlockOp::Write => {
-                let start = self.mem.paddr();
-                let end = start + self.mem.len() as u64;
-                if io.buf == self.paddr_of(io.lba) {
+                let blocks_pa = self.paddr_of(io.lba);
+                if io.buf == blocks_pa {
                     self.zero_copy += 1;
-                } else if io.buf >= start && io.buf + len as u64 <= end {
+                    return Ok(());
+                }
+                let (dst, src) = if io.op == BlockOp::Read { (io.buf, blocks_pa) } else { (blocks_pa, io.buf) };
+                if self.hal.copy_phys(dst, src, len) {
+                    self.copied += 1;
+                    return Ok(());
+                }
+                // No platform copy: a buffer inside the namespace's own region still works.
+                let start = self.mem.paddr();
+                if io.buf >= start && io.buf + len as u64 <= start + self.mem.len() as u64 {
                     let b = (io.buf - start) as usize;
                     if io.op == BlockOp::Read {
                         self.copy_in_region(b, base, len);
@@ -151,7 +159,7 @@ impl<D: DmaRegion> RamNamespace<D> {
     }
 }
 
-impl<D: DmaRegion> BlockDevice for RamNamespace<D> {
+impl<H: Hal> BlockDevice for RamNamespace<H> {
     fn block_size(&self) -> u32 {
         self.block_size
     }

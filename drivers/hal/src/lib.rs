@@ -163,6 +163,14 @@ pub trait Hal {
     fn dma_alloc(&self, size: usize, align: usize) -> Result<Self::Dma, HalError>;
     /// Monotonic time in nanoseconds since an arbitrary origin.
     fn now_ns(&self) -> u64;
+    /// Copy `len` bytes from physical address `src` to `dst` (the ranges may overlap), both
+    /// inside DMA memory this platform handed out. Returns false, copying nothing, if the
+    /// platform cannot (the default) or either range is not DMA memory. Used by memory-backed
+    /// block devices to move data between an I/O buffer and their backing store.
+    fn copy_phys(&self, dst: PhysAddr, src: PhysAddr, len: usize) -> bool {
+        let _ = (dst, src, len);
+        false
+    }
     /// Called in every busy-wait iteration (a `pause` on hardware; the host model may use
     /// it to advance simulated time or run the device).
     fn relax(&self) {}
