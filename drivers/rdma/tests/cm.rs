@@ -478,7 +478,9 @@ fn listener_answers_the_linux_req_as_nvmet_would() {
     assert_eq!(rep_mad, want);
     // The QP got the REQ's parameters (cm.c cm_req_handler / cm_init_qp_*_attr rules).
     let a = w.t.dev.qp_attrs(tq).expect("QP connected before the REP left");
-    assert_eq!((a.remote_qpn, a.remote_ip, a.rq_psn, a.sq_psn), (Qpn(0x11), HOST, 0x2ed269, u32::from_be_bytes([0, psn[0], psn[1], psn[2]])));
+    // Starting PSN in REQ/REP is the sender's receive PSN (cm.c: active rq_psn = REQ's, sq_psn =
+    // REP's), so our QP sends with the REQ's PSN and expects the REP's.
+    assert_eq!((a.remote_qpn, a.remote_ip, a.sq_psn, a.rq_psn), (Qpn(0x11), HOST, 0x2ed269, u32::from_be_bytes([0, psn[0], psn[1], psn[2]])));
     assert_eq!((a.mtu, a.retry_cnt, a.rnr_retry, a.timeout), (1024, 7, 7, 19));
     // RC UDP source port from the REQ flow label 0xc931a, as Linux rxe did on the wire.
     assert_eq!(a.udp_sport, 54056);
