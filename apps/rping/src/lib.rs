@@ -226,26 +226,8 @@ impl<V: Verbs> Rping<V> {
 
     /// The client's pattern for ping `n` into start_buf (rping.c's layout).
     fn fill_start(&mut self, n: u32) {
-        let size = self.cfg.size as usize;
-        let mut b = [0u8; 256];
-        let mut w = Cursor { b: &mut b, n: 0 };
-        let _ = core::fmt::write(&mut w, format_args!("rdma-ping-{n}: "));
-        let cc = w.n.min(size);
-        self.buf.write(START_OFF, &b[..cc]);
-        let mut c = self.start;
-        let mut chunk = [0u8; 256];
-        let mut i = cc;
-        while i < size {
-            let k = (size - i).min(chunk.len());
-            for x in chunk.iter_mut().take(k) {
-                *x = c;
-                c = if c >= b'z' { b'A' } else { c + 1 };
-            }
-            self.buf.write(START_OFF + i, &chunk[..k]);
-            i += k;
-        }
-        self.start = if self.start >= b'z' { b'A' } else { self.start + 1 };
-        self.buf.write(START_OFF + size - 1, &[0]);
+        let buf = &self.buf;
+        self.start = write_pattern(n, self.start, self.cfg.size as usize, |off, b| buf.write(START_OFF + off, b));
     }
 
     fn client_ping(&mut self, v: &mut V) -> Result<(), Error<V::Error>> {
@@ -482,6 +464,73 @@ impl<V: Verbs> Rping<V> {
             }
             _ => Err(Error::BogusRecv { byte_len: INFO_LEN as u32 }),
         }
+    }
+}
+
+/// rping's client pattern for ping `n`, `size` bytes, handed to `out(offset, bytes)` in pieces:
+/// "rdma-ping-<n>: ", then ASCII from `start` counting up through 'z' and wrapping to 'A', the
+/// last byte 0. Returns the next ping's start letter (`start` + 1, 'z' wraps to 'A').
+pub fn write_pattern(n: u32, start: u8, size: usize, mut out: impl FnMut(usize, &[u8])) -> u8 {
+    let mut b = [0u8; 32];
+    let mut w = Cursor { b: &mut b, n: 0 };
+    let _ = core::fmt::write(&mut w, format_args!("rdma-ping-{n}: "));
+    let cc = w.n.min(size);
+    out(0, &b[..cc]);
+    let mut c = start;
+    let mut chunk = [0u8; 256];
+    let mut i = cc;
+    while i < size {
+        let k = (size - i).min(chunk.len());
+        for x in chunk.iter_mut().take(k) {
+            *x = c;
+            c = if c >= b'z' { b'A' } else { c + 1 };
+        }
+        if i + k == size {
+            chunk[k - 1] = 0;
+        }
+        out(i, &chunk[..k]);
+        i += k;
+    }
+    if size > 0 && cc == size {
+        out(size - 1, &[0]);
+    }
+    if start >= b'z' {
+        b'A'
+    } else {
+        start + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    fn pattern(n: u32, start: u8, size: usize) -> (Vec<u8>, u8) {
+        let mut v = std::vec![0xeeu8; size];
+        let next = write_pattern(n, start, size, |o, b| v[o..o + b.len()].copy_from_slice(b));
+        (v, next)
+    }
+
+    #[test]
+    fn pattern_is_rpings() {
+        let (v, next) = pattern(0, b'A', 24);
+        assert_eq!(&v[..], b"rdma-ping-0: ABCDEFGHIJ\0");
+        assert_eq!(next, b'B');
+        let (v, next) = pattern(57, b'x', 20);
+        assert_eq!(&v[..], b"rdma-ping-57: xyzAB\0");
+        assert_eq!(next, b'y');
+        assert_eq!(pattern(3, b'z', 16).1, b'A');
+        // Wraps 'z' -> 'A' (skipping nothing between 'Z' and 'a': rping counts bytes 65..=122).
+        let (v, _) = pattern(1, b'A', 13 + 60);
+        assert_eq!(v[13 + 57], b'z');
+        assert_eq!(v[13 + 58], b'A');
+        assert_eq!(v[13 + 59], 0);
+        // Spans several 256-byte chunks with the last byte 0 and no gap.
+        let (v, _) = pattern(2, b'C', 1000);
+        assert!(v[13..999].iter().all(|&c| (b'A'..=b'z').contains(&c)), "no gap");
+        assert_eq!(v[999], 0);
     }
 }
 
