@@ -255,6 +255,10 @@ struct Conn {
     active: Option<ActiveSaved>,
     /// A QP was connected for it (stale-connection matching considers only these).
     connected: bool,
+    /// The app created the QP and owns it: the CM never moves it to ERROR nor destroys it.
+    app_qp: bool,
+    /// Passive, app-owned QP: the attributes handed out by [`Cm::accept_attrs`].
+    offered: Option<RcConnectAttrs>,
 }
 
 #[derive(Clone, Copy)]
@@ -452,6 +456,21 @@ impl<V: Verbs> Cm<V> {
                 return Err(CmError::Verbs(e));
             }
         }
+        Ok(self.start_active(v, qpn, false, p))
+    }
+
+    /// Start an active connection on a QP the app created and keeps owning (RESET, its
+    /// receives already posted). `p.send_cq`, `recv_cq`, `sq_size`, `rq_size` and `recv_wrs`
+    /// are not used. On the REP the CM brings the QP to RTS; it never moves it to ERROR nor
+    /// destroys it: after `Rejected`, `Unreachable` or `Disconnected` that is the app's job.
+    pub fn connect_app_qp(&mut self, v: &mut V, qpn: Qpn, p: &ConnectParams<'_>) -> Result<ConnId, CmError<V::Error>> {
+        if p.private_data.len() > REQ_PRIVATE_DATA_MAX {
+            return Err(CmError::PrivateDataTooLong { max: REQ_PRIVATE_DATA_MAX, got: p.private_data.len() });
+        }
+        Ok(self.start_active(v, qpn, true, p))
+    }
+
+    fn start_active(&mut self, v: &mut V, qpn: Qpn, app_qp: bool, p: &ConnectParams<'_>) -> ConnId {
         let id = self.new_comm_id();
         let src_port = if p.src_port != 0 { p.src_port } else { 0x8000 | (self.rand() as u16 & 0x7fff) };
         let my_psn = self.rand() as u32 & 0xFF_FFFF;
@@ -476,6 +495,8 @@ impl<V: Verbs> Cm<V> {
             mtu: self.cfg.mtu,
             req: None,
             connected: false,
+            app_qp,
+            offered: None,
             active: Some(ActiveSaved {
                 responder_resources: p.responder_resources,
                 initiator_depth: p.initiator_depth,
@@ -488,7 +509,7 @@ impl<V: Verbs> Cm<V> {
         };
         self.conns.insert(id, conn);
         self.try_send_req(v, id);
-        Ok(ConnId(id))
+        ConnId(id)
     }
 
     /// Resolving → ReqSent once the peer MAC is known.
@@ -553,17 +574,12 @@ impl<V: Verbs> Cm<V> {
     }
 
     /// Accept a [`CmEvent::ConnectRequest`]: create the QP, post `recv_wrs`, bring it to RTS
-    /// with the REQ's parameters, send the REP. Returns the QPN.
+    /// with the REQ's parameters, send the REP. Returns the QPN. The CM owns that QP.
     pub fn accept(&mut self, v: &mut V, id: ConnId, p: &AcceptParams<'_>) -> Result<Qpn, CmError<V::Error>> {
         if p.private_data.len() > rep_f::PRIVATE_DATA_LEN {
             return Err(CmError::PrivateDataTooLong { max: rep_f::PRIVATE_DATA_LEN, got: p.private_data.len() });
         }
-        let c = self.conns.get(&id.0).ok_or(CmError::UnknownConn(id))?;
-        if !matches!(c.state, State::ReqRcvd | State::MraReqSent) {
-            return Err(CmError::BadState(id));
-        }
-        let req = c.req.expect("passive conn has its REQ");
-        let (peer_ip, peer_mac) = (c.peer_ip, c.peer_mac);
+        let attrs = self.accept_attrs(id, p.responder_resources, p.initiator_depth, p.access)?;
         let qpn = match v.create_rc_qp(p.send_cq, p.recv_cq, p.sq_size, p.rq_size) {
             Ok(q) => q,
             Err(e) => {
@@ -571,11 +587,38 @@ impl<V: Verbs> Cm<V> {
                 return Err(CmError::Verbs(e));
             }
         };
+        let setup = (|| {
+            for wr in p.recv_wrs {
+                v.post_recv(qpn, wr)?;
+            }
+            v.connect_rc_qp(qpn, &attrs)
+        })();
+        if let Err(e) = setup {
+            let _ = v.destroy_qp(qpn);
+            self.reject_inner(v, id.0, rej_reason::NO_RESOURCES, &[]);
+            return Err(CmError::Verbs(e));
+        }
+        self.send_rep(v, id, qpn, false, p.private_data);
+        Ok(qpn)
+    }
+
+    /// Passive side with an app-owned QP, step 1: the RC attributes a QP for the pending
+    /// REQ `id` must be connected with (`Verbs::connect_rc_qp`). `responder_resources` /
+    /// `initiator_depth` are what we offer (capped by the REQ's); `max_rd_atomic` in the
+    /// result is how many RDMA READs the app may have outstanding at the peer. Step 2 is
+    /// [`Cm::accept_app_qp`] (or [`Cm::reject`]).
+    pub fn accept_attrs(&mut self, id: ConnId, responder_resources: u8, initiator_depth: u8, access: Access) -> Result<RcConnectAttrs, CmError<V::Error>> {
+        let c = self.conns.get(&id.0).ok_or(CmError::UnknownConn(id))?;
+        if !matches!(c.state, State::ReqRcvd | State::MraReqSent) {
+            return Err(CmError::BadState(id));
+        }
+        let req = c.req.expect("passive conn has its REQ");
+        let (peer_ip, peer_mac) = (c.peer_ip, c.peer_mac);
         let mtu = mtu_enum_to_bytes(req.path_mtu).unwrap_or(1024).min(self.cfg.mtu);
-        let max_rd_atomic = p.initiator_depth.min(req.responder_resources);
-        let max_dest_rd_atomic = p.responder_resources.min(req.initiator_depth);
+        let max_rd_atomic = initiator_depth.min(req.responder_resources);
+        let max_dest_rd_atomic = responder_resources.min(req.initiator_depth);
         let my_psn = self.rand() as u32 & 0xFF_FFFF;
-        let mut access = p.access;
+        let mut access = access;
         // Linux cm_init_qp_init_attr: REMOTE_READ only with responder resources.
         access.remote_read &= max_dest_rd_atomic > 0;
         let attrs = RcConnectAttrs {
@@ -596,44 +639,57 @@ impl<V: Verbs> Cm<V> {
             max_dest_rd_atomic,
             access,
         };
-        let setup = (|| {
-            for wr in p.recv_wrs {
-                v.post_recv(qpn, wr)?;
-            }
-            v.connect_rc_qp(qpn, &attrs)
-        })();
-        if let Err(e) = setup {
-            let _ = v.destroy_qp(qpn);
-            self.reject_inner(v, id.0, rej_reason::NO_RESOURCES, &[]);
-            return Err(CmError::Verbs(e));
+        self.conns.get_mut(&id.0).expect("checked").offered = Some(attrs);
+        Ok(attrs)
+    }
+
+    /// Passive side with an app-owned QP, step 2: `qpn` was created by the app, its
+    /// receives posted and connected with the attributes of [`Cm::accept_attrs`]; send the
+    /// REP with `private_data` (at most 196 bytes). The CM never moves that QP to ERROR nor
+    /// destroys it: after `Rejected`, `Unreachable` or `Disconnected` the app does.
+    pub fn accept_app_qp(&mut self, v: &mut V, id: ConnId, qpn: Qpn, private_data: &[u8]) -> Result<(), CmError<V::Error>> {
+        if private_data.len() > rep_f::PRIVATE_DATA_LEN {
+            return Err(CmError::PrivateDataTooLong { max: rep_f::PRIVATE_DATA_LEN, got: private_data.len() });
         }
+        let c = self.conns.get(&id.0).ok_or(CmError::UnknownConn(id))?;
+        if !matches!(c.state, State::ReqRcvd | State::MraReqSent) || c.offered.is_none() {
+            return Err(CmError::BadState(id));
+        }
+        self.send_rep(v, id, qpn, true, private_data);
+        Ok(())
+    }
+
+    /// REP for passive conn `id` (state checked, `offered` set) on `qpn`.
+    fn send_rep(&mut self, v: &mut V, id: ConnId, qpn: Qpn, app_qp: bool, private_data: &[u8]) {
+        let c = self.conns.get_mut(&id.0).expect("checked by the caller");
+        let req = c.req.expect("passive conn has its REQ");
+        let a = c.offered.expect("attributes offered");
         let rep = Rep {
             local_comm_id: id.0,
             remote_comm_id: req.local_comm_id,
             local_qkey: 0,
             local_qpn: qpn.0,
             local_eecn: 0,
-            starting_psn: my_psn,
-            responder_resources: max_dest_rd_atomic,
-            initiator_depth: max_rd_atomic,
+            starting_psn: a.rq_psn,
+            responder_resources: a.max_dest_rd_atomic,
+            initiator_depth: a.max_rd_atomic,
             target_ack_delay: self.cfg.target_ack_delay,
             failover_accepted: 0,
             end_to_end_flow_control: true,
             rnr_retry_count: self.cfg.rnr_retry_count,
             srq: false,
             local_ca_guid: self.guid,
-            private_data: pad(p.private_data),
+            private_data: pad(private_data),
         };
-        let t = 2 * cm_time_ns(self.cfg.packet_life_time) + cm_time_ns(req.local_cm_response_timeout);
-        let c = self.conns.get_mut(&id.0).expect("checked");
         c.qpn = Some(qpn);
+        c.app_qp = app_qp;
         c.connected = true;
-        c.my_psn = my_psn;
-        c.mtu = mtu;
+        c.my_psn = a.rq_psn;
+        c.mtu = a.mtu;
         c.state = State::RepSent;
         let tid = c.req_tid;
+        let t = 2 * cm_time_ns(self.cfg.packet_life_time) + cm_time_ns(req.local_cm_response_timeout);
         self.send_for(v, id.0, CmMsg::Rep(rep).encode(tid), Some((t, req.max_cm_retries)));
-        Ok(qpn)
     }
 
     /// Reject a pending REQ with `reason` (use [`rej_reason::CONSUMER_DEFINED`] for app
@@ -714,7 +770,7 @@ impl<V: Verbs> Cm<V> {
             }
             _ => return Err(CmError::BadState(id)),
         }
-        if let Some(q) = c.qpn {
+        if let (Some(q), false) = (c.qpn, c.app_qp) {
             let _ = v.qp_to_error(q);
         }
         let dreq = Dreq { local_comm_id: id.0, remote_comm_id: c.remote_id, remote_qpn: c.remote_qpn, private_data: [0; short_f::DREQ_PRIVATE_DATA_LEN] };
@@ -739,8 +795,14 @@ impl<V: Verbs> Cm<V> {
         self.conns.remove(&id);
     }
 
+    /// Forget conn `id`'s QP; a CM-owned one is moved to ERROR and destroyed.
     fn drop_qp(&mut self, v: &mut V, id: u32) {
-        if let Some(q) = self.conns.get_mut(&id).and_then(|c| c.qpn.take()) {
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        if c.app_qp {
+            c.qpn = None;
+            return;
+        }
+        if let Some(q) = c.qpn.take() {
             let _ = v.qp_to_error(q);
             if let Err(e) = v.destroy_qp(q) {
                 warn!("cm: destroy {q} failed: {e:?}");
@@ -973,6 +1035,8 @@ impl<V: Verbs> Cm<V> {
             req: Some(r),
             active: None,
             connected: false,
+            app_qp: false,
+            offered: None,
         });
         // The app must decide (or MRA) before the peer gives up; after that, forget it.
         let give_up = (r.max_cm_retries as u64 + 1) * self.req_timeout_ns(r.remote_cm_response_timeout);

@@ -677,3 +677,95 @@ fn unresolvable_peer_ends_in_unreachable_without_leaks() {
     assert!(matches!(w.h.cm.connect(&mut w.h.dev, &p2), Err(CmError::PrivateDataTooLong { .. })));
     assert_eq!(w.h.dev.resources().qps, 0);
 }
+
+/// App-owned QPs on both sides (the NVMe-oF transports create their own): the CM hands out
+/// the attributes, connects the active QP on the REP, exchanges the same MADs, and never
+/// moves such a QP to ERROR nor destroys it.
+#[test]
+fn app_owned_qps_connect_carry_data_and_are_left_to_the_app() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    let log = tap(&w.f, |_, _| false);
+    let before_t = w.t.dev.resources();
+    let before_h = w.h.dev.resources();
+    // Host: QP in RESET with receives posted, then the CM.
+    let hq = w.h.dev.create_rc_qp(w.h.cq, w.h.cq, 32, 32).unwrap();
+    for r in w.h.recvs(4) {
+        w.h.dev.post_recv(hq, &r).unwrap();
+    }
+    let p = ConnectParams { dest_ip: TARGET, dest_port: 4420, src_port: 0, send_cq: Cqn(0), recv_cq: Cqn(0), sq_size: 0, rq_size: 0, recv_wrs: &[], private_data: b"req", responder_resources: 16, initiator_depth: 0, access: RW };
+    let hid = w.h.cm.connect_app_qp(&mut w.h.dev, hq, &p).unwrap();
+    w.run(2, 1000);
+    let req = w.take_request();
+    // Target: attributes first, then its own QP, then the REP.
+    let attrs = w.t.cm.accept_attrs(req.id, 16, 16, RW).unwrap();
+    assert_eq!(attrs.remote_qpn, hq);
+    assert_eq!(attrs.remote_ip, HOST);
+    assert_eq!(attrs.max_rd_atomic, 16, "host offered 16 responder resources");
+    assert_eq!(attrs.max_dest_rd_atomic, 0, "host wants no READs from us");
+    assert!(!attrs.access.remote_read, "no responder resources, no remote read");
+    // Step 2 before step 1 on another request is refused.
+    assert!(matches!(w.t.cm.accept_app_qp(&mut w.t.dev, ConnId(0xdead), Qpn(5), b""), Err(CmError::UnknownConn(_))));
+    let tq = w.t.dev.create_rc_qp(w.t.cq, w.t.cq, 32, 32).unwrap();
+    for r in w.t.recvs(4) {
+        w.t.dev.post_recv(tq, &r).unwrap();
+    }
+    w.t.dev.connect_rc_qp(tq, &attrs).unwrap();
+    w.t.cm.accept_app_qp(&mut w.t.dev, req.id, tq, b"rep").unwrap();
+    // A second accept of the same request is a state error.
+    assert!(matches!(w.t.cm.accept_app_qp(&mut w.t.dev, req.id, tq, b""), Err(CmError::BadState(_))));
+    w.run(3, 1000);
+    assert!(matches!(w.h.events.pop(), Some(CmEvent::Established { id, qpn, private_data }) if id == hid && qpn == hq && &private_data[..3] == b"rep"));
+    assert!(matches!(w.t.events.pop(), Some(CmEvent::Established { id, qpn, .. }) if id == req.id && qpn == tq));
+    let l = log.borrow();
+    let (_, CmMsg::Rep(rep)) = CmMsg::parse(&l[1].1).unwrap() else { panic!() };
+    assert_eq!((rep.local_qpn, rep.starting_psn, rep.responder_resources, rep.initiator_depth), (tq.0, attrs.rq_psn, 0, 16));
+    drop(l);
+
+    // Data both ways.
+    w.h.buf.write(60_000, b"capsule!");
+    w.h.dev.post_send(hq, &SendWr { wr_id: 1, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 8, lkey: w.h.lkey }, signaled: true, ud: None }).unwrap();
+    w.t.buf.write(60_000, b"response");
+    w.t.dev.post_send(tq, &SendWr { wr_id: 2, op: SendOp::RdmaWrite { remote_addr: w.h.buf.paddr() + 50_000, rkey: w.h.rkey }, sge: Sge { addr: w.t.buf.paddr() + 60_000, len: 8, lkey: w.t.lkey }, signaled: true, ud: None }).unwrap();
+    w.run(3, 1000);
+    let mut b = [0u8; 8];
+    w.t.buf.read(0, &mut b);
+    assert_eq!(&b, b"capsule!");
+    w.h.buf.read(50_000, &mut b);
+    assert_eq!(&b, b"response");
+
+    // Target-initiated disconnect (keep-alive expiry): the app has already destroyed its QP.
+    w.t.dev.qp_to_error(tq).unwrap();
+    w.t.dev.destroy_qp(tq).unwrap();
+    w.t.cm.disconnect(&mut w.t.dev, req.id).unwrap();
+    w.run(3, 1000);
+    assert!(w.t.events.contains(&CmEvent::Disconnected { id: req.id }));
+    assert!(w.h.events.contains(&CmEvent::Disconnected { id: hid }));
+    // The host's QP is still there (the CM does not destroy an app's QP): one more than before.
+    assert_eq!(w.h.dev.resources().qps, before_h.qps + 1);
+    w.h.dev.destroy_qp(hq).unwrap();
+    w.run(3, 20_000_000);
+    assert_eq!((w.t.cm.conn_count(), w.h.cm.conn_count()), (0, 0));
+    assert_eq!(w.t.dev.resources(), before_t);
+    assert_eq!(w.h.dev.resources(), before_h);
+}
+
+/// An app-owned active QP rejected by the peer stays with the app.
+#[test]
+fn app_owned_qp_survives_a_reject() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    let before_h = w.h.dev.resources();
+    let hq = w.h.dev.create_rc_qp(w.h.cq, w.h.cq, 8, 8).unwrap();
+    let p = ConnectParams { dest_ip: TARGET, dest_port: 4420, src_port: 0, send_cq: Cqn(0), recv_cq: Cqn(0), sq_size: 0, rq_size: 0, recv_wrs: &[], private_data: b"", responder_resources: 16, initiator_depth: 0, access: RW };
+    let hid = w.h.cm.connect_app_qp(&mut w.h.dev, hq, &p).unwrap();
+    w.run(2, 1000);
+    let req = w.take_request();
+    let _ = w.t.cm.accept_attrs(req.id, 16, 16, RW).unwrap();
+    w.t.cm.reject(&mut w.t.dev, req.id, rej_reason::CONSUMER_DEFINED, &[0, 0, 3, 0]).unwrap();
+    w.run(3, 1000);
+    assert!(matches!(w.h.events.pop(), Some(CmEvent::Rejected { id, reason: 28, private_data }) if id == hid && private_data[2] == 3));
+    assert_eq!(w.h.dev.resources().qps, before_h.qps + 1);
+    w.h.dev.destroy_qp(hq).unwrap();
+    assert_eq!(w.h.dev.resources(), before_h);
+}
