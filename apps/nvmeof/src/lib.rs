@@ -23,6 +23,7 @@ extern crate alloc;
 pub mod bench;
 pub mod cmdline;
 pub mod host;
+pub mod serve;
 pub mod target;
 pub mod wire;
 
