@@ -24,6 +24,7 @@ pub mod bench;
 pub mod cmdline;
 pub mod host;
 pub mod serve;
+pub mod verify;
 pub mod target;
 pub mod wire;
 

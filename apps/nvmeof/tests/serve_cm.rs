@@ -193,3 +193,16 @@ impl EnvExt for Env {
         nvmeof::host::HostEnv::idle(self, hd)
     }
 }
+
+#[test]
+fn verified_random_io_at_qd1_and_qd16_through_the_cm() {
+    let f = SoftFabric::new();
+    let (_side, mut hd, mut env, _now) = setup(&f);
+    let mut host = Host::connect(&mut hd, &mut env, cfg(), SUBNQN).expect("connect");
+    for (qd, seed) in [(1usize, 11u64), (16, 12)] {
+        let r = nvmeof::verify::run(&mut host, &mut hd, &mut env, 1, 600, qd, 16, seed).expect("verified run");
+        assert_eq!((r.errors, r.mismatches), (0, 0), "{r:?}");
+        assert!(r.writes > 200 && r.reads > 200 && r.blocks_verified > 1000, "{r:?}");
+    }
+    host.disconnect(&mut hd, &mut env).unwrap();
+}

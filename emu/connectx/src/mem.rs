@@ -302,6 +302,15 @@ impl Hal for SimHal {
     fn now_ns(&self) -> u64 {
         self.0.clock.now_ns()
     }
+    /// Memory-to-memory copy inside simulated physical memory (RAM namespaces' "DMA").
+    /// Counted as DMA traffic; a range outside allocated memory is refused (false).
+    fn copy_phys(&self, dst: PhysAddr, src: PhysAddr, len: usize) -> bool {
+        if !self.0.mem.is_mapped(src, len) || !self.0.mem.is_mapped(dst, len) {
+            return false;
+        }
+        let mut tmp = vec![0u8; len];
+        self.0.mem.dma_read(src, &mut tmp).is_ok() && self.0.mem.dma_write(dst, &tmp).is_ok()
+    }
     fn relax(&self) {
         self.0.clock.advance(self.0.step_ns.get());
         if let Ok(mut h) = self.0.hook.try_borrow_mut() {
