@@ -13,6 +13,12 @@ use crate::Error;
 const PAGE: usize = 4096;
 const ADMIN_DEPTH: u16 = 32;
 
+/// Default cap on one command's transfer: 8 MiB. It applies when MDTS is larger or 0 (no
+/// limit). Each I/O queue slot reserves the chained PRP list pages this needs up front
+/// (5 pages = 20 KiB per slot at 8 MiB, 1.25 MiB for a 64-deep queue); larger I/Os are
+/// refused with `TooLarge` before reaching the device (callers split them).
+pub const DEFAULT_MAX_TRANSFER: usize = 8 << 20;
+
 /// Bring-up options.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
@@ -20,11 +26,14 @@ pub struct Config {
     pub admin_timeout_ns: u64,
     /// Timeout for an I/O that makes no progress.
     pub io_timeout_ns: u64,
+    /// Largest transfer per command this driver allows (bytes, rounded down to 4 KiB,
+    /// at least 4 KiB), further limited by MDTS. See [`DEFAULT_MAX_TRANSFER`].
+    pub max_transfer_cap: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { admin_timeout_ns: 5_000_000_000, io_timeout_ns: 5_000_000_000 }
+        Config { admin_timeout_ns: 5_000_000_000, io_timeout_ns: 5_000_000_000, max_transfer_cap: DEFAULT_MAX_TRANSFER }
     }
 }
 
@@ -130,7 +139,8 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
         // 2. Admin queue.
         let stride = cap.doorbell_stride();
         let admin_depth = core::cmp::min(ADMIN_DEPTH as u32, cap.mqes() as u32 + 1) as u16;
-        let admin = QueuePair::new(&hal, 0, admin_depth, PAGE, stride)?;
+        // Admin commands move at most one page (Identify): one list page per slot is plenty.
+        let admin = QueuePair::new(&hal, 0, admin_depth, PAGE, stride, PAGE)?;
         let aqa = Aqa::new().with_asqs(admin.depth() - 1).with_acqs(admin.depth() - 1);
         mmio.write32(off::AQA, aqa.into_bits());
         for (reg, pa) in [(off::ASQ, admin.sq_paddr()), (off::ACQ, admin.cq_paddr())] {
@@ -176,14 +186,17 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
         &self.mmio
     }
 
-    /// Largest transfer in bytes (MDTS, and one PRP list page per command).
+    /// Largest transfer in bytes: MDTS (2^MDTS pages of CAP.MPSMIN = 4 KiB; 0 = no limit),
+    /// capped by `Config::max_transfer_cap`. I/O queues reserve chained PRP list pages for it.
     pub fn max_transfer_bytes(&self) -> usize {
-        let prp_max = crate::prp::max_transfer_bytes(PAGE);
-        if self.info.mdts == 0 || self.info.mdts >= 20 {
-            prp_max
-        } else {
-            core::cmp::min(prp_max, PAGE << self.info.mdts)
-        }
+        let cap = core::cmp::max(self.cfg.max_transfer_cap & !(PAGE - 1), PAGE);
+        let mdts = match self.info.mdts {
+            0 => usize::MAX,
+            // 4 KiB << 40 is far beyond any cap; avoids a shift overflow for odd values.
+            m if m >= 40 => usize::MAX,
+            m => PAGE << m,
+        };
+        core::cmp::min(cap, mdts)
     }
 
     /// Run one admin command to completion (or timeout). `data`: whether the command
@@ -301,7 +314,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
         }
         let depth = core::cmp::min(depth as u32, self.cap.mqes() as u32 + 1) as u16;
         let qid = self.next_qid;
-        let qp = QueuePair::new(&self.hal, qid, depth, PAGE, self.stride)?;
+        let qp = QueuePair::new(&self.hal, qid, depth, PAGE, self.stride, self.max_transfer_bytes())?;
         let qsize = ((depth - 1) as u32) << 16;
         let cq = Sqe {
             opc: admin_op::CREATE_IO_CQ,

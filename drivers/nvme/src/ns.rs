@@ -41,7 +41,10 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
         if info.metadata_size != 0 {
             return Err(Error::MetadataUnsupported { nsid: info.nsid, ms: info.metadata_size });
         }
-        let max_blocks = (ctrl.max_transfer_bytes() / info.block_size as usize) as u32;
+        // The queue's list pages bound the transfer (sized from the controller's maximum);
+        // NLB is 16 bits, 0's based: at most 65536 blocks per command.
+        let max_bytes = core::cmp::min(ctrl.max_transfer_bytes(), q.max_transfer_bytes());
+        let max_blocks = core::cmp::min(max_bytes / info.block_size as usize, 1 << 16) as u32;
         Ok(NvmeNamespace {
             ctrl,
             info,

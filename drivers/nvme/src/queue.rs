@@ -1,5 +1,6 @@
-//! nvme queue: one submission/completion queue pair in DMA memory, with a PRP list page per
-//! command slot. Commands are written to the SQ without touching the device; `ring` writes
+//! nvme queue: one submission/completion queue pair in DMA memory, with preallocated PRP
+//! list pages per command slot (enough chained pages for the queue's largest transfer, so
+//! nothing is allocated per I/O). Commands are written to the SQ without touching the device; `ring` writes
 //! the tail doorbell once for everything queued since; `reap` consumes completions by phase
 //! tag and writes the CQ head doorbell once.
 
@@ -48,6 +49,9 @@ pub struct QueuePair<D: DmaRegion> {
     cq: D,
     prp_lists: D,
     page: usize,
+    /// List pages reserved per command slot (≥ 1; slot `cid` owns pages
+    /// `cid × list_pages .. (cid+1) × list_pages`).
+    list_pages: usize,
     sqr: SqRing,
     cqr: CqRing,
     slots: [Slot; MAX_DEPTH],
@@ -60,12 +64,22 @@ pub struct QueuePair<D: DmaRegion> {
 }
 
 impl<D: DmaRegion> QueuePair<D> {
-    /// Allocate a pair of `depth` entries (2..=MAX_DEPTH) for queue `qid`.
-    pub fn new<H: Hal<Dma = D>>(hal: &H, qid: u16, depth: u16, page: usize, stride: usize) -> Result<Self, HalError> {
+    /// Allocate a pair of `depth` entries (2..=MAX_DEPTH) for queue `qid`, with PRP list
+    /// pages for transfers of up to `max_transfer` bytes per command (see
+    /// [`prp::list_pages_for_transfer`]; at least one page per slot).
+    pub fn new<H: Hal<Dma = D>>(
+        hal: &H,
+        qid: u16,
+        depth: u16,
+        page: usize,
+        stride: usize,
+        max_transfer: usize,
+    ) -> Result<Self, HalError> {
         let depth = depth.clamp(2, MAX_DEPTH as u16);
+        let list_pages = prp::list_pages_for_transfer(max_transfer, page);
         let sq = hal.dma_alloc(depth as usize * SQE_SIZE, page)?;
         let cq = hal.dma_alloc(depth as usize * CQE_SIZE, page)?;
-        let prp_lists = hal.dma_alloc(depth as usize * page, page)?;
+        let prp_lists = hal.dma_alloc(depth as usize * list_pages * page, page)?;
         let mut free = [0u16; MAX_DEPTH];
         for (i, f) in free.iter_mut().enumerate().take(depth as usize) {
             *f = depth - 1 - i as u16;
@@ -76,6 +90,7 @@ impl<D: DmaRegion> QueuePair<D> {
             cq,
             prp_lists,
             page,
+            list_pages,
             sqr: SqRing::new(depth),
             cqr: CqRing::new(depth),
             slots: [Slot::default(); MAX_DEPTH],
@@ -106,9 +121,16 @@ impl<D: DmaRegion> QueuePair<D> {
         self.nfree > 1 && !self.sqr.is_full()
     }
 
-    /// The PRP-list page of a slot (used by Dataset Management for its range too).
+    /// Largest transfer (bytes) one command's list pages can describe at any buffer offset.
+    pub fn max_transfer_bytes(&self) -> usize {
+        prp::max_transfer_bytes(self.page, self.list_pages)
+    }
+
+    /// The first PRP-list page of a slot (used by Dataset Management for its range too):
+    /// (physical address, offset in `prp_lists`).
     pub(crate) fn slot_page(&self, cid: u16) -> (u64, usize) {
-        (self.prp_lists.paddr() + (cid as usize * self.page) as u64, cid as usize * self.page)
+        let off = cid as usize * self.list_pages * self.page;
+        (self.prp_lists.paddr() + off as u64, off)
     }
 
     /// Next command id that `push` will use, if any.
@@ -135,9 +157,9 @@ impl<D: DmaRegion> QueuePair<D> {
         let cid = self.free[self.nfree - 1];
         if let Some((addr, len)) = data {
             let (list_paddr, list_off) = self.slot_page(cid);
-            let p = prp::plan(addr, len, self.page, list_paddr).map_err(QueueError::Prp)?;
-            if p.list_entries > 0 {
-                self.write_list(list_off, p.list_first, p.list_entries);
+            let p = prp::plan(addr, len, self.page, list_paddr, self.list_pages).map_err(QueueError::Prp)?;
+            for j in 0..p.list_pages {
+                self.write_list_page(list_off + j * self.page, &p.list_page(j, self.page));
             }
             sqe.prp1 = p.prp1.into();
             sqe.prp2 = p.prp2.into();
@@ -152,17 +174,23 @@ impl<D: DmaRegion> QueuePair<D> {
         Ok(cid)
     }
 
-    fn write_list(&self, off: usize, first: u64, n: usize) {
+    /// Write one list page at `off` in `prp_lists`: its data entries, then the chain pointer
+    /// in the last entry when another page follows.
+    fn write_list_page(&self, off: usize, lp: &prp::ListPage) {
         let mut chunk = [0u8; 512];
         let mut i = 0;
-        while i < n {
-            let k = core::cmp::min(64, n - i);
+        while i < lp.count {
+            let k = core::cmp::min(chunk.len() / prp::ENTRY_BYTES, lp.count - i);
             for j in 0..k {
-                let v = first + ((i + j) * self.page) as u64;
+                let v = lp.first + ((i + j) * self.page) as u64;
                 chunk[j * 8..j * 8 + 8].copy_from_slice(&v.to_le_bytes());
             }
-            self.prp_lists.write(off + i * 8, &chunk[..k * 8]);
+            self.prp_lists.write(off + i * prp::ENTRY_BYTES, &chunk[..k * prp::ENTRY_BYTES]);
             i += k;
+        }
+        if let Some(next) = lp.chain {
+            let last = (prp::entries_per_page(self.page) - 1) * prp::ENTRY_BYTES;
+            self.prp_lists.write(off + last, &next.to_le_bytes());
         }
     }
 

@@ -122,6 +122,8 @@ struct Fake {
     dstrd: u8,
     /// Set CSTS.CFS instead of RDY on enable.
     fatal_on_enable: bool,
+    /// Most PRP list pages (chained) one command used.
+    max_list_pages_seen: usize,
 }
 
 #[derive(Clone)]
@@ -238,18 +240,32 @@ impl FakeBar {
             out.push((prp2, left));
             return out;
         }
+        // A PRP list; its last entry points to the next list page when more than one entry
+        // is still needed (Base §4.1.1).
+        let mut list = prp2;
+        assert_eq!(list & 4095, 0, "PRP list not page aligned");
         let mut i = 0;
+        let mut list_pages = 1;
         while left > 0 {
             let mut e = [0u8; 8];
-            self.hal.phys_read(prp2 + 8 * i, &mut e);
+            self.hal.phys_read(list + 8 * i, &mut e);
             let pa = u64::from_le_bytes(e);
+            if i == 511 && left > 4096 {
+                assert_eq!(pa & 4095, 0, "chain pointer not page aligned");
+                list = pa;
+                i = 0;
+                list_pages += 1;
+                continue;
+            }
             assert_eq!(pa & 4095, 0, "PRP list entry not page aligned");
             let n = left.min(4096);
             out.push((pa, n));
             left -= n;
             i += 1;
-            assert!(i <= 512, "list crosses its page");
         }
+        let mut s = self.st.borrow_mut();
+        s.max_list_pages_seen = s.max_list_pages_seen.max(list_pages);
+        drop(s);
         out
     }
 
@@ -404,7 +420,7 @@ impl FakeBar {
 fn bring_up() -> (TestHal, FakeBar, Controller<TestHal, FakeBar>) {
     let hal = TestHal::new(64 << 20);
     let bar = FakeBar::new(&hal);
-    let c = Controller::init(hal.clone(), bar.clone(), Config { admin_timeout_ns: 10_000_000, io_timeout_ns: 10_000_000 }).unwrap();
+    let c = Controller::init(hal.clone(), bar.clone(), Config { admin_timeout_ns: 10_000_000, io_timeout_ns: 10_000_000, ..Config::default() }).unwrap();
     (hal, bar, c)
 }
 
@@ -666,7 +682,82 @@ fn fatal_status_and_silent_admin_queue() {
     let bar = FakeBar::new(&hal);
     bar.st.borrow_mut().hung = true;
     let t0 = hal.now_ns();
-    let r = Controller::init(hal.clone(), bar, Config { admin_timeout_ns: 50_000_000, io_timeout_ns: 1 });
+    let r = Controller::init(hal.clone(), bar, Config { admin_timeout_ns: 50_000_000, io_timeout_ns: 1, ..Config::default() });
     assert_eq!(r.err(), Some(Error::Timeout { what: "admin command" }));
     assert!(hal.now_ns() - t0 >= 50_000_000);
+}
+
+/// Transfers beyond one PRP list page: chained lists, on a controller without an MDTS limit
+/// (the driver's 8 MiB cap applies) and with MDTS limits; buffers at the worst page offset.
+#[test]
+fn chained_prp_lists_up_to_the_maximum_transfer() {
+    let hal = TestHal::new(96 << 20);
+    let bar = FakeBar::new(&hal);
+    {
+        let mut s = bar.st.borrow_mut();
+        s.mdts = 0; // no limit
+        s.namespaces = vec![(1, 40_000, vec![0; 40_000 * BS])];
+    }
+    let mut c = Controller::init(hal.clone(), bar.clone(), Config::default()).unwrap();
+    assert_eq!(c.max_transfer_bytes(), nvme::ctrl::DEFAULT_MAX_TRANSFER);
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    assert_eq!(ns.max_transfer_blocks(), (8 << 20) / BS as u32);
+    let wbuf = hal.dma_alloc((8 << 20) + 8192, 4096).unwrap();
+    let rbuf = hal.dma_alloc((8 << 20) + 8192, 4096).unwrap();
+    // (bytes, write buffer offset, read buffer offset): 2 MiB + 1 page and 4 MiB cross one and
+    // more chain pointers; 513 pages fill the first list page exactly then chain; 8 MiB at the
+    // last dword of a page uses all 5 reserved list pages.
+    let cases: [(usize, usize, usize); 7] = [
+        ((2 << 20) + 4096, 0, 0xFFC),
+        (4 << 20, 0x204, 0x1000),
+        (512 * 4096, 0, 0),
+        (513 * 4096, 0xFFC, 8),
+        (1022 * 4096 + 512, 0x600, 0xA00),
+        (8 << 20, 0xFFC, 0xFFC),
+        ((8 << 20) - 512, 4, 0x1FFC),
+    ];
+    let mut lba = 0u64;
+    for (k, &(bytes, wo, ro)) in cases.iter().enumerate() {
+        let blocks = (bytes / BS) as u32;
+        let data: Vec<u8> = (0..bytes).map(|j| ((j / 4096) as u8) ^ (j as u8).wrapping_mul(31) ^ k as u8).collect();
+        wbuf.write(wo, &data);
+        ns.submit(&io(BlockOp::Write, lba, blocks, wbuf.paddr() + wo as u64, bytes, 2 * k as u64)).unwrap();
+        assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()), "write case {k}");
+        assert_eq!(&bar.st.borrow().namespaces[0].2[lba as usize * BS..lba as usize * BS + bytes], &data[..], "device data case {k}");
+        rbuf.fill(ro, bytes, 0);
+        ns.submit(&io(BlockOp::Read, lba, blocks, rbuf.paddr() + ro as u64, bytes, 2 * k as u64 + 1)).unwrap();
+        assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()), "read case {k}");
+        let mut got = vec![0u8; bytes];
+        rbuf.read(ro, &mut got);
+        assert!(got == data, "read back case {k}");
+        lba = (lba + blocks as u64 + 7) % 20_000;
+    }
+    assert_eq!(bar.st.borrow().max_list_pages_seen, 5, "8 MiB at offset 0xFFC chains 5 list pages");
+    // One block more than the maximum is refused before the device.
+    let before = bar.st.borrow().io_commands;
+    let too_big = ns.max_transfer_blocks() + 1;
+    assert_eq!(
+        ns.submit(&io(BlockOp::Read, 0, too_big, rbuf.paddr(), too_big as usize * BS, 99)),
+        Err(BlockError::TooLarge { blocks: too_big, max: too_big - 1 })
+    );
+    assert_eq!(bar.st.borrow().io_commands, before);
+}
+
+/// MDTS bounds the transfer when it is below the cap; a larger cap is honoured up to MDTS.
+#[test]
+fn max_transfer_from_mdts_and_cap() {
+    for (mdts, cap, want) in [(9u8, 8usize << 20, 2usize << 20), (11, 8 << 20, 8 << 20), (12, 8 << 20, 8 << 20), (0, 16 << 20, 16 << 20), (1, 8 << 20, 8192), (255, 8 << 20, 8 << 20), (0, 1000, 4096)] {
+        let hal = TestHal::new(16 << 20);
+        let bar = FakeBar::new(&hal);
+        bar.st.borrow_mut().mdts = mdts;
+        let mut c = Controller::init(hal.clone(), bar, Config { max_transfer_cap: cap, ..Config::default() }).unwrap();
+        assert_eq!(c.max_transfer_bytes(), want, "mdts {mdts} cap {cap}");
+        let info = c.identify_namespace(1).unwrap();
+        let q = c.create_io_queue_pair(2).unwrap();
+        assert!(q.max_transfer_bytes() >= want);
+        let ns = NvmeNamespace::new(&c, info, q).unwrap();
+        assert_eq!(ns.max_transfer_blocks() as usize, want / BS);
+    }
 }
