@@ -150,6 +150,7 @@ impl SoftFabric {
             next_qpn: 0x11,
             gsi_cq: Cqn(0),
             ud_dropped: 0,
+            doorbells: 0,
         };
         let cq = d.create_cq(1024).expect("fresh device");
         d.gsi_cq = cq;
@@ -242,6 +243,8 @@ struct Qp {
     next_id: u64,
     /// Incoming requests waiting for a receive WR (RNR), in order.
     parked: VecDeque<Packet>,
+    /// Send WRs written with `post_send_deferred`, not yet rung.
+    deferred: VecDeque<SendWr>,
 }
 
 impl Qp {
@@ -258,6 +261,7 @@ impl Qp {
             attrs: RcConnectAttrs::default(),
             next_id: 0,
             parked: VecDeque::new(),
+            deferred: VecDeque::new(),
         }
     }
 }
@@ -303,6 +307,7 @@ pub struct SoftDevice {
     next_qpn: u32,
     gsi_cq: Cqn,
     ud_dropped: u64,
+    doorbells: u64,
 }
 
 impl SoftDevice {
@@ -325,6 +330,25 @@ impl SoftDevice {
     /// UD datagrams dropped at this device (no receive posted, bad Q_Key, short buffer).
     pub fn ud_dropped(&self) -> u64 {
         self.ud_dropped
+    }
+
+    /// Send doorbells rung: one per `post_send`, one per `ring_send` with WRs pending
+    /// (what an adapter would see as MMIO doorbell writes).
+    pub fn doorbells(&self) -> u64 {
+        self.doorbells
+    }
+
+    /// Run the deferred send WRs of `qpn` (the doorbell was counted by the caller).
+    fn run_deferred(&mut self, qpn: Qpn) -> Result<(), SoftError> {
+        let mut r = Ok(());
+        loop {
+            let Some(wr) = self.qps.get_mut(&qpn.0).and_then(|q| q.deferred.pop_front()) else { break };
+            let x = self.exec_send(qpn, &wr);
+            if r.is_ok() {
+                r = x;
+            }
+        }
+        r
     }
 
     /// Completions lost because a CQ was full.
@@ -401,11 +425,15 @@ impl SoftDevice {
         let Some(qp) = self.qps.get_mut(&qpn) else { return };
         qp.state = QpState::Error;
         let outs: Vec<Outstanding> = qp.outstanding.drain(..).collect();
+        let unrung: Vec<SendWr> = qp.deferred.drain(..).collect();
         let rqs: Vec<RecvWr> = qp.rq.drain(..).collect();
         qp.parked.clear();
         let (scq, rcq) = (qp.send_cq, qp.recv_cq);
         for o in outs {
             self.complete(scq, Completion { wr_id: o.wr_id, status: WcStatus::WrFlushed, opcode: o.opcode, qpn: Qpn(qpn), ..Default::default() });
+        }
+        for w in unrung {
+            self.complete(scq, Completion { wr_id: w.wr_id, status: WcStatus::WrFlushed, opcode: opcode_of(&w.op), qpn: Qpn(qpn), ..Default::default() });
         }
         for r in rqs {
             self.complete(rcq, Completion { wr_id: r.wr_id, status: WcStatus::WrFlushed, opcode: WcOpcode::Recv, qpn: Qpn(qpn), ..Default::default() });
@@ -744,6 +772,60 @@ impl Verbs for SoftDevice {
         if q.state != QpState::Rts {
             return Err(SoftError::BadState(qpn));
         }
+        if q.kind == QpKind::Rc && (q.outstanding.len() + q.deferred.len()) as u32 >= q.sq_cap {
+            return Err(SoftError::QueueFull(qpn));
+        }
+        // One doorbell: it also starts everything written before it.
+        self.doorbells += 1;
+        self.run_deferred(qpn)?;
+        self.exec_send(qpn, wr)
+    }
+
+    fn post_send_deferred(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), SoftError> {
+        let q = self.qps.get_mut(&qpn.0).ok_or(SoftError::NoSuchQp(qpn))?;
+        if q.state != QpState::Rts {
+            return Err(SoftError::BadState(qpn));
+        }
+        if q.kind == QpKind::Rc && (q.outstanding.len() + q.deferred.len()) as u32 >= q.sq_cap {
+            return Err(SoftError::QueueFull(qpn));
+        }
+        q.deferred.push_back(*wr);
+        Ok(())
+    }
+
+    fn ring_send(&mut self, qpn: Qpn) -> Result<(), SoftError> {
+        let q = self.qps.get(&qpn.0).ok_or(SoftError::NoSuchQp(qpn))?;
+        if q.deferred.is_empty() {
+            return Ok(());
+        }
+        self.doorbells += 1;
+        self.run_deferred(qpn)
+    }
+
+    fn post_recv(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<(), SoftError> {
+        self.post_recv_one(qpn, wr)
+    }
+
+    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
+        self.poll_cq_inner(cq, out)
+    }
+
+    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
+        self.fabric.inner.borrow().nodes.iter().find(|(i, _)| *i == ip).map(|(_, m)| *m)
+    }
+
+    fn poll(&mut self) {
+        self.pump();
+    }
+}
+
+impl SoftDevice {
+    /// Execute one send WR now (the doorbell was rung).
+    fn exec_send(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), SoftError> {
+        let q = self.qps.get(&qpn.0).ok_or(SoftError::NoSuchQp(qpn))?;
+        if q.state != QpState::Rts {
+            return Err(SoftError::BadState(qpn));
+        }
         let kind = q.kind;
         let attrs = q.attrs;
         let scq = q.send_cq;
@@ -811,7 +893,7 @@ impl Verbs for SoftDevice {
         Ok(())
     }
 
-    fn post_recv(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<(), SoftError> {
+    fn post_recv_one(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<(), SoftError> {
         let q = self.qps.get_mut(&qpn.0).ok_or(SoftError::NoSuchQp(qpn))?;
         if q.state == QpState::Error {
             return Err(SoftError::BadState(qpn));
@@ -824,7 +906,7 @@ impl Verbs for SoftDevice {
         Ok(())
     }
 
-    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
+    fn poll_cq_inner(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
         self.pump();
         let Some(q) = self.cqs.get_mut(&cq.0) else { return 0 };
         let mut n = 0;
@@ -838,14 +920,6 @@ impl Verbs for SoftDevice {
             }
         }
         n
-    }
-
-    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
-        self.fabric.inner.borrow().nodes.iter().find(|(i, _)| *i == ip).map(|(_, m)| *m)
-    }
-
-    fn poll(&mut self) {
-        self.pump();
     }
 }
 

@@ -3,6 +3,12 @@
 //! Poll-first: nothing here blocks. `post_*` write work requests and ring a doorbell,
 //! `poll_cq` drains completions into a caller-provided slice. Implementations must not
 //! allocate, lock or log per operation.
+//!
+//! Batching: `post_send_deferred` writes a send WR without ringing the doorbell and
+//! `ring_send` rings once for all of them (`post_send_batch` does both for a slice), so a
+//! consumer that posts several WRs per turn pays one doorbell (one MMIO write on mlx5).
+//! `post_recv_batch` posts receives with one doorbell-record update. The defaults post one
+//! by one, so every implementation stays correct without them.
 
 use hal::PhysAddr;
 
@@ -206,10 +212,44 @@ pub trait Verbs {
     fn gsi_cq(&self) -> Cqn;
 
     fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error>;
+    /// Write a send WR without ringing the doorbell. The device may not start it before the
+    /// next `ring_send(qp)` or `post_send(qp, ..)` (which rings for everything written before
+    /// it, in order). Errors are those of `post_send`. Default: `post_send` (rings at once).
+    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error> {
+        self.post_send(qp, wr)
+    }
+    /// Ring the send doorbell once for every WR written by `post_send_deferred` on `qp` since
+    /// the last ring; nothing happens when none is pending. Default: nothing (the default
+    /// `post_send_deferred` already rang).
+    fn ring_send(&mut self, qp: Qpn) -> Result<(), Self::Error> {
+        let _ = qp;
+        Ok(())
+    }
+    /// Post `wrs` in order with one doorbell. On an error the WRs before the failing one are
+    /// posted (and rung), the rest are not.
+    fn post_send_batch(&mut self, qp: Qpn, wrs: &[SendWr]) -> Result<(), Self::Error> {
+        let mut r = Ok(());
+        for wr in wrs {
+            r = self.post_send_deferred(qp, wr);
+            if r.is_err() {
+                break;
+            }
+        }
+        let rung = self.ring_send(qp);
+        r.and(rung)
+    }
     /// Post a receive. Allowed in any state but ERROR, including RESET right after
     /// `create_rc_qp`: the device holds the WR until the QP reaches RTR, so a consumer can
     /// post its receive buffers before the CM sends REP/RTU (no RNR window).
     fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), Self::Error>;
+    /// Post `wrs` in order (mlx5: one doorbell-record update). On an error the WRs before
+    /// the failing one are posted. Default: `post_recv` each.
+    fn post_recv_batch(&mut self, qp: Qpn, wrs: &[RecvWr]) -> Result<(), Self::Error> {
+        for wr in wrs {
+            self.post_recv(qp, wr)?;
+        }
+        Ok(())
+    }
     /// Drain up to `out.len()` completions; returns how many were written.
     fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize;
 

@@ -196,3 +196,62 @@ fn resources_are_counted_for_leak_checks() {
     }
     assert_eq!(a.resources(), before);
 }
+
+#[test]
+fn deferred_sends_wait_for_the_doorbell_and_run_in_order() {
+    let (_f, mut a, mut b, sa, sb) = pair();
+    for i in 0..3u64 {
+        b.post_recv(sb.qp, &RecvWr { wr_id: 100 + i, sge: Sge { addr: sb.buf.paddr() + 64 * i, len: 64, lkey: sb.lkey } }).unwrap();
+    }
+    let send = |i: u64| SendWr { wr_id: i, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr() + i, len: 1, lkey: sa.lkey }, signaled: true, ud: None };
+    sa.buf.write(0, &[10, 11, 12]);
+    let before = a.doorbells();
+    a.post_send_deferred(sa.qp, &send(0)).unwrap();
+    a.post_send_deferred(sa.qp, &send(1)).unwrap();
+    pump(&mut a, &mut b);
+    let mut c = [Completion::default(); 4];
+    assert_eq!(b.poll_cq(sb.cq, &mut c), 0, "nothing runs before the doorbell");
+    assert_eq!(a.doorbells(), before);
+    a.ring_send(sa.qp).unwrap();
+    a.ring_send(sa.qp).unwrap();
+    assert_eq!(a.doorbells(), before + 1, "one doorbell for both, an empty ring is free");
+    a.post_send_deferred(sa.qp, &send(2)).unwrap();
+    pump(&mut a, &mut b);
+    assert_eq!(b.poll_cq(sb.cq, &mut c), 2);
+    assert_eq!((c[0].wr_id, c[1].wr_id), (100, 101));
+    assert_eq!(a.doorbells(), before + 1);
+    a.ring_send(sa.qp).unwrap();
+    let r = poll_one(&mut b, sb.cq);
+    assert_eq!((r.wr_id, r.byte_len), (102, 1));
+    let mut got = [0u8; 3];
+    for i in 0..3 {
+        sb.buf.read(64 * i, &mut got[i..i + 1]);
+    }
+    assert_eq!(got, [10, 11, 12]);
+    assert_eq!(a.doorbells(), before + 2);
+    a.post_send_batch(sa.qp, &[]).unwrap();
+    assert_eq!(a.doorbells(), before + 2, "an empty batch rings nothing");
+}
+
+#[test]
+fn batch_post_and_flush_of_unrung_work_on_error() {
+    let (_f, mut a, mut b, sa, sb) = pair();
+    let recvs: Vec<RecvWr> = (0..4u64).map(|i| RecvWr { wr_id: 200 + i, sge: Sge { addr: sb.buf.paddr() + 64 * i, len: 64, lkey: sb.lkey } }).collect();
+    b.post_recv_batch(sb.qp, &recvs).unwrap();
+    let send = |i: u64| SendWr { wr_id: i, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr(), len: 8, lkey: sa.lkey }, signaled: i == 1, ud: None };
+    let before = a.doorbells();
+    a.post_send_batch(sa.qp, &[send(0), send(1)]).unwrap();
+    assert_eq!(a.doorbells(), before + 1);
+    pump(&mut a, &mut b);
+    let mut c = [Completion::default(); 8];
+    assert_eq!(b.poll_cq(sb.cq, &mut c), 2);
+    assert_eq!((c[0].wr_id, c[1].wr_id), (200, 201));
+    let s = poll_one(&mut a, sa.cq);
+    assert_eq!((s.wr_id, s.status), (1, WcStatus::Success), "only the signaled one completes");
+    // Written but never rung, then the QP fails: the WR is flushed, not lost.
+    a.post_send_deferred(sa.qp, &send(5)).unwrap();
+    a.qp_to_error(sa.qp).unwrap();
+    let f = poll_one(&mut a, sa.cq);
+    assert_eq!((f.wr_id, f.status), (5, WcStatus::WrFlushed));
+    assert!(a.post_send_deferred(sa.qp, &send(6)).is_err(), "no posting in ERROR");
+}
