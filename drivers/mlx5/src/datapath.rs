@@ -74,9 +74,39 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.qps.iter().position(|q| q.qpn == qpn).ok_or(Error::NoSuchObject { kind: "QP", id: qpn.0 })
     }
 
-    /// Write a send WQE for `wr` into the SQ, update the doorbell record, ring the UAR doorbell.
+    /// Write a send WQE for `wr` into the SQ, update the doorbell record, ring the UAR doorbell
+    /// (which also announces any WQE written before by `post_send_deferred`).
     pub fn post_send(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), Error> {
-        self.post_send_inner(qpn, wr, None)
+        let i = self.post_send_inner(qpn, wr, None)?;
+        self.ring_sq(i);
+        Ok(())
+    }
+
+    /// Write a send WQE for `wr` into the SQ without telling the device: no doorbell record
+    /// update, no MMIO. [`ring_send`](Self::ring_send) (or the next `post_send`) announces it.
+    pub fn post_send_deferred(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), Error> {
+        self.post_send_inner(qpn, wr, None).map(|_| ())
+    }
+
+    /// Announce every WQE written by `post_send_deferred` on `qpn`: one doorbell record update
+    /// and one 8-byte doorbell write (the newest WQE's ctrl segment) for all of them.
+    pub fn ring_send(&mut self, qpn: Qpn) -> Result<(), Error> {
+        let i = self.qp_slot(qpn)?;
+        self.ring_sq(i);
+        Ok(())
+    }
+
+    /// Doorbell record (DBR[1] = SQ producer counter), then the UAR doorbell with the newest
+    /// WQE's first 8 bytes; the device runs the SQ up to the record. Nothing if all was rung.
+    fn ring_sq(&mut self, i: usize) {
+        let uar = self.uar_base();
+        let q = &mut self.qps[i];
+        let Some(first8) = q.sq_unrung.take() else { return };
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+        q.dbr.write_be32(4, q.sq_pi as u32);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        self.bar.write64_be(uar + UAR_BF_OFFSET, first8);
+        self.stats.sq_doorbells += 1;
     }
 
     /// Like `post_send`, but the payload is `data`, copied into the WQE (inline segment) instead
@@ -85,12 +115,14 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         if data.len() > MAX_INLINE {
             return Err(Error::InvalidArgument("inline payload too large"));
         }
-        self.post_send_inner(qpn, wr, Some(data))
+        let i = self.post_send_inner(qpn, wr, Some(data))?;
+        self.ring_sq(i);
+        Ok(())
     }
 
-    fn post_send_inner(&mut self, qpn: Qpn, wr: &SendWr, inline: Option<&[u8]>) -> Result<(), Error> {
+    /// Write the WQE into the SQ (not announced); returns the QP's index.
+    fn post_send_inner(&mut self, qpn: Qpn, wr: &SendWr, inline: Option<&[u8]>) -> Result<usize, Error> {
         let i = self.qp_slot(qpn)?;
-        let uar = self.uar_base();
         let q = &mut self.qps[i];
         if !matches!(q.state, QpState::Rts | QpState::Error) {
             return Err(Error::InvalidArgument("post_send before RTS"));
@@ -167,18 +199,35 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         q.sq_slots[pi as usize & (ring - 1)] =
             SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode };
         q.sq_pi = pi.wrapping_add(nbb as u16);
-        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-        q.dbr.write_be32(4, q.sq_pi as u32);
-        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-        let first8 = u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-        self.bar.write64_be(uar + UAR_BF_OFFSET, first8);
-        Ok(())
+        q.sq_unrung = Some(u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
+        self.stats.send_wqes += 1;
+        Ok(i)
     }
 
     /// Write a receive WQE (one data segment, terminated if the stride has room) and bump DBR[0].
     pub fn post_recv(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<(), Error> {
+        self.post_recv_batch(qpn, core::slice::from_ref(wr))
+    }
+
+    /// Write receive WQEs for `wrs` in order, then one DBR[0] update (a memory write the
+    /// adapter reads; receives need no MMIO doorbell). On an error (queue full) the WQEs
+    /// before it are posted.
+    pub fn post_recv_batch(&mut self, qpn: Qpn, wrs: &[RecvWr]) -> Result<(), Error> {
         let i = self.qp_slot(qpn)?;
         let q = &mut self.qps[i];
+        let mut r = Ok(());
+        for wr in wrs {
+            r = Self::write_recv(q, wr);
+            if r.is_err() {
+                break;
+            }
+        }
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+        q.dbr.write_be32(0, q.rq_head as u32);
+        r
+    }
+
+    fn write_recv(q: &mut crate::device::Qp<H::Dma>, wr: &RecvWr) -> Result<(), Error> {
         let ring = 1usize << q.log_rq;
         if q.rq_head.wrapping_sub(q.rq_tail) as usize >= ring {
             return Err(Error::InvalidArgument("receive queue full"));
@@ -198,8 +247,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         q.buf.write(slot * stride, &w[..n]);
         q.rq_wrid[slot] = wr.wr_id;
         q.rq_head = q.rq_head.wrapping_add(1);
-        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-        q.dbr.write_be32(0, q.rq_head as u32);
         Ok(())
     }
 

@@ -130,6 +130,10 @@ pub struct Stats {
     pub error_events: u64,
     /// CQEs naming an unknown QP or a WQE that is not outstanding (dropped, not reported).
     pub bad_cqes: u64,
+    /// Send-queue doorbells (MMIO writes to the UAR) rung by the data path.
+    pub sq_doorbells: u64,
+    /// Send WQEs written (a doorbell may announce several).
+    pub send_wqes: u64,
 }
 
 /// An asynchronous error event the app may want (CQ / QP errors).
@@ -202,6 +206,9 @@ pub struct Qp<D> {
     pub(crate) sq_slots: Vec<SqSlot>,
     /// Per RQ WQE slot: wr_id.
     pub(crate) rq_wrid: Vec<u64>,
+    /// First 8 bytes (ctrl segment) of the newest WQE written by `post_send_deferred` and not
+    /// yet announced by a doorbell; `None` when the device has seen every WQE.
+    pub(crate) sq_unrung: Option<u64>,
 }
 
 /// What the driver remembers about a posted send WQE until it completes.
@@ -1036,6 +1043,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             rq_tail: 0,
             sq_slots: alloc::vec![SqSlot::default(); 1 << log_sq],
             rq_wrid: alloc::vec![0; 1 << log_rq],
+            sq_unrung: None,
         });
         Ok(qpn)
     }
@@ -1173,6 +1181,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let q = &mut self.qps[i];
         q.state = QpState::Reset;
         (q.sq_pi, q.sq_ci, q.rq_head, q.rq_tail) = (0, 0, 0, 0);
+        q.sq_unrung = None;
         q.dbr.write(0, &[0u8; 8]);
         Ok(())
     }

@@ -245,10 +245,19 @@ impl<H: Hal, M: Mmio> Verbs for Mlx5Verbs<H, M> {
     fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Error> {
         self.dev.post_send(qp, wr)
     }
+    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Error> {
+        self.dev.post_send_deferred(qp, wr)
+    }
+    fn ring_send(&mut self, qp: Qpn) -> Result<(), Error> {
+        self.dev.ring_send(qp)
+    }
     fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), Error> {
+        self.post_recv_batch(qp, core::slice::from_ref(wr))
+    }
+    fn post_recv_batch(&mut self, qp: Qpn, wrs: &[RecvWr]) -> Result<(), Error> {
         match self.dev.qp(qp).map(|q| q.state) {
             Some(QpState::Error) => Err(Error::InvalidArgument("post_recv on a QP in ERROR")),
-            _ => self.dev.post_recv(qp, wr),
+            _ => self.dev.post_recv_batch(qp, wrs),
         }
     }
     fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {

@@ -211,3 +211,54 @@ fn cq_overrun_arrives_as_an_async_error_event() {
     assert_eq!(dev.stats().error_events, 1);
     dev.shutdown().unwrap();
 }
+
+#[test]
+fn deferred_sends_share_one_doorbell_and_receives_need_no_mmio() {
+    let (rig, hal, bar) = common::rig();
+    let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
+    let cq = dev.create_cq(4).unwrap();
+    let qp = dev.create_qp(QpKind::Rc, cq, cq, 3, 3, 0).unwrap();
+    dev.connect_rc(qp, &rc_attrs(Qpn(0x42))).unwrap();
+    let (sq_pa, dbr_pa) = {
+        let d = rig.cx.device();
+        let q = &d.qps[&qp.0];
+        (q.buf.pa(q.rq_bytes()).unwrap(), q.dbr)
+    };
+    let mmio0 = rig.cx.counters().mmio_writes;
+    let stats0 = dev.stats();
+    let send = |i: u64| SendWr { wr_id: i, op: SendOp::Send, sge: Sge { addr: 0x1_0000_9000, len: 16, lkey: Lkey(1) }, signaled: true, ud: None };
+    for i in 0..3 {
+        dev.post_send_deferred(qp, &send(i)).unwrap();
+    }
+    assert_eq!(rig.cx.counters().mmio_writes, mmio0, "deferred WQEs touch no register");
+    assert_eq!(be32(&read(&rig, dbr_pa, 8), 4), 0, "nor the doorbell record");
+    assert!(rig.cx.device().sq_doorbells.is_empty());
+    dev.ring_send(qp).unwrap();
+    dev.ring_send(qp).unwrap();
+    let c = rig.cx.counters();
+    assert_eq!((c.mmio_writes - mmio0, c.sq_doorbells), (1, 1), "one MMIO for three WQEs; an idle ring is free");
+    assert_eq!(be32(&read(&rig, dbr_pa, 8), 4), 3, "DBR[1] covers all three");
+    let newest = read(&rig, sq_pa + 2 * 64, 8);
+    assert_eq!(rig.cx.device().sq_doorbells.last().unwrap().1, be64(&newest, 0), "doorbell = newest WQE's ctrl");
+    // post_send after a deferred WQE rings for both.
+    dev.post_send_deferred(qp, &send(3)).unwrap();
+    dev.post_send(qp, &send(4)).unwrap();
+    assert_eq!(rig.cx.counters().mmio_writes - mmio0, 2);
+    assert_eq!(be32(&read(&rig, dbr_pa, 8), 4), 5);
+    let s = dev.stats();
+    assert_eq!((s.sq_doorbells - stats0.sq_doorbells, s.send_wqes - stats0.send_wqes), (2, 5));
+    // Receives: WQEs + one doorbell-record write, never an MMIO.
+    let recvs: Vec<RecvWr> = (0..4).map(|i| RecvWr { wr_id: 50 + i, sge: Sge { addr: 0x1_0000_a000 + 64 * i, len: 64, lkey: Lkey(1) } }).collect();
+    dev.post_recv_batch(qp, &recvs).unwrap();
+    dev.post_recv(qp, &recvs[0]).unwrap();
+    assert_eq!(rig.cx.counters().mmio_writes - mmio0, 2);
+    assert_eq!(be32(&read(&rig, dbr_pa, 8), 0), 5, "DBR[0] = RQ counter");
+    // The adapter completes WQE 0..=4 in order.
+    for i in 0..5u16 {
+        assert!(rig.cx.device_mut().post_cqe(cq.0, &cqe(0x0, qp.0, i, 0, 0, 0)));
+    }
+    let mut out = [Completion::default(); 8];
+    assert_eq!(dev.poll_cq(cq, &mut out).unwrap(), 5);
+    assert_eq!(out[..5].iter().map(|c| c.wr_id).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    dev.shutdown().unwrap();
+}

@@ -140,6 +140,16 @@ pub struct Counters {
     pub raw_objects: usize,
     /// EQEs written to an armed EQ (an MSI-X interrupt on hardware; the EQ disarms).
     pub interrupts: u64,
+    /// CPU stores to BAR0 (each `write32`/`write64` is one MMIO write): the cost a driver
+    /// pays in uncached writes, doorbells included.
+    pub mmio_writes: u64,
+    /// CPU loads from BAR0.
+    pub mmio_reads: u64,
+    /// Send-queue doorbells accepted (64-bit writes to UAR+0x800..0xFFF naming a live SQ).
+    pub sq_doorbells: u64,
+    /// CQ arm doorbells (UAR+0x20) and EQ doorbells (UAR+0x40/0x48).
+    pub cq_arm_doorbells: u64,
+    pub eq_doorbells: u64,
 }
 
 impl Counters {
@@ -536,6 +546,7 @@ impl Device {
     }
 
     pub fn bar_read32(&mut self, off: usize) -> u32 {
+        self.ctr.mmio_reads += 1;
         if off & 3 == 0 && off < 0x3000 {
             let v = self.init_reg(off);
             return u32::from_le_bytes(v.to_be_bytes());
@@ -552,6 +563,11 @@ impl Device {
     }
 
     pub fn bar_write32(&mut self, off: usize, v: u32) {
+        self.ctr.mmio_writes += 1;
+        self.bar_store32(off, v)
+    }
+
+    fn bar_store32(&mut self, off: usize, v: u32) {
         let be = u32::from_be_bytes(v.to_le_bytes());
         match off {
             0x010 => self.cmdq_h = be,
@@ -566,10 +582,11 @@ impl Device {
     }
 
     pub fn bar_write64(&mut self, off: usize, v: u64) {
+        self.ctr.mmio_writes += 1;
         let bytes = v.to_le_bytes();
         if off < FIRST_UAR as usize * 0x1000 {
-            self.bar_write32(off, u32::from_le_bytes(bytes[0..4].try_into().unwrap()));
-            self.bar_write32(off + 4, u32::from_le_bytes(bytes[4..8].try_into().unwrap()));
+            self.bar_store32(off, u32::from_le_bytes(bytes[0..4].try_into().unwrap()));
+            self.bar_store32(off + 4, u32::from_le_bytes(bytes[4..8].try_into().unwrap()));
         } else {
             self.uar_write(off, &bytes);
         }
@@ -584,10 +601,12 @@ impl Device {
         }
         match (reg, bytes.len()) {
             (0x40 | 0x48, _) => {
+                self.ctr.eq_doorbells += 1;
                 let v = u32::from_be_bytes(bytes[0..4].try_into().unwrap());
                 self.eq_doorbell(uar, v, reg == 0x40);
             }
             (0x20, 8) => {
+                self.ctr.cq_arm_doorbells += 1;
                 let v = u64::from_be_bytes(bytes.try_into().unwrap());
                 self.cq_arm(uar, v);
             }
@@ -599,6 +618,7 @@ impl Device {
                     None => self.raw.sqs.get(&qpn).is_some_and(|s| s.uar == uar),
                 };
                 if ok {
+                    self.ctr.sq_doorbells += 1;
                     // One pending entry per queue: the SQ runs up to the doorbell record anyway.
                     if !self.sq_doorbells.iter().any(|d| d.0 == qpn) {
                         self.sq_doorbells.push((qpn, v));
