@@ -53,9 +53,11 @@ pub struct TransportStats {
     pub io_copy_bytes: u64,
     pub wc_errors: u64,
     pub post_errors: u64,
-    /// Work requests posted (each is a doorbell on a device that rings per post; the
-    /// verbs seam has no batched post yet).
+    /// Work requests posted (receives and sends).
     pub posts: u64,
+    /// Send doorbells asked of the device: sends are written with `post_send_deferred` and
+    /// each QP is rung at most once per `poll` turn.
+    pub send_doorbells: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +107,8 @@ struct Conn<V: Verbs> {
     draining: bool,
     /// Respond, then close (Fabrics Disconnect).
     close_after_send: bool,
+    /// Send WRs written this turn and not yet rung.
+    unrung: bool,
 }
 
 /// The RDMA target: the core plus its queues.
@@ -215,12 +219,18 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         let conn = self.build_conn(verbs, qid, depth, capsule, xfer, attrs).map_err(|_| cm_rej::NO_RESOURCES)?;
         let qpn = conn.qpn;
         self.conns[idx] = Some(conn);
-        // Post every receive buffer before the REP goes out.
-        for s in 0..depth {
-            if self.post_recv(verbs, idx, s).is_err() {
-                self.teardown(verbs, idx, false);
-                return Err(cm_rej::NO_RESOURCES);
-            }
+        // Post every receive buffer before the REP goes out (one batch).
+        let c = self.conns[idx].as_ref().expect("just stored");
+        let wrs: Vec<RecvWr> = (0..depth)
+            .map(|s| RecvWr {
+                wr_id: wr_id(idx, c.gen, KIND_RECV, s),
+                sge: Sge { addr: c.recv.paddr() + (s as usize * c.capsule) as u64, len: c.capsule as u32, lkey: c.recv_lkey },
+            })
+            .collect();
+        self.stats.posts += depth as u64;
+        if verbs.post_recv_batch(qpn, &wrs).is_err() {
+            self.teardown(verbs, idx, false);
+            return Err(cm_rej::NO_RESOURCES);
         }
         log::info!("nvmeof: rdma: queue {qid} accepted on {qpn}, depth {depth}");
         let rep = RdmaCmRep { recfmt: U16::new(0), crqsize: U16::new(depth), rsvd: [0; 28] };
@@ -279,6 +289,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             aer_rsp_next: 0,
             draining: false,
             close_after_send: false,
+            unrung: false,
         })
     }
 
@@ -387,7 +398,28 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             self.next_ka_check_ns = now_ns.saturating_add(1_000_000);
             work += self.check_keep_alive(verbs, now_ns);
         }
+        self.ring_doorbells(verbs);
         work
+    }
+
+    /// One send doorbell per QP that had WRs written this turn.
+    fn ring_doorbells(&mut self, verbs: &mut V) {
+        let hi = self.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
+        for ci in 0..hi {
+            let Some(c) = self.conns[ci].as_mut() else { continue };
+            if !c.unrung {
+                continue;
+            }
+            c.unrung = false;
+            if c.draining {
+                continue;
+            }
+            self.stats.send_doorbells += 1;
+            if verbs.ring_send(c.qpn).is_err() {
+                self.stats.post_errors += 1;
+                self.teardown(verbs, ci, true);
+            }
+        }
     }
 
     fn check_keep_alive(&mut self, verbs: &mut V, now_ns: u64) -> usize {
@@ -535,7 +567,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         self.stats.rdma_reads += 1;
         self.stats.posts += 1;
-        if verbs.post_send(c.qpn, &wr).is_err() {
+        c.unrung = true;
+        if verbs.post_send_deferred(c.qpn, &wr).is_err() {
             self.stats.post_errors += 1;
             self.teardown(verbs, ci, true);
         }
@@ -624,7 +657,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         self.stats.rdma_writes += 1;
         self.stats.posts += 1;
-        if verbs.post_send(c.qpn, &wr).is_err() {
+        c.unrung = true;
+        if verbs.post_send_deferred(c.qpn, &wr).is_err() {
             self.stats.post_errors += 1;
             self.teardown(verbs, ci, true);
             return false;
@@ -693,7 +727,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             ud: None,
         };
         self.stats.responses += 1;
-        if verbs.post_send(c.qpn, &wr).is_err() {
+        self.stats.posts += 1;
+        c.unrung = true;
+        if verbs.post_send_deferred(c.qpn, &wr).is_err() {
             self.stats.post_errors += 1;
             self.teardown(verbs, ci, true);
         }
@@ -727,13 +763,15 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             ud: None,
         };
         let qpn = c.qpn;
+        c.unrung = true;
         self.stats.responses += 1;
         self.stats.posts += 1;
         if !status.is_success() {
             self.stats.error_responses += 1;
         }
-        // Re-post the receive buffer before the response so the host's next capsule finds it.
-        if self.post_recv(verbs, ci, s).is_err() || verbs.post_send(qpn, &wr).is_err() {
+        // Re-post the receive buffer before the response so the host's next capsule finds it
+        // (receives need no doorbell); the SEND is rung with the rest of this turn's sends.
+        if self.post_recv(verbs, ci, s).is_err() || verbs.post_send_deferred(qpn, &wr).is_err() {
             self.stats.post_errors += 1;
             self.teardown(verbs, ci, true);
             return;

@@ -122,6 +122,12 @@ impl Verbs for TDev {
     fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), SoftError> {
         self.dev.post_recv(qp, wr)
     }
+    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), SoftError> {
+        self.dev.post_send_deferred(qp, wr)
+    }
+    fn ring_send(&mut self, qp: Qpn) -> Result<(), SoftError> {
+        self.dev.ring_send(qp)
+    }
     fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
         self.dev.poll_cq(cq, out)
     }
