@@ -103,8 +103,10 @@ pub const INLINE: usize = 16;
 pub const BLOCK_DATA: usize = 512;
 /// Stride between mailbox blocks (576-byte blocks, 1 KiB aligned as Linux's DMA pool).
 pub const BLOCK_STRIDE: usize = 1024;
-/// Mailbox blocks per direction: enough for 16 + 8 * 512 = 4112 bytes (SET_HCA_CAP, 512 pages).
-pub const MAX_BLOCKS: usize = 8;
+/// Mailbox blocks per direction: 16 + 72 * 512 = 36,880 bytes, enough for CREATE_MKEY with
+/// 4,576 MTT entries (a 16 MiB registration of 4 KiB pages: an NVMe-oF queue of 128 x
+/// 128 KiB buffers) and for SET_HCA_CAP / MANAGE_PAGES. 72 KiB of DMA memory per direction.
+pub const MAX_BLOCKS: usize = 72;
 /// Largest command input or output the queue can carry.
 pub const MAX_MSG: usize = INLINE + MAX_BLOCKS * BLOCK_DATA;
 /// Slot used for every command.

@@ -985,8 +985,10 @@ impl<V: Verbs> Cm<V> {
             self.stats.no_route += 1;
             return;
         };
-        // Stale: the same remote QP (by CA GUID) is connected or in timewait under another ID.
-        if let Some(old) = self.conns.values().find(|c| c.connected && c.remote_guid == r.local_ca_guid && c.remote_qpn == r.local_qpn).map(|c| (c.id, c.state)) {
+        // Stale: the same remote QP (by CA GUID) is still connected under another ID. A
+        // connection in timewait no longer holds its remote QPN (Linux cm_enter_timewait takes
+        // it out of the remote-QPN table), so a peer that reuses a QPN at once is served.
+        if let Some(old) = self.conns.values().find(|c| c.connected && c.state != State::TimeWait && c.remote_guid == r.local_ca_guid && c.remote_qpn == r.local_qpn).map(|c| (c.id, c.state)) {
             self.stats.stale_rejects += 1;
             self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::STALE_CONN);
             if matches!(old.1, State::Established | State::RepSent) {

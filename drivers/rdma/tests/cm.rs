@@ -505,14 +505,14 @@ fn listener_answers_the_linux_req_as_nvmet_would() {
     assert_eq!(MadHdr::parse(&drep).unwrap().tid, 0x0000_0002_7e98_0c6f);
     assert!(matches!(CmMsg::parse(&drep).unwrap().1, CmMsg::Drep(d) if d.local_comm_id == req.id.0 && d.remote_comm_id == 0x6f0c987e));
 
-    // The same host QP (0x11, same CA GUID) asking again under a new comm ID during timewait: REJ STALE_CONN.
+    // The same host QP (0x11, same CA GUID) asking again under a new comm ID during timewait:
+    // a new request (Linux cm_enter_timewait drops the remote QPN from its stale table; hosts
+    // reuse QPNs at once, e.g. nvme discover then connect).
     let mut again = linux_req_mad();
     again[24..28].copy_from_slice(&0x1234_5678u32.to_be_bytes());
     w.f.inject_ud(HOST, Qpn(1), TARGET, Qpn(1), GSI_QKEY, &again);
     w.run(1, 1000);
-    assert!(w.t.events.is_empty());
-    let rej = log.borrow().last().unwrap().1.clone();
-    assert!(matches!(CmMsg::parse(&rej).unwrap().1, CmMsg::Rej(r) if r.reason == rej_reason::STALE_CONN && r.remote_comm_id == 0x1234_5678));
+    assert!(matches!(w.t.events.pop(), Some(CmEvent::ConnectRequest(r)) if r.id != req.id));
     assert_eq!(w.t.dev.resources().qps, 0);
 }
 

@@ -3,6 +3,8 @@
 //! The loop is single-threaded: `app.poll(); verbs.poll(); adapter.poll()` (the adapter polls
 //! its link).
 
+pub mod nvmf;
+
 use emu_connectx::{Bar0, ConnectX, PhysMem, SimClock, SimHal};
 use mlx5::{Mlx5, Mlx5Verbs, Timeouts};
 
@@ -11,6 +13,8 @@ pub type Verbs = Mlx5Verbs<SimHal, Bar0>;
 /// A driver + emulated adapter pair.
 pub struct Node {
     pub clock: SimClock,
+    /// The platform the driver runs on (shares physical memory with the adapter).
+    pub hal: SimHal,
     pub cx: ConnectX,
     pub v: Verbs,
 }
@@ -32,10 +36,10 @@ impl Node {
             timeouts: Timeouts { init_ns: 2_000_000_000, cmd_ns: 2_000_000_000, health_stall_ns: 1_000_000_000 },
             ..mlx5::Config::default()
         };
-        let dev = Mlx5::bring_up(hal, cx.bar0(), cfg).map_err(Error::BringUp)?;
+        let dev = Mlx5::bring_up(hal.clone(), cx.bar0(), cfg).map_err(Error::BringUp)?;
         let v = Mlx5Verbs::new(dev).map_err(Error::BringUp)?;
         cx.attach_link(link);
-        Ok(Node { clock, cx, v })
+        Ok(Node { clock, hal, cx, v })
     }
 
     /// Device side of one loop turn (driver housekeeping, then adapter + link).

@@ -4,6 +4,11 @@
 //! emu-runner --ip 10.77.0.1 --mac 52:54:00:77:00:01 --sock-local A --sock-remote B \
 //!            --app rping-server|rping-client [--peer-ip IP] [--port 7174] [--count N] \
 //!            [--size S] [--no-verify] [--timeout SECONDS]
+//! emu-runner ... --app nvmf-target --nvmf "nvmet.subsys=NQN,ns=ram:64M,host=HOSTNQN" \
+//!            [--port 4420] [--timeout SECONDS] [--stop-file PATH]
+//! emu-runner ... --app nvmf-initiator --nvmf "nvmf.connect=IP[:PORT],nqn=NQN[,qd=N,queues=N] \
+//!            [nvmf.bench=randread,bs=4096,qd=1,time=5s]" [--count N] [--seed N]
+//! The `--nvmf` words are the appliance image's kernel command line words (nvmeof::cmdline).
 //! Prints "RUNNER RESULT <app> PASS|FAIL ..." and exits 0 on PASS.
 
 use std::path::PathBuf;
@@ -26,11 +31,15 @@ struct Args {
     size: u32,
     verify: bool,
     timeout: u64,
+    port_given: bool,
+    nvmf: String,
+    stop_file: Option<PathBuf>,
+    seed: u64,
 }
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("emu-runner: {msg}");
-    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S]");
+    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--seed N]");
     ExitCode::from(2)
 }
 
@@ -47,6 +56,10 @@ fn parse() -> Result<Args, String> {
         size: 64,
         verify: true,
         timeout: 300,
+        port_given: false,
+        nvmf: String::new(),
+        stop_file: None,
+        seed: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -63,7 +76,13 @@ fn parse() -> Result<Args, String> {
             "--sock-remote" => a.sock_remote = v.into(),
             "--app" => a.app = v,
             "--peer-ip" => a.peer_ip = Some(parse_ip(&v).ok_or_else(bad)?),
-            "--port" => a.port = v.parse().map_err(|_| bad())?,
+            "--port" => {
+                a.port = v.parse().map_err(|_| bad())?;
+                a.port_given = true;
+            }
+            "--nvmf" => a.nvmf = v,
+            "--stop-file" => a.stop_file = Some(v.into()),
+            "--seed" => a.seed = v.parse().map_err(|_| bad())?,
             "--count" => a.count = v.parse().map_err(|_| bad())?,
             "--size" => a.size = v.parse().map_err(|_| bad())?,
             "--timeout" => a.timeout = v.parse().map_err(|_| bad())?,
@@ -90,6 +109,52 @@ impl log::Log for Logger {
 }
 static LOGGER: Logger = Logger;
 
+fn bind(a: &Args) -> Result<emu_roce::UnixDgramLink, ExitCode> {
+    let _ = std::fs::remove_file(&a.sock_local);
+    emu_roce::UnixDgramLink::new(&a.sock_local, &a.sock_remote).map_err(|e| {
+        eprintln!("emu-runner: cannot bind {}: {e}", a.sock_local.display());
+        ExitCode::from(2)
+    })
+}
+
+fn run_nvmf(a: &Args) -> ExitCode {
+    let link = match bind(a) {
+        Ok(l) => l,
+        Err(c) => return c,
+    };
+    let clock = SimClock::realtime();
+    let mut node = match Node::new(clock, a.ip, a.mac, 0x1_0000_0000, Box::new(link)) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("emu-runner: adapter bring-up failed: {e:?}");
+            return ExitCode::from(1);
+        }
+    };
+    let port = if a.port_given { a.port } else { 4420 };
+    let r = if a.app == "nvmf-target" {
+        emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref())
+    } else {
+        let t0 = Instant::now();
+        let r = emu_runner::nvmf::run_initiator(&mut node, &a.nvmf, a.count as u64, a.seed);
+        if r.is_ok() {
+            println!("RUNNER RESULT nvmf-initiator PASS seconds={:.1}", t0.elapsed().as_secs_f64());
+        }
+        r
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            println!("RUNNER RESULT {} FAIL {e}", a.app);
+            // Let the last CM replies leave.
+            for _ in 0..1000 {
+                node.poll();
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let _ = log::set_logger(&LOGGER).map(|_| log::set_max_level(log::LevelFilter::Info));
     let a = match parse() {
@@ -102,19 +167,12 @@ fn main() -> ExitCode {
             Some(ip) => rping::Role::Client { ip, port: a.port },
             None => return usage("rping-client needs --peer-ip"),
         },
-        "nvmf-target" | "nvmf-initiator" => {
-            eprintln!("emu-runner: --app {} is not implemented yet", a.app);
-            return ExitCode::from(2);
-        }
+        "nvmf-target" | "nvmf-initiator" => return run_nvmf(&a),
         other => return usage(&format!("unknown app {other:?}")),
     };
-    let _ = std::fs::remove_file(&a.sock_local);
-    let link = match emu_roce::UnixDgramLink::new(&a.sock_local, &a.sock_remote) {
+    let link = match bind(&a) {
         Ok(l) => l,
-        Err(e) => {
-            eprintln!("emu-runner: cannot bind {}: {e}", a.sock_local.display());
-            return ExitCode::from(2);
-        }
+        Err(c) => return c,
     };
     let clock = SimClock::realtime();
     let mut node = match Node::new(clock.clone(), a.ip, a.mac, 0x1_0000_0000, Box::new(link)) {

@@ -1,0 +1,193 @@
+//! The NVMe-oF application on a runner node: target (`TargetService` serving RAM/null
+//! namespaces) or initiator (discover, connect, identify, verified I/O, optional bench), both
+//! configured with the same words as the appliance image's kernel command line
+//! (`nvmet.listen=`, `nvmet.subsys=`, `nvmf.connect=`, `nvmf.bench=`; see nvmeof::cmdline).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, NullNamespace, RamNamespace};
+use emu_connectx::SimHal;
+use nvmeof::cmdline::{build_target, NsSpec, NvmeofArgs};
+use nvmeof::host::{Host, HostConfig};
+use nvmeof::serve::{CmHostEnv, TargetService};
+use nvmeof::target::{Core, PortConfig, TargetConfig};
+use rdma::cm::{Cm, CmConfig};
+
+use crate::Node;
+
+/// A namespace the runner can serve.
+pub enum RunnerNs {
+    Ram(RamNamespace<SimHal>),
+    Null(NullNamespace),
+}
+
+impl BlockDevice for RunnerNs {
+    fn block_size(&self) -> u32 {
+        match self {
+            RunnerNs::Ram(n) => n.block_size(),
+            RunnerNs::Null(n) => n.block_size(),
+        }
+    }
+    fn num_blocks(&self) -> u64 {
+        match self {
+            RunnerNs::Ram(n) => n.num_blocks(),
+            RunnerNs::Null(n) => n.num_blocks(),
+        }
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        match self {
+            RunnerNs::Ram(n) => n.max_transfer_blocks(),
+            RunnerNs::Null(n) => n.max_transfer_blocks(),
+        }
+    }
+    fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
+        match self {
+            RunnerNs::Ram(n) => n.submit(io),
+            RunnerNs::Null(n) => n.submit(io),
+        }
+    }
+    fn poll(&mut self, out: &mut [BlockDone]) -> usize {
+        match self {
+            RunnerNs::Ram(n) => n.poll(out),
+            RunnerNs::Null(n) => n.poll(out),
+        }
+    }
+}
+
+/// Build the target's core from command-line words; the listen address defaults to the node's.
+pub fn build_core(node: &Node, words: &str, ip: [u8; 4], port: u16) -> Result<(Core<RunnerNs>, u16), String> {
+    let mut args: NvmeofArgs = nvmeof::cmdline::parse(words).map_err(|e| format!("{}: {}", e.word, e.why))?;
+    if args.subsystems.is_empty() {
+        return Err("no subsystem: give nvmet.subsys=NQN,ns=ram:SIZE,host=HOSTNQN|allow_any".into());
+    }
+    let listen = *args.listen.get_or_insert((ip, port));
+    if listen.0 != ip {
+        return Err(format!("nvmet.listen address {:?} is not this node's {:?}", listen.0, ip));
+    }
+    let base = TargetConfig { ports: vec![PortConfig { portid: 1, traddr: listen.0, trsvcid: listen.1 }], ..TargetConfig::default() };
+    let hal = node.hal.clone();
+    let (cfg, subs) = build_target(&args, base, |spec| match *spec {
+        NsSpec::Ram { bytes, block_size } => RamNamespace::new(hal.clone(), bytes, block_size).map(RunnerNs::Ram).map_err(|_| "RAM namespace: out of memory"),
+        NsSpec::Null { bytes, block_size } => Ok(RunnerNs::Null(NullNamespace::new(bytes / block_size as u64, block_size))),
+        NsSpec::Nvme { .. } => Err("local NVMe namespaces exist only in the image"),
+    })
+    .map_err(|e| format!("{}: {}", e.word, e.why))?;
+    for s in &subs {
+        let hosts = if s.allow_any_host { "any host".to_string() } else { s.hosts.join(" ") };
+        for n in &s.namespaces {
+            println!("RUNNER subsystem {} nsid {} blocks {} x {} B, hosts: {hosts}", s.nqn, n.nsid, n.dev.num_blocks(), n.dev.block_size());
+        }
+    }
+    let core = Core::new(cfg, subs).map_err(|e| e.to_string())?;
+    Ok((core, listen.1))
+}
+
+/// Serve until `timeout` passes or `stop_file` appears; prints the counters at the end.
+pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout: Duration, stop_file: Option<&Path>) -> Result<(), String> {
+    let (core, port) = build_core(node, words, ip, port)?;
+    let clock = node.clock.clone();
+    let mut svc = TargetService::new(&mut node.v, core, 64, port).map_err(|e| format!("listen: {e:?}"))?;
+    println!("RUNNER listening nvmf port {port}");
+    let t0 = Instant::now();
+    let mut turns = 0u64;
+    let mut next_check = Instant::now();
+    loop {
+        let n = svc.poll(&mut node.v, clock.now_ns());
+        node.poll();
+        turns += 1;
+        if n == 0 && turns % 256 == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        if Instant::now() >= next_check {
+            next_check = Instant::now() + Duration::from_millis(100);
+            if stop_file.is_some_and(|p| p.exists()) || t0.elapsed() > timeout {
+                break;
+            }
+        }
+    }
+    svc.close_all(&mut node.v);
+    for _ in 0..2000 {
+        svc.poll(&mut node.v, clock.now_ns());
+        node.poll();
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    let s = svc.stats;
+    let t = svc.target.stats;
+    let c = svc.target.core.stats;
+    println!(
+        "RUNNER RESULT nvmf-target PASS requests={} accepted={} rejected={} closed_by_peer={} closed_by_target={} ctrls_created={} ctrls_freed={} connects_refused={} commands={} errors={} reads={} writes={} bad_capsules={} wc_errors={} seconds={:.1}",
+        s.requests, s.accepted, s.rejected, s.closed_by_peer, s.closed_by_target, c.ctrls_created, c.ctrls_freed, c.connects_refused, c.commands, c.errors, c.reads, c.writes, t.bad_capsules, t.wc_errors,
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Initiator: discover, connect, identify, `count` verified I/Os at the connect's queue depth,
+/// then the bench if `nvmf.bench=` was given. Returns the failure reason on error.
+pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64) -> Result<(), String> {
+    let args = nvmeof::cmdline::parse(words).map_err(|e| format!("{}: {}", e.word, e.why))?;
+    let c = args.connect.clone().ok_or("no nvmf.connect=A.B.C.D[:PORT],nqn=NQN[,hostnqn=..][,queues=N][,qd=N][,kato=MS]")?;
+    let clock = node.clock.clone();
+    let clk = clock.clone();
+    let cx = node.cx.clone();
+    let cm = Cm::new(&mut node.v, CmConfig::default()).map_err(|e| format!("cm: {e:?}"))?;
+    let mut env = CmHostEnv::new(
+        cm,
+        c.addr,
+        c.port,
+        move || clk.now_ns(),
+        move |v: &mut crate::Verbs| {
+            rdma::Verbs::poll(v);
+            cx.poll();
+        },
+    );
+    let mut cfg = HostConfig { io_queues: c.queues.max(1), io_depth: c.qd.max(2), kato_ms: c.kato_ms, ..HostConfig::default() };
+    if let Some(h) = &c.hostnqn {
+        cfg.hostnqn = h.clone();
+    }
+    let v = &mut node.v;
+    let entries = Host::discover(v, &mut env, cfg.clone()).map_err(|e| format!("discover: {e:?}"))?;
+    for e in &entries {
+        println!("RUNNER discovery entry subnqn={} traddr={} trsvcid={} subtype={}", e.subnqn, e.traddr, e.trsvcid, e.subtype);
+    }
+    if !entries.iter().any(|e| e.subnqn == c.nqn) {
+        return Err(format!("discovery log has no entry for {}", c.nqn));
+    }
+    let mut host = Host::connect(v, &mut env, cfg, &c.nqn).map_err(|e| format!("connect: {e:?}"))?;
+    if let Some(ci) = &host.ctrl {
+        println!("RUNNER controller cntlid={} subnqn={} mdts_bytes={} maxcmd={} ioccsz={} kas={} vs={:#x}", ci.cntlid, ci.subnqn, ci.mdts_bytes, ci.maxcmd, ci.ioccsz, ci.kas, ci.vs);
+    }
+    for n in &host.namespaces {
+        println!("RUNNER namespace nsid={} blocks={} block_size={}", n.nsid, n.blocks, n.block_size);
+    }
+    let (nq, depth) = host.io_queues();
+    println!("RUNNER io queues {nq} depth {depth}");
+    let nsid = host.namespaces.first().ok_or("no namespace")?.nsid;
+    let r = nvmeof::verify::run(&mut host, v, &mut env, nsid, count, c.qd as usize, 32, seed).map_err(|e| format!("verified I/O: {e:?}"))?;
+    println!("RUNNER verify writes={} reads={} blocks_verified={} mismatches={} errors={} first_error={:?}", r.writes, r.reads, r.blocks_verified, r.mismatches, r.errors, r.first_error);
+    if r.mismatches != 0 || r.errors != 0 || r.blocks_verified == 0 {
+        let _ = host.disconnect(v, &mut env);
+        return Err("verified I/O failed".into());
+    }
+    if let Some(b) = &args.bench {
+        let res = host.bench(v, &mut env, nsid, b).map_err(|e| format!("bench: {e:?}"))?;
+        let mut out = String::new();
+        let _ = res.write(&mut out, b);
+        let _ = writeln!(out);
+        print!("{out}");
+        if res.errors != 0 {
+            let _ = host.disconnect(v, &mut env);
+            return Err(format!("bench: {} I/O errors", res.errors));
+        }
+    }
+    host.disconnect(v, &mut env).map_err(|e| format!("disconnect: {e:?}"))?;
+    // Let the DREQ/DREP exchange finish.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        nvmeof::host::HostEnv::idle(&mut env, v);
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    Ok(())
+}
