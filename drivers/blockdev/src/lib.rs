@@ -76,6 +76,19 @@ pub trait BlockDevice {
     fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError>;
     /// Report up to `out.len()` finished I/Os; returns how many.
     fn poll(&mut self, out: &mut [BlockDone]) -> usize;
+    /// Where blocks `[lba, lba+blocks)` sit in physically contiguous memory that an adapter
+    /// may DMA directly (RDMA straight from/to the namespace), if this store is memory and
+    /// the range is inside it. An I/O whose buffer is exactly this address moves no data.
+    /// Default: `None` (the store needs a buffer).
+    fn direct(&self, lba: u64, blocks: u32) -> Option<PhysAddr> {
+        let _ = (lba, blocks);
+        None
+    }
+    /// The whole directly addressable region (physical address, bytes), for registering it
+    /// with an RDMA adapter once. Default: `None`.
+    fn direct_region(&self) -> Option<(PhysAddr, u64)> {
+        None
+    }
 }
 
 /// Common argument checks every backing store applies before touching a device.

@@ -57,6 +57,9 @@ pub struct RamNamespace<H: Hal> {
     pub zero_copy: u64,
     /// I/Os that copied data.
     pub copied: u64,
+    /// Bytes the CPU copied between the blocks and I/O buffers (a RAM "device" has no DMA
+    /// engine: its transfers are CPU copies).
+    pub copied_bytes: u64,
 }
 
 impl<H: Hal> RamNamespace<H> {
@@ -64,7 +67,7 @@ impl<H: Hal> RamNamespace<H> {
     pub fn new(hal: H, bytes: u64, block_size: u32) -> Result<Self, HalError> {
         let blocks = bytes / block_size as u64;
         let mem = hal.dma_alloc((blocks * block_size as u64) as usize, 4096)?;
-        Ok(RamNamespace { hal, mem, block_size, blocks, done: DoneRing::new(), zero_copy: 0, copied: 0 })
+        Ok(RamNamespace { hal, mem, block_size, blocks, done: DoneRing::new(), zero_copy: 0, copied: 0, copied_bytes: 0 })
     }
 
     /// Physical address of block `lba` (no range check: see [`dma_range`](Self::dma_range)).
@@ -119,6 +122,7 @@ impl<H: Hal> RamNamespace<H> {
             done += n;
         }
         self.copied += 1;
+        self.copied_bytes += len as u64;
         Ok(())
     }
 
@@ -138,6 +142,7 @@ impl<H: Hal> RamNamespace<H> {
                 let (dst, src) = if io.op == BlockOp::Read { (io.buf, blocks_pa) } else { (blocks_pa, io.buf) };
                 if self.hal.copy_phys(dst, src, len) {
                     self.copied += 1;
+                    self.copied_bytes += len as u64;
                     return Ok(());
                 }
                 // No platform copy: a buffer inside the namespace's own region still works.
@@ -150,6 +155,7 @@ impl<H: Hal> RamNamespace<H> {
                         self.copy_in_region(base, b, len);
                     }
                     self.copied += 1;
+                    self.copied_bytes += len as u64;
                 } else {
                     return Err(BlockError::Unsupported);
                 }
@@ -178,6 +184,12 @@ impl<H: Hal> BlockDevice for RamNamespace<H> {
     }
     fn poll(&mut self, out: &mut [BlockDone]) -> usize {
         self.done.drain(out)
+    }
+    fn direct(&self, lba: u64, blocks: u32) -> Option<PhysAddr> {
+        self.dma_range(lba, blocks).map(|(pa, _)| pa)
+    }
+    fn direct_region(&self) -> Option<(PhysAddr, u64)> {
+        Some((self.mem.paddr(), self.mem.len() as u64))
     }
 }
 

@@ -101,6 +101,13 @@ fn ram_zero_copy_and_copy() {
     assert_eq!(r.submit(&BlockIo { op: BlockOp::Read, lba: 0, blocks: 0, buf: pa, buf_len: 512, tag: 5 }), Err(BlockError::ZeroLength));
     assert_eq!(r.dma_range(2047, 2), None);
     assert_eq!(done(&mut r).len(), 2);
+    // Counted copies: copy_with twice + the in-region read, 1 KiB each; zero-copy moved none.
+    assert_eq!((r.copied, r.copied_bytes, r.zero_copy), (3, 3 * 1024, 1));
+    // The trait's direct access: the same address as dma_range, None outside.
+    assert_eq!(BlockDevice::direct(&r, 10, 2), Some(pa));
+    assert_eq!(BlockDevice::direct(&r, 2047, 2), None);
+    assert_eq!(r.direct_region(), Some((r.paddr_of(0), 1 << 20)));
+    assert_eq!(NullNamespace::new(8, 512).direct(0, 1), None, "default: no direct memory");
 }
 
 #[test]
