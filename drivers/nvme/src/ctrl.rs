@@ -77,6 +77,38 @@ pub struct NamespaceInfo {
     pub metadata_size: u16,
     /// Index of the LBA format in use.
     pub lba_format: u8,
+    /// Where metadata travels (meaningless when `metadata_size` is 0).
+    pub metadata: MetadataLayout,
+    /// Protection information type (DPS bits 2:0; 0 = none).
+    pub pi_type: u8,
+}
+
+/// How a namespace's per-block metadata is transferred (NVM Command Set §5.3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetadataLayout {
+    /// At the end of each block's data, in the data buffer (FLBAS bit 4 = 1).
+    Extended,
+    /// In a separate buffer named by the command's MPTR.
+    Separate,
+}
+
+impl core::fmt::Display for NamespaceInfo {
+    /// The LBA format as the boot listing shows it, e.g. `LBA format 1 (data 512 B,
+    /// metadata 8 B separate, PI type 1)`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "LBA format {} (data {} B, metadata {} B", self.lba_format, self.block_size, self.metadata_size)?;
+        if self.metadata_size != 0 {
+            let how = match self.metadata {
+                MetadataLayout::Extended => "extended LBA",
+                MetadataLayout::Separate => "separate",
+            };
+            write!(f, " {how}")?;
+        }
+        match self.pi_type {
+            0 => write!(f, ")"),
+            t => write!(f, ", PI type {t})"),
+        }
+    }
 }
 
 impl NamespaceInfo {
@@ -288,6 +320,8 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
             block_size: 1 << f.lbads,
             metadata_size: f.ms.get(),
             lba_format: fmt_idx as u8,
+            metadata: if id.extended_lba() { MetadataLayout::Extended } else { MetadataLayout::Separate },
+            pi_type: id.pi_type(),
         })
     }
 

@@ -20,7 +20,7 @@ pub mod ring;
 pub mod spec;
 pub mod status;
 
-pub use ctrl::{Config, Controller, ControllerInfo, NamespaceInfo};
+pub use ctrl::{Config, Controller, ControllerInfo, MetadataLayout, NamespaceInfo};
 pub use ns::NvmeNamespace;
 pub use status::{Status, StatusCode};
 
@@ -47,8 +47,11 @@ pub enum Error {
     BadIdentify,
     /// NSID 0 or broadcast given where one namespace is meant.
     BadNamespace(u32),
-    /// Namespaces with metadata are not supported by this driver.
-    MetadataUnsupported { nsid: u32, ms: u16 },
+    /// The namespace's metadata format cannot be served: extended LBA (metadata interleaved
+    /// in the data buffer, so the I/O buffer could not be the caller's plain data) without
+    /// 8-byte protection information the controller could insert/strip, or protection
+    /// information with more than 8 bytes of metadata.
+    MetadataUnsupported { nsid: u32, ms: u16, layout: MetadataLayout, pi_type: u8 },
     /// Every I/O queue the controller granted is in use.
     NoQueuesLeft,
     /// The platform had no DMA memory.
@@ -69,6 +72,14 @@ impl core::fmt::Display for Error {
             }
             Error::Timeout { what } => write!(f, "controller not answering: {what} timed out"),
             Error::Hal(e) => write!(f, "{e}"),
+            Error::MetadataUnsupported { nsid, ms, layout, pi_type } => write!(
+                f,
+                "nsid {nsid}: {ms} B metadata per block, {}, PI type {pi_type}: not served (supported: no metadata; separate metadata without PI; 8-byte PI-only metadata, inserted/stripped by the controller)",
+                match layout {
+                    MetadataLayout::Extended => "extended LBA (interleaved with the data)",
+                    MetadataLayout::Separate => "separate buffer",
+                }
+            ),
             other => write!(f, "{other:?}"),
         }
     }

@@ -5,25 +5,45 @@
 //! queued since the last poll, then reaps completions. An I/O queue that makes no progress
 //! for `io_timeout_ns` is declared dead: its commands complete with `Timeout` and later
 //! submits are refused with `Timeout`.
+//!
+//! Namespaces with metadata: separate metadata without protection information is served
+//! with two per-namespace metadata buffers sized for the largest transfer, allocated once:
+//! writes store zeros as metadata (MPTR at a zeroed buffer the device only reads), reads
+//! deliver metadata into a discard buffer (shared by all commands: its contents are never
+//! looked at). 8-byte PI-only metadata (extended or separate) is served with PRACT = 1: the
+//! controller generates the PI on writes and strips it on reads (no checks requested), so
+//! nothing but data is transferred. Other formats are refused by [`NvmeNamespace::new`]
+//! with [`Error::MetadataUnsupported`].
 
 use blockdev::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
-use hal::{Hal, Mmio};
+use hal::{DmaRegion, Hal, Mmio};
 use zerocopy::IntoBytes;
 
-use crate::ctrl::{Controller, NamespaceInfo};
+use crate::ctrl::{Controller, MetadataLayout, NamespaceInfo};
 use crate::prp::PrpError;
 use crate::queue::{QueueError, QueuePair, QueueStats};
-use crate::spec::{io_op, oncs, DsmRange, Sqe};
+use crate::spec::{io_op, oncs, rw_cdw12, DsmRange, Sqe};
 use crate::Error;
 
 /// How many empty polls between two looks at the clock.
 const TIMEOUT_CHECK_EVERY: u32 = 64;
+
+/// How a namespace's metadata is handled on Read / Write / Write Zeroes.
+enum Meta<D> {
+    /// No metadata.
+    None,
+    /// 8-byte PI-only metadata: PRACT = 1, the controller inserts and strips it.
+    Pract,
+    /// Separate metadata: MPTR at `zeros` for writes, at `discard` for reads.
+    Separate { zeros: D, discard: D },
+}
 
 /// One namespace, one queue pair.
 pub struct NvmeNamespace<'c, H: Hal, M: Mmio> {
     ctrl: &'c Controller<H, M>,
     info: NamespaceInfo,
     q: QueuePair<H::Dma>,
+    meta: Meta<H::Dma>,
     max_blocks: u32,
     oncs: u16,
     dead: bool,
@@ -36,19 +56,31 @@ pub struct NvmeNamespace<'c, H: Hal, M: Mmio> {
 }
 
 impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
-    /// Wrap a namespace and a queue pair created on `ctrl`.
+    /// Wrap a namespace and a queue pair created on `ctrl`. Refuses metadata formats this
+    /// driver cannot serve (see the module notes) with [`Error::MetadataUnsupported`].
     pub fn new(ctrl: &'c Controller<H, M>, info: NamespaceInfo, q: QueuePair<H::Dma>) -> Result<Self, Error> {
-        if info.metadata_size != 0 {
-            return Err(Error::MetadataUnsupported { nsid: info.nsid, ms: info.metadata_size });
-        }
         // The queue's list pages bound the transfer (sized from the controller's maximum);
         // NLB is 16 bits, 0's based: at most 65536 blocks per command.
         let max_bytes = core::cmp::min(ctrl.max_transfer_bytes(), q.max_transfer_bytes());
         let max_blocks = core::cmp::min(max_bytes / info.block_size as usize, 1 << 16) as u32;
+        let ms = info.metadata_size;
+        let refuse = Error::MetadataUnsupported { nsid: info.nsid, ms, layout: info.metadata, pi_type: info.pi_type };
+        let meta = match (ms, info.pi_type, info.metadata) {
+            (0, 0, _) => Meta::None,
+            (8, 1..=3, _) => Meta::Pract,
+            (1.., 0, MetadataLayout::Separate) => {
+                let len = max_blocks as usize * ms as usize;
+                let zeros = ctrl.hal.dma_alloc(len, 4096)?;
+                zeros.fill(0, len, 0);
+                Meta::Separate { zeros, discard: ctrl.hal.dma_alloc(len, 4096)? }
+            }
+            _ => return Err(refuse),
+        };
         Ok(NvmeNamespace {
             ctrl,
             info,
             q,
+            meta,
             max_blocks,
             oncs: ctrl.info().oncs,
             dead: false,
@@ -76,6 +108,18 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
         }
     }
 
+    /// CDW14 (ILBRT) for PI the controller generates: PI types 1 and 2 carry the low 32 bits
+    /// of the LBA as reference tag (NVM Command Set §5.3.1.4), so another host reading with
+    /// reference-tag checks finds them right. Type 3 has no reference tag. Reads ask for no
+    /// checks (PRCHK = 0): blocks never written may hold any PI.
+    fn initial_ref_tag(&self, slba: u64) -> u32 {
+        if matches!(self.info.pi_type, 1 | 2) {
+            slba as u32
+        } else {
+            0
+        }
+    }
+
     fn build(&mut self, io: &BlockIo) -> Result<(), BlockError> {
         if self.dead {
             return Err(BlockError::Timeout);
@@ -96,13 +140,29 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
                 sqe.cdw11 = ((slba >> 32) as u32).into();
                 sqe.cdw12 = nlb0.into();
                 data = Some((io.buf, io.blocks as usize * self.info.block_size as usize));
+                match &self.meta {
+                    Meta::None => {}
+                    Meta::Pract => {
+                        sqe.cdw12 = (nlb0 | rw_cdw12::PRACT).into();
+                        sqe.cdw14 = self.initial_ref_tag(slba).into();
+                    }
+                    Meta::Separate { zeros, discard } => {
+                        let m = if io.op == BlockOp::Read { discard } else { zeros };
+                        sqe.mptr = m.paddr().into();
+                    }
+                }
             }
             BlockOp::Flush => sqe.opc = io_op::FLUSH,
             BlockOp::WriteZeroes => {
                 sqe.opc = io_op::WRITE_ZEROES;
                 sqe.cdw10 = (slba as u32).into();
                 sqe.cdw11 = ((slba >> 32) as u32).into();
-                sqe.cdw12 = nlb0.into();
+                if matches!(self.meta, Meta::Pract) {
+                    sqe.cdw12 = (nlb0 | rw_cdw12::PRACT).into();
+                    sqe.cdw14 = self.initial_ref_tag(slba).into();
+                } else {
+                    sqe.cdw12 = nlb0.into();
+                }
             }
             BlockOp::Deallocate => {
                 let cid = self.q.peek_cid().ok_or(BlockError::QueueFull)?;

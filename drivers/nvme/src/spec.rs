@@ -164,8 +164,10 @@ pub struct IdentifyNamespace {
     /// Formatted LBA Size: bits 3:0 format index (low), bit 4 extended metadata,
     /// bits 6:5 format index (high).
     pub flbas: u8,
+    /// Metadata Capabilities (bit 0: extended LBA, bit 1: separate buffer).
     pub mc: u8,
     pub dpc: u8,
+    /// End-to-end Data Protection Type Settings: bits 2:0 PI type (0 = off), bit 3 PI first.
     pub dps: u8,
     pub nmic: u8,
     pub rescap: u8,
@@ -176,6 +178,7 @@ pub struct IdentifyNamespace {
 }
 const _: () = assert!(core::mem::size_of::<IdentifyNamespace>() == 4096);
 const _: () = assert!(core::mem::offset_of!(IdentifyNamespace, flbas) == 26);
+const _: () = assert!(core::mem::offset_of!(IdentifyNamespace, dps) == 29);
 const _: () = assert!(core::mem::offset_of!(IdentifyNamespace, lbaf) == 128);
 
 impl IdentifyNamespace {
@@ -187,6 +190,23 @@ impl IdentifyNamespace {
     pub fn lba_format(&self) -> LbaFormat {
         self.lbaf[self.lba_format_index() & 63]
     }
+    /// FLBAS bit 4: metadata travels at the end of each block's data (extended LBA) rather
+    /// than in a separate buffer.
+    pub fn extended_lba(&self) -> bool {
+        self.flbas & 0x10 != 0
+    }
+    /// DPS bits 2:0: protection information type in use (0 = none).
+    pub fn pi_type(&self) -> u8 {
+        self.dps & 0x7
+    }
+}
+
+/// Read / Write / Write Zeroes CDW12 fields (NVM Command Set §3.2.4 Figure 46, §3.2.6,
+/// §3.2.8): NLB in bits 15:0 (0's based), PRINFO in bits 29:26.
+pub mod rw_cdw12 {
+    /// PRINFO.PRACT (bit 29): the controller inserts (writes) or strips (reads) the
+    /// protection information; with 8-byte PI-only metadata nothing else is transferred.
+    pub const PRACT: u32 = 1 << 29;
 }
 
 /// Dataset Management range (NVM Command Set §3.2.3, Figure 39), 16 bytes.

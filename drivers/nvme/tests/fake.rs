@@ -124,6 +124,12 @@ struct Fake {
     fatal_on_enable: bool,
     /// Most PRP list pages (chained) one command used.
     max_list_pages_seen: usize,
+    /// LBA format 1 for a namespace: (nsid, metadata bytes, extended LBA, PI type).
+    formats: Vec<(u32, u16, bool, u8)>,
+    /// Per I/O command: (opcode, MPTR, CDW12, CDW14).
+    io_log: Vec<(u8, u64, u32, u32)>,
+    /// Separate metadata the device received on writes (all bytes, in order).
+    meta_written: Vec<u8>,
 }
 
 #[derive(Clone)]
@@ -331,6 +337,14 @@ impl FakeBar {
                         page[0..8].copy_from_slice(&ns.1.to_le_bytes());
                         page[8..16].copy_from_slice(&ns.1.to_le_bytes());
                         page[128 + 2] = 9; // LBAF0: 512 B
+                        if let Some(&(_, ms, ext, pi)) = s.formats.iter().find(|f| f.0 == c.nsid.get()) {
+                            page[25] = 1; // NLBAF: two formats
+                            page[26] = 1 | ((ext as u8) << 4); // FLBAS: format 1, extended?
+                            page[27] = 0b11; // MC: both ways
+                            page[29] = pi; // DPS
+                            page[132..134].copy_from_slice(&ms.to_le_bytes()); // LBAF1.MS
+                            page[134] = 9; // LBAF1: 512 B
+                        }
                     }
                     2 => {
                         for (i, ns) in s.namespaces.iter().enumerate() {
@@ -347,11 +361,11 @@ impl FakeBar {
                 }
                 (0, 0, 0)
             }
-            0x09 => (((3u32) << 16) | 3, 0, 0), // 4 SQs and CQs granted
+            0x09 => (((7u32) << 16) | 7, 0, 0), // 8 SQs and CQs granted
             0x05 => {
                 let qid = (c.cdw10.get() & 0xFFFF) as usize;
                 let size = (c.cdw10.get() >> 16) as u16 + 1;
-                if qid == 0 || qid > 4 {
+                if qid == 0 || qid > 8 {
                     return (0, 1, 0x01);
                 }
                 s.cqs[qid] = Some(Cq { base: c.prp1.get(), size, tail: 0, phase: true });
@@ -378,7 +392,10 @@ impl FakeBar {
             return (0, sct, sc);
         }
         let nsid = c.nsid.get();
+        s.io_log.push((c.opc, c.mptr.get(), c.cdw12.get(), c.cdw14.get()));
         let Some(idx) = s.namespaces.iter().position(|n| n.0 == nsid) else { return (0, 0, 0x0B) };
+        // Separate metadata (no PI): moved through MPTR.
+        let sep_ms = s.formats.iter().find(|f| f.0 == nsid && !f.2 && f.3 == 0).map(|f| f.1 as usize);
         let blocks = s.namespaces[idx].1;
         let slba = c.cdw10.get() as u64 | ((c.cdw11.get() as u64) << 32);
         let nlb = (c.cdw12.get() & 0xFFFF) as u64 + 1;
@@ -389,6 +406,15 @@ impl FakeBar {
                 let len = nlb as usize * BS;
                 let mut off = slba as usize * BS;
                 drop(s);
+                if let Some(ms) = sep_ms {
+                    let mut m = vec![0xEE; nlb as usize * ms];
+                    if c.opc == 0x01 {
+                        self.hal.phys_read(c.mptr.get(), &mut m);
+                        self.st.borrow_mut().meta_written.extend_from_slice(&m);
+                    } else {
+                        self.hal.phys_write(c.mptr.get(), &m);
+                    }
+                }
                 for (pa, n) in self.segments(c.prp1.get(), c.prp2.get(), len) {
                     let mut s = self.st.borrow_mut();
                     let data = &mut s.namespaces[idx].2[off..off + n];
@@ -761,3 +787,79 @@ fn max_transfer_from_mdts_and_cap() {
         assert_eq!(ns.max_transfer_blocks() as usize, want / BS);
     }
 }
+
+/// Metadata formats: separate metadata served through driver-owned MPTR buffers (zeros on
+/// writes, a discard buffer on reads; the caller's buffer holds only data); 8-byte PI served
+/// with PRACT and the LBA as initial reference tag; extended LBA without PI and PI with more
+/// than 8 bytes refused with a typed error.
+#[test]
+fn metadata_formats() {
+    let hal = TestHal::new(64 << 20);
+    let bar = FakeBar::new(&hal);
+    {
+        let mut s = bar.st.borrow_mut();
+        s.namespaces = (1..=5).map(|n| (n, 256, vec![0; 256 * BS])).collect();
+        s.formats = vec![(1, 8, false, 0), (2, 8, true, 0), (3, 8, false, 1), (4, 8, true, 3), (5, 16, false, 1)];
+    }
+    let mut c = Controller::init(hal.clone(), bar.clone(), Config::default()).unwrap();
+    let infos: Vec<_> = (1..=5).map(|n| c.identify_namespace(n).unwrap()).collect();
+    assert_eq!(infos[0].to_string(), "LBA format 1 (data 512 B, metadata 8 B separate)");
+    assert_eq!(infos[1].to_string(), "LBA format 1 (data 512 B, metadata 8 B extended LBA)");
+    assert_eq!(infos[2].to_string(), "LBA format 1 (data 512 B, metadata 8 B separate, PI type 1)");
+    assert_eq!(infos[3].to_string(), "LBA format 1 (data 512 B, metadata 8 B extended LBA, PI type 3)");
+    let mut qs: Vec<_> = (0..5).map(|_| Some(c.create_io_queue_pair(8).unwrap())).collect();
+    let c = &c;
+    let mut open = |i: usize| NvmeNamespace::new(c, infos[i], qs[i].take().unwrap());
+    let mut ns1 = open(0).unwrap();
+    assert!(matches!(open(1).err(), Some(Error::MetadataUnsupported { nsid: 2, ms: 8, layout: nvme::MetadataLayout::Extended, pi_type: 0 })));
+    let mut ns3 = open(2).unwrap();
+    let mut ns4 = open(3).unwrap();
+    assert!(matches!(open(4).err(), Some(Error::MetadataUnsupported { nsid: 5, ms: 16, pi_type: 1, .. })));
+    let e = Error::MetadataUnsupported { nsid: 2, ms: 8, layout: nvme::MetadataLayout::Extended, pi_type: 0 }.to_string();
+    assert!(e.contains("extended LBA (interleaved with the data)") && e.contains("not served"), "{e}");
+
+    let buf = hal.dma_alloc(64 * 1024, 4096).unwrap();
+    let data: Vec<u8> = (0..16 * BS).map(|j| (j * 7 + 3) as u8).collect();
+    for (k, ns) in [&mut ns1, &mut ns3, &mut ns4].into_iter().enumerate() {
+        buf.fill(0, 64 * 1024, 0x11);
+        buf.write(0, &data);
+        bar.st.borrow_mut().io_log.clear();
+        ns.submit(&io(BlockOp::Write, 100, 16, buf.paddr(), 16 * BS, 1)).unwrap();
+        assert_eq!(wait(ns, &hal, 1)[0].result, Ok(()));
+        buf.fill(0, 64 * 1024, 0x22);
+        ns.submit(&io(BlockOp::Read, 100, 16, buf.paddr() + 8, 16 * BS, 2)).unwrap();
+        assert_eq!(wait(ns, &hal, 1)[0].result, Ok(()));
+        let mut got = vec![0u8; 16 * BS + 64];
+        buf.read(8, &mut got);
+        assert_eq!(&got[..16 * BS], &data[..], "namespace {k}: data read back");
+        assert!(got[16 * BS..].iter().all(|b| *b == 0x22), "namespace {k}: nothing beyond the data in the caller's buffer");
+        ns.submit(&io(BlockOp::WriteZeroes, 7, 3, 0, 0, 3)).unwrap();
+        assert_eq!(wait(ns, &hal, 1)[0].result, Ok(()));
+        let log = bar.st.borrow().io_log.clone();
+        let [(wo, wm, w12, w14), (ro, rm, r12, r14), (zo, zm, z12, z14)] = log[..] else { panic!("{log:?}") };
+        assert_eq!((wo, ro, zo), (0x01, 0x02, 0x08));
+        const PRACT: u32 = 1 << 29;
+        match k {
+            0 => {
+                // Separate metadata: MPTR set, distinct buffers for writes and reads, no PRACT.
+                assert!(wm != 0 && rm != 0 && wm != rm && wm % 4 == 0 && rm % 4 == 0);
+                assert_eq!((w12, r12, zm), (15, 15, 0));
+                assert!(wm < buf.paddr() || wm >= buf.paddr() + 64 * 1024, "metadata not in the caller's buffer");
+            }
+            1 => {
+                // PI type 1: PRACT, no MPTR, reference tag from the LBA.
+                assert_eq!((wm, rm, zm), (0, 0, 0));
+                assert_eq!((w12, r12, z12), (15 | PRACT, 15 | PRACT, 2 | PRACT));
+                assert_eq!((w14, r14, z14), (100, 100, 7));
+            }
+            _ => {
+                // PI type 3: no reference tag.
+                assert_eq!((w12, z12), (15 | PRACT, 2 | PRACT));
+                assert_eq!((w14, r14, z14), (0, 0, 0));
+            }
+        }
+    }
+    // The separate metadata the device got on writes was zeros, 8 bytes per block.
+    assert_eq!(bar.st.borrow().meta_written, vec![0u8; 16 * 8]);
+}
+
