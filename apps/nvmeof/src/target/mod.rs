@@ -140,6 +140,10 @@ pub enum Action {
     Submitted { count: u16 },
     /// Hold the command (AER) until an event completes it via [`Core::take_aen`].
     Hold,
+    /// A Read was submitted with the namespace's own memory at `addr` as its buffer (see
+    /// [`Core::set_direct`]): the device moves no data; when it completes, the transport
+    /// sends the data to the host straight from `addr`.
+    SubmittedDirect { addr: PhysAddr },
 }
 
 impl Action {
@@ -232,6 +236,8 @@ pub struct Core<B: BlockDevice> {
     out: Box<[u8; ADMIN_MAX_XFER]>,
     aen_ready: heapless::Deque<(u64, u32), 64>,
     done_buf: [BlockDone; 32],
+    /// Reads may use the namespaces' direct memory (the transport registered it).
+    direct: bool,
     pub stats: CoreStats,
 }
 
@@ -291,6 +297,7 @@ impl<B: BlockDevice> Core<B> {
             out: Box::new([0; ADMIN_MAX_XFER]),
             aen_ready: heapless::Deque::new(),
             done_buf: [BlockDone { tag: 0, result: Ok(()) }; 32],
+            direct: false,
             stats: CoreStats::default(),
         })
     }
@@ -310,6 +317,18 @@ impl<B: BlockDevice> Core<B> {
     pub fn io_capsule_size(&self) -> usize {
         64 + self.cfg.inline_data_size as usize
     }
+    /// Regions of namespace memory a transport may register for direct RDMA
+    /// ([`BlockDevice::direct_region`]), one per namespace that has one.
+    pub fn direct_regions(&self) -> Vec<(PhysAddr, u64)> {
+        self.subsystems.iter().flat_map(|s| s.cfg.namespaces.iter()).filter_map(|n| n.dev.direct_region()).collect()
+    }
+
+    /// Let Reads use the namespaces' direct memory (answer [`Action::SubmittedDirect`]); a
+    /// transport turns this on once it registered every [`Core::direct_regions`] entry.
+    pub fn set_direct(&mut self, on: bool) {
+        self.direct = on;
+    }
+
     /// Access a namespace's device (setup/test paths).
     pub fn namespace_dev(&mut self, subsys_nqn: &str, nsid: u32) -> Option<&mut B> {
         let s = self.subsystems.iter_mut().find(|s| s.cfg.nqn == subsys_nqn)?;
@@ -1020,14 +1039,21 @@ impl<B: BlockDevice> Core<B> {
             io_op::DSM => return self.dsm(si, ni, sqe, data, cap),
             _ => return Action::status(Status::INVALID_OPCODE),
         };
-        let io = BlockIo { op, lba: if op == BlockOp::Flush { 0 } else { slba }, blocks, buf, buf_len, tag: data.tag };
+        let dev = &mut self.subsystems[si].cfg.namespaces[ni].dev;
+        // Zero copy: a Read from memory the transport can RDMA from directly names that
+        // memory as its buffer (the device moves nothing).
+        let direct = if op == BlockOp::Read && self.direct { dev.direct(slba, blocks) } else { None };
+        let io = BlockIo { op, lba: if op == BlockOp::Flush { 0 } else { slba }, blocks, buf: direct.unwrap_or(buf), buf_len, tag: data.tag };
         if op == BlockOp::Read {
             self.stats.reads += 1;
         } else if op == BlockOp::Write {
             self.stats.writes += 1;
         }
-        match self.subsystems[si].cfg.namespaces[ni].dev.submit(&io) {
-            Ok(()) => Action::Submitted { count: 1 },
+        match dev.submit(&io) {
+            Ok(()) => match direct {
+                Some(addr) => Action::SubmittedDirect { addr },
+                None => Action::Submitted { count: 1 },
+            },
             Err(e) => Action::status(blk_status(e)),
         }
     }

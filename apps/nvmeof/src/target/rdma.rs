@@ -82,6 +82,9 @@ struct Slot {
     pending: u16,
     status: Status,
     t0: u64,
+    /// Read served from namespace memory: where the data is (0 = the slot's data buffer).
+    direct_addr: u64,
+    direct_lkey: Lkey,
 }
 
 struct Conn<V: Verbs> {
@@ -122,6 +125,9 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     /// Small host→controller payloads (Connect data, DSM ranges) copied here for parsing.
     scratch_in: alloc::boxed::Box<[u8; 4096]>,
     next_ka_check_ns: u64,
+    /// Namespace memory registered for zero-copy reads: (address, bytes, lkey).
+    ns_mrs: Vec<(u64, u64, Lkey)>,
+    ns_registered: bool,
     /// Receive CQE seen → response SEND posted, in clock units (when a clock is set).
     pub turnaround: Histogram,
     pub stats: TransportStats,
@@ -150,6 +156,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             turnaround_clock: None,
             scratch_in: alloc::boxed::Box::new([0; 4096]),
             next_ka_check_ns: 0,
+            ns_mrs: Vec::new(),
+            ns_registered: false,
             turnaround: Histogram::new(),
             stats: TransportStats::default(),
         }
@@ -158,6 +166,47 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Measure per-command turnaround with `clock` (e.g. the TSC).
     pub fn set_turnaround_clock(&mut self, clock: fn() -> u64) {
         self.turnaround_clock = Some(clock);
+    }
+
+    /// Register the namespaces' direct memory ([`Core::direct_regions`]) with `verbs` once,
+    /// so Reads are sent to the host straight from the namespace (no copy into a slot
+    /// buffer). Done by the first `accept`; if a registration fails, reads keep using the
+    /// slot buffers. Returns whether zero-copy reads are on.
+    pub fn register_namespaces(&mut self, verbs: &mut V) -> bool {
+        if self.ns_registered {
+            return !self.ns_mrs.is_empty();
+        }
+        self.ns_registered = true;
+        let regions = self.core.direct_regions();
+        let access = Access { local_write: false, remote_read: false, remote_write: false };
+        for (addr, len) in regions.iter().copied() {
+            match verbs.reg_mr(addr, len, access) {
+                Ok((lkey, _)) => self.ns_mrs.push((addr, len, lkey)),
+                Err(e) => {
+                    log::warn!("nvmeof: rdma: namespace memory at {addr:#x} not registered ({e:?}): reads copy");
+                    self.release_namespaces(verbs);
+                    self.ns_registered = true;
+                    return false;
+                }
+            }
+        }
+        let on = !self.ns_mrs.is_empty();
+        self.core.set_direct(on);
+        on
+    }
+
+    /// Deregister the namespace memory (shutdown, leak checks); reads go back to copying and
+    /// the next `accept` registers again.
+    pub fn release_namespaces(&mut self, verbs: &mut V) {
+        self.core.set_direct(false);
+        for (_, _, lkey) in self.ns_mrs.drain(..) {
+            let _ = verbs.dereg_mr(lkey);
+        }
+        self.ns_registered = false;
+    }
+
+    fn ns_lkey(&self, addr: u64) -> Option<Lkey> {
+        self.ns_mrs.iter().find(|m| addr >= m.0 && addr - m.0 < m.1).map(|m| m.2)
     }
 
     /// Live queues.
@@ -200,6 +249,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             return Err(cm_rej::INVALID_RECFMT);
         }
         let qid = req.qid.get();
+        if qid != 0 && !self.ns_registered {
+            self.register_namespaces(verbs);
+        }
         let cfg = self.core.config();
         if qid > cfg.max_io_queues {
             return Err(cm_rej::INVALID_QID);
@@ -267,7 +319,17 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             }
         };
         self.gen = self.gen.wrapping_add(1).max(1);
-        let slot = Slot { state: SlotState::Posted, sqe: Sqe::zeroed(), sgl: None, byte_len: 0, pending: 0, status: Status::SUCCESS, t0: 0 };
+        let slot = Slot {
+            state: SlotState::Posted,
+            sqe: Sqe::zeroed(),
+            sgl: None,
+            byte_len: 0,
+            pending: 0,
+            status: Status::SUCCESS,
+            t0: 0,
+            direct_addr: 0,
+            direct_lkey: Lkey(0),
+        };
         Ok(Conn {
             gen: self.gen,
             qpn,
@@ -492,6 +554,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         slot.pending = 0;
         slot.status = Status::SUCCESS;
         slot.t0 = t0;
+        slot.direct_addr = 0;
         match self.check_capsule(ci, s, &sqe, byte_len) {
             Err(st) => {
                 self.stats.bad_capsules += 1;
@@ -623,7 +686,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                     if let Sgl::Keyed { .. } = sgl {
                         c.data.write(s as usize * c.xfer, &self.core.out()[..n]);
                         self.stats.admin_copy_bytes += n as u64;
-                        if !self.post_write(verbs, ci, s, n as u32) {
+                        let c = self.conns[ci].as_ref().expect("live");
+                        let src = Sge { addr: c.data.paddr() + (s as usize * c.xfer) as u64, len: n as u32, lkey: c.data_lkey };
+                        if !self.post_write(verbs, ci, s, src) {
                             return;
                         }
                     }
@@ -635,6 +700,20 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 c.slots[s as usize].state = SlotState::Executing;
                 c.slots[s as usize].pending = count;
             }
+            Action::SubmittedDirect { addr } => {
+                let lkey = self.ns_lkey(addr);
+                let c = self.conns[ci].as_mut().expect("live");
+                let slot = &mut c.slots[s as usize];
+                slot.state = SlotState::Executing;
+                slot.pending = 1;
+                slot.direct_addr = addr;
+                match lkey {
+                    Some(k) => slot.direct_lkey = k,
+                    // Cannot happen (direct is on only with every region registered); fail
+                    // the command rather than send stale slot memory.
+                    None => slot.status = Status::INTERNAL,
+                }
+            }
             Action::Hold => {
                 // The AER keeps only its CID; the receive buffer goes straight back.
                 if self.post_recv(verbs, ci, s).is_err() {
@@ -645,13 +724,14 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
-    fn post_write(&mut self, verbs: &mut V, ci: usize, s: u16, len: u32) -> bool {
+    /// RDMA WRITE `src` to the host buffer of slot `s`'s keyed SGL.
+    fn post_write(&mut self, verbs: &mut V, ci: usize, s: u16, src: Sge) -> bool {
         let c = self.conns[ci].as_mut().expect("live");
         let Some(Sgl::Keyed { addr, key, .. }) = c.slots[s as usize].sgl else { return true };
         let wr = SendWr {
             wr_id: wr_id(ci, c.gen, KIND_WRITE, s),
             op: SendOp::RdmaWrite { remote_addr: addr, rkey: Rkey(key) },
-            sge: Sge { addr: c.data.paddr() + (s as usize * c.xfer) as u64, len, lkey: c.data_lkey },
+            sge: src,
             signaled: false,
             ud: None,
         };
@@ -694,7 +774,12 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             self.core.record_error(&q, slot.sqe.cid.get(), slot.status, slot.sqe.nsid.get());
         } else if slot.sqe.opcode == io_op::READ {
             let len = slot.sgl.map_or(0, |g| g.len());
-            if !self.post_write(verbs, ci, s, len) {
+            let src = if slot.direct_addr != 0 {
+                Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey }
+            } else {
+                Sge { addr: c.data.paddr() + (s as usize * c.xfer) as u64, len, lkey: c.data_lkey }
+            };
+            if !self.post_write(verbs, ci, s, src) {
                 return;
             }
         }
