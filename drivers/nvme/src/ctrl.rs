@@ -284,19 +284,30 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
         })
     }
 
-    /// Active namespace IDs (Identify CNS 02h), calling `f` for each, in order.
+    /// Active namespace IDs (Identify CNS 02h), calling `f` for each, in order. One page
+    /// holds 1024 IDs greater than the command's NSID; a full page is followed by another
+    /// from its last ID (Base §5.17.2.2), so every active namespace is listed.
     pub fn active_namespaces(&mut self, mut f: impl FnMut(u32)) -> Result<usize, Error> {
-        let raw = self.identify(cns::ACTIVE_NS_LIST, 0)?;
         let mut n = 0;
-        for c in raw.chunks_exact(4) {
-            let id = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            if id == 0 {
-                break;
+        let mut after = 0u32;
+        loop {
+            let raw = self.identify(cns::ACTIVE_NS_LIST, after)?;
+            let mut in_page = 0;
+            for c in raw.chunks_exact(4) {
+                let id = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                // IDs are increasing; 0 ends the list; anything else is a device bug.
+                if id == 0 || id <= after || id == u32::MAX {
+                    break;
+                }
+                f(id);
+                after = id;
+                n += 1;
+                in_page += 1;
             }
-            f(id);
-            n += 1;
+            if in_page < PAGE / 4 || after >= self.info.nn {
+                return Ok(n);
+            }
         }
-        Ok(n)
     }
 
     /// Identify Namespace `nsid`.

@@ -327,7 +327,7 @@ impl FakeBar {
                         page[77] = s.mdts;
                         page[512] = 0x66;
                         page[513] = 0x44;
-                        page[516..520].copy_from_slice(&(s.namespaces.len() as u32).to_le_bytes());
+                        page[516..520].copy_from_slice(&s.namespaces.iter().map(|n| n.0).max().unwrap_or(0).to_le_bytes()); // NN: largest NSID
                         page[520..522].copy_from_slice(&s.oncs.to_le_bytes());
                     }
                     0 => {
@@ -347,7 +347,9 @@ impl FakeBar {
                         }
                     }
                     2 => {
-                        for (i, ns) in s.namespaces.iter().enumerate() {
+                        // Up to 1024 active IDs greater than CDW1.NSID.
+                        let after = c.nsid.get();
+                        for (i, ns) in s.namespaces.iter().filter(|n| n.0 > after).take(1024).enumerate() {
                             page[i * 4..i * 4 + 4].copy_from_slice(&ns.0.to_le_bytes());
                         }
                     }
@@ -863,3 +865,21 @@ fn metadata_formats() {
     assert_eq!(bar.st.borrow().meta_written, vec![0u8; 16 * 8]);
 }
 
+
+/// More active namespaces than one Identify page lists (1024): the list is read page by page.
+#[test]
+fn active_namespace_list_beyond_one_page() {
+    let hal = TestHal::new(16 << 20);
+    let bar = FakeBar::new(&hal);
+    // NSIDs 1, 3, 5, ... 4001: 2001 namespaces, two full pages and a partial one.
+    bar.st.borrow_mut().namespaces = (0..2001u32).map(|i| (2 * i + 1, 1, vec![0; BS])).collect();
+    let mut c = Controller::init(hal.clone(), bar.clone(), Config::default()).unwrap();
+    assert_eq!(c.info().nn, 4001);
+    let mut ids = vec![];
+    assert_eq!(c.active_namespaces(|id| ids.push(id)).unwrap(), 2001);
+    assert_eq!(ids, (0..2001u32).map(|i| 2 * i + 1).collect::<Vec<_>>());
+    // Exactly 1024: a full page, then an empty one ends the list.
+    bar.st.borrow_mut().namespaces = (1..=1024u32).map(|i| (i, 1, vec![0; BS])).collect();
+    let mut ids = vec![];
+    assert_eq!(c.active_namespaces(|id| ids.push(id)).unwrap(), 1024);
+}
