@@ -148,8 +148,8 @@ pub fn attach(cfg: &StorageConfig) -> bool {
             match c.identify_namespace(nsid) {
                 Ok(ns) => {
                     info!(
-                        "storage: nvme{i}n{nsid}: {} blocks x {} B = {} bytes ({} MiB), LBA format {} (data {} B, metadata {} B)",
-                        ns.blocks, ns.block_size, ns.bytes(), ns.bytes() >> 20, ns.lba_format, ns.block_size, ns.metadata_size
+                        "storage: nvme{i}n{nsid}: {} blocks x {} B = {} bytes ({} MiB), {ns}",
+                        ns.blocks, ns.block_size, ns.bytes(), ns.bytes() >> 20
                     );
                     let wanted = cfg.ns.is_empty() || cfg.ns.contains(&NsSpec::Nvme { ctrl: i, nsid });
                     if wanted {
