@@ -22,16 +22,87 @@ pub struct Config {
     pub pm_timer: bool,
     /// `ns=` and `nvme.selftest=`: see [`crate::storage`].
     pub storage: crate::storage::StorageConfig,
+    /// `ip=A.B.C.D`: the ConnectX adapter's IPv4 address (RoCEv2 GID 0). Without it the
+    /// address of `nvmet.listen=` is used; with neither, adapters are listed but not brought up.
+    pub ip: Option<[u8; 4]>,
+    /// `nvmet.listen=`, `nvmet.subsys=`, `nvmf.connect=`, `nvmf.bench=`: the NVMe-oF role, in
+    /// apps/nvmeof's grammar (see nvmeof::cmdline); checked as a whole by [`crate::nvmf::check`].
+    pub nvmeof: nvmeof::cmdline::NvmeofArgs,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default() }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, nvmeof: Default::default() }
     }
+}
+
+/// Parse one NVMe-oF word (`key=value`) with apps/nvmeof's grammar and merge it into `c`.
+/// The grammar's parser reads whole command lines; one word at a time keeps the kernel's
+/// rule (the error names this option and value). Checks across words are redone here.
+fn nvmeof_word(c: &mut Config, key: &str, v: &str) -> Result<(), &'static str> {
+    let word = alloc::format!("{key}={v}");
+    let a = nvmeof::cmdline::parse(&word).map_err(|e| e.why)?;
+    let n = &mut c.nvmeof;
+    if a.listen.is_some() {
+        if n.listen.is_some() {
+            return Err("given twice");
+        }
+        n.listen = a.listen;
+    }
+    for s in a.subsystems {
+        if n.subsystems.iter().any(|o| o.nqn == s.nqn) {
+            return Err("duplicate subsystem NQN");
+        }
+        n.subsystems.push(s);
+    }
+    if a.connect.is_some() {
+        if n.connect.is_some() {
+            return Err("given twice");
+        }
+        n.connect = a.connect;
+    }
+    if a.bench.is_some() {
+        if n.bench.is_some() {
+            return Err("given twice");
+        }
+        n.bench = a.bench;
+    }
+    Ok(())
 }
 
 /// The option table.
 pub const OPTIONS: &[Opt<Config>] = &[
+    Opt {
+        name: "ip",
+        help: "A.B.C.D: the ConnectX adapter's IPv4 address (default: the nvmet.listen address)",
+        set: |c, v| {
+            match nvmeof::cmdline::parse_addr(v) {
+                Some((a, 4420)) if !v.contains(':') && a != [0; 4] => c.ip = Some(a),
+                _ => return Err("expected A.B.C.D (not 0.0.0.0, no port)"),
+            }
+            Ok(())
+        },
+    },
+    Opt {
+        name: "nvmet.listen",
+        help: "NVMe-oF target: A.B.C.D[:PORT] to listen on (port 4420 by default)",
+        set: |c, v| nvmeof_word(c, "nvmet.listen", v),
+    },
+    Opt {
+        name: "nvmet.subsys",
+        help: "NVMe-oF target subsystem (repeatable): NQN,ns=ram:SIZE|null:SIZE|nvme:NSID,...,[bs=512|4096,]host=HOSTNQN,...|allow_any",
+        set: |c, v| nvmeof_word(c, "nvmet.subsys", v),
+    },
+    Opt {
+        name: "nvmf.connect",
+        help: "NVMe-oF initiator: A.B.C.D[:PORT],nqn=NQN[,hostnqn=NQN][,queues=N][,qd=N][,kato=MS]",
+        set: |c, v| nvmeof_word(c, "nvmf.connect", v),
+    },
+    Opt {
+        name: "nvmf.bench",
+        help: "NVMe-oF initiator benchmark: randread|randwrite|read|write|randrw,bs=N,qd=N,time=N(ms|s)[,read=PCT][,ios=N][,seed=N]",
+        set: |c, v| nvmeof_word(c, "nvmf.bench", v),
+    },
     Opt {
         name: "ns",
         help: "namespaces served: comma list of nvme<C>n<NSID> | ram:<MiB> | null:<MiB> (default: every NVMe namespace)",

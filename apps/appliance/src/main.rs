@@ -7,11 +7,14 @@
 
 extern crate alloc;
 
+mod adapter;
 mod config;
+mod nvmf;
 mod selftest;
 mod storage;
 
 use config::{Config, OPTIONS};
+use nvmf::Role;
 
 kernel::entry!(main);
 
@@ -26,12 +29,22 @@ fn main(boot: kernel::Boot) -> ! {
         }
         kernel::exit::fail();
     }
+    let role = match nvmf::check(&cfg) {
+        Ok(r) => r,
+        Err(e) => {
+            log::error!("appliance: {e}");
+            kernel::exit::fail();
+        }
+    };
     kernel::exit::set_action(cfg.exit);
     log::set_max_level(cfg.log);
     kernel::devices(cfg.pm_timer);
     // Drivers attach here, through kernel::pci (find/find_class, enable, map_bar) and
     // kernel::KernelHal; see the API notes atop kernel/src/pci.rs.
-    let storage_ok = storage::attach(&cfg.storage);
+    let mut storage = storage::attach(&cfg.storage);
+    // ConnectX: a failure is printed and the other parts keep running; the NVMe-oF role
+    // below then fails clearly.
+    let adapter = adapter::attach(nvmf::adapter_ip(&cfg));
     if let Some(f) = cfg.fault {
         kernel::fault::trigger(f);
         log::error!("appliance: test.fault={f:?} did not fault");
@@ -40,10 +53,32 @@ fn main(boot: kernel::Boot) -> ! {
     if cfg.selftest && selftest::run() != 0 {
         kernel::exit::fail();
     }
-    if !storage_ok {
+    if !storage.ok {
         log::error!("appliance: storage self-test or namespace configuration failed");
         kernel::exit::fail();
     }
+    let target = match role {
+        Role::Target => match nvmf::build_target(&cfg, &mut storage.served) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                log::error!("appliance: NVMe-oF target: {e}");
+                kernel::exit::fail();
+            }
+        },
+        _ => None,
+    };
+    let adapter = match (role, adapter) {
+        (Role::None, Ok(a)) => {
+            a.shutdown("no NVMe-oF role on the command line");
+            None
+        }
+        (Role::None, Err(_)) => None,
+        (_, Ok(a)) => Some(a),
+        (r, Err(why)) => {
+            log::error!("appliance: NVMe-oF {}: {why}; cannot run without a ConnectX adapter", if r == Role::Target { "target" } else { "initiator" });
+            kernel::exit::fail();
+        }
+    };
     let s = *kernel::STATS.lock();
     let ticks = kernel::time::rdtsc().wrapping_sub(boot::first_tsc());
     log::info!(
@@ -55,5 +90,19 @@ fn main(boot: kernel::Boot) -> ! {
         s.cpus,
         s.ram_bytes >> 20
     );
+    match (target, adapter) {
+        (Some(t), Some(a)) => {
+            let why = nvmf::serve(a, t);
+            log::error!("appliance: NVMe-oF target: {why}");
+            kernel::exit::fail();
+        }
+        (None, Some(a)) => {
+            if !nvmf::initiate(a, &cfg.nvmeof) {
+                log::error!("appliance: NVMe-oF initiator failed");
+                kernel::exit::fail();
+            }
+        }
+        _ => {}
+    }
     kernel::exit::success();
 }

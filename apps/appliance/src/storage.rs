@@ -99,20 +99,31 @@ pub fn parse_tests(c: &mut StorageConfig, v: &str) -> Result<(), &'static str> {
 
 type Ns = NvmeNamespace<'static, KernelHal, KernelMmio>;
 
-struct Served {
-    name: String,
-    dev: Backing,
+/// A namespace the storage part built, by name (`nvme0n1`, `ram1`, `null2`).
+pub struct Served {
+    pub name: String,
+    pub dev: Backing,
 }
 
-enum Backing {
+/// The one block-device type of the image: a local NVMe namespace, RAM or null. The NVMe-oF
+/// target serves these (enum dispatch: no allocation or indirection per I/O).
+pub enum Backing {
     Nvme(Ns),
     Ram(blockdev::RamNamespace<KernelHal>),
     Null(blockdev::NullNamespace),
 }
 
-/// Bring the storage up and run the configured self-tests. Returns false if a self-test
+/// What [`attach`] built.
+pub struct Storage {
+    /// False if a self-test or a namespace the command line asked for failed.
+    pub ok: bool,
+    /// The namespaces served, in `ns=` order (or every NVMe namespace found).
+    pub served: Vec<Served>,
+}
+
+/// Bring the storage up and run the configured self-tests. `ok` is false if a self-test
 /// failed (the image then ends with a failure status).
-pub fn attach(cfg: &StorageConfig) -> bool {
+pub fn attach(cfg: &StorageConfig) -> Storage {
     // Controllers by PCI order (None: did not come up); they live for the whole run.
     let mut ctrls: Vec<Option<&'static Controller<KernelHal, KernelMmio>>> = Vec::new();
     let mut nvme_ns: Vec<(usize, nvme::NamespaceInfo, nvme::queue::QueuePair<KernelDma>)> = Vec::new();
@@ -213,11 +224,7 @@ pub fn attach(cfg: &StorageConfig) -> bool {
     }
     for (k, s) in served.iter().enumerate() {
         let d = s.dev.as_dev();
-        let what = match &s.dev {
-            Backing::Nvme(n) => format!("NVMe nsid {}", n.info().nsid),
-            Backing::Ram(r) => format!("RAM at {:#x}", r.paddr_of(0)),
-            Backing::Null(_) => String::from("null (no data)"),
-        };
+        let what = s.dev.describe();
         info!(
             "storage: namespace {} = {}: {} ({} blocks x {} B, {} MiB)",
             k + 1, s.name, what, d.num_blocks(), d.block_size(), (d.num_blocks() * d.block_size() as u64) >> 20
@@ -255,7 +262,7 @@ pub fn attach(cfg: &StorageConfig) -> bool {
             }
         }
     }
-    ok
+    Storage { ok, served }
 }
 
 impl Backing {
@@ -264,6 +271,66 @@ impl Backing {
             Backing::Nvme(n) => n,
             Backing::Ram(r) => r,
             Backing::Null(n) => n,
+        }
+    }
+
+    /// One-line description (kind, where the data lives).
+    pub fn describe(&self) -> String {
+        match self {
+            Backing::Nvme(n) => format!("NVMe nsid {}", n.info().nsid),
+            Backing::Ram(r) => format!("RAM at {:#x}", r.paddr_of(0)),
+            Backing::Null(_) => String::from("null (no data)"),
+        }
+    }
+}
+
+impl BlockDevice for Backing {
+    fn block_size(&self) -> u32 {
+        match self {
+            Backing::Nvme(n) => n.block_size(),
+            Backing::Ram(r) => r.block_size(),
+            Backing::Null(n) => n.block_size(),
+        }
+    }
+    fn num_blocks(&self) -> u64 {
+        match self {
+            Backing::Nvme(n) => n.num_blocks(),
+            Backing::Ram(r) => r.num_blocks(),
+            Backing::Null(n) => n.num_blocks(),
+        }
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        match self {
+            Backing::Nvme(n) => n.max_transfer_blocks(),
+            Backing::Ram(r) => r.max_transfer_blocks(),
+            Backing::Null(n) => n.max_transfer_blocks(),
+        }
+    }
+    fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
+        match self {
+            Backing::Nvme(n) => n.submit(io),
+            Backing::Ram(r) => r.submit(io),
+            Backing::Null(n) => n.submit(io),
+        }
+    }
+    fn poll(&mut self, out: &mut [BlockDone]) -> usize {
+        match self {
+            Backing::Nvme(n) => n.poll(out),
+            Backing::Ram(r) => r.poll(out),
+            Backing::Null(n) => n.poll(out),
+        }
+    }
+    // Zero-copy reads: only memory namespaces have directly addressable blocks.
+    fn direct(&self, lba: u64, blocks: u32) -> Option<hal::PhysAddr> {
+        match self {
+            Backing::Ram(r) => r.direct(lba, blocks),
+            _ => None,
+        }
+    }
+    fn direct_region(&self) -> Option<(hal::PhysAddr, u64)> {
+        match self {
+            Backing::Ram(r) => r.direct_region(),
+            _ => None,
         }
     }
 }

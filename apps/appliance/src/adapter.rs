@@ -1,0 +1,216 @@
+//! adapter: finds NVIDIA/Mellanox ConnectX functions on PCIe, brings the first usable one up
+//! with the mlx5 driver (BAR0 through `kernel::pci`, DMA and time through `KernelHal`) and
+//! wraps it as `rdma::Verbs` for the NVMe-oF role. One console line per function found:
+//!
+//! ```text
+//! connectx: 03:00.0 15b3:1017 ConnectX-5: firmware 16.35.2000, MAC 0c:42:a1:00:00:01, GID 0 ::ffff:10.0.0.1, link up
+//! ```
+//!
+//! A bring-up failure prints the typed `mlx5::Error` and the appliance keeps running its other
+//! parts; the NVMe-oF role then fails with a clear message. Without any ConnectX (QEMU) the
+//! boot says "no ConnectX adapter found".
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use core::fmt;
+
+use kernel::pci::PciFunction;
+use kernel::{KernelHal, KernelMmio};
+use log::{error, info, warn};
+use rdma::Verbs as _;
+
+/// The verbs provider the NVMe-oF role runs on.
+pub type Verbs = mlx5::Mlx5Verbs<KernelHal, KernelMmio>;
+
+/// PCI vendor ID of Mellanox/NVIDIA.
+pub const VENDOR: u16 = 0x15b3;
+
+/// mlx5-family device IDs and names (Linux drivers/net/ethernet/mellanox/mlx5/core/main.c,
+/// `mlx5_core_pci_table`). Functions of vendor 0x15b3 with a network class code but another
+/// ID are tried too (newer parts), with a warning.
+pub const MODELS: &[(u16, &str)] = &[
+    (0x1011, "Connect-IB"),
+    (0x1012, "Connect-IB VF"),
+    (0x1013, "ConnectX-4"),
+    (0x1014, "ConnectX-4 VF"),
+    (0x1015, "ConnectX-4 Lx"),
+    (0x1016, "ConnectX-4 Lx VF"),
+    (0x1017, "ConnectX-5"),
+    (0x1018, "ConnectX-5 VF"),
+    (0x1019, "ConnectX-5 Ex"),
+    (0x101a, "ConnectX-5 Ex VF"),
+    (0x101b, "ConnectX-6"),
+    (0x101c, "ConnectX-6 VF"),
+    (0x101d, "ConnectX-6 Dx"),
+    (0x101e, "ConnectX VF"),
+    (0x101f, "ConnectX-6 Lx"),
+    (0x1021, "ConnectX-7"),
+    (0x1023, "ConnectX-8"),
+    (0x1025, "ConnectX-9"),
+    (0x1027, "ConnectX-10"),
+    (0xa2d2, "BlueField ConnectX-5"),
+    (0xa2d3, "BlueField ConnectX-5 VF"),
+    (0xa2d6, "BlueField-2 ConnectX-6 Dx"),
+    (0xa2dc, "BlueField-3 ConnectX-7"),
+    (0xa2df, "BlueField-4 ConnectX-8"),
+];
+
+/// PCI class codes of network controllers (Ethernet 02.00, InfiniBand 02.07).
+const CLASS_NETWORK: u8 = 0x02;
+
+/// How long to wait after bring-up for the first port-state event before printing the line.
+const LINK_WAIT_NS: u64 = 2_000_000_000;
+
+/// An adapter that came up.
+pub struct Adapter {
+    /// `bb:dd.f`.
+    pub bdf: String,
+    /// Boxed: the driver state is large and must not sit on the boot stack.
+    pub verbs: Box<Verbs>,
+}
+
+impl Adapter {
+    /// Tear the adapter down (every object destroyed, pages reclaimed, HCA disabled).
+    #[inline(never)]
+    pub fn shutdown(self, why: &str) {
+        match (*self.verbs).shutdown() {
+            Ok(st) => info!(
+                "connectx: {}: shut down ({why}): {} commands, {} pages given, {} reclaimed",
+                self.bdf, st.commands, st.pages_given, st.pages_reclaimed
+            ),
+            Err(e) => error!("connectx: {}: shutdown ({why}) failed: {e} ({e:?})", self.bdf),
+        }
+    }
+}
+
+/// Why there is no adapter for the NVMe-oF role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoAdapter {
+    /// No ConnectX function on PCIe (always the case under QEMU).
+    NotFound,
+    /// Found `found`, but no `ip=` / `nvmet.listen=` address to bring one up with.
+    NoAddress { found: usize },
+    /// Every one of `found` failed to come up (errors printed at boot).
+    Failed { found: usize },
+}
+
+impl fmt::Display for NoAdapter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NoAdapter::NotFound => write!(f, "no ConnectX adapter found"),
+            NoAdapter::NoAddress { found } => write!(f, "{found} ConnectX function(s) found but none brought up: no ip= or nvmet.listen= address"),
+            NoAdapter::Failed { found } => write!(f, "{found} ConnectX function(s) found, none came up (see the connectx: errors above)"),
+        }
+    }
+}
+
+/// The model name of a 0x15b3 device ID, if it is in [`MODELS`].
+pub fn model(device: u16) -> Option<&'static str> {
+    MODELS.iter().find(|(id, _)| *id == device).map(|(_, n)| *n)
+}
+
+/// ConnectX candidates in PCI order: vendor 0x15b3 and a known mlx5 ID or a network class.
+pub fn candidates() -> impl Iterator<Item = &'static PciFunction> {
+    kernel::pci::functions()
+        .iter()
+        .filter(|f| f.vendor == VENDOR && f.bridge.is_none() && (model(f.device).is_some() || f.class == CLASS_NETWORK))
+}
+
+fn mac_str(m: [u8; 6]) -> String {
+    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+}
+
+/// Find the ConnectX functions, print one line each, and bring the first usable one up with
+/// IPv4 address `ip` (GID 0 = ::ffff:ip). Never panics; failures are printed.
+#[inline(never)]
+pub fn attach(ip: Option<[u8; 4]>) -> Result<Adapter, NoAdapter> {
+    let found: alloc::vec::Vec<&PciFunction> = candidates().collect();
+    if found.is_empty() {
+        info!("connectx: no ConnectX adapter found (no PCI function of vendor 15b3 with an mlx5 device ID or a network class)");
+        return Err(NoAdapter::NotFound);
+    }
+    let mut up: Option<Adapter> = None;
+    for f in &found {
+        let (b, d, fu) = f.bdf();
+        let bdf = format!("{b:02x}:{d:02x}.{fu:x}");
+        let name = match model(f.device) {
+            Some(n) => n,
+            None => {
+                warn!("connectx: {bdf} 15b3:{:04x} is not in the mlx5 ID table; trying the mlx5 driver anyway", f.device);
+                "unknown mlx5 model"
+            }
+        };
+        let head = format!("connectx: {bdf} 15b3:{:04x} {name}", f.device);
+        if up.is_some() {
+            info!("{head}: not used (one adapter per image; the first one that came up serves)");
+            continue;
+        }
+        let Some(ip) = ip else {
+            info!("{head}: not brought up (no ip= or nvmet.listen= address on the command line)");
+            continue;
+        };
+        if let Some(verbs) = bring_up(f, &head, ip) {
+            up = Some(Adapter { bdf, verbs });
+        }
+    }
+    match up {
+        Some(a) => Ok(a),
+        None if ip.is_none() => Err(NoAdapter::NoAddress { found: found.len() }),
+        None => Err(NoAdapter::Failed { found: found.len() }),
+    }
+}
+
+/// Bring one function up and print its line. Kept out of line: `mlx5::Mlx5` is a large value
+/// (tens of KiB) that passes through this frame once, then lives boxed.
+#[inline(never)]
+fn bring_up(f: &PciFunction, head: &str, ip: [u8; 4]) -> Option<Box<Verbs>> {
+    f.enable();
+    let bar0 = match f.map_bar(0) {
+        Ok(m) => m,
+        Err(e) => {
+            error!("{head}: BAR0 not usable: {e:?}");
+            return None;
+        }
+    };
+    let cfg = mlx5::Config { ipv4: ip, ..Default::default() };
+    let dev = match mlx5::Mlx5::bring_up(KernelHal, bar0, cfg) {
+        Ok(d) => d,
+        Err(e) => {
+            error!("{head}: bring-up failed: {e} ({e:?})");
+            return None;
+        }
+    };
+    let fw = dev.fw;
+    let mut verbs = match mlx5::Mlx5Verbs::new(dev) {
+        Ok(v) => Box::new(v),
+        Err(e) => {
+            // new() consumed the device: it is dropped without SHUTDOWN (reported to the
+            // mlx5 owner: the error should hand the device back or tear it down).
+            error!("{head}: firmware {fw}: verbs setup failed: {e} ({e:?})");
+            return None;
+        }
+    };
+    // The port state arrives as a PORT_CHANGE event; give it a moment.
+    let t0 = kernel::time::now_ns();
+    while verbs.dev.link_up().is_none() && kernel::time::now_ns() - t0 < LINK_WAIT_NS {
+        verbs.poll();
+    }
+    let link = match verbs.dev.link_up() {
+        Some(true) => "link up",
+        Some(false) => "link down",
+        None => "link state unknown (no port event within 2 s)",
+    };
+    if let Some(e) = verbs.last_poll_error.take() {
+        error!("{head}: after bring-up: {e}");
+    }
+    info!(
+        "{head}: firmware {fw}, MAC {}, GID 0 ::ffff:{}.{}.{}.{} (RoCEv2), {link}, raw Ethernet/ARP {}",
+        mac_str(verbs.local_mac()),
+        ip[0],
+        ip[1],
+        ip[2],
+        ip[3],
+        if verbs.raw_eth { "on" } else { "off (static neighbours only)" }
+    );
+    Some(verbs)
+}

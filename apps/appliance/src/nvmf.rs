@@ -1,0 +1,283 @@
+//! nvmf: the image's NVMe-oF role, from the `nvmet.*` / `nvmf.*` words (apps/nvmeof grammar).
+//!
+//! - Target (`nvmet.subsys=` given): the namespaces are built (`ns=ram:`/`null:` new,
+//!   `ns=nvme:NSID` taken from the local NVMe namespaces the storage part attached), the
+//!   target core is configured and reported, then served on the ConnectX adapter:
+//!   `nvmeof::serve::TargetService` (CM listener + RDMA transport) polled with the adapter.
+//! - Initiator (`nvmf.connect=`): connect (or read the discovery log when `nqn=` is the
+//!   discovery NQN), print the controller and namespaces, run `nvmf.bench=` if given,
+//!   disconnect; the image then ends as `exit=` says.
+//!
+//! Every problem is a clear error line naming the option; no panic.
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use blockdev::BlockDevice;
+use kernel::KernelHal;
+use log::{error, info, warn};
+use nvmeof::cmdline::{NsSpec, NvmeofArgs};
+use nvmeof::target::{Core, TargetConfig};
+
+use crate::config::Config;
+use crate::storage::{Backing, Served};
+
+/// Default NVMe-oF port (NVMe-oF spec: 4420 for RDMA).
+pub const PORT: u16 = 4420;
+
+/// The role the command line asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    None,
+    Target,
+    Initiator,
+}
+
+fn ip_str(a: [u8; 4]) -> String {
+    format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
+}
+
+/// The role, after checks that span several options (the per-word grammar is checked when
+/// each option is parsed). The error names the options involved.
+pub fn check(cfg: &Config) -> Result<Role, String> {
+    let n = &cfg.nvmeof;
+    let target = !n.subsystems.is_empty();
+    let initiator = n.connect.is_some();
+    if target && initiator {
+        return Err(String::from("nvmet.subsys= and nvmf.connect= given: one NVMe-oF role per image (target or initiator)"));
+    }
+    if n.bench.is_some() && !initiator {
+        return Err(String::from("nvmf.bench= needs nvmf.connect= (the target to measure)"));
+    }
+    if n.listen.is_some() && !target {
+        return Err(String::from("nvmet.listen= without any nvmet.subsys= (nothing to serve)"));
+    }
+    if let (Some(ip), Some((l, _))) = (cfg.ip, n.listen) {
+        if l != [0; 4] && l != ip {
+            return Err(format!("ip={} and nvmet.listen={} name different addresses", ip_str(ip), ip_str(l)));
+        }
+    }
+    if target && adapter_ip(cfg).is_none() {
+        return Err(String::from("the NVMe-oF target needs an address: nvmet.listen=A.B.C.D[:PORT] or ip=A.B.C.D"));
+    }
+    if initiator && cfg.ip.is_none() {
+        return Err(String::from("nvmf.connect= needs ip=A.B.C.D (the adapter's own address)"));
+    }
+    Ok(if target {
+        Role::Target
+    } else if initiator {
+        Role::Initiator
+    } else {
+        Role::None
+    })
+}
+
+/// The adapter's address: `ip=`, else the `nvmet.listen=` address (unless 0.0.0.0).
+pub fn adapter_ip(cfg: &Config) -> Option<[u8; 4]> {
+    cfg.ip.or(cfg.nvmeof.listen.map(|(a, _)| a).filter(|a| *a != [0; 4]))
+}
+
+/// A configured target, ready to serve.
+pub struct Target {
+    pub core: Core<Backing>,
+    pub addr: [u8; 4],
+    pub port: u16,
+    /// RDMA queues (admin + I/O, all controllers) the transport accepts at most.
+    pub max_queues: usize,
+}
+
+/// Build the target from the `nvmet.*` words: namespaces, subsystems, the core. Local NVMe
+/// namespaces named by `ns=nvme:NSID` are taken out of `served`. Each subsystem and namespace
+/// is reported.
+#[inline(never)]
+pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Target, String> {
+    let addr = adapter_ip(cfg).ok_or("no address")?;
+    let mut args: NvmeofArgs = cfg.nvmeof.clone();
+    let port = args.listen.map_or(PORT, |(_, p)| p);
+    // The discovery log publishes a real address, also when listening on 0.0.0.0.
+    args.listen = Some((addr, port));
+    let base = TargetConfig::default();
+    let make = |spec: &NsSpec| -> Result<Backing, &'static str> {
+        match *spec {
+            NsSpec::Ram { bytes, block_size } => blockdev::RamNamespace::new(KernelHal, bytes, block_size).map(Backing::Ram).map_err(|e| {
+                error!("nvmf: ns=ram:{bytes} (block size {block_size}): {e}");
+                "RAM namespace: not enough DMA memory"
+            }),
+            NsSpec::Null { bytes, block_size } => Ok(Backing::Null(blockdev::NullNamespace::new(bytes / block_size as u64, block_size))),
+            NsSpec::Nvme { nsid } => {
+                let pos = served.iter().position(|s| matches!(&s.dev, Backing::Nvme(n) if n.info().nsid == nsid));
+                match pos {
+                    Some(i) => {
+                        let s = served.remove(i);
+                        info!("nvmf: ns=nvme:{nsid} is local namespace {}", s.name);
+                        Ok(s.dev)
+                    }
+                    None => Err("ns=nvme:NSID: no such local NVMe namespace attached (see storage: lines and ns=), or already used"),
+                }
+            }
+        }
+    };
+    let (tcfg, subs) = nvmeof::cmdline::build_target(&args, base, make).map_err(|e| format!("nvmet.subsys={}...: {}", e.word, e.why))?;
+    for s in &subs {
+        let hosts = if s.allow_any_host { String::from("any host") } else { format!("hosts {}", s.hosts.join(" ")) };
+        info!("nvmf: subsystem {}: serial {}, {} namespace(s), {hosts}", s.nqn, s.serial, s.namespaces.len());
+        for ns in &s.namespaces {
+            let d = &ns.dev;
+            info!(
+                "nvmf:   nsid {}: {} ({} blocks x {} B, {} MiB)",
+                ns.nsid,
+                d.describe(),
+                d.num_blocks(),
+                d.block_size(),
+                (d.num_blocks() * d.block_size() as u64) >> 20
+            );
+        }
+    }
+    let max_queues = tcfg.max_ctrls * (1 + tcfg.max_io_queues as usize);
+    info!(
+        "nvmf: target: {} subsystem(s) + discovery on {}:{port}; up to {} controllers x {} I/O queues of depth {}, in-capsule {} B, MDTS {} KiB",
+        subs.len(),
+        ip_str(addr),
+        tcfg.max_ctrls,
+        tcfg.max_io_queues,
+        tcfg.io_queue_depth,
+        tcfg.inline_data_size,
+        tcfg.max_io_bytes / 1024
+    );
+    let core = Core::new(tcfg, subs).map_err(|why| format!("target configuration refused: {why}"))?;
+    Ok(Target { core, addr, port, max_queues })
+}
+
+/// Serve the target on the adapter forever (a target has no end). Returns only if the
+/// service cannot start.
+#[inline(never)]
+pub fn serve(adapter: crate::adapter::Adapter, t: Target) -> String {
+    use rdma::Verbs as _;
+    let crate::adapter::Adapter { bdf, mut verbs } = adapter;
+    let svc = nvmeof::serve::TargetService::new(&mut *verbs, t.core, t.max_queues, t.port);
+    let mut svc = match svc {
+        Ok(s) => Box::new(s),
+        Err(e) => {
+            let why = format!("target service on {bdf} did not start: {e:?}");
+            crate::adapter::Adapter { bdf, verbs }.shutdown("target service failed");
+            return why;
+        }
+    };
+    svc.target.set_turnaround_clock(kernel::time::rdtsc);
+    info!("nvmf: target serving on {bdf} ({}:{}); counters every 60 s and on connection changes", ip_str(t.addr), t.port);
+    let mut last_report = kernel::time::now_ns();
+    let mut last_conns = 0;
+    let mut adapter_errors = 0u64;
+    loop {
+        verbs.poll();
+        if let Some(e) = verbs.last_poll_error.take() {
+            adapter_errors += 1;
+            // Rate-limited: the first few, then every 1000th.
+            if adapter_errors <= 8 || adapter_errors % 1000 == 0 {
+                error!("nvmf: adapter {bdf}: {e} ({adapter_errors} errors so far)");
+            }
+        }
+        let now = kernel::time::now_ns();
+        svc.poll(&mut *verbs, now);
+        let conns = svc.connections();
+        if conns != last_conns || now - last_report > 60_000_000_000 {
+            info!("nvmf: target: {conns} connection(s) (was {last_conns})");
+            svc.report();
+            last_conns = conns;
+            last_report = now;
+        }
+    }
+}
+
+/// Run the initiator role, then shut the adapter down; returns whether it succeeded (errors
+/// printed).
+#[inline(never)]
+pub fn initiate(adapter: crate::adapter::Adapter, args: &NvmeofArgs) -> bool {
+    let crate::adapter::Adapter { bdf, mut verbs } = adapter;
+    let ok = initiate_on(&mut verbs, &bdf, args);
+    crate::adapter::Adapter { bdf, verbs }.shutdown("initiator done");
+    ok
+}
+
+#[inline(never)]
+fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs) -> bool {
+    use nvmeof::host::{Host, HostConfig};
+    use rdma::Verbs as _;
+    let Some(spec) = args.connect.as_ref() else { return false };
+    let cm = match rdma::cm::Cm::new(verbs, rdma::cm::CmConfig::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            error!("nvmf: initiator: CM setup on {bdf}: {e:?}");
+            return false;
+        }
+    };
+    let mut env = nvmeof::serve::CmHostEnv::new(cm, spec.addr, spec.port, kernel::time::now_ns, |v: &mut crate::adapter::Verbs| v.poll());
+    let mut hcfg = HostConfig { io_queues: spec.queues, io_depth: spec.qd, kato_ms: spec.kato_ms, ..HostConfig::default() };
+    if let Some(h) = &spec.hostnqn {
+        hcfg.hostnqn = h.clone();
+    }
+    if let Some(b) = &args.bench {
+        hcfg.max_io_bytes = hcfg.max_io_bytes.max(b.block_size.next_power_of_two());
+        if b.queue_depth > spec.qd {
+            warn!("nvmf: nvmf.bench qd={} > nvmf.connect qd={}: the bench runs at qd {}", b.queue_depth, spec.qd, spec.qd);
+        }
+    }
+    let target = format!("{}:{}", ip_str(spec.addr), spec.port);
+    if spec.nqn == nvmeof::wire::DISCOVERY_NQN {
+        return match Host::discover(verbs, &mut env, hcfg) {
+            Ok(entries) => {
+                info!("nvmf: discovery log of {target}: {} entries", entries.len());
+                for e in &entries {
+                    info!("nvmf:   {} at {}:{} (port id {}, trtype {}, subtype {})", e.subnqn, e.traddr, e.trsvcid, e.portid, e.trtype, e.subtype);
+                }
+                true
+            }
+            Err(e) => {
+                error!("nvmf: discovery at {target}: {e:?}");
+                false
+            }
+        };
+    }
+    let mut host = match Host::connect(verbs, &mut env, hcfg, &spec.nqn) {
+        Ok(h) => h,
+        Err(e) => {
+            error!("nvmf: connect to {} at {target}: {e:?}", spec.nqn);
+            return false;
+        }
+    };
+    if let Some(c) = &host.ctrl {
+        info!("nvmf: connected to {} at {target}: controller {}, MDTS {} KiB, {} namespace(s), I/O queues {:?}", c.subnqn, c.cntlid, c.mdts_bytes / 1024, c.nn, host.io_queues());
+    }
+    for ns in &host.namespaces {
+        info!("nvmf:   nsid {}: {} blocks x {} B ({} MiB)", ns.nsid, ns.blocks, ns.block_size, (ns.blocks * ns.block_size as u64) >> 20);
+    }
+    let mut ok = true;
+    if let Some(b) = &args.bench {
+        match host.namespaces.first().map(|n| n.nsid) {
+            None => {
+                error!("nvmf: bench: the controller has no namespace");
+                ok = false;
+            }
+            Some(nsid) => match host.bench(verbs, &mut env, nsid, b) {
+                Ok(r) => {
+                    let mut s = String::new();
+                    let _ = r.write(&mut s, b);
+                    for line in s.lines() {
+                        info!("nvmf: {line}");
+                    }
+                    ok = r.errors == 0;
+                }
+                Err(e) => {
+                    error!("nvmf: bench on nsid {nsid}: {e:?}");
+                    ok = false;
+                }
+            },
+        }
+    }
+    info!("nvmf: initiator counters {:?}", host.stats);
+    if let Err(e) = host.disconnect(verbs, &mut env) {
+        warn!("nvmf: disconnect: {e:?}");
+    }
+    ok
+}
