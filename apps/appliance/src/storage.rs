@@ -148,8 +148,8 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
         };
         let id = c.info().clone();
         info!(
-            "storage: nvme{i} {bdf} serial \"{}\" model \"{}\" firmware \"{}\" NVMe {}.{} mdts {} KiB",
-            id.serial(), id.model(), id.firmware(), c.vs.major(), c.vs.minor(), c.max_transfer_bytes() / 1024
+            "storage: nvme{i} {bdf} serial \"{}\" model \"{}\" firmware \"{}\" NVMe {}.{} max transfer {} KiB (MDTS {})",
+            id.serial(), id.model(), id.firmware(), c.vs.major(), c.vs.minor(), c.max_transfer_bytes() / 1024, id.mdts
         );
         let mut ids = Vec::new();
         if let Err(e) = c.active_namespaces(|n| ids.push(n)) {
