@@ -146,6 +146,15 @@ impl Histogram {
         let (x, y) = us(self.max());
         writeln!(w, "   | max=[{x}.{y:03}]")
     }
+    /// The same report for values in any clock unit (e.g. TSC ticks), printed as integers.
+    pub fn write_report_in(&self, w: &mut dyn Write, title: &str, unit: &str) -> core::fmt::Result {
+        writeln!(w, "  {title} ({unit}): min={}, max={}, avg={}, samples={}", self.min(), self.max(), self.mean(), self.count)?;
+        write!(w, "  percentiles ({unit}):")?;
+        for (name, p) in [("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99.9", 99.9), ("p99.99", 99.99)] {
+            write!(w, " {name}={}", self.percentile(p))?;
+        }
+        writeln!(w, " max={}", self.max())
+    }
     /// The full histogram as one JSON object between [`JSON_BEGIN`]/[`JSON_END`] lines.
     pub fn write_json(&self, w: &mut dyn Write, label: &str) -> core::fmt::Result {
         writeln!(w, "{JSON_BEGIN}")?;

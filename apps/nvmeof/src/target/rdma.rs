@@ -114,6 +114,21 @@ struct Conn<V: Verbs> {
     unrung: bool,
 }
 
+/// One namespace region registered for zero-copy reads, as `lkeys.len()` registrations:
+/// registration `i` starts at `base + i * chunk` and runs `chunk + max_io_bytes` (clipped to
+/// the region), so any I/O that starts in chunk `i` lies inside it. One registration when
+/// the device takes the whole region at once.
+struct NsMr {
+    base: u64,
+    len: u64,
+    chunk: u64,
+    lkeys: Vec<Lkey>,
+}
+
+/// Chunk sizes tried when a device refuses to register a whole namespace at once (an mlx5
+/// MTT list fits about 18 MiB of 4 KiB pages in one command).
+const NS_CHUNKS: [u64; 4] = [16 << 20, 4 << 20, 1 << 20, 256 << 10];
+
 /// The RDMA target: the core plus its queues.
 pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     pub core: Core<B>,
@@ -125,8 +140,8 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     /// Small host→controller payloads (Connect data, DSM ranges) copied here for parsing.
     scratch_in: alloc::boxed::Box<[u8; 4096]>,
     next_ka_check_ns: u64,
-    /// Namespace memory registered for zero-copy reads: (address, bytes, lkey).
-    ns_mrs: Vec<(u64, u64, Lkey)>,
+    /// Namespace memory registered for zero-copy reads.
+    ns_mrs: Vec<NsMr>,
     ns_registered: bool,
     /// Receive CQE seen → response SEND posted, in clock units (when a clock is set).
     pub turnaround: Histogram,
@@ -178,16 +193,21 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         self.ns_registered = true;
         let regions = self.core.direct_regions();
-        let access = Access { local_write: false, remote_read: false, remote_write: false };
-        for (addr, len) in regions.iter().copied() {
-            match verbs.reg_mr(addr, len, access) {
-                Ok((lkey, _)) => self.ns_mrs.push((addr, len, lkey)),
-                Err(e) => {
-                    log::warn!("nvmeof: rdma: namespace memory at {addr:#x} not registered ({e:?}): reads copy");
-                    self.release_namespaces(verbs);
-                    self.ns_registered = true;
-                    return false;
+        let overlap = self.core.config().max_io_bytes as u64;
+        for (base, len) in regions.iter().copied() {
+            let mut done = false;
+            for chunk in core::iter::once(len).chain(NS_CHUNKS.iter().copied().filter(|&c| c < len)) {
+                if let Some(lkeys) = Self::reg_chunks(verbs, base, len, chunk, overlap) {
+                    self.ns_mrs.push(NsMr { base, len, chunk, lkeys });
+                    done = true;
+                    break;
                 }
+            }
+            if !done {
+                log::warn!("nvmeof: rdma: namespace memory at {base:#x} ({len} B) not registered: reads copy");
+                self.release_namespaces(verbs);
+                self.ns_registered = true;
+                return false;
             }
         }
         let on = !self.ns_mrs.is_empty();
@@ -195,18 +215,43 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         on
     }
 
+    /// Register `[base, base+len)` as chunks of `chunk` bytes (+ `overlap`); all or none.
+    fn reg_chunks(verbs: &mut V, base: u64, len: u64, chunk: u64, overlap: u64) -> Option<Vec<Lkey>> {
+        let access = Access { local_write: false, remote_read: false, remote_write: false };
+        let mut lkeys = Vec::new();
+        let mut off = 0;
+        while off < len {
+            let n = core::cmp::min(chunk.saturating_add(overlap), len - off);
+            match verbs.reg_mr(base + off, n, access) {
+                Ok((lkey, _)) => lkeys.push(lkey),
+                Err(_) => {
+                    for k in lkeys {
+                        let _ = verbs.dereg_mr(k);
+                    }
+                    return None;
+                }
+            }
+            off += chunk;
+        }
+        Some(lkeys)
+    }
+
     /// Deregister the namespace memory (shutdown, leak checks); reads go back to copying and
     /// the next `accept` registers again.
     pub fn release_namespaces(&mut self, verbs: &mut V) {
         self.core.set_direct(false);
-        for (_, _, lkey) in self.ns_mrs.drain(..) {
-            let _ = verbs.dereg_mr(lkey);
+        for m in self.ns_mrs.drain(..) {
+            for k in m.lkeys {
+                let _ = verbs.dereg_mr(k);
+            }
         }
         self.ns_registered = false;
     }
 
+    /// The key of the registration holding an I/O (at most `max_io_bytes`) that starts at `addr`.
     fn ns_lkey(&self, addr: u64) -> Option<Lkey> {
-        self.ns_mrs.iter().find(|m| addr >= m.0 && addr - m.0 < m.1).map(|m| m.2)
+        let m = self.ns_mrs.iter().find(|m| addr >= m.base && addr - m.base < m.len)?;
+        m.lkeys.get(((addr - m.base) / m.chunk) as usize).copied()
     }
 
     /// Live queues.

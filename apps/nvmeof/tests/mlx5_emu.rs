@@ -1,0 +1,315 @@
+//! The "Measure" figures of the NVMe-oF target over the real driver stack: target and
+//! initiator each run the mlx5 driver (`Mlx5Verbs`) against an emulated ConnectX, the two
+//! ports joined by an in-process link, one process. The target serves a blockdev
+//! `RamNamespace` allocated in its node's physical memory (what the adapter can DMA).
+//!
+//! Printed (not asserted beyond the aims the issue sets): doorbells per I/O counted by the
+//! target's adapter (every MMIO write to its BAR, and SQ doorbells), CPU-copied bytes per
+//! read (the target's own copies + the RAM device's), and the target turnaround histogram
+//! (receive CQE seen → response posted) in TSC ticks of this host. Run:
+//! `cargo test --release -p nvmeof --test mlx5_emu -- --nocapture --test-threads=1`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use blockdev::RamNamespace;
+use emu_connectx::{Bar0, ConnectX, PhysMem, SimClock, SimHal};
+use emu_roce::{Impairments, MemLink};
+use hal::DmaRegion;
+use mlx5::{Mlx5, Mlx5Verbs, Timeouts};
+use nvmeof::bench::{BenchConfig, Pattern, Rng};
+use nvmeof::host::{ConnectPoll, Host, HostConfig, HostEnv, IoDone, IoKind};
+use nvmeof::target::rdma::RdmaTarget;
+use nvmeof::target::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
+use nvmeof::Status;
+use rdma::{Access, Qpn, RcConnectAttrs, Verbs};
+
+type V = Mlx5Verbs<SimHal, Bar0>;
+
+const SUBNQN: &str = "nqn.2026-01.io.appliance:ram0";
+const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa";
+const T_IP: [u8; 4] = [10, 88, 0, 1];
+const H_IP: [u8; 4] = [10, 88, 0, 2];
+const T_MAC: [u8; 6] = [0x52, 0x54, 0, 0x88, 0, 1];
+const H_MAC: [u8; 6] = [0x52, 0x54, 0, 0x88, 0, 2];
+/// Namespace: 64 MiB of 512-byte blocks.
+const NS_BYTES: u64 = 64 << 20;
+
+struct Node {
+    cx: ConnectX,
+    hal: SimHal,
+    v: V,
+}
+
+/// A link whose "now" follows the shared virtual clock.
+struct Clocked(MemLink, SimClock);
+impl emu_roce::Link for Clocked {
+    fn send(&mut self, f: &[u8]) {
+        self.0.set_now(self.1.now_ns());
+        self.0.send(f)
+    }
+    fn poll(&mut self) -> Option<Vec<u8>> {
+        self.0.set_now(self.1.now_ns());
+        self.0.poll()
+    }
+}
+
+fn node(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64, link: MemLink) -> Node {
+    let mem = PhysMem::with_base(base);
+    let hal = SimHal::new(mem.clone(), clock.clone());
+    let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac, ..Default::default() });
+    let cfg = mlx5::Config {
+        ipv4: ip,
+        timeouts: Timeouts { init_ns: 2_000_000_000, cmd_ns: 2_000_000_000, health_stall_ns: 1_000_000_000 },
+        ..mlx5::Config::default()
+    };
+    let dev = Mlx5::bring_up(hal.clone(), cx.bar0(), cfg).expect("bring-up");
+    let v = Mlx5Verbs::new(dev).expect("verbs");
+    cx.attach_link(Box::new(Clocked(link, clock.clone())));
+    Node { cx, hal, v }
+}
+
+fn rc_attrs(remote_qpn: Qpn, ip: [u8; 4], mac: [u8; 6], rq_psn: u32, sq_psn: u32) -> RcConnectAttrs {
+    RcConnectAttrs {
+        remote_qpn,
+        remote_ip: ip,
+        remote_mac: mac,
+        rq_psn,
+        sq_psn,
+        mtu: 4096,
+        udp_sport: 0xC123,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        timeout: 14,
+        min_rnr_timer: 1,
+        max_rd_atomic: 16,
+        max_dest_rd_atomic: 16,
+        access: Access { local_write: true, remote_read: true, remote_write: true },
+    }
+}
+
+/// Target side (node + RdmaTarget), driven from the initiator's waits; a direct "CM".
+struct World {
+    clock: SimClock,
+    t: Node,
+    host_cx: ConnectX,
+    target: RdmaTarget<V, RamNamespace<SimHal>>,
+    conns: BTreeMap<u32, (Qpn, ConnectPoll)>,
+    next: u32,
+    psn: u32,
+}
+
+impl World {
+    fn turn(&mut self) {
+        self.clock.advance(500);
+        let now = self.clock.now_ns();
+        self.target.poll(&mut self.t.v, now);
+        self.t.v.poll();
+        self.t.cx.poll();
+        self.host_cx.poll();
+    }
+}
+
+impl HostEnv<V> for World {
+    fn now_ns(&mut self) -> u64 {
+        self.clock.now_ns()
+    }
+    fn idle(&mut self, verbs: &mut V) {
+        verbs.poll();
+        self.turn();
+    }
+    fn cm_connect(&mut self, verbs: &mut V, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()> {
+        let h = self.next;
+        self.next += 1;
+        self.psn += 0x1000;
+        let (hp, tp) = (self.psn, self.psn + 0x800);
+        let st = match self.target.accept(&mut self.t.v, private, &rc_attrs(qp, H_IP, H_MAC, hp, tp)) {
+            Ok((tqp, rep)) => {
+                verbs.connect_rc_qp(qp, &rc_attrs(tqp, T_IP, T_MAC, tp, hp)).map_err(|_| ())?;
+                (tqp, ConnectPoll::Connected { crqsize: rep.crqsize.get() })
+            }
+            Err(rej) => (Qpn(0), ConnectPoll::Rejected(rej.sts.get())),
+        };
+        self.conns.insert(h, st);
+        Ok(h)
+    }
+    fn cm_poll(&mut self, _verbs: &mut V, handle: u32) -> ConnectPoll {
+        self.conns.get(&handle).map_or(ConnectPoll::Failed, |c| c.1)
+    }
+    fn cm_disconnect(&mut self, _verbs: &mut V, handle: u32) {
+        if let Some((tqp, _)) = self.conns.remove(&handle) {
+            if tqp.0 != 0 {
+                self.target.disconnected(&mut self.t.v, tqp);
+            }
+        }
+    }
+}
+
+fn tsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // Safe to call: RDTSC has no preconditions.
+        #[allow(unused_unsafe)]
+        unsafe {
+            core::arch::x86_64::_rdtsc()
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        use std::sync::OnceLock;
+        static T0: OnceLock<std::time::Instant> = OnceLock::new();
+        T0.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+/// TSC ticks per nanosecond, measured over 20 ms of wall time.
+fn tsc_per_ns() -> f64 {
+    let (t0, i0) = (tsc(), std::time::Instant::now());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    (tsc() - t0) as f64 / i0.elapsed().as_nanos() as f64
+}
+
+fn setup() -> (World, Node) {
+    let clock = SimClock::new();
+    clock.advance(1_000_000);
+    let (a, b) = MemLink::pair(Impairments::default(), 11);
+    let mut t = node(&clock, T_IP, T_MAC, 0x1_0000_0000, a);
+    let mut h = node(&clock, H_IP, H_MAC, 0x2_0000_0000, b);
+    t.v.add_neighbor(H_IP, H_MAC).unwrap();
+    h.v.add_neighbor(T_IP, T_MAC).unwrap();
+    let ns = RamNamespace::new(t.hal.clone(), NS_BYTES, 512).expect("namespace memory");
+    let cfg = TargetConfig {
+        ports: vec![PortConfig { portid: 1, traddr: T_IP, trsvcid: 4420 }],
+        inline_data_size: 4096,
+        max_io_bytes: 128 * 1024,
+        io_queue_depth: 128,
+        max_io_queues: 2,
+        max_ctrls: 4,
+    };
+    let subs = vec![SubsystemConfig {
+        nqn: SUBNQN.into(),
+        serial: "EMU0001".into(),
+        model: "appliance ram (emulated ConnectX)".into(),
+        hosts: vec![HOSTNQN.into()],
+        allow_any_host: false,
+        namespaces: vec![NamespaceConfig { nsid: 1, dev: ns, nguid: [0x5a; 16] }],
+    }];
+    let mut target = RdmaTarget::new(Core::new(cfg, subs).expect("config"), 8);
+    target.set_turnaround_clock(tsc);
+    let host_cx = h.cx.clone();
+    let w = World { clock, t, host_cx, target, conns: BTreeMap::new(), next: 1, psn: 0x10_0000 };
+    (w, h)
+}
+
+fn host_cfg(depth: u16) -> HostConfig {
+    HostConfig { hostnqn: HOSTNQN.into(), io_queues: 1, io_depth: depth, max_io_bytes: 128 * 1024, ..Default::default() }
+}
+
+fn ns_of(w: &mut World) -> &mut RamNamespace<SimHal> {
+    w.target.core.namespace_dev(SUBNQN, 1).expect("namespace")
+}
+
+/// Snapshot of what one measurement reads.
+#[derive(Clone, Copy)]
+struct Snap {
+    mmio: u64,
+    sq_db: u64,
+    responses: u64,
+    target_copy: u64,
+    ns_copy: u64,
+    zero_copy: u64,
+}
+fn snap(w: &mut World) -> Snap {
+    let c = w.t.cx.counters();
+    let st = w.target.stats;
+    let ns = ns_of(w);
+    Snap { mmio: c.mmio_writes, sq_db: c.sq_doorbells, responses: st.responses, target_copy: st.io_copy_bytes, ns_copy: ns.copied_bytes, zero_copy: ns.zero_copy }
+}
+
+/// 4 KiB random reads at `qd`; prints the figures; returns (MMIO writes per I/O, bytes copied per read).
+fn measure(w: &mut World, h: &mut Node, host: &mut Host<V>, qd: u16, n: u64) -> (f64, f64) {
+    let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: qd as u64 };
+    w.target.turnaround = nvmeof::bench::Histogram::new();
+    let a = snap(w);
+    let r = host.bench(&mut h.v, w, 1, &bc).expect("bench");
+    let b = snap(w);
+    assert_eq!((r.ios, r.errors), (n, 0));
+    let mmio = (b.mmio - a.mmio) as f64 / n as f64;
+    let sq = (b.sq_db - a.sq_db) as f64 / n as f64;
+    let copied = (b.target_copy - a.target_copy + b.ns_copy - a.ns_copy) as f64 / n as f64;
+    let mut s = String::new();
+    writeln!(s, "NVMEOF-MLX5-EMU QD{qd} 4KiB randread: {n} I/Os, {} responses (incl. keep-alives)", b.responses - a.responses).unwrap();
+    writeln!(s, "NVMEOF-MLX5-EMU QD{qd} doorbells/IO: {mmio:.3} target MMIO writes, {sq:.3} SQ doorbells").unwrap();
+    writeln!(s, "NVMEOF-MLX5-EMU QD{qd} CPU bytes copied/read: {copied:.1} (target {} B, RAM device {} B; {} zero-copy reads)", b.target_copy - a.target_copy, b.ns_copy - a.ns_copy, b.zero_copy - a.zero_copy).unwrap();
+    w.target.turnaround.write_report_in(&mut s, &format!("NVMEOF-TURNAROUND QD{qd} target receive CQE seen -> response posted"), "TSC ticks").unwrap();
+    writeln!(s, "  (TSC ~{:.2} ticks/ns on this host; host CPU time of the target's software path incl. the mlx5 driver, not a hardware latency)", tsc_per_ns()).unwrap();
+    println!("{s}");
+    (mmio, copied)
+}
+
+fn pattern(lba: u64, i: usize) -> u8 {
+    (lba.wrapping_mul(131) as usize ^ i.wrapping_mul(7)) as u8
+}
+
+/// Write then read back `n` random 4 KiB blocks at QD1 (inline writes off: keyed SGLs, RDMA
+/// READ) and check every byte: the zero-copy read path sends the namespace's own memory.
+fn verified(w: &mut World, h: &mut Node, host: &mut Host<V>, n: usize) {
+    let mut rng = Rng::new(77);
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
+    let lbas: Vec<u64> = (0..n).map(|_| (rng.next() % (NS_BYTES / 4096 - 1)) * 8).collect();
+    for (round, kind) in [IoKind::Write, IoKind::Read].into_iter().enumerate() {
+        for &lba in &lbas {
+            let slot = host.alloc_slot(1).expect("slot");
+            if round == 0 {
+                let (buf, off, _) = host.slot_buf(1, slot);
+                let data: Vec<u8> = (0..4096).map(|i| pattern(lba, i)).collect();
+                buf.write(off, &data);
+            }
+            host.submit(&mut h.v, 1, slot, kind, 1, lba, 8, w.clock.now_ns()).expect("submit");
+            let mut got = 0;
+            for _ in 0..100_000 {
+                h.v.poll();
+                got = host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll");
+                if got > 0 {
+                    break;
+                }
+                w.turn();
+            }
+            assert_eq!(got, 1, "I/O completed");
+            assert!(done[0].status.is_success(), "{:?}", done[0].status);
+            if round == 1 {
+                let (buf, off, _) = host.slot_buf(1, slot);
+                let mut data = vec![0u8; 4096];
+                buf.read(off, &mut data);
+                assert!(data.iter().enumerate().all(|(i, b)| *b == pattern(lba, i)), "LBA {lba}: data differs");
+            }
+        }
+    }
+}
+
+#[test]
+fn measure_target_over_mlx5_and_emulated_connectx() {
+    let (mut w, mut h) = setup();
+    let mut cfg = host_cfg(32);
+    cfg.inline_writes = false;
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    assert_eq!(host.io_queues().0, 1);
+    assert!(w.target.register_namespaces(&mut w.t.v), "namespace memory registered at the I/O queue's accept");
+    let zc0 = ns_of(&mut w).zero_copy;
+    verified(&mut w, &mut h, &mut host, 64);
+    assert!(ns_of(&mut w).zero_copy - zc0 >= 64, "reads served from namespace memory");
+
+    let n1: u64 = std::env::var("NVMEOF_EMU_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let (db1, copied1) = measure(&mut w, &mut h, &mut host, 1, n1);
+    let (db32, copied32) = measure(&mut w, &mut h, &mut host, 32, n1 * 2);
+    println!("NVMEOF-DOORBELLS-PER-IO QD1 {db1:.3} QD32 {db32:.3}");
+    println!("NVMEOF-BYTES-COPIED-PER-READ QD1 {copied1:.1} QD32 {copied32:.1}");
+    // The issue's aims (counts, not timings): <= 1 doorbell per I/O at QD1, 0 bytes copied.
+    assert!(db1 <= 1.01, "doorbells per I/O at QD1: {db1}");
+    assert_eq!((copied1, copied32), (0.0, 0.0));
+    host.disconnect(&mut h.v, &mut w).expect("disconnect");
+    for _ in 0..10 {
+        w.turn();
+    }
+    assert_eq!(w.target.queues(), 0);
+}
