@@ -5,7 +5,8 @@
 //!            --app rping-server|rping-client [--peer-ip IP] [--port 7174] [--count N] \
 //!            [--size S] [--no-verify] [--timeout SECONDS]
 //! emu-runner ... --app nvmf-target --nvmf "nvmet.subsys=NQN,ns=ram:64M,host=HOSTNQN" \
-//!            [--port 4420] [--timeout SECONDS] [--stop-file PATH]
+//!            [--port 4420] [--timeout SECONDS] [--stop-file PATH] [--serve-ctrls N]
+//!            (--serve-ctrls N: end with PASS once N controllers were created and all are gone)
 //! emu-runner ... --app nvmf-initiator --nvmf "nvmf.connect=IP[:PORT],nqn=NQN[,qd=N,queues=N] \
 //!            [nvmf.bench=randread,bs=4096,qd=1,time=5s]" [--count N] [--seed N]
 //! The `--nvmf` words are the appliance image's kernel command line words (nvmeof::cmdline).
@@ -35,11 +36,12 @@ struct Args {
     nvmf: String,
     stop_file: Option<PathBuf>,
     seed: u64,
+    serve_ctrls: u64,
 }
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("emu-runner: {msg}");
-    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--seed N]");
+    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--serve-ctrls N] [--seed N]");
     ExitCode::from(2)
 }
 
@@ -60,6 +62,7 @@ fn parse() -> Result<Args, String> {
         nvmf: String::new(),
         stop_file: None,
         seed: 1,
+        serve_ctrls: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -83,6 +86,7 @@ fn parse() -> Result<Args, String> {
             "--nvmf" => a.nvmf = v,
             "--stop-file" => a.stop_file = Some(v.into()),
             "--seed" => a.seed = v.parse().map_err(|_| bad())?,
+            "--serve-ctrls" => a.serve_ctrls = v.parse().map_err(|_| bad())?,
             "--count" => a.count = v.parse().map_err(|_| bad())?,
             "--size" => a.size = v.parse().map_err(|_| bad())?,
             "--timeout" => a.timeout = v.parse().map_err(|_| bad())?,
@@ -132,7 +136,7 @@ fn run_nvmf(a: &Args) -> ExitCode {
     };
     let port = if a.port_given { a.port } else { 4420 };
     let r = if a.app == "nvmf-target" {
-        emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref())
+        emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref(), a.serve_ctrls)
     } else {
         let t0 = Instant::now();
         let r = emu_runner::nvmf::run_initiator(&mut node, &a.nvmf, a.count as u64, a.seed);

@@ -54,6 +54,18 @@ impl BlockDevice for RunnerNs {
             RunnerNs::Null(n) => n.poll(out),
         }
     }
+    fn direct(&self, lba: u64, blocks: u32) -> Option<hal::PhysAddr> {
+        match self {
+            RunnerNs::Ram(n) => n.direct(lba, blocks),
+            RunnerNs::Null(n) => n.direct(lba, blocks),
+        }
+    }
+    fn direct_region(&self) -> Option<(hal::PhysAddr, u64)> {
+        match self {
+            RunnerNs::Ram(n) => n.direct_region(),
+            RunnerNs::Null(n) => n.direct_region(),
+        }
+    }
 }
 
 /// Build the target's core from command-line words; the listen address defaults to the node's.
@@ -84,8 +96,9 @@ pub fn build_core(node: &Node, words: &str, ip: [u8; 4], port: u16) -> Result<(C
     Ok((core, listen.1))
 }
 
-/// Serve until `timeout` passes or `stop_file` appears; prints the counters at the end.
-pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout: Duration, stop_file: Option<&Path>) -> Result<(), String> {
+/// Serve until `timeout` passes, `stop_file` appears, or (with `serve_ctrls` > 0) that many
+/// controllers have been created and every one is gone again; prints the counters at the end.
+pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout: Duration, stop_file: Option<&Path>, serve_ctrls: u64) -> Result<(), String> {
     let (core, port) = build_core(node, words, ip, port)?;
     let clock = node.clock.clone();
     let mut svc = TargetService::new(&mut node.v, core, 64, port).map_err(|e| format!("listen: {e:?}"))?;
@@ -102,7 +115,18 @@ pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout:
         }
         if Instant::now() >= next_check {
             next_check = Instant::now() + Duration::from_millis(100);
-            if stop_file.is_some_and(|p| p.exists()) || t0.elapsed() > timeout {
+            if stop_file.is_some_and(|p| p.exists()) {
+                break;
+            }
+            if t0.elapsed() > timeout {
+                if serve_ctrls > 0 {
+                    svc.report();
+                    return Err(format!("timeout: {} of {serve_ctrls} controllers served", svc.target.core.stats.ctrls_freed));
+                }
+                break;
+            }
+            let c = svc.target.core.stats;
+            if serve_ctrls > 0 && c.ctrls_created >= serve_ctrls && svc.target.core.live_ctrls() == 0 && svc.connections() == 0 {
                 break;
             }
         }
