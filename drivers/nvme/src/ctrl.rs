@@ -131,6 +131,8 @@ pub struct Controller<H: Hal, M: Mmio> {
     next_qid: u16,
     /// I/O queue pairs granted by Set Features (Number of Queues).
     max_io_queues: u16,
+    /// Tag of the last admin command.
+    admin_seq: u64,
 }
 
 fn regs_ok<M: Mmio>(mmio: &M) -> Result<(), Error> {
@@ -198,7 +200,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
 
         let buf = hal.dma_alloc(PAGE, PAGE)?;
         let dummy = ControllerInfo { vid: 0, ssvid: 0, sn: [0; 20], mn: [0; 40], fr: [0; 8], mdts: 0, cntlid: 0, nn: 0, oncs: 0, vwc: false };
-        let mut c = Controller { hal, mmio, cap, vs, stride, cfg, admin, buf, info: dummy, next_qid: 1, max_io_queues: 0 };
+        let mut c = Controller { hal, mmio, cap, vs, stride, cfg, admin, buf, info: dummy, next_qid: 1, max_io_queues: 0, admin_seq: 0 };
         c.info = c.identify_controller()?;
         c.max_io_queues = c.set_queue_count(16)?;
         info!(
@@ -233,16 +235,25 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
 
     /// Run one admin command to completion (or timeout). `data`: whether the command
     /// transfers one page through the controller's scratch buffer. Returns CQE DW0.
+    ///
+    /// Each command gets a fresh tag: a late completion of a command that timed out earlier
+    /// is consumed (its slot freed) but never taken for the answer of a later command.
     fn admin_cmd(&mut self, mut sqe: Sqe, data: bool) -> Result<u32, Error> {
         let d = if data { Some((self.buf.paddr(), PAGE)) } else { None };
         let opc = sqe.opc;
-        self.admin.push(&mut sqe, opc as u64, d).map_err(|_| Error::AdminQueueFull)?;
+        self.admin_seq += 1;
+        let tag = self.admin_seq;
+        self.admin.push(&mut sqe, tag, d).map_err(|_| Error::AdminQueueFull)?;
         self.admin.ring(&self.mmio);
         let mut result = None;
         let admin = &mut self.admin;
         let mmio = &self.mmio;
         let done = poll_until(&self.hal, self.cfg.admin_timeout_ns, || {
-            admin.reap(mmio, 1, |_tag, dw0, st| result = Some((dw0, st)));
+            admin.reap(mmio, 1, |t, dw0, st| {
+                if t == tag {
+                    result = Some((dw0, st));
+                }
+            });
             result.is_some()
         });
         if !done {

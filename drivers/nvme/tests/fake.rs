@@ -923,3 +923,19 @@ proptest::proptest! {
         }
     }
 }
+
+/// An admin command that timed out and completes later does not answer the next one.
+#[test]
+fn late_admin_completion_is_not_taken_for_the_next_command() {
+    let hal = TestHal::new(16 << 20);
+    let bar = FakeBar::new(&hal);
+    let mut c = Controller::init(hal.clone(), bar.clone(), Config { admin_timeout_ns: 20_000_000, ..Config::default() }).unwrap();
+    bar.st.borrow_mut().hung = true;
+    // Namespace 7 does not exist: its (late) completion carries an error status.
+    assert_eq!(c.identify_namespace(7).err(), Some(Error::Timeout { what: "admin command" }));
+    bar.st.borrow_mut().hung = false;
+    // The device now runs both commands; the answer is namespace 1's, not the stale error.
+    let ns = c.identify_namespace(1).unwrap();
+    assert_eq!(ns.blocks, 2048);
+    assert_eq!(c.identify_namespace(2).unwrap().blocks, 100);
+}
