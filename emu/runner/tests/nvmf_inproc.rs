@@ -124,3 +124,33 @@ fn keep_alive_expiry_frees_the_controller_and_closes_its_queues() {
     drop(s);
     drop(host);
 }
+
+#[test]
+fn initiator_reconnects_after_the_target_dropped_it() {
+    let (_clock, side, mut h, mut env) = setup();
+    let mut host = Host::connect(&mut h.v, &mut env, cfg(), NQN).expect("connect");
+    let r = nvmeof::verify::run(&mut host, &mut h.v, &mut env, 1, 500, 8, 16, 3).expect("before");
+    assert_eq!((r.errors, r.mismatches), (0, 0));
+    // The target goes away: every connection closed (DREQ), then it listens again.
+    {
+        let mut s = side.borrow_mut();
+        let TargetSide { svc, node } = &mut *s;
+        svc.close_all(&mut node.v);
+        svc.cm.listen(4420).unwrap();
+    }
+    let mut failed = false;
+    for _ in 0..20_000 {
+        env.idle(&mut h.v);
+        let now = env.now_ns();
+        if host.tick(&mut h.v, now).is_err() || host.failed() {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "the initiator noticed its queues were gone");
+    host.reconnect(&mut h.v, &mut env).expect("reconnect");
+    assert_eq!(host.namespaces.len(), 1);
+    let r = nvmeof::verify::run(&mut host, &mut h.v, &mut env, 1, 1_000, 16, 16, 4).expect("after");
+    assert_eq!((r.errors, r.mismatches), (0, 0), "{r:?}");
+    host.disconnect(&mut h.v, &mut env).expect("disconnect");
+}
