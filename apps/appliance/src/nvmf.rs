@@ -213,6 +213,18 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Target) -> String {
         if conns != last_conns || now - last_report > 60_000_000_000 {
             info!("nvmf: target: {conns} connection(s) (was {last_conns})");
             svc.report();
+            let h = &svc.target.turnaround;
+            if h.count() > 0 {
+                let ns = |p: f64| kernel::time::ticks_to_ns(h.percentile(p));
+                info!(
+                    "nvmf: target turnaround (receive CQE seen -> response posted): {} commands, p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns",
+                    h.count(),
+                    ns(50.0),
+                    ns(99.0),
+                    ns(99.9),
+                    kernel::time::ticks_to_ns(h.max())
+                );
+            }
             last_conns = conns;
             last_report = now;
         }
