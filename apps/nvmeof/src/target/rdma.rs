@@ -143,6 +143,11 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     /// Namespace memory registered for zero-copy reads.
     ns_mrs: Vec<NsMr>,
     ns_registered: bool,
+    /// Queues with sends written this turn, to ring at its end (overflow: scan them all).
+    unrung: heapless::Vec<u16, 64>,
+    unrung_overflow: bool,
+    /// One past the highest live queue index.
+    hi: usize,
     /// Receive CQE seen → response SEND posted, in clock units (when a clock is set).
     pub turnaround: Histogram,
     pub stats: TransportStats,
@@ -173,6 +178,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             next_ka_check_ns: 0,
             ns_mrs: Vec::new(),
             ns_registered: false,
+            unrung: heapless::Vec::new(),
+            unrung_overflow: false,
+            hi: 0,
             turnaround: Histogram::new(),
             stats: TransportStats::default(),
         }
@@ -316,6 +324,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         let conn = self.build_conn(verbs, qid, depth, capsule, xfer, attrs).map_err(|_| cm_rej::NO_RESOURCES)?;
         let qpn = conn.qpn;
         self.conns[idx] = Some(conn);
+        self.hi = self.hi.max(idx + 1);
         // Post every receive buffer before the REP goes out (one batch).
         let c = self.conns[idx].as_ref().expect("just stored");
         let wrs: Vec<RecvWr> = (0..depth)
@@ -452,6 +461,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         let Some(c) = self.conns[ci].as_ref() else { return };
         if c.draining && c.slots.iter().all(|s| s.state != SlotState::Executing) {
             let c = self.conns[ci].take().expect("checked");
+            self.hi = self.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
             let _ = verbs.dereg_mr(c.recv_lkey);
             let _ = verbs.dereg_mr(c.rsp_lkey);
             let _ = verbs.dereg_mr(c.data_lkey);
@@ -463,8 +473,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     /// monotonic clock. Returns the number of events handled.
     pub fn poll(&mut self, verbs: &mut V, now_ns: u64) -> usize {
         let mut work = 0;
-        let hi = self.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
-        for ci in 0..hi {
+        for ci in 0..self.hi {
             let Some(c) = self.conns[ci].as_ref() else { continue };
             if c.draining {
                 continue;
@@ -511,21 +520,32 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// One send doorbell per QP that had WRs written this turn.
     fn ring_doorbells(&mut self, verbs: &mut V) {
-        let hi = self.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
-        for ci in 0..hi {
-            let Some(c) = self.conns[ci].as_mut() else { continue };
-            if !c.unrung {
-                continue;
+        if self.unrung_overflow {
+            self.unrung_overflow = false;
+            self.unrung.clear();
+            for ci in 0..self.hi {
+                self.ring_one(verbs, ci);
             }
-            c.unrung = false;
-            if c.draining {
-                continue;
-            }
-            self.stats.send_doorbells += 1;
-            if verbs.ring_send(c.qpn).is_err() {
-                self.stats.post_errors += 1;
-                self.teardown(verbs, ci, true);
-            }
+            return;
+        }
+        while let Some(ci) = self.unrung.pop() {
+            self.ring_one(verbs, ci as usize);
+        }
+    }
+
+    fn ring_one(&mut self, verbs: &mut V, ci: usize) {
+        let Some(c) = self.conns[ci].as_mut() else { return };
+        if !c.unrung {
+            return;
+        }
+        c.unrung = false;
+        if c.draining {
+            return;
+        }
+        self.stats.send_doorbells += 1;
+        if verbs.ring_send(c.qpn).is_err() {
+            self.stats.post_errors += 1;
+            self.teardown(verbs, ci, true);
         }
     }
 
@@ -588,24 +608,27 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         let t0 = self.turnaround_clock.map_or(0, |f| f());
         let c = self.conns[ci].as_mut().expect("live");
         let base = s as usize * c.capsule;
-        let mut raw = [0u8; 64];
         let n = core::cmp::min(byte_len as usize, 64).min(c.capsule);
-        c.recv.read(base, &mut raw[..n]);
-        let sqe = Sqe::read_from_bytes(&raw).expect("64 bytes");
         let slot = &mut c.slots[s as usize];
-        slot.sqe = sqe;
+        if n < Sqe::SIZE {
+            slot.sqe = Sqe::zeroed();
+        }
+        // The SQE goes straight from the receive buffer into the slot (one 64-byte copy).
+        c.recv.read(base, &mut slot.sqe.as_mut_bytes()[..n]);
         slot.byte_len = byte_len;
         slot.sgl = None;
         slot.pending = 0;
         slot.status = Status::SUCCESS;
         slot.t0 = t0;
         slot.direct_addr = 0;
-        match self.check_capsule(ci, s, &sqe, byte_len) {
+        match self.check_capsule(ci, s, byte_len) {
             Err(st) => {
                 self.stats.bad_capsules += 1;
                 let c = self.conns[ci].as_ref().expect("live");
                 let q = c.q;
-                self.core.record_error(&q, sqe.cid.get(), st, sqe.nsid.get());
+                let sqe = &c.slots[s as usize].sqe;
+                let (cid, nsid) = (sqe.cid.get(), sqe.nsid.get());
+                self.core.record_error(&q, cid, st, nsid);
                 self.respond(verbs, ci, s, st, 0, 0, 0);
             }
             Ok(need_read) => {
@@ -619,8 +642,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     /// Validate the capsule's framing and SGL; Ok(true) when host data must be RDMA READ first.
-    fn check_capsule(&mut self, ci: usize, s: u16, sqe: &Sqe, byte_len: u32) -> Result<bool, Status> {
+    fn check_capsule(&mut self, ci: usize, s: u16, byte_len: u32) -> Result<bool, Status> {
         let c = self.conns[ci].as_mut().expect("live");
+        let sqe = &c.slots[s as usize].sqe;
         if (byte_len as usize) < Sqe::SIZE || byte_len as usize > c.capsule {
             return Err(Status::INVALID_FIELD);
         }
@@ -675,7 +699,12 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         self.stats.rdma_reads += 1;
         self.stats.posts += 1;
-        c.unrung = true;
+        if !c.unrung {
+            c.unrung = true;
+            if self.unrung.push(ci as u16).is_err() {
+                self.unrung_overflow = true;
+            }
+        }
         if verbs.post_send_deferred(c.qpn, &wr).is_err() {
             self.stats.post_errors += 1;
             self.teardown(verbs, ci, true);
@@ -782,7 +811,12 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         self.stats.rdma_writes += 1;
         self.stats.posts += 1;
-        c.unrung = true;
+        if !c.unrung {
+            c.unrung = true;
+            if self.unrung.push(ci as u16).is_err() {
+                self.unrung_overflow = true;
+            }
+        }
         if verbs.post_send_deferred(c.qpn, &wr).is_err() {
             self.stats.post_errors += 1;
             self.teardown(verbs, ci, true);
@@ -858,7 +892,12 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         self.stats.responses += 1;
         self.stats.posts += 1;
-        c.unrung = true;
+        if !c.unrung {
+            c.unrung = true;
+            if self.unrung.push(ci as u16).is_err() {
+                self.unrung_overflow = true;
+            }
+        }
         if verbs.post_send_deferred(c.qpn, &wr).is_err() {
             self.stats.post_errors += 1;
             self.teardown(verbs, ci, true);
@@ -868,17 +907,20 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     #[allow(clippy::too_many_arguments)]
     fn respond(&mut self, verbs: &mut V, ci: usize, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
         let c = self.conns[ci].as_mut().expect("live");
-        let slot = c.slots[s as usize];
+        let (cid, sgl) = {
+            let sl = &c.slots[s as usize];
+            (sl.sqe.cid, sl.sgl)
+        };
         let cqe = Cqe {
             dw0: U32::new(dw0),
             dw1: U32::new(dw1),
             sqhd: U16::new(c.q.next_sqhd()),
             sqid: U16::new(c.q.qid),
-            cid: slot.sqe.cid,
+            cid,
             status: U16::new(status.to_field()),
         };
         c.rsp.write(s as usize * Cqe::SIZE, cqe.as_bytes());
-        let op = match slot.sgl {
+        let op = match sgl {
             Some(Sgl::Keyed { key, invalidate: true, .. }) => {
                 self.stats.send_invalidate += 1;
                 SendOp::SendWithInvalidate(Rkey(key))
@@ -893,7 +935,12 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             ud: None,
         };
         let qpn = c.qpn;
-        c.unrung = true;
+        if !c.unrung {
+            c.unrung = true;
+            if self.unrung.push(ci as u16).is_err() {
+                self.unrung_overflow = true;
+            }
+        }
         self.stats.responses += 1;
         self.stats.posts += 1;
         if !status.is_success() {
