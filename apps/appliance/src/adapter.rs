@@ -27,7 +27,7 @@ pub const VENDOR: u16 = 0x15b3;
 
 /// mlx5-family device IDs and names (Linux drivers/net/ethernet/mellanox/mlx5/core/main.c,
 /// `mlx5_core_pci_table`). Functions of vendor 0x15b3 with a network class code but another
-/// ID are tried too (newer parts), with a warning.
+/// ID in an mlx5-generation range are tried too (newer parts), with a warning.
 pub const MODELS: &[(u16, &str)] = &[
     (0x1011, "Connect-IB"),
     (0x1012, "Connect-IB VF"),
@@ -109,11 +109,42 @@ pub fn model(device: u16) -> Option<&'static str> {
     MODELS.iter().find(|(id, _)| *id == device).map(|(_, n)| *n)
 }
 
-/// ConnectX candidates in PCI order: vendor 0x15b3 and a known mlx5 ID or a network class.
+/// Device-ID ranges where mlx5-generation parts not (yet) in [`MODELS`] are expected: the
+/// ConnectX numbering after Connect-IB (0x1011..), the 0x21xx C2C parts and the BlueField
+/// 0xa2dx integrated NICs. Older Mellanox parts use the mlx4 interface and are not tried
+/// (Linux drivers/net/ethernet/mellanox/mlx4/main.c `mlx4_pci_table`: 0x63xx/0x67xx and
+/// 0x1002..=0x1010, ConnectX-3 and before).
+fn mlx5_generation_id(device: u16) -> bool {
+    matches!(device, 0x1011..=0x10ff | 0x2100..=0x21ff | 0xa2d0..=0xa2ff)
+}
+
+/// What the image does with a Mellanox function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Match {
+    /// In the mlx5 ID table.
+    Known(&'static str),
+    /// Network class with an ID in an mlx5-generation range: tried, with a warning.
+    Likely,
+    /// A Mellanox network function of another family (listed, not used).
+    Other,
+}
+
+/// Classify a PCI function; `None` if it is not a Mellanox network function.
+pub fn classify(f: &PciFunction) -> Option<Match> {
+    if f.vendor != VENDOR || f.bridge.is_some() {
+        return None;
+    }
+    match model(f.device) {
+        Some(n) => Some(Match::Known(n)),
+        None if f.class != CLASS_NETWORK => None,
+        None if mlx5_generation_id(f.device) => Some(Match::Likely),
+        None => Some(Match::Other),
+    }
+}
+
+/// ConnectX candidates in PCI order (every Mellanox network function, see [`classify`]).
 pub fn candidates() -> impl Iterator<Item = &'static PciFunction> {
-    kernel::pci::functions()
-        .iter()
-        .filter(|f| f.vendor == VENDOR && f.bridge.is_none() && (model(f.device).is_some() || f.class == CLASS_NETWORK))
+    kernel::pci::functions().iter().filter(|f| classify(f).is_some())
 }
 
 fn mac_str(m: [u8; 6]) -> String {
@@ -133,11 +164,15 @@ pub fn attach(ip: Option<[u8; 4]>) -> Result<Adapter, NoAdapter> {
     for f in &found {
         let (b, d, fu) = f.bdf();
         let bdf = format!("{b:02x}:{d:02x}.{fu:x}");
-        let name = match model(f.device) {
-            Some(n) => n,
-            None => {
+        let name = match classify(f) {
+            Some(Match::Known(n)) => n,
+            Some(Match::Likely) => {
                 warn!("connectx: {bdf} 15b3:{:04x} is not in the mlx5 ID table; trying the mlx5 driver anyway", f.device);
-                "unknown mlx5 model"
+                "unknown mlx5-generation model"
+            }
+            _ => {
+                info!("connectx: {bdf} 15b3:{:04x} class {:02x}.{:02x}: not an mlx5 device (ConnectX-3 or older?): not used", f.device, f.class, f.subclass);
+                continue;
             }
         };
         let head = format!("connectx: {bdf} 15b3:{:04x} {name}", f.device);
@@ -153,10 +188,15 @@ pub fn attach(ip: Option<[u8; 4]>) -> Result<Adapter, NoAdapter> {
             up = Some(Adapter { bdf, verbs });
         }
     }
+    let usable = found.iter().filter(|f| matches!(classify(f), Some(Match::Known(_) | Match::Likely))).count();
     match up {
         Some(a) => Ok(a),
-        None if ip.is_none() => Err(NoAdapter::NoAddress { found: found.len() }),
-        None => Err(NoAdapter::Failed { found: found.len() }),
+        None if usable == 0 => {
+            info!("connectx: no ConnectX adapter found (none of the Mellanox functions above is an mlx5 device)");
+            Err(NoAdapter::NotFound)
+        }
+        None if ip.is_none() => Err(NoAdapter::NoAddress { found: usable }),
+        None => Err(NoAdapter::Failed { found: usable }),
     }
 }
 
