@@ -10,7 +10,7 @@
 //! emu-runner ... --app nvmf-initiator --nvmf "nvmf.connect=IP[:PORT],nqn=NQN[,qd=N,queues=N] \
 //!            [nvmf.bench=randread,bs=4096,qd=1,time=5s]" [--count N] [--seed N]
 //! The `--nvmf` words are the appliance image's kernel command line words (nvmeof::cmdline).
-//! Prints "RUNNER RESULT <app> PASS|FAIL ..." and exits 0 on PASS.
+//! Prints "RUNNER RESULT <app> PASS|FAIL ..." and exits 0 on PASS. Log level: RUNNER_LOG=debug|trace|warn.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -102,7 +102,7 @@ fn parse() -> Result<Args, String> {
 struct Logger;
 impl log::Log for Logger {
     fn enabled(&self, m: &log::Metadata) -> bool {
-        m.level() <= log::Level::Info
+        m.level() <= log::max_level()
     }
     fn log(&self, r: &log::Record) {
         if self.enabled(r.metadata()) {
@@ -160,7 +160,13 @@ fn run_nvmf(a: &Args) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let _ = log::set_logger(&LOGGER).map(|_| log::set_max_level(log::LevelFilter::Info));
+    let level = match std::env::var("RUNNER_LOG").as_deref() {
+        Ok("debug") => log::LevelFilter::Debug,
+        Ok("trace") => log::LevelFilter::Trace,
+        Ok("warn") => log::LevelFilter::Warn,
+        _ => log::LevelFilter::Info,
+    };
+    let _ = log::set_logger(&LOGGER).map(|_| log::set_max_level(level));
     let a = match parse() {
         Ok(a) => a,
         Err(e) => return usage(&e),

@@ -68,6 +68,12 @@ impl BlockDevice for RunnerNs {
     }
 }
 
+/// Monotonic nanoseconds of the host process (the runner's stand-in for the image's TSC).
+fn host_clock_ns() -> u64 {
+    static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    T0.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
 /// Build the target's core from command-line words; the listen address defaults to the node's.
 pub fn build_core(node: &Node, words: &str, ip: [u8; 4], port: u16) -> Result<(Core<RunnerNs>, u16), String> {
     let mut args: NvmeofArgs = nvmeof::cmdline::parse(words).map_err(|e| format!("{}: {}", e.word, e.why))?;
@@ -102,6 +108,7 @@ pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout:
     let (core, port) = build_core(node, words, ip, port)?;
     let clock = node.clock.clone();
     let mut svc = TargetService::new(&mut node.v, core, 64, port).map_err(|e| format!("listen: {e:?}"))?;
+    svc.target.set_turnaround_clock(host_clock_ns);
     println!("RUNNER listening nvmf port {port}");
     let t0 = Instant::now();
     let mut turns = 0u64;
@@ -137,6 +144,9 @@ pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout:
         node.poll();
         std::thread::sleep(Duration::from_micros(100));
     }
+    let mut rep = String::new();
+    let _ = svc.target.turnaround.write_report(&mut rep, "target turnaround, receive CQE seen -> response posted (host clock)");
+    print!("{rep}");
     let s = svc.stats;
     let t = svc.target.stats;
     let c = svc.target.core.stats;
