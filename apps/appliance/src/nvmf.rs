@@ -126,11 +126,11 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Target, St
     let base = TargetConfig::default();
     let make = |spec: &NsSpec| -> Result<Backing, &'static str> {
         match *spec {
-            NsSpec::Ram { bytes, block_size } => blockdev::RamNamespace::new(KernelHal, bytes, block_size).map(Backing::Ram).map_err(|e| {
+            NsSpec::Ram { bytes, block_size } => blockdev::RamNamespace::new(KernelHal, bytes, block_size).map(|r| Backing::Ram(Box::new(r))).map_err(|e| {
                 error!("nvmf: ns=ram:{bytes} (block size {block_size}): {e}");
                 "RAM namespace: not enough DMA memory"
             }),
-            NsSpec::Null { bytes, block_size } => Ok(Backing::Null(blockdev::NullNamespace::new(bytes / block_size as u64, block_size))),
+            NsSpec::Null { bytes, block_size } => Ok(Backing::Null(Box::new(blockdev::NullNamespace::new(bytes / block_size as u64, block_size)))),
             NsSpec::Nvme { nsid } => {
                 let pos = served.iter().position(|s| matches!(&s.dev, Backing::Nvme(n) if n.info().nsid == nsid));
                 match pos {

@@ -106,11 +106,13 @@ pub struct Served {
 }
 
 /// The one block-device type of the image: a local NVMe namespace, RAM or null. The NVMe-oF
-/// target serves these (enum dispatch: no allocation or indirection per I/O).
+/// target serves these (enum dispatch, no allocation per I/O). Boxed: the memory namespaces
+/// carry an 8 KiB completion ring, and these values move through setup code on the 64 KiB
+/// boot stack; a pointer keeps every move small.
 pub enum Backing {
-    Nvme(Ns),
-    Ram(blockdev::RamNamespace<KernelHal>),
-    Null(blockdev::NullNamespace),
+    Nvme(Box<Ns>),
+    Ram(Box<blockdev::RamNamespace<KernelHal>>),
+    Null(Box<blockdev::NullNamespace>),
 }
 
 /// What [`attach`] built.
@@ -185,7 +187,7 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
         let Some(ctrl_ref) = ctrls[c] else { return false };
         match NvmeNamespace::new(ctrl_ref, info, q) {
             Ok(ns) => {
-                served.push(Served { name: format!("nvme{c}n{nsid}"), dev: Backing::Nvme(ns) });
+                served.push(Served { name: format!("nvme{c}n{nsid}"), dev: Backing::Nvme(Box::new(ns)) });
                 true
             }
             Err(e) => {
@@ -209,7 +211,7 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
                     }
                 }
                 NsSpec::Ram { mib } => match blockdev::RamNamespace::new(KernelHal, mib << 20, 512) {
-                    Ok(r) => served.push(Served { name: format!("ram{}", served.len()), dev: Backing::Ram(r) }),
+                    Ok(r) => served.push(Served { name: format!("ram{}", served.len()), dev: Backing::Ram(Box::new(r)) }),
                     Err(e) => {
                         error!("storage: ns=ram:{mib}: {e}");
                         ok = false;
@@ -217,7 +219,7 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
                 },
                 NsSpec::Null { mib } => served.push(Served {
                     name: format!("null{}", served.len()),
-                    dev: Backing::Null(blockdev::NullNamespace::new((mib << 20) / 512, 512)),
+                    dev: Backing::Null(Box::new(blockdev::NullNamespace::new((mib << 20) / 512, 512))),
                 }),
             }
         }
@@ -235,7 +237,7 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
         for s in served.iter_mut() {
             // RAM namespaces take the pattern test (data moved by KernelHal::copy_phys).
             if let (Backing::Ram(r), Test::Pattern(seed)) = (&mut s.dev, *t) {
-                match pattern(r, seed, true, true) {
+                match pattern(&mut **r, seed, true, true) {
                     Ok(msg) => info!("storage: selftest {t:?} {}: PASS {msg}", s.name),
                     Err(msg) => {
                         error!("storage: selftest {t:?} {}: FAIL {msg}", s.name);
@@ -244,6 +246,7 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
                 }
             }
             let Backing::Nvme(ns) = &mut s.dev else { continue };
+            let ns: &mut Ns = ns;
             let r = match *t {
                 Test::Pattern(seed) => pattern(ns, seed, true, true),
                 Test::Write(seed) => pattern(ns, seed, true, false),
@@ -268,9 +271,9 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
 impl Backing {
     fn as_dev(&self) -> &dyn BlockDevice {
         match self {
-            Backing::Nvme(n) => n,
-            Backing::Ram(r) => r,
-            Backing::Null(n) => n,
+            Backing::Nvme(n) => &**n,
+            Backing::Ram(r) => &**r,
+            Backing::Null(n) => &**n,
         }
     }
 
