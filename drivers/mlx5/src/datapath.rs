@@ -254,29 +254,38 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     pub fn poll_cq(&mut self, cqn: rdma::Cqn, out: &mut [Completion]) -> Result<usize, Error> {
         let ci_idx = self.cqs.iter().position(|c| c.cqn == cqn).ok_or(Error::NoSuchObject { kind: "CQ", id: cqn.0 })?;
         let mut n = 0;
+        let mut consumed = false;
         while n < out.len() {
             let (e, ci) = {
                 let c = &self.cqs[ci_idx];
                 let size = 1u32 << c.log_size;
                 let at = ((c.ci & (size - 1)) as usize) * cqe64::LAYOUT.size;
+                // Ownership first (the op_own byte): an empty CQ costs one small load, not a
+                // 64-byte copy; the rest of the CQE is read once it is ours.
+                let own = cqe64::op_own.byte();
                 let mut e = [0u8; 64];
-                c.buf.read(at, &mut e);
+                c.buf.read(at + own, &mut e[own..own + 1]);
                 let op = get(&e, cqe64::opcode) as u8;
                 let owner = get(&e, cqe64::owner) as u32;
                 if op == cqe_op::INVALID || owner != (c.ci >> c.log_size) & 1 {
                     break;
                 }
+                core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
+                c.buf.read(at, &mut e[..own]);
                 (e, c.ci)
             };
-            core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
             self.cqs[ci_idx].ci = ci.wrapping_add(1);
+            consumed = true;
             if let Some(wc) = self.decode_cqe(&e) {
                 out[n] = wc;
                 n += 1;
             }
         }
-        let c = &self.cqs[ci_idx];
-        c.dbr.write_be32(0, c.ci & 0xff_ffff);
+        // The consumer index record only moves when CQEs were taken.
+        if consumed {
+            let c = &self.cqs[ci_idx];
+            c.dbr.write_be32(0, c.ci & 0xff_ffff);
+        }
         Ok(n)
     }
 

@@ -63,7 +63,25 @@ pub(crate) const fn S(byte: u32, l: &'static Layout) -> Entry {
 }
 
 /// Read a field of at most 64 bits. Panics if `buf` is too short (a driver bug).
+/// Whole-byte fields (most WQE/CQE fields) take a direct big-endian load; with the field a
+/// constant, the branch folds away at compile time.
+#[inline]
 pub fn get(buf: &[u8], f: Field) -> u64 {
+    if f.off % 8 == 0 && f.width % 8 == 0 && f.width <= 64 && f.width > 0 {
+        let (first, n) = ((f.off / 8) as usize, (f.width / 8) as usize);
+        let mut be = [0u8; 8];
+        be[8 - n..].copy_from_slice(&buf[first..first + n]);
+        return u64::from_be_bytes(be);
+    }
+    if f.width > 0 && f.off % 8 + f.width <= 8 {
+        // Inside one byte (opcode/owner nibbles and flags): shift and mask that byte.
+        let tail = 8 - (f.off % 8 + f.width);
+        return ((buf[(f.off / 8) as usize] >> tail) as u64) & ((1u64 << f.width) - 1);
+    }
+    get_bits(buf, f)
+}
+
+fn get_bits(buf: &[u8], f: Field) -> u64 {
     debug_assert!(f.width <= 64 && f.width > 0);
     let first = (f.off / 8) as usize;
     let last = ((f.off + f.width - 1) / 8) as usize;
@@ -76,8 +94,26 @@ pub fn get(buf: &[u8], f: Field) -> u64 {
     ((acc >> tail) & mask) as u64
 }
 
-/// Write a field of at most 64 bits (value truncated to the width).
+/// Write a field of at most 64 bits (value truncated to the width). Whole-byte fields take a
+/// direct big-endian store (see [`get`]).
+#[inline]
 pub fn set(buf: &mut [u8], f: Field, v: u64) {
+    if f.off % 8 == 0 && f.width % 8 == 0 && f.width <= 64 && f.width > 0 {
+        let (first, n) = ((f.off / 8) as usize, (f.width / 8) as usize);
+        buf[first..first + n].copy_from_slice(&v.to_be_bytes()[8 - n..]);
+        return;
+    }
+    if f.width > 0 && f.off % 8 + f.width <= 8 {
+        let tail = 8 - (f.off % 8 + f.width);
+        let mask = (((1u16 << f.width) - 1) << tail) as u8;
+        let b = &mut buf[(f.off / 8) as usize];
+        *b = (*b & !mask) | (((v as u8) << tail) & mask);
+        return;
+    }
+    set_bits(buf, f, v)
+}
+
+fn set_bits(buf: &mut [u8], f: Field, v: u64) {
     debug_assert!(f.width <= 64 && f.width > 0);
     let first = (f.off / 8) as usize;
     let last = ((f.off + f.width - 1) / 8) as usize;
@@ -169,6 +205,24 @@ mod tests {
         let odd = Field { off: 3, width: 64 };
         set(&mut b, odd, u64::MAX - 5);
         assert_eq!(get(&b, odd), u64::MAX - 5);
+    }
+
+    #[test]
+    fn fast_paths_match_the_bit_path() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for off in (0..64u32).step_by(8).chain(1..8).chain([13, 21]) {
+            for width in (8..=64u32).step_by(8).chain(1..8) {
+                let f = Field { off, width };
+                x = x.rotate_left(17).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                let (mut a, mut b) = ([0x5Au8; 24], [0x5Au8; 24]);
+                set(&mut a, f, x);
+                set_bits(&mut b, f, x);
+                assert_eq!(a, b, "set {f:?}");
+                assert_eq!(get(&a, f), get_bits(&a, f), "get {f:?}");
+                let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+                assert_eq!(get(&a, f), x & mask);
+            }
+        }
     }
 
     #[test]
