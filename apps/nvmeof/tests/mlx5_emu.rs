@@ -313,3 +313,19 @@ fn measure_target_over_mlx5_and_emulated_connectx() {
     }
     assert_eq!(w.target.queues(), 0);
 }
+
+/// 4 KiB random reads at QD1 over mlx5 + emulated ConnectX with a RAM namespace: the workload
+/// `scripts/bench-nvmeof` runs under callgrind (collecting only `RdmaTarget::poll`, i.e. the
+/// target, the mlx5 driver calls it makes and the namespace, not the adapter model's own loop).
+#[test]
+fn qd1_4k_reads_for_profiling_mlx5() {
+    let n: u64 = std::env::var("NVMEOF_PROFILE_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+    let (mut w, mut h) = setup();
+    let mut host = Host::connect(&mut h.v, &mut w, host_cfg(1), SUBNQN).expect("connect");
+    let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: u64::MAX / 4, max_ios: n, seed: 3 };
+    let zc0 = ns_of(&mut w).zero_copy;
+    let r = host.bench(&mut h.v, &mut w, 1, &bc).unwrap();
+    assert_eq!((r.ios, r.errors), (n, 0));
+    assert_eq!(ns_of(&mut w).zero_copy - zc0, n, "every read zero-copy");
+    println!("NVMEOF-PROFILE-IOS {n}");
+}
