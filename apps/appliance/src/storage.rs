@@ -499,13 +499,19 @@ fn bad_requests(ns: &mut Ns) -> Result<String, String> {
     let buf = KernelHal.dma_alloc(8192, 4096).map_err(|e| format!("{e}"))?;
     let p = buf.paddr();
     let before = ns.queue_stats().submitted;
-    let cases: [(&str, BlockIo, fn(&BlockError) -> bool); 5] = [
+    let max = ns.max_transfer_blocks();
+    let mut cases: Vec<(&str, BlockIo, fn(&BlockError) -> bool)> = alloc::vec![
         ("LBA beyond the end", BlockIo { op: BlockOp::Read, lba: total, blocks: 1, buf: p, buf_len: bs, tag: 1 }, |e| matches!(e, BlockError::OutOfRange { .. })),
         ("range crossing the end", BlockIo { op: BlockOp::Write, lba: total - 1, blocks: 2, buf: p, buf_len: 2 * bs, tag: 2 }, |e| matches!(e, BlockError::OutOfRange { .. })),
         ("zero length", BlockIo { op: BlockOp::Read, lba: 0, blocks: 0, buf: p, buf_len: bs, tag: 3 }, |e| *e == BlockError::ZeroLength),
         ("buffer too small", BlockIo { op: BlockOp::Read, lba: 0, blocks: 8, buf: p, buf_len: 4 * bs, tag: 4 }, |e| matches!(e, BlockError::BufferTooSmall { .. })),
         ("buffer not dword aligned", BlockIo { op: BlockOp::Read, lba: 0, blocks: 1, buf: p + 1, buf_len: bs, tag: 5 }, |e| *e == BlockError::Unsupported),
     ];
+    // One block more than the largest transfer (when the namespace is that large).
+    if total > max as u64 {
+        let len = (max as usize + 1) * bs;
+        cases.push(("above the maximum transfer", BlockIo { op: BlockOp::Read, lba: 0, blocks: max + 1, buf: p, buf_len: len, tag: 8 }, |e| matches!(e, BlockError::TooLarge { .. })));
+    }
     for (what, io, ok) in cases.iter() {
         match ns.submit(io) {
             Err(e) if ok(&e) => info!("storage: bad request ({what}): refused: {e:?}"),
