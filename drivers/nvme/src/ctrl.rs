@@ -1,6 +1,8 @@
 //! nvme ctrl: controller bring-up (Base §3.5.1 "Memory-based controller initialization"),
 //! the admin queue, Identify, Set Features (Number of Queues) and I/O queue creation.
 
+use core::sync::atomic::{AtomicBool, Ordering};
+
 use hal::{poll_until, DmaRegion, Hal, Mmio};
 use log::{debug, info};
 use zerocopy::FromBytes;
@@ -133,6 +135,8 @@ pub struct Controller<H: Hal, M: Mmio> {
     max_io_queues: u16,
     /// Tag of the last admin command.
     admin_seq: u64,
+    /// Stopped by [`Controller::fail_stop`] after it stopped answering.
+    failed: AtomicBool,
 }
 
 fn regs_ok<M: Mmio>(mmio: &M) -> Result<(), Error> {
@@ -200,7 +204,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
 
         let buf = hal.dma_alloc(PAGE, PAGE)?;
         let dummy = ControllerInfo { vid: 0, ssvid: 0, sn: [0; 20], mn: [0; 40], fr: [0; 8], mdts: 0, cntlid: 0, nn: 0, oncs: 0, vwc: false };
-        let mut c = Controller { hal, mmio, cap, vs, stride, cfg, admin, buf, info: dummy, next_qid: 1, max_io_queues: 0, admin_seq: 0 };
+        let mut c = Controller { hal, mmio, cap, vs, stride, cfg, admin, buf, info: dummy, next_qid: 1, max_io_queues: 0, admin_seq: 0, failed: AtomicBool::new(false) };
         c.info = c.identify_controller()?;
         c.max_io_queues = c.set_queue_count(16)?;
         info!(
@@ -239,6 +243,9 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
     /// Each command gets a fresh tag: a late completion of a command that timed out earlier
     /// is consumed (its slot freed) but never taken for the answer of a later command.
     fn admin_cmd(&mut self, mut sqe: Sqe, data: bool) -> Result<u32, Error> {
+        if self.is_failed() {
+            return Err(Error::Timeout { what: "admin command (controller stopped after a timeout)" });
+        }
         let d = if data { Some((self.buf.paddr(), PAGE)) } else { None };
         let opc = sqe.opc;
         self.admin_seq += 1;
@@ -390,6 +397,31 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
         self.admin_cmd(sq, false)?;
         self.next_qid += 1;
         Ok(qp)
+    }
+
+    /// Whether the controller was stopped after it stopped answering.
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Stop a controller that stopped answering: clear CC.EN, a controller reset that aborts
+    /// every outstanding command and ends the controller's DMA, and wait for CSTS.RDY = 0 up
+    /// to CAP.TO. Afterwards no buffer of an I/O reported as `Timeout` is written behind the
+    /// caller's back. Every queue of the controller is dead from then on (no automatic
+    /// re-initialisation). Returns whether the controller acknowledged (RDY went to 0).
+    pub fn fail_stop(&self) -> bool {
+        if self.failed.swap(true, Ordering::Relaxed) {
+            return !Csts::from_bits(self.mmio.read32(off::CSTS)).rdy();
+        }
+        let cc = Cc::from_bits(self.mmio.read32(off::CC));
+        self.mmio.write32(off::CC, cc.with_en(false).into_bits());
+        let stopped = poll_until(&self.hal, self.cap.ready_timeout_ns(), || !Csts::from_bits(self.mmio.read32(off::CSTS)).rdy());
+        if stopped {
+            log::error!("nvme: controller {:?} not answering: disabled (CC.EN=0, RDY=0); its I/O fails with Timeout", self.info.serial());
+        } else {
+            log::error!("nvme: controller {:?} not answering and still RDY {} ms after CC.EN=0: it may still DMA", self.info.serial(), self.cap.ready_timeout_ns() / 1_000_000);
+        }
+        stopped
     }
 
     /// Admin queue counters.

@@ -3,8 +3,10 @@
 //! Requests are checked (range, length, buffer size, alignment, supported op) before an
 //! SQE is written; `submit` only queues, `poll` rings the SQ doorbell once for everything
 //! queued since the last poll, then reaps completions. An I/O queue that makes no progress
-//! for `io_timeout_ns` is declared dead: its commands complete with `Timeout` and later
-//! submits are refused with `Timeout`.
+//! for `io_timeout_ns` means the controller stopped answering: it is stopped
+//! ([`Controller::fail_stop`]: CC.EN = 0, so no late DMA into buffers handed back), the
+//! outstanding commands of every namespace on it complete with `Timeout` and later submits
+//! are refused with `Timeout`.
 //!
 //! Namespaces with metadata: separate metadata without protection information is served
 //! with two per-namespace metadata buffers sized for the largest transfer, allocated once:
@@ -121,7 +123,7 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
     }
 
     fn build(&mut self, io: &BlockIo) -> Result<(), BlockError> {
-        if self.dead {
+        if self.dead || self.ctrl.is_failed() {
             return Err(BlockError::Timeout);
         }
         check_io(io, self.info.block_size, self.info.blocks, self.max_blocks)?;
@@ -234,13 +236,15 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
             return 0;
         }
         self.empty_polls += 1;
-        if self.empty_polls % TIMEOUT_CHECK_EVERY == 0
+        if self.ctrl.is_failed() {
+            // Another queue found the controller dead and stopped it: nothing will complete.
+            self.dead = true;
+        } else if self.empty_polls % TIMEOUT_CHECK_EVERY == 0
             && self.ctrl.hal.now_ns().wrapping_sub(self.last_progress_ns) > self.ctrl.cfg.io_timeout_ns
         {
-            if !self.dead {
-                log::error!("nvme: nsid {} queue {}: no completion for {} ms, controller not answering; failing I/O",
-                    self.info.nsid, self.q.qid, self.ctrl.cfg.io_timeout_ns / 1_000_000);
-            }
+            log::error!("nvme: nsid {} queue {}: no completion for {} ms, controller not answering; stopping it, failing I/O",
+                self.info.nsid, self.q.qid, self.ctrl.cfg.io_timeout_ns / 1_000_000);
+            self.ctrl.fail_stop();
             self.dead = true;
         }
         if self.dead {

@@ -632,17 +632,40 @@ fn unsupported_ops_when_oncs_lacks_them() {
 fn hung_controller_is_detected_by_timeout() {
     let (hal, bar, mut c) = bring_up();
     let info = c.identify_namespace(1).unwrap();
+    let info2 = c.identify_namespace(2).unwrap();
     let q = c.create_io_queue_pair(8).unwrap();
+    let q2 = c.create_io_queue_pair(8).unwrap();
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    let mut ns2 = NvmeNamespace::new(&c, info2, q2).unwrap();
     let buf = hal.dma_alloc(4096, 4096).unwrap();
     bar.st.borrow_mut().hung = true;
     ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 1)).unwrap();
     ns.submit(&io(BlockOp::Read, 1, 1, buf.paddr(), 512, 2)).unwrap();
+    ns2.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 3)).unwrap();
+    assert_eq!(ns2.poll(&mut [BlockDone { tag: 0, result: Ok(()) }; 4]), 0);
     let t0 = hal.now_ns();
     let d = wait(&mut ns, &hal, 2);
     assert!(d.iter().all(|d| d.result == Err(BlockError::Timeout)));
     assert!(hal.now_ns() - t0 >= 10_000_000);
-    assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 3)), Err(BlockError::Timeout));
+    // The controller was stopped (CC.EN = 0, RDY = 0): no late DMA into the buffers handed back.
+    assert_eq!(bar.st.borrow().cc & 1, 0);
+    assert_eq!(bar.st.borrow().csts & 1, 0);
+    assert!(c.is_failed());
+    assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 4)), Err(BlockError::Timeout));
+    // The other namespace on the same controller fails at once, without its own timeout.
+    let t1 = hal.now_ns();
+    let d = wait(&mut ns2, &hal, 1);
+    assert_eq!(d, vec![BlockDone { tag: 3, result: Err(BlockError::Timeout) }]);
+    assert!(hal.now_ns() - t1 < 1_000_000);
+    assert_eq!(ns2.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 5)), Err(BlockError::Timeout));
+}
+
+#[test]
+fn admin_commands_refused_after_the_controller_was_stopped() {
+    let (_hal, _bar, mut c) = bring_up();
+    assert!(c.fail_stop());
+    assert!(matches!(c.identify_namespace(1), Err(Error::Timeout { .. })));
+    assert!(matches!(c.create_io_queue_pair(4), Err(Error::Timeout { .. })));
 }
 
 /// Not inlined, so a profiler can count exactly the driver's submit path.
