@@ -342,3 +342,63 @@ fn qd1_4k_reads_for_profiling() {
     assert_eq!(w.target.stats.io_copy_bytes, 0);
     println!("NVMEOF-PROFILE-IOS {n}");
 }
+
+/// Abort (admin 0x08): parsed (CDW10 = CID << 16 | SQID); nothing is ever queued inside the
+/// target, so the answer is "not aborted" (DW0 bit 0 = 1); an SQID the controller never had
+/// is Invalid Field; Identify reports ACL (4 concurrent aborts).
+#[test]
+fn abort_is_parsed_and_answered_not_aborted() {
+    let fabric = SoftFabric::new();
+    let mut w = make_world(&fabric, 256, &[HOSTNQN]);
+    let mut hd = host_dev(&fabric);
+    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
+    let abort = |sqid: u32, cid: u32| {
+        let mut s = Sqe::zeroed();
+        s.opcode = admin_op::ABORT;
+        s.flags = PSDT_SGL;
+        s.dptr.typ = sgl_type::KEYED_ADDR; // null keyed SGL, as hosts send for no data
+        s.cdw10 = zerocopy::byteorder::little_endian::U32::new(cid << 16 | sqid);
+        s
+    };
+    for (sqid, cid) in [(0, 3), (1, 0), (2, 31), (1, 0xFFFF)] {
+        let (dw0, _) = host.admin_raw(&mut hd, &mut w, abort(sqid, cid), None).expect("abort answered");
+        assert_eq!(dw0 & 1, 1, "SQID {sqid} CID {cid}: not aborted");
+    }
+    match host.admin_raw(&mut hd, &mut w, abort(3, 1), None) {
+        Err(Error::Nvme(st)) => assert_eq!(st, Status::INVALID_FIELD, "SQID beyond the granted queues"),
+        r => panic!("{r:?}"),
+    }
+    let mut id = [0u8; 4096];
+    host.identify(&mut hd, &mut w, cns::CONTROLLER, 0, &mut id).unwrap();
+    assert_eq!(id[258], 3, "ACL (Identify Controller byte 258)");
+    // The connection keeps working.
+    verified_io(&mut host, &mut hd, &mut w, 50, 4, 9);
+}
+
+/// CC.EN 1 -> 0 (controller reset by Property Set): CSTS.RDY clears, the controller's I/O
+/// queues are torn down (their QPs handed to the CM for DREQ), the admin queue stays; after
+/// re-enabling, the host may connect I/O queues again.
+#[test]
+fn controller_reset_tears_down_io_queues() {
+    let fabric = SoftFabric::new();
+    let mut w = make_world(&fabric, 256, &[HOSTNQN]);
+    let mut hd = host_dev(&fabric);
+    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
+    assert_eq!(w.target.queues(), 3, "admin + 2 I/O queues");
+    let io_qps_before = w.target.stats.conns_closed;
+    host.admin_raw(&mut hd, &mut w, nvmeof::host::property_set_sqe(prop::CC, 0), None).expect("CC.EN = 0");
+    assert_eq!(w.target.queues(), 1, "only the admin queue is left");
+    assert_eq!(w.target.stats.conns_closed - io_qps_before, 2);
+    let mut closed = vec![];
+    while let Some(q) = w.target.take_closed() {
+        closed.push(q);
+    }
+    assert_eq!(closed.len(), 2, "DREQ for each I/O queue: {closed:?}");
+    let (csts, _) = host.admin_raw(&mut hd, &mut w, nvmeof::host::property_get_sqe(prop::CSTS, false), None).unwrap();
+    assert_eq!(csts & 1, 0, "CSTS.RDY cleared");
+    // Re-enable (IOSQES 6, IOCQES 4, EN): ready again; the controller takes I/O queue Connects anew.
+    host.admin_raw(&mut hd, &mut w, nvmeof::host::property_set_sqe(prop::CC, (4 << 20) | (6 << 16) | 1), None).unwrap();
+    let (csts, _) = host.admin_raw(&mut hd, &mut w, nvmeof::host::property_get_sqe(prop::CSTS, false), None).unwrap();
+    assert_eq!(csts & 3, 1, "CSTS.RDY set, no fatal status");
+    assert_eq!(w.target.core.live_ctrls(), 1, "the controller survives its reset");
+}

@@ -238,6 +238,8 @@ pub struct Core<B: BlockDevice> {
     done_buf: [BlockDone; 32],
     /// Reads may use the namespaces' direct memory (the transport registered it).
     direct: bool,
+    /// Controllers reset by the host (CC.EN 1 -> 0) whose I/O queues the transport must drop.
+    resets: heapless::Deque<u16, 16>,
     pub stats: CoreStats,
 }
 
@@ -298,6 +300,7 @@ impl<B: BlockDevice> Core<B> {
             aen_ready: heapless::Deque::new(),
             done_buf: [BlockDone { tag: 0, result: Ok(()) }; 32],
             direct: false,
+            resets: heapless::Deque::new(),
             stats: CoreStats::default(),
         })
     }
@@ -391,6 +394,12 @@ impl<B: BlockDevice> Core<B> {
                 }
             }
         }
+    }
+
+    /// A controller the host reset (CC.EN 1 -> 0): the transport must tear down its I/O
+    /// queues (call until `None`, after answering the Property Set).
+    pub fn take_reset(&mut self) -> Option<u16> {
+        self.resets.pop_front()
     }
 
     /// Completed AERs: (tag, DW0).
@@ -639,6 +648,7 @@ impl<B: BlockDevice> Core<B> {
         }
         let new = cmd.value.get() as u32;
         let old = c.cc;
+        let mut reset = None;
         c.cc = new;
         if new & cc::EN != 0 && old & cc::EN == 0 {
             if cc::valid_for_enable(new) {
@@ -647,14 +657,23 @@ impl<B: BlockDevice> Core<B> {
                 c.csts = csts::CFS;
             }
         } else if new & cc::EN == 0 && old & cc::EN != 0 {
-            // Controller reset.
+            // Controller reset (NVMe Base 2.0 §3.7.2; NVMe-oF: the I/O queues are deleted and
+            // their connections torn down, the admin queue stays): pending AERs are dropped
+            // without completion, the transport drops the I/O queues (`take_reset`).
             c.csts = 0;
             c.io_connected.iter_mut().for_each(|s| *s = false);
+            c.aers.clear();
+            reset = Some(c.cntlid);
         }
         if cc::shn(new) != 0 && cc::shn(old) == 0 {
             c.csts = (c.csts & !csts::RDY) | csts::SHST_COMPLETE;
         } else if cc::shn(new) == 0 && cc::shn(old) != 0 {
             c.csts &= !csts::SHST_COMPLETE;
+        }
+        if let Some(id) = reset {
+            if !self.resets.iter().any(|&x| x == id) && self.resets.push_back(id).is_err() {
+                log::warn!("nvmeof: target: reset queue full; controller {id}'s I/O queues stay until disconnect");
+            }
         }
         Action::ok(0, 0)
     }
@@ -681,10 +700,23 @@ impl<B: BlockDevice> Core<B> {
                 }
                 Action::Hold
             }
-            // Abort: we never abort (commands complete quickly); DW0 bit 0 = 1 means "not aborted".
-            admin_op::ABORT if !discovery => Action::ok(1, 0),
+            admin_op::ABORT if !discovery => self.abort(cntlid, sqe),
             _ => Action::status(Status::INVALID_OPCODE),
         }
+    }
+
+    /// Abort (NVMe Base 2.0 §5.1): CDW10 = CID (31:16) | SQID (15:0). Commands here are never
+    /// queued inside the controller (I/O is on the device or answered at once), so nothing is
+    /// aborted: DW0 bit 0 = 1 ("not aborted"), the answer the spec allows for a command not
+    /// found or not abortable. An SQID this controller never had is Invalid Field.
+    fn abort(&mut self, cntlid: u16, sqe: &Sqe) -> Action {
+        let d10 = sqe.cdw10.get();
+        let sqid = (d10 & 0xFFFF) as u16;
+        let Some(c) = self.ctrl(cntlid) else { return Action::status(Status::INTERNAL) };
+        if sqid > c.io_queues {
+            return Action::status(Status::INVALID_FIELD);
+        }
+        Action::ok(1, 0)
     }
 
     fn set_features(&mut self, cntlid: u16, sqe: &Sqe) -> Action {
@@ -816,6 +848,7 @@ impl<B: BlockDevice> Core<B> {
         id.ver = U32::new(0x0001_0300);
         id.ctratt = U32::new(1 << 2); // TBKAS: any command resets the keep-alive timer
         id.aerl = MAX_AERS as u8 - 1;
+        id.acl = 3; // 4 concurrent Aborts (0's based; the spec recommends at least 4)
         id.lpa = 1 << 2; // extended data for Get Log Page (offsets)
         id.elpe = ERROR_LOG_ENTRIES as u8 - 1;
         id.kas = U16::new(10);

@@ -427,6 +427,17 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         verbs.post_recv(c.qpn, &wr)
     }
 
+    /// Controller `cntlid` was reset (CC.EN 1 -> 0): tear down its I/O queues (the CM sends
+    /// DREQ for each, `take_closed`); its admin queue stays.
+    fn reset_io_queues(&mut self, verbs: &mut V, cntlid: u16) {
+        for j in 0..self.hi {
+            let io = self.conns[j].as_ref().is_some_and(|o| !o.draining && o.q.qid != 0 && o.q.cntlid == Some(cntlid));
+            if io {
+                self.teardown(verbs, j, true);
+            }
+        }
+    }
+
     /// Tear a queue down (and, for an admin queue, every queue of its controller).
     fn teardown(&mut self, verbs: &mut V, ci: usize, notify_cm: bool) {
         let Some(c) = self.conns[ci].as_mut() else { return };
@@ -768,6 +779,12 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                     }
                 }
                 self.respond(verbs, ci, s, status, dw0, dw1, slot.t0);
+                if sqe.opcode == FABRICS_OPCODE {
+                    // A Property Set may have reset the controller: drop its I/O queues.
+                    while let Some(id) = self.core.take_reset() {
+                        self.reset_io_queues(verbs, id);
+                    }
+                }
             }
             Action::Submitted { count } => {
                 let c = self.conns[ci].as_mut().expect("live");
