@@ -18,6 +18,7 @@ use blockdev::BlockDevice;
 use kernel::KernelHal;
 use log::{error, info, warn};
 use nvmeof::cmdline::{NsSpec, NvmeofArgs};
+use nvmeof::host::HostEnv;
 use nvmeof::target::{Core, TargetConfig};
 
 use crate::config::Config;
@@ -243,7 +244,7 @@ pub fn initiate(adapter: crate::adapter::Adapter, args: &NvmeofArgs) -> bool {
 
 #[inline(never)]
 fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs) -> bool {
-    use nvmeof::host::{Host, HostConfig};
+    use nvmeof::host::HostConfig;
     use rdma::Verbs as _;
     let Some(spec) = args.connect.as_ref() else { return false };
     let cm = match rdma::cm::Cm::new(verbs, rdma::cm::CmConfig::default()) {
@@ -273,7 +274,7 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs) 
     }
     let target = format!("{}:{}", ip_str(spec.addr), spec.port);
     if spec.nqn == nvmeof::wire::DISCOVERY_NQN {
-        return match Host::discover(verbs, &mut env, hcfg) {
+        return match discover(verbs, &mut env, hcfg) {
             Ok(entries) => {
                 info!("nvmf: discovery log of {target}: {} entries", entries.len());
                 for e in &entries {
@@ -287,7 +288,7 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs) 
             }
         };
     }
-    let mut host = match Host::connect(verbs, &mut env, hcfg, &spec.nqn) {
+    let mut host = match connect(verbs, &mut env, hcfg, &spec.nqn) {
         Ok(h) => h,
         Err(e) => {
             error!("nvmf: connect to {} at {target}: {e:?}", spec.nqn);
@@ -307,28 +308,60 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs) 
                 error!("nvmf: bench: the controller has no namespace");
                 ok = false;
             }
-            Some(nsid) => match host.bench(verbs, &mut env, nsid, b) {
-                Ok(r) => {
-                    let mut s = String::new();
-                    let _ = r.write(&mut s, b);
-                    for line in s.lines() {
-                        info!("nvmf: {line}");
-                    }
-                    ok = r.errors == 0;
-                }
-                Err(e) => {
-                    error!("nvmf: bench on nsid {nsid}: {e:?}");
-                    ok = false;
-                }
-            },
+            Some(nsid) => ok = bench(&mut host, verbs, &mut env, nsid, b),
         }
     }
     info!("nvmf: initiator counters {:?}", host.stats);
     if let Some(e) = verbs.last_poll_error.take() {
         warn!("nvmf: adapter {bdf}: last housekeeping error: {e}");
     }
-    if let Err(e) = host.disconnect(verbs, &mut env) {
+    if let Err(e) = disconnect(host, verbs, &mut env) {
         warn!("nvmf: disconnect: {e:?}");
     }
     ok
+}
+
+// The initiator's steps, each out of line so their frames (admin buffers, bench state) follow
+// one another on the boot stack instead of adding up in one.
+type HostError = nvmeof::Error<mlx5::Error>;
+
+#[inline(never)]
+fn discover(verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, cfg: nvmeof::host::HostConfig) -> Result<Vec<nvmeof::host::DiscEntry>, HostError> {
+    nvmeof::host::Host::discover(verbs, env, cfg)
+}
+
+#[inline(never)]
+fn connect(verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, cfg: nvmeof::host::HostConfig, nqn: &str) -> Result<Box<nvmeof::host::Host<crate::adapter::Verbs>>, HostError> {
+    nvmeof::host::Host::connect(verbs, env, cfg, nqn).map(Box::new)
+}
+
+/// Run `nvmf.bench=` on `nsid` and print the report (the result holds the full histogram:
+/// kept in this frame only). Returns whether it ran without errors.
+#[inline(never)]
+fn bench(
+    host: &mut nvmeof::host::Host<crate::adapter::Verbs>,
+    verbs: &mut crate::adapter::Verbs,
+    env: &mut impl HostEnv<crate::adapter::Verbs>,
+    nsid: u32,
+    cfg: &nvmeof::bench::BenchConfig,
+) -> bool {
+    match host.bench(verbs, env, nsid, cfg) {
+        Ok(r) => {
+            let mut s = String::new();
+            let _ = r.write(&mut s, cfg);
+            for line in s.lines() {
+                info!("nvmf: {line}");
+            }
+            r.errors == 0
+        }
+        Err(e) => {
+            error!("nvmf: bench on nsid {nsid}: {e:?}");
+            false
+        }
+    }
+}
+
+#[inline(never)]
+fn disconnect(host: Box<nvmeof::host::Host<crate::adapter::Verbs>>, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>) -> Result<(), HostError> {
+    (*host).disconnect(verbs, env)
 }
