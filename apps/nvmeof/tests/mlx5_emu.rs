@@ -226,9 +226,11 @@ fn snap(w: &mut World) -> Snap {
     Snap { mmio: c.mmio_writes, sq_db: c.sq_doorbells, responses: st.responses, target_copy: st.io_copy_bytes, ns_copy: ns.copied_bytes, zero_copy: ns.zero_copy }
 }
 
-/// 4 KiB random reads at `qd`; prints the figures; returns (MMIO writes per I/O, bytes copied per read).
-fn measure(w: &mut World, h: &mut Node, host: &mut Host<V>, qd: u16, n: u64) -> (f64, f64) {
-    let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: qd as u64 };
+/// 4 KiB random I/O (`pattern`) at `qd`; prints the figures; returns (MMIO writes per I/O,
+/// CPU bytes copied per I/O).
+fn measure(w: &mut World, h: &mut Node, host: &mut Host<V>, pattern: Pattern, qd: u16, n: u64, label: &str) -> (f64, f64) {
+    let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: qd as u64 };
+    let what = format!("{}{label}", if pattern == Pattern::RandRead { "randread" } else { "randwrite" });
     w.target.turnaround = nvmeof::bench::Histogram::new();
     let a = snap(w);
     let r = host.bench(&mut h.v, w, 1, &bc).expect("bench");
@@ -238,10 +240,10 @@ fn measure(w: &mut World, h: &mut Node, host: &mut Host<V>, qd: u16, n: u64) -> 
     let sq = (b.sq_db - a.sq_db) as f64 / n as f64;
     let copied = (b.target_copy - a.target_copy + b.ns_copy - a.ns_copy) as f64 / n as f64;
     let mut s = String::new();
-    writeln!(s, "NVMEOF-MLX5-EMU QD{qd} 4KiB randread: {n} I/Os, {} responses (incl. keep-alives)", b.responses - a.responses).unwrap();
-    writeln!(s, "NVMEOF-MLX5-EMU QD{qd} doorbells/IO: {mmio:.3} target MMIO writes, {sq:.3} SQ doorbells").unwrap();
-    writeln!(s, "NVMEOF-MLX5-EMU QD{qd} CPU bytes copied/read: {copied:.1} (target {} B, RAM device {} B; {} zero-copy reads)", b.target_copy - a.target_copy, b.ns_copy - a.ns_copy, b.zero_copy - a.zero_copy).unwrap();
-    w.target.turnaround.write_report_in(&mut s, &format!("NVMEOF-TURNAROUND QD{qd} target receive CQE seen -> response posted"), "TSC ticks").unwrap();
+    writeln!(s, "NVMEOF-MLX5-EMU QD{qd} 4KiB {what}: {n} I/Os, {} responses (incl. keep-alives)", b.responses - a.responses).unwrap();
+    writeln!(s, "NVMEOF-MLX5-EMU QD{qd} {what} doorbells/IO: {mmio:.3} target MMIO writes, {sq:.3} SQ doorbells").unwrap();
+    writeln!(s, "NVMEOF-MLX5-EMU QD{qd} {what} CPU bytes copied/IO: {copied:.1} (target {} B, RAM device {} B; {} zero-copy I/Os)", b.target_copy - a.target_copy, b.ns_copy - a.ns_copy, b.zero_copy - a.zero_copy).unwrap();
+    w.target.turnaround.write_report_in(&mut s, &format!("NVMEOF-TURNAROUND QD{qd} {what} target receive CQE seen -> response posted"), "TSC ticks").unwrap();
     writeln!(s, "  (TSC ~{:.2} ticks/ns on this host; host CPU time of the target's software path incl. the mlx5 driver, not a hardware latency)", tsc_per_ns()).unwrap();
     println!("{s}");
     (mmio, copied)
@@ -300,8 +302,15 @@ fn measure_target_over_mlx5_and_emulated_connectx() {
     assert!(ns_of(&mut w).zero_copy - zc0 >= 64, "reads served from namespace memory");
 
     let n1: u64 = std::env::var("NVMEOF_EMU_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
-    let (db1, copied1) = measure(&mut w, &mut h, &mut host, 1, n1);
-    let (db32, copied32) = measure(&mut w, &mut h, &mut host, 32, n1 * 2);
+    let (db1, copied1) = measure(&mut w, &mut h, &mut host, Pattern::RandRead, 1, n1, "");
+    let (db32, copied32) = measure(&mut w, &mut h, &mut host, Pattern::RandRead, 32, n1 * 2, "");
+    // Writes, for comparison (keyed SGL: RDMA READ then the response = 2 doorbells at QD1;
+    // the RAM device copies the data from the slot buffer into the namespace).
+    measure(&mut w, &mut h, &mut host, Pattern::RandWrite, 1, n1 / 2, "(keyed-SGL)");
+    // In-capsule (inline) writes from a second controller: one doorbell (the response).
+    let mut host2 = Host::connect(&mut h.v, &mut w, host_cfg(32), SUBNQN).expect("second controller");
+    measure(&mut w, &mut h, &mut host2, Pattern::RandWrite, 1, n1 / 2, "(in-capsule)");
+    host2.disconnect(&mut h.v, &mut w).expect("disconnect");
     println!("NVMEOF-DOORBELLS-PER-IO QD1 {db1:.3} QD32 {db32:.3}");
     println!("NVMEOF-BYTES-COPIED-PER-READ QD1 {copied1:.1} QD32 {copied32:.1}");
     // The aims (counts, not timings): <= 1 doorbell per I/O at QD1, 0 bytes copied.
