@@ -14,6 +14,10 @@ use crate::Error;
 
 const PAGE: usize = 4096;
 const ADMIN_DEPTH: u16 = 32;
+/// CC.SHN: normal shutdown notification (Base §3.1.4.5).
+const SHN_NORMAL: u8 = 0b01;
+/// CSTS.SHST: shutdown processing complete (Base §3.1.4.6).
+const SHST_COMPLETE: u8 = 0b10;
 
 /// Default cap on one command's transfer: 8 MiB. It applies when MDTS is larger or 0 (no
 /// limit). Each I/O queue slot reserves the chained PRP list pages this needs up front
@@ -54,6 +58,8 @@ pub struct ControllerInfo {
     pub nn: u32,
     pub oncs: u16,
     pub vwc: bool,
+    /// RTD3 Entry Latency in microseconds (0 = not reported).
+    pub rtd3e_us: u32,
 }
 
 impl ControllerInfo {
@@ -203,7 +209,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
         }
 
         let buf = hal.dma_alloc(PAGE, PAGE)?;
-        let dummy = ControllerInfo { vid: 0, ssvid: 0, sn: [0; 20], mn: [0; 40], fr: [0; 8], mdts: 0, cntlid: 0, nn: 0, oncs: 0, vwc: false };
+        let dummy = ControllerInfo { vid: 0, ssvid: 0, sn: [0; 20], mn: [0; 40], fr: [0; 8], mdts: 0, cntlid: 0, nn: 0, oncs: 0, vwc: false, rtd3e_us: 0 };
         let mut c = Controller { hal, mmio, cap, vs, stride, cfg, admin, buf, info: dummy, next_qid: 1, max_io_queues: 0, admin_seq: 0, failed: AtomicBool::new(false) };
         c.info = c.identify_controller()?;
         c.max_io_queues = c.set_queue_count(16)?;
@@ -299,6 +305,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
             nn: id.nn.get(),
             oncs: id.oncs.get(),
             vwc: id.vwc & 1 != 0,
+            rtd3e_us: id.rtd3e.get(),
         })
     }
 
@@ -422,6 +429,24 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
             log::error!("nvme: controller {:?} not answering and still RDY {} ms after CC.EN=0: it may still DMA", self.info.serial(), self.cap.ready_timeout_ns() / 1_000_000);
         }
         stopped
+    }
+
+    /// Normal shutdown (Base §3.6.1): set CC.SHN = 01b and wait for CSTS.SHST = 10b, so the
+    /// controller writes its volatile cache and metadata to media before power goes. Waits
+    /// RTD3E when the controller reports it (at least 1 s), else 5 s. Call once, at the end,
+    /// with no I/O outstanding; the controller takes no commands afterwards.
+    pub fn shutdown(&self) -> Result<(), Error> {
+        let wait_ns = match self.info.rtd3e_us {
+            0 => 5_000_000_000,
+            us => core::cmp::max(us as u64 * 1000, 1_000_000_000),
+        };
+        let cc = Cc::from_bits(self.mmio.read32(off::CC));
+        self.mmio.write32(off::CC, cc.with_shn(SHN_NORMAL).into_bits());
+        if poll_until(&self.hal, wait_ns, || Csts::from_bits(self.mmio.read32(off::CSTS)).shst() == SHST_COMPLETE) {
+            Ok(())
+        } else {
+            Err(Error::Timeout { what: "shutdown (CSTS.SHST=10b)" })
+        }
     }
 
     /// Admin queue counters.

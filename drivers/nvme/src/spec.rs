@@ -113,7 +113,11 @@ pub struct IdentifyController {
     pub mdts: u8,
     pub cntlid: U16,
     pub ver: U32,
-    _rsvd84: [u8; 512 - 84],
+    /// RTD3 Resume Latency, microseconds.
+    pub rtd3r: U32,
+    /// RTD3 Entry Latency, microseconds: expected time to shut down (0 = not reported).
+    pub rtd3e: U32,
+    _rsvd92: [u8; 512 - 92],
     /// Submission Queue Entry Size (bits 3:0 required, 7:4 maximum; log2).
     pub sqes: u8,
     /// Completion Queue Entry Size.
@@ -133,6 +137,7 @@ pub struct IdentifyController {
 }
 const _: () = assert!(core::mem::size_of::<IdentifyController>() == 4096);
 const _: () = assert!(core::mem::offset_of!(IdentifyController, mdts) == 77);
+const _: () = assert!(core::mem::offset_of!(IdentifyController, rtd3e) == 88);
 const _: () = assert!(core::mem::offset_of!(IdentifyController, nn) == 516);
 const _: () = assert!(core::mem::offset_of!(IdentifyController, oncs) == 520);
 

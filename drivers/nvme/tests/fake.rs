@@ -179,7 +179,15 @@ impl Mmio for FakeBar {
         let mut s = self.st.borrow_mut();
         match offset {
             0x14 => {
+                let shn = (value >> 14) & 3;
                 s.cc = value;
+                if shn != 0 && value & 1 == 1 {
+                    // Shutdown notification: report SHST = 10b (complete) unless hung.
+                    if !s.hung {
+                        s.csts = (s.csts & !0xC) | (0b10 << 2);
+                    }
+                    return;
+                }
                 if value & 1 == 1 {
                     if s.fatal_on_enable {
                         s.csts = 2;
@@ -961,4 +969,21 @@ fn late_admin_completion_is_not_taken_for_the_next_command() {
     let ns = c.identify_namespace(1).unwrap();
     assert_eq!(ns.blocks, 2048);
     assert_eq!(c.identify_namespace(2).unwrap().blocks, 100);
+}
+
+/// Normal shutdown: CC.SHN = 01b written with EN kept, CSTS.SHST = 10b awaited; a controller
+/// that never completes it is reported by timeout.
+#[test]
+fn shutdown_notification() {
+    let (hal, bar, c) = bring_up();
+    c.shutdown().unwrap();
+    assert_eq!((bar.st.borrow().cc >> 14) & 3, 1);
+    assert_eq!(bar.st.borrow().cc & 1, 1);
+    drop(hal);
+    let (hal, bar, c) = bring_up();
+    bar.st.borrow_mut().hung = true;
+    let t0 = hal.now_ns();
+    assert_eq!(c.shutdown(), Err(Error::Timeout { what: "shutdown (CSTS.SHST=10b)" }));
+    // RTD3E not reported: 5 s (simulated) of waiting, then the error.
+    assert!((5_000_000_000..5_100_000_000).contains(&(hal.now_ns() - t0)));
 }
