@@ -92,6 +92,8 @@ pub enum NoAdapter {
     NoAddress { found: usize },
     /// Every one of `found` failed to come up (errors printed at boot).
     Failed { found: usize },
+    /// `connectx=` names no mlx5 function.
+    NotSelected,
 }
 
 impl fmt::Display for NoAdapter {
@@ -100,6 +102,7 @@ impl fmt::Display for NoAdapter {
             NoAdapter::NotFound => write!(f, "no ConnectX adapter found"),
             NoAdapter::NoAddress { found } => write!(f, "{found} ConnectX function(s) found but none brought up: no ip= or nvmet.listen= address"),
             NoAdapter::Failed { found } => write!(f, "{found} ConnectX function(s) found, none came up (see the connectx: errors above)"),
+            NoAdapter::NotSelected => write!(f, "the ConnectX function connectx= names does not exist"),
         }
     }
 }
@@ -151,10 +154,19 @@ fn mac_str(m: [u8; 6]) -> String {
     format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
 }
 
-/// Find the ConnectX functions, print one line each, and bring the first usable one up with
-/// IPv4 address `ip` (GID 0 = ::ffff:ip). Never panics; failures are printed.
+/// Parse `BB:DD.F` (hexadecimal bus, device < 32, function < 8).
+pub fn parse_bdf(s: &str) -> Option<(u8, u8, u8)> {
+    let (b, rest) = s.split_once(':')?;
+    let (d, f) = rest.split_once('.')?;
+    let hex = |x: &str, max: u8| (!x.is_empty() && x.len() <= 2).then(|| u8::from_str_radix(x, 16).ok()).flatten().filter(|v| *v <= max);
+    Some((hex(b, 0xff)?, hex(d, 31)?, hex(f, 7)?))
+}
+
+/// Find the ConnectX functions, print one line each, and bring the first usable one (or the
+/// one `select` names, `connectx=`) up with IPv4 address `ip` (GID 0 = ::ffff:ip). Never
+/// panics; failures are printed.
 #[inline(never)]
-pub fn attach(ip: Option<[u8; 4]>) -> Result<Adapter, NoAdapter> {
+pub fn attach(ip: Option<[u8; 4]>, select: Option<(u8, u8, u8)>) -> Result<Adapter, NoAdapter> {
     let found: alloc::vec::Vec<&PciFunction> = candidates().collect();
     if found.is_empty() {
         info!("connectx: no ConnectX adapter found (no PCI function of vendor 15b3 with an mlx5 device ID or a network class)");
@@ -176,6 +188,10 @@ pub fn attach(ip: Option<[u8; 4]>) -> Result<Adapter, NoAdapter> {
             }
         };
         let head = format!("connectx: {bdf} 15b3:{:04x} {name}", f.device);
+        if let Some((sb, sd, sf)) = select.filter(|s| *s != f.bdf()) {
+            info!("{head}: not used (connectx={sb:02x}:{sd:02x}.{sf:x} selects another)");
+            continue;
+        }
         if up.is_some() {
             info!("{head}: not used (one adapter per image; the first one that came up serves)");
             continue;
@@ -189,6 +205,12 @@ pub fn attach(ip: Option<[u8; 4]>) -> Result<Adapter, NoAdapter> {
         }
     }
     let usable = found.iter().filter(|f| matches!(classify(f), Some(Match::Known(_) | Match::Likely))).count();
+    if let Some((sb, sd, sf)) = select {
+        if up.is_none() && !found.iter().any(|f| f.bdf() == (sb, sd, sf) && matches!(classify(f), Some(Match::Known(_) | Match::Likely))) {
+            error!("connectx: connectx={sb:02x}:{sd:02x}.{sf:x}: no mlx5 function at that address");
+            return Err(NoAdapter::NotSelected);
+        }
+    }
     match up {
         Some(a) => Ok(a),
         None if usable == 0 => {

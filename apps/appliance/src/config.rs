@@ -25,6 +25,8 @@ pub struct Config {
     /// `ip=A.B.C.D`: the ConnectX adapter's IPv4 address (RoCEv2 GID 0). Without it the
     /// address of `nvmet.listen=` is used; with neither, adapters are listed but not brought up.
     pub ip: Option<[u8; 4]>,
+    /// `connectx=BB:DD.F`: which ConnectX function to bring up (default: the first that comes up).
+    pub connectx: Option<(u8, u8, u8)>,
     /// `nvmet.listen=`, `nvmet.subsys=`, `nvmf.connect=`, `nvmf.bench=`: the NVMe-oF role, in
     /// apps/nvmeof's grammar (see nvmeof::cmdline); checked as a whole by [`crate::nvmf::check`].
     pub nvmeof: nvmeof::cmdline::NvmeofArgs,
@@ -32,7 +34,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, nvmeof: Default::default() }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, nvmeof: Default::default() }
     }
 }
 
@@ -80,6 +82,14 @@ pub const OPTIONS: &[Opt<Config>] = &[
                 Some((a, 4420)) if !v.contains(':') && a != [0; 4] => c.ip = Some(a),
                 _ => return Err("expected A.B.C.D (not 0.0.0.0, no port)"),
             }
+            Ok(())
+        },
+    },
+    Opt {
+        name: "connectx",
+        help: "BB:DD.F: the ConnectX PCI function to bring up (default: the first one that comes up)",
+        set: |c, v| {
+            c.connectx = Some(crate::adapter::parse_bdf(v).ok_or("expected BB:DD.F (hexadecimal PCI address)")?);
             Ok(())
         },
     },

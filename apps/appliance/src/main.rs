@@ -44,7 +44,7 @@ fn main(boot: kernel::Boot) -> ! {
     let mut storage = storage::attach(&cfg.storage);
     // ConnectX: a failure is printed and the other parts keep running; the NVMe-oF role
     // below then fails clearly.
-    let adapter = adapter::attach(nvmf::adapter_ip(&cfg));
+    let adapter = adapter::attach(nvmf::adapter_ip(&cfg), cfg.connectx);
     if let Some(f) = cfg.fault {
         kernel::fault::trigger(f);
         log::error!("appliance: test.fault={f:?} did not fault");
