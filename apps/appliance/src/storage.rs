@@ -9,7 +9,7 @@
 //! `verify:<seed>` (the two halves, for a check across boots), `bad` (requests that must be
 //! refused), `bench` (QD1 / QD32 4 KiB random reads), `ops` (Write Zeroes, deallocate, Flush),
 //! `big:<seed>` (single-command writes and reads of up to 4 MiB, aligned and unaligned
-//! buffers: exercises chained PRP lists).
+//! buffers: exercises chained PRP lists), `shutdown` (normal shutdown of every controller; last).
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
@@ -41,6 +41,9 @@ pub enum Test {
     Ops,
     /// Single-command transfers of up to 4 MiB, aligned and unaligned buffers.
     Big(u64),
+    /// Normal shutdown of every controller (CC.SHN, wait CSTS.SHST); put it last: the
+    /// controllers take no commands afterwards.
+    Shutdown,
 }
 
 /// The storage part of the configuration.
@@ -78,7 +81,7 @@ pub fn parse_ns(c: &mut StorageConfig, v: &str) -> Result<(), &'static str> {
 
 /// Setter for `nvme.selftest=`.
 pub fn parse_tests(c: &mut StorageConfig, v: &str) -> Result<(), &'static str> {
-    const WHY: &str = "expected a comma list of pattern:<seed>, write:<seed>, verify:<seed>, big:<seed>, bad, bench, ops";
+    const WHY: &str = "expected a comma list of pattern:<seed>, write:<seed>, verify:<seed>, big:<seed>, bad, bench, ops, shutdown";
     c.tests.clear();
     for item in v.split(',') {
         let (name, arg) = item.split_once(':').unwrap_or((item, ""));
@@ -91,6 +94,7 @@ pub fn parse_tests(c: &mut StorageConfig, v: &str) -> Result<(), &'static str> {
             "bad" if arg.is_empty() => Test::Bad,
             "bench" if arg.is_empty() => Test::Bench,
             "ops" if arg.is_empty() => Test::Ops,
+            "shutdown" if arg.is_empty() => Test::Shutdown,
             _ => return Err(WHY),
         });
     }
@@ -234,6 +238,19 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
     }
 
     for t in &cfg.tests {
+        if *t == Test::Shutdown {
+            for (i, c) in ctrls.iter().enumerate() {
+                let Some(c) = c else { continue };
+                match c.shutdown() {
+                    Ok(()) => info!("storage: selftest Shutdown nvme{i}: PASS normal shutdown complete (CSTS.SHST=10b)"),
+                    Err(e) => {
+                        error!("storage: selftest Shutdown nvme{i}: FAIL {e}");
+                        ok = false;
+                    }
+                }
+            }
+            continue;
+        }
         for s in served.iter_mut() {
             // RAM namespaces take the pattern test (data moved by KernelHal::copy_phys).
             if let (Backing::Ram(r), Test::Pattern(seed)) = (&mut s.dev, *t) {
@@ -255,6 +272,7 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
                 Test::Bench => bench(ns),
                 Test::Ops => ops(ns),
                 Test::Big(seed) => big(ns, seed),
+                Test::Shutdown => continue,
             };
             match r {
                 Ok(msg) => info!("storage: selftest {t:?} {}: PASS {msg}", s.name),
