@@ -100,7 +100,7 @@ pub const OPTIONS: &[Opt<Config>] = &[
     },
     Opt {
         name: "nvmet.subsys",
-        help: "NVMe-oF target subsystem (repeatable): NQN,ns=ram:SIZE|null:SIZE|nvme:NSID,...,[bs=512|4096,]host=HOSTNQN,...|allow_any",
+        help: "NVMe-oF target subsystem (repeatable): NQN,ns=ram:SIZE|null:SIZE|nvme:NSID,...,[bs=BYTES (512..65536, for the ram/null ns= after it),]host=HOSTNQN,...|allow_any",
         set: |c, v| nvmeof_word(c, "nvmet.subsys", v),
     },
     Opt {
