@@ -27,6 +27,9 @@ pub struct Config {
     pub ip: Option<[u8; 4]>,
     /// `connectx=BB:DD.F`: which ConnectX function to bring up (default: the first that comes up).
     pub connectx: Option<(u8, u8, u8)>,
+    /// `roce.mtu=256|512|1024|2048|4096`: the RoCE path MTU the CM offers (default 1024, right
+    /// for a 1500-byte Ethernet MTU; 4096 needs jumbo frames end to end).
+    pub roce_mtu: u32,
     /// `nvmet.listen=`, `nvmet.subsys=`, `nvmf.connect=`, `nvmf.bench=`: the NVMe-oF role, in
     /// apps/nvmeof's grammar (see nvmeof::cmdline); checked as a whole by [`crate::nvmf::check`].
     pub nvmeof: nvmeof::cmdline::NvmeofArgs,
@@ -34,7 +37,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, nvmeof: Default::default() }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, roce_mtu: 1024, nvmeof: Default::default() }
     }
 }
 
@@ -90,6 +93,21 @@ pub const OPTIONS: &[Opt<Config>] = &[
         help: "BB:DD.F: the ConnectX PCI function to bring up (default: the first one that comes up)",
         set: |c, v| {
             c.connectx = Some(crate::adapter::parse_bdf(v).ok_or("expected BB:DD.F (hexadecimal PCI address)")?);
+            Ok(())
+        },
+    },
+    Opt {
+        name: "roce.mtu",
+        help: "RoCE path MTU the CM offers: 256 | 512 | 1024 | 2048 | 4096 (default 1024; 4096 needs jumbo frames)",
+        set: |c, v| {
+            c.roce_mtu = match v {
+                "256" => 256,
+                "512" => 512,
+                "1024" => 1024,
+                "2048" => 2048,
+                "4096" => 4096,
+                _ => return Err("expected 256, 512, 1024, 2048 or 4096"),
+            };
             Ok(())
         },
     },

@@ -97,7 +97,7 @@ fn main(boot: kernel::Boot) -> ! {
             kernel::exit::fail();
         }
         (None, Some(a)) => {
-            if !nvmf::initiate(a, &cfg.nvmeof) {
+            if !nvmf::initiate(a, &cfg.nvmeof, cfg.roce_mtu) {
                 log::error!("appliance: NVMe-oF initiator failed");
                 kernel::exit::fail();
             }

@@ -105,6 +105,14 @@ impl Every {
     }
 }
 
+/// The CM settings of this boot: `roce.mtu=`, and a seed (comm IDs, starting PSNs, source
+/// ports) from the TSC and the address, so a rebooted appliance does not reuse the previous
+/// boot's connection identities (a peer would reject them as stale).
+pub fn cm_config(mtu: u32, ip: [u8; 4]) -> rdma::cm::CmConfig {
+    let seed = kernel::time::rdtsc().rotate_left(17) ^ ((u32::from_be_bytes(ip) as u64) << 32);
+    rdma::cm::CmConfig { mtu, seed, ..rdma::cm::CmConfig::default() }
+}
+
 /// A configured target, ready to serve.
 pub struct Target {
     pub core: Core<Backing>,
@@ -112,6 +120,8 @@ pub struct Target {
     pub port: u16,
     /// RDMA queues (admin + I/O, all controllers) the transport accepts at most.
     pub max_queues: usize,
+    /// RoCE path MTU for the CM (`roce.mtu=`).
+    pub mtu: u32,
 }
 
 /// Build the target from the `nvmet.*` words: namespaces, subsystems, the core. Local NVMe
@@ -173,7 +183,7 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Target, St
         tcfg.max_io_bytes / 1024
     );
     let core = Core::new(tcfg, subs).map_err(|why| format!("target configuration refused: {why}"))?;
-    Ok(Target { core, addr, port, max_queues })
+    Ok(Target { core, addr, port, max_queues, mtu: cfg.roce_mtu })
 }
 
 /// Serve the target on the adapter forever (a target has no end). Returns only if the
@@ -182,7 +192,8 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Target, St
 pub fn serve(adapter: crate::adapter::Adapter, t: Target) -> String {
     use rdma::Verbs as _;
     let crate::adapter::Adapter { bdf, mut verbs } = adapter;
-    let svc = nvmeof::serve::TargetService::new(&mut *verbs, t.core, t.max_queues, t.port);
+    let cm = cm_config(t.mtu, t.addr);
+    let svc = nvmeof::serve::TargetService::with_cm_config(&mut *verbs, t.core, t.max_queues, t.port, cm);
     let mut svc = match svc {
         Ok(s) => Box::new(s),
         Err(e) => {
@@ -192,7 +203,7 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Target) -> String {
         }
     };
     svc.target.set_turnaround_clock(kernel::time::rdtsc);
-    info!("nvmf: target serving on {bdf} ({}:{}); counters every 60 s and on connection changes", ip_str(t.addr), t.port);
+    info!("nvmf: target serving on {bdf} ({}:{}, RoCE MTU {}); counters every 60 s and on connection changes", ip_str(t.addr), t.port, t.mtu);
     let mut last_report = kernel::time::now_ns();
     let mut last_conns = 0;
     let mut adapter_errors = 0u64;
@@ -235,19 +246,19 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Target) -> String {
 /// Run the initiator role, then shut the adapter down; returns whether it succeeded (errors
 /// printed).
 #[inline(never)]
-pub fn initiate(adapter: crate::adapter::Adapter, args: &NvmeofArgs) -> bool {
+pub fn initiate(adapter: crate::adapter::Adapter, args: &NvmeofArgs, mtu: u32) -> bool {
     let crate::adapter::Adapter { bdf, mut verbs } = adapter;
-    let ok = initiate_on(&mut verbs, &bdf, args);
+    let ok = initiate_on(&mut verbs, &bdf, args, mtu);
     crate::adapter::Adapter { bdf, verbs }.shutdown("initiator done");
     ok
 }
 
 #[inline(never)]
-fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs) -> bool {
+fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, mtu: u32) -> bool {
     use nvmeof::host::HostConfig;
     use rdma::Verbs as _;
     let Some(spec) = args.connect.as_ref() else { return false };
-    let cm = match rdma::cm::Cm::new(verbs, rdma::cm::CmConfig::default()) {
+    let cm = match rdma::cm::Cm::new(verbs, cm_config(mtu, verbs.local_ip())) {
         Ok(c) => c,
         Err(e) => {
             error!("nvmf: initiator: CM setup on {bdf}: {e:?}");
