@@ -274,9 +274,19 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
         }
     });
     let mut hcfg = HostConfig { io_queues: spec.queues, io_depth: spec.qd, kato_ms: spec.kato_ms, ..HostConfig::default() };
-    if let Some(h) = &spec.hostnqn {
-        hcfg.hostnqn = h.clone();
-    }
+    // Host identity: hostnqn= if given, else a UUID NQN from the adapter's MAC (hostid the
+    // same 16 bytes), so two appliances never present the same host to one target.
+    let mac = verbs.local_mac();
+    let id: [u8; 16] = [0, 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]];
+    hcfg.hostid = id;
+    hcfg.hostnqn = match &spec.hostnqn {
+        Some(h) => h.clone(),
+        None => format!(
+            "nqn.2014-08.org.nvmexpress:uuid:{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+            id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12], id[13], id[14], id[15]
+        ),
+    };
+    info!("nvmf: initiator: host {}", hcfg.hostnqn);
     if let Some(b) = &args.bench {
         hcfg.max_io_bytes = hcfg.max_io_bytes.max(b.block_size.next_power_of_two());
         if b.queue_depth > spec.qd {
