@@ -48,9 +48,8 @@ pub enum Error {
     /// NSID 0 or broadcast given where one namespace is meant.
     BadNamespace(u32),
     /// The namespace's metadata format cannot be served: extended LBA (metadata interleaved
-    /// in the data buffer, so the I/O buffer could not be the caller's plain data) without
-    /// 8-byte protection information the controller could insert/strip, or protection
-    /// information with more than 8 bytes of metadata.
+    /// in the data buffer, so the I/O buffer could not be the caller's plain data) other than
+    /// 8-byte protection information the controller inserts/strips, or a reserved PI type.
     MetadataUnsupported { nsid: u32, ms: u16, layout: MetadataLayout, pi_type: u8 },
     /// Every I/O queue the controller granted is in use.
     NoQueuesLeft,
@@ -74,7 +73,7 @@ impl core::fmt::Display for Error {
             Error::Hal(e) => write!(f, "{e}"),
             Error::MetadataUnsupported { nsid, ms, layout, pi_type } => write!(
                 f,
-                "nsid {nsid}: {ms} B metadata per block, {}, PI type {pi_type}: not served (supported: no metadata; separate metadata without PI; 8-byte PI-only metadata, inserted/stripped by the controller)",
+                "nsid {nsid}: {ms} B metadata per block, {}, PI type {pi_type}: not served (supported: no metadata; separate metadata; 8-byte PI-only metadata in either layout, inserted/stripped by the controller)",
                 match layout {
                     MetadataLayout::Extended => "extended LBA (interleaved with the data)",
                     MetadataLayout::Separate => "separate buffer",

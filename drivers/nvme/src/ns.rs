@@ -12,10 +12,12 @@
 //! with two per-namespace metadata buffers sized for the largest transfer, allocated once:
 //! writes store zeros as metadata (MPTR at a zeroed buffer the device only reads), reads
 //! deliver metadata into a discard buffer (shared by all commands: its contents are never
-//! looked at). 8-byte PI-only metadata (extended or separate) is served with PRACT = 1: the
-//! controller generates the PI on writes and strips it on reads (no checks requested), so
-//! nothing but data is transferred. Other formats are refused by [`NvmeNamespace::new`]
-//! with [`Error::MetadataUnsupported`].
+//! looked at). Protection information (types 1-3) is served with PRACT = 1: the controller
+//! generates the PI on writes (reference tag = LBA for types 1/2) and, reads asking for no
+//! checks, strips it: with 8-byte PI-only metadata (extended or separate) nothing but data
+//! is transferred; PI inside larger separate metadata uses the buffers above as well.
+//! Extended LBA other than 8-byte PI (metadata interleaved in the caller's data buffer) is
+//! refused by [`NvmeNamespace::new`] with [`Error::MetadataUnsupported`].
 
 use blockdev::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
 use hal::{DmaRegion, Hal, Mmio};
@@ -31,13 +33,13 @@ use crate::Error;
 const TIMEOUT_CHECK_EVERY: u32 = 64;
 
 /// How a namespace's metadata is handled on Read / Write / Write Zeroes.
-enum Meta<D> {
-    /// No metadata.
-    None,
-    /// 8-byte PI-only metadata: PRACT = 1, the controller inserts and strips it.
-    Pract,
-    /// Separate metadata: MPTR at `zeros` for writes, at `discard` for reads.
-    Separate { zeros: D, discard: D },
+struct Meta<D> {
+    /// PRINFO.PRACT = 1: the controller generates the protection information on writes
+    /// and strips (8-byte metadata) or passes it (larger metadata) on reads.
+    pract: bool,
+    /// Separate metadata buffers: MPTR at the first (zeros) for writes, at the second
+    /// (discard) for reads. None when no metadata is transferred.
+    bufs: Option<(D, D)>,
 }
 
 /// One namespace, one queue pair.
@@ -67,17 +69,24 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
         let max_blocks = core::cmp::min(max_bytes / info.block_size as usize, 1 << 16) as u32;
         let ms = info.metadata_size;
         let refuse = Error::MetadataUnsupported { nsid: info.nsid, ms, layout: info.metadata, pi_type: info.pi_type };
-        let meta = match (ms, info.pi_type, info.metadata) {
-            (0, 0, _) => Meta::None,
-            (8, 1..=3, _) => Meta::Pract,
-            (1.., 0, MetadataLayout::Separate) => {
-                let len = max_blocks as usize * ms as usize;
-                let zeros = ctrl.hal.dma_alloc(len, 4096)?;
-                zeros.fill(0, len, 0);
-                Meta::Separate { zeros, discard: ctrl.hal.dma_alloc(len, 4096)? }
-            }
+        let (pract, separate) = match (ms, info.pi_type, info.metadata) {
+            (0, 0, _) => (false, false),
+            // PI-only metadata: with PRACT nothing but data is transferred (either layout).
+            (8, 1..=3, _) => (true, false),
+            (1.., 0, MetadataLayout::Separate) => (false, true),
+            // PI inside larger separate metadata: PRACT, and the metadata buffers.
+            (9.., 1..=3, MetadataLayout::Separate) => (true, true),
             _ => return Err(refuse),
         };
+        let bufs = if separate {
+            let len = max_blocks as usize * ms as usize;
+            let zeros = ctrl.hal.dma_alloc(len, 4096)?;
+            zeros.fill(0, len, 0);
+            Some((zeros, ctrl.hal.dma_alloc(len, 4096)?))
+        } else {
+            None
+        };
+        let meta = Meta { pract, bufs };
         Ok(NvmeNamespace {
             ctrl,
             info,
@@ -142,16 +151,13 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
                 sqe.cdw11 = ((slba >> 32) as u32).into();
                 sqe.cdw12 = nlb0.into();
                 data = Some((io.buf, io.blocks as usize * self.info.block_size as usize));
-                match &self.meta {
-                    Meta::None => {}
-                    Meta::Pract => {
-                        sqe.cdw12 = (nlb0 | rw_cdw12::PRACT).into();
-                        sqe.cdw14 = self.initial_ref_tag(slba).into();
-                    }
-                    Meta::Separate { zeros, discard } => {
-                        let m = if io.op == BlockOp::Read { discard } else { zeros };
-                        sqe.mptr = m.paddr().into();
-                    }
+                if self.meta.pract {
+                    sqe.cdw12 = (nlb0 | rw_cdw12::PRACT).into();
+                    sqe.cdw14 = self.initial_ref_tag(slba).into();
+                }
+                if let Some((zeros, discard)) = &self.meta.bufs {
+                    let m = if io.op == BlockOp::Read { discard } else { zeros };
+                    sqe.mptr = m.paddr().into();
                 }
             }
             BlockOp::Flush => sqe.opc = io_op::FLUSH,
@@ -159,7 +165,7 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
                 sqe.opc = io_op::WRITE_ZEROES;
                 sqe.cdw10 = (slba as u32).into();
                 sqe.cdw11 = ((slba >> 32) as u32).into();
-                if matches!(self.meta, Meta::Pract) {
+                if self.meta.pract {
                     sqe.cdw12 = (nlb0 | rw_cdw12::PRACT).into();
                     sqe.cdw14 = self.initial_ref_tag(slba).into();
                 } else {

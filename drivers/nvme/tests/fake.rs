@@ -404,8 +404,8 @@ impl FakeBar {
         let nsid = c.nsid.get();
         s.io_log.push((c.opc, c.mptr.get(), c.cdw12.get(), c.cdw14.get()));
         let Some(idx) = s.namespaces.iter().position(|n| n.0 == nsid) else { return (0, 0, 0x0B) };
-        // Separate metadata (no PI): moved through MPTR.
-        let sep_ms = s.formats.iter().find(|f| f.0 == nsid && !f.2 && f.3 == 0).map(|f| f.1 as usize);
+        // Separate metadata (except 8-byte PI with PRACT): moved through MPTR.
+        let sep_ms = s.formats.iter().find(|f| f.0 == nsid && !f.2 && !(f.1 == 8 && f.3 != 0)).map(|f| f.1 as usize);
         let blocks = s.namespaces[idx].1;
         let slba = c.cdw10.get() as u64 | ((c.cdw11.get() as u64) << 32);
         let nlb = (c.cdw12.get() & 0xFFFF) as u64 + 1;
@@ -822,38 +822,39 @@ fn max_transfer_from_mdts_and_cap() {
 }
 
 /// Metadata formats: separate metadata served through driver-owned MPTR buffers (zeros on
-/// writes, a discard buffer on reads; the caller's buffer holds only data); 8-byte PI served
-/// with PRACT and the LBA as initial reference tag; extended LBA without PI and PI with more
-/// than 8 bytes refused with a typed error.
+/// writes, a discard buffer on reads; the caller's buffer holds only data); PI served with
+/// PRACT and the LBA as initial reference tag (8-byte: no MPTR; 16-byte separate: MPTR too);
+/// extended LBA other than 8-byte PI refused with a typed error.
 #[test]
 fn metadata_formats() {
     let hal = TestHal::new(64 << 20);
     let bar = FakeBar::new(&hal);
     {
         let mut s = bar.st.borrow_mut();
-        s.namespaces = (1..=5).map(|n| (n, 256, vec![0; 256 * BS])).collect();
-        s.formats = vec![(1, 8, false, 0), (2, 8, true, 0), (3, 8, false, 1), (4, 8, true, 3), (5, 16, false, 1)];
+        s.namespaces = (1..=6).map(|n| (n, 256, vec![0; 256 * BS])).collect();
+        s.formats = vec![(1, 8, false, 0), (2, 8, true, 0), (3, 8, false, 1), (4, 8, true, 3), (5, 16, false, 1), (6, 16, true, 1)];
     }
     let mut c = Controller::init(hal.clone(), bar.clone(), Config::default()).unwrap();
-    let infos: Vec<_> = (1..=5).map(|n| c.identify_namespace(n).unwrap()).collect();
+    let infos: Vec<_> = (1..=6).map(|n| c.identify_namespace(n).unwrap()).collect();
     assert_eq!(infos[0].to_string(), "LBA format 1 (data 512 B, metadata 8 B separate)");
     assert_eq!(infos[1].to_string(), "LBA format 1 (data 512 B, metadata 8 B extended LBA)");
     assert_eq!(infos[2].to_string(), "LBA format 1 (data 512 B, metadata 8 B separate, PI type 1)");
     assert_eq!(infos[3].to_string(), "LBA format 1 (data 512 B, metadata 8 B extended LBA, PI type 3)");
-    let mut qs: Vec<_> = (0..5).map(|_| Some(c.create_io_queue_pair(8).unwrap())).collect();
+    let mut qs: Vec<_> = (0..6).map(|_| Some(c.create_io_queue_pair(8).unwrap())).collect();
     let c = &c;
     let mut open = |i: usize| NvmeNamespace::new(c, infos[i], qs[i].take().unwrap());
     let mut ns1 = open(0).unwrap();
     assert!(matches!(open(1).err(), Some(Error::MetadataUnsupported { nsid: 2, ms: 8, layout: nvme::MetadataLayout::Extended, pi_type: 0 })));
     let mut ns3 = open(2).unwrap();
     let mut ns4 = open(3).unwrap();
-    assert!(matches!(open(4).err(), Some(Error::MetadataUnsupported { nsid: 5, ms: 16, pi_type: 1, .. })));
+    let mut ns5 = open(4).unwrap();
+    assert!(matches!(open(5).err(), Some(Error::MetadataUnsupported { nsid: 6, ms: 16, pi_type: 1, .. })));
     let e = Error::MetadataUnsupported { nsid: 2, ms: 8, layout: nvme::MetadataLayout::Extended, pi_type: 0 }.to_string();
     assert!(e.contains("extended LBA (interleaved with the data)") && e.contains("not served"), "{e}");
 
     let buf = hal.dma_alloc(64 * 1024, 4096).unwrap();
     let data: Vec<u8> = (0..16 * BS).map(|j| (j * 7 + 3) as u8).collect();
-    for (k, ns) in [&mut ns1, &mut ns3, &mut ns4].into_iter().enumerate() {
+    for (k, ns) in [&mut ns1, &mut ns3, &mut ns4, &mut ns5].into_iter().enumerate() {
         buf.fill(0, 64 * 1024, 0x11);
         buf.write(0, &data);
         bar.st.borrow_mut().io_log.clear();
@@ -885,15 +886,21 @@ fn metadata_formats() {
                 assert_eq!((w12, r12, z12), (15 | PRACT, 15 | PRACT, 2 | PRACT));
                 assert_eq!((w14, r14, z14), (100, 100, 7));
             }
-            _ => {
+            2 => {
                 // PI type 3: no reference tag.
                 assert_eq!((w12, z12), (15 | PRACT, 2 | PRACT));
                 assert_eq!((w14, r14, z14), (0, 0, 0));
             }
+            _ => {
+                // 16-byte separate metadata holding PI type 1: PRACT and MPTR.
+                assert!(wm != 0 && rm != 0 && wm != rm);
+                assert_eq!((w12, r12, z12), (15 | PRACT, 15 | PRACT, 2 | PRACT));
+                assert_eq!((w14, r14, z14), (100, 100, 7));
+            }
         }
     }
-    // The separate metadata the device got on writes was zeros, 8 bytes per block.
-    assert_eq!(bar.st.borrow().meta_written, vec![0u8; 16 * 8]);
+    // The separate metadata the device got on writes was zeros: 8 then 16 bytes per block.
+    assert_eq!(bar.st.borrow().meta_written, vec![0u8; 16 * 8 + 16 * 16]);
 }
 
 
