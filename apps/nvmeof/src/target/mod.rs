@@ -238,6 +238,8 @@ pub struct Core<B: BlockDevice> {
     done_buf: [BlockDone; 32],
     /// Reads may use the namespaces' direct memory (the transport registered it).
     direct: bool,
+    /// Block I/Os submitted and not yet reported by `poll_block` (0: nothing to poll).
+    inflight: u64,
     /// Controllers reset by the host (CC.EN 1 -> 0) whose I/O queues the transport must drop.
     resets: heapless::Deque<u16, 16>,
     pub stats: CoreStats,
@@ -301,6 +303,7 @@ impl<B: BlockDevice> Core<B> {
             done_buf: [BlockDone { tag: 0, result: Ok(()) }; 32],
             direct: false,
             resets: heapless::Deque::new(),
+            inflight: 0,
             stats: CoreStats::default(),
         })
     }
@@ -409,6 +412,10 @@ impl<B: BlockDevice> Core<B> {
 
     /// Poll every namespace for finished I/O; `f(tag, status)` per completion.
     pub fn poll_block(&mut self, mut f: impl FnMut(u64, Status)) -> usize {
+        // Nothing submitted, nothing to report: skip walking the namespaces (idle turns).
+        if self.inflight == 0 {
+            return 0;
+        }
         let mut total = 0;
         for s in self.subsystems.iter_mut() {
             for n in s.cfg.namespaces.iter_mut() {
@@ -418,6 +425,7 @@ impl<B: BlockDevice> Core<B> {
                         f(d.tag, block_result_status(d.result));
                     }
                     total += k;
+                    self.inflight = self.inflight.saturating_sub(k as u64);
                     if k < self.done_buf.len() {
                         break;
                     }
@@ -1018,7 +1026,10 @@ impl<B: BlockDevice> Core<B> {
             for n in self.subsystems[si].cfg.namespaces.iter_mut() {
                 let io = BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: data.tag };
                 match n.dev.submit(&io) {
-                    Ok(()) => count += 1,
+                    Ok(()) => {
+                        count += 1;
+                        self.inflight += 1;
+                    }
                     Err(e) => {
                         if count == 0 {
                             return Action::status(blk_status(e));
@@ -1083,10 +1094,13 @@ impl<B: BlockDevice> Core<B> {
             self.stats.writes += 1;
         }
         match dev.submit(&io) {
-            Ok(()) => match direct {
-                Some(addr) => Action::SubmittedDirect { addr },
-                None => Action::Submitted { count: 1 },
-            },
+            Ok(()) => {
+                self.inflight += 1;
+                match direct {
+                    Some(addr) => Action::SubmittedDirect { addr },
+                    None => Action::Submitted { count: 1 },
+                }
+            }
             Err(e) => Action::status(blk_status(e)),
         }
     }
@@ -1116,7 +1130,10 @@ impl<B: BlockDevice> Core<B> {
             }
             let io = BlockIo { op: BlockOp::Deallocate, lba: r.slba.get(), blocks: r.nlb.get(), buf: 0, buf_len: 0, tag: data.tag };
             match dev.submit(&io) {
-                Ok(()) => count += 1,
+                Ok(()) => {
+                    count += 1;
+                    self.inflight += 1;
+                }
                 // Deallocate is advisory: a store that cannot do it simply keeps the data.
                 Err(BlockError::Unsupported) => {}
                 Err(e) if count == 0 => return Action::status(blk_status(e)),
