@@ -91,7 +91,7 @@ pub struct NamespaceInfo {
     pub pi_type: u8,
 }
 
-/// How a namespace's per-block metadata is transferred (NVM Command Set §5.3.1).
+/// How a namespace's per-block metadata is transferred (NVM Command Set spec, metadata region).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetadataLayout {
     /// At the end of each block's data, in the data buffer (FLBAS bit 4 = 1).
@@ -311,7 +311,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
 
     /// Active namespace IDs (Identify CNS 02h), calling `f` for each, in order. One page
     /// holds 1024 IDs greater than the command's NSID; a full page is followed by another
-    /// from its last ID (Base §5.17.2.2), so every active namespace is listed.
+    /// from its last ID (Base spec, Identify CNS 02h), so every active namespace is listed.
     pub fn active_namespaces(&mut self, mut f: impl FnMut(u32)) -> Result<usize, Error> {
         let mut n = 0;
         let mut after = 0u32;
@@ -431,7 +431,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
         stopped
     }
 
-    /// Normal shutdown (Base §3.6.1): set CC.SHN = 01b and wait for CSTS.SHST = 10b, so the
+    /// Normal shutdown (Base spec, controller shutdown): set CC.SHN = 01b and wait for CSTS.SHST = 10b, so the
     /// controller writes its volatile cache and metadata to media before power goes. Waits
     /// RTD3E when the controller reports it (at least 1 s), else 5 s. Call once, at the end,
     /// with no I/O outstanding; the controller takes no commands afterwards.

@@ -120,7 +120,7 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
     }
 
     /// CDW14 (ILBRT) for PI the controller generates: PI types 1 and 2 carry the low 32 bits
-    /// of the LBA as reference tag (NVM Command Set §5.3.1.4), so another host reading with
+    /// of the LBA as reference tag (NVM Command Set spec, end-to-end data protection), so another host reading with
     /// reference-tag checks finds them right. Type 3 has no reference tag. Reads ask for no
     /// checks (PRCHK = 0): blocks never written may hold any PI.
     fn initial_ref_tag(&self, slba: u64) -> u32 {

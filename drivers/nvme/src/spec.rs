@@ -206,8 +206,8 @@ impl IdentifyNamespace {
     }
 }
 
-/// Read / Write / Write Zeroes CDW12 fields (NVM Command Set §3.2.4 Figure 46, §3.2.6,
-/// §3.2.8): NLB in bits 15:0 (0's based), PRINFO in bits 29:26.
+/// Read / Write / Write Zeroes CDW12 fields (NVM Command Set spec, those commands' Command
+/// Dword 12): NLB in bits 15:0 (0's based), PRINFO in bits 29:26.
 pub mod rw_cdw12 {
     /// PRINFO.PRACT (bit 29): the controller inserts (writes) or strips (reads) the
     /// protection information; with 8-byte PI-only metadata nothing else is transferred.
