@@ -250,8 +250,10 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     pub(crate) bar: M,
     pub(crate) cfg: Config,
     cmd: CmdQueue<H::Dma>,
-    pub(crate) inb: [u8; MAX_MSG],
-    outb: [u8; MAX_MSG],
+    /// Command input/output staging (MAX_MSG = 36,880 bytes each), on the heap: inline they
+    /// would make `Mlx5` ~74 KiB, more than a boot stack holds.
+    pub(crate) inb: alloc::boxed::Box<[u8]>,
+    outb: alloc::boxed::Box<[u8]>,
     stage: Stage,
     pub fw: FwVersion,
     pub issi: u16,
@@ -303,8 +305,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             bar,
             cfg,
             cmd,
-            inb: [0; MAX_MSG],
-            outb: [0; MAX_MSG],
+            inb: alloc::vec![0; MAX_MSG].into_boxed_slice(),
+            outb: alloc::vec![0; MAX_MSG].into_boxed_slice(),
             stage: Stage::CmdQueue,
             fw,
             issi: 0,
