@@ -42,9 +42,6 @@ fn main(boot: kernel::Boot) -> ! {
     // Drivers attach here, through kernel::pci (find/find_class, enable, map_bar) and
     // kernel::KernelHal; see the API notes atop kernel/src/pci.rs.
     let mut storage = storage::attach(&cfg.storage);
-    // ConnectX: a failure is printed and the other parts keep running; the NVMe-oF role
-    // below then fails clearly.
-    let adapter = adapter::attach(nvmf::adapter_ip(&cfg), cfg.connectx);
     if let Some(f) = cfg.fault {
         kernel::fault::trigger(f);
         log::error!("appliance: test.fault={f:?} did not fault");
@@ -67,6 +64,9 @@ fn main(boot: kernel::Boot) -> ! {
         },
         _ => None,
     };
+    // ConnectX last, so no failure above leaves an adapter up: a failure is printed and the
+    // other parts keep running; the NVMe-oF role then fails clearly.
+    let adapter = adapter::attach(nvmf::adapter_ip(&cfg), cfg.connectx);
     let adapter = match (role, adapter) {
         (Role::None, Ok(a)) => {
             a.shutdown("no NVMe-oF role on the command line");
