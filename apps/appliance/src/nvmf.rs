@@ -128,7 +128,7 @@ pub struct Target {
 /// namespaces named by `ns=nvme:NSID` are taken out of `served`. Each subsystem and namespace
 /// is reported.
 #[inline(never)]
-pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Target, String> {
+pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target>, String> {
     let addr = adapter_ip(cfg).ok_or("no address")?;
     let mut args: NvmeofArgs = cfg.nvmeof.clone();
     let port = args.listen.map_or(PORT, |(_, p)| p);
@@ -183,13 +183,13 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Target, St
         tcfg.max_io_bytes / 1024
     );
     let core = Core::new(tcfg, subs).map_err(|why| format!("target configuration refused: {why}"))?;
-    Ok(Target { core, addr, port, max_queues, mtu: cfg.roce_mtu })
+    Ok(Box::new(Target { core, addr, port, max_queues, mtu: cfg.roce_mtu }))
 }
 
 /// Serve the target on the adapter forever (a target has no end). Returns only if the
 /// service cannot start.
 #[inline(never)]
-pub fn serve(adapter: crate::adapter::Adapter, t: Target) -> String {
+pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>) -> String {
     use rdma::Verbs as _;
     let crate::adapter::Adapter { bdf, mut verbs } = adapter;
     let cm = cm_config(t.mtu, t.addr);
