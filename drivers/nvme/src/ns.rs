@@ -13,8 +13,8 @@
 //! writes store zeros as metadata (MPTR at a zeroed buffer the device only reads), reads
 //! deliver metadata into a discard buffer (shared by all commands: its contents are never
 //! looked at). Protection information (types 1-3) is served with PRACT = 1: the controller
-//! generates the PI on writes (reference tag = LBA for types 1/2) and, reads asking for no
-//! checks, strips it: with 8-byte PI-only metadata (extended or separate) nothing but data
+//! generates the PI on writes (reference tag = LBA for types 1/2), checks the guard on reads
+//! and strips it: with 8-byte PI-only metadata (extended or separate) nothing but data
 //! is transferred; PI inside larger separate metadata uses the buffers above as well.
 //! Extended LBA other than 8-byte PI (metadata interleaved in the caller's data buffer) is
 //! refused by [`NvmeNamespace::new`] with [`Error::MetadataUnsupported`].
@@ -121,8 +121,9 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
 
     /// CDW14 (ILBRT) for PI the controller generates: PI types 1 and 2 carry the low 32 bits
     /// of the LBA as reference tag (NVM Command Set spec, end-to-end data protection), so another host reading with
-    /// reference-tag checks finds them right. Type 3 has no reference tag. Reads ask for no
-    /// checks (PRCHK = 0): blocks never written may hold any PI.
+    /// reference-tag checks finds them right. Type 3 has no reference tag. Reads ask the
+    /// controller to check the guard only: the reference tag of a block never written need
+    /// not match its LBA (an all-zero block with all-zero PI has a valid guard).
     fn initial_ref_tag(&self, slba: u64) -> u32 {
         if matches!(self.info.pi_type, 1 | 2) {
             slba as u32
@@ -152,7 +153,9 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
                 sqe.cdw12 = nlb0.into();
                 data = Some((io.buf, io.blocks as usize * self.info.block_size as usize));
                 if self.meta.pract {
-                    sqe.cdw12 = (nlb0 | rw_cdw12::PRACT).into();
+                    // Reads have the controller check the guard before it strips the PI.
+                    let chk = if io.op == BlockOp::Read { rw_cdw12::PRCHK_GUARD } else { 0 };
+                    sqe.cdw12 = (nlb0 | rw_cdw12::PRACT | chk).into();
                     sqe.cdw14 = self.initial_ref_tag(slba).into();
                 }
                 if let Some((zeros, discard)) = &self.meta.bufs {

@@ -212,6 +212,8 @@ pub mod rw_cdw12 {
     /// PRINFO.PRACT (bit 29): the controller inserts (writes) or strips (reads) the
     /// protection information; with 8-byte PI-only metadata nothing else is transferred.
     pub const PRACT: u32 = 1 << 29;
+    /// PRINFO.PRCHK bit 2 (bit 28): check the guard (CRC) of the protection information.
+    pub const PRCHK_GUARD: u32 = 1 << 28;
 }
 
 /// Dataset Management range (NVM Command Set §3.2.3, Figure 39), 16 bytes.

@@ -873,6 +873,7 @@ fn metadata_formats() {
         let [(wo, wm, w12, w14), (ro, rm, r12, r14), (zo, zm, z12, z14)] = log[..] else { panic!("{log:?}") };
         assert_eq!((wo, ro, zo), (0x01, 0x02, 0x08));
         const PRACT: u32 = 1 << 29;
+        const GUARD: u32 = 1 << 28;
         match k {
             0 => {
                 // Separate metadata: MPTR set, distinct buffers for writes and reads, no PRACT.
@@ -883,7 +884,7 @@ fn metadata_formats() {
             1 => {
                 // PI type 1: PRACT, no MPTR, reference tag from the LBA.
                 assert_eq!((wm, rm, zm), (0, 0, 0));
-                assert_eq!((w12, r12, z12), (15 | PRACT, 15 | PRACT, 2 | PRACT));
+                assert_eq!((w12, r12, z12), (15 | PRACT, 15 | PRACT | GUARD, 2 | PRACT));
                 assert_eq!((w14, r14, z14), (100, 100, 7));
             }
             2 => {
@@ -894,7 +895,7 @@ fn metadata_formats() {
             _ => {
                 // 16-byte separate metadata holding PI type 1: PRACT and MPTR.
                 assert!(wm != 0 && rm != 0 && wm != rm);
-                assert_eq!((w12, r12, z12), (15 | PRACT, 15 | PRACT, 2 | PRACT));
+                assert_eq!((w12, r12, z12), (15 | PRACT, 15 | PRACT | GUARD, 2 | PRACT));
                 assert_eq!((w14, r14, z14), (100, 100, 7));
             }
         }
