@@ -366,7 +366,8 @@ fn bench(
     nsid: u32,
     cfg: &nvmeof::bench::BenchConfig,
 ) -> bool {
-    match host.bench(verbs, env, nsid, cfg) {
+    // Matched by reference: the result (with its histogram) stays where bench() put it.
+    match &host.bench(verbs, env, nsid, cfg) {
         Ok(r) => {
             let mut s = String::new();
             let _ = r.write(&mut s, cfg);
