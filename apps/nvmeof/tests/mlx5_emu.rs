@@ -338,3 +338,58 @@ fn qd1_4k_reads_for_profiling_mlx5() {
     assert_eq!(ns_of(&mut w).zero_copy - zc0, n, "every read zero-copy");
     println!("NVMEOF-PROFILE-IOS {n}");
 }
+
+/// A Write that lands while a zero-copy Read of the same blocks is still being sent from
+/// namespace memory is held until that Read's response completed: the Read returns the old
+/// data whole, the Write then takes effect.
+#[test]
+fn overlapping_write_waits_for_zero_copy_read() {
+    let (mut w, mut h) = setup();
+    let mut host = Host::connect(&mut h.v, &mut w, host_cfg(8), SUBNQN).expect("connect");
+    let lba = 800;
+    let fill = |host: &mut Host<V>, slot: u16, byte: u8| {
+        let (buf, off, _) = host.slot_buf(1, slot);
+        buf.write(off, &[byte; 4096]);
+    };
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
+    let wait = |w: &mut World, h: &mut Node, host: &mut Host<V>, want: usize, done: &mut [IoDone]| {
+        let mut got = vec![];
+        for _ in 0..100_000 {
+            h.v.poll();
+            let k = host.poll(&mut h.v, w.clock.now_ns(), done).expect("poll");
+            got.extend_from_slice(&done[..k]);
+            if got.len() >= want {
+                break;
+            }
+            w.turn();
+        }
+        assert_eq!(got.len(), want);
+        assert!(got.iter().all(|d| d.status.is_success()));
+        got
+    };
+    // Old data: 0xAA.
+    let s0 = host.alloc_slot(1).unwrap();
+    fill(&mut host, s0, 0xAA);
+    host.submit(&mut h.v, 1, s0, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
+    wait(&mut w, &mut h, &mut host, 1, &mut done);
+    // Read and an overlapping (in-capsule) Write of 0xBB, sent together.
+    let held0 = w.target.stats.held_writes;
+    let (r, wr) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
+    fill(&mut host, r, 0);
+    fill(&mut host, wr, 0xBB);
+    host.submit(&mut h.v, 1, r, IoKind::Read, 1, lba, 8, w.clock.now_ns()).unwrap();
+    host.submit(&mut h.v, 1, wr, IoKind::Write, 1, lba + 4, 8, w.clock.now_ns()).unwrap();
+    wait(&mut w, &mut h, &mut host, 2, &mut done);
+    assert_eq!(w.target.stats.held_writes - held0, 1, "the write waited for the read");
+    let (buf, off, _) = host.slot_buf(1, r);
+    let mut got = vec![0u8; 4096];
+    buf.read(off, &mut got);
+    assert!(got.iter().all(|&b| b == 0xAA), "the read saw only the old data");
+    // Then the write took effect: blocks lba+4.. hold 0xBB.
+    let r2 = host.alloc_slot(1).unwrap();
+    host.submit(&mut h.v, 1, r2, IoKind::Read, 1, lba, 8, w.clock.now_ns()).unwrap();
+    wait(&mut w, &mut h, &mut host, 1, &mut done);
+    let (buf, off, _) = host.slot_buf(1, r2);
+    buf.read(off, &mut got);
+    assert!(got[..2048].iter().all(|&b| b == 0xAA) && got[2048..].iter().all(|&b| b == 0xBB));
+}

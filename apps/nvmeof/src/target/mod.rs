@@ -399,6 +399,28 @@ impl<B: BlockDevice> Core<B> {
         }
     }
 
+    /// The namespace memory an I/O command on queue `q` would change, as (direct address,
+    /// bytes), when zero-copy reads are on: Write and Write Zeroes name their range, Dataset
+    /// Management answers "anything" (`(0, u64::MAX)`). `None` when the command changes no
+    /// direct memory (or is invalid: `execute` will reject it). A transport holds such a
+    /// command while a zero-copy read of overlapping memory is still being sent.
+    pub fn modifies_direct(&self, q: &QueueState, sqe: &Sqe) -> Option<(PhysAddr, u64)> {
+        if !self.direct || q.qid == 0 {
+            return None;
+        }
+        match sqe.opcode {
+            io_op::WRITE | io_op::WRITE_ZEROES => {}
+            io_op::DSM => return Some((0, u64::MAX)),
+            _ => return None,
+        }
+        let si = self.ctrl(q.cntlid?)?.subsys?;
+        let n = self.subsystems[si].cfg.namespaces.iter().find(|n| n.nsid == sqe.nsid.get())?;
+        let slba = sqe.cdw10.get() as u64 | ((sqe.cdw11.get() as u64) << 32);
+        let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
+        let pa = n.dev.direct(slba, nlb)?;
+        Some((pa, nlb as u64 * n.dev.block_size() as u64))
+    }
+
     /// A controller the host reset (CC.EN 1 -> 0): the transport must tear down its I/O
     /// queues (call until `None`, after answering the Property Set).
     pub fn take_reset(&mut self) -> Option<u16> {

@@ -55,6 +55,8 @@ pub struct TransportStats {
     pub post_errors: u64,
     /// Work requests posted (receives and sends).
     pub posts: u64,
+    /// Writes held until an overlapping zero-copy read had been sent.
+    pub held_writes: u64,
     /// Send doorbells asked of the device: sends are written with `post_send_deferred` and
     /// each QP is rung at most once per `poll` turn.
     pub send_doorbells: u64,
@@ -70,6 +72,8 @@ enum SlotState {
     Reading,
     /// Block I/O in flight.
     Executing,
+    /// Held: it would change namespace memory a zero-copy read is still sending.
+    Blocked,
 }
 
 #[derive(Clone, Copy)]
@@ -85,6 +89,9 @@ struct Slot {
     /// Read served from namespace memory: where the data is (0 = the slot's data buffer).
     direct_addr: u64,
     direct_lkey: Lkey,
+    /// Command sequence in this slot (mod 256), carried in the response's wr_id so its
+    /// completion names the command even after the slot took the next capsule.
+    seq: u8,
 }
 
 struct Conn<V: Verbs> {
@@ -143,6 +150,10 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     /// Namespace memory registered for zero-copy reads.
     ns_mrs: Vec<NsMr>,
     ns_registered: bool,
+    /// Zero-copy reads being sent: (namespace address, end, key = conn/gen/slot/seq).
+    direct_reads: Vec<(u64, u64, u64)>,
+    /// Commands held until an overlapping zero-copy read is sent: (conn, gen, slot).
+    blocked: alloc::collections::VecDeque<(usize, u16, u16)>,
     /// Queues with sends written this turn, to ring at its end (overflow: scan them all).
     unrung: heapless::Vec<u16, 64>,
     unrung_overflow: bool,
@@ -167,6 +178,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     pub fn new(core: Core<B>, max_queues: usize) -> Self {
         let mut conns = Vec::with_capacity(max_queues);
         conns.resize_with(max_queues, || None);
+        // Every slot of every queue, twice (a slot may take its next read before the previous
+        // response's completion is seen): no allocation on the I/O path.
+        let slots = max_queues * core.config().io_queue_depth as usize;
         RdmaTarget {
             core,
             conns,
@@ -178,6 +192,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             next_ka_check_ns: 0,
             ns_mrs: Vec::new(),
             ns_registered: false,
+            direct_reads: Vec::with_capacity(2 * slots),
+            blocked: alloc::collections::VecDeque::with_capacity(slots),
             unrung: heapless::Vec::new(),
             unrung_overflow: false,
             hi: 0,
@@ -383,6 +399,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             t0: 0,
             direct_addr: 0,
             direct_lkey: Lkey(0),
+            seq: 0,
         };
         Ok(Conn {
             gen: self.gen,
@@ -445,6 +462,11 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             return;
         }
         c.draining = true;
+        let gen = c.gen;
+        // Its QP is gone with everything in flight: forget its zero-copy reads and held commands.
+        self.direct_reads.retain(|r| wr_parts(r.2).0 != ci || wr_parts(r.2).1 != gen);
+        self.blocked.retain(|b| b.0 != ci || b.1 != gen);
+        let c = self.conns[ci].as_mut().expect("live");
         let _ = verbs.qp_to_error(c.qpn);
         let _ = verbs.destroy_qp(c.qpn);
         let _ = verbs.destroy_cq(c.cq);
@@ -524,6 +546,10 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         if now_ns >= self.next_ka_check_ns {
             self.next_ka_check_ns = now_ns.saturating_add(1_000_000);
             work += self.check_keep_alive(verbs, now_ns);
+        }
+        // Held writes whose overlapping reads have been sent (or whose queues went away).
+        if !self.blocked.is_empty() {
+            self.run_blocked(verbs, now_ns);
         }
         self.ring_doorbells(verbs);
         work
@@ -606,6 +632,14 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 }
             }
             KIND_SEND => {
+                if !self.direct_reads.is_empty() {
+                    // The response went out, so did the RDMA WRITE before it (RC order): the
+                    // namespace memory it read may change now.
+                    let key = wr_id(ci, gen, 0, s) | (wc.wr_id & 0xFF_0000);
+                    if let Some(i) = self.direct_reads.iter().position(|r| r.2 == key) {
+                        self.direct_reads.swap_remove(i);
+                    }
+                }
                 if self.conns[ci].as_ref().is_some_and(|c| c.close_after_send) {
                     self.teardown(verbs, ci, true);
                 }
@@ -632,6 +666,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         slot.status = Status::SUCCESS;
         slot.t0 = t0;
         slot.direct_addr = 0;
+        slot.seq = slot.seq.wrapping_add(1);
         match self.check_capsule(ci, s, byte_len) {
             Err(st) => {
                 self.stats.bad_capsules += 1;
@@ -722,7 +757,39 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
+    /// Whether command `s` would change namespace memory that a zero-copy read is still
+    /// sending; if so it is held (`Blocked`) and runs when that read's response completed.
+    fn blocked_by_read(&mut self, ci: usize, s: u16) -> bool {
+        let c = self.conns[ci].as_mut().expect("live");
+        let Some((a, n)) = self.core.modifies_direct(&c.q, &c.slots[s as usize].sqe) else { return false };
+        let end = a.saturating_add(n);
+        if !self.direct_reads.iter().any(|r| r.0 < end && a < r.1) {
+            return false;
+        }
+        let slot = &mut c.slots[s as usize];
+        if slot.state != SlotState::Blocked {
+            slot.state = SlotState::Blocked;
+            self.stats.held_writes += 1;
+        }
+        self.blocked.push_back((ci, c.gen, s));
+        true
+    }
+
+    /// Retry held commands (each may be held again).
+    fn run_blocked(&mut self, verbs: &mut V, now_ns: u64) {
+        for _ in 0..self.blocked.len() {
+            let Some((ci, gen, s)) = self.blocked.pop_front() else { break };
+            let live = self.conns.get(ci).and_then(|c| c.as_ref()).is_some_and(|c| c.gen == gen && !c.draining && c.slots[s as usize].state == SlotState::Blocked);
+            if live {
+                self.execute(verbs, ci, s, now_ns);
+            }
+        }
+    }
+
     fn execute(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
+        if !self.direct_reads.is_empty() && self.blocked_by_read(ci, s) {
+            return;
+        }
         let c = self.conns[ci].as_mut().expect("live");
         let slot = c.slots[s as usize];
         let sqe = slot.sqe;
@@ -794,6 +861,10 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             Action::SubmittedDirect { addr } => {
                 let lkey = self.ns_lkey(addr);
                 let c = self.conns[ci].as_mut().expect("live");
+                // From now until the response's completion, the adapter will read this
+                // namespace memory: writes to it wait (`blocked_by_read`).
+                let key = wr_id(ci, c.gen, 0, s) | (c.slots[s as usize].seq as u64) << 16;
+                self.direct_reads.push((addr, addr + sgl.len() as u64, key));
                 let slot = &mut c.slots[s as usize];
                 slot.state = SlotState::Executing;
                 slot.pending = 1;
@@ -924,9 +995,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     #[allow(clippy::too_many_arguments)]
     fn respond(&mut self, verbs: &mut V, ci: usize, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
         let c = self.conns[ci].as_mut().expect("live");
-        let (cid, sgl) = {
+        let (cid, sgl, seq) = {
             let sl = &c.slots[s as usize];
-            (sl.sqe.cid, sl.sgl)
+            (sl.sqe.cid, sl.sgl, sl.seq)
         };
         let cqe = Cqe {
             dw0: U32::new(dw0),
@@ -945,7 +1016,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             _ => SendOp::Send,
         };
         let wr = SendWr {
-            wr_id: wr_id(ci, c.gen, KIND_SEND, s),
+            wr_id: wr_id(ci, c.gen, KIND_SEND, s) | (seq as u64) << 16,
             op,
             sge: Sge { addr: c.rsp.paddr() + (s as usize * Cqe::SIZE) as u64, len: Cqe::SIZE as u32, lkey: c.rsp_lkey },
             signaled: true,
