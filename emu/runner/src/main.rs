@@ -6,7 +6,8 @@
 //!            [--size S] [--no-verify] [--timeout SECONDS]
 //! emu-runner ... --app nvmf-target --nvmf "nvmet.subsys=NQN,ns=ram:64M,host=HOSTNQN" \
 //!            [--port 4420] [--timeout SECONDS] [--stop-file PATH] [--serve-ctrls N]
-//!            (--serve-ctrls N: end with PASS once N controllers were created and all are gone)
+//!            (--serve-ctrls N: end with PASS once N controllers were created and all are gone;
+//!             --spin: the target never naps when idle, for latency figures)
 //! emu-runner ... --app nvmf-initiator --nvmf "nvmf.connect=IP[:PORT],nqn=NQN[,qd=N,queues=N] \
 //!            [nvmf.bench=randread,bs=4096,qd=1,time=5s]" [--count N] [--seed N]
 //! The `--nvmf` words are the appliance image's kernel command line words (nvmeof::cmdline).
@@ -37,11 +38,12 @@ struct Args {
     stop_file: Option<PathBuf>,
     seed: u64,
     serve_ctrls: u64,
+    spin: bool,
 }
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("emu-runner: {msg}");
-    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--serve-ctrls N] [--seed N]");
+    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--serve-ctrls N] [--spin] [--seed N]");
     ExitCode::from(2)
 }
 
@@ -63,11 +65,16 @@ fn parse() -> Result<Args, String> {
         stop_file: None,
         seed: 1,
         serve_ctrls: 0,
+        spin: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         if k == "--no-verify" {
             a.verify = false;
+            continue;
+        }
+        if k == "--spin" {
+            a.spin = true;
             continue;
         }
         let v = it.next().ok_or_else(|| format!("{k} needs a value"))?;
@@ -136,7 +143,7 @@ fn run_nvmf(a: &Args) -> ExitCode {
     };
     let port = if a.port_given { a.port } else { 4420 };
     let r = if a.app == "nvmf-target" {
-        emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref(), a.serve_ctrls)
+        emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref(), a.serve_ctrls, a.spin)
     } else {
         let t0 = Instant::now();
         let r = emu_runner::nvmf::run_initiator(&mut node, &a.nvmf, a.count as u64, a.seed);

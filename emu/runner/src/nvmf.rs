@@ -104,7 +104,8 @@ pub fn build_core(node: &Node, words: &str, ip: [u8; 4], port: u16) -> Result<(C
 
 /// Serve until `timeout` passes, `stop_file` appears, or (with `serve_ctrls` > 0) that many
 /// controllers have been created and every one is gone again; prints the counters at the end.
-pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout: Duration, stop_file: Option<&Path>, serve_ctrls: u64) -> Result<(), String> {
+/// `spin`: never sleep (lowest latency; takes a whole core).
+pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout: Duration, stop_file: Option<&Path>, serve_ctrls: u64, spin: bool) -> Result<(), String> {
     let (core, port) = build_core(node, words, ip, port)?;
     let clock = node.clock.clone();
     let mut svc = TargetService::new(&mut node.v, core, 64, port).map_err(|e| format!("listen: {e:?}"))?;
@@ -117,7 +118,8 @@ pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout:
         let n = svc.poll(&mut node.v, clock.now_ns());
         node.poll();
         turns += 1;
-        if n == 0 && turns % 256 == 0 {
+        // Nap a little when idle so a shared core stays usable, unless asked to spin (benchmarks).
+        if !spin && n == 0 && turns % 256 == 0 {
             std::thread::sleep(Duration::from_micros(50));
         }
         if Instant::now() >= next_check {
