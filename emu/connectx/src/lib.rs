@@ -24,7 +24,7 @@ pub mod raw;
 use std::cell::{Ref, RefCell, RefMut};
 use std::rc::Rc;
 
-pub use mem::{DmaFault, MemStats, PhysMem, SimClock, SimDma, SimHal};
+pub use mem::{DmaFault, ExternalMem, MemStats, PhysMem, SimClock, SimDma, SimHal};
 pub use model::{Config, Counters, Device, Faults, FuncState, BAR0_SIZE, FIRST_UAR};
 
 /// The emulated adapter. Cheap to clone (shared handle).

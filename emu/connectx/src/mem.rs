@@ -40,8 +40,22 @@ pub struct MemStats {
     pub dma_faults: u64,
 }
 
+/// Physical memory the model reaches that `PhysMem` does not own: e.g. a QEMU guest's RAM
+/// file shared with the host (`emu/pci-shim`), where the guest's driver allocates and the
+/// model only DMAs. Addresses are physical, `[0, len)`; an access outside fails (false).
+pub trait ExternalMem {
+    /// Bytes of physical address space, from 0.
+    fn len(&self) -> u64;
+    /// Copy `buf.len()` bytes at `pa` into `buf`; false if out of range.
+    fn read(&self, pa: PhysAddr, buf: &mut [u8]) -> bool;
+    /// Copy `data` to `pa`; false (nothing written) if out of range.
+    fn write(&self, pa: PhysAddr, data: &[u8]) -> bool;
+}
+
 struct MemInner {
     base: PhysAddr,
+    /// When set, every access goes here instead of `regions` (which stay empty).
+    ext: Option<Rc<dyn ExternalMem>>,
     regions: BTreeMap<PhysAddr, Vec<u8>>,
     stats: MemStats,
     last_fault: Option<DmaFault>,
@@ -65,14 +79,25 @@ impl PhysMem {
     pub fn with_base(base: PhysAddr) -> Self {
         PhysMem(Rc::new(RefCell::new(MemInner {
             base: (base + 0xFFF) & !0xFFF,
+            ext: None,
             regions: BTreeMap::new(),
             stats: MemStats::default(),
             last_fault: None,
         })))
     }
 
+    /// Memory backed entirely by `ext` (someone else allocates in it; `alloc` is refused).
+    pub fn external(ext: Rc<dyn ExternalMem>) -> Self {
+        let m = Self::with_base(0);
+        m.0.borrow_mut().ext = Some(ext);
+        m
+    }
+
     /// Allocate `size` zeroed bytes aligned to `align` (at least 4 KiB).
     pub fn alloc(&self, size: usize, align: usize) -> Result<PhysAddr, HalError> {
+        if self.0.borrow().ext.is_some() {
+            return Err(HalError::OutOfMemory { size, align });
+        }
         if align == 0 || !align.is_power_of_two() {
             return Err(HalError::BadAlignment(align));
         }
@@ -124,19 +149,23 @@ impl PhysMem {
     /// Whether `[pa, pa+len)` lies inside one allocated region.
     pub fn is_mapped(&self, pa: PhysAddr, len: usize) -> bool {
         let m = self.0.borrow();
-        locate(&m.regions, pa, len).is_some()
+        match &m.ext {
+            Some(e) => pa.checked_add(len as u64).is_some_and(|end| end <= e.len()),
+            None => locate(&m.regions, pa, len).is_some(),
+        }
     }
 
     /// Device read (DMA). Fails on any byte outside an allocated region.
     pub fn dma_read(&self, pa: PhysAddr, buf: &mut [u8]) -> Result<(), DmaFault> {
         let mut m = self.0.borrow_mut();
-        match locate(&m.regions, pa, buf.len()) {
-            Some((start, off)) => {
+        match (&m.ext, locate(&m.regions, pa, buf.len())) {
+            (Some(e), _) if e.read(pa, buf) => Ok(()),
+            (None, Some((start, off))) => {
                 let v = &m.regions[&start];
                 buf.copy_from_slice(&v[off..off + buf.len()]);
                 Ok(())
             }
-            None => {
+            _ => {
                 let f = DmaFault { addr: pa, len: buf.len(), write: false };
                 m.stats.dma_faults += 1;
                 m.last_fault = Some(f);
@@ -148,13 +177,14 @@ impl PhysMem {
     /// Device write (DMA). Fails (writing nothing) on any byte outside an allocated region.
     pub fn dma_write(&self, pa: PhysAddr, data: &[u8]) -> Result<(), DmaFault> {
         let mut m = self.0.borrow_mut();
-        match locate(&m.regions, pa, data.len()) {
-            Some((start, off)) => {
+        match (&m.ext, locate(&m.regions, pa, data.len())) {
+            (Some(e), _) if e.write(pa, data) => Ok(()),
+            (None, Some((start, off))) => {
                 let v = m.regions.get_mut(&start).expect("located region");
                 v[off..off + data.len()].copy_from_slice(data);
                 Ok(())
             }
-            None => {
+            _ => {
                 let f = DmaFault { addr: pa, len: data.len(), write: true };
                 m.stats.dma_faults += 1;
                 m.last_fault = Some(f);
@@ -177,6 +207,10 @@ impl PhysMem {
     /// Host-side (test/driver) access; panics outside allocated memory like a wild pointer.
     pub fn read(&self, pa: PhysAddr, buf: &mut [u8]) {
         let m = self.0.borrow();
+        if let Some(e) = &m.ext {
+            assert!(e.read(pa, buf), "host read of unmapped {pa:#x}+{}", buf.len());
+            return;
+        }
         let (start, off) = locate(&m.regions, pa, buf.len())
             .unwrap_or_else(|| panic!("host read of unmapped {pa:#x}+{}", buf.len()));
         buf.copy_from_slice(&m.regions[&start][off..off + buf.len()]);
@@ -184,6 +218,10 @@ impl PhysMem {
     /// Host-side write; panics outside allocated memory.
     pub fn write(&self, pa: PhysAddr, data: &[u8]) {
         let mut m = self.0.borrow_mut();
+        if let Some(e) = &m.ext {
+            assert!(e.write(pa, data), "host write of unmapped {pa:#x}+{}", data.len());
+            return;
+        }
         let (start, off) = locate(&m.regions, pa, data.len())
             .unwrap_or_else(|| panic!("host write of unmapped {pa:#x}+{}", data.len()));
         m.regions.get_mut(&start).expect("located")[off..off + data.len()].copy_from_slice(data);
@@ -358,6 +396,41 @@ mod tests {
         hal.set_relax_step(1000);
         assert!(!hal::poll_until(&hal, 1_000_000, || false));
         assert!(hal.now_ns() >= 1_000_000);
+    }
+
+    /// A flat byte array standing in for a guest's RAM file.
+    struct Flat(RefCell<Vec<u8>>);
+    impl ExternalMem for Flat {
+        fn len(&self) -> u64 {
+            self.0.borrow().len() as u64
+        }
+        fn read(&self, pa: PhysAddr, buf: &mut [u8]) -> bool {
+            let v = self.0.borrow();
+            let Some(src) = (pa as usize).checked_add(buf.len()).and_then(|end| v.get(pa as usize..end)) else { return false };
+            buf.copy_from_slice(src);
+            true
+        }
+        fn write(&self, pa: PhysAddr, data: &[u8]) -> bool {
+            let mut v = self.0.borrow_mut();
+            let Some(dst) = (pa as usize).checked_add(data.len()).and_then(|end| v.get_mut(pa as usize..end)) else { return false };
+            dst.copy_from_slice(data);
+            true
+        }
+    }
+
+    #[test]
+    fn external_backing_routes_dma_and_faults_past_its_end() {
+        let flat = Rc::new(Flat(RefCell::new(vec![0u8; 0x3000])));
+        let m = PhysMem::external(flat.clone());
+        assert!(m.alloc(4096, 4096).is_err(), "the guest allocates, not the model");
+        m.dma_write(0x1ffe, &[1, 2, 3, 4]).unwrap();
+        assert_eq!(&flat.0.borrow()[0x1ffe..0x2002], &[1, 2, 3, 4]);
+        assert_eq!(m.dma_read_be32(0x1ffe).unwrap(), 0x0102_0304);
+        assert!(m.is_mapped(0, 0x3000) && !m.is_mapped(0x2fff, 2));
+        assert!(m.dma_read(0x2ffe, &mut [0u8; 4]).is_err());
+        assert!(m.dma_write(u64::MAX - 1, &[0u8; 4]).is_err());
+        assert_eq!(m.stats().dma_faults, 2);
+        assert_eq!(m.last_fault(), Some(DmaFault { addr: u64::MAX - 1, len: 4, write: true }));
     }
 
     #[test]
