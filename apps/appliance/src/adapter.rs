@@ -200,7 +200,7 @@ pub fn attach(ip: Option<[u8; 4]>, select: Option<(u8, u8, u8)>) -> Result<Adapt
             info!("{head}: not brought up (no ip= or nvmet.listen= address on the command line)");
             continue;
         };
-        if let Some(verbs) = bring_up(f, &head, ip) {
+        if let Some(verbs) = bring_up(f, 0, &head, ip) {
             up = Some(Adapter { bdf, verbs });
         }
     }
@@ -222,15 +222,16 @@ pub fn attach(ip: Option<[u8; 4]>, select: Option<(u8, u8, u8)>) -> Result<Adapt
     }
 }
 
-/// Bring one function up and print its line. Kept out of line: `mlx5::Mlx5` is a large value
-/// (tens of KiB) that passes through this frame once, then lives boxed.
+/// Bring one function up (its BAR `bar` as the mlx5 BAR0: 0 on a ConnectX, 2 on the ivshmem
+/// stand-in, see `crate::emu`) and print its line. Kept out of line: `mlx5::Mlx5` is a large
+/// value (tens of KiB) that passes through this frame once, then lives boxed.
 #[inline(never)]
-fn bring_up(f: &PciFunction, head: &str, ip: [u8; 4]) -> Option<Box<Verbs>> {
+pub(crate) fn bring_up(f: &PciFunction, bar: u8, head: &str, ip: [u8; 4]) -> Option<Box<Verbs>> {
     f.enable();
-    let bar0 = match f.map_bar(0) {
+    let bar0 = match f.map_bar(bar) {
         Ok(m) => m,
         Err(e) => {
-            error!("{head}: BAR0 not usable: {e:?}");
+            error!("{head}: BAR{bar} not usable: {e:?}");
             return None;
         }
     };

@@ -27,6 +27,9 @@ pub struct Config {
     pub ip: Option<[u8; 4]>,
     /// `connectx=BB:DD.F`: which ConnectX function to bring up (default: the first that comes up).
     pub connectx: Option<(u8, u8, u8)>,
+    /// `connectx.emu=ivshmem`: use the ivshmem device (1af4:1110) as the ConnectX, its BAR2
+    /// standing for BAR0, served by the host's emulated adapter (emu/pci-shim); see [`crate::emu`].
+    pub connectx_emu: bool,
     /// `roce.mtu=256|512|1024|2048|4096`: the RoCE path MTU the CM offers (default 1024, right
     /// for a 1500-byte Ethernet MTU; 4096 needs jumbo frames end to end).
     pub roce_mtu: u32,
@@ -37,7 +40,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, roce_mtu: 1024, nvmeof: Default::default() }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, roce_mtu: 1024, nvmeof: Default::default() }
     }
 }
 
@@ -93,6 +96,17 @@ pub const OPTIONS: &[Opt<Config>] = &[
         help: "BB:DD.F: the ConnectX PCI function to bring up (default: the first one that comes up)",
         set: |c, v| {
             c.connectx = Some(crate::adapter::parse_bdf(v).ok_or("expected BB:DD.F (hexadecimal PCI address)")?);
+            Ok(())
+        },
+    },
+    Opt {
+        name: "connectx.emu",
+        help: "ivshmem: the ConnectX is the host's emulated adapter behind an ivshmem device (BAR2 = BAR0; QEMU guest RAM shared with emu/pci-shim)",
+        set: |c, v| {
+            if v != "ivshmem" {
+                return Err("expected ivshmem");
+            }
+            c.connectx_emu = true;
             Ok(())
         },
     },

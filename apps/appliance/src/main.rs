@@ -9,6 +9,7 @@ extern crate alloc;
 
 mod adapter;
 mod config;
+mod emu;
 mod nvmf;
 mod selftest;
 mod storage;
@@ -66,7 +67,7 @@ fn main(boot: kernel::Boot) -> ! {
     };
     // ConnectX last, so no failure above leaves an adapter up: a failure is printed and the
     // other parts keep running; the NVMe-oF role then fails clearly.
-    let adapter = adapter::attach(nvmf::adapter_ip(&cfg), cfg.connectx);
+    let adapter = if cfg.connectx_emu { emu::attach(nvmf::adapter_ip(&cfg)) } else { adapter::attach(nvmf::adapter_ip(&cfg), cfg.connectx) };
     let adapter = match (role, adapter) {
         (Role::None, Ok(a)) => {
             a.shutdown("no NVMe-oF role on the command line");
