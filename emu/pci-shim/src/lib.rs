@@ -61,6 +61,8 @@ pub struct Shim {
     published: [u32; 2],
     uar_pages: usize,
     last_refresh: Option<Instant>,
+    /// A link is plugged in and the port-up event has not been taken by an EQ yet.
+    port_up_pending: bool,
     pub stats: ShimStats,
 }
 
@@ -79,7 +81,7 @@ impl Shim {
         let uar_pages = (cfg.max_uars as usize).min(BAR0_SIZE / 0x1000 - FIRST_UAR as usize);
         let mem = PhysMem::external(Rc::new(GuestRam(ram)));
         let cx = ConnectX::new(mem, SimClock::realtime(), cfg);
-        let mut s = Shim { cx, bar, published: [0; 2], uar_pages, last_refresh: None, stats: ShimStats::default() };
+        let mut s = Shim { cx, bar, published: [0; 2], uar_pages, last_refresh: None, port_up_pending: false, stats: ShimStats::default() };
         for (i, off) in [CMDQ_H, CMDQ_L].into_iter().enumerate() {
             let v = s.cx.device_mut().bar_read32(off);
             s.bar.word32(off).store(v, SeqCst);
@@ -93,6 +95,13 @@ impl Shim {
         }
         s.refresh();
         s
+    }
+
+    /// Plug the port into `link`. Like a cabled port, it reports "up" (a PORT_CHANGE event)
+    /// as soon as the driver has an EQ subscribed to port events.
+    pub fn attach_link(&mut self, link: Box<dyn emu_roce::Link>) {
+        self.cx.attach_link(link);
+        self.port_up_pending = true;
     }
 
     /// Republish the read-side init-segment dwords.
@@ -154,6 +163,11 @@ impl Shim {
                     work += 1;
                 }
             }
+        }
+        if self.port_up_pending && self.cx.set_port_up(true) {
+            self.port_up_pending = false;
+            debug!("shim: port up event posted");
+            work += 1;
         }
         let w = self.cx.poll();
         self.stats.poll_work += w as u64;

@@ -106,7 +106,7 @@ fn main() -> ExitCode {
     };
     match (local, remote) {
         (Some(l), Some(r)) => match emu_roce::UnixDgramLink::new(&l, &r) {
-            Ok(link) => shim.cx.attach_link(Box::new(link)),
+            Ok(link) => shim.attach_link(Box::new(link)),
             Err(e) => {
                 eprintln!("SHIM FAIL cannot bind {}: {e}", l.display());
                 return ExitCode::FAILURE;
