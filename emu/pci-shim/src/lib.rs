@@ -14,6 +14,12 @@
 //! - every other init-segment dword (firmware revision, `initializing`, health buffer and
 //!   counter, internal timer) is republished from the model every `REFRESH` interval.
 //!
+//! Lost-write caveats: a BlueFlame word keeps only the last doorbell written since the last
+//! turn, so every send queue of that UAR is rung (harmless: queues run up to their doorbell
+//! records). Two EQ doorbells of different EQs on one UAR within a turn keep only the last
+//! (the other EQ's consumer index is updated by its next doorbell), and two command doorbells
+//! within a turn keep only the last mask (the driver runs one command at a time).
+//!
 //! Ordering: one turn takes the init segment first (0x010, 0x014, then 0x018), then UAR
 //! pages, then runs `ConnectX::poll`, so a doorbell is executed after the writes the guest
 //! made before it (x86 stores are seen in order, also through TCG).
@@ -49,6 +55,8 @@ pub struct ShimStats {
     pub cmdq_addr_writes: u64,
     pub cmd_doorbells: u64,
     pub uar_doorbells: u64,
+    /// Send queues rung besides the one a BlueFlame word named (see `ring_every_sq`).
+    pub sq_rings_added: u64,
     pub refreshes: u64,
     pub poll_work: u64,
 }
@@ -160,6 +168,9 @@ impl Shim {
                 if v != SENTINEL64 {
                     self.stats.uar_doorbells += 1;
                     self.cx.device_mut().bar_write64(base + o, v);
+                    if o >= 0x800 {
+                        self.ring_every_sq((FIRST_UAR as usize + p) as u32);
+                    }
                     work += 1;
                 }
             }
@@ -176,6 +187,23 @@ impl Shim {
             self.refresh();
         }
         work
+    }
+
+    /// A BlueFlame word holds only the last of the doorbells written to it since the previous
+    /// turn (a real adapter sees each posted write). Every send queue on that UAR is therefore
+    /// rung: the model runs a queue only up to its doorbell record, so an extra ring is a no-op
+    /// and an overwritten one is recovered.
+    fn ring_every_sq(&mut self, uar: u32) {
+        let mut d = self.cx.device_mut();
+        let d = &mut *d;
+        let on_uar = d.qps.iter().filter(|(_, q)| q.uar == uar).map(|(n, _)| *n);
+        let on_uar: Vec<u32> = on_uar.chain(d.raw.sqs.iter().filter(|(_, s)| s.uar == uar).map(|(n, _)| *n)).collect();
+        for qpn in on_uar {
+            if !d.sq_doorbells.iter().any(|x| x.0 == qpn) {
+                d.sq_doorbells.push((qpn, 0));
+                self.stats.sq_rings_added += 1;
+            }
+        }
     }
 
     /// Turn until `stop()` says so; naps `idle_nap` after an idle turn (zero: spin).

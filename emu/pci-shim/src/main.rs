@@ -2,6 +2,7 @@
 //!
 //! emu-pci-shim --ram /dev/shm/g-ram --ram-size 1G --bar /dev/shm/g-bar \
 //!              [--mac 52:54:00:77:00:02] [--sock-local A --sock-remote B] [--timeout S] [--spin]
+//!              [--stop-file PATH]   (ends, printing "SHIM END ...", once PATH exists)
 //!
 //! QEMU side (q35, RAM at most 2 GiB so guest physical = file offset):
 //!   -m 1G -object memory-backend-file,id=ram,size=1G,mem-path=/dev/shm/g-ram,share=on
@@ -59,11 +60,11 @@ fn main() -> ExitCode {
     };
     let _ = log::set_logger(&LOGGER).map(|_| log::set_max_level(level));
     let (mut ram, mut ram_size, mut bar) = (None, 1usize << 30, None);
-    let (mut mac, mut local, mut remote, mut timeout, mut spin) = (None, None, None, 0u64, false);
+    let (mut mac, mut local, mut remote, mut timeout, mut spin, mut stop_file) = (None, None, None, 0u64, false, None::<PathBuf>);
     let mut it = std::env::args().skip(1);
     let usage = |m: &str| {
         eprintln!("emu-pci-shim: {m}");
-        eprintln!("usage: emu-pci-shim --ram PATH [--ram-size 1G] --bar PATH [--mac XX:..] [--sock-local A --sock-remote B] [--timeout S] [--spin]");
+        eprintln!("usage: emu-pci-shim --ram PATH [--ram-size 1G] --bar PATH [--mac XX:..] [--sock-local A --sock-remote B] [--timeout S] [--spin] [--stop-file PATH]");
         ExitCode::from(2)
     };
     while let Some(k) = it.next() {
@@ -83,6 +84,7 @@ fn main() -> ExitCode {
                 Some(m) => mac = Some(m),
                 None => return usage("--mac: expected XX:XX:XX:XX:XX:XX"),
             },
+            "--stop-file" => stop_file = Some(PathBuf::from(v)),
             "--sock-local" => local = Some(PathBuf::from(v)),
             "--sock-remote" => remote = Some(PathBuf::from(v)),
             "--timeout" => match v.parse() {
@@ -118,6 +120,7 @@ fn main() -> ExitCode {
     println!("SHIM READY ram={} ({} MiB) bar={} ({} MiB)", ram.display(), ram_size >> 20, bar.display(), BAR_FILE_SIZE >> 20);
     let t0 = Instant::now();
     let mut last_report = Instant::now();
+    let mut last_check = Instant::now();
     let nap = if spin { Duration::ZERO } else { Duration::from_micros(20) };
     shim.run(nap, |s| {
         if last_report.elapsed() >= Duration::from_secs(5) {
@@ -125,8 +128,18 @@ fn main() -> ExitCode {
             let c = s.cx.counters();
             println!("SHIM STATS {:?} commands={} dma_faults={} stray_doorbells={}", s.stats, c.commands, c.dma_faults, c.stray_doorbells);
         }
+        if last_check.elapsed() >= Duration::from_millis(50) {
+            last_check = Instant::now();
+            if stop_file.as_ref().is_some_and(|p| p.exists()) {
+                return true;
+            }
+        }
         timeout != 0 && t0.elapsed() >= Duration::from_secs(timeout)
     });
-    println!("SHIM END {:?}", shim.stats);
+    let c = shim.cx.counters();
+    println!(
+        "SHIM END {:?} commands={} cmd_failures={} delivery_failures={} dma_faults={} stray_doorbells={} eq_overruns={}",
+        shim.stats, c.commands, c.cmd_failures, c.delivery_failures, c.dma_faults, c.stray_doorbells, c.eq_overruns
+    );
     ExitCode::SUCCESS
 }
