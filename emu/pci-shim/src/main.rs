@@ -77,7 +77,10 @@ fn main() -> ExitCode {
             "--ram" => ram = Some(PathBuf::from(v)),
             "--bar" => bar = Some(PathBuf::from(v)),
             "--ram-size" => match parse_size(&v) {
-                Some(n) if n > 0 => ram_size = n,
+                // q35 keeps all RAM below 4 GiB at [0, size) only up to 2 GiB (beyond, the
+                // part above 2 GiB moves to 4 GiB and file offset != guest physical address).
+                Some(n) if n > 0 && n <= 2 << 30 => ram_size = n,
+                Some(_) => return usage("--ram-size: at most 2G (q35 splits larger RAM around the PCI hole)"),
                 _ => return usage("--ram-size: expected N[K|M|G]"),
             },
             "--mac" => match parse_mac(&v) {
