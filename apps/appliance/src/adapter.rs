@@ -247,8 +247,7 @@ pub(crate) fn bring_up(f: &PciFunction, bar: u8, head: &str, ip: [u8; 4]) -> Opt
     let mut verbs = match mlx5::Mlx5Verbs::new(dev) {
         Ok(v) => Box::new(v),
         Err(e) => {
-            // new() consumed the device: it is dropped without SHUTDOWN (reported to the
-            // mlx5 owner: the error should hand the device back or tear it down).
+            // new() shut the device down (pages reclaimed, HCA disabled) before failing.
             error!("{head}: firmware {fw}: verbs setup failed: {e} ({e:?})");
             return None;
         }

@@ -106,10 +106,26 @@ fn log2_ceil(n: u32) -> u8 {
 impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
     /// Create the GSI CQ and QP1, bring QP1 to RTS, and bring up the raw Ethernet path for ARP
     /// (if the adapter refuses it, only static neighbours work; see `raw_eth`).
+    ///
+    /// On failure the device is shut down before the error is returned (every object
+    /// destroyed, TEARDOWN_HCA, every firmware page reclaimed, DISABLE_HCA): the pages the
+    /// firmware owned must not go back to the DMA pool while the adapter may still use them.
+    /// The returned error is the setup error; a failing shutdown is logged.
     pub fn new(mut dev: Mlx5<H, M>) -> Result<Self, Error> {
-        let gsi_cq = dev.create_cq(GSI_LOG_CQ)?;
-        let gsi = dev.create_qp(QpKind::Gsi, gsi_cq, gsi_cq, GSI_LOG_SQ, GSI_LOG_RQ, 1)?;
-        dev.activate_gsi(gsi)?;
+        let (gsi_cq, gsi) = match Self::create_gsi(&mut dev) {
+            Ok(v) => v,
+            Err(e) => {
+                match dev.shutdown() {
+                    Ok(st) => log::warn!(
+                        "mlx5: verbs setup failed ({e}); device shut down: {} pages given, {} reclaimed",
+                        st.pages_given,
+                        st.pages_reclaimed
+                    ),
+                    Err(se) => log::error!("mlx5: verbs setup failed ({e}); shutdown after it failed too: {se}"),
+                }
+                return Err(e);
+            }
+        };
         let (raw_eth, last_poll_error) = match dev.enable_raw_eth() {
             Ok(()) => (true, None),
             Err(e) => {
@@ -127,6 +143,14 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
             pending: [None; 8],
             arp_stats: (0, 0, 0),
         })
+    }
+
+    /// The GSI CQ and QP1, QP1 brought to RTS.
+    fn create_gsi(dev: &mut Mlx5<H, M>) -> Result<(Cqn, Qpn), Error> {
+        let gsi_cq = dev.create_cq(GSI_LOG_CQ)?;
+        let gsi = dev.create_qp(QpKind::Gsi, gsi_cq, gsi_cq, GSI_LOG_SQ, GSI_LOG_RQ, 1)?;
+        dev.activate_gsi(gsi)?;
+        Ok((gsi_cq, gsi))
     }
 
     fn learn(&mut self, ip: Ipv4, mac: Mac) {

@@ -224,3 +224,27 @@ fn page_demand_over_budget_is_refused_and_reported() {
     assert_eq!(rig.cx.counters().pages_held, 0);
     assert_eq!(rig.mem.stats().regions, 0);
 }
+
+/// `Mlx5Verbs::new` failing (a command of the GSI setup refused by the firmware) shuts the
+/// device down before returning the error: no firmware page is left with the adapter, no object
+/// abandoned, the function is disabled and all DMA memory is back with the host.
+#[test]
+fn verbs_setup_failure_shuts_the_device_down() {
+    for opcode in [op::CREATE_CQ, op::CREATE_QP, op::RST2INIT_QP, op::INIT2RTR_QP, op::RTR2RTS_QP] {
+        // Firmware that wants pages per QP, so the failing setup has pages beyond bring-up's.
+        let (rig, hal, bar) = common::rig_with(emu_connectx::Config { pages_per_qp: 2, ..Default::default() });
+        let dev = Mlx5::bring_up(hal, bar, cfg()).expect("bring-up");
+        assert!(rig.cx.counters().pages_held > 0);
+        rig.cx.faults_mut().forced.insert(opcode, (0x3, SYNDROME));
+        let err = mlx5::Mlx5Verbs::new(dev).err().unwrap_or_else(|| panic!("0x{opcode:x}: verbs setup succeeded"));
+        assert!(matches!(err, Error::Command { opcode: o, status: 0x3, syndrome: SYNDROME, .. } if o == opcode), "0x{opcode:x}: {err:?}");
+        let c = rig.cx.counters();
+        assert_eq!(c.pages_held, 0, "0x{opcode:x}: {c:?}");
+        assert_eq!(c.pages_abandoned, 0, "0x{opcode:x}: {c:?}");
+        assert_eq!(c.objects_abandoned, 0, "0x{opcode:x}: {c:?}");
+        assert_eq!(c.live_objects(), 0, "0x{opcode:x}: {c:?}");
+        assert_eq!(c.dma_faults, 0, "0x{opcode:x}: {c:?}");
+        assert_eq!(rig.cx.device().func, emu_connectx::FuncState::Disabled, "0x{opcode:x}");
+        assert_eq!(rig.mem.stats().regions, 0, "0x{opcode:x}: DMA memory leaked");
+    }
+}
