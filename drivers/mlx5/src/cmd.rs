@@ -38,6 +38,7 @@ pub mod op {
     pub const QP_2ERR: u16 = 0x507;
     pub const QP_2RST: u16 = 0x50a;
     pub const QUERY_QP: u16 = 0x50b;
+    pub const QUERY_VPORT_STATE: u16 = 0x750;
     pub const QUERY_NIC_VPORT_CONTEXT: u16 = 0x754;
     pub const MODIFY_NIC_VPORT_CONTEXT: u16 = 0x755;
     pub const QUERY_ROCE_ADDRESS: u16 = 0x760;
@@ -67,6 +68,7 @@ pub fn opcode_name(opcode: u16) -> &'static str {
         op::CREATE_MKEY => "CREATE_MKEY",
         op::DESTROY_MKEY => "DESTROY_MKEY",
         op::QUERY_SPECIAL_CONTEXTS => "QUERY_SPECIAL_CONTEXTS",
+        op::QUERY_VPORT_STATE => "QUERY_VPORT_STATE",
         op::CREATE_EQ => "CREATE_EQ",
         op::DESTROY_EQ => "DESTROY_EQ",
         op::CREATE_CQ => "CREATE_CQ",

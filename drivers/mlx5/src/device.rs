@@ -59,6 +59,10 @@ pub const GSI_QKEY: u32 = 0x8001_0000;
 const UAR_EQ_DB_NOARM: usize = 0x48;
 /// Access register HOST_ENDIANNESS.
 const REG_HOST_ENDIANNESS: u64 = 0x7004;
+/// QUERY_VPORT_STATE op_mod for the function's own vNIC vport and the `state` value for up
+/// (Linux mlx5_ifc.h MLX5_VPORT_STATE_OP_MOD_VNIC_VPORT, vport.h MLX5_VPORT_STATE_UP).
+const VPORT_STATE_OP_MOD_VNIC: u16 = 0;
+const VPORT_STATE_UP: u64 = 1;
 
 /// Bring-up configuration.
 #[derive(Debug, Clone, Copy)]
@@ -1219,9 +1223,21 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     pub fn global_mkey(&self) -> Option<Mkey> {
         self.global_mkey
     }
-    /// Link state from the last port-change event; `None` until one arrived.
+    /// Link state from the last port-change event or [`Mlx5::query_link`]; `None` until
+    /// one of them told.
     pub fn link_up(&self) -> Option<bool> {
         self.port_up
+    }
+
+    /// Ask the firmware for the operational state of our vNIC vport (QUERY_VPORT_STATE,
+    /// op_mod 0): true = up. Firmware need not send a port-change event at boot, so this is
+    /// how the state is learnt then; the answer also updates [`Mlx5::link_up`].
+    pub fn query_link(&mut self) -> Result<bool, Error> {
+        self.begin(op::QUERY_VPORT_STATE, VPORT_STATE_OP_MOD_VNIC, query_vport_state_in::LAYOUT.size);
+        self.run(query_vport_state_in::LAYOUT.size, query_vport_state_out::LAYOUT.size)?;
+        let up = self.out(query_vport_state_out::state) == VPORT_STATE_UP;
+        self.port_up = Some(up);
+        Ok(up)
     }
     pub fn roce_enabled(&self) -> bool {
         self.roce_enabled

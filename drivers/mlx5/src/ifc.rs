@@ -793,6 +793,20 @@ layouts! {
         status = F(0x00, 31, 24),
         syndrome = F(0x04, 31, 0),
     }
+    // Linux include/linux/mlx5/mlx5_ifc.h query_vport_state_in/out; op_mod 0 = vNIC vport
+    // (MLX5_VPORT_STATE_OP_MOD_VNIC_VPORT), state 0 = down, 1 = up (vport.h MLX5_VPORT_STATE_*).
+    query_vport_state_in [0x10] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        other_vport = F(0x08, 31, 31),
+        vport_number = F(0x08, 15, 0),
+    }
+    query_vport_state_out [0x10] {
+        status = F(0x00, 31, 24),
+        syndrome = F(0x04, 31, 0),
+        admin_state = F(0x0c, 7, 4),
+        state = F(0x0c, 3, 0),
+    }
     query_nic_vport_context_in [0x10] {
         opcode = F(0x00, 31, 16),
         op_mod = F(0x04, 15, 0),

@@ -215,3 +215,36 @@ fn port_change_events_track_link_state() {
     assert_eq!(dev.stats().port_change_events, 2);
     dev.shutdown().unwrap();
 }
+
+/// QUERY_VPORT_STATE tells the link state without any port-change event: up, then down, then
+/// up again as the model's port changes; `link_up` follows the answer.
+#[test]
+fn query_link_reports_the_port_state_without_events() {
+    let (rig, hal, bar) = common::rig();
+    let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
+    // Drain whatever bring-up left so the answers below come from the query alone.
+    dev.poll_eq().unwrap();
+    let events_before = rig.cx.counters().eqes;
+    assert_eq!(dev.query_link().unwrap(), true);
+    assert_eq!(dev.link_up(), Some(true));
+    rig.cx.set_port_up(false);
+    assert_eq!(dev.query_link().unwrap(), false, "port down");
+    assert_eq!(dev.link_up(), Some(false));
+    rig.cx.set_port_up(true);
+    assert_eq!(dev.query_link().unwrap(), true, "port up again");
+    // The query itself raised no event.
+    assert!(rig.cx.counters().eqes - events_before <= 2, "only the two port changes may add EQEs");
+    let stats = dev.shutdown().unwrap();
+    assert_eq!(stats.pages_given, stats.pages_reclaimed);
+}
+
+/// A fresh device whose port starts down: the query says so before any event is polled.
+#[test]
+fn query_link_reports_down_before_any_event() {
+    let (rig, hal, bar) = common::rig();
+    rig.cx.set_port_up(false);
+    let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
+    assert_eq!(dev.query_link().unwrap(), false);
+    assert_eq!(dev.link_up(), Some(false));
+    dev.shutdown().unwrap();
+}

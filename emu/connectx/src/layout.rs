@@ -269,6 +269,7 @@ layout!(modify_nic_vport_context_in, 0x200, {
     field_select_promisc: 0x7b, 1; field_select_mtu: 0x79, 1;
     nic_vport_context: 0x800, 0x100 * 8;
 });
+layout!(query_vport_state_in, 16, { other_vport: 0x40, 1; vport_number: 0x50, 16; });
 layout!(query_vport_state_out, 16, { admin_state: 0x78, 4; state: 0x7c, 4; });
 
 layout!(
@@ -322,6 +323,7 @@ pub const ALL_LAYOUTS: &[&[Field]] = &[
     query_nic_vport_context_in::ALL,
     query_nic_vport_context_out::ALL,
     modify_nic_vport_context_in::ALL,
+    query_vport_state_in::ALL,
     query_vport_state_out::ALL,
     roce_addr_layout::ALL,
     set_roce_address_in::ALL,

@@ -1025,7 +1025,9 @@ impl Device {
                 self.extra_regular = 0;
                 self.page_req_outstanding = 0;
                 self.reset_caps();
-                self.vport = Vport { mac: self.cfg.mac, mtu: 1500, ..Default::default() };
+                // The vport's context starts afresh; the link (cable, peer) is physical and
+                // keeps its state.
+                self.vport = Vport { mac: self.cfg.mac, mtu: 1500, down: self.vport.down, ..Default::default() };
                 self.gids = vec![None; GID_TABLE];
                 self.host_endianness_le = None;
                 Ok(out(16))
@@ -1319,6 +1321,14 @@ impl Device {
                 Ok(out(16))
             }
             op::QUERY_VPORT_STATE => {
+                // op_mod 0 = own vNIC vport; 1 (e-switch vport) and 2 (uplink) and other_vport
+                // need e-switch manager rights, which this function does not have.
+                if op_mod != 0 {
+                    return fail(st::BAD_PARAM, synd::BAD_OP_MOD);
+                }
+                if get(inp, l::query_vport_state_in::other_vport) != 0 {
+                    return fail(st::BAD_PARAM, synd::OTHER_VPORT);
+                }
                 let mut o = out(16);
                 set(&mut o, l::query_vport_state_out::admin_state, 1);
                 set(&mut o, l::query_vport_state_out::state, if self.vport.down { 0 } else { 1 });

@@ -141,6 +141,16 @@ fn command_status_paths() {
         (inp(op::ALLOC_PD, 1, 16), 16, st::BAD_PARAM, synd::BAD_OP_MOD),
         (inp(op::QUERY_HCA_CAP, 5 << 1, 16), 0x1010, st::BAD_PARAM, synd::BAD_OP_MOD),
         (inp(op::QUERY_PAGES, 4, 16), 16, st::BAD_PARAM, synd::BAD_OP_MOD),
+        // QUERY_VPORT_STATE of the e-switch vport (1) or uplink (2), or of another vport:
+        // e-switch manager rights, which this function lacks.
+        (inp(op::QUERY_VPORT_STATE, 1, 16), 16, st::BAD_PARAM, synd::BAD_OP_MOD),
+        (inp(op::QUERY_VPORT_STATE, 2, 16), 16, st::BAD_PARAM, synd::BAD_OP_MOD),
+        ({
+            let mut i = inp(op::QUERY_VPORT_STATE, 0, 16);
+            set(&mut i, l::query_vport_state_in::other_vport, 1);
+            set(&mut i, l::query_vport_state_in::vport_number, 1);
+            i
+        }, 16, st::BAD_PARAM, synd::OTHER_VPORT),
         (inp(op::ALLOC_PD, 0, 8), 16, st::BAD_INP_LEN, synd::INPUT_TOO_SHORT),
         (inp(op::CREATE_CQ, 0, 0x40), 16, st::BAD_INP_LEN, synd::INPUT_TOO_SHORT),
         (inp(op::QUERY_HCA_CAP, 1, 16), 0x100, st::BAD_OUTP_LEN, synd::OUTPUT_TOO_SHORT),
