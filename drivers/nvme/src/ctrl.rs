@@ -9,7 +9,7 @@ use zerocopy::FromBytes;
 
 use crate::queue::QueuePair;
 use crate::regs::{off, Aqa, Cap, Cc, Csts, Vs};
-use crate::spec::{admin_op, ascii_trim, cns, fid, IdentifyController, IdentifyNamespace, Sqe};
+use crate::spec::{admin_op, ascii_trim, cns, fid, DataPointer, IdentifyController, IdentifyNamespace, Sqe};
 use crate::Error;
 
 const PAGE: usize = 4096;
@@ -253,7 +253,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
             return Err(Error::Timeout { what: "admin command (controller stopped after a timeout)" });
         }
         let d = if data { Some((self.buf.paddr(), PAGE)) } else { None };
-        let opc = sqe.opc;
+        let opc = sqe.opcode;
         self.admin_seq += 1;
         let tag = self.admin_seq;
         self.admin.push(&mut sqe, tag, d).map_err(|_| Error::AdminQueueFull)?;
@@ -280,7 +280,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
     }
 
     fn identify(&mut self, cns: u8, nsid: u32) -> Result<[u8; PAGE], Error> {
-        let sqe = Sqe { opc: admin_op::IDENTIFY, nsid: nsid.into(), cdw10: (cns as u32).into(), ..Default::default() };
+        let sqe = Sqe { opcode: admin_op::IDENTIFY, nsid: nsid.into(), cdw10: (cns as u32).into(), ..Default::default() };
         self.buf.fill(0, PAGE, 0);
         self.admin_cmd(sqe, true)?;
         let mut out = [0u8; PAGE];
@@ -365,8 +365,8 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
     fn set_queue_count(&mut self, want: u16) -> Result<u16, Error> {
         let n = (want - 1) as u32;
         let sqe = Sqe {
-            opc: admin_op::SET_FEATURES,
-            cdw10: (fid::NUMBER_OF_QUEUES as u32).into(),
+            opcode: admin_op::SET_FEATURES,
+            cdw10: (fid::NUM_QUEUES as u32).into(),
             cdw11: (n | (n << 16)).into(),
             ..Default::default()
         };
@@ -387,16 +387,16 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
         let qp = QueuePair::new(&self.hal, qid, depth, PAGE, self.stride, self.max_transfer_bytes())?;
         let qsize = ((depth - 1) as u32) << 16;
         let cq = Sqe {
-            opc: admin_op::CREATE_IO_CQ,
-            prp1: qp.cq_paddr().into(),
+            opcode: admin_op::CREATE_IO_CQ,
+            dptr: DataPointer::prp(qp.cq_paddr(), 0),
             cdw10: (qsize | qid as u32).into(),
             cdw11: 1u32.into(), // PC=1, IEN=0
             ..Default::default()
         };
         self.admin_cmd(cq, false)?;
         let sq = Sqe {
-            opc: admin_op::CREATE_IO_SQ,
-            prp1: qp.sq_paddr().into(),
+            opcode: admin_op::CREATE_IO_SQ,
+            dptr: DataPointer::prp(qp.sq_paddr(), 0),
             cdw10: (qsize | qid as u32).into(),
             cdw11: (((qid as u32) << 16) | 1).into(), // CQID, PC=1
             ..Default::default()

@@ -26,7 +26,7 @@ use zerocopy::IntoBytes;
 use crate::ctrl::{Controller, MetadataLayout, NamespaceInfo};
 use crate::prp::PrpError;
 use crate::queue::{QueueError, QueuePair, QueueStats};
-use crate::spec::{io_op, oncs, rw_cdw12, DsmRange, Sqe};
+use crate::spec::{io_op, oncs, rw_cdw12, DataPointer, DsmRange, Sqe};
 use crate::Error;
 
 /// How many empty polls between two looks at the clock.
@@ -114,7 +114,7 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
     pub fn supports(&self, op: BlockOp) -> bool {
         match op {
             BlockOp::WriteZeroes => self.oncs & oncs::WRITE_ZEROES != 0,
-            BlockOp::Deallocate => self.oncs & oncs::DATASET_MGMT != 0,
+            BlockOp::Deallocate => self.oncs & oncs::DSM != 0,
             _ => true,
         }
     }
@@ -147,7 +147,7 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
         let mut data = None;
         match io.op {
             BlockOp::Read | BlockOp::Write => {
-                sqe.opc = if io.op == BlockOp::Read { io_op::READ } else { io_op::WRITE };
+                sqe.opcode = if io.op == BlockOp::Read { io_op::READ } else { io_op::WRITE };
                 sqe.cdw10 = (slba as u32).into();
                 sqe.cdw11 = ((slba >> 32) as u32).into();
                 sqe.cdw12 = nlb0.into();
@@ -163,9 +163,9 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
                     sqe.mptr = m.paddr().into();
                 }
             }
-            BlockOp::Flush => sqe.opc = io_op::FLUSH,
+            BlockOp::Flush => sqe.opcode = io_op::FLUSH,
             BlockOp::WriteZeroes => {
-                sqe.opc = io_op::WRITE_ZEROES;
+                sqe.opcode = io_op::WRITE_ZEROES;
                 sqe.cdw10 = (slba as u32).into();
                 sqe.cdw11 = ((slba >> 32) as u32).into();
                 if self.meta.pract {
@@ -177,10 +177,10 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
             }
             BlockOp::Deallocate => {
                 let cid = self.q.peek_cid().ok_or(BlockError::QueueFull)?;
-                let range = DsmRange { context_attributes: 0.into(), nlb: io.blocks.into(), slba: slba.into() };
+                let range = DsmRange { cattr: 0.into(), nlb: io.blocks.into(), slba: slba.into() };
                 self.q.write_slot_page(cid, range.as_bytes());
-                sqe.opc = io_op::DATASET_MGMT;
-                sqe.prp1 = self.q.slot_page(cid).0.into();
+                sqe.opcode = io_op::DSM;
+                sqe.dptr = DataPointer::prp(self.q.slot_page(cid).0, sqe.dptr.prp2());
                 sqe.cdw10 = 0.into(); // NR = 0: one range
                 sqe.cdw11 = (1u32 << 2).into(); // AD: deallocate
             }

@@ -10,7 +10,7 @@ use zerocopy::IntoBytes;
 use crate::prp::{self, PrpError};
 use crate::regs::doorbell_offset;
 use crate::ring::{CqRing, SqRing};
-use crate::spec::{Cqe, Sqe, CQE_STATUS_OFFSET};
+use crate::spec::{Cqe, DataPointer, Sqe, CQE_STATUS_OFFSET};
 use crate::status::{Status, StatusField};
 
 /// Most commands one queue pair tracks.
@@ -161,8 +161,7 @@ impl<D: DmaRegion> QueuePair<D> {
             for j in 0..p.list_pages {
                 self.write_list_page(list_off + j * self.page, &p.list_page(j, self.page));
             }
-            sqe.prp1 = p.prp1.into();
-            sqe.prp2 = p.prp2.into();
+            sqe.dptr = DataPointer::prp(p.prp1, p.prp2);
         }
         sqe.cid = cid.into();
         let at = self.sqr.push().ok_or(QueueError::Full)?;

@@ -321,7 +321,7 @@ impl FakeBar {
 
     fn admin(&self, c: &Sqe) -> (u32, u8, u8) {
         let mut s = self.st.borrow_mut();
-        match c.opc {
+        match c.opcode {
             0x06 => {
                 let mut page = vec![0u8; 4096];
                 match c.cdw10.get() & 0xFF {
@@ -364,8 +364,8 @@ impl FakeBar {
                     _ => return (0, 0, 0x02),
                 }
                 drop(s);
-                for (pa, n) in self.segments(c.prp1.get(), c.prp2.get(), 4096) {
-                    let o = (pa - c.prp1.get()) as usize;
+                for (pa, n) in self.segments(c.dptr.prp1(), c.dptr.prp2(), 4096) {
+                    let o = (pa - c.dptr.prp1()) as usize;
                     let o = if o < 4096 { o } else { 4096 - n };
                     self.hal.phys_write(pa, &page[o..o + n]);
                 }
@@ -378,7 +378,7 @@ impl FakeBar {
                 if qid == 0 || qid > 8 {
                     return (0, 1, 0x01);
                 }
-                s.cqs[qid] = Some(Cq { base: c.prp1.get(), size, tail: 0, phase: true });
+                s.cqs[qid] = Some(Cq { base: c.dptr.prp1(), size, tail: 0, phase: true });
                 (0, 0, 0)
             }
             0x01 => {
@@ -388,7 +388,7 @@ impl FakeBar {
                 if s.cqs.get(cqid as usize).copied().flatten().is_none() {
                     return (0, 1, 0x00);
                 }
-                s.sqs[qid] = Some(Sq { base: c.prp1.get(), size, head: 0, cqid });
+                s.sqs[qid] = Some(Sq { base: c.dptr.prp1(), size, head: 0, cqid });
                 (0, 0, 0)
             }
             _ => (0, 0, 0x01),
@@ -402,14 +402,14 @@ impl FakeBar {
             return (0, sct, sc);
         }
         let nsid = c.nsid.get();
-        s.io_log.push((c.opc, c.mptr.get(), c.cdw12.get(), c.cdw14.get()));
+        s.io_log.push((c.opcode, c.mptr.get(), c.cdw12.get(), c.cdw14.get()));
         let Some(idx) = s.namespaces.iter().position(|n| n.0 == nsid) else { return (0, 0, 0x0B) };
         // Separate metadata (except 8-byte PI with PRACT): moved through MPTR.
         let sep_ms = s.formats.iter().find(|f| f.0 == nsid && !f.2 && !(f.1 == 8 && f.3 != 0)).map(|f| f.1 as usize);
         let blocks = s.namespaces[idx].1;
         let slba = c.cdw10.get() as u64 | ((c.cdw11.get() as u64) << 32);
         let nlb = (c.cdw12.get() & 0xFFFF) as u64 + 1;
-        match c.opc {
+        match c.opcode {
             0x00 => return (0, 0, 0),
             0x01 | 0x02 | 0x08 if slba + nlb > blocks => return (0, 0, 0x80),
             0x01 | 0x02 => {
@@ -418,17 +418,17 @@ impl FakeBar {
                 drop(s);
                 if let Some(ms) = sep_ms {
                     let mut m = vec![0xEE; nlb as usize * ms];
-                    if c.opc == 0x01 {
+                    if c.opcode == 0x01 {
                         self.hal.phys_read(c.mptr.get(), &mut m);
                         self.st.borrow_mut().meta_written.extend_from_slice(&m);
                     } else {
                         self.hal.phys_write(c.mptr.get(), &m);
                     }
                 }
-                for (pa, n) in self.segments(c.prp1.get(), c.prp2.get(), len) {
+                for (pa, n) in self.segments(c.dptr.prp1(), c.dptr.prp2(), len) {
                     let mut s = self.st.borrow_mut();
                     let data = &mut s.namespaces[idx].2[off..off + n];
-                    if c.opc == 0x01 {
+                    if c.opcode == 0x01 {
                         self.hal.phys_read(pa, data);
                     } else {
                         self.hal.phys_write(pa, data);
@@ -442,7 +442,7 @@ impl FakeBar {
             0x09 => {
                 let mut r = [0u8; 16];
                 drop(s);
-                self.hal.phys_read(c.prp1.get(), &mut r);
+                self.hal.phys_read(c.dptr.prp1(), &mut r);
                 let n = u32::from_le_bytes(r[4..8].try_into().unwrap()) as usize;
                 let sl = u64::from_le_bytes(r[8..16].try_into().unwrap()) as usize;
                 self.st.borrow_mut().namespaces[idx].2[sl * BS..(sl + n) * BS].fill(0xDD);
