@@ -58,7 +58,7 @@ pub const MODELS: &[(u16, &str)] = &[
 /// PCI class codes of network controllers (Ethernet 02.00, InfiniBand 02.07).
 const CLASS_NETWORK: u8 = 0x02;
 
-/// How long to wait after bring-up for the first port-state event before printing the line.
+/// How long to wait for a port-state event when the firmware refuses QUERY_VPORT_STATE.
 const LINK_WAIT_NS: u64 = 2_000_000_000;
 
 /// An adapter that came up.
@@ -252,15 +252,19 @@ pub(crate) fn bring_up(f: &PciFunction, bar: u8, head: &str, ip: [u8; 4]) -> Opt
             return None;
         }
     };
-    // The port state arrives as a PORT_CHANGE event; give it a moment.
-    let t0 = kernel::time::now_ns();
-    while verbs.dev.link_up().is_none() && kernel::time::now_ns() - t0 < LINK_WAIT_NS {
-        verbs.poll();
+    // Ask the firmware (QUERY_VPORT_STATE): it need not send a port-change event at boot.
+    // Only if it refuses the query, wait a moment for such an event instead.
+    if let Err(e) = verbs.dev.query_link() {
+        warn!("{head}: link state query failed ({e}); waiting for a port event");
+        let t0 = kernel::time::now_ns();
+        while verbs.dev.link_up().is_none() && kernel::time::now_ns() - t0 < LINK_WAIT_NS {
+            verbs.poll();
+        }
     }
     let link = match verbs.dev.link_up() {
         Some(true) => "link up",
         Some(false) => "link down",
-        None => "link state unknown (no port event within 2 s)",
+        None => "link state unknown (query refused, no port event within 2 s)",
     };
     if let Some(e) = verbs.last_poll_error.take() {
         error!("{head}: after bring-up: {e}");
