@@ -25,35 +25,9 @@ pub type Verbs = mlx5::Mlx5Verbs<KernelHal, KernelMmio>;
 /// PCI vendor ID of Mellanox/NVIDIA.
 pub const VENDOR: u16 = 0x15b3;
 
-/// mlx5-family device IDs and names (Linux drivers/net/ethernet/mellanox/mlx5/core/main.c,
-/// `mlx5_core_pci_table`). Functions of vendor 0x15b3 with a network class code but another
-/// ID in an mlx5-generation range are tried too (newer parts), with a warning.
-pub const MODELS: &[(u16, &str)] = &[
-    (0x1011, "Connect-IB"),
-    (0x1012, "Connect-IB VF"),
-    (0x1013, "ConnectX-4"),
-    (0x1014, "ConnectX-4 VF"),
-    (0x1015, "ConnectX-4 Lx"),
-    (0x1016, "ConnectX-4 Lx VF"),
-    (0x1017, "ConnectX-5"),
-    (0x1018, "ConnectX-5 VF"),
-    (0x1019, "ConnectX-5 Ex"),
-    (0x101a, "ConnectX-5 Ex VF"),
-    (0x101b, "ConnectX-6"),
-    (0x101c, "ConnectX-6 VF"),
-    (0x101d, "ConnectX-6 Dx"),
-    (0x101e, "ConnectX VF"),
-    (0x101f, "ConnectX-6 Lx"),
-    (0x1021, "ConnectX-7"),
-    (0x1023, "ConnectX-8"),
-    (0x1025, "ConnectX-9"),
-    (0x1027, "ConnectX-10"),
-    (0xa2d2, "BlueField ConnectX-5"),
-    (0xa2d3, "BlueField ConnectX-5 VF"),
-    (0xa2d6, "BlueField-2 ConnectX-6 Dx"),
-    (0xa2dc, "BlueField-3 ConnectX-7"),
-    (0xa2df, "BlueField-4 ConnectX-8"),
-];
+// The mlx5 device IDs and names are the driver's table, `mlx5::PCI_IDS` (exactly Linux's
+// `mlx5_core_pci_table`). Functions of vendor 0x15b3 with a network class code but another
+// ID in an mlx5-generation range are tried too (newer parts), with a warning.
 
 /// PCI class codes of network controllers (Ethernet 02.00, InfiniBand 02.07).
 const CLASS_NETWORK: u8 = 0x02;
@@ -107,12 +81,12 @@ impl fmt::Display for NoAdapter {
     }
 }
 
-/// The model name of a 0x15b3 device ID, if it is in [`MODELS`].
+/// The model name of a 0x15b3 device ID, if it is in the mlx5 table (`mlx5::PCI_IDS`).
 pub fn model(device: u16) -> Option<&'static str> {
-    MODELS.iter().find(|(id, _)| *id == device).map(|(_, n)| *n)
+    mlx5::pci_id(VENDOR, device).map(|i| i.name)
 }
 
-/// Device-ID ranges where mlx5-generation parts not (yet) in [`MODELS`] are expected: the
+/// Device-ID ranges where mlx5-generation parts not (yet) in `mlx5::PCI_IDS` are expected: the
 /// ConnectX numbering after Connect-IB (0x1011..), the 0x21xx C2C parts and the BlueField
 /// 0xa2dx integrated NICs. Older Mellanox parts use the mlx4 interface and are not tried
 /// (Linux drivers/net/ethernet/mellanox/mlx4/main.c `mlx4_pci_table`: 0x63xx/0x67xx and
