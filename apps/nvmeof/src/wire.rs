@@ -1,4 +1,5 @@
-//! NVMe / NVMe-oF / NVMe-RDMA wire layouts (little-endian), declared once as zerocopy types.
+//! NVMe-oF / NVMe-RDMA wire layouts (little-endian) as zerocopy types; the NVMe Base ones
+//! come from `nvme-spec`.
 //!
 //! Sources (facts only): NVMe Base 2.0 / NVMe-oF 1.1 as reflected in Linux
 //! `include/linux/nvme.h` (struct nvme_command, nvme_completion, nvme_sgl_desc,
@@ -9,6 +10,14 @@
 
 use zerocopy::byteorder::little_endian::{U16, U32, U64, U128};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+// The NVMe Base layouts shared with the local driver (SQE, CQE, status, opcodes, Identify,
+// DSM range) are declared once in `nvme-spec`; re-exported under this module's old names.
+// `SglDesc` is the SQE's 16-byte data pointer in its SGL form.
+pub use nvme_spec::{
+    admin_op, cns, fid, io_op, oncs, Cqe, DataPointer as SglDesc, DsmRange, IdentifyController as IdentifyCtrl,
+    IdentifyNamespace as IdentifyNs, LbaFormat, Sqe, Status, PSDT_SGL,
+};
 
 macro_rules! wire {
     ($(#[$m:meta])* pub struct $name:ident [$size:expr] { $($(#[$fm:meta])* pub $f:ident : $t:ty),* $(,)? }) => {
@@ -36,24 +45,6 @@ macro_rules! wire {
 // Opcodes and constants
 // ---------------------------------------------------------------------------------------------
 
-/// Admin opcodes (NVMe Base §5).
-pub mod admin_op {
-    pub const GET_LOG_PAGE: u8 = 0x02;
-    pub const IDENTIFY: u8 = 0x06;
-    pub const ABORT: u8 = 0x08;
-    pub const SET_FEATURES: u8 = 0x09;
-    pub const GET_FEATURES: u8 = 0x0A;
-    pub const ASYNC_EVENT: u8 = 0x0C;
-    pub const KEEP_ALIVE: u8 = 0x18;
-}
-/// NVM I/O opcodes.
-pub mod io_op {
-    pub const FLUSH: u8 = 0x00;
-    pub const WRITE: u8 = 0x01;
-    pub const READ: u8 = 0x02;
-    pub const WRITE_ZEROES: u8 = 0x08;
-    pub const DSM: u8 = 0x09;
-}
 /// The Fabrics command opcode; FCTYPE is SQE byte 4.
 pub const FABRICS_OPCODE: u8 = 0x7F;
 /// Fabrics command types.
@@ -83,25 +74,10 @@ pub mod lid {
     pub const CHANGED_NS: u8 = 0x04;
     pub const DISCOVERY: u8 = 0x70;
 }
-/// Feature identifiers.
-pub mod fid {
-    pub const NUM_QUEUES: u8 = 0x07;
-    pub const ASYNC_EVENT_CONFIG: u8 = 0x0B;
-    pub const KEEP_ALIVE_TIMER: u8 = 0x0F;
-}
-/// Identify CNS values.
-pub mod cns {
-    pub const NAMESPACE: u8 = 0x00;
-    pub const CONTROLLER: u8 = 0x01;
-    pub const ACTIVE_NS_LIST: u8 = 0x02;
-    pub const NS_DESC_LIST: u8 = 0x03;
-}
 /// The well-known discovery subsystem NQN.
 pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
 /// Connect data CNTLID meaning "any controller" (dynamic model).
 pub const CNTLID_DYNAMIC: u16 = 0xFFFF;
-/// PSDT value Linux sets in SQE flags: SGL, metadata contiguous.
-pub const PSDT_SGL: u8 = 0x40;
 /// SGL descriptor type bytes (SQE byte 39 / descriptor byte 15).
 pub mod sgl_type {
     /// Data block, offset subtype: in-capsule data.
@@ -113,121 +89,8 @@ pub mod sgl_type {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Status
-// ---------------------------------------------------------------------------------------------
-
-/// An NVMe completion status: status code type, status code, DNR.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Status {
-    pub sct: u8,
-    pub sc: u8,
-    pub dnr: bool,
-}
-
-impl Status {
-    pub const SUCCESS: Status = Status { sct: 0, sc: 0, dnr: false };
-    const fn g(sc: u8) -> Status {
-        Status { sct: 0, sc, dnr: true }
-    }
-    const fn cs(sc: u8) -> Status {
-        Status { sct: 1, sc, dnr: true }
-    }
-    // Generic (SCT 0).
-    pub const INVALID_OPCODE: Status = Status::g(0x01);
-    pub const INVALID_FIELD: Status = Status::g(0x02);
-    pub const DATA_XFER_ERROR: Status = Status::g(0x04);
-    pub const INTERNAL: Status = Status { sct: 0, sc: 0x06, dnr: false };
-    pub const ABORT_SQ_DELETED: Status = Status { sct: 0, sc: 0x08, dnr: false };
-    pub const INVALID_NS: Status = Status::g(0x0B);
-    pub const CMD_SEQ_ERROR: Status = Status::g(0x0C);
-    pub const SGL_INVALID_DATA: Status = Status::g(0x0F);
-    pub const SGL_INVALID_TYPE: Status = Status::g(0x11);
-    pub const SGL_INVALID_OFFSET: Status = Status::g(0x16);
-    pub const KA_EXPIRED: Status = Status::g(0x19);
-    pub const KA_INVALID: Status = Status::g(0x1A);
-    pub const LBA_RANGE: Status = Status::g(0x80);
-    pub const CAP_EXCEEDED: Status = Status::g(0x81);
-    // Command specific (SCT 1).
-    pub const QID_INVALID: Status = Status::cs(0x01);
-    pub const ASYNC_LIMIT: Status = Status::cs(0x05);
-    pub const INVALID_LOG_PAGE: Status = Status::cs(0x09);
-    pub const FEATURE_NOT_SAVEABLE: Status = Status::cs(0x0D);
-    // Fabrics (SCT 1, 0x80..).
-    pub const CONNECT_FORMAT: Status = Status::cs(0x80);
-    pub const CONNECT_CTRL_BUSY: Status = Status::cs(0x81);
-    pub const CONNECT_INVALID_PARAM: Status = Status::cs(0x82);
-    pub const CONNECT_RESTART_DISC: Status = Status::cs(0x83);
-    pub const CONNECT_INVALID_HOST: Status = Status::cs(0x84);
-
-    /// The CQE status field (phase bit 0 stays 0 on fabrics).
-    pub const fn to_field(self) -> u16 {
-        ((self.sc as u16) << 1) | (((self.sct & 7) as u16) << 9) | ((self.dnr as u16) << 15)
-    }
-    /// Decode a CQE status field.
-    pub const fn from_field(v: u16) -> Status {
-        Status { sc: (v >> 1) as u8, sct: ((v >> 9) & 7) as u8, dnr: v & 0x8000 != 0 }
-    }
-    pub const fn is_success(self) -> bool {
-        self.sct == 0 && self.sc == 0
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Submission / completion entries and SGL descriptors
 // ---------------------------------------------------------------------------------------------
-
-wire! {
-    /// A 16-byte SGL descriptor as raw fields; interpret with [`Sgl::decode`].
-    pub struct SglDesc [16] {
-        pub addr: U64,
-        /// Bytes 8..15: keyed: len24 + key32; data block: len32 + 3 reserved.
-        pub b8: [u8; 7],
-        pub typ: u8,
-    }
-}
-
-wire! {
-    /// Submission queue entry (64 B). Src: nvme.h `struct nvme_common_command`.
-    pub struct Sqe [64] {
-        pub opcode: u8,
-        pub flags: u8,
-        pub cid: U16,
-        /// NSID; for Fabrics commands byte 0 of this field is FCTYPE.
-        pub nsid: U32,
-        pub cdw2: U32,
-        pub cdw3: U32,
-        pub mptr: U64,
-        pub dptr: SglDesc,
-        pub cdw10: U32,
-        pub cdw11: U32,
-        pub cdw12: U32,
-        pub cdw13: U32,
-        pub cdw14: U32,
-        pub cdw15: U32,
-    }
-}
-
-impl Sqe {
-    /// Fabrics command type (SQE byte 4).
-    pub fn fctype(&self) -> u8 {
-        self.nsid.get().to_le_bytes()[0]
-    }
-    pub fn set_fctype(&mut self, t: u8) {
-        self.nsid = U32::new(t as u32);
-    }
-}
-
-wire! {
-    /// Completion queue entry (16 B). Src: nvme.h `struct nvme_completion`.
-    pub struct Cqe [16] {
-        pub dw0: U32,
-        pub dw1: U32,
-        pub sqhd: U16,
-        pub sqid: U16,
-        pub cid: U16,
-        pub status: U16,
-    }
-}
 
 /// A decoded data SGL descriptor (the only kinds NVMe-RDMA uses; MSDBD = 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -411,78 +274,6 @@ pub mod cm_rej {
 // Identify
 // ---------------------------------------------------------------------------------------------
 
-wire! {
-    /// Identify Controller (4096 B). Src: nvme.h `struct nvme_id_ctrl`; wire.md §3.6.
-    pub struct IdentifyCtrl [4096] {
-        pub vid: U16,
-        pub ssvid: U16,
-        pub sn: [u8; 20],
-        pub mn: [u8; 40],
-        pub fr: [u8; 8],
-        pub rab: u8,
-        pub ieee: [u8; 3],
-        pub cmic: u8,
-        /// 2^n × MPSMIN (4 KiB); 0 = no limit.
-        pub mdts: u8,
-        pub cntlid: U16,
-        pub ver: U32,
-        pub rtd3r: U32,
-        pub rtd3e: U32,
-        pub oaes: U32,
-        pub ctratt: U32,
-        pub rrls: U16,
-        pub rsvd102: [u8; 9],
-        /// 1 I/O, 2 discovery, 3 administrative.
-        pub cntrltype: u8,
-        pub fguid: [u8; 16],
-        pub crdt: [U16; 3],
-        pub rsvd134: [u8; 122],
-        pub oacs: U16,
-        pub acl: u8,
-        pub aerl: u8,
-        pub frmw: u8,
-        pub lpa: u8,
-        pub elpe: u8,
-        pub npss: u8,
-        pub avscc: u8,
-        pub apsta: u8,
-        pub wctemp: U16,
-        pub cctemp: U16,
-        pub rsvd270: [u8; 50],
-        /// Keep-alive granularity in 100 ms units.
-        pub kas: U16,
-        pub rsvd322: [u8; 190],
-        pub sqes: u8,
-        pub cqes: u8,
-        pub maxcmd: U16,
-        pub nn: U32,
-        pub oncs: U16,
-        pub fuses: U16,
-        pub fna: u8,
-        pub vwc: u8,
-        pub awun: U16,
-        pub awupf: U16,
-        pub nvscc: u8,
-        pub nwpc: u8,
-        pub acwu: U16,
-        pub rsvd534: [u8; 2],
-        pub sgls: U32,
-        pub mnan: U32,
-        pub rsvd544: [u8; 224],
-        pub subnqn: [u8; 256],
-        pub rsvd1024: [u8; 768],
-        /// I/O queue command capsule size in 16-byte units.
-        pub ioccsz: U32,
-        pub iorcsz: U32,
-        pub icdoff: U16,
-        pub fcatt: u8,
-        pub msdbd: u8,
-        pub ofcs: U16,
-        pub rsvd1806: [u8; 242],
-        pub psd: [u8; 1024],
-        pub vs: [u8; 1024],
-    }
-}
 /// CNTRLTYPE values.
 pub mod cntrltype {
     pub const IO: u8 = 1;
@@ -497,65 +288,8 @@ pub mod sgls {
     /// Address used as offset (in-capsule data) supported.
     pub const OFFSET: u32 = 1 << 20;
 }
-/// ONCS bits.
-pub mod oncs {
-    pub const DSM: u16 = 1 << 2;
-    pub const WRITE_ZEROES: u16 = 1 << 3;
-}
 /// OAES bit: namespace attribute notices.
 pub const OAES_NS_ATTR: u32 = 1 << 8;
-
-wire! {
-    /// One LBA format (4 B).
-    pub struct LbaFormat [4] {
-        pub ms: U16,
-        /// log2 of the LBA data size.
-        pub lbads: u8,
-        pub rp: u8,
-    }
-}
-
-wire! {
-    /// Identify Namespace (4096 B). Src: nvme.h `struct nvme_id_ns`.
-    pub struct IdentifyNs [4096] {
-        pub nsze: U64,
-        pub ncap: U64,
-        pub nuse: U64,
-        pub nsfeat: u8,
-        pub nlbaf: u8,
-        pub flbas: u8,
-        pub mc: u8,
-        pub dpc: u8,
-        pub dps: u8,
-        pub nmic: u8,
-        pub rescap: u8,
-        pub fpi: u8,
-        pub dlfeat: u8,
-        pub nawun: U16,
-        pub nawupf: U16,
-        pub nacwu: U16,
-        pub nabsn: U16,
-        pub nabo: U16,
-        pub nabspf: U16,
-        pub noiob: U16,
-        pub nvmcap: [u8; 16],
-        pub npwg: U16,
-        pub npwa: U16,
-        pub npdg: U16,
-        pub npda: U16,
-        pub nows: U16,
-        pub rsvd74: [u8; 18],
-        pub anagrpid: U32,
-        pub rsvd96: [u8; 3],
-        pub nsattr: u8,
-        pub nvmsetid: U16,
-        pub endgid: U16,
-        pub nguid: [u8; 16],
-        pub eui64: [u8; 8],
-        pub lbaf: [LbaFormat; 16],
-        pub rsvd192: [u8; 3904],
-    }
-}
 
 wire! {
     /// Namespace identification descriptor header (4 B), followed by NIDL bytes.
@@ -580,14 +314,6 @@ wire! {
     }
 }
 
-wire! {
-    /// DSM range (16 B). Src: nvme.h `struct nvme_dsm_range`.
-    pub struct DsmRange [16] {
-        pub cattr: U32,
-        pub nlb: U32,
-        pub slba: U64,
-    }
-}
 /// DSM CDW11 attribute: deallocate.
 pub const DSM_ATTR_DEALLOCATE: u32 = 1 << 2;
 
@@ -719,33 +445,7 @@ mod tests {
     use core::mem::offset_of;
 
     #[test]
-    fn identify_ctrl_offsets_match_spec() {
-        assert_eq!(offset_of!(IdentifyCtrl, mdts), 77);
-        assert_eq!(offset_of!(IdentifyCtrl, cntlid), 78);
-        assert_eq!(offset_of!(IdentifyCtrl, ver), 80);
-        assert_eq!(offset_of!(IdentifyCtrl, oaes), 92);
-        assert_eq!(offset_of!(IdentifyCtrl, cntrltype), 111);
-        assert_eq!(offset_of!(IdentifyCtrl, oacs), 256);
-        assert_eq!(offset_of!(IdentifyCtrl, lpa), 261);
-        assert_eq!(offset_of!(IdentifyCtrl, kas), 320);
-        assert_eq!(offset_of!(IdentifyCtrl, sqes), 512);
-        assert_eq!(offset_of!(IdentifyCtrl, maxcmd), 514);
-        assert_eq!(offset_of!(IdentifyCtrl, nn), 516);
-        assert_eq!(offset_of!(IdentifyCtrl, oncs), 520);
-        assert_eq!(offset_of!(IdentifyCtrl, vwc), 525);
-        assert_eq!(offset_of!(IdentifyCtrl, sgls), 536);
-        assert_eq!(offset_of!(IdentifyCtrl, subnqn), 768);
-        assert_eq!(offset_of!(IdentifyCtrl, ioccsz), 1792);
-        assert_eq!(offset_of!(IdentifyCtrl, iorcsz), 1796);
-        assert_eq!(offset_of!(IdentifyCtrl, icdoff), 1800);
-        assert_eq!(offset_of!(IdentifyCtrl, msdbd), 1803);
-        assert_eq!(offset_of!(IdentifyCtrl, psd), 2048);
-    }
-
-    #[test]
     fn other_offsets_match_spec() {
-        assert_eq!(offset_of!(Sqe, dptr), 24);
-        assert_eq!(offset_of!(Sqe, cdw10), 40);
         assert_eq!(offset_of!(ConnectCmd, qid), 42);
         assert_eq!(offset_of!(ConnectCmd, sqsize), 44);
         assert_eq!(offset_of!(ConnectCmd, cattr), 46);
@@ -755,9 +455,6 @@ mod tests {
         assert_eq!(offset_of!(PropertySetCmd, value), 48);
         assert_eq!(offset_of!(ConnectData, subsysnqn), 256);
         assert_eq!(offset_of!(ConnectData, hostnqn), 512);
-        assert_eq!(offset_of!(IdentifyNs, flbas), 26);
-        assert_eq!(offset_of!(IdentifyNs, nguid), 104);
-        assert_eq!(offset_of!(IdentifyNs, lbaf), 128);
         assert_eq!(offset_of!(DiscLogEntry, trsvcid), 32);
         assert_eq!(offset_of!(DiscLogEntry, subnqn), 256);
         assert_eq!(offset_of!(DiscLogEntry, traddr), 512);
@@ -765,7 +462,6 @@ mod tests {
         assert_eq!(offset_of!(SmartLog, data_units_read), 32);
         assert_eq!(offset_of!(SmartLog, num_err_log_entries), 176);
         assert_eq!(offset_of!(SmartLog, temp_sensor), 200);
-        assert_eq!(offset_of!(Cqe, status), 14);
     }
 
     #[test]
@@ -780,12 +476,5 @@ mod tests {
         let mut d = SglDesc::zeroed();
         d.typ = 0x00;
         assert_eq!(Sgl::decode(&d), Err(Status::SGL_INVALID_TYPE));
-    }
-
-    #[test]
-    fn status_field() {
-        let s = Status::CONNECT_INVALID_HOST;
-        assert_eq!(s.to_field() >> 1 & 0x7FF, 0x184);
-        assert_eq!(Status::from_field(s.to_field()), s);
     }
 }
