@@ -46,21 +46,21 @@ fn main(boot: kernel::Boot) -> ! {
     if let Some(f) = cfg.fault {
         kernel::fault::trigger(f);
         log::error!("appliance: test.fault={f:?} did not fault");
-        kernel::exit::fail();
+        end(&mut storage, false);
     }
     if cfg.selftest && selftest::run() != 0 {
-        kernel::exit::fail();
+        end(&mut storage, false);
     }
     if !storage.ok {
         log::error!("appliance: storage self-test or namespace configuration failed");
-        kernel::exit::fail();
+        end(&mut storage, false);
     }
     let target = match role {
         Role::Target => match nvmf::build_target(&cfg, &mut storage.served) {
             Ok(t) => Some(t),
             Err(e) => {
                 log::error!("appliance: NVMe-oF target: {e}");
-                kernel::exit::fail();
+                end(&mut storage, false);
             }
         },
         _ => None,
@@ -77,7 +77,7 @@ fn main(boot: kernel::Boot) -> ! {
         (_, Ok(a)) => Some(a),
         (r, Err(why)) => {
             log::error!("appliance: NVMe-oF {}: {why}; cannot run without a ConnectX adapter", if r == Role::Target { "target" } else { "initiator" });
-            kernel::exit::fail();
+            end(&mut storage, false);
         }
     };
     let s = *kernel::STATS.lock();
@@ -93,17 +93,36 @@ fn main(boot: kernel::Boot) -> ! {
     );
     match (target, adapter) {
         (Some(t), Some(a)) => {
+            // serve() returns only if the service could not start; it shut the adapter down.
             let why = nvmf::serve(a, t);
             log::error!("appliance: NVMe-oF target: {why}");
-            kernel::exit::fail();
+            end(&mut storage, false);
         }
         (None, Some(a)) => {
+            // initiate() shuts the adapter down when the role ends, success or not.
             if !nvmf::initiate(a, &cfg.nvmeof, cfg.roce_mtu) {
                 log::error!("appliance: NVMe-oF initiator failed");
-                kernel::exit::fail();
+                end(&mut storage, false);
             }
         }
         _ => {}
     }
-    kernel::exit::success();
+    end(&mut storage, true);
+}
+
+/// The end path once storage is attached: the NVMe normal-shutdown notification to every local
+/// controller (so each flushes its volatile cache and metadata), then the exit `exit=` asks
+/// for. A failed shutdown turns a success into a failure. The ConnectX adapter is shut down
+/// before this by whoever ends its role (`nvmf::initiate`, `nvmf::serve`, or `main` when there
+/// is no role).
+fn end(storage: &mut storage::Storage, ok: bool) -> ! {
+    let failed = storage.shutdown();
+    if failed > 0 {
+        log::error!("appliance: {failed} NVMe controller(s) did not complete the normal shutdown");
+    }
+    if ok && failed == 0 {
+        kernel::exit::success()
+    } else {
+        kernel::exit::fail()
+    }
 }
