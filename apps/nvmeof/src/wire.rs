@@ -16,7 +16,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 // `SglDesc` is the SQE's 16-byte data pointer in its SGL form.
 pub use nvme_spec::{
     admin_op, cns, fid, io_op, oncs, Cqe, DataPointer as SglDesc, DsmRange, IdentifyController as IdentifyCtrl,
-    IdentifyNamespace as IdentifyNs, LbaFormat, Sqe, Status, PSDT_SGL,
+    IdentifyNamespace as IdentifyNs, LbaFormat, Sqe, Status, prop, PSDT_SGL,
 };
 
 macro_rules! wire {
@@ -55,16 +55,6 @@ pub mod fctype {
     pub const AUTH_SEND: u8 = 0x05;
     pub const AUTH_RECV: u8 = 0x06;
     pub const DISCONNECT: u8 = 0x08;
-}
-/// Controller property offsets (NVMe-oF §3.5 / NVMe Base §3.1.3).
-pub mod prop {
-    pub const CAP: u32 = 0x00;
-    pub const VS: u32 = 0x08;
-    pub const INTMS: u32 = 0x0C;
-    pub const INTMC: u32 = 0x10;
-    pub const CC: u32 = 0x14;
-    pub const CSTS: u32 = 0x1C;
-    pub const NSSR: u32 = 0x20;
 }
 /// Log page identifiers.
 pub mod lid {

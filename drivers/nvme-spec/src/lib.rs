@@ -109,6 +109,26 @@ pub mod oncs {
     pub const WRITE_ZEROES: u16 = 1 << 3;
 }
 
+/// Controller property offsets (Base 2.0 §3.1.4 Figure 33): BAR0 register offsets on PCIe,
+/// Property Get/Set offsets on Fabrics. PCIe-only registers (AQA, ASQ, ACQ, doorbells) are
+/// in the `nvme` driver.
+pub mod prop {
+    /// Controller Capabilities (64 bit).
+    pub const CAP: u32 = 0x00;
+    /// Version.
+    pub const VS: u32 = 0x08;
+    /// Interrupt Mask Set.
+    pub const INTMS: u32 = 0x0C;
+    /// Interrupt Mask Clear.
+    pub const INTMC: u32 = 0x10;
+    /// Controller Configuration.
+    pub const CC: u32 = 0x14;
+    /// Controller Status.
+    pub const CSTS: u32 = 0x1C;
+    /// NVM Subsystem Reset.
+    pub const NSSR: u32 = 0x20;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Submission / completion queue entries
 // ---------------------------------------------------------------------------------------------
@@ -355,7 +375,8 @@ layout! {
         pub eui64: [u8; 8],
         /// LBA Format 0..63.
         pub lbaf: [LbaFormat; 64],
-        pub rsvd384: [u8; 3712],
+        /// Vendor specific (bytes 4095:384).
+        pub vs: [u8; 3712],
     }
 }
 
@@ -463,7 +484,7 @@ mod tests {
         assert_eq!(offset_of!(IdentifyNamespace, nguid), 104);
         assert_eq!(offset_of!(IdentifyNamespace, eui64), 120);
         assert_eq!(offset_of!(IdentifyNamespace, lbaf), 128);
-        assert_eq!(offset_of!(IdentifyNamespace, rsvd384), 384);
+        assert_eq!(offset_of!(IdentifyNamespace, vs), 384);
         assert_eq!(offset_of!(DsmRange, slba), 8);
     }
 

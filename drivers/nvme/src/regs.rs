@@ -8,16 +8,18 @@ use bitfield_struct::bitfield;
 
 /// Register offsets in BAR0 (§3.1.4, Figure 33).
 pub mod off {
-    /// Controller Capabilities (64 bit).
-    pub const CAP: usize = 0x00;
+    use nvme_spec::prop;
+    /// Controller Capabilities (64 bit); the offsets shared with Fabrics properties are
+    /// declared in `nvme_spec::prop`.
+    pub const CAP: usize = prop::CAP as usize;
     /// Version.
-    pub const VS: usize = 0x08;
+    pub const VS: usize = prop::VS as usize;
     /// Interrupt Mask Set.
-    pub const INTMS: usize = 0x0C;
+    pub const INTMS: usize = prop::INTMS as usize;
     /// Controller Configuration.
-    pub const CC: usize = 0x14;
+    pub const CC: usize = prop::CC as usize;
     /// Controller Status.
-    pub const CSTS: usize = 0x1C;
+    pub const CSTS: usize = prop::CSTS as usize;
     /// Admin Queue Attributes.
     pub const AQA: usize = 0x24;
     /// Admin Submission Queue base address (64 bit).
