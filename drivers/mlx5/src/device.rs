@@ -1348,14 +1348,27 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                     }
                 }
             }
-            note(self.simple(op::DISABLE_HCA, 0, disable_hca_in::LAYOUT.size, &[(disable_hca_in::function_id, 0)]));
+            let disabled = self.simple(op::DISABLE_HCA, 0, disable_hca_in::LAYOUT.size, &[(disable_hca_in::function_id, 0)]);
+            if disabled.is_err() && !self.pages.is_empty() {
+                // Pages not given back and the function not disabled (firmware hung or
+                // refusing): the adapter may still write them, so they must not return to
+                // the DMA pool. Leaked on purpose. (After a completed DISABLE_HCA the
+                // function no longer uses them and they are freed normally.)
+                log::error!(
+                    "mlx5: {} firmware pages neither returned nor released by DISABLE_HCA; leaking them rather than reusing memory the adapter may still write",
+                    self.pages.len()
+                );
+                core::mem::forget(core::mem::take(&mut self.pages));
+            }
+            note(disabled);
             self.stage = Stage::CmdQueue;
         }
+        let left = self.pages.len() as u64;
         if let Some(e) = first_err {
             return Err(e);
         }
-        if !self.pages.is_empty() {
-            return Err(Error::PagesLeft(self.pages.len() as u64));
+        if left != 0 {
+            return Err(Error::PagesLeft(left));
         }
         Ok(())
     }
