@@ -16,7 +16,11 @@ use zerocopy::{FromBytes, IntoBytes};
 
 use crate::bench::{BenchConfig, BenchResult, Histogram, Pattern, Rng};
 use crate::wire::*;
+use nvme_spec::props::{Cap, Cc, Csts};
 use crate::Error;
+
+/// CC to enable a controller: NVM command set, 4 KiB pages, 64-byte SQEs, 16-byte CQEs.
+const CC_ENABLE: Cc = Cc::new().with_en(true).with_iosqes(6).with_iocqes(4);
 
 /// What the CM reported for a connect attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -479,15 +483,15 @@ impl<V: Verbs> Host<V> {
         self.admin = Some(q);
         let cntlid = self.fabric_connect(verbs, env, 0, CNTLID_DYNAMIC)?;
         let cap = self.prop_get(verbs, env, prop::CAP, true)?;
-        self.admin_sync(verbs, env, property_set_sqe(prop::CC, 0x0046_0001), None)?;
-        let to_ns = (((cap >> 24) & 0xFF).max(1)) * 500_000_000;
+        self.admin_sync(verbs, env, property_set_sqe(prop::CC, CC_ENABLE.into_bits() as u64), None)?;
+        let to_ns = Cap::from_bits(cap).ready_timeout_ns();
         let start = env.now_ns();
         loop {
-            let csts = self.prop_get(verbs, env, prop::CSTS, false)?;
-            if csts & 2 != 0 {
+            let csts = Csts::from_bits(self.prop_get(verbs, env, prop::CSTS, false)? as u32);
+            if csts.cfs() {
                 return Err(Error::Protocol("controller fatal status after enable"));
             }
-            if csts & 1 != 0 {
+            if csts.rdy() {
                 break;
             }
             if env.now_ns().saturating_sub(start) > to_ns {
@@ -946,7 +950,7 @@ impl<V: Verbs> Host<V> {
     /// Orderly shutdown (CC.SHN) and disconnect.
     pub fn disconnect(mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
         let r = if self.admin.as_ref().is_some_and(|q| !q.failed) && self.subnqn != DISCOVERY_NQN {
-            self.admin_sync(verbs, env, property_set_sqe(prop::CC, 0x0046_4001), None).map(|_| ())
+            self.admin_sync(verbs, env, property_set_sqe(prop::CC, CC_ENABLE.with_shn(1).into_bits() as u64), None).map(|_| ())
         } else {
             Ok(())
         };

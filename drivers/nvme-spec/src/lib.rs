@@ -15,6 +15,7 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod props;
 pub mod status;
 
 pub use status::{Status, StatusCode, StatusField};

@@ -172,26 +172,28 @@ struct Subsystem<B> {
     cfg: SubsystemConfig<B>,
 }
 
-/// CC register fields.
+/// CC register fields (the layout is `nvme_spec::props::Cc`).
 mod cc {
-    pub const EN: u32 = 1;
-    pub fn shn(v: u32) -> u32 {
-        (v >> 14) & 3
+    use nvme_spec::props::Cc;
+    pub fn en(v: u32) -> bool {
+        Cc::from_bits(v).en()
     }
+    pub fn shn(v: u32) -> u8 {
+        Cc::from_bits(v).shn()
+    }
+    /// NVM command set, 4 KiB pages, round robin, 64-byte SQEs, 16-byte CQEs.
     pub fn valid_for_enable(v: u32) -> bool {
-        let css = (v >> 4) & 7;
-        let mps = (v >> 7) & 0xF;
-        let ams = (v >> 11) & 7;
-        let iosqes = (v >> 16) & 0xF;
-        let iocqes = (v >> 20) & 0xF;
-        css == 0 && mps == 0 && ams == 0 && iosqes == 6 && iocqes == 4
+        let c = Cc::from_bits(v);
+        c.css() == 0 && c.mps() == 0 && c.ams() == 0 && c.iosqes() == 6 && c.iocqes() == 4
     }
 }
-/// CSTS bits.
+/// CSTS values (the layout is `nvme_spec::props::Csts`).
 mod csts {
-    pub const RDY: u32 = 1;
-    pub const CFS: u32 = 1 << 1;
-    pub const SHST_COMPLETE: u32 = 2 << 2;
+    use nvme_spec::props::Csts;
+    pub const RDY: u32 = Csts::new().with_rdy(true).into_bits();
+    pub const CFS: u32 = Csts::new().with_cfs(true).into_bits();
+    /// SHST = 10b, shutdown processing complete.
+    pub const SHST_COMPLETE: u32 = Csts::new().with_shst(2).into_bits();
 }
 
 struct Ctrl {
@@ -222,7 +224,7 @@ struct Ctrl {
 
 impl Ctrl {
     fn enabled(&self) -> bool {
-        self.cc & cc::EN != 0 && self.csts & csts::RDY != 0
+        cc::en(self.cc) && self.csts & csts::RDY != 0
     }
 }
 
@@ -652,8 +654,8 @@ impl<B: BlockDevice> Core<B> {
     }
 
     fn cap(&self) -> u64 {
-        // MQES (0-based), TO = 15 × 500 ms, CSS bit 37 (NVM), MPSMIN = MPSMAX = 0 (4 KiB).
-        (self.cfg.io_queue_depth as u64 - 1) | (15 << 24) | (1 << 37)
+        // MQES (0-based), TO = 15 × 500 ms, CSS bit 0 (NVM), MPSMIN = MPSMAX = 0 (4 KiB).
+        nvme_spec::props::Cap::new().with_mqes(self.cfg.io_queue_depth - 1).with_to(15).with_css(1).into_bits()
     }
 
     fn property_get(&mut self, q: &QueueState, sqe: &Sqe) -> Action {
@@ -662,7 +664,7 @@ impl<B: BlockDevice> Core<B> {
         let eight = cmd.attrib & 7 == 1;
         let v: u64 = match (cmd.offset.get(), eight) {
             (prop::CAP, true) => self.cap(),
-            (prop::VS, false) => 0x0001_0300,
+            (prop::VS, false) => nvme_spec::props::Vs::new().with_major(1).with_minor(3).into_bits() as u64,
             (prop::CC, false) => c.cc as u64,
             (prop::CSTS, false) => c.csts as u64,
             _ => return Action::status(Status::INVALID_FIELD),
@@ -680,13 +682,13 @@ impl<B: BlockDevice> Core<B> {
         let old = c.cc;
         let mut reset = None;
         c.cc = new;
-        if new & cc::EN != 0 && old & cc::EN == 0 {
+        if cc::en(new) && !cc::en(old) {
             if cc::valid_for_enable(new) {
                 c.csts = csts::RDY;
             } else {
                 c.csts = csts::CFS;
             }
-        } else if new & cc::EN == 0 && old & cc::EN != 0 {
+        } else if !cc::en(new) && cc::en(old) {
             // Controller reset (NVMe Base 2.0 §3.7.2; NVMe-oF: the I/O queues are deleted and
             // their connections torn down, the admin queue stays): pending AERs are dropped
             // without completion, the transport drops the I/O queues (`take_reset`).
