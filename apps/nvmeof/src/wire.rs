@@ -9,7 +9,6 @@
 //! Every size is asserted at compile time.
 
 use zerocopy::byteorder::little_endian::{U16, U32, U64, U128};
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 // The NVMe Base layouts shared with the local driver (SQE, CQE, status, opcodes, Identify,
 // DSM range) are declared once in `nvme-spec`; re-exported under this module's old names.
@@ -19,27 +18,7 @@ pub use nvme_spec::{
     IdentifyNamespace as IdentifyNs, LbaFormat, Sqe, Status, prop, PSDT_SGL,
 };
 
-macro_rules! wire {
-    ($(#[$m:meta])* pub struct $name:ident [$size:expr] { $($(#[$fm:meta])* pub $f:ident : $t:ty),* $(,)? }) => {
-        $(#[$m])*
-        #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Clone, Copy)]
-        #[repr(C)]
-        pub struct $name { $($(#[$fm])* pub $f: $t),* }
-        const _: () = assert!(core::mem::size_of::<$name>() == $size);
-        const _: () = assert!(core::mem::align_of::<$name>() == 1);
-        impl $name {
-            /// Wire size in bytes.
-            pub const SIZE: usize = $size;
-            /// An all-zero value.
-            pub fn zeroed() -> Self { <Self as zerocopy::FromZeros>::new_zeroed() }
-        }
-        impl core::fmt::Debug for $name {
-            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-                write!(f, "{}[{} B]", stringify!($name), $size)
-            }
-        }
-    };
-}
+use nvme_spec::layout as wire;
 
 // ---------------------------------------------------------------------------------------------
 // Opcodes and constants
@@ -144,7 +123,7 @@ impl Sgl {
 
 wire! {
     /// Connect command (64 B). Src: nvme.h `struct nvmf_connect_command`.
-    pub struct ConnectCmd [64] {
+    terse pub struct ConnectCmd [64] {
         pub opcode: u8,
         pub rsvd1: u8,
         pub cid: U16,
@@ -168,7 +147,7 @@ pub const CATTR_DISABLE_SQFLOW: u8 = 1 << 2;
 
 wire! {
     /// Connect data (1024 B). Src: nvme.h `struct nvmf_connect_data`.
-    pub struct ConnectData [1024] {
+    terse pub struct ConnectData [1024] {
         pub hostid: [u8; 16],
         pub cntlid: U16,
         pub rsvd4: [u8; 238],
@@ -190,7 +169,7 @@ pub mod connect_off {
 
 wire! {
     /// Property Get (64 B). Src: nvme.h `struct nvmf_property_get_command`.
-    pub struct PropertyGetCmd [64] {
+    terse pub struct PropertyGetCmd [64] {
         pub opcode: u8,
         pub rsvd1: u8,
         pub cid: U16,
@@ -205,7 +184,7 @@ wire! {
 }
 wire! {
     /// Property Set (64 B). Src: nvme.h `struct nvmf_property_set_command`.
-    pub struct PropertySetCmd [64] {
+    terse pub struct PropertySetCmd [64] {
         pub opcode: u8,
         pub rsvd1: u8,
         pub cid: U16,
@@ -225,7 +204,7 @@ wire! {
 
 wire! {
     /// Host → target in the CM REQ (after rdma_cm's 36-byte header).
-    pub struct RdmaCmReq [32] {
+    terse pub struct RdmaCmReq [32] {
         pub recfmt: U16,
         pub qid: U16,
         pub hrqsize: U16,
@@ -235,7 +214,7 @@ wire! {
 }
 wire! {
     /// Target → host in the CM REP.
-    pub struct RdmaCmRep [32] {
+    terse pub struct RdmaCmRep [32] {
         pub recfmt: U16,
         pub crqsize: U16,
         pub rsvd: [u8; 28],
@@ -243,7 +222,7 @@ wire! {
 }
 wire! {
     /// Target → host in a CM REJ (reason 28 consumer defined).
-    pub struct RdmaCmRej [4] {
+    terse pub struct RdmaCmRej [4] {
         pub recfmt: U16,
         pub sts: U16,
     }
@@ -283,7 +262,7 @@ pub const OAES_NS_ATTR: u32 = 1 << 8;
 
 wire! {
     /// Namespace identification descriptor header (4 B), followed by NIDL bytes.
-    pub struct NsIdDescHdr [4] {
+    terse pub struct NsIdDescHdr [4] {
         pub nidt: u8,
         pub nidl: u8,
         pub rsvd: U16,
@@ -299,7 +278,7 @@ pub mod nidt {
 
 wire! {
     /// Active namespace ID list / changed namespace list (4096 B: 1024 NSIDs, 0-terminated).
-    pub struct NsList [4096] {
+    terse pub struct NsList [4096] {
         pub ids: [U32; 1024],
     }
 }
@@ -313,7 +292,7 @@ pub const DSM_ATTR_DEALLOCATE: u32 = 1 << 2;
 
 wire! {
     /// Discovery log page header (1024 B). Src: nvme.h `struct nvmf_disc_rsp_page_hdr`.
-    pub struct DiscLogHdr [1024] {
+    terse pub struct DiscLogHdr [1024] {
         pub genctr: U64,
         pub numrec: U64,
         pub recfmt: U16,
@@ -322,7 +301,7 @@ wire! {
 }
 wire! {
     /// Discovery log entry (1024 B). Src: nvme.h `struct nvmf_disc_rsp_page_entry`.
-    pub struct DiscLogEntry [1024] {
+    terse pub struct DiscLogEntry [1024] {
         pub trtype: u8,
         pub adrfam: u8,
         pub subtype: u8,
@@ -353,7 +332,7 @@ pub mod disc {
 
 wire! {
     /// Error information log entry (64 B). Src: nvme.h `struct nvme_error_slot`.
-    pub struct ErrorLogEntry [64] {
+    terse pub struct ErrorLogEntry [64] {
         pub error_count: U64,
         pub sqid: U16,
         pub cmdid: U16,
@@ -372,7 +351,7 @@ wire! {
 
 wire! {
     /// SMART / health information log (512 B). Src: nvme.h `struct nvme_smart_log`.
-    pub struct SmartLog [512] {
+    terse pub struct SmartLog [512] {
         pub critical_warning: u8,
         /// Composite temperature in kelvin.
         pub temperature: U16,
@@ -403,7 +382,7 @@ wire! {
 
 wire! {
     /// Firmware slot information log (512 B).
-    pub struct FwSlotLog [512] {
+    terse pub struct FwSlotLog [512] {
         pub afi: u8,
         pub rsvd1: [u8; 7],
         pub frs: [[u8; 8]; 7],

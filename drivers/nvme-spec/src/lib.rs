@@ -21,10 +21,13 @@ pub mod status;
 pub use status::{Status, StatusCode, StatusField};
 
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// Declares a packed little-endian layout with its wire size asserted at compile time,
-/// `SIZE` and `zeroed()`. `terse` types (the 4 KiB Identify pages) print only name and size.
+/// `SIZE` and `zeroed()`. `terse` types (the 4 KiB pages, Fabrics structures with long
+/// reserved arrays) print only name and size and have no `Default`/`PartialEq`.
+/// Exported so other crates declaring transport layouts (apps/nvmeof) use the same rule;
+/// the caller needs `zerocopy` as a dependency (its derives name `::zerocopy`).
+#[macro_export]
 macro_rules! layout {
     (@common $name:ident $size:expr) => {
         const _: () = assert!(core::mem::size_of::<$name>() == $size);
@@ -34,16 +37,16 @@ macro_rules! layout {
             pub const SIZE: usize = $size;
             /// An all-zero value.
             pub fn zeroed() -> Self {
-                <Self as zerocopy::FromZeros>::new_zeroed()
+                <Self as ::zerocopy::FromZeros>::new_zeroed()
             }
         }
     };
     ($(#[$m:meta])* terse pub struct $name:ident [$size:expr] { $($(#[$fm:meta])* pub $f:ident : $t:ty),* $(,)? }) => {
         $(#[$m])*
-        #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy)]
+        #[derive(::zerocopy::FromBytes, ::zerocopy::IntoBytes, ::zerocopy::KnownLayout, ::zerocopy::Immutable, ::zerocopy::Unaligned, Clone, Copy)]
         #[repr(C)]
         pub struct $name { $($(#[$fm])* pub $f: $t),* }
-        layout!(@common $name $size);
+        $crate::layout!(@common $name $size);
         impl core::fmt::Debug for $name {
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
                 write!(f, "{}[{} B]", stringify!($name), $size)
@@ -52,10 +55,10 @@ macro_rules! layout {
     };
     ($(#[$m:meta])* pub struct $name:ident [$size:expr] { $($(#[$fm:meta])* pub $f:ident : $t:ty),* $(,)? }) => {
         $(#[$m])*
-        #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[derive(::zerocopy::FromBytes, ::zerocopy::IntoBytes, ::zerocopy::KnownLayout, ::zerocopy::Immutable, ::zerocopy::Unaligned, Clone, Copy, Debug, Default, PartialEq, Eq)]
         #[repr(C)]
         pub struct $name { $($(#[$fm])* pub $f: $t),* }
-        layout!(@common $name $size);
+        $crate::layout!(@common $name $size);
     };
 }
 
@@ -417,6 +420,7 @@ layout! {
 mod tests {
     use super::*;
     use core::mem::offset_of;
+    use zerocopy::IntoBytes;
 
     // Known numbers: NVMe Base 2.0 figures / Linux include/linux/nvme.h, not each other.
     #[test]
