@@ -575,8 +575,7 @@ impl<V: Verbs> Host<V> {
         for nsid in ids {
             self.identify(verbs, env, cns::NAMESPACE, nsid, &mut page)?;
             let ns = IdentifyNs::read_from_bytes(&page).expect("4096");
-            let f = (ns.flbas & 0xF) as usize;
-            let lbads = ns.lbaf[f.min(15)].lbads;
+            let lbads = ns.lba_format().lbads;
             if !(9..=16).contains(&lbads) {
                 return Err(Error::Protocol("unsupported LBA size"));
             }
