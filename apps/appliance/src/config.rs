@@ -36,11 +36,17 @@ pub struct Config {
     /// `nvmet.listen=`, `nvmet.subsys=`, `nvmf.connect=`, `nvmf.bench=`: the NVMe-oF role, in
     /// apps/nvmeof's grammar (see nvmeof::cmdline); checked as a whole by [`crate::nvmf::check`].
     pub nvmeof: nvmeof::cmdline::NvmeofArgs,
+    /// `nvmet.serve-ctrls=N`: the target ends (adapter shut down, success) once N controllers
+    /// (discovery ones included) were created and every one is gone again; 0 = serve forever.
+    pub serve_ctrls: u64,
+    /// `nvmf.verify=N`: before the bench the initiator reads the discovery log (the subsystem
+    /// must be listed) and runs N verified random I/Os; 0 = neither.
+    pub verify: u64,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, roce_mtu: 1024, nvmeof: Default::default() }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, roce_mtu: 1024, nvmeof: Default::default(), serve_ctrls: 0, verify: 0 }
     }
 }
 
@@ -144,6 +150,22 @@ pub const OPTIONS: &[Opt<Config>] = &[
         name: "nvmf.bench",
         help: "NVMe-oF initiator benchmark: randread|randwrite|read|write|randrw,bs=N,qd=N,time=N(ms|s)[,read=PCT][,ios=N][,seed=N]",
         set: |c, v| nvmeof_word(c, "nvmf.bench", v),
+    },
+    Opt {
+        name: "nvmet.serve-ctrls",
+        help: "NVMe-oF target: N: end (adapter shut down, success) once N controllers, discovery ones included, came and went (default 0: serve forever)",
+        set: |c, v| {
+            c.serve_ctrls = v.parse().map_err(|_| "expected a count (0 = serve forever)")?;
+            Ok(())
+        },
+    },
+    Opt {
+        name: "nvmf.verify",
+        help: "NVMe-oF initiator: N: read the discovery log (the nqn must be listed), then N verified random I/Os before nvmf.bench (default 0: neither)",
+        set: |c, v| {
+            c.verify = v.parse().map_err(|_| "expected a count of I/Os")?;
+            Ok(())
+        },
     },
     Opt {
         name: "ns",

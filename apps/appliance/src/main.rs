@@ -93,14 +93,16 @@ fn main(boot: kernel::Boot) -> ! {
     );
     match (target, adapter) {
         (Some(t), Some(a)) => {
-            // serve() returns only if the service could not start; it shut the adapter down.
-            let why = nvmf::serve(a, t);
-            log::error!("appliance: NVMe-oF target: {why}");
-            end(&mut storage, false);
+            // serve() returns when nvmet.serve-ctrls= was met or the service could not start;
+            // either way it shut the adapter down.
+            if let Err(why) = nvmf::serve(a, t, cfg.serve_ctrls) {
+                log::error!("appliance: NVMe-oF target: {why}");
+                end(&mut storage, false);
+            }
         }
         (None, Some(a)) => {
             // initiate() shuts the adapter down when the role ends, success or not.
-            if !nvmf::initiate(a, &cfg.nvmeof, cfg.roce_mtu) {
+            if !nvmf::initiate(a, &cfg.nvmeof, cfg.roce_mtu, cfg.verify) {
                 log::error!("appliance: NVMe-oF initiator failed");
                 end(&mut storage, false);
             }

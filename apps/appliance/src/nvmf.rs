@@ -51,6 +51,12 @@ pub fn check(cfg: &Config) -> Result<Role, String> {
     if n.bench.is_some() && !initiator {
         return Err(String::from("nvmf.bench= needs nvmf.connect= (the target to measure)"));
     }
+    if cfg.serve_ctrls > 0 && !target {
+        return Err(String::from("nvmet.serve-ctrls= without any nvmet.subsys= (nothing to serve)"));
+    }
+    if cfg.verify > 0 && !initiator {
+        return Err(String::from("nvmf.verify= needs nvmf.connect= (the target to verify against)"));
+    }
     if n.listen.is_some() && !target {
         return Err(String::from("nvmet.listen= without any nvmet.subsys= (nothing to serve)"));
     }
@@ -186,10 +192,12 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
     Ok(Box::new(Target { core, addr, port, max_queues, mtu: cfg.roce_mtu }))
 }
 
-/// Serve the target on the adapter forever (a target has no end). Returns only if the
-/// service cannot start.
+/// Serve the target on the adapter: forever, or with `serve_ctrls` > 0 until that many
+/// controllers were created and every one is gone again; then the connections are closed, the
+/// counters reported and the adapter shut down (every firmware page reclaimed). Returns Ok
+/// after such an end, Err if the service could not start.
 #[inline(never)]
-pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>) -> String {
+pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64) -> Result<(), String> {
     use rdma::Verbs as _;
     let crate::adapter::Adapter { bdf, mut verbs } = adapter;
     let cm = cm_config(t.mtu, t.addr);
@@ -199,17 +207,21 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>) -> String {
         Err(e) => {
             let why = format!("target service on {bdf} did not start: {e:?}");
             crate::adapter::Adapter { bdf, verbs }.shutdown("target service failed");
-            return why;
+            return Err(why);
         }
     };
     svc.target.set_turnaround_clock(kernel::time::rdtsc);
     info!("nvmf: target serving on {bdf} ({}:{}, RoCE MTU {}); counters every 60 s and on connection changes", ip_str(t.addr), t.port, t.mtu);
+    if serve_ctrls > 0 {
+        info!("nvmf: target ends once {serve_ctrls} controller(s) came and went (nvmet.serve-ctrls)");
+    }
     let mut last_report = kernel::time::now_ns();
     let mut last_conns = 0;
     let mut adapter_errors = 0u64;
     let mut housekeeping = Every::new(HOUSEKEEPING_NS);
     loop {
-        if housekeeping.due() {
+        let slow_turn = housekeeping.due();
+        if slow_turn {
             verbs.poll();
         }
         if let Some(e) = verbs.last_poll_error.take() {
@@ -240,21 +252,41 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>) -> String {
             last_conns = conns;
             last_report = now;
         }
+        if slow_turn && serve_ctrls > 0 && conns == 0 && svc.target.core.stats.ctrls_created >= serve_ctrls && svc.target.core.live_ctrls() == 0 {
+            break;
+        }
     }
+    // Every controller is gone; let the last CM exchanges (DREP, timewait) settle, then stop.
+    svc.close_all(&mut *verbs);
+    let settle = kernel::time::now_ns();
+    while kernel::time::now_ns().saturating_sub(settle) < SETTLE_NS {
+        verbs.poll();
+        svc.poll(&mut *verbs, kernel::time::now_ns());
+    }
+    let c = svc.target.core.stats;
+    info!("nvmf: target done: {} controller(s) created, {} freed, {} commands, {} errors", c.ctrls_created, c.ctrls_freed, c.commands, c.errors);
+    svc.report();
+    drop(svc);
+    crate::adapter::Adapter { bdf, verbs }.shutdown("target done");
+    Ok(())
 }
+
+/// How long the target keeps polling after closing its connections before the adapter goes
+/// down (CM replies in flight).
+const SETTLE_NS: u64 = 200_000_000;
 
 /// Run the initiator role, then shut the adapter down; returns whether it succeeded (errors
 /// printed).
 #[inline(never)]
-pub fn initiate(adapter: crate::adapter::Adapter, args: &NvmeofArgs, mtu: u32) -> bool {
+pub fn initiate(adapter: crate::adapter::Adapter, args: &NvmeofArgs, mtu: u32, verify: u64) -> bool {
     let crate::adapter::Adapter { bdf, mut verbs } = adapter;
-    let ok = initiate_on(&mut verbs, &bdf, args, mtu);
+    let ok = initiate_on(&mut verbs, &bdf, args, mtu, verify);
     crate::adapter::Adapter { bdf, verbs }.shutdown("initiator done");
     ok
 }
 
 #[inline(never)]
-fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, mtu: u32) -> bool {
+fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, mtu: u32, verify: u64) -> bool {
     use nvmeof::host::HostConfig;
     use rdma::Verbs as _;
     let Some(spec) = args.connect.as_ref() else { return false };
@@ -309,6 +341,22 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
             }
         };
     }
+    if verify > 0 {
+        // nvmf.verify=: the subsystem must be in the target's discovery log.
+        match discover(verbs, &mut env, hcfg.clone()) {
+            Ok(entries) if entries.iter().any(|e| e.subnqn == spec.nqn) => {
+                info!("nvmf: discovery log of {target}: {} entries, {} listed", entries.len(), spec.nqn);
+            }
+            Ok(entries) => {
+                error!("nvmf: discovery log of {target}: {} entries, {} not listed", entries.len(), spec.nqn);
+                return false;
+            }
+            Err(e) => {
+                error!("nvmf: discovery at {target}: {e:?}");
+                return false;
+            }
+        }
+    }
     let mut host = match connect(verbs, &mut env, hcfg, &spec.nqn) {
         Ok(h) => h,
         Err(e) => {
@@ -323,7 +371,16 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
         info!("nvmf:   nsid {}: {} blocks x {} B ({} MiB)", ns.nsid, ns.blocks, ns.block_size, (ns.blocks * ns.block_size as u64) >> 20);
     }
     let mut ok = true;
-    if let Some(b) = &args.bench {
+    if verify > 0 {
+        ok = match host.namespaces.first().map(|n| n.nsid) {
+            Some(nsid) => verified_io(&mut host, verbs, &mut env, nsid, verify, spec.qd),
+            None => {
+                error!("nvmf: verify: the controller has no namespace");
+                false
+            }
+        };
+    }
+    if let (true, Some(b)) = (ok, &args.bench) {
         match host.namespaces.first().map(|n| n.nsid) {
             None => {
                 error!("nvmf: bench: the controller has no namespace");
@@ -378,6 +435,27 @@ fn bench(
         }
         Err(e) => {
             error!("nvmf: bench on nsid {nsid}: {e:?}");
+            false
+        }
+    }
+}
+
+/// `nvmf.verify=`: `count` verified random I/Os on `nsid` at queue depth `qd` (each write a
+/// pattern unique to block and generation, every read of a written block compared), seed from
+/// the TSC (printed, so a failure can be replayed). Returns whether every block matched.
+#[inline(never)]
+fn verified_io(host: &mut nvmeof::host::Host<crate::adapter::Verbs>, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, nsid: u32, count: u64, qd: u16) -> bool {
+    let seed = kernel::time::rdtsc();
+    match nvmeof::verify::run(host, verbs, env, nsid, count, qd as usize, 32, seed) {
+        Ok(r) => {
+            info!(
+                "nvmf: verify nsid {nsid}: writes={} reads={} blocks_verified={} mismatches={} errors={} first_error={:?} seed={seed}",
+                r.writes, r.reads, r.blocks_verified, r.mismatches, r.errors, r.first_error
+            );
+            r.mismatches == 0 && r.errors == 0 && r.blocks_verified > 0
+        }
+        Err(e) => {
+            error!("nvmf: verify on nsid {nsid}: {e:?}");
             false
         }
     }
