@@ -267,7 +267,9 @@ impl<V: Verbs, C: FnMut() -> u64, P: FnMut(&mut V)> HostEnv<V> for CmHostEnv<V, 
             rq_size: 0,
             recv_wrs: &[],
             private_data: private,
-            // The target RDMA READs our write data: accept its READs; we issue none.
+            // The target RDMA READs our write data and RDMA WRITEs read data: the QP accepts
+            // both; what it may touch is bounded by the per-I/O key (one I/O's buffer, one
+            // direction, invalidated at completion). We issue no READs.
             responder_resources: TARGET_READ_DEPTH,
             initiator_depth: 0,
             access: Access { local_write: true, remote_read: true, remote_write: true },

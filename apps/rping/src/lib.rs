@@ -153,7 +153,10 @@ impl<V: Verbs> Rping<V> {
         }
         let mut cm = Cm::new(v, cm_cfg)?;
         let buf = v.alloc_buf(REGION_LEN).map_err(Error::Verbs)?;
-        let access = Access { local_write: true, remote_read: true, remote_write: true };
+        // Only the client's buffer is reached by the peer (the server RDMA READs the client's
+        // start_buf and RDMA WRITEs its rdma_buf); the server's stays local.
+        let client = matches!(cfg.role, Role::Client { .. });
+        let access = Access { local_write: true, remote_read: client, remote_write: client };
         let (lkey, rkey) = v.reg_mr(buf.paddr(), REGION_LEN as u64, access).map_err(Error::Verbs)?;
         let cq = v.create_cq(64).map_err(Error::Verbs)?;
         let mut state = State::Idle;
@@ -319,7 +322,8 @@ impl<V: Verbs> Rping<V> {
                     private_data: &[],
                     responder_resources: 1,
                     initiator_depth: 1,
-                    access: Access { local_write: true, remote_read: true, remote_write: true },
+                    // The server only issues RDMA READ/WRITE; its QP accepts none.
+                    access: Access { local_write: true, remote_read: false, remote_write: false },
                 };
                 let qpn = self.cm.accept(v, r.id, &a)?;
                 self.conn = Some((r.id, qpn));

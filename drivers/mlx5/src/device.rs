@@ -230,7 +230,7 @@ impl<D: DmaRegion> Qp<D> {
     }
 }
 
-/// A memory key: PA mode over all memory, or an MTT registration.
+/// A memory key: an MTT registration of one physically contiguous buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mkey {
     pub index: u32,
@@ -271,7 +271,6 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     resd_lkey: Lkey,
     mac: [u8; 6],
     roce_enabled: bool,
-    global_mkey: Option<Mkey>,
     mkeys: Vec<Mkey>,
     pub(crate) cqs: Vec<Cq<H::Dma>>,
     pub(crate) qps: Vec<Qp<H::Dma>>,
@@ -289,7 +288,7 @@ fn clear(b: &mut [u8]) {
 
 impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Bring the adapter behind `bar` (BAR0) up to a state where CQs and QPs can be created:
-    /// everything up to the PA MKey, RoCE enabled and GID 0 set. On failure everything that was
+    /// everything up to the PD and the reserved lkey, RoCE enabled and GID 0 set (no memory key). On failure everything that was
     /// created is undone (as far as the firmware still answers) and the error is returned.
     pub fn bring_up(hal: H, bar: M, cfg: Config) -> Result<Self, Error> {
         if bar.size() < init_seg::LAYOUT.size {
@@ -324,7 +323,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             resd_lkey: Lkey(0),
             mac: [0; 6],
             roce_enabled: false,
-            global_mkey: None,
             mkeys: Vec::new(),
             cqs: Vec::new(),
             qps: Vec::new(),
@@ -369,8 +367,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             self.enable_roce()?;
             self.set_roce_address(0, self.cfg.ipv4)?;
         }
-        let pd = self.pd.ok_or(Error::InvalidArgument("no PD"))?;
-        self.global_mkey = Some(self.create_mkey_pa(pd)?);
+        // No memory key is created here: a key with remote rights over all memory would let
+        // any peer read and write the whole image. Local DMA uses the reserved lkey (rlky QPs);
+        // remote access is granted per I/O buffer (`reg_mr`, fast registration).
         self.poll_eq()?;
         Ok(())
     }
@@ -845,24 +844,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut self.inb, mkc::rw.at(base), access.remote_write as u64);
     }
 
-    /// PA-mode MKey over all of memory (lkey = rkey; local + remote read/write).
-    fn create_mkey_pa(&mut self, pd: Pdn) -> Result<Mkey, Error> {
-        let len = create_mkey_in::klm_pas_mtt.byte();
-        let variant = self.next_variant();
-        self.begin(op::CREATE_MKEY, 0, len);
-        let m = create_mkey_in::memory_key_mkey_entry;
-        set(&mut self.inb, mkc::access_mode_1_0.at(m), 0); // PA
-        self.mkc_access(m, Access { local_write: true, remote_read: true, remote_write: true });
-        set(&mut self.inb, mkc::qpn.at(m), 0xff_ffff);
-        set(&mut self.inb, mkc::mkey_7_0.at(m), variant as u64);
-        set(&mut self.inb, mkc::length64.at(m), 1);
-        set(&mut self.inb, mkc::pd.at(m), pd.0 as u64);
-        self.run(len, create_mkey_out::LAYOUT.size)?;
-        let index = self.out(create_mkey_out::mkey_index) as u32;
-        let key = (index << 8) | variant as u32;
-        Ok(Mkey { index, lkey: Lkey(key), rkey: Rkey(key), start: 0, len: u64::MAX })
-    }
-
     /// Register `len` bytes of physically contiguous memory at `addr` in MTT mode (4 KiB
     /// translation entries, addressed by physical address). For per-I/O keys and bounded rkeys.
     pub fn reg_mr(&mut self, addr: PhysAddr, len: u64, access: Access) -> Result<Mkey, Error> {
@@ -1219,10 +1200,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     pub fn reserved_lkey(&self) -> Lkey {
         self.resd_lkey
     }
-    /// The PA-mode key covering all memory.
-    pub fn global_mkey(&self) -> Option<Mkey> {
-        self.global_mkey
-    }
     /// Link state from the last port-change event or [`Mlx5::query_link`]; `None` until
     /// one of them told.
     pub fn link_up(&self) -> Option<bool> {
@@ -1256,7 +1233,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.qps.len()
     }
     pub fn live_mkeys(&self) -> usize {
-        self.mkeys.len() + self.global_mkey.is_some() as usize
+        self.mkeys.len()
     }
     pub fn hal(&self) -> &H {
         &self.hal
@@ -1301,9 +1278,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                 note(r);
             }
             while let Some(m) = self.mkeys.pop() {
-                note(self.simple(op::DESTROY_MKEY, 0, destroy_mkey_in::LAYOUT.size, &[(destroy_mkey_in::mkey_index, m.index as u64)]));
-            }
-            if let Some(m) = self.global_mkey.take() {
                 note(self.simple(op::DESTROY_MKEY, 0, destroy_mkey_in::LAYOUT.size, &[(destroy_mkey_in::mkey_index, m.index as u64)]));
             }
             while let Some(c) = self.cqs.pop() {

@@ -30,11 +30,12 @@ fn bringup_to_rts_and_teardown_leaves_nothing() {
     assert!(dev.caps.roce && dev.caps.rc);
     assert!(dev.roce_enabled());
     assert_eq!(dev.mac(), emu_connectx::Config::default().mac);
-    assert!(dev.global_mkey().is_some());
     assert_ne!(dev.reserved_lkey().0, 0);
 
     let c = rig.cx.counters();
-    assert_eq!((c.uars, c.eqs, c.pds, c.tds, c.mkeys, c.gids), (1, 1, 1, 1, 1, 1), "{c:?}");
+    // No memory key after bring-up: nothing a peer could use to reach memory.
+    assert_eq!((c.uars, c.eqs, c.pds, c.tds, c.mkeys, c.gids), (1, 1, 1, 1, 0, 1), "{c:?}");
+    assert_eq!(dev.live_mkeys(), 0);
     assert_eq!(c.pages_held, dev.pages_held(), "driver and firmware agree on pages");
     let cfg_emu = emu_connectx::Config::default();
     assert!(dev.pages_held() >= (cfg_emu.boot_pages + cfg_emu.init_pages + cfg_emu.regular_pages) as usize);
@@ -73,7 +74,7 @@ fn bringup_to_rts_and_teardown_leaves_nothing() {
         assert!(m.rr && !m.rw);
     }
     let c = rig.cx.counters();
-    assert_eq!((c.cqs, c.qps, c.mkeys), (3, 2, 2), "{c:?}");
+    assert_eq!((c.cqs, c.qps, c.mkeys), (3, 2, 1), "{c:?}");
 
     dev.qp_to_error(rc).unwrap();
     assert_eq!(rig.cx.device().qps[&rc.0].state, QPS_ERR);
