@@ -137,10 +137,10 @@ pub fn parse_bdf(s: &str) -> Option<(u8, u8, u8)> {
 }
 
 /// Find the ConnectX functions, print one line each, and bring the first usable one (or the
-/// one `select` names, `connectx=`) up with IPv4 address `ip` (GID 0 = ::ffff:ip). Never
-/// panics; failures are printed.
+/// one `select` names, `connectx=`) up with IPv4 address `ip` (GID 0 = ::ffff:ip), its firmware
+/// commands traced as `trace` says. Never panics; failures are printed.
 #[inline(never)]
-pub fn attach(ip: Option<[u8; 4]>, select: Option<(u8, u8, u8)>) -> Result<Adapter, NoAdapter> {
+pub fn attach(ip: Option<[u8; 4]>, select: Option<(u8, u8, u8)>, trace: mlx5::TraceMode) -> Result<Adapter, NoAdapter> {
     let found: alloc::vec::Vec<&PciFunction> = candidates().collect();
     if found.is_empty() {
         info!("connectx: no ConnectX adapter found (no PCI function of vendor 15b3 with an mlx5 device ID or a network class)");
@@ -174,7 +174,7 @@ pub fn attach(ip: Option<[u8; 4]>, select: Option<(u8, u8, u8)>) -> Result<Adapt
             info!("{head}: not brought up (no ip= or nvmet.listen= address on the command line)");
             continue;
         };
-        if let Some(verbs) = bring_up(f, 0, &head, ip) {
+        if let Some(verbs) = bring_up(f, 0, &head, ip, trace) {
             up = Some(Adapter { bdf, verbs });
         }
     }
@@ -200,7 +200,7 @@ pub fn attach(ip: Option<[u8; 4]>, select: Option<(u8, u8, u8)>) -> Result<Adapt
 /// stand-in, see `crate::emu`) and print its line. Kept out of line: `mlx5::Mlx5` is a large
 /// value (tens of KiB) that passes through this frame once, then lives boxed.
 #[inline(never)]
-pub(crate) fn bring_up(f: &PciFunction, bar: u8, head: &str, ip: [u8; 4]) -> Option<Box<Verbs>> {
+pub(crate) fn bring_up(f: &PciFunction, bar: u8, head: &str, ip: [u8; 4], trace: mlx5::TraceMode) -> Option<Box<Verbs>> {
     f.enable();
     let bar0 = match f.map_bar(bar) {
         Ok(m) => m,
@@ -209,7 +209,7 @@ pub(crate) fn bring_up(f: &PciFunction, bar: u8, head: &str, ip: [u8; 4]) -> Opt
             return None;
         }
     };
-    let cfg = mlx5::Config { ipv4: ip, ..Default::default() };
+    let cfg = mlx5::Config { ipv4: ip, trace, ..Default::default() };
     let dev = match mlx5::Mlx5::bring_up(KernelHal, bar0, cfg) {
         Ok(d) => d,
         Err(e) => {

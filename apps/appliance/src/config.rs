@@ -33,6 +33,9 @@ pub struct Config {
     /// `roce.mtu=256|512|1024|2048|4096`: the RoCE path MTU the CM offers (default 1024, right
     /// for a 1500-byte Ethernet MTU; 4096 needs jumbo frames end to end).
     pub roce_mtu: u32,
+    /// `mlx5.trace=1|full`: the mlx5 driver's firmware command trace (one `mlx5_cmd:` line per
+    /// command; `full` adds the hex of inputs and outputs), see mlx5::trace.
+    pub mlx5_trace: mlx5::TraceMode,
     /// `nvmet.listen=`, `nvmet.subsys=`, `nvmf.connect=`, `nvmf.bench=`: the NVMe-oF role, in
     /// apps/nvmeof's grammar (see nvmeof::cmdline); checked as a whole by [`crate::nvmf::check`].
     pub nvmeof: nvmeof::cmdline::NvmeofArgs,
@@ -46,7 +49,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, roce_mtu: 1024, nvmeof: Default::default(), serve_ctrls: 0, verify: 0 }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, roce_mtu: 1024, mlx5_trace: mlx5::TraceMode::Off, nvmeof: Default::default(), serve_ctrls: 0, verify: 0 }
     }
 }
 
@@ -127,6 +130,17 @@ pub const OPTIONS: &[Opt<Config>] = &[
                 "2048" => 2048,
                 "4096" => 4096,
                 _ => return Err("expected 256, 512, 1024, 2048 or 4096"),
+            };
+            Ok(())
+        },
+    },
+    Opt {
+        name: "mlx5.trace",
+        help: "1 | full: trace every ConnectX firmware command (Linux mlx5_cmd tracepoint format; full adds the hex of inputs/outputs)",
+        set: |c, v| {
+            c.mlx5_trace = match mlx5::TraceMode::parse(v) {
+                Some(m) => m,
+                None => return Err("expected 0, 1 or full"),
             };
             Ok(())
         },

@@ -67,7 +67,7 @@ fn main(boot: kernel::Boot) -> ! {
     };
     // ConnectX last, so no failure above leaves an adapter up: a failure is printed and the
     // other parts keep running; the NVMe-oF role then fails clearly.
-    let adapter = if cfg.connectx_emu { emu::attach(nvmf::adapter_ip(&cfg)) } else { adapter::attach(nvmf::adapter_ip(&cfg), cfg.connectx) };
+    let adapter = if cfg.connectx_emu { emu::attach(nvmf::adapter_ip(&cfg), cfg.mlx5_trace) } else { adapter::attach(nvmf::adapter_ip(&cfg), cfg.connectx, cfg.mlx5_trace) };
     let adapter = match (role, adapter) {
         (Role::None, Ok(a)) => {
             a.shutdown("no NVMe-oF role on the command line");

@@ -143,6 +143,8 @@ pub struct CmdQueue<D: DmaRegion> {
     health: Option<HealthMonitor>,
     /// Commands posted since creation.
     pub issued: u64,
+    /// Command trace ([`crate::trace`]); off by default.
+    pub trace: crate::trace::TraceMode,
 }
 
 fn bar_write_field<M: Mmio + ?Sized>(bar: &M, f: Field, v: u32) {
@@ -181,6 +183,7 @@ impl<D: DmaRegion> CmdQueue<D> {
             timeouts,
             health: None,
             issued: 0,
+            trace: crate::trace::TraceMode::Off,
         })
     }
 
@@ -226,6 +229,19 @@ impl<D: DmaRegion> CmdQueue<D> {
     /// Execute one command: `input` is the whole command input (header included), `output`
     /// receives the whole output (its length is the output length announced to the firmware).
     pub fn exec<H: Hal, M: Mmio + ?Sized>(
+        &mut self,
+        hal: &H,
+        bar: &M,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<(), Error> {
+        crate::trace::before(self.trace, SLOT, input);
+        let r = self.exec_untraced(hal, bar, input, output);
+        crate::trace::after(self.trace, SLOT, input, output, &r);
+        r
+    }
+
+    fn exec_untraced<H: Hal, M: Mmio + ?Sized>(
         &mut self,
         hal: &H,
         bar: &M,

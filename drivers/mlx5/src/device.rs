@@ -79,6 +79,8 @@ pub struct Config {
     /// Most 4 KiB pages the firmware may hold; beyond it (or when DMA memory runs out) the
     /// driver answers MANAGE_PAGES ALLOCATION_FAIL and reports an error.
     pub max_fw_pages: usize,
+    /// Firmware command trace ([`crate::trace`]).
+    pub trace: crate::trace::TraceMode,
 }
 
 impl Default for Config {
@@ -90,6 +92,7 @@ impl Default for Config {
             set_host_endianness: true,
             regular_pages_after_init: true,
             max_fw_pages: 1 << 18,
+            trace: crate::trace::TraceMode::Off,
         }
     }
 }
@@ -302,6 +305,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         let mut cmd = CmdQueue::new(&hal, &bar, cfg.timeouts)?;
         cmd.watch_health(&hal, &bar);
+        cmd.trace = cfg.trace;
         log::info!("mlx5: firmware {fw}, cmdif rev {rev}");
         let mut dev = Mlx5 {
             hal,

@@ -4,6 +4,7 @@
 //! - [`ifc`] / [`layout`]: every hardware layout as a field table with `mlx5_ifc.h` names;
 //!   `scripts/mlx5-layouts` prints them.
 //! - [`cmd`]: command queue (inline + chained mailboxes, tokens, ownership, typed errors).
+//! - [`trace`]: the firmware command trace (`mlx5_cmd` tracepoint lines, hex dumps).
 //! - [`health`]: init segment, `initializing` wait, health buffer/counter.
 //! - [`device`]: [`Mlx5::bring_up`] in firmware order, EQ polling (page requests, errors),
 //!   PD/TD/UAR/MKeys/CQs/QPs, QP state transitions, [`Mlx5::shutdown`] reclaiming every page.
@@ -22,12 +23,14 @@ pub mod health;
 pub mod ifc;
 pub mod layout;
 pub mod raw;
+pub mod trace;
 pub mod verbs;
 
 pub use cmd::{op, Timeouts};
 pub use device::{AsyncEvent, Caps, Config, Mkey, Mlx5, QpKind, QpState, Stats};
 pub use error::Error;
 pub use health::{FwVersion, HealthReport};
+pub use trace::TraceMode;
 pub use verbs::Mlx5Verbs;
 
 /// PCI vendor ID of Mellanox/NVIDIA.

@@ -24,16 +24,36 @@ pub enum Error {
     BringUp(mlx5::Error),
 }
 
+/// How a node is made besides its addresses (command-line options of emu-runner).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// The driver's firmware command trace (`--trace 1|full`).
+    pub trace: mlx5::TraceMode,
+}
+
 impl Node {
     /// Bring the adapter up with `ip`/`mac`; physical memory starts at `mem_base`.
     /// The port does not answer ARP by itself: the driver does, over the raw Ethernet path.
     pub fn new(clock: SimClock, ip: [u8; 4], mac: [u8; 6], mem_base: u64, link: Box<dyn emu_roce::Link>) -> Result<Node, Error> {
+        Self::with_options(clock, ip, mac, mem_base, link, Options::default())
+    }
+
+    /// [`Node::new`] with [`Options`].
+    pub fn with_options(
+        clock: SimClock,
+        ip: [u8; 4],
+        mac: [u8; 6],
+        mem_base: u64,
+        link: Box<dyn emu_roce::Link>,
+        opts: Options,
+    ) -> Result<Node, Error> {
         let mem = PhysMem::with_base(mem_base);
         let hal = SimHal::new(mem.clone(), clock.clone());
         let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac, port_answers_arp: false, ..Default::default() });
         let cfg = mlx5::Config {
             ipv4: ip,
             timeouts: Timeouts { init_ns: 2_000_000_000, cmd_ns: 2_000_000_000, health_stall_ns: 1_000_000_000 },
+            trace: opts.trace,
             ..mlx5::Config::default()
         };
         let dev = Mlx5::bring_up(hal.clone(), cx.bar0(), cfg).map_err(Error::BringUp)?;

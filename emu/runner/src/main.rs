@@ -11,6 +11,8 @@
 //! emu-runner ... --app nvmf-initiator --nvmf "nvmf.connect=IP[:PORT],nqn=NQN[,qd=N,queues=N] \
 //!            [nvmf.bench=randread,bs=4096,qd=1,time=5s]" [--count N] [--seed N]
 //! The `--nvmf` words are the appliance image's kernel command line words (nvmeof::cmdline).
+//! --trace 1|full: the driver's firmware command trace on stderr (mlx5::trace: one
+//!            `mlx5_cmd:` line per command; full adds the hex of inputs and outputs).
 //! Prints "RUNNER RESULT <app> PASS|FAIL ..." and exits 0 on PASS. Log level: RUNNER_LOG=debug|trace|warn.
 
 use std::path::PathBuf;
@@ -18,7 +20,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use emu_connectx::SimClock;
-use emu_runner::{parse_ip, parse_mac, Node};
+use emu_runner::{parse_ip, parse_mac, Node, Options};
 use rdma::cm::CmConfig;
 
 struct Args {
@@ -39,11 +41,12 @@ struct Args {
     seed: u64,
     serve_ctrls: u64,
     spin: bool,
+    opts: Options,
 }
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("emu-runner: {msg}");
-    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--serve-ctrls N] [--spin] [--seed N]");
+    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--serve-ctrls N] [--spin] [--seed N] [--trace 1|full]");
     ExitCode::from(2)
 }
 
@@ -66,6 +69,7 @@ fn parse() -> Result<Args, String> {
         seed: 1,
         serve_ctrls: 0,
         spin: false,
+        opts: Options::default(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -97,6 +101,7 @@ fn parse() -> Result<Args, String> {
             "--count" => a.count = v.parse().map_err(|_| bad())?,
             "--size" => a.size = v.parse().map_err(|_| bad())?,
             "--timeout" => a.timeout = v.parse().map_err(|_| bad())?,
+            "--trace" => a.opts.trace = mlx5::TraceMode::parse(&v).ok_or_else(|| format!("--trace: expected 0, 1 or full, not {v:?}"))?,
             _ => return Err(format!("unknown option {k}")),
         }
     }
@@ -134,7 +139,7 @@ fn run_nvmf(a: &Args) -> ExitCode {
         Err(c) => return c,
     };
     let clock = SimClock::realtime();
-    let mut node = match Node::new(clock, a.ip, a.mac, 0x1_0000_0000, Box::new(link)) {
+    let mut node = match Node::with_options(clock, a.ip, a.mac, 0x1_0000_0000, Box::new(link), a.opts) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("emu-runner: adapter bring-up failed: {e:?}");
@@ -192,7 +197,7 @@ fn main() -> ExitCode {
         Err(c) => return c,
     };
     let clock = SimClock::realtime();
-    let mut node = match Node::new(clock.clone(), a.ip, a.mac, 0x1_0000_0000, Box::new(link)) {
+    let mut node = match Node::with_options(clock.clone(), a.ip, a.mac, 0x1_0000_0000, Box::new(link), a.opts) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("emu-runner: adapter bring-up failed: {e:?}");
