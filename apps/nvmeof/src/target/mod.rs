@@ -11,6 +11,7 @@
 pub mod rdma;
 
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -166,6 +167,9 @@ pub struct CoreStats {
     pub ka_expired: u64,
     pub reads: u64,
     pub writes: u64,
+    /// AEN completions or controller resets that did not fit their lists (must stay 0).
+    pub aen_overflow: u64,
+    pub reset_overflow: u64,
 }
 
 struct Subsystem<B> {
@@ -236,14 +240,15 @@ pub struct Core<B: BlockDevice> {
     next_cntlid: u16,
     genctr: u64,
     out: Box<[u8; ADMIN_MAX_XFER]>,
-    aen_ready: heapless::Deque<(u64, u32), 64>,
+    /// Completed AERs for the transport; room for every AER of every controller.
+    aen_ready: VecDeque<(u64, u32)>,
     done_buf: [BlockDone; 32],
     /// Reads may use the namespaces' direct memory (the transport registered it).
     direct: bool,
     /// Block I/Os submitted and not yet reported by `poll_block` (0: nothing to poll).
     inflight: u64,
     /// Controllers reset by the host (CC.EN 1 -> 0) whose I/O queues the transport must drop.
-    resets: heapless::Deque<u16, 16>,
+    resets: VecDeque<u16>,
     pub stats: CoreStats,
 }
 
@@ -292,6 +297,7 @@ impl<B: BlockDevice> Core<B> {
                 }
             }
         }
+        let max_ctrls = cfg.max_ctrls;
         let mut ctrls = Vec::with_capacity(cfg.max_ctrls);
         ctrls.resize_with(cfg.max_ctrls, || None);
         Ok(Core {
@@ -301,10 +307,10 @@ impl<B: BlockDevice> Core<B> {
             next_cntlid: 1,
             genctr: 1,
             out: Box::new([0; ADMIN_MAX_XFER]),
-            aen_ready: heapless::Deque::new(),
+            aen_ready: VecDeque::with_capacity(max_ctrls.saturating_mul(MAX_AERS)),
             done_buf: [BlockDone { tag: 0, result: Ok(()) }; 32],
             direct: false,
-            resets: heapless::Deque::new(),
+            resets: VecDeque::with_capacity(max_ctrls),
             inflight: 0,
             stats: CoreStats::default(),
         })
@@ -393,9 +399,13 @@ impl<B: BlockDevice> Core<B> {
                 c.changed_overflow = true;
             }
             if c.aec & AEC_NS_ATTR != 0 && !c.aen_masked {
-                if let Some(tag) = c.aers.pop() {
+                if self.aen_ready.len() >= self.aen_ready.capacity() {
+                    // Cannot happen (room for every AER); the AER stays outstanding and the
+                    // change stays in the log for the next event.
+                    self.stats.aen_overflow += 1;
+                } else if let Some(tag) = c.aers.pop() {
                     c.aen_masked = true;
-                    let _ = self.aen_ready.push_back((tag, AEN_NS_CHANGED));
+                    self.aen_ready.push_back((tag, AEN_NS_CHANGED));
                 }
             }
         }
@@ -434,8 +444,11 @@ impl<B: BlockDevice> Core<B> {
         self.aen_ready.pop_front()
     }
 
-    /// Poll every namespace for finished I/O; `f(tag, status)` per completion.
-    pub fn poll_block(&mut self, mut f: impl FnMut(u64, Status)) -> usize {
+    /// Poll the namespaces for finished I/O; `f(tag, status)` per completion, at most `max`
+    /// of them: the devices keep the rest for the next call (nothing is taken that the
+    /// caller has no room for). Returns how many were reported; fewer than `max` means every
+    /// namespace was drained.
+    pub fn poll_block(&mut self, max: usize, mut f: impl FnMut(u64, Status)) -> usize {
         // Nothing submitted, nothing to report: skip walking the namespaces (idle turns).
         if self.inflight == 0 {
             return 0;
@@ -444,13 +457,17 @@ impl<B: BlockDevice> Core<B> {
         for s in self.subsystems.iter_mut() {
             for n in s.cfg.namespaces.iter_mut() {
                 loop {
-                    let k = n.dev.poll(&mut self.done_buf);
+                    let room = core::cmp::min(self.done_buf.len(), max - total);
+                    if room == 0 {
+                        return total;
+                    }
+                    let k = n.dev.poll(&mut self.done_buf[..room]).min(room);
                     for d in &self.done_buf[..k] {
                         f(d.tag, block_result_status(d.result));
                     }
                     total += k;
                     self.inflight = self.inflight.saturating_sub(k as u64);
-                    if k < self.done_buf.len() {
+                    if k < room {
                         break;
                     }
                 }
@@ -703,8 +720,13 @@ impl<B: BlockDevice> Core<B> {
             c.csts &= !csts::SHST_COMPLETE;
         }
         if let Some(id) = reset {
-            if !self.resets.iter().any(|&x| x == id) && self.resets.push_back(id).is_err() {
-                log::warn!("nvmeof: target: reset queue full; controller {id}'s I/O queues stay until disconnect");
+            if !self.resets.iter().any(|&x| x == id) {
+                if self.resets.len() < self.resets.capacity() {
+                    self.resets.push_back(id);
+                } else {
+                    self.stats.reset_overflow += 1;
+                    log::warn!("nvmeof: target: reset list full; controller {id}'s I/O queues stay until disconnect");
+                }
             }
         }
         Action::ok(0, 0)

@@ -8,6 +8,7 @@
 //! SQE, the 16-byte CQE, and admin payloads. Facts: Linux drivers/nvme/target/rdma.c
 //! behaviour, include/linux/nvme-rdma.h, shared/reference/wire.md §3.
 
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use blockdev::BlockDevice;
@@ -25,6 +26,8 @@ const KIND_SEND: u64 = 2;
 const KIND_READ: u64 = 3;
 const KIND_WRITE: u64 = 4;
 const KIND_AER: u64 = 5;
+/// Block completions handled per batch (the core is asked for no more than this at once).
+const BLOCK_BATCH: usize = 64;
 
 fn wr_id(conn: usize, gen: u16, kind: u64, slot: u16) -> u64 {
     ((conn as u64) << 48) | ((gen as u64) << 32) | (kind << 24) | slot as u64
@@ -60,6 +63,13 @@ pub struct TransportStats {
     /// Send doorbells asked of the device: sends are written with `post_send_deferred` and
     /// each QP is rung at most once per `poll` turn.
     pub send_doorbells: u64,
+    /// Block completions reported beyond the batch asked for (must stay 0: the core keeps
+    /// what does not fit for the next batch).
+    pub block_done_lost: u64,
+    /// Queues closed by the target that did not fit the list for the CM (must stay 0).
+    pub closed_overflow: u64,
+    /// Commands that did not fit a queue's RDMA READ wait list (must stay 0).
+    pub read_wait_overflow: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +119,8 @@ struct Conn<V: Verbs> {
     data: V::Buf,
     data_lkey: Lkey,
     slots: Vec<Slot>,
-    read_wait: heapless::Deque<u16, 256>,
+    /// Slots waiting for an RDMA READ slot; room for every slot, reserved at accept.
+    read_wait: VecDeque<u16>,
     reads_in_flight: u8,
     max_reads: u8,
     aer_rsp_next: u16,
@@ -142,7 +153,10 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     conns: Vec<Option<Conn<V>>>,
     gen: u16,
     wc: [Completion; 32],
-    closed: heapless::Deque<Qpn, 64>,
+    /// Block completions of the current batch.
+    block_done: [(u64, Status); BLOCK_BATCH],
+    /// Room for every queue (each is listed at most once per teardown), reserved at start.
+    closed: VecDeque<Qpn>,
     turnaround_clock: Option<fn() -> u64>,
     /// Small host→controller payloads (Connect data, DSM ranges) copied here for parsing.
     scratch_in: alloc::boxed::Box<[u8; 4096]>,
@@ -186,7 +200,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             conns,
             gen: 1,
             wc: [Completion::default(); 32],
-            closed: heapless::Deque::new(),
+            block_done: [(0, Status::SUCCESS); BLOCK_BATCH],
+            closed: VecDeque::with_capacity(max_queues),
             turnaround_clock: None,
             scratch_in: alloc::boxed::Box::new([0; 4096]),
             next_ka_check_ns: 0,
@@ -342,13 +357,16 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         self.conns[idx] = Some(conn);
         self.hi = self.hi.max(idx + 1);
         // Post every receive buffer before the REP goes out (one batch).
+        let mut wrs = Vec::new();
+        if wrs.try_reserve_exact(depth as usize).is_err() {
+            self.teardown(verbs, idx, false);
+            return Err(cm_rej::NO_RESOURCES);
+        }
         let c = self.conns[idx].as_ref().expect("just stored");
-        let wrs: Vec<RecvWr> = (0..depth)
-            .map(|s| RecvWr {
-                wr_id: wr_id(idx, c.gen, KIND_RECV, s),
-                sge: Sge { addr: c.recv.paddr() + (s as usize * c.capsule) as u64, len: c.capsule as u32, lkey: c.recv_lkey },
-            })
-            .collect();
+        wrs.extend((0..depth).map(|s| RecvWr {
+            wr_id: wr_id(idx, c.gen, KIND_RECV, s),
+            sge: Sge { addr: c.recv.paddr() + (s as usize * c.capsule) as u64, len: c.capsule as u32, lkey: c.recv_lkey },
+        }));
         self.stats.posts += depth as u64;
         if verbs.post_recv_batch(qpn, &wrs).is_err() {
             self.teardown(verbs, idx, false);
@@ -359,14 +377,19 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         Ok((qpn, rep))
     }
 
-    fn build_conn(&mut self, verbs: &mut V, qid: u16, depth: u16, capsule: usize, xfer: usize, attrs: &RcConnectAttrs) -> Result<Conn<V>, V::Error> {
+    fn build_conn(&mut self, verbs: &mut V, qid: u16, depth: u16, capsule: usize, xfer: usize, attrs: &RcConnectAttrs) -> Result<Conn<V>, ()> {
+        // Heap first (fallible: an exhausted heap is a refusal, not a panic), then the device.
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(depth as usize).map_err(|_| ())?;
+        let mut read_wait = VecDeque::new();
+        read_wait.try_reserve_exact(depth as usize).map_err(|_| ())?;
         let d = depth as u32;
-        let cq = verbs.create_cq(4 * d + 2 * MAX_AERS as u32 + 4)?;
+        let cq = verbs.create_cq(4 * d + 2 * MAX_AERS as u32 + 4).map_err(|_| ())?;
         let qpn = match verbs.create_rc_qp(cq, cq, 3 * d + MAX_AERS as u32 + 1, d) {
             Ok(q) => q,
-            Err(e) => {
+            Err(_) => {
                 let _ = verbs.destroy_cq(cq);
-                return Err(e);
+                return Err(());
             }
         };
         let res = (|| {
@@ -378,14 +401,14 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             let (rsp_lkey, _) = verbs.reg_mr(rsp.paddr(), rsp.len() as u64, local)?;
             let data = verbs.alloc_buf(depth as usize * xfer)?;
             let (data_lkey, _) = verbs.reg_mr(data.paddr(), data.len() as u64, local)?;
-            Ok((recv, recv_lkey, rsp, rsp_lkey, data, data_lkey))
+            Ok::<_, V::Error>((recv, recv_lkey, rsp, rsp_lkey, data, data_lkey))
         })();
         let (recv, recv_lkey, rsp, rsp_lkey, data, data_lkey) = match res {
             Ok(x) => x,
-            Err(e) => {
+            Err(_) => {
                 let _ = verbs.destroy_qp(qpn);
                 let _ = verbs.destroy_cq(cq);
-                return Err(e);
+                return Err(());
             }
         };
         self.gen = self.gen.wrapping_add(1).max(1);
@@ -401,6 +424,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             direct_lkey: Lkey(0),
             seq: 0,
         };
+        slots.resize(depth as usize, slot);
         Ok(Conn {
             gen: self.gen,
             qpn,
@@ -415,8 +439,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             rsp_lkey,
             data,
             data_lkey,
-            slots: alloc::vec![slot; depth as usize],
-            read_wait: heapless::Deque::new(),
+            slots,
+            read_wait,
             reads_in_flight: 0,
             max_reads: attrs.max_rd_atomic.clamp(1, 16),
             aer_rsp_next: 0,
@@ -471,7 +495,12 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         let _ = verbs.destroy_qp(c.qpn);
         let _ = verbs.destroy_cq(c.cq);
         if notify_cm {
-            let _ = self.closed.push_back(c.qpn);
+            if self.closed.len() < self.closed.capacity() {
+                self.closed.push_back(c.qpn);
+            } else {
+                // Cannot happen (one entry per queue); counted, the host's DREQ/timeout frees it.
+                self.stats.closed_overflow += 1;
+            }
         }
         let q = c.q;
         self.stats.conns_closed += 1;
@@ -518,26 +547,11 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 let wc = self.wc[k];
                 self.on_completion(verbs, &wc, now_ns);
             }
+            // Report what this queue's capsules finished before the next queue submits more
+            // (keeps the devices' completion rings short).
+            work += self.drain_block(verbs);
         }
-        // Block completions.
-        let mut done: heapless::Vec<(u64, Status), 64> = heapless::Vec::new();
-        loop {
-            done.clear();
-            let core = &mut self.core;
-            core.poll_block(|tag, st| {
-                let _ = done.push((tag, st));
-            });
-            if done.is_empty() {
-                break;
-            }
-            work += done.len();
-            for &(tag, st) in done.iter() {
-                self.on_block_done(verbs, tag, st);
-            }
-            if done.len() < done.capacity() {
-                break;
-            }
-        }
+        work += self.drain_block(verbs);
         while let Some((tag, dw0)) = self.core.take_aen() {
             work += 1;
             self.complete_aer(verbs, tag, dw0);
@@ -553,6 +567,32 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         self.ring_doorbells(verbs);
         work
+    }
+
+    /// Block completions: taken in batches no larger than the list they go to (the core
+    /// leaves the rest in the devices), until the devices have none.
+    fn drain_block(&mut self, verbs: &mut V) -> usize {
+        let mut work = 0;
+        loop {
+            let mut k = 0;
+            let done = &mut self.block_done;
+            let n = self.core.poll_block(BLOCK_BATCH, |tag, st| {
+                if let Some(d) = done.get_mut(k) {
+                    *d = (tag, st);
+                    k += 1;
+                }
+            });
+            // `poll_block` honours the budget; a count beyond it would be a lost completion.
+            self.stats.block_done_lost += n.saturating_sub(k) as u64;
+            work += k;
+            for i in 0..k {
+                let (tag, st) = self.block_done[i];
+                self.on_block_done(verbs, tag, st);
+            }
+            if n < BLOCK_BATCH {
+                return work;
+            }
+        }
     }
 
     /// One send doorbell per QP that had WRs written this turn.
@@ -730,8 +770,15 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         let c = self.conns[ci].as_mut().expect("live");
         let Some(Sgl::Keyed { addr, len, key, .. }) = c.slots[s as usize].sgl else { return };
         if c.reads_in_flight >= c.max_reads {
+            if c.read_wait.len() >= c.read_wait.capacity() {
+                // Cannot happen (a slot waits at most once); counted, and the queue is failed
+                // rather than leaving the command without an answer.
+                self.stats.read_wait_overflow += 1;
+                self.teardown(verbs, ci, true);
+                return;
+            }
             c.slots[s as usize].state = SlotState::ReadWait;
-            let _ = c.read_wait.push_back(s);
+            c.read_wait.push_back(s);
             return;
         }
         c.slots[s as usize].state = SlotState::Reading;

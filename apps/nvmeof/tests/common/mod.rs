@@ -2,6 +2,8 @@
 //! into the target's buffers by physical address, a simulated clock, and a direct CM.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::{Rc, Weak};
@@ -233,17 +235,27 @@ pub fn attrs(remote: Qpn, ip: Ipv4) -> RcConnectAttrs {
     }
 }
 
-pub fn make_world(fabric: &SoftFabric, blocks: u64, allowed: &[&str]) -> World {
-    let mem = MemMap::default();
-    let tdev = TDev { dev: fabric.add_device(TARGET_IP), mem: mem.clone() };
-    let cfg = TargetConfig {
+/// The target configuration of [`make_world`].
+pub fn world_cfg() -> TargetConfig {
+    TargetConfig {
         ports: vec![PortConfig { portid: 1, traddr: TARGET_IP, trsvcid: 4420 }],
         inline_data_size: 4096,
         max_io_bytes: 32 * 1024,
         io_queue_depth: 64,
         max_io_queues: 2,
         max_ctrls: 8,
-    };
+        ..TargetConfig::default()
+    }
+}
+
+pub fn make_world(fabric: &SoftFabric, blocks: u64, allowed: &[&str]) -> World {
+    make_world_with(fabric, blocks, allowed, world_cfg(), 16)
+}
+
+/// [`make_world`] with another target configuration and RDMA queue limit.
+pub fn make_world_with(fabric: &SoftFabric, blocks: u64, allowed: &[&str], cfg: TargetConfig, max_queues: usize) -> World {
+    let mem = MemMap::default();
+    let tdev = TDev { dev: fabric.add_device(TARGET_IP), mem: mem.clone() };
     let subs = vec![
         SubsystemConfig {
             nqn: SUBNQN.into(),
@@ -263,7 +275,7 @@ pub fn make_world(fabric: &SoftFabric, blocks: u64, allowed: &[&str]) -> World {
         },
     ];
     let core = Core::new(cfg, subs).expect("config");
-    World { target: RdmaTarget::new(core, 16), tdev, now: 1_000_000, tick_ns: 1_000, conns: BTreeMap::new(), next: 1, idle_calls: 0 }
+    World { target: RdmaTarget::new(core, max_queues), tdev, now: 1_000_000, tick_ns: 1_000, conns: BTreeMap::new(), next: 1, idle_calls: 0 }
 }
 
 impl HostEnv<TDev> for World {
