@@ -35,6 +35,7 @@ use alloc::vec::Vec;
 use hal::DmaRegion;
 use log::{debug, warn};
 
+use crate::cm_limits::PeerClamps;
 use crate::cm_wire::*;
 use crate::verbs::*;
 
@@ -84,6 +85,8 @@ pub struct CmConfig {
     pub recv_slots: usize,
     /// QP1 send slots (MADs in flight).
     pub send_slots: usize,
+    /// Bounds on the timers and retry counts a peer's REQ/REP/MRA may set ([`PeerClamps`]).
+    pub clamps: PeerClamps,
 }
 
 impl Default for CmConfig {
@@ -103,6 +106,7 @@ impl Default for CmConfig {
             seed: 0x5eed_c0de_1234_5678,
             recv_slots: 64,
             send_slots: 64,
+            clamps: PeerClamps::default(),
         }
     }
 }
@@ -205,6 +209,12 @@ pub struct CmStats {
     pub send_ring_full: u64,
     pub no_route: u64,
     pub ignored: u64,
+    /// MADs naming one of our connections that came from another source address than the
+    /// connection's peer (or a REQ whose Primary Local Port GID is not its source): dropped
+    /// (a REQ gets REJ INVALID_GID) before they touch the connection.
+    pub wrong_source: u64,
+    /// Peer-chosen timer / retry fields lowered or raised by [`PeerClamps`].
+    pub clamped: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -940,19 +950,29 @@ impl<V: Verbs> Cm<V> {
         match msg {
             CmMsg::Req(r) => self.on_req(v, src_ip, h.tid, r),
             CmMsg::Rep(r) => self.on_rep(v, src_ip, h.tid, r),
-            CmMsg::Rtu(r) => {
-                match self.conns.get(&r.remote_comm_id) {
-                    Some(c) if c.remote_id == r.local_comm_id && c.state == State::RepSent => self.establish(r.remote_comm_id, pad(&r.private_data)),
-                    _ => self.stats.ignored += 1,
-                }
-            }
-            CmMsg::Rej(r) => self.on_rej(v, r),
-            CmMsg::Mra(r) => self.on_mra(r),
+            CmMsg::Rtu(r) => match self.conn_from(src_ip, r.remote_comm_id) {
+                Some(c) if c.remote_id == r.local_comm_id && c.state == State::RepSent => self.establish(r.remote_comm_id, pad(&r.private_data)),
+                _ => self.stats.ignored += 1,
+            },
+            CmMsg::Rej(r) => self.on_rej(v, src_ip, r),
+            CmMsg::Mra(r) => self.on_mra(src_ip, r),
             CmMsg::Dreq(r) => self.on_dreq(v, src_ip, h.tid, r),
-            CmMsg::Drep(r) => match self.conns.get(&r.remote_comm_id) {
+            CmMsg::Drep(r) => match self.conn_from(src_ip, r.remote_comm_id) {
                 Some(c) if c.remote_id == r.local_comm_id && c.state == State::DreqSent => self.close(v, r.remote_comm_id),
                 _ => self.stats.ignored += 1,
             },
+        }
+    }
+
+    /// Our connection `local_id`, if `src_ip` is its peer. A MAD from any other source that
+    /// names it is counted (`wrong_source`) and must not touch it.
+    fn conn_from(&mut self, src_ip: Ipv4, local_id: u32) -> Option<&Conn> {
+        match self.conns.get(&local_id) {
+            Some(c) if c.peer_ip != src_ip => {
+                self.stats.wrong_source += 1;
+                None
+            }
+            c => c,
         }
     }
 
@@ -966,8 +986,16 @@ impl<V: Verbs> Cm<V> {
     }
 
     fn on_req(&mut self, v: &mut V, src_ip: Ipv4, tid: u64, r: Req) {
-        // Duplicate of a REQ we know: resend what we last sent for it.
-        let dup = self.conns.values().find(|c| c.role == Role::Passive && c.remote_id == r.local_comm_id && c.remote_guid == r.local_ca_guid).map(|c| (c.id, c.state, c.last, c.peer_ip, c.peer_mac, c.connected));
+        let r = self.cfg.clamps.req(r, &mut self.stats.clamped);
+        // The source address is the peer's identity from here on: a REQ must name it as its
+        // Primary Local Port GID (RoCEv2: the IPv4-mapped source address), so nobody can make
+        // a REQ that speaks for another host's connections.
+        if ipv4_from_gid(&r.primary.local_gid) != Some(src_ip) {
+            self.stats.wrong_source += 1;
+            return self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::INVALID_GID);
+        }
+        // Duplicate of a REQ we know (same source, comm ID and CA GUID): resend what we last sent for it.
+        let dup = self.conns.values().find(|c| c.role == Role::Passive && c.peer_ip == src_ip && c.remote_id == r.local_comm_id && c.remote_guid == r.local_ca_guid).map(|c| (c.id, c.state, c.last, c.peer_ip, c.peer_mac, c.connected));
         if let Some((id, state, last, ip, mac, connected)) = dup {
             self.stats.dup_reqs += 1;
             match (state, last) {
@@ -985,10 +1013,13 @@ impl<V: Verbs> Cm<V> {
             self.stats.no_route += 1;
             return;
         };
-        // Stale: the same remote QP (by CA GUID) is still connected under another ID. A
+        // Stale: the same remote QP (same source address, CA GUID and QPN) is still connected
+        // under another ID: that peer has lost the old connection (IBA 12.9.8.3.1), so it
+        // gets REJ STALE_CONN and the old one is disconnected. Only its own source can claim
+        // that: a REQ from elsewhere naming a victim's GUID and QPN is not a match. A
         // connection in timewait no longer holds its remote QPN (Linux cm_enter_timewait takes
         // it out of the remote-QPN table), so a peer that reuses a QPN at once is served.
-        if let Some(old) = self.conns.values().find(|c| c.connected && c.state != State::TimeWait && c.remote_guid == r.local_ca_guid && c.remote_qpn == r.local_qpn).map(|c| (c.id, c.state)) {
+        if let Some(old) = self.conns.values().find(|c| c.connected && c.state != State::TimeWait && c.peer_ip == src_ip && c.remote_guid == r.local_ca_guid && c.remote_qpn == r.local_qpn).map(|c| (c.id, c.state)) {
             self.stats.stale_rejects += 1;
             self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::STALE_CONN);
             if matches!(old.1, State::Established | State::RepSent) {
@@ -1014,7 +1045,7 @@ impl<V: Verbs> Cm<V> {
             _ => return self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::CONSUMER_DEFINED),
         };
         let id = self.new_comm_id();
-        let peer_ip = ipv4_from_gid(&r.primary.local_gid).unwrap_or(src_ip);
+        let peer_ip = src_ip;
         self.conns.insert(id, Conn {
             id,
             role: Role::Passive,
@@ -1057,10 +1088,15 @@ impl<V: Verbs> Cm<V> {
     }
 
     fn on_rep(&mut self, v: &mut V, src_ip: Ipv4, tid: u64, r: Rep) {
-        let Some(c) = self.conns.get(&r.remote_comm_id) else {
+        let r = self.cfg.clamps.rep(r, &mut self.stats.clamped);
+        if !self.conns.contains_key(&r.remote_comm_id) {
             self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REP, rej_reason::INVALID_COMM_ID);
             return;
-        };
+        }
+        if self.conn_from(src_ip, r.remote_comm_id).is_none() {
+            return;
+        }
+        let Some(c) = self.conns.get(&r.remote_comm_id) else { return };
         if c.role != Role::Active {
             self.stats.ignored += 1;
             return;
@@ -1124,12 +1160,20 @@ impl<V: Verbs> Cm<V> {
         self.establish(id, r.private_data);
     }
 
-    fn on_rej(&mut self, v: &mut V, r: Rej) {
-        let Some(c) = self.conns.get(&r.remote_comm_id) else {
+    fn on_rej(&mut self, v: &mut V, src_ip: Ipv4, r: Rej) {
+        let Some(c) = self.conn_from(src_ip, r.remote_comm_id) else {
             self.stats.ignored += 1;
             return;
         };
-        if c.remote_id != 0 && r.local_comm_id != 0 && c.remote_id != r.local_comm_id {
+        // Once the peer's comm ID is known (from its REQ or REP) the REJ must carry it; only
+        // a REJ of our own REQ may come before that, with whatever ID the peer has (Linux
+        // cm_acquire_rejected_id looks such a REJ up by our ID alone; IBA 12.6.7). A REJ
+        // carrying 0 gets no pass.
+        if c.remote_id != 0 && c.remote_id != r.local_comm_id {
+            self.stats.ignored += 1;
+            return;
+        }
+        if c.remote_id == 0 && r.message_rejected != msg_code::REQ {
             self.stats.ignored += 1;
             return;
         }
@@ -1150,13 +1194,20 @@ impl<V: Verbs> Cm<V> {
         }
     }
 
-    fn on_mra(&mut self, r: Mra) {
+    fn on_mra(&mut self, src_ip: Ipv4, r: Mra) {
+        let r = self.cfg.clamps.mra(r, &mut self.stats.clamped);
         let now = self.now;
         let plt = 2 * cm_time_ns(self.cfg.packet_life_time);
-        let Some(c) = self.conns.get_mut(&r.remote_comm_id) else {
+        if self.conn_from(src_ip, r.remote_comm_id).is_none() {
             self.stats.ignored += 1;
             return;
-        };
+        }
+        let Some(c) = self.conns.get_mut(&r.remote_comm_id) else { return };
+        // The MRA of a REQ comes before we know the peer's ID; after that it must carry it.
+        if c.remote_id != 0 && c.remote_id != r.local_comm_id {
+            self.stats.ignored += 1;
+            return;
+        }
         let ok = match (c.state, r.message_mraed) {
             (State::ReqSent | State::MraReqRcvd, msg_code::REQ) => {
                 c.state = State::MraReqRcvd;
@@ -1174,12 +1225,19 @@ impl<V: Verbs> Cm<V> {
     }
 
     fn on_dreq(&mut self, v: &mut V, src_ip: Ipv4, tid: u64, r: Dreq) {
+        // Found only by both comm IDs from the connection's own peer (Linux cm_dreq_handler
+        // looks it up by the ID pair); the QPN is checked below.
+        let wrong_source = self.conns.get(&r.remote_comm_id).is_some_and(|c| c.peer_ip != src_ip);
+        if wrong_source {
+            self.stats.wrong_source += 1;
+            return;
+        }
         let found = self.conns.get(&r.remote_comm_id).filter(|c| c.remote_id == r.local_comm_id).map(|c| (c.id, c.state, c.qpn, c.peer_ip, c.peer_mac));
         let drep = |id: u32| Drep { local_comm_id: id, remote_comm_id: r.local_comm_id, private_data: [0; short_f::DREP_PRIVATE_DATA_LEN] };
         match found {
             Some((id, state, qpn, ip, mac)) => match state {
                 State::Established | State::RepSent | State::DreqSent => {
-                    if state != State::DreqSent && qpn.map(|q| q.0) != Some(r.remote_qpn) {
+                    if qpn.is_some_and(|q| q.0 != r.remote_qpn) {
                         // Linux cm_dreq_handler: DREQ for another QP is ignored.
                         self.stats.ignored += 1;
                         return;

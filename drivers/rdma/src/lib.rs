@@ -7,6 +7,7 @@ extern crate alloc;
 pub mod verbs;
 pub mod cm;
 pub mod cm_wire;
+pub mod cm_limits;
 #[cfg(any(test, feature = "soft"))]
 pub mod soft;
 
