@@ -9,12 +9,14 @@
 //! - [`device`]: [`Mlx5::bring_up`] in firmware order, EQ polling (page requests, errors),
 //!   PD/TD/UAR/MKeys/CQs/QPs, QP state transitions, [`Mlx5::shutdown`] reclaiming every page.
 //! - [`datapath`]: `post_send`/`post_recv`/`poll_cq` straight on the rings.
-//! - [`verbs`]: [`Mlx5Verbs`], the `rdma::Verbs` implementation apps use.
+//! - [`verbs`]: [`Mlx5Verbs`], the `rdma::Verbs` implementation apps use; [`arp`]: the ARP
+//!   frames it feeds its neighbour table (`rdma::neigh`) with.
 #![no_std]
 #![forbid(unsafe_code)]
 
 extern crate alloc;
 
+pub mod arp;
 pub mod cmd;
 pub mod datapath;
 pub mod device;

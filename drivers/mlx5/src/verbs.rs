@@ -1,98 +1,42 @@
-//! `rdma::Verbs` for an mlx5 adapter: the GSI QP and its CQ at creation, a neighbour table fed by
-//! ARP over the raw Ethernet path (requests sent by `resolve_mac`, replies and requests for our
-//! address handled in `poll`), plus static entries ([`Mlx5Verbs::add_neighbor`]).
+//! `rdma::Verbs` for an mlx5 adapter: the GSI QP and its CQ at creation, a neighbour table
+//! (`rdma::neigh`: bounded, ageing, learning only replies to our requests and requests for our
+//! address) fed by ARP over the raw Ethernet path (requests sent by `resolve_mac`, received ARP
+//! handled in `poll`), plus static entries ([`Mlx5Verbs::add_neighbor`]).
 
+use crate::arp;
 use crate::device::{Mlx5, QpKind, QpState};
 use crate::error::Error;
 use hal::{Hal, Mmio, PhysAddr};
+use rdma::neigh::{NeighConfig, NeighStats, NeighTable};
 use rdma::{Access, Completion, Cqn, Ipv4, Lkey, Mac, Qpn, RcConnectAttrs, RecvWr, Rkey, SendWr, Verbs};
 
 /// GSI CQ: 2^8 CQEs; GSI SQ/RQ: 2^6 WQEBBs / 2^6 WQEs of 32 bytes (data segment + terminator).
 const GSI_LOG_CQ: u8 = 8;
 const GSI_LOG_SQ: u8 = 6;
 const GSI_LOG_RQ: u8 = 6;
-const NEIGHBORS: usize = 32;
+/// Most ARP replies `poll` sends per call (the rest are counted in `arp_replies_dropped`; the
+/// requester asks again).
+const REPLIES_PER_POLL: usize = 16;
+/// How often `poll` forgets expired neighbours.
+const NEIGH_SWEEP_NS: u64 = 1_000_000_000;
 
 /// An adapter brought up and ready for apps: `Mlx5` plus the GSI QP (in RTS) and its CQ.
 pub struct Mlx5Verbs<H: Hal, M: Mmio> {
     pub dev: Mlx5<H, M>,
     gsi: Qpn,
     gsi_cq: Cqn,
-    neighbors: [Option<(Ipv4, Mac)>; NEIGHBORS],
+    neigh: NeighTable,
+    /// Next time `poll` sweeps expired neighbours.
+    next_age_ns: u64,
     /// Errors seen by `poll` (health, EQ); the last one is kept.
     pub last_poll_error: Option<Error>,
     /// Whether the raw Ethernet path (ARP) is up.
     pub raw_eth: bool,
-    /// Outstanding ARP requests: (ip, time last sent).
-    pending: [Option<(Ipv4, u64)>; 8],
-    /// ARP requests sent / replies sent / neighbours learnt.
-    pub arp_stats: (u64, u64, u64),
-}
-
-/// ARP over Ethernet/IPv4 (RFC 826), byte offsets in the frame.
-mod arp {
-    use crate::layout::Field;
-    const fn f(byte: u32, bytes: u32) -> Field {
-        Field { off: byte * 8, width: bytes * 8 }
-    }
-    pub const DST: Field = f(0, 6);
-    pub const SRC: Field = f(6, 6);
-    pub const ETHERTYPE: Field = f(12, 2);
-    pub const HTYPE: Field = f(14, 2);
-    pub const PTYPE: Field = f(16, 2);
-    pub const HLEN: Field = f(18, 1);
-    pub const PLEN: Field = f(19, 1);
-    pub const OPER: Field = f(20, 2);
-    pub const SHA: Field = f(22, 6);
-    pub const SPA: Field = f(28, 4);
-    pub const THA: Field = f(32, 6);
-    pub const TPA: Field = f(38, 4);
-    pub const LEN: usize = 42;
-    pub const ETHERTYPE_ARP: u64 = 0x0806;
-    pub const REQUEST: u64 = 1;
-    pub const REPLY: u64 = 2;
-}
-
-/// Re-send an unanswered ARP request after this long.
-const ARP_RETRY_NS: u64 = 100_000_000;
-
-fn arp_frame(oper: u64, sha: Mac, spa: Ipv4, dst: Mac, tha: Mac, tpa: Ipv4) -> [u8; arp::LEN] {
-    use crate::layout::{set, set_bytes};
-    let mut b = [0u8; arp::LEN];
-    set_bytes(&mut b, arp::DST, &dst);
-    set_bytes(&mut b, arp::SRC, &sha);
-    set(&mut b, arp::ETHERTYPE, arp::ETHERTYPE_ARP);
-    set(&mut b, arp::HTYPE, 1);
-    set(&mut b, arp::PTYPE, 0x0800);
-    set(&mut b, arp::HLEN, 6);
-    set(&mut b, arp::PLEN, 4);
-    set(&mut b, arp::OPER, oper);
-    set_bytes(&mut b, arp::SHA, &sha);
-    set_bytes(&mut b, arp::SPA, &spa);
-    set_bytes(&mut b, arp::THA, &tha);
-    set_bytes(&mut b, arp::TPA, &tpa);
-    b
-}
-
-/// (oper, sender MAC, sender IP, target IP) of a well-formed Ethernet/IPv4 ARP frame.
-fn parse_arp(b: &[u8]) -> Option<(u64, Mac, Ipv4, Ipv4)> {
-    use crate::layout::{bytes, get};
-    if b.len() < arp::LEN
-        || get(b, arp::ETHERTYPE) != arp::ETHERTYPE_ARP
-        || get(b, arp::HTYPE) != 1
-        || get(b, arp::PTYPE) != 0x0800
-        || get(b, arp::HLEN) != 6
-        || get(b, arp::PLEN) != 4
-    {
-        return None;
-    }
-    let mut sha = [0u8; 6];
-    sha.copy_from_slice(bytes(b, arp::SHA));
-    let mut spa = [0u8; 4];
-    spa.copy_from_slice(bytes(b, arp::SPA));
-    let mut tpa = [0u8; 4];
-    tpa.copy_from_slice(bytes(b, arp::TPA));
-    Some((get(b, arp::OPER), sha, spa, tpa))
+    /// ARP frames sent: requests, replies; replies not sent (more than `REPLIES_PER_POLL`
+    /// requests for us in one `poll`, or the send failed).
+    pub arp_requests_sent: u64,
+    pub arp_replies_sent: u64,
+    pub arp_replies_dropped: u64,
 }
 
 fn log2_ceil(n: u32) -> u8 {
@@ -137,11 +81,13 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
             dev,
             gsi,
             gsi_cq,
-            neighbors: [None; NEIGHBORS],
+            neigh: NeighTable::new(NeighConfig::default()),
+            next_age_ns: 0,
             last_poll_error,
             raw_eth,
-            pending: [None; 8],
-            arp_stats: (0, 0, 0),
+            arp_requests_sent: 0,
+            arp_replies_sent: 0,
+            arp_replies_dropped: 0,
         })
     }
 
@@ -153,44 +99,38 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
         Ok((gsi_cq, gsi))
     }
 
-    fn learn(&mut self, ip: Ipv4, mac: Mac) {
-        if self.add_neighbor(ip, mac).is_ok() {
-            self.arp_stats.2 += 1;
-        }
-        for p in self.pending.iter_mut() {
-            if matches!(p, Some((i, _)) if *i == ip) {
-                *p = None;
-            }
-        }
-    }
-
-    /// Handle received raw frames: ARP replies to us teach neighbours; requests for our address
-    /// are answered (and teach the requester).
+    /// Handle received raw frames: ARP goes to the neighbour table, which decides what is
+    /// learnt; requests for our address are answered.
     fn poll_arp(&mut self) {
         if !self.raw_eth {
             return;
         }
-        let mut seen: [Option<(u64, Mac, Ipv4, Ipv4)>; 16] = [None; 16];
-        let mut k = 0;
+        let (my_ip, my_mac) = (self.dev.ipv4(), self.dev.mac());
+        let now = self.dev.hal().now_ns();
+        if now >= self.next_age_ns {
+            self.neigh.age(now);
+            self.next_age_ns = now.saturating_add(NEIGH_SWEEP_NS);
+        }
+        let mut answer = [([0u8; 6], [0u8; 4]); REPLIES_PER_POLL];
+        let (mut k, mut dropped) = (0, 0u64);
+        let neigh = &mut self.neigh;
         self.dev.poll_frames(|f| {
-            if let Some(a) = parse_arp(f) {
-                if k < seen.len() {
-                    seen[k] = Some(a);
-                    k += 1;
+            let Some(a) = arp::parse(f) else { return };
+            if neigh.on_arp(&a, my_ip, now) {
+                match answer.get_mut(k) {
+                    Some(slot) => {
+                        *slot = (a.sha, a.spa);
+                        k += 1;
+                    }
+                    None => dropped += 1,
                 }
             }
         });
-        let (my_ip, my_mac) = (self.dev.ipv4(), self.dev.mac());
-        for (oper, sha, spa, tpa) in seen.into_iter().flatten() {
-            if tpa != my_ip {
-                continue;
-            }
-            self.learn(spa, sha);
-            if oper == arp::REQUEST {
-                let reply = arp_frame(arp::REPLY, my_mac, my_ip, sha, sha, spa);
-                if self.dev.send_frame(&reply).is_ok() {
-                    self.arp_stats.1 += 1;
-                }
+        self.arp_replies_dropped += dropped;
+        for &(mac, ip) in answer.iter().take(k) {
+            match self.dev.send_frame(&arp::reply(my_mac, my_ip, mac, ip)) {
+                Ok(()) => self.arp_replies_sent += 1,
+                Err(_) => self.arp_replies_dropped += 1,
             }
         }
     }
@@ -198,15 +138,20 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
 
 impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
 
-    /// Record `ip` → `mac` (static neighbour entry; replaces an existing one).
+    /// Record `ip` → `mac` (static neighbour entry: never ages, never changed by ARP; replaces
+    /// a learnt one).
     pub fn add_neighbor(&mut self, ip: Ipv4, mac: Mac) -> Result<(), Error> {
-        if let Some(slot) = self.neighbors.iter_mut().find(|n| matches!(n, Some((i, _)) if *i == ip)) {
-            *slot = Some((ip, mac));
-            return Ok(());
-        }
-        let free = self.neighbors.iter_mut().find(|n| n.is_none()).ok_or(Error::InvalidArgument("neighbour table full"))?;
-        *free = Some((ip, mac));
-        Ok(())
+        self.neigh.add_static(ip, mac).map_err(|_| Error::InvalidArgument("neighbour table full of static entries"))
+    }
+
+    /// Neighbour table counters (learnt, refused updates, evictions, expiries, ...).
+    pub fn neigh_stats(&self) -> NeighStats {
+        self.neigh.stats()
+    }
+
+    /// Neighbour entries held (static included).
+    pub fn neigh_len(&self) -> usize {
+        self.neigh.len()
     }
 
     /// Destroy everything and hand the adapter back to firmware control.
@@ -288,32 +233,14 @@ impl<H: Hal, M: Mmio> Verbs for Mlx5Verbs<H, M> {
         self.dev.poll_cq(cq, out).unwrap_or(0)
     }
     fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
-        if let Some(m) = self.neighbors.iter().flatten().find(|(i, _)| *i == ip).map(|(_, m)| *m) {
-            return Some(m);
-        }
-        if !self.raw_eth {
-            return None;
-        }
         let now = self.dev.hal().now_ns();
-        let due = match self.pending.iter().flatten().find(|(i, _)| *i == ip) {
-            Some(&(_, sent)) => now.wrapping_sub(sent) >= ARP_RETRY_NS,
-            None => true,
-        };
-        if due {
-            let (my_ip, my_mac) = (self.dev.ipv4(), self.dev.mac());
-            let req = arp_frame(arp::REQUEST, my_mac, my_ip, [0xff; 6], [0; 6], ip);
-            if self.dev.send_frame(&req).is_ok() {
-                self.arp_stats.0 += 1;
-                let slot = self
-                    .pending
-                    .iter()
-                    .position(|p| matches!(p, Some((i, _)) if *i == ip))
-                    .or_else(|| self.pending.iter().position(|p| p.is_none()))
-                    .unwrap_or(0);
-                self.pending[slot] = Some((ip, now));
+        let l = self.neigh.lookup(ip, now);
+        if l.send_request && self.raw_eth {
+            if self.dev.send_frame(&arp::request(self.dev.mac(), self.dev.ipv4(), ip)).is_ok() {
+                self.arp_requests_sent += 1;
             }
         }
-        None
+        l.mac
     }
     fn poll(&mut self) {
         if let Err(e) = self.dev.poll_eq().map(|_| ()).and_then(|_| self.dev.check_health()) {

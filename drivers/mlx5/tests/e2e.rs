@@ -376,7 +376,7 @@ fn arp_over_the_raw_ethernet_path() {
     }
     assert_eq!(got, Some([2, 0, 0, 0, 0, 2]));
     assert_eq!(b.v.resolve_mac([10, 0, 0, 1]), Some([2, 0, 0, 0, 0, 1]), "B learnt A from the request");
-    assert!(a.v.arp_stats.0 >= 1 && b.v.arp_stats.1 >= 1, "{:?} {:?}", a.v.arp_stats, b.v.arp_stats);
+    assert!(a.v.arp_requests_sent >= 1 && b.v.arp_replies_sent >= 1, "{:?} {:?}", a.v.neigh_stats(), b.v.neigh_stats());
     assert_eq!(a.v.resolve_mac([10, 0, 0, 99]), None);
     let (ca, cb) = (a.cx.clone(), b.cx.clone());
     a.v.shutdown().unwrap();
