@@ -123,7 +123,7 @@ img_cleanup() {
         sleep 0.1
     done
     for g in "${IMG_PGIDS[@]}"; do kill -KILL -- "-$g" 2>/dev/null; done
-    wait 2>/dev/null
+    for g in "${IMG_PGIDS[@]}"; do wait "$g" 2>/dev/null; done
     rm -f "$IMG_SHM/$IMG_TAG"-*
     [ -n "$IMG_DIR" ] && rm -rf "$IMG_DIR"
     IMG_PGIDS=()
@@ -163,7 +163,7 @@ img_main_job() {
         echo "  $RUNNER --ip $iip --mac 52:54:00:77:00:02 --sock-local $isock --sock-remote $tsock \\"
         echo "    --app nvmf-initiator --nvmf 'nvmf.connect=$tip,nqn=$nqn,hostnqn=$hostnqn nvmf.bench=randread,bs=4096,qd=1,time=5s'"
         echo "run: (or scripts/run --image --linux for a Linux host with nvme-cli + fio); the console follows."
-        tail -n 0 -f "$logs/target.log" &
+        setsid tail -n 0 -f "$logs/target.log" &
         IMG_PGIDS+=($!)
         img_wait target 864000; return $?
     fi
@@ -210,15 +210,22 @@ img_linux_job() {
     local nqn="$1" ns="$2"; shift 2
     local lhost=nqn.2026-11.io.appliance.peer:linux-initiator
     peer/build >&2 || { echo "run: peer/build failed" >&2; return 1; }
-    local extra="" a
-    for a in "$@"; do extra+=" $(printf '%q' "$a")"; done
     peer/run-with-appliance --dir "$IMG_LOGS/linux" --ready-regex 'nvmf: target serving' --timeout 500 \
-        --appliance "exec bash -c '. \"$ROOT/scripts/lib.sh\"; . \"$ROOT/scripts/lib-image.sh\"; img_serve \"$IMG_LOGS/linux\" \"\$APPLIANCE_MAC\" \"\$APPLIANCE_SOCK\" \"\$APPLIANCE_PEER\" \"connectx.emu=ivshmem nvmet.listen=\$APPLIANCE_IP nvmet.subsys=$nqn,$ns,host=$lhost\"$extra'" \
+        --appliance "$(img_harness_cmd "$IMG_LOGS/linux" "nvmet.subsys=$nqn,$ns,host=$lhost" "$@")" \
         lp.role=nvme-initiator lp.nqn="$nqn" lp.hostnqn="$lhost" lp.fio_size=8m lp.fio_runtime=3 >&2
     local rc=$?
     tr -d '\r' <"$IMG_LOGS/linux/guest.log" | grep -a '^PEER ' || true
     tr -d '\r' <"$IMG_LOGS/linux/appliance.log" | grep -aE 'connectx:|nvmf: (subsystem|  nsid|target serving|target:)' || true
     return $rc
+}
+
+# The --appliance command for peer/run-with-appliance: a target image (img_serve) on the
+# harness's socket and address, with the given nvmet.* words and QEMU arguments.
+#   img_harness_cmd LOGDIR "NVMET WORDS" [QEMU args...]
+img_harness_cmd() {
+    local logs="$1" words="$2" extra="" a; shift 2
+    for a in "$@"; do extra+=" $(printf '%q' "$a")"; done
+    echo "exec bash -c '. \"$ROOT/scripts/lib.sh\"; . \"$ROOT/scripts/lib-image.sh\"; img_serve \"$logs\" \"\$APPLIANCE_MAC\" \"\$APPLIANCE_SOCK\" \"\$APPLIANCE_PEER\" \"connectx.emu=ivshmem nvmet.listen=\$APPLIANCE_IP $words\"$extra'"
 }
 
 # One image node in the foreground, its console on stdout, for harnesses that run "the
