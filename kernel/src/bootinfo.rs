@@ -6,7 +6,8 @@
 //!   `xen/include/public/arch-x86/hvm/start_info.h`, version 1).
 //! - Multiboot2 boot information (Multiboot2 spec §3.6): fixed 8-byte part, then tags
 //!   (type u32, size u32) padded to 8 bytes; tag 1 command line, tag 6 memory map,
-//!   tag 14/15 ACPI old/new RSDP (a copy of the RSDP).
+//!   tag 14/15 ACPI old/new RSDP (a copy of the RSDP), tag 8 framebuffer info (only its
+//!   "EGA text" kind is used: the VGA text console).
 //!
 //! Parsing reads physical memory through [`PhysRead`] so that it is unit tested on the host.
 use core::fmt;
@@ -45,6 +46,17 @@ mod mb2 {
     pub const TAG_MMAP: u32 = 6;
     pub const TAG_ACPI_OLD: u32 = 14;
     pub const TAG_ACPI_NEW: u32 = 15;
+    pub const TAG_FRAMEBUFFER: u32 = 8;
+    /// Framebuffer tag: addr u64 @8, pitch u32 @16, width u32 @20, height u32 @24, bpp u8 @28,
+    /// type u8 @29 (0 indexed, 1 RGB, 2 EGA text: width/height in characters).
+    pub const FB_ADDR: u64 = 8;
+    pub const FB_PITCH: u64 = 16;
+    pub const FB_WIDTH: u64 = 20;
+    pub const FB_HEIGHT: u64 = 24;
+    pub const FB_TYPE: u64 = 29;
+    pub const FB_TYPE_EGA_TEXT: u8 = 2;
+    /// Smallest framebuffer tag holding the fields above.
+    pub const FB_MIN_SIZE: u32 = 30;
     /// Fixed part: total_size u32, reserved u32.
     pub const FIXED: u64 = 8;
     /// Tag header: type u32, size u32.
@@ -132,6 +144,9 @@ pub struct Parsed {
     pub rsdp_paddr: Option<u64>,
     /// Length of the RSDP copy placed in the caller's buffer (Multiboot2 tags 14/15), 0 if none.
     pub rsdp_copy_len: usize,
+    /// The text screen to print on: Multiboot2's framebuffer tag when it reports EGA text,
+    /// the PC default for PVH (VMMs that use PVH leave the firmware's text mode).
+    pub text: Option<crate::vga::TextMode>,
 }
 
 fn read_cstr(mem: &dyn PhysRead, pa: u64, out: &mut [u8]) -> Result<usize, BootInfoError> {
@@ -203,6 +218,7 @@ fn parse_pvh(mem: &dyn PhysRead, si: u64, cmdline: &mut [u8]) -> Result<Parsed, 
         cmdline_len,
         rsdp_paddr: (rsdp != 0).then_some(rsdp),
         rsdp_copy_len: 0,
+        text: Some(crate::vga::TextMode::PC),
     })
 }
 
@@ -220,6 +236,7 @@ fn parse_multiboot2(
     let mut cmdline_len = 0;
     let mut rsdp_copy_len = 0;
     let mut have_new_rsdp = false;
+    let mut text = None;
     let mut off = mb2::FIXED;
     while off + mb2::TAG_HEADER <= total as u64 {
         let tag = info + off;
@@ -255,6 +272,18 @@ fn parse_multiboot2(
                 rsdp_copy_len = n;
                 have_new_rsdp |= ty == mb2::TAG_ACPI_NEW;
             }
+            mb2::TAG_FRAMEBUFFER if size >= mb2::FB_MIN_SIZE => {
+                let mut ty = [0u8; 1];
+                if mem.read(tag + mb2::FB_TYPE, &mut ty) && ty[0] == mb2::FB_TYPE_EGA_TEXT {
+                    let field = |o: u64| mem.u32(tag + o).ok_or(BootInfoError::Unreadable(tag));
+                    text = Some(crate::vga::TextMode {
+                        addr: mem.u64(tag + mb2::FB_ADDR).ok_or(BootInfoError::Unreadable(tag))?,
+                        pitch: field(mb2::FB_PITCH)?,
+                        cols: field(mb2::FB_WIDTH)?,
+                        rows: field(mb2::FB_HEIGHT)?,
+                    });
+                }
+            }
             _ => {}
         }
         off += (size as u64 + 7) & !7;
@@ -262,7 +291,7 @@ fn parse_multiboot2(
     if regions.is_empty() {
         return Err(BootInfoError::NoMemoryMap);
     }
-    Ok(Parsed { protocol: Protocol::Multiboot2, regions, cmdline_len, rsdp_paddr: None, rsdp_copy_len })
+    Ok(Parsed { protocol: Protocol::Multiboot2, regions, cmdline_len, rsdp_paddr: None, rsdp_copy_len, text })
 }
 
 /// Drop a leading image path (GRUB passes `/boot/appliance key=value ...` on some versions).
@@ -282,6 +311,8 @@ pub struct BootData {
     pub protocol: Protocol,
     pub regions: heapless::Vec<Region, MAX_REGIONS>,
     pub cmdline: &'static str,
+    /// The text screen the loader left, if any (see [`Parsed::text`]).
+    pub text: Option<crate::vga::TextMode>,
 }
 
 static CMDLINE: spin::Once<heapless::String<MAX_CMDLINE>> = spin::Once::new();
@@ -330,7 +361,7 @@ pub fn parse_from_boot(info: u64, magic: u64) -> Result<BootData, BootInfoError>
     let cmdline = CMDLINE.call_once(|| hs).as_str();
     let rsdp = if p.rsdp_copy_len > 0 { Some(copy.0.as_ptr() as u64) } else { p.rsdp_paddr };
     RSDP.call_once(|| rsdp);
-    Ok(BootData { protocol: p.protocol, regions: p.regions, cmdline })
+    Ok(BootData { protocol: p.protocol, regions: p.regions, cmdline, text: p.text })
 }
 
 #[cfg(not(target_os = "none"))]
@@ -431,13 +462,28 @@ mod tests {
         put32(&mut m, o + 4, 8 + 20);
         m[o + 8..o + 16].copy_from_slice(b"RSD PTR ");
         o += 32;
+        // framebuffer tag, EGA text 80 x 25 at 0xb8000 (GRUB's BIOS text mode)
+        put32(&mut m, o, 8);
+        put32(&mut m, o + 4, 32);
+        put64(&mut m, o + 8, 0xb8000);
+        put32(&mut m, o + 16, 160);
+        put32(&mut m, o + 20, 80);
+        put32(&mut m, o + 24, 25);
+        m[o + 28] = 16;
+        m[o + 29] = 2;
+        o += 32;
         put32(&mut m, o, 0);
         put32(&mut m, o + 4, 8);
         o += 8;
         put32(&mut m, 0, o as u32);
         let mut cl = [0u8; 64];
         let mut rs = [0u8; 64];
+        let p = parse(&Buf(base, m.clone()), base, boot::MULTIBOOT2_BOOTLOADER_MAGIC, &mut cl, &mut rs).unwrap();
+        assert_eq!(p.text, Some(crate::vga::TextMode::PC));
+        // The same tag reporting an RGB framebuffer (UEFI GOP): no text screen.
+        m[o - 8 - 32 + 29] = 1;
         let p = parse(&Buf(base, m), base, boot::MULTIBOOT2_BOOTLOADER_MAGIC, &mut cl, &mut rs).unwrap();
+        assert_eq!(p.text, None);
         assert_eq!(p.regions.len(), 2);
         assert_eq!(p.regions[1].kind, 2);
         assert_eq!(strip_image_path(core::str::from_utf8(&cl[..p.cmdline_len]).unwrap()), "ns=1");

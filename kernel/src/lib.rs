@@ -26,6 +26,7 @@ pub mod memory;
 pub mod paging;
 pub mod pci;
 pub mod time;
+pub mod vga;
 
 pub use hal::{KernelDma, KernelHal, KernelMmio};
 
@@ -66,6 +67,13 @@ pub fn init(info_paddr: u64, protocol_magic: u64) -> Boot {
             exit::fail();
         }
     };
+    if let Some(m) = boot.text {
+        vga::enable(m);
+    }
+    match boot.text.filter(|_| vga::enabled()) {
+        Some(m) => log::info!("console: serial COM1 and VGA text {}x{} at {:#x}", m.cols, m.rows, m.addr),
+        None => log::info!("console: serial COM1 (the loader reports no text screen)"),
+    }
     time::init();
     log::info!(
         "boot: {} entry, tsc {} kHz ({}), {} memory regions",
