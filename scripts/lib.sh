@@ -31,20 +31,29 @@ qemu_base() {
         -serial stdio -display none -nodefaults -no-reboot \
         -device isa-debug-exit,iobase=0xf4,iosize=0x04
 }
-# Build a GRUB rescue ISO (BIOS + UEFI) that boots $IMAGE with Multiboot2 and command line "$1".
-# Prints the ISO's path.
-build_iso() {
-    local args="$1" dir="$ROOT/build/iso"
-    rm -rf "$dir" && mkdir -p "$dir/boot/grub"
-    objcopy --strip-debug "$IMAGE" "$dir/boot/appliance"
-    cat >"$dir/boot/grub/grub.cfg" <<GRUBCFG
+# GRUB configuration that boots /appliance-path $1 with Multiboot2 and command line "$2": GRUB's
+# own messages on the screen and on COM1 (115200 8N1, as the image's console), no menu delay.
+grub_cfg() {
+    cat <<GRUBCFG
+serial --unit=0 --speed=115200
+terminal_input console serial
+terminal_output console serial
 set timeout=0
 set default=0
 menuentry "appliance" {
-    multiboot2 /boot/appliance $args
+    multiboot2 $1 $2
     boot
 }
 GRUBCFG
-    grub-mkrescue -o "$ROOT/build/appliance.iso" "$dir" >/dev/null 2>&1 || return 1
-    echo "$ROOT/build/appliance.iso"
+}
+# Build a GRUB rescue ISO (BIOS + UEFI) that boots $IMAGE with Multiboot2 and command line "$1",
+# at $2 (default build/appliance.iso). Prints the ISO's path.
+build_iso() {
+    local args="$1" iso="${2:-$ROOT/build/appliance.iso}" dir
+    mkdir -p "$ROOT/build" && dir="$(mktemp -d "$ROOT/build/iso.XXXXXX")" && mkdir -p "$dir/boot/grub" || return 1
+    objcopy --strip-debug "$IMAGE" "$dir/boot/appliance"
+    grub_cfg /boot/appliance "$args" >"$dir/boot/grub/grub.cfg"
+    grub-mkrescue -o "$iso" "$dir" >/dev/null 2>&1 || { rm -rf "$dir"; return 1; }
+    rm -rf "$dir"
+    echo "$iso"
 }
