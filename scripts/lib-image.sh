@@ -78,8 +78,8 @@ img_start() {
 }
 
 img_wait_line() {
-    local name="$1" re="$2" secs="$3" log="${IMG_CONSOLE[$1]}" i
-    for i in $(seq $((secs * 10))); do
+    local name="$1" re="$2" log="${IMG_CONSOLE[$1]}" end=$((SECONDS + $3))
+    while [ "$SECONDS" -lt "$end" ]; do
         tr -d '\r' <"$log" 2>/dev/null | grep -aqE -- "$re" && return 0
         kill -0 "${IMG_QPID[$name]}" 2>/dev/null || break
         sleep 0.1
@@ -88,9 +88,9 @@ img_wait_line() {
 }
 
 img_wait() {
-    local name="$1" secs="$2" pid="${IMG_QPID[$1]:-}" i rc
+    local name="$1" pid="${IMG_QPID[$1]:-}" end=$((SECONDS + $2)) rc
     [ -n "$pid" ] || return 1
-    for i in $(seq $((secs * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    while [ "$SECONDS" -lt "$end" ]; do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     if kill -0 "$pid" 2>/dev/null; then
         kill -TERM -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null; IMG_QPID[$name]=""
         return 124
