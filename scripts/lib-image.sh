@@ -80,11 +80,11 @@ img_start() {
 img_wait_line() {
     local name="$1" re="$2" log="${IMG_CONSOLE[$1]}" end=$((SECONDS + $3))
     while [ "$SECONDS" -lt "$end" ]; do
-        tr -d '\r' <"$log" 2>/dev/null | grep -aqE -- "$re" && return 0
+        tr -d '\r' <"$log" 2>/dev/null | grep -aE -- "$re" >/dev/null && return 0
         kill -0 "${IMG_QPID[$name]}" 2>/dev/null || break
         sleep 0.1
     done
-    tr -d '\r' <"$log" 2>/dev/null | grep -aqE -- "$re"
+    tr -d '\r' <"$log" 2>/dev/null | grep -aE -- "$re" >/dev/null
 }
 
 img_wait() {
@@ -182,14 +182,14 @@ img_main_job() {
     local n c
     for n in target initiator; do
         c="$(tr -d '\r' <"$logs/$n.log")"
-        if ! echo "$c" | grep -aqE "connectx: .* shut down \([a-z ]+ done\): [0-9]+ commands, ([1-9][0-9]*) pages given, \1 reclaimed"; then
+        if ! echo "$c" | grep -aE "connectx: .* shut down \([a-z ]+ done\): [0-9]+ commands, ([1-9][0-9]*) pages given, \1 reclaimed" >/dev/null; then
             echo "run: $n: no clean adapter shutdown with every page reclaimed" >&2; rc=1
         fi
         if ! grep -aqE '^SHIM END .* delivery_failures=0 dma_faults=0 ' "$logs/$n-shim.log"; then
             echo "run: $n: the emulated adapter saw DMA faults or failed deliveries (see $logs/$n-shim.log)" >&2; rc=1
         fi
     done
-    if ! tr -d '\r' <"$logs/initiator.log" | grep -aqE "nvmf: verify nsid [0-9]+: writes=[1-9][0-9]* reads=[1-9][0-9]* blocks_verified=[1-9][0-9]* mismatches=0 errors=0"; then
+    if ! tr -d '\r' <"$logs/initiator.log" | grep -aE "nvmf: verify nsid [0-9]+: writes=[1-9][0-9]* reads=[1-9][0-9]* blocks_verified=[1-9][0-9]* mismatches=0 errors=0" >/dev/null; then
         echo "run: initiator: no clean verified-I/O line" >&2; rc=1
     fi
     [ $irc = 0 ] && [ $trc = 0 ] && [ $rc = 0 ] && return 0
