@@ -38,7 +38,7 @@ fn bringup_to_rts_and_teardown_leaves_nothing() {
     assert_eq!(dev.live_mkeys(), 0);
     assert_eq!(c.pages_held, dev.pages_held(), "driver and firmware agree on pages");
     let cfg_emu = emu_connectx::Config::default();
-    assert!(dev.pages_held() >= (cfg_emu.boot_pages + cfg_emu.init_pages + cfg_emu.regular_pages) as usize);
+    assert!(dev.pages_held() >= (cfg_emu.profile.pages.boot + cfg_emu.profile.pages.init + cfg_emu.profile.pages.regular) as usize);
     // GID 0 is ::ffff:192.168.7.2, RoCEv2.
     {
         let d = rig.cx.device();
@@ -126,7 +126,7 @@ fn bringup_without_regular_page_query_uses_page_request_events() {
     c.regular_pages_after_init = false;
     let dev = Mlx5::bring_up(hal, bar, c).unwrap();
     let e = emu_connectx::Config::default();
-    assert_eq!(dev.pages_held(), (e.boot_pages + e.init_pages + e.regular_pages) as usize);
+    assert_eq!(dev.pages_held(), (e.profile.pages.boot + e.profile.pages.init + e.profile.pages.regular) as usize);
     assert!(dev.stats().page_request_events >= 1);
     dev.shutdown().unwrap();
     assert_nothing_live(&rig.cx.counters());

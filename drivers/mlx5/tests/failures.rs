@@ -180,13 +180,13 @@ fn health_syndrome_is_reported() {
 
 #[test]
 fn wrong_cmdif_revision_is_refused() {
-    let (_rig, hal, bar) = rig_with(emu_connectx::Config { cmdif_rev: 4, ..Default::default() });
+    let (_rig, hal, bar) = rig_with(emu_connectx::Config::for_profile(emu_connectx::Profile { cmdif_rev: 4, ..Default::default() }));
     assert_eq!(Mlx5::bring_up(hal, bar, cfg()).err(), Some(Error::BadCmdifRev(4)));
 }
 
 #[test]
 fn unusable_cmdq_geometry_is_refused() {
-    let (_rig, hal, bar) = rig_with(emu_connectx::Config { log_cmdq_stride: 5, ..Default::default() });
+    let (_rig, hal, bar) = rig_with(emu_connectx::Config::for_profile(emu_connectx::Profile { log_cmdq_stride: 5, ..Default::default() }));
     assert!(matches!(Mlx5::bring_up(hal, bar, cfg()), Err(Error::BadCmdqGeometry { log_stride: 5, .. })));
 }
 
@@ -238,7 +238,7 @@ fn page_demand_over_budget_is_refused_and_reported() {
 fn verbs_setup_failure_shuts_the_device_down() {
     for opcode in [op::CREATE_CQ, op::CREATE_QP, op::RST2INIT_QP, op::INIT2RTR_QP, op::RTR2RTS_QP] {
         // Firmware that wants pages per QP, so the failing setup has pages beyond bring-up's.
-        let (rig, hal, bar) = common::rig_with(emu_connectx::Config { pages_per_qp: 2, ..Default::default() });
+        let (rig, hal, bar) = common::rig_with(emu_connectx::Config::for_profile(emu_connectx::Profile { pages: emu_connectx::profile::PageDemand { per_qp: 2, ..Default::default() }, ..Default::default() }));
         let dev = Mlx5::bring_up(hal, bar, cfg()).expect("bring-up");
         assert!(rig.cx.counters().pages_held > 0);
         rig.cx.faults_mut().forced.insert(opcode, (0x3, SYNDROME));

@@ -148,7 +148,7 @@ layout!(
     log_max_srq: 0xab, 5;
     log_max_cq_sz: 0xc8, 8; log_max_cq: 0xdb, 5;
     log_max_eq_sz: 0xe0, 8; log_max_mkey: 0xea, 6; log_max_eq: 0xfc, 4;
-    fast_teardown: 0x111, 1; log_max_klm_list_size: 0x11a, 6;
+    force_teardown: 0x110, 1; fast_teardown: 0x111, 1; log_max_klm_list_size: 0x11a, 6;
     log_max_ra_req_qp: 0x14a, 6; log_max_ra_res_qp: 0x15a, 6;
     end_pad: 0x160, 1; cache_line_128byte: 0x164, 1; gid_table_size: 0x170, 16;
     pkey_table_size: 0x190, 16;
@@ -163,6 +163,7 @@ layout!(
     log_max_transport_domain: 0x323, 5; log_max_pd: 0x32b, 5;
     log_max_rq: 0x363, 5; log_max_sq: 0x36b, 5; log_max_tir: 0x373, 5; log_max_tis: 0x37b, 5;
     log_max_wq_sz: 0x3db, 5;
+    sq_ts_format: 0x440, 2; rq_ts_format: 0x442, 2;
     log_uar_page_sz: 0x490, 16;
     device_frequency_mhz: 0x4c0, 32;
     num_of_uars_per_page: 0x520, 32;
@@ -171,7 +172,7 @@ layout!(
 layout!(
     /// RoCE capabilities [mlx5_ifc.h roce_cap].
     roce_cap, 0x1000, {
-    roce_apm: 0, 1; sw_r_roce_src_udp_port: 4, 1;
+    roce_apm: 0, 1; sw_r_roce_src_udp_port: 4, 1; qp_ts_format: 0x1e, 2;
     l3_type: 0x8c, 4; roce_version: 0x98, 8;
     r_roce_dest_udp_port: 0xb0, 16;
     r_roce_max_src_udp_port: 0xc0, 16; r_roce_min_src_udp_port: 0xd0, 16;

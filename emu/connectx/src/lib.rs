@@ -19,6 +19,7 @@ pub mod datapath;
 pub mod layout;
 pub mod mem;
 pub mod model;
+pub mod profile;
 pub mod raw;
 
 use std::cell::{Ref, RefCell, RefMut};
@@ -26,6 +27,7 @@ use std::rc::Rc;
 
 pub use mem::{DmaFault, ExternalMem, MemStats, PhysMem, SimClock, SimDma, SimHal};
 pub use model::{Config, Counters, Device, Faults, FuncState, BAR0_SIZE, FIRST_UAR};
+pub use profile::Profile;
 
 /// The emulated adapter. Cheap to clone (shared handle).
 #[derive(Clone)]

@@ -14,6 +14,7 @@ use log::{debug, warn};
 use crate::consts::{delivery, event, op, qp as qps, reg, status as st, synd};
 use crate::layout::{self as l, get, set, Field};
 use crate::mem::{PhysMem, SimClock};
+use crate::profile::Profile;
 
 /// Page size the adapter uses for everything (pages given to firmware, PAS entries).
 pub const PAGE: u64 = 4096;
@@ -31,48 +32,33 @@ pub const FW_PAGE_FILL: u8 = 0xF7;
 /// What the model looks like and how much it asks for.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub fw_major: u16,
-    pub fw_minor: u16,
-    pub fw_subminor: u16,
-    pub cmdif_rev: u16,
-    pub log_cmdq_size: u8,
-    pub log_cmdq_stride: u8,
+    /// The part being modelled: identity, capabilities, page demand, behaviours.
+    pub profile: Profile,
     /// Virtual time after creation until `initializing` clears.
     pub init_delay_ns: u64,
-    pub boot_pages: u32,
-    pub init_pages: u32,
-    /// Pages wanted after INIT_HCA (QUERY_PAGES op_mod 3 or page-request EQEs).
-    pub regular_pages: u32,
-    pub max_uars: u32,
     pub mac: [u8; 6],
     /// Virtual nanoseconds per health-counter increment.
     pub health_tick_ns: u64,
-    /// Extra firmware pages wanted per live QP (asked for with page-request EQEs as QPs are
-    /// created, like firmware growing its context memory). 0 = none.
-    pub pages_per_qp: u32,
     /// Let the port answer ARP requests for its IPv4 address by itself (emu-roce `answer_arp`).
     /// A real ConnectX does not: its driver answers through the raw Ethernet queues. Set false
     /// to test that path. Either way every ARP frame also goes up the raw path.
     pub port_answers_arp: bool,
 }
 
+impl Config {
+    /// The default configuration of the profile `profile`.
+    pub fn for_profile(profile: Profile) -> Self {
+        Config { profile, ..Default::default() }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
-            fw_major: 16,
-            fw_minor: 35,
-            fw_subminor: 2000,
-            cmdif_rev: 5,
-            log_cmdq_size: 5,
-            log_cmdq_stride: 6,
+            profile: Profile::default(),
             init_delay_ns: 2_000_000,
-            boot_pages: 8,
-            init_pages: 16,
-            regular_pages: 8,
-            max_uars: 64,
             mac: [0x02, 0x00, 0x5e, 0x10, 0x00, 0x01],
             health_tick_ns: 1_000_000,
-            pages_per_qp: 0,
             port_answers_arp: true,
         }
     }
@@ -432,26 +418,28 @@ impl Device {
 
     fn reset_caps(&mut self) {
         use l::cmd_hca_cap as c;
+        let k = &self.cfg.profile.caps;
         let gen: &[(Field, u64)] = &[
-            (c::log_max_srq_sz, 15),
-            (c::log_max_qp_sz, 15),
-            (c::log_max_qp, 18),
-            (c::log_max_srq, 16),
-            (c::log_max_cq_sz, 22),
-            (c::log_max_cq, 16),
-            (c::log_max_eq_sz, 22),
-            (c::log_max_mkey, 20),
-            (c::log_max_eq, 5),
-            (c::fast_teardown, 1),
-            (c::log_max_ra_req_qp, 4),
-            (c::log_max_ra_res_qp, 4),
+            (c::log_max_srq_sz, k.log_max_srq_sz as u64),
+            (c::log_max_qp_sz, k.log_max_qp_sz as u64),
+            (c::log_max_qp, k.log_max_qp as u64),
+            (c::log_max_srq, k.log_max_srq as u64),
+            (c::log_max_cq_sz, k.log_max_cq_sz as u64),
+            (c::log_max_cq, k.log_max_cq as u64),
+            (c::log_max_eq_sz, k.log_max_eq_sz as u64),
+            (c::log_max_mkey, k.log_max_mkey as u64),
+            (c::log_max_eq, k.log_max_eq as u64),
+            (c::fast_teardown, k.fast_teardown as u64),
+            (c::force_teardown, k.force_teardown as u64),
+            (c::log_max_ra_req_qp, k.log_max_ra_req_qp as u64),
+            (c::log_max_ra_res_qp, k.log_max_ra_res_qp as u64),
             (c::end_pad, 1),
             (c::gid_table_size, GID_TABLE as u64),
             (c::pkey_table_size, 0),
             (c::nic_flow_table, 1),
             (c::port_type, 1),
-            (c::num_ports, 1),
-            (c::log_max_msg, 30),
+            (c::num_ports, k.num_ports as u64),
+            (c::log_max_msg, k.log_max_msg as u64),
             (c::cqe_version, 1),
             (c::cmdif_checksum, 0),
             (c::eth_net_offloads, 1),
@@ -464,19 +452,21 @@ impl Device {
             (c::log_pg_sz, 12),
             (c::bf, 1),
             (c::driver_version, 1),
-            (c::log_bf_reg_size, 9),
-            (c::max_wqe_sz_sq, 1024),
-            (c::max_wqe_sz_rq, 512),
+            (c::log_bf_reg_size, k.log_bf_reg_size as u64),
+            (c::max_wqe_sz_sq, k.max_wqe_sz_sq as u64),
+            (c::max_wqe_sz_rq, k.max_wqe_sz_rq as u64),
             (c::log_max_transport_domain, 20),
-            (c::log_max_pd, 20),
+            (c::log_max_pd, k.log_max_pd as u64),
             (c::log_max_rq, 16),
             (c::log_max_sq, 16),
             (c::log_max_tir, 16),
             (c::log_max_tis, 16),
             (c::log_max_wq_sz, 15),
+            (c::sq_ts_format, k.sq_ts_format as u64),
+            (c::rq_ts_format, k.rq_ts_format as u64),
             (c::log_uar_page_sz, 0),
-            (c::device_frequency_mhz, 1000),
-            (c::num_of_uars_per_page, 1),
+            (c::device_frequency_mhz, k.device_frequency_mhz as u64),
+            (c::num_of_uars_per_page, k.num_of_uars_per_page as u64),
         ];
         self.cap_max = vec![0; 0x1000];
         for &(f, v) in gen {
@@ -486,7 +476,7 @@ impl Device {
         set(&mut self.cap_max, c::cmdif_checksum, 1);
         self.cap_cur = self.cap_max.clone();
         set(&mut self.cap_cur, c::cmdif_checksum, 0);
-        set(&mut self.cap_cur, c::log_max_qp, 17);
+        set(&mut self.cap_cur, c::log_max_qp, get(&self.cap_max, c::log_max_qp).saturating_sub(1));
         use l::roce_cap as r;
         self.roce_max = vec![0; 0x1000];
         for &(f, v) in &[
@@ -497,6 +487,7 @@ impl Device {
             (r::r_roce_max_src_udp_port, 0xffff),
             (r::r_roce_min_src_udp_port, 0xc000),
             (r::roce_address_table_size, GID_TABLE as u64),
+            (r::qp_ts_format, self.cfg.profile.caps.qp_ts_format as u64),
         ] {
             set(&mut self.roce_max, f, v);
         }
@@ -524,17 +515,17 @@ impl Device {
     /// Big-endian value of the 32-bit init-segment register at `off` (4-aligned).
     fn init_reg(&mut self, off: usize) -> u32 {
         match off {
-            0x000 => ((self.cfg.fw_minor as u32) << 16) | self.cfg.fw_major as u32,
-            0x004 => ((self.cfg.cmdif_rev as u32) << 16) | self.cfg.fw_subminor as u32,
+            0x000 => ((self.cfg.profile.fw.minor as u32) << 16) | self.cfg.profile.fw.major as u32,
+            0x004 => ((self.cfg.profile.cmdif_rev as u32) << 16) | self.cfg.profile.fw.subminor as u32,
             0x010 => self.cmdq_h,
             0x014 => {
                 (self.cmdq_l & 0xFFFF_F000)
                     | ((self.nic_interface as u32) << 8)
-                    | ((self.cfg.log_cmdq_size as u32) << 4)
-                    | self.cfg.log_cmdq_stride as u32
+                    | ((self.cfg.profile.log_cmdq_size as u32) << 4)
+                    | self.cfg.profile.log_cmdq_stride as u32
             }
             0x1fc => (self.initializing() as u32) << 31,
-            0x230 => ((self.cfg.fw_major as u32) << 16) | self.cfg.fw_minor as u32,
+            0x230 => ((self.cfg.profile.fw.major as u32) << 16) | self.cfg.profile.fw.minor as u32,
             0x234 => 0x0000_020b,
             // irisc_index @0x23C, synd @0x23D, ext_synd @0x23E [device.h health_buffer].
             0x23c => (self.health_synd as u32) << 16,
@@ -674,7 +665,7 @@ impl Device {
     }
 
     fn ring_cmd(&mut self, mask: u32) {
-        let n = 1u32 << self.cfg.log_cmdq_size;
+        let n = 1u32 << self.cfg.profile.log_cmdq_size;
         if self.cmdq_pa() == 0 || self.initializing() {
             self.ctr.stray_doorbells += 1;
             return;
@@ -688,7 +679,7 @@ impl Device {
     }
 
     fn run_slot(&mut self, slot: u32) {
-        let ea = self.cmdq_pa() + ((slot as u64) << self.cfg.log_cmdq_stride);
+        let ea = self.cmdq_pa() + ((slot as u64) << self.cfg.profile.log_cmdq_stride);
         let mut e = [0u8; 64];
         if self.mem.dma_read(ea, &mut e).is_err() {
             self.ctr.dma_faults += 1;
@@ -937,13 +928,13 @@ impl Device {
     // ---------------------------------------------------------------- pages
 
     fn page_target(&self) -> i64 {
-        let b = self.cfg.boot_pages as i64;
-        let i = self.cfg.init_pages as i64;
-        let r = (self.cfg.regular_pages as i64 + self.extra_regular).max(0);
+        let b = self.cfg.profile.pages.boot as i64;
+        let i = self.cfg.profile.pages.init as i64;
+        let r = (self.cfg.profile.pages.regular as i64 + self.extra_regular).max(0);
         match self.func {
             FuncState::Disabled | FuncState::TornDown => 0,
             FuncState::Enabled => b + i,
-            FuncState::Initialized => b + i + r + (self.qps.len() as i64) * self.cfg.pages_per_qp as i64,
+            FuncState::Initialized => b + i + r + (self.qps.len() as i64) * self.cfg.profile.pages.per_qp as i64,
         }
     }
 
@@ -1050,7 +1041,7 @@ impl Device {
             op::QUERY_ISSI => {
                 let mut o = out(l::query_issi_out::SIZE);
                 set(&mut o, l::query_issi_out::current_issi, self.issi as u64);
-                set(&mut o, l::query_issi_out::supported_issi_dw0, 0b11);
+                set(&mut o, l::query_issi_out::supported_issi_dw0, self.cfg.profile.supported_issi as u64);
                 Ok(o)
             }
             op::SET_ISSI => {
@@ -1058,7 +1049,7 @@ impl Device {
                     return fail(st::BAD_SYS_STATE, synd::ALREADY_INITIALIZED);
                 }
                 let v = get(inp, l::set_issi_in::current_issi);
-                if v > 1 {
+                if v >= 32 || self.cfg.profile.supported_issi & (1 << v) == 0 {
                     return fail(st::BAD_PARAM, synd::UNSUPPORTED_ISSI);
                 }
                 self.issi = v as u16;
@@ -1066,8 +1057,8 @@ impl Device {
             }
             op::QUERY_PAGES => {
                 let held = self.pages.len() as i64;
-                let b = self.cfg.boot_pages as i64;
-                let i = self.cfg.init_pages as i64;
+                let b = self.cfg.profile.pages.boot as i64;
+                let i = self.cfg.profile.pages.init as i64;
                 let n = match (self.func, op_mod) {
                     (TornDown, _) => -held,
                     (_, 1) => (b - held).max(0),
@@ -1095,7 +1086,7 @@ impl Device {
                 if self.func != Enabled {
                     return fail(st::BAD_SYS_STATE, synd::ALREADY_INITIALIZED);
                 }
-                if self.pages.len() < self.cfg.boot_pages as usize {
+                if self.pages.len() < self.cfg.profile.pages.boot as usize {
                     return fail(st::BAD_SYS_STATE, synd::MISSING_BOOT_PAGES);
                 }
                 need(inp, 0x1010)?;
@@ -1129,10 +1120,10 @@ impl Device {
                     return fail(st::BAD_SYS_STATE, synd::ALREADY_INITIALIZED);
                 }
                 let held = self.pages.len() as u32;
-                if held < self.cfg.boot_pages {
+                if held < self.cfg.profile.pages.boot {
                     return fail(st::BAD_SYS_STATE, synd::MISSING_BOOT_PAGES);
                 }
-                if held < self.cfg.boot_pages + self.cfg.init_pages {
+                if held < self.cfg.profile.pages.boot + self.cfg.profile.pages.init {
                     return fail(st::BAD_SYS_STATE, synd::MISSING_INIT_PAGES);
                 }
                 self.func = Initialized;
@@ -1170,7 +1161,7 @@ impl Device {
             op::SET_DRIVER_VERSION => Ok(out(16)),
             op::ACCESS_REG => self.access_reg(op_mod, inp),
             op::ALLOC_UAR => {
-                let id = lowest_free(&self.uars, FIRST_UAR, FIRST_UAR + self.cfg.max_uars)
+                let id = lowest_free(&self.uars, FIRST_UAR, FIRST_UAR + self.cfg.profile.caps.max_uars)
                     .ok_or((st::NO_RES, synd::OUT_OF_OBJECTS))?;
                 self.uars.insert(id);
                 let mut o = out(16);

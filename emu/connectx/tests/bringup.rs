@@ -16,7 +16,7 @@ fn full_bring_up_to_rts_and_teardown_leaks_nothing() {
     let c = r.cx.counters();
     assert_eq!((c.uars, c.eqs, c.pds, c.tds, c.mkeys, c.cqs, c.qps), (1, 1, 1, 1, 2, 1, 2));
     let cfg = Config::default();
-    assert_eq!(c.pages_held, (cfg.boot_pages + cfg.init_pages + cfg.regular_pages) as usize);
+    assert_eq!(c.pages_held, (cfg.profile.pages.boot + cfg.profile.pages.init + cfg.profile.pages.regular) as usize);
     // QUERY_QP reports RTS and keeps what the transitions set.
     let mut i = inp(op::QUERY_QP, 0, 16);
     set(&mut i, l::qp_cmd::qpn, u.qp_rc as u64);
@@ -522,7 +522,7 @@ fn relax_hook_runs_the_model() {
 
 #[test]
 fn firmware_asks_for_pages_as_qps_are_created() {
-    let mut r = Rig::with(Config { pages_per_qp: 3, ..Config::default() });
+    let mut r = Rig::with(Config::for_profile(emu_connectx::Profile { pages: emu_connectx::profile::PageDemand { per_qp: 3, ..emu_connectx::Profile::default().pages }, ..emu_connectx::Profile::default() }));
     let mut u = bring_up(&mut r);
     // bring_up created 2 QPs after giving regular pages: firmware asked for 2 x 3 more via the EQ.
     let c = r.cx.counters();
@@ -539,7 +539,7 @@ fn firmware_asks_for_pages_as_qps_are_created() {
     }
     assert_eq!(asked, 6);
     let cfg = Config::default();
-    assert_eq!(r.cx.counters().pages_held, (cfg.boot_pages + cfg.init_pages + cfg.regular_pages + 6) as usize);
+    assert_eq!(r.cx.counters().pages_held, (cfg.profile.pages.boot + cfg.profile.pages.init + cfg.profile.pages.regular + 6) as usize);
     tear_down(&mut r, u);
     assert_eq!(r.cx.counters().pages_held, 0);
 }

@@ -86,7 +86,7 @@ impl Shim {
 
     pub fn new(ram: SharedMap, bar: SharedMap, cfg: emu_connectx::Config) -> Shim {
         assert!(bar.len() >= BAR0_SIZE, "BAR file smaller than the adapter's BAR0");
-        let uar_pages = (cfg.max_uars as usize).min(BAR0_SIZE / 0x1000 - FIRST_UAR as usize);
+        let uar_pages = (cfg.profile.caps.max_uars as usize).min(BAR0_SIZE / 0x1000 - FIRST_UAR as usize);
         let mem = PhysMem::external(Rc::new(GuestRam(ram)));
         let cx = ConnectX::new(mem, SimClock::realtime(), cfg);
         let mut s = Shim { cx, bar, published: [0; 2], uar_pages, last_refresh: None, port_up_pending: false, stats: ShimStats::default() };
