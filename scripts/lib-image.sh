@@ -12,6 +12,7 @@
 #   img_start NAME MAC SOCK_LOCAL SOCK_REMOTE CONSOLE CMDLINE [QEMU args...]
 #                              shim up (its READY line), then QEMU in the background; CONSOLE is a
 #                              file or - (stdout). Empty SOCK_LOCAL/SOCK_REMOTE: no link.
+#                              IMG_PROFILE set: the shim's device profile (--profile).
 #   img_wait_line NAME REGEX SECONDS   until the console shows REGEX (1 if QEMU ended or time ran out)
 #   img_wait NAME SECONDS      until QEMU ends: 0 success, 1 failure, 124 timeout (then killed)
 #   img_stop NAME              QEMU stopped if still running, then the shim (it prints SHIM END)
@@ -61,6 +62,7 @@ img_start() {
     [ -n "$local_sock" ] && link=(--sock-local "$local_sock" --sock-remote "$remote_sock")
     rm -f "$ram" "$bar" "$IMG_DIR/$name.stop" "$local_sock"
     # q35 with 1 GiB: all guest RAM at [0, 1 GiB) = the RAM file's offsets (what the shim assumes).
+    [ -n "${IMG_PROFILE:-}" ] && link+=(--profile "$IMG_PROFILE")
     setsid "$SHIM" --ram "$ram" --ram-size 1G --bar "$bar" --mac "$mac" --stop-file "$IMG_DIR/$name.stop" \
         --timeout "$IMG_SHIM_TIMEOUT" "${link[@]}" >"$slog" 2>&1 &
     IMG_SPID[$name]=$!; IMG_PGIDS+=($!)

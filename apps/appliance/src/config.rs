@@ -35,7 +35,10 @@ pub struct Config {
     pub roce_mtu: u32,
     /// `mlx5.trace=1|full`: the mlx5 driver's firmware command trace (one `mlx5_cmd:` line per
     /// command; `full` adds the hex of inputs and outputs), see mlx5::trace.
-    pub mlx5_trace: mlx5::TraceMode,
+    /// None: not given (off, except under `selftest=connectx`, which traces by default).
+    pub mlx5_trace: Option<mlx5::TraceMode>,
+    /// `selftest=connectx`: the hardware validation kit ([`crate::validate`]) instead of a role.
+    pub selftest_connectx: bool,
     /// `nvmet.listen=`, `nvmet.subsys=`, `nvmf.connect=`, `nvmf.bench=`: the NVMe-oF role, in
     /// apps/nvmeof's grammar (see nvmeof::cmdline); checked as a whole by [`crate::nvmf::check`].
     pub nvmeof: nvmeof::cmdline::NvmeofArgs,
@@ -49,7 +52,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, roce_mtu: 1024, mlx5_trace: mlx5::TraceMode::Off, nvmeof: Default::default(), serve_ctrls: 0, verify: 0 }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, roce_mtu: 1024, mlx5_trace: None, selftest_connectx: false, nvmeof: Default::default(), serve_ctrls: 0, verify: 0 }
     }
 }
 
@@ -139,9 +142,20 @@ pub const OPTIONS: &[Opt<Config>] = &[
         help: "1 | full: trace every ConnectX firmware command (Linux mlx5_cmd tracepoint format; full adds the hex of inputs/outputs)",
         set: |c, v| {
             c.mlx5_trace = match mlx5::TraceMode::parse(v) {
-                Some(m) => m,
+                Some(m) => Some(m),
                 None => return Err("expected 0, 1 or full"),
             };
+            Ok(())
+        },
+    },
+    Opt {
+        name: "selftest",
+        help: "connectx: validate the ConnectX: bring-up, capabilities, command trace, verified RC traffic over local loopback, link/MTU/GID, shutdown reclaiming every page; exit status = verdict",
+        set: |c, v| {
+            if v != "connectx" {
+                return Err("expected connectx");
+            }
+            c.selftest_connectx = true;
             Ok(())
         },
     },

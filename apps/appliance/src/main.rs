@@ -13,6 +13,7 @@ mod emu;
 mod nvmf;
 mod selftest;
 mod storage;
+mod validate;
 
 use config::{Config, OPTIONS};
 use nvmf::Role;
@@ -65,9 +66,14 @@ fn main(boot: kernel::Boot) -> ! {
         },
         _ => None,
     };
+    if cfg.selftest_connectx {
+        let ok = validate::run(&cfg);
+        end(&mut storage, ok);
+    }
     // ConnectX last, so no failure above leaves an adapter up: a failure is printed and the
     // other parts keep running; the NVMe-oF role then fails clearly.
-    let adapter = if cfg.connectx_emu { emu::attach(nvmf::adapter_ip(&cfg), cfg.mlx5_trace) } else { adapter::attach(nvmf::adapter_ip(&cfg), cfg.connectx, cfg.mlx5_trace) };
+    let trace = cfg.mlx5_trace.unwrap_or(mlx5::TraceMode::Off);
+    let adapter = if cfg.connectx_emu { emu::attach(nvmf::adapter_ip(&cfg), trace) } else { adapter::attach(nvmf::adapter_ip(&cfg), cfg.connectx, trace) };
     let adapter = match (role, adapter) {
         (Role::None, Ok(a)) => {
             a.shutdown("no NVMe-oF role on the command line");

@@ -57,6 +57,9 @@ pub fn check(cfg: &Config) -> Result<Role, String> {
     if cfg.verify > 0 && !initiator {
         return Err(String::from("nvmf.verify= needs nvmf.connect= (the target to verify against)"));
     }
+    if cfg.selftest_connectx && (target || initiator) {
+        return Err(String::from("selftest=connectx runs alone: drop nvmet.subsys= / nvmf.connect="));
+    }
     if n.listen.is_some() && !target {
         return Err(String::from("nvmet.listen= without any nvmet.subsys= (nothing to serve)"));
     }

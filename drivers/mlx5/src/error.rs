@@ -39,6 +39,10 @@ pub enum Error {
     NoSuchObject { kind: &'static str, id: u32 },
     /// Teardown finished but firmware still holds pages.
     PagesLeft(u64),
+    /// A work completion with an error status (CQE vendor syndrome), in the self-test.
+    WorkCompletion { qpn: u32, vendor_err: u8 },
+    /// The self-test read back something else than it sent (`what`, at byte/count `at`).
+    Verify { what: &'static str, at: u64 },
 }
 
 impl From<HalError> for Error {
@@ -127,6 +131,10 @@ impl core::fmt::Display for Error {
             Error::InvalidArgument(w) => write!(f, "mlx5: invalid argument: {w}"),
             Error::NoSuchObject { kind, id } => write!(f, "mlx5: no live {kind} 0x{id:x}"),
             Error::PagesLeft(n) => write!(f, "mlx5: firmware still holds {n} pages after teardown"),
+            Error::WorkCompletion { qpn, vendor_err } => {
+                write!(f, "mlx5: QP 0x{qpn:x}: work completion error, vendor syndrome 0x{vendor_err:02x}")
+            }
+            Error::Verify { what, at } => write!(f, "mlx5: self-test: {what} wrong (at {at})"),
         }
     }
 }

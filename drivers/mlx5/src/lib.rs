@@ -11,6 +11,8 @@
 //! - [`datapath`]: `post_send`/`post_recv`/`poll_cq` straight on the rings.
 //! - [`verbs`]: [`Mlx5Verbs`], the `rdma::Verbs` implementation apps use; [`arp`]: the ARP
 //!   frames it feeds its neighbour table (`rdma::neigh`) with.
+//! - [`selftest`]: RC traffic between two QPs over the port's local loopback, verified.
+//! - [`vport`]: the NIC vport context (MTU, local loopback) for the validation kit.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -25,8 +27,10 @@ pub mod health;
 pub mod ifc;
 pub mod layout;
 pub mod raw;
+pub mod selftest;
 pub mod trace;
 pub mod verbs;
+pub mod vport;
 
 pub use cmd::{op, Timeouts};
 pub use device::{AsyncEvent, Caps, Config, Mkey, Mlx5, QpKind, QpState, Stats};
@@ -34,6 +38,7 @@ pub use error::Error;
 pub use health::{FwVersion, HealthReport};
 pub use trace::TraceMode;
 pub use verbs::Mlx5Verbs;
+pub use vport::VportInfo;
 
 /// PCI vendor ID of Mellanox/NVIDIA.
 pub const PCI_VENDOR: u16 = 0x15b3;

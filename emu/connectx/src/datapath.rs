@@ -165,12 +165,11 @@ impl Keys for KeyView<'_> {
     }
 }
 
-/// A link that drops everything (no cable plugged in).
-struct NoLink;
-impl Link for NoLink {
-    fn send(&mut self, _frame: &[u8]) {}
-    fn poll(&mut self) -> Option<Vec<u8>> {
-        None
+/// The cable as a plain link (no cable: None).
+fn wire_of(link: &mut Option<Box<dyn Link>>) -> Option<&mut dyn Link> {
+    match link {
+        Some(l) => Some(l.as_mut()),
+        None => None,
     }
 }
 
@@ -281,7 +280,9 @@ impl Device {
             return 0;
         }
         let mut link = self.link.take();
-        let mut work = self.process_sq_doorbells(&mut link);
+        let mut lb = std::mem::take(&mut self.loopback);
+        let (mac, local_lb) = (self.vport.mac, !self.vport.disable_uc_local_lb);
+        let mut work = self.process_sq_doorbells(&mut lb.link(wire_of(&mut link), mac, local_lb));
         work += self.scan_rqs();
         let mut eng = self.engine.take().expect("engine");
         let now = self.clock.now_ns();
@@ -289,12 +290,12 @@ impl Device {
         {
             let mut keys = KeyView { mkeys: &mut self.mkeys, qps: &self.qps };
             let mut mv = MemView(&mem);
-            // A port that is down neither sends nor receives (frames stay on the link).
-            match link.as_mut() {
-                Some(lk) if !self.vport.down => work += eng.poll(now, lk.as_mut(), &mut mv, &mut keys),
-                _ => work += eng.poll(now, &mut NoLink, &mut mv, &mut keys),
-            }
+            // A port that is down neither sends nor receives on the wire (frames stay on the
+            // link); local loopback is inside the adapter and keeps working.
+            let wire = if self.vport.down { None } else { wire_of(&mut link) };
+            work += eng.poll(now, &mut lb.link(wire, mac, local_lb), &mut mv, &mut keys);
         }
+        self.loopback = lb;
         let mut raw = Vec::new();
         while let Some(f) = eng.pop_raw_frame() {
             raw.push(f);
@@ -327,15 +328,12 @@ impl Device {
         work + self.drain_completions()
     }
 
-    fn process_sq_doorbells(&mut self, link: &mut Option<Box<dyn Link>>) -> usize {
+    fn process_sq_doorbells(&mut self, link: &mut dyn Link) -> usize {
         let dbs = std::mem::take(&mut self.sq_doorbells);
         let mut work = 0;
         for (qpn, _ctrl) in dbs {
             if self.raw.sqs.contains_key(&qpn) {
-                work += match link.as_mut() {
-                    Some(lk) => self.run_raw_sq(qpn, lk.as_mut()),
-                    None => self.run_raw_sq(qpn, &mut NoLink),
-                };
+                work += self.run_raw_sq(qpn, link);
             } else {
                 work += self.run_sq(qpn);
             }

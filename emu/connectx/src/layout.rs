@@ -268,6 +268,7 @@ layout!(modify_nic_vport_context_in, 0x200, {
     other_vport: 0x40, 1; vport_number: 0x50, 16;
     field_select_roce_en: 0x7e, 1; field_select_permanent_address: 0x7c, 1;
     field_select_promisc: 0x7b, 1; field_select_mtu: 0x79, 1;
+    field_select_disable_uc_local_lb: 0x74, 1; field_select_disable_mc_local_lb: 0x75, 1;
     nic_vport_context: 0x800, 0x100 * 8;
 });
 layout!(query_vport_state_in, 16, { other_vport: 0x40, 1; vport_number: 0x50, 16; });

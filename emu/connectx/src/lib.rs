@@ -17,6 +17,7 @@
 pub mod consts;
 pub mod datapath;
 pub mod layout;
+pub mod loopback;
 pub mod mem;
 pub mod model;
 pub mod profile;

@@ -306,6 +306,10 @@ pub struct Vport {
     pub promisc_uc: bool,
     pub promisc_mc: bool,
     pub promisc_all: bool,
+    /// NIC vport context `disable_uc_local_lb` / `disable_mc_local_lb`: 0 (local loopback on)
+    /// after ENABLE_HCA; see [`crate::loopback`].
+    pub disable_uc_local_lb: bool,
+    pub disable_mc_local_lb: bool,
 }
 
 type CmdResult = Result<Vec<u8>, (u8, u32)>;
@@ -366,6 +370,8 @@ pub struct Device {
     pub link: Option<Box<dyn emu_roce::Link>>,
     /// Raw Ethernet queues and steering.
     pub raw: crate::raw::Raw,
+    /// Frames the port sent to itself, on their way back in ([`crate::loopback`]).
+    pub loopback: crate::loopback::Loopback,
 }
 
 pub const RESD_LKEY: u32 = 0x0000_0200;
@@ -411,6 +417,7 @@ impl Device {
             engine: None,
             link: None,
             raw: crate::raw::Raw::default(),
+            loopback: Default::default(),
         };
         d.reset_caps();
         d
@@ -1154,6 +1161,7 @@ impl Device {
                 self.gids = vec![None; GID_TABLE];
                 self.sq_doorbells.clear();
                 self.engine = None;
+                self.loopback.clear();
                 self.raw = crate::raw::Raw::default();
                 self.func = TornDown;
                 Ok(out(16))
@@ -1279,6 +1287,8 @@ impl Device {
                 set(c, v::promisc_uc, self.vport.promisc_uc as u64);
                 set(c, v::promisc_mc, self.vport.promisc_mc as u64);
                 set(c, v::promisc_all, self.vport.promisc_all as u64);
+                set(c, v::disable_uc_local_lb, self.vport.disable_uc_local_lb as u64);
+                set(c, v::disable_mc_local_lb, self.vport.disable_mc_local_lb as u64);
                 let m = self.vport.mac;
                 set(c, v::permanent_address_47_32, u16::from_be_bytes([m[0], m[1]]) as u64);
                 set(c, v::permanent_address_31_0, u32::from_be_bytes([m[2], m[3], m[4], m[5]]) as u64);
@@ -1297,6 +1307,12 @@ impl Device {
                 }
                 if get(inp, m::field_select_mtu) == 1 {
                     self.vport.mtu = get(c, v::mtu) as u16;
+                }
+                if get(inp, m::field_select_disable_uc_local_lb) == 1 {
+                    self.vport.disable_uc_local_lb = get(c, v::disable_uc_local_lb) == 1;
+                }
+                if get(inp, m::field_select_disable_mc_local_lb) == 1 {
+                    self.vport.disable_mc_local_lb = get(c, v::disable_mc_local_lb) == 1;
                 }
                 if get(inp, m::field_select_promisc) == 1 {
                     self.vport.promisc_uc = get(c, v::promisc_uc) == 1;

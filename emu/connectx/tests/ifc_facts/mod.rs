@@ -176,6 +176,9 @@ pub const FACTS: &[(&str, &str, usize, usize)] = &[
     ("nic_vport_context", "roce_en", 0x1f, 1),
     ("modify_nic_vport_context_in", "other_vport", 0x40, 1),
     ("modify_nic_vport_context_in", "vport_number", 0x50, 16),
+    // modify_nic_vport_field_select at 0x60: disable_uc_local_lb / disable_mc_local_lb at +0x14 / +0x15.
+    ("modify_nic_vport_context_in", "field_select_disable_uc_local_lb", 0x74, 1),
+    ("modify_nic_vport_context_in", "field_select_disable_mc_local_lb", 0x75, 1),
     ("roce_addr_layout", "source_l3_address", 0x0, 128),
     ("roce_addr_layout", "vlan_valid", 0x83, 1),
     ("roce_addr_layout", "vlan_id", 0x84, 12),
