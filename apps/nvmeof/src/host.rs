@@ -19,6 +19,13 @@ use crate::wire::*;
 use nvme_spec::props::{Cap, Cc, Csts};
 use crate::Error;
 
+mod validate;
+use validate::CidCodec;
+pub use validate::{DiscField, TargetFault, MAX_CAPSULE, MAX_DISC_RECORDS, MAX_QUEUE_DEPTH};
+
+/// Reads of a discovery log that keeps changing before the host gives up.
+const DISC_READ_TRIES: usize = 4;
+
 /// CC to enable a controller: NVM command set, 4 KiB pages, 64-byte SQEs, 16-byte CQEs.
 const CC_ENABLE: Cc = Cc::new().with_en(true).with_iosqes(6).with_iocqes(4);
 
@@ -158,6 +165,10 @@ const KIND_RECV: u64 = 2;
 #[derive(Clone, Copy, Default)]
 struct HSlot {
     busy: bool,
+    /// Command ID of the command in flight (slot + generation).
+    cid: u16,
+    /// Generation of the last command sent from this slot.
+    gen: u16,
     send_done: bool,
     got_rsp: bool,
     cqe_status: u16,
@@ -185,7 +196,10 @@ struct HQueue<V: Verbs> {
     data_keys: Vec<(Lkey, Rkey)>,
     slots: Vec<HSlot>,
     free: Vec<u16>,
+    codec: CidCodec,
     failed: bool,
+    /// The first target value that failed this queue.
+    fault: Option<TargetFault>,
 }
 
 /// One connected controller (admin queue + I/O queues).
@@ -241,7 +255,9 @@ impl<V: Verbs> HQueue<V> {
             data_keys,
             slots: alloc::vec![HSlot::default(); depth as usize],
             free: (0..depth).rev().collect(),
+            codec: CidCodec::new(depth),
             failed: false,
+            fault: None,
         };
         for i in 0..nrecv {
             q.post_recv(verbs, i)?;
@@ -268,12 +284,17 @@ impl<V: Verbs> HQueue<V> {
         }
     }
 
-    /// Send `sqe` from slot `s` with `inline` bytes of in-capsule data already placed.
+    /// Send `sqe` from slot `s` with `inline` bytes of in-capsule data already placed; the
+    /// command ID is the slot's next generation.
     fn send(&mut self, verbs: &mut V, s: u16, sqe: &Sqe, inline: usize, now: u64) -> Result<(), Error<V::Error>> {
         let off = s as usize * self.capsule;
-        self.cmd.write(off, sqe.as_bytes());
         let slot = &mut self.slots[s as usize];
-        *slot = HSlot { busy: true, t_submit: now, ..Default::default() };
+        let gen = slot.gen.wrapping_add(1);
+        let cid = self.codec.encode(s, gen);
+        *slot = HSlot { busy: true, cid, gen, t_submit: now, ..Default::default() };
+        let mut sqe = *sqe;
+        sqe.cid = U16::new(cid);
+        self.cmd.write(off, sqe.as_bytes());
         if sqe.dptr.typ == sgl_type::KEYED_INVALIDATE {
             if let Ok(Sgl::Keyed { key, len, .. }) = Sgl::decode(&sqe.dptr) {
                 if len > 0 {
@@ -291,9 +312,11 @@ impl<V: Verbs> HQueue<V> {
         verbs.post_send(self.qpn, &wr).map_err(Error::Verbs)
     }
 
-    /// Drain completions; finished slots are reported through `f(slot)`.
-    fn poll(&mut self, verbs: &mut V, wc: &mut [Completion], mut f: impl FnMut(&mut Self, u16)) -> Result<(), Error<V::Error>> {
-        let n = verbs.poll_cq(self.cq, wc);
+    /// Drain up to `max` completions; finished slots (at most one per completion) are
+    /// reported through `f(slot)`, so a caller with room for `max` loses none.
+    fn poll(&mut self, verbs: &mut V, wc: &mut [Completion], max: usize, mut f: impl FnMut(&mut Self, u16)) -> Result<(), Error<V::Error>> {
+        let max = max.min(wc.len());
+        let n = verbs.poll_cq(self.cq, &mut wc[..max]);
         for c in &wc[..n] {
             let kind = c.wr_id >> 32;
             let idx = c.wr_id as u16;
@@ -310,14 +333,11 @@ impl<V: Verbs> HQueue<V> {
                     }
                 }
                 KIND_RECV if c.opcode == WcOpcode::Recv || c.opcode == WcOpcode::RecvWithImm => {
-                    let mut b = [0u8; 16];
+                    let mut b = [0u8; Cqe::SIZE];
                     self.rsp.read(idx as usize * Cqe::SIZE, &mut b);
                     self.post_recv(verbs, idx)?;
                     let cqe = Cqe::read_from_bytes(&b).expect("16 bytes");
-                    let cid = cqe.cid.get();
-                    if cid >= self.depth || !self.slots[cid as usize].busy {
-                        continue; // stray response: ignore
-                    }
+                    let Some(cid) = self.check_response(&c, &cqe) else { continue };
                     let s = &mut self.slots[cid as usize];
                     s.got_rsp = true;
                     s.cqe_status = cqe.status.get();
@@ -339,6 +359,50 @@ impl<V: Verbs> HQueue<V> {
             }
         }
         Ok(())
+    }
+
+    /// The slot a response completes, or `None` after failing the queue with the fault: a
+    /// response must be a whole CQE, name the command now in flight in its slot (not one
+    /// that already finished: late or duplicate), and report an SQ head inside the queue.
+    fn check_response(&mut self, c: &Completion, cqe: &Cqe) -> Option<u16> {
+        if self.failed {
+            return None;
+        }
+        let fault = if (c.byte_len as usize) < Cqe::SIZE {
+            TargetFault::ShortResponse(c.byte_len)
+        } else {
+            let cid = cqe.cid.get();
+            let slot = self.codec.slot(cid);
+            let sqhd = cqe.sqhd.get();
+            match self.slots.get(slot as usize) {
+                Some(s) if s.busy && !s.got_rsp && s.cid == cid => {
+                    if sqhd < self.depth {
+                        return Some(slot);
+                    }
+                    TargetFault::SqHead { qid: self.qid, sqhd }
+                }
+                _ => TargetFault::Cid { qid: self.qid, cid },
+            }
+        };
+        self.fail(fault);
+        None
+    }
+
+    /// Fail the queue because of a target value (the first one is kept).
+    fn fail(&mut self, fault: TargetFault) {
+        if self.fault.is_none() {
+            log::warn!("nvmeof: host: queue {} failed: target sent {fault:?}", self.qid);
+        }
+        self.fault.get_or_insert(fault);
+        self.failed = true;
+    }
+
+    /// The error a failed queue reports.
+    fn failure<E>(&self) -> Error<E> {
+        match self.fault {
+            Some(f) => Error::Target(f),
+            None => Error::Transport(WcStatus::RetryExceeded),
+        }
     }
 
     /// Re-register a slot's MR after the target invalidated it.
@@ -439,52 +503,49 @@ impl<V: Verbs> Host<V> {
     }
 
     fn read_discovery(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<Vec<DiscEntry>, Error<V::Error>> {
-        // As libnvme: header with RAE, then entries in ≤ 4 KiB chunks, then the header again.
-        let mut hdr = [0u8; 1024];
-        self.get_log(verbs, env, lid::DISCOVERY, true, 0, &mut hdr)?;
-        let h = DiscLogHdr::read_from_bytes(&hdr).expect("1024");
-        let numrec = h.numrec.get();
-        if numrec > 1024 {
-            return Err(Error::Protocol("discovery numrec too large"));
-        }
-        let mut out = Vec::new();
-        let mut rec = 0u64;
-        while rec < numrec {
-            let n = core::cmp::min(4, numrec - rec) as usize;
-            let mut buf = alloc::vec![0u8; n * 1024];
-            self.get_log(verbs, env, lid::DISCOVERY, true, 1024 + rec * 1024, &mut buf)?;
-            for e in buf.chunks_exact(1024) {
-                let e = DiscLogEntry::read_from_bytes(e).expect("1024");
-                let s = |b: &[u8]| String::from(get_str(b).unwrap_or("").trim_end());
-                out.push(DiscEntry {
-                    trtype: e.trtype,
-                    adrfam: e.adrfam,
-                    subtype: e.subtype,
-                    portid: e.portid.get(),
-                    trsvcid: s(&e.trsvcid),
-                    subnqn: s(&e.subnqn),
-                    traddr: s(&e.traddr),
-                });
+        // As libnvme: header with RAE, then entries in ≤ 4 KiB chunks, then the header again;
+        // a log that changed meanwhile is read again, a few times.
+        let mut last = (0, 0);
+        for _ in 0..DISC_READ_TRIES {
+            let mut hdr = [0u8; DiscLogHdr::SIZE];
+            self.get_log(verbs, env, lid::DISCOVERY, true, 0, &mut hdr)?;
+            let h = DiscLogHdr::read_from_bytes(&hdr).expect("1024");
+            let numrec = validate::disc_header(&h)?;
+            let mut out = Vec::new();
+            let mut rec = 0u64;
+            while rec < numrec {
+                let n = core::cmp::min(4, numrec - rec) as usize;
+                // Zeroed: what the target does not write reads as an invalid (zero) entry.
+                let mut buf = alloc::vec![0u8; n * DiscLogEntry::SIZE];
+                self.get_log(verbs, env, lid::DISCOVERY, true, (1 + rec) * DiscLogEntry::SIZE as u64, &mut buf)?;
+                for e in buf.chunks_exact(DiscLogEntry::SIZE) {
+                    let e = DiscLogEntry::read_from_bytes(e).expect("1024");
+                    out.push(validate::disc_entry(out.len() as u16, &e)?);
+                }
+                rec += n as u64;
             }
-            rec += n as u64;
+            let mut hdr2 = [0u8; DiscLogHdr::SIZE];
+            self.get_log(verbs, env, lid::DISCOVERY, false, 0, &mut hdr2)?;
+            let h2 = DiscLogHdr::read_from_bytes(&hdr2).expect("1024");
+            if h2.genctr.get() == h.genctr.get() && h2.numrec.get() == numrec {
+                return Ok(out);
+            }
+            last = (h2.genctr.get(), h2.numrec.get());
         }
-        let mut hdr2 = [0u8; 1024];
-        self.get_log(verbs, env, lid::DISCOVERY, false, 0, &mut hdr2)?;
-        let h2 = DiscLogHdr::read_from_bytes(&hdr2).expect("1024");
-        if h2.genctr.get() != h.genctr.get() || h2.numrec.get() != numrec {
-            return Err(Error::Protocol("discovery log changed while reading"));
-        }
-        Ok(out)
+        Err(TargetFault::DiscChanged { genctr: last.0, numrec: last.1 }.into())
     }
 
     fn setup(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
         // Admin queue.
         let q = self.connect_queue(verbs, env, 0, 32, 64, 8192)?;
         self.admin = Some(q);
-        let cntlid = self.fabric_connect(verbs, env, 0, CNTLID_DYNAMIC)?;
+        let cntlid = validate::cntlid(self.fabric_connect(verbs, env, 0, CNTLID_DYNAMIC)?)?;
         let cap = self.prop_get(verbs, env, prop::CAP, true)?;
+        let capf = Cap::from_bits(cap);
+        // CC.MPS 0 (4 KiB pages) must lie within CAP.MPSMIN..MPSMAX.
+        validate::transfer_limit(capf, 0)?;
         self.admin_sync(verbs, env, property_set_sqe(prop::CC, CC_ENABLE.into_bits() as u64), None)?;
-        let to_ns = Cap::from_bits(cap).ready_timeout_ns();
+        let to_ns = capf.ready_timeout_ns();
         let start = env.now_ns();
         loop {
             let csts = Csts::from_bits(self.prop_get(verbs, env, prop::CSTS, false)? as u32);
@@ -516,7 +577,7 @@ impl<V: Verbs> Host<V> {
             cntlid,
             cntrltype: id.cntrltype,
             subnqn: String::from(get_str(&id.subnqn).unwrap_or("")),
-            mdts_bytes: if id.mdts == 0 { u64::MAX } else { 4096u64 << id.mdts },
+            mdts_bytes: validate::transfer_limit(capf, id.mdts)?,
             maxcmd: id.maxcmd.get(),
             nn: id.nn.get(),
             ioccsz: id.ioccsz.get(),
@@ -530,8 +591,9 @@ impl<V: Verbs> Host<V> {
             return Err(Error::Protocol("Identify SUBNQN differs"));
         }
         let discovery = self.subnqn == DISCOVERY_NQN;
-        if !discovery && (info.ioccsz < 4 || info.kas == 0) {
-            return Err(Error::Protocol("IOCCSZ < 4 or KAS == 0"));
+        let capsule = if discovery { 0 } else { validate::capsule_size(info.ioccsz, id.iorcsz.get())? };
+        if !discovery && info.kas == 0 {
+            return Err(Error::Protocol("KAS == 0"));
         }
         self.ctrl = Some(info.clone());
         self.last_ka_ns = env.now_ns();
@@ -553,10 +615,8 @@ impl<V: Verbs> Host<V> {
             self.post_aer(verbs, env.now_ns())?;
         }
         // I/O queues.
-        let mqes = (cap & 0xFFFF) as u16 + 1;
-        let depth = self.cfg.io_depth.min(mqes).min(info.maxcmd.max(2)).max(2);
+        let depth = validate::io_depth(self.cfg.io_depth, validate::queue_entries(capf)?, info.maxcmd);
         let xfer = (self.cfg.max_io_bytes as u64).min(info.mdts_bytes) as usize;
-        let capsule = (info.ioccsz as usize * 16).max(64);
         for qid in 1..=granted {
             let q = self.connect_queue(verbs, env, qid, depth, capsule, xfer)?;
             self.io.push(q);
@@ -570,16 +630,14 @@ impl<V: Verbs> Host<V> {
     pub fn scan_namespaces(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
         let mut page = alloc::vec![0u8; 4096];
         self.identify(verbs, env, cns::ACTIVE_NS_LIST, 0, &mut page)?;
-        let ids: Vec<u32> = page.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).take_while(|&x| x != 0).collect();
+        let mut ids = Vec::new();
+        validate::ns_list(&page, |id| ids.push(id))?;
         self.namespaces.clear();
         for nsid in ids {
+            page.fill(0);
             self.identify(verbs, env, cns::NAMESPACE, nsid, &mut page)?;
             let ns = IdentifyNs::read_from_bytes(&page).expect("4096");
-            let lbads = ns.lba_format().lbads;
-            if !(9..=16).contains(&lbads) {
-                return Err(Error::Protocol("unsupported LBA size"));
-            }
-            self.namespaces.push(NsInfo { nsid, blocks: ns.nsze.get(), block_size: 1 << lbads });
+            self.namespaces.push(validate::namespace(nsid, &ns)?);
         }
         Ok(())
     }
@@ -693,10 +751,9 @@ impl<V: Verbs> Host<V> {
         let inv = self.cfg.invalidate;
         let q = self.queue_mut(qid);
         if q.failed {
-            return Err(Error::Transport(WcStatus::RetryExceeded));
+            return Err(q.failure());
         }
         let Some(s) = q.free.pop() else { return Err(Error::NoResources) };
-        sqe.cid = U16::new(s);
         let mut inline = 0;
         match &data {
             Some(Data::Out(b)) => {
@@ -723,7 +780,7 @@ impl<V: Verbs> Host<V> {
             let mut wc = self.wc;
             let q = self.queue_mut(qid);
             let mut side: heapless::Vec<(u16, u32), 8> = heapless::Vec::new();
-            q.poll(verbs, &mut wc, |_, idx| {
+            q.poll(verbs, &mut wc, side.capacity(), |_, idx| {
                 if idx == s {
                     done = true;
                 } else {
@@ -761,7 +818,7 @@ impl<V: Verbs> Host<V> {
                 return Ok((slot.dw0, slot.dw1));
             }
             if q.failed {
-                return Err(Error::Transport(WcStatus::RetryExceeded));
+                return Err(q.failure());
             }
             if env.now_ns().saturating_sub(start) > self.cfg.timeout_ns {
                 return Err(Error::Timeout);
@@ -795,8 +852,7 @@ impl<V: Verbs> Host<V> {
     fn post_aer(&mut self, verbs: &mut V, now: u64) -> Result<(), Error<V::Error>> {
         let q = self.admin.as_mut().expect("admin");
         let Some(s) = q.free.pop() else { return Err(Error::NoResources) };
-        let mut sqe = cmd(admin_op::ASYNC_EVENT);
-        sqe.cid = U16::new(s);
+        let sqe = cmd(admin_op::ASYNC_EVENT);
         q.send(verbs, s, &sqe, 0, now)?;
         self.aer_slot = Some(s);
         Ok(())
@@ -807,7 +863,7 @@ impl<V: Verbs> Host<V> {
         let Some(q) = self.admin.as_mut() else { return Ok(()) };
         let mut wc = self.wc;
         let mut fin: heapless::Vec<u16, 8> = heapless::Vec::new();
-        q.poll(verbs, &mut wc, |_, idx| {
+        q.poll(verbs, &mut wc, fin.capacity(), |_, idx| {
             let _ = fin.push(idx);
         })?;
         for idx in fin {
@@ -815,13 +871,12 @@ impl<V: Verbs> Host<V> {
         }
         let q = self.admin.as_mut().expect("admin");
         if q.failed {
-            return Err(Error::Transport(WcStatus::RetryExceeded));
+            return Err(q.failure());
         }
         let kato = self.cfg.kato_ms as u64 * 1_000_000;
         if kato != 0 && self.ka_slot.is_none() && now.saturating_sub(self.last_ka_ns) >= kato / 2 {
             let Some(s) = q.free.pop() else { return Ok(()) };
-            let mut sqe = cmd(admin_op::KEEP_ALIVE);
-            sqe.cid = U16::new(s);
+            let sqe = cmd(admin_op::KEEP_ALIVE);
             q.send(verbs, s, &sqe, 0, now)?;
             self.ka_slot = Some(s);
             self.last_ka_ns = now;
@@ -868,7 +923,6 @@ impl<V: Verbs> Host<V> {
             IoKind::Flush => cmd(io_op::FLUSH),
             IoKind::WriteZeroes => cmd(io_op::WRITE_ZEROES),
         };
-        sqe.cid = U16::new(slot);
         sqe.nsid = U32::new(nsid);
         let mut inline = 0;
         if matches!(kind, IoKind::Read | IoKind::Write | IoKind::WriteZeroes) {
@@ -912,7 +966,10 @@ impl<V: Verbs> Host<V> {
                 break;
             }
             let qid = q.qid;
-            q.poll(verbs, &mut wc, |q, idx| {
+            // Reap no more than the caller (and the re-registration list) can take: the
+            // rest stay in the CQ for the next call.
+            let room = (out.len() - n).min(reval.capacity() - reval.len());
+            q.poll(verbs, &mut wc, room, |q, idx| {
                 let s = &mut q.slots[idx as usize];
                 s.busy = false;
                 if s.inv_key.is_some() {
@@ -940,8 +997,10 @@ impl<V: Verbs> Host<V> {
         }
         self.stats.completions += n as u64;
         self.stats.errors += out[..n].iter().filter(|d| !d.status.is_success()).count() as u64;
-        if n == 0 && self.failed() {
-            return Err(Error::Transport(WcStatus::RetryExceeded));
+        if n == 0 {
+            if let Some(q) = self.io.iter().chain(self.admin.as_ref()).find(|q| q.failed) {
+                return Err(q.failure());
+            }
         }
         Ok(n)
     }

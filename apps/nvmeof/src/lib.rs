@@ -47,10 +47,19 @@ pub enum Error<E> {
     Transport(rdma::WcStatus),
     /// The peer's answer made no sense (what was wrong).
     Protocol(&'static str),
+    /// The target sent a value the initiator refuses (which, and the value); the
+    /// connection is failed.
+    Target(host::TargetFault),
     /// No free slot / resource.
     NoResources,
     /// A configuration value is out of range.
     Config(&'static str),
+}
+
+impl<E> From<host::TargetFault> for Error<E> {
+    fn from(f: host::TargetFault) -> Self {
+        Error::Target(f)
+    }
 }
 
 impl<E> From<Status> for Error<E> {

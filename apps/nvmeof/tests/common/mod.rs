@@ -208,10 +208,11 @@ pub const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-00
 pub const TARGET_IP: Ipv4 = [10, 0, 0, 1];
 pub const HOST_IP: Ipv4 = [10, 0, 0, 2];
 
-/// The target side of a test, driven by the host's waits.
-pub struct World {
-    pub target: RdmaTarget<TDev, RamDisk>,
-    pub tdev: TDev,
+/// The target side of a test, driven by the host's waits. `D` is the target's device: the
+/// soft device itself, or a wrapper that tampers with the target's traffic (tests/hostile.rs).
+pub struct World<D: Verbs = TDev> {
+    pub target: RdmaTarget<D, RamDisk>,
+    pub tdev: D,
     pub now: u64,
     /// ns added to the clock on every idle() call.
     pub tick_ns: u64,
@@ -254,8 +255,13 @@ pub fn make_world(fabric: &SoftFabric, blocks: u64, allowed: &[&str]) -> World {
 
 /// [`make_world`] with another target configuration and RDMA queue limit.
 pub fn make_world_with(fabric: &SoftFabric, blocks: u64, allowed: &[&str], cfg: TargetConfig, max_queues: usize) -> World {
+    make_world_on(fabric, blocks, allowed, cfg, max_queues, |d| d)
+}
+
+/// [`make_world_with`] with the target's device wrapped by `wrap`.
+pub fn make_world_on<D: Verbs>(fabric: &SoftFabric, blocks: u64, allowed: &[&str], cfg: TargetConfig, max_queues: usize, wrap: impl FnOnce(TDev) -> D) -> World<D> {
     let mem = MemMap::default();
-    let tdev = TDev { dev: fabric.add_device(TARGET_IP), mem: mem.clone() };
+    let tdev = wrap(TDev { dev: fabric.add_device(TARGET_IP), mem: mem.clone() });
     let subs = vec![
         SubsystemConfig {
             nqn: SUBNQN.into(),
@@ -278,7 +284,7 @@ pub fn make_world_with(fabric: &SoftFabric, blocks: u64, allowed: &[&str], cfg: 
     World { target: RdmaTarget::new(core, max_queues), tdev, now: 1_000_000, tick_ns: 1_000, conns: BTreeMap::new(), next: 1, idle_calls: 0 }
 }
 
-impl HostEnv<TDev> for World {
+impl<D: Verbs> HostEnv<TDev> for World<D> {
     fn now_ns(&mut self) -> u64 {
         self.now += 50;
         self.now
