@@ -41,6 +41,8 @@ terminal_output console serial
 set timeout=0
 set default=0
 menuentry "appliance" {
+    # The video drivers, so GRUB hands a framebuffer (VBE or GOP) over for the console.
+    insmod all_video
     multiboot2 $1 $2
     boot
 }

@@ -31,6 +31,13 @@ mb2_header_start:
     .long 0                                   /* architecture: i386 protected mode */
     .long mb2_header_end - mb2_header_start
     .long 0x100000000 - ({mb2_magic} + 0 + (mb2_header_end - mb2_header_start))
+    .balign 8                                 /* framebuffer tag (spec 3.1.10): type 5, optional, */
+    .short 5                                  /* size 20, any width and height, 32 bpp: under */
+    .short 1                                  /* UEFI GRUB passes the GOP mode (kernel fbcon); */
+    .long 20                                  /* under BIOS grub.cfg keeps text mode */
+    .long 0
+    .long 0
+    .long 32
     .balign 8                                 /* end tag: type 0, flags 0, size 8 */
     .short 0
     .short 0

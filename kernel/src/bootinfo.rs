@@ -6,8 +6,8 @@
 //!   `xen/include/public/arch-x86/hvm/start_info.h`, version 1).
 //! - Multiboot2 boot information (Multiboot2 spec §3.6): fixed 8-byte part, then tags
 //!   (type u32, size u32) padded to 8 bytes; tag 1 command line, tag 6 memory map,
-//!   tag 14/15 ACPI old/new RSDP (a copy of the RSDP), tag 8 framebuffer info (only its
-//!   "EGA text" kind is used: the VGA text console).
+//!   tag 14/15 ACPI old/new RSDP (a copy of the RSDP), tag 8 framebuffer info ("EGA text":
+//!   the VGA text console; "RGB": the framebuffer console).
 //!
 //! Parsing reads physical memory through [`PhysRead`] so that it is unit tested on the host.
 use core::fmt;
@@ -53,8 +53,14 @@ mod mb2 {
     pub const FB_PITCH: u64 = 16;
     pub const FB_WIDTH: u64 = 20;
     pub const FB_HEIGHT: u64 = 24;
-    pub const FB_TYPE: u64 = 29;
+    /// bpp u8 @28 and type u8 @29, read together.
+    pub const FB_BPP: u64 = 28;
+    pub const FB_TYPE_RGB: u8 = 1;
     pub const FB_TYPE_EGA_TEXT: u8 = 2;
+    /// RGB colour info after a u16 reserved (GRUB's multiboot2.h): red position u8, red mask
+    /// size u8, then green, then blue.
+    pub const FB_RGB: u64 = 32;
+    pub const FB_RGB_SIZE: u32 = 38;
     /// Smallest framebuffer tag holding the fields above.
     pub const FB_MIN_SIZE: u32 = 30;
     /// Fixed part: total_size u32, reserved u32.
@@ -147,6 +153,8 @@ pub struct Parsed {
     /// The text screen to print on: Multiboot2's framebuffer tag when it reports EGA text,
     /// the PC default for PVH (VMMs that use PVH leave the firmware's text mode).
     pub text: Option<crate::vga::TextMode>,
+    /// The linear framebuffer to draw the console on (Multiboot2 framebuffer tag of type RGB).
+    pub frame: Option<crate::fbcon::FrameMode>,
 }
 
 fn read_cstr(mem: &dyn PhysRead, pa: u64, out: &mut [u8]) -> Result<usize, BootInfoError> {
@@ -219,6 +227,7 @@ fn parse_pvh(mem: &dyn PhysRead, si: u64, cmdline: &mut [u8]) -> Result<Parsed, 
         rsdp_paddr: (rsdp != 0).then_some(rsdp),
         rsdp_copy_len: 0,
         text: Some(crate::vga::TextMode::PC),
+        frame: None,
     })
 }
 
@@ -237,6 +246,7 @@ fn parse_multiboot2(
     let mut rsdp_copy_len = 0;
     let mut have_new_rsdp = false;
     let mut text = None;
+    let mut frame = None;
     let mut off = mb2::FIXED;
     while off + mb2::TAG_HEADER <= total as u64 {
         let tag = info + off;
@@ -273,9 +283,25 @@ fn parse_multiboot2(
                 have_new_rsdp |= ty == mb2::TAG_ACPI_NEW;
             }
             mb2::TAG_FRAMEBUFFER if size >= mb2::FB_MIN_SIZE => {
-                let mut ty = [0u8; 1];
-                if mem.read(tag + mb2::FB_TYPE, &mut ty) && ty[0] == mb2::FB_TYPE_EGA_TEXT {
-                    let field = |o: u64| mem.u32(tag + o).ok_or(BootInfoError::Unreadable(tag));
+                let mut ty = [0u8; 2];
+                if !mem.read(tag + mb2::FB_BPP, &mut ty) {
+                    return Err(BootInfoError::Unreadable(tag));
+                }
+                let field = |o: u64| mem.u32(tag + o).ok_or(BootInfoError::Unreadable(tag));
+                let mut rgb = [0u8; 6];
+                if ty[1] == mb2::FB_TYPE_RGB && size >= mb2::FB_RGB_SIZE && mem.read(tag + mb2::FB_RGB, &mut rgb) && rgb[1] == 8 && rgb[3] == 8 && rgb[5] == 8 {
+                    frame = Some(crate::fbcon::FrameMode {
+                        addr: mem.u64(tag + mb2::FB_ADDR).ok_or(BootInfoError::Unreadable(tag))?,
+                        pitch: field(mb2::FB_PITCH)?,
+                        width: field(mb2::FB_WIDTH)?,
+                        height: field(mb2::FB_HEIGHT)?,
+                        bpp: ty[0],
+                        red: rgb[0],
+                        green: rgb[2],
+                        blue: rgb[4],
+                    });
+                }
+                if ty[1] == mb2::FB_TYPE_EGA_TEXT {
                     text = Some(crate::vga::TextMode {
                         addr: mem.u64(tag + mb2::FB_ADDR).ok_or(BootInfoError::Unreadable(tag))?,
                         pitch: field(mb2::FB_PITCH)?,
@@ -291,7 +317,7 @@ fn parse_multiboot2(
     if regions.is_empty() {
         return Err(BootInfoError::NoMemoryMap);
     }
-    Ok(Parsed { protocol: Protocol::Multiboot2, regions, cmdline_len, rsdp_paddr: None, rsdp_copy_len, text })
+    Ok(Parsed { protocol: Protocol::Multiboot2, regions, cmdline_len, rsdp_paddr: None, rsdp_copy_len, text, frame })
 }
 
 /// Drop a leading image path (GRUB passes `/boot/appliance key=value ...` on some versions).
@@ -313,6 +339,8 @@ pub struct BootData {
     pub cmdline: &'static str,
     /// The text screen the loader left, if any (see [`Parsed::text`]).
     pub text: Option<crate::vga::TextMode>,
+    /// The framebuffer the loader set up, if any (see [`Parsed::frame`]).
+    pub frame: Option<crate::fbcon::FrameMode>,
 }
 
 static CMDLINE: spin::Once<heapless::String<MAX_CMDLINE>> = spin::Once::new();
@@ -361,7 +389,7 @@ pub fn parse_from_boot(info: u64, magic: u64) -> Result<BootData, BootInfoError>
     let cmdline = CMDLINE.call_once(|| hs).as_str();
     let rsdp = if p.rsdp_copy_len > 0 { Some(copy.0.as_ptr() as u64) } else { p.rsdp_paddr };
     RSDP.call_once(|| rsdp);
-    Ok(BootData { protocol: p.protocol, regions: p.regions, cmdline, text: p.text })
+    Ok(BootData { protocol: p.protocol, regions: p.regions, cmdline, text: p.text, frame: p.frame })
 }
 
 #[cfg(not(target_os = "none"))]
@@ -480,10 +508,22 @@ mod tests {
         let mut rs = [0u8; 64];
         let p = parse(&Buf(base, m.clone()), base, boot::MULTIBOOT2_BOOTLOADER_MAGIC, &mut cl, &mut rs).unwrap();
         assert_eq!(p.text, Some(crate::vga::TextMode::PC));
-        // The same tag reporting an RGB framebuffer (UEFI GOP): no text screen.
-        m[o - 8 - 32 + 29] = 1;
-        let p = parse(&Buf(base, m), base, boot::MULTIBOOT2_BOOTLOADER_MAGIC, &mut cl, &mut rs).unwrap();
+        assert_eq!(p.frame, None);
+        // The same tag reporting an RGB framebuffer (UEFI GOP; tag size 32 has no colour info,
+        // so nothing), then with colour info in the 8 bytes after it (size 40): the frame.
+        let t = o - 8 - 32;
+        m[t + 28] = 32;
+        m[t + 29] = 1;
+        let p = parse(&Buf(base, m.clone()), base, boot::MULTIBOOT2_BOOTLOADER_MAGIC, &mut cl, &mut rs).unwrap();
+        assert_eq!((p.text, p.frame), (None, None));
+        let mut m2 = m[..t + 32].to_vec();
+        m2.extend_from_slice(&[16, 8, 8, 8, 0, 8, 0, 0]);
+        m2.extend_from_slice(&m[t + 32..]);
+        put32(&mut m2, t + 4, 40);
+        put32(&mut m2, 0, (o + 8) as u32);
+        let p = parse(&Buf(base, m2), base, boot::MULTIBOOT2_BOOTLOADER_MAGIC, &mut cl, &mut rs).unwrap();
         assert_eq!(p.text, None);
+        assert_eq!(p.frame, Some(crate::fbcon::FrameMode { addr: 0xb8000, pitch: 160, width: 80, height: 25, bpp: 32, red: 16, green: 8, blue: 0 }));
         assert_eq!(p.regions.len(), 2);
         assert_eq!(p.regions[1].kind, 2);
         assert_eq!(strip_image_path(core::str::from_utf8(&cl[..p.cmdline_len]).unwrap()), "ns=1");

@@ -1,7 +1,7 @@
 //! Serial console on COM1 (uart_16550, port 0x3f8) behind the `log` facade, each line
 //! stamped with the uptime since the image's first instruction: `[   0.012345] INFO  pci: msg`.
-//! Every line also goes to the VGA text screen once the boot information names one
-//! ([`crate::vga`]).
+//! Every line also goes to the VGA text screen or the framebuffer once the boot information
+//! names one ([`crate::vga`], [`crate::fbcon`]).
 use core::fmt::Write;
 
 use spin::Mutex;
@@ -52,11 +52,13 @@ fn write_fmt(args: core::fmt::Arguments) {
         let _ = tty.write_fmt(args);
     }
     crate::vga::write_fmt(args, false);
+    crate::fbcon::write_fmt(args, false);
 }
 
 /// Print even if the console lock is held (panic and exception paths).
 pub fn emergency_write(args: core::fmt::Arguments) {
     crate::vga::write_fmt(args, true);
+    crate::fbcon::write_fmt(args, true);
     // A handler may interrupt a holder of the lock on this single CPU: never wait for it.
     if let Some(mut guard) = SERIAL.try_lock() {
         if let Some(tty) = guard.as_mut() {

@@ -19,6 +19,7 @@ pub mod bootinfo;
 pub mod cmdline;
 pub mod console;
 pub mod exit;
+pub mod fbcon;
 pub mod fault;
 pub mod hal;
 pub mod interrupts;
@@ -70,9 +71,15 @@ pub fn init(info_paddr: u64, protocol_magic: u64) -> Boot {
     if let Some(m) = boot.text {
         vga::enable(m);
     }
-    match boot.text.filter(|_| vga::enabled()) {
-        Some(m) => log::info!("console: serial COM1 and VGA text {}x{} at {:#x}", m.cols, m.rows, m.addr),
-        None => log::info!("console: serial COM1 (the loader reports no text screen)"),
+    if let Some(m) = boot.frame {
+        fbcon::enable(m);
+    }
+    match (boot.text.filter(|_| vga::enabled()), boot.frame.zip(fbcon::size())) {
+        (Some(m), _) => log::info!("console: serial COM1 and VGA text {}x{} at {:#x}", m.cols, m.rows, m.addr),
+        (None, Some((m, (cols, rows)))) => {
+            log::info!("console: serial COM1 and framebuffer {}x{}x{} at {:#x} ({cols}x{rows} characters)", m.width, m.height, m.bpp, m.addr)
+        }
+        (None, None) => log::info!("console: serial COM1 (the loader reports no text screen or usable framebuffer)"),
     }
     time::init();
     log::info!(
