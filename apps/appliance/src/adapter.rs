@@ -209,7 +209,9 @@ pub(crate) fn bring_up(f: &PciFunction, bar: u8, head: &str, ip: [u8; 4], trace:
             return None;
         }
     };
-    let cfg = mlx5::Config { ipv4: ip, trace, ..Default::default() };
+    // A VF (Linux's table flag) skips what only a PF may do (HOST_ENDIANNESS).
+    let vf = mlx5::pci_id(f.vendor, f.device).is_some_and(|i| i.vf);
+    let cfg = mlx5::Config { ipv4: ip, trace, vf, ..Default::default() };
     let dev = match mlx5::Mlx5::bring_up(KernelHal, bar0, cfg) {
         Ok(d) => d,
         Err(e) => {

@@ -3,7 +3,8 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use crate::cmd::{op, CmdQueue, Timeouts, MAX_MSG};
+use crate::cmd::{op, CmdQueue, Slot, Timeouts, MAX_MSG};
+use crate::pages::{pages_op, PAGE_MSG};
 use crate::error::Error;
 use crate::health::{self, FwVersion, HealthReport};
 use crate::ifc::*;
@@ -12,22 +13,8 @@ use hal::{DmaRegion, Hal, Mmio, PhysAddr};
 use rdma::{Access, Cqn, Lkey, Pdn, Qpn, RcConnectAttrs, Rkey};
 
 const PAGE: usize = 4096;
-/// Pages per MANAGE_PAGES command (16 + 8 * 512 bytes fits the mailboxes).
-const PAGES_PER_CMD: usize = 512;
 /// MTT entries per CREATE_MKEY (0x110 + 8 * n <= MAX_MSG).
 const MTT_PER_CMD: usize = (MAX_MSG - 0x110) / 8;
-
-/// QUERY_PAGES op_mod (mlx5_ifc: BOOT_PAGES / INIT_PAGES / REGULAR_PAGES).
-mod pages_op {
-    pub const BOOT: u16 = 1;
-    pub const INIT: u16 = 2;
-    pub const REGULAR: u16 = 3;
-    /// MANAGE_PAGES op_mod: could not allocate (ALLOCATION_FAIL), give (ALLOCATION_SUCCESS),
-    /// take (HCA_RETURN_PAGES).
-    pub const FAIL: u16 = 0;
-    pub const GIVE: u16 = 1;
-    pub const TAKE: u16 = 2;
-}
 
 /// QUERY/SET_HCA_CAP capability types.
 mod cap_type {
@@ -37,6 +24,8 @@ mod cap_type {
 
 /// EQE event types (mlx5_ifc MLX5_EVENT_TYPE_*).
 pub mod event {
+    /// Completion event: a CQ armed (or re-armed by doorbell recovery) saw a CQE.
+    pub const COMPLETION: u8 = 0x00;
     pub const COMM_EST: u8 = 0x02;
     pub const CQ_ERROR: u8 = 0x04;
     pub const WQ_CATAS_ERROR: u8 = 0x05;
@@ -57,6 +46,15 @@ mod st {
 pub const GSI_QKEY: u32 = 0x8001_0000;
 /// UAR page offsets: EQ doorbell without arm (mlx5 eq.c / vfio).
 const UAR_EQ_DB_NOARM: usize = 0x48;
+/// CQ doorbell record arm word for a CQ used in polling mode: arm sequence number 2 in bits
+/// 31:28 (Linux `steering/dr_send.c` writes `2 << 28` "to avoid the HW running db-recovery on a
+/// CQ used in polling mode").
+pub const CQ_DB_POLLING_ARM: u32 = 2 << 28;
+/// TEARDOWN_HCA profiles (mlx5_ifc MLX5_TEARDOWN_HCA_IN_PROFILE_*) and the force state that
+/// says force close failed (MLX5_TEARDOWN_HCA_OUT_FORCE_STATE_FAIL).
+const TEARDOWN_GRACEFUL: u64 = 0;
+const TEARDOWN_FORCE_CLOSE: u64 = 1;
+const TEARDOWN_FORCE_STATE_FAIL: u64 = 1;
 /// Access register HOST_ENDIANNESS.
 const REG_HOST_ENDIANNESS: u64 = 0x7004;
 /// QUERY_VPORT_STATE op_mod for the function's own vNIC vport and the `state` value for up
@@ -70,8 +68,16 @@ pub struct Config {
     /// The appliance's IPv4 address, programmed as GID 0 (::ffff:a.b.c.d, RoCEv2).
     pub ipv4: [u8; 4],
     pub timeouts: Timeouts,
-    /// log2 of EQ entries (64 entries = one 4 KiB page).
+    /// log2 of the async EQ entries the driver expects to need (64 = one 4 KiB page);
+    /// `eq_spare_entries` are added and the sum rounded up to a power of two.
     pub eq_log_size: u8,
+    /// Spare async EQ entries (rdma-core `mlx5_vfio.c` MLX5_NUM_SPARE_EQE = 0x80): firmware
+    /// treats an async EQ overrun as fatal (health syndrome), so the EQ must absorb a burst
+    /// of events that arrives while the driver is busy.
+    pub eq_spare_entries: u32,
+    /// This is a virtual function (PCI ID table `vf`, see [`crate::PCI_IDS`]): no
+    /// HOST_ENDIANNESS (Linux writes it only on a PF).
+    pub vf: bool,
     /// Write ACCESS_REG HOST_ENDIANNESS (Linux and vfio do; some drivers skip it).
     pub set_host_endianness: bool,
     /// Also ask QUERY_PAGES op_mod 3 right after INIT_HCA (Snabb/VPP), besides page-request EQEs.
@@ -89,6 +95,8 @@ impl Default for Config {
             ipv4: [10, 0, 0, 1],
             timeouts: Timeouts::default(),
             eq_log_size: 6,
+            eq_spare_entries: 0x80,
+            vf: false,
             set_host_endianness: true,
             regular_pages_after_init: true,
             max_fw_pages: 1 << 18,
@@ -123,6 +131,12 @@ pub struct Caps {
     pub sw_r_roce_src_udp_port: bool,
     pub r_roce_min_src_udp_port: u16,
     pub r_roce_max_src_udp_port: u16,
+    /// Timestamp-format capabilities (0 free-running only, 1 real-time only, 2 both).
+    pub qp_ts_format: u8,
+    pub sq_ts_format: u8,
+    pub rq_ts_format: u8,
+    pub force_teardown: bool,
+    pub fast_teardown: bool,
 }
 
 /// Counters of the command interface and page traffic.
@@ -135,6 +149,10 @@ pub struct Stats {
     pub eqes: u64,
     pub port_change_events: u64,
     pub error_events: u64,
+    /// Completion events (EQE type 0): the polled data path does not need them; counted.
+    pub completion_events: u64,
+    /// TEARDOWN_HCA ended by force (graceful teardown failed).
+    pub force_teardowns: u64,
     /// CQEs naming an unknown QP or a WQE that is not outstanding (dropped, not reported).
     pub bad_cqes: u64,
     /// Send-queue doorbells (MMIO writes to the UAR) rung by the data path.
@@ -256,16 +274,22 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     pub(crate) hal: H,
     pub(crate) bar: M,
     pub(crate) cfg: Config,
-    cmd: CmdQueue<H::Dma>,
+    pub(crate) cmd: CmdQueue<H::Dma>,
     /// Command input/output staging (MAX_MSG = 36,880 bytes each), on the heap: inline they
     /// would make `Mlx5` ~74 KiB, more than a boot stack holds.
     pub(crate) inb: alloc::boxed::Box<[u8]>,
     outb: alloc::boxed::Box<[u8]>,
+    /// Staging for MANAGE_PAGES on the reserved page slot (usable while `inb`/`outb` hold a
+    /// command that waits for pages).
+    pub(crate) page_in: alloc::boxed::Box<[u8]>,
+    pub(crate) page_out: alloc::boxed::Box<[u8]>,
+    /// Function ID the firmware names for this function's pages (QUERY_PAGES output).
+    pub(crate) page_func: u16,
     stage: Stage,
     pub fw: FwVersion,
     pub issi: u16,
     pub caps: Caps,
-    pages: BTreeMap<PhysAddr, H::Dma>,
+    pub(crate) pages: BTreeMap<PhysAddr, H::Dma>,
     pub(crate) stats: Stats,
     pub(crate) uar: Option<u32>,
     eq: Option<Eq<H::Dma>>,
@@ -314,6 +338,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             cmd,
             inb: alloc::vec![0; MAX_MSG].into_boxed_slice(),
             outb: alloc::vec![0; MAX_MSG].into_boxed_slice(),
+            page_in: alloc::vec![0; PAGE_MSG].into_boxed_slice(),
+            page_out: alloc::vec![0; PAGE_MSG].into_boxed_slice(),
+            page_func: 0,
             stage: Stage::CmdQueue,
             fw,
             issi: 0,
@@ -350,7 +377,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.stage = Stage::Enabled;
         self.set_issi()?;
         self.satisfy_pages(pages_op::BOOT)?;
-        if self.cfg.set_host_endianness {
+        if self.cfg.set_host_endianness && !self.cfg.vf {
             self.host_endianness()?;
         }
         self.handle_caps()?;
@@ -380,10 +407,29 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 
     // ---------------------------------------------------------------- command helpers
 
-    /// Run the command in `self.inb[..in_len]`, output into `self.outb[..out_len]`.
+    /// Run the command in `self.inb[..in_len]`, output into `self.outb[..out_len]`. While it
+    /// waits, events are serviced: firmware may ask for pages in the middle of a command and
+    /// not complete it until they are given (rdma-core `mlx5_vfio.c` answers page requests
+    /// inside its command wait); they are given on the reserved page slot.
     pub(crate) fn run(&mut self, in_len: usize, out_len: usize) -> Result<(), Error> {
         clear(&mut self.outb[..out_len]);
-        let r = self.cmd.exec(&self.hal, &self.bar, &self.inb[..in_len], &mut self.outb[..out_len]);
+        self.cmd.post(&self.bar, Slot::Main, &self.inb[..in_len], out_len)?;
+        let start = self.hal.now_ns();
+        let r = loop {
+            match self.cmd.poll(&self.hal, &self.bar, Slot::Main) {
+                Ok(true) => break self.cmd.finish(Slot::Main, &self.inb[..in_len], &mut self.outb[..out_len]),
+                Ok(false) => {}
+                Err(e) => break Err(self.cmd.abandon(Slot::Main, &self.inb[..in_len], &self.outb[..out_len], e)),
+            }
+            if let Err(e) = self.poll_eq() {
+                break Err(self.cmd.abandon(Slot::Main, &self.inb[..in_len], &self.outb[..out_len], e));
+            }
+            if self.hal.now_ns().wrapping_sub(start) >= self.cmd.timeouts.cmd_ns {
+                let e = self.cmd.timed_out(Slot::Main);
+                break Err(self.cmd.abandon(Slot::Main, &self.inb[..in_len], &self.outb[..out_len], e));
+            }
+            self.hal.relax();
+        };
         self.stats.commands = self.cmd.issued;
         r
     }
@@ -435,98 +481,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             return Err(Error::Unsupported("ISSI 0 or 1"));
         }
         Ok(())
-    }
-
-    /// QUERY_PAGES(op_mod) and give (or take) what the firmware asks for.
-    fn satisfy_pages(&mut self, which: u16) -> Result<(), Error> {
-        self.simple(op::QUERY_PAGES, which, query_pages_in::LAYOUT.size, &[(query_pages_in::function_id, 0)])?;
-        let n = self.out(query_pages_out::num_pages) as u32 as i32;
-        self.page_request(n)
-    }
-
-    fn page_request(&mut self, n: i32) -> Result<(), Error> {
-        if n > 0 {
-            self.give_pages(n as usize)
-        } else if n < 0 {
-            self.take_pages(n.unsigned_abs() as usize).map(|_| ())
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Tell the firmware its page request cannot be met.
-    fn refuse_pages(&mut self) -> Result<(), Error> {
-        self.simple(op::MANAGE_PAGES, pages_op::FAIL, manage_pages_in::LAYOUT.size, &[(manage_pages_in::function_id, 0)])
-    }
-
-    fn give_pages(&mut self, mut n: usize) -> Result<(), Error> {
-        if self.pages.len().saturating_add(n) > self.cfg.max_fw_pages {
-            log::error!("mlx5: firmware asks for {n} more pages, over the budget of {}", self.cfg.max_fw_pages);
-            self.refuse_pages()?;
-            return Err(Error::Unsupported("firmware page demand over Config::max_fw_pages"));
-        }
-        while n > 0 {
-            let k = core::cmp::min(n, PAGES_PER_CMD);
-            let mut batch: Vec<H::Dma> = Vec::with_capacity(k);
-            for _ in 0..k {
-                match self.hal.dma_alloc(PAGE, PAGE) {
-                    Ok(p) => batch.push(p),
-                    Err(e) => {
-                        drop(batch);
-                        self.refuse_pages()?;
-                        return Err(e.into());
-                    }
-                }
-            }
-            let in_len = manage_pages_in::LAYOUT.size + 8 * k;
-            self.begin(op::MANAGE_PAGES, pages_op::GIVE, in_len);
-            set(&mut self.inb, manage_pages_in::function_id, 0);
-            set(&mut self.inb, manage_pages_in::input_num_entries, k as u64);
-            for (i, p) in batch.iter().enumerate() {
-                set(&mut self.inb, manage_pages_in::pas.index(i as u32), p.paddr());
-            }
-            self.run(in_len, manage_pages_out::LAYOUT.size)?;
-            for p in batch {
-                self.pages.insert(p.paddr(), p);
-            }
-            self.stats.pages_given += k as u64;
-            n -= k;
-        }
-        Ok(())
-    }
-
-    /// Ask for up to `n` pages back; returns how many came back.
-    fn take_pages(&mut self, n: usize) -> Result<usize, Error> {
-        let mut got = 0;
-        let mut left = n;
-        while left > 0 {
-            let k = core::cmp::min(left, PAGES_PER_CMD);
-            self.begin(op::MANAGE_PAGES, pages_op::TAKE, manage_pages_in::LAYOUT.size);
-            set(&mut self.inb, manage_pages_in::function_id, 0);
-            set(&mut self.inb, manage_pages_in::input_num_entries, k as u64);
-            let out_len = manage_pages_out::LAYOUT.size + 8 * k;
-            self.run(manage_pages_in::LAYOUT.size, out_len)?;
-            let returned = self.out(manage_pages_out::output_num_entries) as usize;
-            if returned > k {
-                return Err(Error::BadOutput { opcode: op::MANAGE_PAGES, what: "more pages returned than asked" });
-            }
-            for i in 0..returned {
-                let pa = self.out(manage_pages_out::pas.index(i as u32));
-                match self.pages.remove(&pa) {
-                    Some(region) => drop(region),
-                    None => {
-                        return Err(Error::BadOutput { opcode: op::MANAGE_PAGES, what: "returned a page it was never given" })
-                    }
-                }
-            }
-            self.stats.pages_reclaimed += returned as u64;
-            got += returned;
-            if returned < k {
-                break;
-            }
-            left -= k;
-        }
-        Ok(got)
     }
 
     fn host_endianness(&mut self) -> Result<(), Error> {
@@ -591,6 +545,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             ud: self.cap(cmd_hca_cap::ud) != 0,
             gid_table_size: self.cap(cmd_hca_cap::gid_table_size) as u16,
             cqe_version: c(self, cmd_hca_cap::cqe_version),
+            sq_ts_format: c(self, cmd_hca_cap::sq_ts_format),
+            rq_ts_format: c(self, cmd_hca_cap::rq_ts_format),
+            force_teardown: self.cap(cmd_hca_cap::force_teardown) != 0,
+            fast_teardown: self.cap(cmd_hca_cap::fast_teardown) != 0,
             ..Caps::default()
         };
         if !self.caps.rc {
@@ -608,6 +566,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                 self.query_cap(cap_type::ROCE, true)?;
             }
             self.caps.roce_version = self.cap(roce_cap::roce_version) as u8;
+            self.caps.qp_ts_format = self.cap(roce_cap::qp_ts_format) as u8;
             self.caps.roce_address_table_size = self.cap(roce_cap::roce_address_table_size) as u16;
             self.caps.sw_r_roce_src_udp_port = self.cap(roce_cap::sw_r_roce_src_udp_port) != 0;
             self.caps.r_roce_min_src_udp_port = self.cap(roce_cap::r_roce_min_src_udp_port) as u16;
@@ -632,7 +591,11 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     }
 
     fn create_eq(&mut self) -> Result<(), Error> {
-        let log = self.cfg.eq_log_size;
+        let want = (1u32 << self.cfg.eq_log_size.min(20)).saturating_add(self.cfg.eq_spare_entries.min(1 << 20));
+        let log = (32 - (want - 1).leading_zeros()) as u8;
+        if log > self.caps.log_max_eq_sz {
+            return Err(Error::InvalidArgument("EQ larger than log_max_eq_sz"));
+        }
         let bytes = (1usize << log) * eqe::LAYOUT.size;
         let npages = bytes.div_ceil(PAGE);
         if create_eq_in::pas.byte() + 8 * npages > MAX_MSG {
@@ -714,7 +677,13 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             event::PAGE_REQUEST => {
                 self.stats.page_request_events += 1;
                 let n = get(e, eqe_page_req::num_pages.at(eqe::page_req)) as u32 as i32;
-                self.page_request(n)?;
+                let func = get(e, eqe_page_req::function_id.at(eqe::page_req)) as u16;
+                self.page_request(func, n)?;
+            }
+            event::COMPLETION => {
+                // CQs are polled; a completion event (e.g. from doorbell recovery) needs no
+                // action beyond being consumed.
+                self.stats.completion_events += 1;
             }
             event::PORT_CHANGE => {
                 self.stats.port_change_events += 1;
@@ -936,6 +905,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         for i in 0..npages {
             set(&mut self.inb, create_cq_in::pas.index(i as u32), buf.paddr() + (i * PAGE) as u64);
         }
+        // Doorbell record: set_ci = 0; arm word = sequence 2, no command: "polling mode", so the
+        // adapter's doorbell recovery leaves the CQ alone (Linux dr_send.c dr_create_cq).
+        dbr.write_be32(0, 0);
+        dbr.write_be32(4, CQ_DB_POLLING_ARM);
         self.run(in_len, create_cq_out::LAYOUT.size)?;
         let cqn = Cqn(self.out(create_cq_out::cqn) as u32);
         self.cqs.push(Cq { cqn, buf, dbr, log_size, ci: 0 });
@@ -982,6 +955,12 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         if kind == QpKind::Gsi && self.qps.iter().any(|q| q.kind == QpKind::Gsi) {
             return Err(Error::InvalidArgument("GSI QP exists"));
         }
+        // The SQ starts right after the RQ in the buffer and must start on a WQEBB (64 B):
+        // like rdma-core (mlx5 verbs.c: RQ size at least MLX5_SEND_WQE_BB), grow a smaller RQ.
+        let mut log_rq = log_rq;
+        while ((1usize << log_rq) << (log_rq_stride + 4)) < 64 {
+            log_rq += 1;
+        }
         let rq_bytes = (1usize << log_rq) << (log_rq_stride + 4);
         let sq_bytes = (1usize << log_sq) * 64;
         let npages = (rq_bytes + sq_bytes).div_ceil(PAGE);
@@ -1011,6 +990,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut self.inb, qpc::cqn_snd.at(q), send_cq.0 as u64);
         set(&mut self.inb, qpc::cqn_rcv.at(q), recv_cq.0 as u64);
         set(&mut self.inb, qpc::user_index.at(q), 0xff_ffff);
+        set(&mut self.inb, qpc::ts_format.at(q), ts_format(self.caps.qp_ts_format));
         set(&mut self.inb, qpc::dbr_addr.at(q), dbr.paddr());
         for i in 0..npages {
             set(&mut self.inb, create_qp_in::pas.index(i as u32), buf.paddr() + (i * PAGE) as u64);
@@ -1104,7 +1084,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             set(&mut self.inb, qpc::log_msg_max.at(q), self.caps.log_max_msg as u64);
             set(&mut self.inb, qpc::remote_qpn.at(q), a.remote_qpn.0 as u64 & 0xff_ffff);
             set(&mut self.inb, qpc::next_rcv_psn.at(q), a.rq_psn as u64 & 0xff_ffff);
-            set(&mut self.inb, qpc::log_rra_max.at(q), log2_ceil(a.max_dest_rd_atomic) as u64);
+            let rra = log2_ceil(a.max_dest_rd_atomic).min(self.caps.log_max_ra_res_qp);
+            set(&mut self.inb, qpc::log_rra_max.at(q), rra as u64);
             set(&mut self.inb, qpc::min_rnr_nak.at(q), a.min_rnr_timer as u64);
             set(&mut self.inb, qpc::rre.at(q), a.access.remote_read as u64);
             set(&mut self.inb, qpc::rwe.at(q), a.access.remote_write as u64);
@@ -1134,7 +1115,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         if kind == QpKind::Rc {
             set(&mut self.inb, qpc::retry_count.at(q), a.retry_cnt.min(7) as u64);
             set(&mut self.inb, qpc::rnr_retry.at(q), a.rnr_retry.min(7) as u64);
-            set(&mut self.inb, qpc::log_sra_max.at(q), log2_ceil(a.max_rd_atomic) as u64);
+            let sra = log2_ceil(a.max_rd_atomic).min(self.caps.log_max_ra_req_qp);
+            set(&mut self.inb, qpc::log_sra_max.at(q), sra as u64);
             set(&mut self.inb, ads::ack_timeout.at(path), a.timeout.min(31) as u64);
         }
         self.run(len, rtr2rts_qp_out::LAYOUT.size)?;
@@ -1262,6 +1244,27 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         Ok(self.stats)
     }
 
+    /// TEARDOWN_HCA graceful; if the firmware refuses, force close (Linux
+    /// `mlx5_cmd_force_teardown_hca`) when the part offers it, checking the force state.
+    fn teardown_hca(&mut self) -> Result<(), Error> {
+        let graceful = self.simple(op::TEARDOWN_HCA, 0, teardown_hca_in::LAYOUT.size, &[(teardown_hca_in::profile, TEARDOWN_GRACEFUL)]);
+        let err = match graceful {
+            Ok(()) => return Ok(()),
+            Err(e @ Error::Command { .. }) => e,
+            Err(e) => return Err(e),
+        };
+        if !self.caps.force_teardown {
+            return Err(err);
+        }
+        log::warn!("mlx5: graceful teardown failed ({err}); forcing");
+        self.simple(op::TEARDOWN_HCA, 0, teardown_hca_in::LAYOUT.size, &[(teardown_hca_in::profile, TEARDOWN_FORCE_CLOSE)])?;
+        if self.out(teardown_hca_out::state) == TEARDOWN_FORCE_STATE_FAIL {
+            return Err(Error::BadOutput { opcode: op::TEARDOWN_HCA, what: "force teardown failed (force_state FAIL)" });
+        }
+        self.stats.force_teardowns += 1;
+        Ok(())
+    }
+
     fn teardown_inner(&mut self) -> Result<(), Error> {
         let mut first_err: Option<Error> = None;
         let mut note = |r: Result<(), Error>| {
@@ -1310,14 +1313,14 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             if let Some(uar) = self.uar.take() {
                 note(self.simple(op::DEALLOC_UAR, 0, dealloc_uar_in::LAYOUT.size, &[(dealloc_uar_in::uar, uar as u64)]));
             }
-            note(self.simple(op::TEARDOWN_HCA, 0, teardown_hca_in::LAYOUT.size, &[(teardown_hca_in::profile, 0)]));
+            note(self.teardown_hca());
             self.stage = Stage::Enabled;
         }
         if self.stage >= Stage::Enabled {
             // Reclaim every page: keep asking until the firmware returns none.
             while !self.pages.is_empty() {
                 let want = self.pages.len();
-                match self.take_pages(want) {
+                match self.take_pages(self.page_func, want) {
                     Ok(0) => break,
                     Ok(_) => {}
                     Err(e) => {
@@ -1370,6 +1373,18 @@ pub fn mtu_code(bytes: u32) -> Option<u64> {
         2048 => Some(4),
         4096 => Some(5),
         _ => None,
+    }
+}
+
+/// The ts_format a QP/SQ/RQ context asks for, given the capability (mlx5_ifc
+/// MLX5_*_TIMESTAMP_FORMAT_CAP_*): FREE_RUNNING (0) where that is all the part has, else
+/// DEFAULT (1), which real-time-only parts accept (Linux `mlx5_get_qp_default_ts`, DPDK
+/// `mlx5_ts_format_conv`).
+pub fn ts_format(cap: u8) -> u64 {
+    if cap == 0 {
+        0
+    } else {
+        1
     }
 }
 

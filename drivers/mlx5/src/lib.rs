@@ -26,6 +26,7 @@ pub mod error;
 pub mod health;
 pub mod ifc;
 pub mod layout;
+pub mod pages;
 pub mod raw;
 pub mod selftest;
 pub mod trace;

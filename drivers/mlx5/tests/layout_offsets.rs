@@ -164,6 +164,8 @@ const FROM_RDMA_CORE: &[(&str, u32, u32)] = &[
     ("cmd_hca_cap.qkv", 566, 1),
     ("cmd_hca_cap.qos", 539, 1),
     ("cmd_hca_cap.rc", 575, 1),
+    ("cmd_hca_cap.rq_ts_format", 1090, 2),
+    ("cmd_hca_cap.sq_ts_format", 1088, 2),
     ("cmd_hca_cap.retransmission_q_counters", 386, 1),
     ("cmd_hca_cap.rf", 537, 1),
     ("cmd_hca_cap.roce", 541, 1),
@@ -924,6 +926,8 @@ const FROM_LINUX_2017: &[(&str, u32, u32)] = &[
 
 /// Raw Ethernet and steering commands (A = rdma-core, B = Linux 2017 copy, same commits as above).
 const RAW_ETH: &[(&str, u32, u32)] = &[
+    ("sqc.ts_format", 26, 2), // A
+    ("rqc.ts_format", 26, 2), // A
     ("create_flow_group_in.end_flow_index", 288, 32), // B
     ("create_flow_group_in.match_criteria.outer_headers.dmac_47_16", 576, 32), // B
     ("create_flow_group_in.match_criteria.outer_headers.ethertype", 560, 16), // B

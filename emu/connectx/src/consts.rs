@@ -202,6 +202,11 @@ pub mod synd {
     pub const BAD_PORT: u32 = s(BAD_PARAM, 22);
     pub const BAD_EVENT_MASK: u32 = s(BAD_PARAM, 23);
     pub const BAD_UAR_INDEX: u32 = s(BAD_PARAM, 24);
+    pub const BAD_TS_FORMAT: u32 = s(BAD_PARAM, 25);
+    pub const MISALIGNED_SQ: u32 = s(BAD_PARAM, 26);
+    pub const RA_DEPTH_OVER_MAX: u32 = s(BAD_PARAM, 27);
+    pub const VF_REGISTER: u32 = s(BAD_PARAM, 28);
+    pub const TEARDOWN_REFUSED: u32 = s(INT_ERR, 1);
     pub const NOT_ENABLED: u32 = s(BAD_SYS_STATE, 1);
     pub const ALREADY_ENABLED: u32 = s(BAD_SYS_STATE, 2);
     pub const NOT_INITIALIZED: u32 = s(BAD_SYS_STATE, 3);

@@ -236,7 +236,7 @@ layout!(
     qpc, 0xe8, {
     state: 0, 4; st: 8, 8; pm_state: 0x13, 2; pd: 0x28, 24;
     mtu: 0x40, 3; log_msg_max: 0x43, 5; log_rq_size: 0x49, 4; log_rq_stride: 0x4d, 3;
-    no_sq: 0x50, 1; log_sq_size: 0x51, 4; rlky: 0x5b, 1;
+    no_sq: 0x50, 1; log_sq_size: 0x51, 4; ts_format: 0x58, 2; rlky: 0x5b, 1;
     counter_set_id: 0x60, 8; uar_page: 0x68, 24; user_index: 0x88, 24;
     log_page_size: 0xa3, 5; remote_qpn: 0xa8, 24;
     primary_address_path: 0xc0, 0x2c * 8; secondary_address_path: 0x220, 0x2c * 8;

@@ -22,6 +22,7 @@ pub mod mem;
 pub mod model;
 pub mod profile;
 pub mod raw;
+pub mod rules;
 
 use std::cell::{Ref, RefCell, RefMut};
 use std::rc::Rc;

@@ -81,6 +81,9 @@ pub struct Faults {
     pub refuse_pages: bool,
     /// MANAGE_PAGES take returns no pages.
     pub withhold_pages: bool,
+    /// TEARDOWN_HCA graceful (profile 0) fails with INTERNAL_ERR; force close still works
+    /// where the profile has force_teardown.
+    pub fail_graceful_teardown: bool,
 }
 
 /// Counters: live objects and pages (for leak checks) and events.
@@ -113,6 +116,10 @@ pub struct Counters {
     pub fw_page_corruptions: u64,
     pub eq_overruns: u64,
     pub cq_overruns: u64,
+    /// Completion events raised by doorbell recovery on CQs whose arm word was never written.
+    pub db_recoveries: u64,
+    /// Commands held until the driver gave pages asked for in the middle of them.
+    pub mid_command_page_requests: u64,
     /// Doorbells that named no object or a slot software still owned.
     pub stray_doorbells: u64,
     /// Send WQEs parsed from SQ buffers / receive WQEs from RQ buffers.
@@ -344,8 +351,10 @@ pub struct Device {
     pub func: FuncState,
     pub issi: u16,
     pub pages: BTreeSet<PhysAddr>,
-    page_req_outstanding: u32,
-    extra_regular: i64,
+    pub(crate) page_req_outstanding: u32,
+    pub(crate) extra_regular: i64,
+    /// A command slot held until the pages asked for during it are given.
+    pub(crate) parked: Option<u32>,
     pub(crate) cap_cur: Vec<u8>,
     cap_max: Vec<u8>,
     roce_cur: Vec<u8>,
@@ -361,7 +370,7 @@ pub struct Device {
     pub vport: Vport,
     pub gids: Vec<Option<[u8; 0x20]>>,
     health_frozen_at: Option<u32>,
-    health_synd: u8,
+    pub(crate) health_synd: u8,
     /// SQ doorbells (qpn, first 8 bytes of the ctrl segment) waiting for the data path.
     pub sq_doorbells: Vec<(u32, u64)>,
     /// The RoCEv2 transport engine (exists between INIT_HCA and TEARDOWN_HCA).
@@ -398,6 +407,7 @@ impl Device {
             pages: BTreeSet::new(),
             page_req_outstanding: 0,
             extra_regular: 0,
+            parked: None,
             cap_cur: vec![0; 0x1000],
             cap_max: vec![0; 0x1000],
             roce_cur: vec![0; 0x1000],
@@ -679,13 +689,19 @@ impl Device {
         }
         for slot in 0..n.min(32) {
             if mask & (1 << slot) != 0 {
-                self.run_slot(slot);
+                self.run_slot(slot, true);
             }
         }
+        self.resume_parked();
         self.maybe_request_pages();
     }
 
-    fn run_slot(&mut self, slot: u32) {
+    /// Execute the command in `slot` now (a parked command resuming).
+    pub(crate) fn run_slot_now(&mut self, slot: u32) {
+        self.run_slot(slot, false)
+    }
+
+    fn run_slot(&mut self, slot: u32, may_park: bool) {
         let ea = self.cmdq_pa() + ((slot as u64) << self.cfg.profile.log_cmdq_stride);
         let mut e = [0u8; 64];
         if self.mem.dma_read(ea, &mut e).is_err() {
@@ -701,6 +717,15 @@ impl Device {
         if self.faults.hang_all || self.faults.hang_opcodes.contains(&opcode) || self.health_synd != 0 {
             self.ctr.hung_commands += 1;
             debug!("cx: {} (slot {slot}) will never complete", op::name(opcode));
+            return;
+        }
+        if may_park && self.parked == Some(slot) {
+            // Already executing (waiting for pages): a second doorbell changes nothing.
+            self.ctr.stray_doorbells += 1;
+            return;
+        }
+        if may_park && self.park_for_pages(slot, opcode) {
+            debug!("cx: {} (slot {slot}) waits for pages", op::name(opcode));
             return;
         }
         self.ctr.commands += 1;
@@ -836,9 +861,9 @@ impl Device {
         }
         let n = 1u32 << eq.log_size;
         if eq.pi.wrapping_sub(eq.ci) >= n && !eq.oi {
-            self.ctr.eq_overruns += 1;
             eq.broken = true;
-            warn!("cx: EQ {eqn} overrun");
+            let mask = eq.mask;
+            self.eq_overrun(eqn, mask);
             return false;
         }
         let idx = eq.pi & (n - 1);
@@ -867,7 +892,7 @@ impl Device {
         true
     }
 
-    fn completion_event(&mut self, eqn: u8, cqn: u32) {
+    pub(crate) fn completion_event(&mut self, eqn: u8, cqn: u32) {
         let mut d = [0u8; 28];
         d[0x18..0x1c].copy_from_slice(&(cqn & 0xFF_FFFF).to_be_bytes());
         self.post_eqe(eqn, event::COMPLETION, 0, &d);
@@ -916,6 +941,8 @@ impl Device {
                 cq.armed = None;
                 self.completion_event(c_eqn, cqn);
             }
+        } else {
+            self.db_recovery(cqn);
         }
         true
     }
@@ -934,7 +961,7 @@ impl Device {
 
     // ---------------------------------------------------------------- pages
 
-    fn page_target(&self) -> i64 {
+    pub(crate) fn page_target(&self) -> i64 {
         let b = self.cfg.profile.pages.boot as i64;
         let i = self.cfg.profile.pages.init as i64;
         let r = (self.cfg.profile.pages.regular as i64 + self.extra_regular).max(0);
@@ -955,9 +982,9 @@ impl Device {
         }
     }
 
-    fn request_pages_eqe(&mut self, n: i32) -> bool {
+    pub(crate) fn request_pages_eqe(&mut self, n: i32) -> bool {
         let mut d = [0u8; 28];
-        d[2..4].copy_from_slice(&0u16.to_be_bytes());
+        d[2..4].copy_from_slice(&self.function_id().to_be_bytes());
         d[4..8].copy_from_slice(&n.to_be_bytes());
         let ok = self.raise_event(event::PAGE_REQUEST, 0, &d);
         if ok {
@@ -1074,6 +1101,7 @@ impl Device {
                     _ => 0,
                 };
                 let mut o = out(16);
+                set(&mut o, l::query_pages_out::function_id, self.function_id() as u64);
                 set(&mut o, l::query_pages_out::num_pages, n as i32 as u32 as u64);
                 Ok(o)
             }
@@ -1143,9 +1171,7 @@ impl Device {
                     return fail(st::BAD_SYS_STATE, synd::NOT_INITIALIZED);
                 }
                 let profile = get(inp, l::teardown_hca_in::profile);
-                if profile > 2 || (profile == 2 && get(&self.cap_cur, l::cmd_hca_cap::fast_teardown) == 0) {
-                    return fail(st::BAD_PARAM, synd::BAD_TEARDOWN_PROFILE);
-                }
+                let force_state = self.check_teardown(profile)?;
                 let live = self.ctr_live().live_objects();
                 if live > 0 {
                     warn!("cx: TEARDOWN_HCA with {live} objects still alive");
@@ -1164,7 +1190,9 @@ impl Device {
                 self.loopback.clear();
                 self.raw = crate::raw::Raw::default();
                 self.func = TornDown;
-                Ok(out(16))
+                let mut o = out(16);
+                set(&mut o, l::teardown_hca_out::state, force_state);
+                Ok(o)
             }
             op::SET_DRIVER_VERSION => Ok(out(16)),
             op::ACCESS_REG => self.access_reg(op_mod, inp),
@@ -1403,6 +1431,7 @@ impl Device {
 
     fn manage_pages(&mut self, op_mod: u16, inp: &[u8]) -> CmdResult {
         let n = get(inp, l::manage_pages_in::input_num_entries) as usize;
+        self.check_page_function(get(inp, l::manage_pages_in::function_id))?;
         match op_mod {
             0 => {
                 // The driver could not allocate what was asked for.
@@ -1472,6 +1501,7 @@ impl Device {
         let read = op_mod == 1;
         match id {
             reg::HOST_ENDIANNESS => {
+                self.check_host_endianness_access(!read)?;
                 need(inp, 16 + l::host_endianness_reg::SIZE)?;
                 let mut o = out(16 + l::host_endianness_reg::SIZE);
                 if read {
@@ -1730,6 +1760,8 @@ impl Device {
             sq_hw: 0,
             rq_hw: 0,
         };
+        Self::sq_start_ok(q.rq_bytes(), !no_sq)?;
+        self.check_ts_format(self.cfg.profile.caps.qp_ts_format, get(c, qpc::ts_format))?;
         let bytes = q.rq_bytes() + q.sq_bytes();
         let np = Self::npages(bytes, lps, offset);
         q.buf.pas = Self::read_pas(inp, 0x110, np, lps)?;
@@ -1834,6 +1866,9 @@ impl Device {
         }
         for f in copy {
             set(&mut new, f, get(c, f));
+        }
+        if stype == qps::ST_RC {
+            self.ra_depth_ok(Some(get(&new, qpc::log_sra_max)), Some(get(&new, qpc::log_rra_max)))?;
         }
         self.engine_modify(qpn, to, &new)?;
         let q = self.qps.get_mut(&qpn).expect("qp");

@@ -74,11 +74,11 @@ macro_rules! fields {
 // Offsets per reference mlx5.md §3 (from the mlx5_ifc.h _bits structs, as used by Snabb/DPDK).
 fields!(
     /// Send queue context (create_sq_in.ctx at 0x20).
-    sqc { rlky: 0, 1; fre: 2, 1; flush_in_error_en: 3, 1; min_wqe_inline_mode: 5, 3; state: 8, 4;
+    sqc { rlky: 0, 1; fre: 2, 1; flush_in_error_en: 3, 1; min_wqe_inline_mode: 5, 3; state: 8, 4; ts_format: 0x1a, 2;
     cqn: 0x48, 24; tis_lst_sz: 0x100, 16; tis_num_0: 0x168, 24; });
 fields!(
     /// Receive queue context (create_rq_in.ctx at 0x20).
-    rqc { rlky: 0, 1; vsd: 3, 1; mem_rq_type: 4, 4; state: 8, 4; flush_in_error_en: 13, 1; cqn: 0x48, 24; });
+    rqc { rlky: 0, 1; vsd: 3, 1; mem_rq_type: 4, 4; state: 8, 4; flush_in_error_en: 13, 1; ts_format: 0x1a, 2; cqn: 0x48, 24; });
 fields!(
     /// Work queue (at sqc/rqc + 0x30).
     wq { wq_type: 0, 4; pd: 0x48, 24; uar_page: 0x68, 24; dbr_addr: 0x80, 64;
@@ -275,6 +275,9 @@ impl Device {
                 let w = &c[0x30..];
                 let sq = opcode == op::CREATE_SQ;
                 let cqn = get(c, if sq { sqc::cqn } else { rqc::cqn }) as u32;
+                let caps = &self.cfg.profile.caps;
+                let (cap, ts) = if sq { (caps.sq_ts_format, get(c, sqc::ts_format)) } else { (caps.rq_ts_format, get(c, rqc::ts_format)) };
+                self.check_ts_format(cap, ts)?;
                 if !self.cqs.contains_key(&cqn) {
                     return Err((st::BAD_RES, synd::NO_SUCH_CQ));
                 }

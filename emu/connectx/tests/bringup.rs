@@ -401,7 +401,12 @@ fn eqe_owner_bits_page_requests_and_wrap() {
     assert_eq!(r.cx.counters().eq_overruns, 1);
     // Firmware offers pages back with a negative count... but the EQ is dead now: nothing.
     assert!(!r.cx.request_pages(-2));
-    tear_down(&mut r, u);
+    // An async EQ overrun is fatal, as on hardware: health syndrome 0xc, commands stop.
+    assert_eq!((r.bar.read32_be(0x23c) >> 16) & 0xff, 0xc, "ASYNC_EQ_OVERRUN health syndrome");
+    r.cmd_slot(0, &inp(op::QUERY_ISSI, 0, 16), 16);
+    assert!(r.owned_by_hw(0), "no command completes after a fatal syndrome");
+    r.cx.function_reset();
+    drop(u);
 }
 
 #[test]

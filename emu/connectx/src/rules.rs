@@ -1,0 +1,169 @@
+//! Firmware rules that differ between parts or that real firmware enforces strictly, driven by
+//! the device profile: timestamp formats, SQ start alignment, RDMA read/atomic depth limits,
+//! VF register restrictions, fatal async EQ overrun, doorbell recovery on CQs, page requests
+//! raised in the middle of a command, forced teardown.
+//!
+//! Each rule cites what it models. Where no public source states the firmware's exact reaction
+//! (e.g. which syndrome), the reaction is the model's own and says so.
+
+use log::warn;
+
+use crate::consts::{event, status as st, synd};
+use crate::model::{Device, FuncState};
+use crate::profile::TsCap;
+
+/// Health syndrome for an async EQ overrun (Linux `health.c`
+/// MLX5_INITIAL_SEG_HEALTH_SYNDROME_ASYNC_EQ_OVERRUN_ERR = 0xc: "Async EQ buffer overrun").
+pub const HEALTH_SYND_ASYNC_EQ_OVERRUN: u8 = 0xc;
+/// A send WQE basic block; the SQ must start on one (rdma-core mlx5 MLX5_SEND_WQE_BB).
+pub const SEND_WQE_BB: u64 = 64;
+/// ts_format values in QP/SQ/RQ contexts (mlx5_ifc MLX5_*_TIMESTAMP_FORMAT_*).
+pub mod ts {
+    pub const FREE_RUNNING: u64 = 0;
+    pub const DEFAULT: u64 = 1;
+    pub const REAL_TIME: u64 = 2;
+}
+
+/// Whether a context's `ts_format` is acceptable under the capability `cap` [mlx5_ifc.h]:
+/// free-running-only parts know only FREE_RUNNING (older firmware: a reserved field, must be
+/// 0); real-time-only parts refuse FREE_RUNNING; parts with both accept any defined value.
+pub fn ts_format_ok(cap: TsCap, v: u64) -> bool {
+    match cap {
+        TsCap::FreeRunning => v == ts::FREE_RUNNING,
+        TsCap::RealTime => v == ts::DEFAULT || v == ts::REAL_TIME,
+        TsCap::Both => v <= ts::REAL_TIME,
+    }
+}
+
+impl Device {
+    pub(crate) fn check_ts_format(&self, cap: TsCap, v: u64) -> Result<(), (u8, u32)> {
+        if ts_format_ok(cap, v) {
+            Ok(())
+        } else {
+            warn!("cx: ts_format {v} refused ({} has {cap:?} timestamps)", self.cfg.profile.name);
+            Err((st::BAD_PARAM, synd::BAD_TS_FORMAT))
+        }
+    }
+
+    /// The SQ starts right after the RQ in a QP buffer; it must start on a WQEBB boundary.
+    pub fn sq_start_ok(rq_bytes: u64, has_sq: bool) -> Result<(), (u8, u32)> {
+        if has_sq && !rq_bytes.is_multiple_of(SEND_WQE_BB) {
+            return Err((st::BAD_PARAM, synd::MISALIGNED_SQ));
+        }
+        Ok(())
+    }
+
+    /// log_sra_max / log_rra_max may not exceed log_max_ra_req_qp / log_max_ra_res_qp.
+    pub fn ra_depth_ok(&self, log_sra: Option<u64>, log_rra: Option<u64>) -> Result<(), (u8, u32)> {
+        let caps = &self.cfg.profile.caps;
+        if log_sra.is_some_and(|v| v > caps.log_max_ra_req_qp as u64) || log_rra.is_some_and(|v| v > caps.log_max_ra_res_qp as u64) {
+            return Err((st::BAD_PARAM, synd::RA_DEPTH_OVER_MAX));
+        }
+        Ok(())
+    }
+
+    /// HOST_ENDIANNESS is the PF's register: a VF may not write it (Linux `mlx5_core` writes it
+    /// only when `mlx5_core_is_pf`). The refusal (BAD_PARAM) is the model's choice.
+    pub(crate) fn check_host_endianness_access(&self, write: bool) -> Result<(), (u8, u32)> {
+        if write && self.cfg.profile.behaviour.vf {
+            return Err((st::BAD_PARAM, synd::VF_REGISTER));
+        }
+        Ok(())
+    }
+
+    /// MANAGE_PAGES / QUERY_PAGES name the function the pages are for: the one the firmware
+    /// named in QUERY_PAGES and in its page-request events.
+    pub(crate) fn check_page_function(&self, func: u64) -> Result<(), (u8, u32)> {
+        if func != self.cfg.profile.behaviour.function_id as u64 {
+            return Err((st::BAD_PARAM, synd::BAD_FUNCTION_ID));
+        }
+        Ok(())
+    }
+
+    /// An EQ without overrun-ignore got more EQEs than it holds. For an EQ carrying async
+    /// events the firmware declares itself dead (health syndrome 0xc, commands stop); a
+    /// completion-only EQ just stops.
+    pub(crate) fn eq_overrun(&mut self, eqn: u8, mask: u64) {
+        self.ctr.eq_overruns += 1;
+        warn!("cx: EQ {eqn} overrun");
+        if mask & !(1u64 << event::COMPLETION) != 0 {
+            warn!("cx: async EQ {eqn} overrun: fatal health syndrome {HEALTH_SYND_ASYNC_EQ_OVERRUN:#x}");
+            self.set_health_syndrome(HEALTH_SYND_ASYNC_EQ_OVERRUN);
+        }
+    }
+
+    /// Doorbell recovery (profiles with `db_recovery`): after a CQE, a CQ that is not armed and
+    /// whose doorbell-record arm word was never written (sequence 0) is taken as having lost
+    /// its arm doorbell, and recovery arms it: a completion event follows. A polled CQ avoids
+    /// this by writing arm sequence 2 (Linux dr_send.c `2 << 28`). Representative: what
+    /// recovery does exactly is not public; the model's reaction is an event per CQE.
+    pub(crate) fn db_recovery(&mut self, cqn: u32) {
+        if !self.cfg.profile.behaviour.db_recovery {
+            return;
+        }
+        let Some(cq) = self.cqs.get(&cqn) else { return };
+        if cq.armed.is_some() {
+            return;
+        }
+        let (dbr, eqn) = (cq.dbr, cq.c_eqn);
+        match self.mem.dma_read_be32(dbr + 4) {
+            Ok(word) if word >> 28 == 0 => {
+                self.ctr.db_recoveries += 1;
+                self.completion_event(eqn, cqn);
+            }
+            Ok(_) => {}
+            Err(_) => self.ctr.dma_faults += 1,
+        }
+    }
+
+    /// Page request in the middle of a command (profiles listing `opcode`): the firmware asks
+    /// for pages with a page-request event and keeps the command (its slot stays owned by
+    /// hardware) until MANAGE_PAGES brings them. Returns true when the command was parked.
+    pub(crate) fn park_for_pages(&mut self, slot: u32, opcode: u16) -> bool {
+        let pages = &self.cfg.profile.pages;
+        if pages.mid_command == 0 || !pages.mid_command_opcodes.contains(&opcode) || self.func != FuncState::Initialized {
+            return false;
+        }
+        let n = pages.mid_command;
+        if !self.request_pages_eqe(n as i32) {
+            return false; // no EQ to ask on: the firmware makes do
+        }
+        self.extra_regular += n as i64;
+        self.page_req_outstanding = self.page_req_outstanding.saturating_add(n);
+        self.parked = Some(slot);
+        self.ctr.mid_command_page_requests += 1;
+        true
+    }
+
+    /// Run the parked command once its pages are there.
+    pub(crate) fn resume_parked(&mut self) {
+        let Some(slot) = self.parked else { return };
+        if (self.pages.len() as i64) < self.page_target() && self.health_synd == 0 {
+            return;
+        }
+        self.parked = None;
+        self.run_slot_now(slot);
+    }
+
+    /// TEARDOWN_HCA profile check: 0 graceful (may be made to fail), 1 force close (if the
+    /// part has force_teardown), 2 prepare fast teardown (if it has fast_teardown). Returns the
+    /// output `state` bit (force_state: 0 success).
+    pub(crate) fn check_teardown(&mut self, profile: u64) -> Result<u64, (u8, u32)> {
+        let caps = &self.cfg.profile.caps;
+        match profile {
+            0 if self.faults.fail_graceful_teardown => {
+                warn!("cx: graceful TEARDOWN_HCA refused (fault knob)");
+                Err((st::INT_ERR, synd::TEARDOWN_REFUSED))
+            }
+            0 => Ok(0),
+            1 if caps.force_teardown => Ok(0),
+            2 if caps.fast_teardown => Ok(0),
+            _ => Err((st::BAD_PARAM, synd::BAD_TEARDOWN_PROFILE)),
+        }
+    }
+
+    /// This function's ID as the firmware names it in page requests and QUERY_PAGES.
+    pub(crate) fn function_id(&self) -> u16 {
+        self.cfg.profile.behaviour.function_id
+    }
+}
