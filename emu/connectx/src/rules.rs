@@ -106,7 +106,7 @@ impl Device {
             return;
         }
         let (dbr, eqn) = (cq.dbr, cq.c_eqn);
-        match self.mem.dma_read_be32(dbr + 4) {
+        match self.mem.dma_read_be32(dbr.wrapping_add(4)) {
             Ok(word) if word >> 28 == 0 => {
                 self.ctr.db_recoveries += 1;
                 self.completion_event(eqn, cqn);
