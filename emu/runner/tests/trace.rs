@@ -33,9 +33,19 @@ fn node(mode: mlx5::TraceMode) -> (Node, Vec<String>) {
     (n, lines)
 }
 
+/// The command slot a line names: 0 for every command, 31 (the last, reserved) for MANAGE_PAGES.
+fn slot_of(l: &str) -> Option<(u32, &str)> {
+    let rest = l.strip_prefix("mlx5_cmd: cmd[")?;
+    let (slot, rest) = rest.split_once("]: ")?;
+    let slot = slot.parse::<u32>().ok()?;
+    let dump_row = rest.split_once(": ").is_some_and(|(o, _)| !o.is_empty() && o.chars().all(|c| c.is_ascii_hexdigit()));
+    let page_cmd = rest.contains("MANAGE_PAGES(0x108)") || dump_row;
+    (slot == 0 || (slot == 31 && page_cmd)).then_some((slot, rest))
+}
+
 /// `cmd[N]: NAME(0xOP) op_mod(0xM) ok, status OK(0x0), syndrome (0x0), ilen I, olen O`
 fn summary_ok(l: &str) -> bool {
-    let Some(rest) = l.strip_prefix("mlx5_cmd: cmd[0]: ") else { return false };
+    let Some((_, rest)) = slot_of(l) else { return false };
     let Some((name, rest)) = rest.split_once("(0x") else { return false };
     let Some((op, rest)) = rest.split_once(") op_mod(0x") else { return false };
     let Some((op_mod, rest)) = rest.split_once(") ok, status OK(0x0), syndrome (0x0), ilen ") else { return false };
@@ -67,8 +77,10 @@ fn trace_lines_per_command_then_full_dumps() {
     let commands = n.v.dev.stats().commands as usize;
     let summaries = lines.iter().filter(|l| summary_ok(l)).count();
     assert_eq!(summaries, commands);
-    let inputs = lines.iter().filter(|l| l.starts_with("mlx5_cmd: cmd[0]: dump command data ") && l.ends_with(" INPUT")).count();
-    let outputs = lines.iter().filter(|l| l.starts_with("mlx5_cmd: cmd[0]: dump command data ") && l.ends_with(" OUTPUT")).count();
+    let dump = |l: &&String| slot_of(l).is_some_and(|(_, r)| r.starts_with("dump command data "));
+    let inputs = lines.iter().filter(|l| dump(l) && l.ends_with(" INPUT")).count();
+    let outputs = lines.iter().filter(|l| dump(l) && l.ends_with(" OUTPUT")).count();
+    assert!(lines.iter().any(|l| l.starts_with("mlx5_cmd: cmd[31]: MANAGE_PAGES(0x108)")), "page commands on the reserved slot");
     assert_eq!((inputs, outputs), (commands, commands));
     // ENABLE_HCA: input dump (opcode 0x104 in the first dword), then the line, then the output.
     assert_eq!(lines[0], "mlx5_cmd: cmd[0]: dump command data ENABLE_HCA(0x104) INPUT");
