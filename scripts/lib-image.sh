@@ -70,7 +70,7 @@ img_start() {
     for i in $(seq 100); do grep -q '^SHIM READY' "$slog" 2>/dev/null && break; sleep 0.1; done
     grep -q '^SHIM READY' "$slog" || { echo "image: $name: emu-pci-shim did not start (see $slog)" >&2; return 1; }
     # shellcheck disable=SC2207
-    local q=($(img_qemu "$ram" "$bar"))
+    local q=($(img_qemu "$ram" "$bar") -qmp "unix:$IMG_DIR/$name.qmp,server,nowait")
     if [ "$console" = - ]; then
         setsid "${q[@]}" -kernel "$IMAGE" -append "$cmdline" "$@" &
     else
@@ -102,6 +102,24 @@ img_wait() {
         "$QEMU_EXIT_SUCCESS") return 0 ;;
         *) return 1 ;;
     esac
+}
+
+# Press the power button of node NAME (QMP system_powerdown) and wait up to SECONDS for QEMU to
+# end: 0 if it ended with success (the image shut down cleanly), else as img_wait.
+img_powerdown() {
+    local name="$1" secs="$2"
+    [ -n "${IMG_QPID[$name]:-}" ] || return 1
+    python3 - "$IMG_DIR/$name.qmp" <<'PY' || return 1
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1]); f = s.makefile("rw")
+f.readline()
+for c in ({"execute": "qmp_capabilities"}, {"execute": "system_powerdown"}):
+    f.write(json.dumps(c) + "\n"); f.flush()
+    while "return" not in (r := json.loads(f.readline())):
+        if "error" in r:
+            sys.exit(1)
+PY
+    img_wait "$name" "$secs"
 }
 
 img_stop() {
@@ -165,6 +183,10 @@ img_main_job() {
         echo "  $RUNNER --ip $iip --mac 52:54:00:77:00:02 --sock-local $isock --sock-remote $tsock \\"
         echo "    --app nvmf-initiator --nvmf 'nvmf.connect=$tip,nqn=$nqn,hostnqn=$hostnqn nvmf.bench=randread,bs=4096,qd=1,time=5s'"
         echo "run: (or scripts/run --image --linux for a Linux host with nvme-cli + fio); the console follows."
+        echo "run: Ctrl-C presses the image's power button: it closes the connections and shuts the adapter down."
+        # Ctrl-C: the power button first (clean adapter shutdown), then everything stopped.
+        trap 'img_stop_target_only; exit 130' INT
+        trap 'img_stop_target_only; exit 143' TERM
         setsid tail -n 0 -f "$logs/target.log" &
         IMG_PGIDS+=($!)
         img_wait target 864000; return $?
@@ -199,6 +221,19 @@ img_main_job() {
     tr -d '\r' <"$logs/initiator.log" | grep -aE 'ERROR|WARN' | tail -5 >&2
     tr -d '\r' <"$logs/target.log" | grep -aE 'ERROR|WARN' | tail -5 >&2
     return 1
+}
+
+# --target-only's Ctrl-C: the target's power button (QMP system_powerdown; the image closes its
+# connections and shuts the adapter down), its last lines, then img_cleanup.
+img_stop_target_only() {
+    trap '' INT TERM
+    echo "run: stopping: power button of the target image"
+    if img_powerdown target 30; then
+        img_console target 'nvmf: (power button pressed|target done)|connectx: .*shut down'
+    else
+        echo "run: the target image did not shut down cleanly within 30 s; stopping it" >&2
+    fi
+    img_cleanup
 }
 
 # Print the console lines of node NAME matching REGEX, prefixed with the node's name.

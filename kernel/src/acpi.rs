@@ -175,6 +175,20 @@ pub fn init(from_loader: Option<u64>, force_pm_timer: bool) -> Option<AcpiInfo> 
         _ if force_pm_timer => log::warn!("acpi: no I/O-port PM timer in the FADT"),
         _ => {}
     }
+    if let Some(f) = tables.find_table::<Fadt>() {
+        let io = |g: Result<::acpi::address::GenericAddress, _>| match g {
+            Ok(g) if g.address_space == AddressSpace::SystemIo && g.address <= 0xffff => g.address as u16,
+            _ => 0,
+        };
+        let (smi_cmd, acpi_enable, event_len) = (f.smi_cmd_port, f.acpi_enable, f.pm1_event_length);
+        crate::power::record(crate::power::Pm1 {
+            event: io(f.pm1a_event_block()),
+            event_len,
+            control: io(f.pm1a_control_block()),
+            smi_cmd: u16::try_from(smi_cmd).unwrap_or(0),
+            acpi_enable,
+        });
+    }
     let (mut cpus, mut io_apics) = (0, 0);
     if let Some(madt) = tables.find_table::<Madt>() {
         for e in madt.get().entries() {

@@ -26,6 +26,7 @@ pub mod interrupts;
 pub mod memory;
 pub mod paging;
 pub mod pci;
+pub mod power;
 pub mod time;
 pub mod vga;
 

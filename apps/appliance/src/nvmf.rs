@@ -195,8 +195,8 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
     Ok(Box::new(Target { core, addr, port, max_queues, mtu: cfg.roce_mtu }))
 }
 
-/// Serve the target on the adapter: forever, or with `serve_ctrls` > 0 until that many
-/// controllers were created and every one is gone again; then the connections are closed, the
+/// Serve the target on the adapter: until the power button is pressed, or with `serve_ctrls` > 0
+/// until that many controllers were created and every one is gone again; then the connections are closed, the
 /// counters reported and the adapter shut down (every firmware page reclaimed). Returns Ok
 /// after such an end, Err if the service could not start.
 #[inline(never)]
@@ -218,6 +218,9 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64)
     if serve_ctrls > 0 {
         info!("nvmf: target ends once {serve_ctrls} controller(s) came and went (nvmet.serve-ctrls)");
     }
+    // The power button (or a BMC's soft off) ends the target the same clean way.
+    let button = kernel::power::arm();
+    info!("nvmf: power button {}", if button { "armed: a press closes the connections and shuts the adapter down" } else { "not available (no ACPI PM1 registers)" });
     let mut last_report = kernel::time::now_ns();
     let mut last_conns = 0;
     let mut adapter_errors = 0u64;
@@ -256,6 +259,10 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64)
             last_report = now;
         }
         if slow_turn && serve_ctrls > 0 && conns == 0 && svc.target.core.stats.ctrls_created >= serve_ctrls && svc.target.core.live_ctrls() == 0 {
+            break;
+        }
+        if slow_turn && button && kernel::power::pressed() {
+            info!("nvmf: power button pressed: ending the target");
             break;
         }
     }
