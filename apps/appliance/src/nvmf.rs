@@ -143,7 +143,9 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
     let port = args.listen.map_or(PORT, |(_, p)| p);
     // The discovery log publishes a real address, also when listening on 0.0.0.0.
     args.listen = Some((addr, port));
-    let base = TargetConfig::default();
+    let mut base = TargetConfig::default();
+    // Controller IDs a peer cannot predict: a seed from this boot's TSC.
+    base.limits.cntlid_seed ^= kernel::time::rdtsc().rotate_left(29);
     let make = |spec: &NsSpec| -> Result<Backing, &'static str> {
         match *spec {
             NsSpec::Ram { bytes, block_size } => blockdev::RamNamespace::new(KernelHal, bytes, block_size).map(|r| Backing::Ram(Box::new(r))).map_err(|e| {

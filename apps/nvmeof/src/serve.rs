@@ -148,6 +148,7 @@ impl<V: Verbs, B: BlockDevice> TargetService<V, B> {
         log::info!("nvmeof: serve: cm {:?}", self.cm.stats());
         log::info!("nvmeof: serve: transport {:?}", self.target.stats);
         log::info!("nvmeof: serve: core {:?}", self.target.core.stats);
+        log::info!("nvmeof: serve: bounds {:?}, queues {:?}", self.target.core.bound_stats(), self.target.pinned());
     }
 
     /// Close every connection (DREQ) and stop listening; keep polling to let them finish.

@@ -185,6 +185,7 @@ fn setup() -> (World, Node) {
         io_queue_depth: 128,
         max_io_queues: 2,
         max_ctrls: 4,
+        ..TargetConfig::default()
     };
     let subs = vec![SubsystemConfig {
         nqn: SUBNQN.into(),

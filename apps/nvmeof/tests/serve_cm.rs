@@ -40,6 +40,7 @@ fn setup(fabric: &SoftFabric) -> (Rc<RefCell<Side>>, TDev, Env, Rc<Cell<u64>>) {
         io_queue_depth: 64,
         max_io_queues: 2,
         max_ctrls: 4,
+        ..TargetConfig::default()
     };
     let subs = vec![SubsystemConfig {
         nqn: SUBNQN.into(),

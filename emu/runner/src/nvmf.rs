@@ -84,7 +84,9 @@ pub fn build_core(node: &Node, words: &str, ip: [u8; 4], port: u16) -> Result<(C
     if listen.0 != ip {
         return Err(format!("nvmet.listen address {:?} is not this node's {:?}", listen.0, ip));
     }
-    let base = TargetConfig { ports: vec![PortConfig { portid: 1, traddr: listen.0, trsvcid: listen.1 }], ..TargetConfig::default() };
+    let mut base = TargetConfig { ports: vec![PortConfig { portid: 1, traddr: listen.0, trsvcid: listen.1 }], ..TargetConfig::default() };
+    // Controller IDs a peer cannot predict (the image uses the TSC).
+    base.limits.cntlid_seed ^= std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let hal = node.hal.clone();
     let (cfg, subs) = build_target(&args, base, |spec| match *spec {
         NsSpec::Ram { bytes, block_size } => RamNamespace::new(hal.clone(), bytes, block_size).map(RunnerNs::Ram).map_err(|_| "RAM namespace: out of memory"),

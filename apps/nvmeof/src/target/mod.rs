@@ -8,6 +8,9 @@
 //! or hold (Asynchronous Event Request). Facts: NVMe Base 2.0, NVMe-oF 1.1, Linux
 //! drivers/nvme/target/{core,admin-cmd,fabrics-cmd,discovery,io-cmd-bdev}.c behaviour.
 
+mod cntlid;
+mod connect;
+pub mod limits;
 pub mod rdma;
 
 use alloc::boxed::Box;
@@ -21,6 +24,9 @@ use zerocopy::byteorder::little_endian::{U16, U32, U64, U128};
 use zerocopy::{FromBytes, IntoBytes};
 
 use crate::wire::*;
+use cntlid::CntlidGen;
+pub use limits::{Bound, BoundStats, Limits};
+use limits::BoundLog;
 
 /// Largest admin data transfer the core produces in one command.
 pub const ADMIN_MAX_XFER: usize = 8192;
@@ -28,8 +34,6 @@ pub const ADMIN_MAX_XFER: usize = 8192;
 pub const MAX_AERS: usize = 4;
 /// Error log entries kept per controller (ELPE + 1).
 pub const ERROR_LOG_ENTRIES: usize = 16;
-/// Default keep-alive for discovery controllers connecting with KATO 0 (nvmet does the same).
-pub const DISCOVERY_KATO_MS: u32 = 120_000;
 /// Admin queue size limit (NVME_AQ_DEPTH).
 pub const ADMIN_QUEUE_DEPTH: u16 = 32;
 
@@ -74,6 +78,8 @@ pub struct TargetConfig {
     pub max_io_queues: u16,
     /// Controllers alive at once.
     pub max_ctrls: usize,
+    /// Admission bounds, keep-alive range, Connect deadline.
+    pub limits: Limits,
 }
 
 impl Default for TargetConfig {
@@ -85,6 +91,7 @@ impl Default for TargetConfig {
             io_queue_depth: 128,
             max_io_queues: 4,
             max_ctrls: 16,
+            limits: Limits::default(),
         }
     }
 }
@@ -101,6 +108,11 @@ pub struct QueueState {
     /// Current SQ head reported in CQEs (0xFFFF when SQ flow control is disabled).
     pub sqhd: u16,
     pub sq_flow_disabled: bool,
+    /// Where the queue's connection comes from (set by the transport at accept): the
+    /// peer's source GID and QPN. An I/O queue joins a controller only from the GID of its
+    /// admin queue.
+    pub peer_gid: [u8; 16],
+    pub peer_qpn: u32,
 }
 
 impl QueueState {
@@ -206,6 +218,8 @@ struct Ctrl {
     subsys: Option<usize>,
     hostnqn: String,
     hostid: [u8; 16],
+    /// Source GID of the admin queue's connection.
+    source_gid: [u8; 16],
     cc: u32,
     csts: u32,
     kato_ms: u32,
@@ -237,7 +251,11 @@ pub struct Core<B: BlockDevice> {
     cfg: TargetConfig,
     subsystems: Vec<Subsystem<B>>,
     ctrls: Vec<Option<Ctrl>>,
-    next_cntlid: u16,
+    cntlids: CntlidGen,
+    /// Refusals at the admission bounds (counted, logged once per interval).
+    bounds: BoundLog,
+    /// The time of the command being executed.
+    now_ns: u64,
     genctr: u64,
     out: Box<[u8; ADMIN_MAX_XFER]>,
     /// Completed AERs for the transport; room for every AER of every controller.
@@ -284,6 +302,7 @@ impl<B: BlockDevice> Core<B> {
         if cfg.io_queue_depth < 2 || cfg.max_io_queues == 0 || cfg.max_ctrls == 0 {
             return Err("queue depth >= 2, queues >= 1, controllers >= 1");
         }
+        cfg.limits.check()?;
         for s in &subsystems {
             if s.nqn.len() > 223 || s.nqn == DISCOVERY_NQN {
                 return Err("bad subsystem NQN");
@@ -298,13 +317,16 @@ impl<B: BlockDevice> Core<B> {
             }
         }
         let max_ctrls = cfg.max_ctrls;
+        let seed = cfg.limits.cntlid_seed;
         let mut ctrls = Vec::with_capacity(cfg.max_ctrls);
         ctrls.resize_with(cfg.max_ctrls, || None);
         Ok(Core {
             subsystems: subsystems.into_iter().map(|cfg| Subsystem { cfg }).collect(),
             cfg,
             ctrls,
-            next_cntlid: 1,
+            cntlids: CntlidGen::new(seed),
+            bounds: BoundLog::default(),
+            now_ns: 0,
             genctr: 1,
             out: Box::new([0; ADMIN_MAX_XFER]),
             aen_ready: VecDeque::with_capacity(max_ctrls.saturating_mul(MAX_AERS)),
@@ -318,6 +340,14 @@ impl<B: BlockDevice> Core<B> {
 
     pub fn config(&self) -> &TargetConfig {
         &self.cfg
+    }
+    /// Refusals at the admission bounds so far.
+    pub fn bound_stats(&self) -> BoundStats {
+        self.bounds.stats
+    }
+    /// Count (and rate-limit the log line of) an event at a bound the transport enforces.
+    pub fn bound_hit(&mut self, b: Bound, now_ns: u64, who: &dyn core::fmt::Display) {
+        self.bounds.hit(b, now_ns, who);
     }
     /// Controller→host data of the last `Respond`.
     pub fn out(&self) -> &[u8] {
@@ -498,6 +528,7 @@ impl<B: BlockDevice> Core<B> {
     /// Execute one command received on queue `q`.
     pub fn execute(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64) -> Action {
         self.stats.commands += 1;
+        self.now_ns = now_ns;
         if let Some(c) = q.cntlid.and_then(|id| self.ctrl_mut(id)) {
             // Traffic-based keep-alive (CTRATT.TBKAS): any command counts.
             c.last_seen_ns = now_ns;
@@ -536,137 +567,6 @@ impl<B: BlockDevice> Core<B> {
             // Disconnect of an I/O queue: the transport tears the queue down after responding.
             fctype::DISCONNECT if q.qid != 0 => Action::ok(0, 0),
             _ => Action::status(Status::INVALID_OPCODE),
-        }
-    }
-
-    fn connect(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64) -> Action {
-        let cmd = ConnectCmd::read_from_bytes(sqe.as_bytes()).expect("64 bytes");
-        let invalid = |off: u32| Action::Respond { status: Status::CONNECT_INVALID_PARAM, dw0: off, dw1: 0, out_len: 0 };
-        if q.cntlid.is_some() {
-            return Action::status(Status::CMD_SEQ_ERROR);
-        }
-        if cmd.recfmt.get() != 0 {
-            return Action::Respond { status: Status::CONNECT_FORMAT, dw0: 40, dw1: 0, out_len: 0 };
-        }
-        if data.bytes.len() < ConnectData::SIZE || data.sgl_len < ConnectData::SIZE as u32 {
-            return Action::status(Status::SGL_INVALID_DATA);
-        }
-        let Ok(cd) = ConnectData::read_from_bytes(&data.bytes[..ConnectData::SIZE]) else {
-            return Action::status(Status::SGL_INVALID_DATA);
-        };
-        let qid = cmd.qid.get();
-        let sqsize = cmd.sqsize.get();
-        if qid != q.qid {
-            return invalid(connect_off::SQE_QID);
-        }
-        let (Some(subnqn), Some(hostnqn)) = (get_str(&cd.subsysnqn), get_str(&cd.hostnqn)) else {
-            return invalid(connect_off::IATTR_DATA | connect_off::DATA_SUBNQN);
-        };
-        if hostnqn.is_empty() {
-            return invalid(connect_off::IATTR_DATA | connect_off::DATA_HOSTNQN);
-        }
-        let subsys = if subnqn == DISCOVERY_NQN {
-            None
-        } else {
-            match self.subsystems.iter().position(|s| s.cfg.nqn == subnqn) {
-                Some(i) => Some(i),
-                None => return invalid(connect_off::IATTR_DATA | connect_off::DATA_SUBNQN),
-            }
-        };
-        if let Some(si) = subsys {
-            let s = &self.subsystems[si].cfg;
-            if !s.allow_any_host && !s.hosts.iter().any(|h| h == hostnqn) {
-                self.stats.connects_refused += 1;
-                log::warn!("nvmeof: target: host {hostnqn} not allowed on {subnqn}");
-                return Action::Respond {
-                    status: Status::CONNECT_INVALID_HOST,
-                    dw0: connect_off::IATTR_DATA | connect_off::DATA_HOSTNQN,
-                    dw1: 0,
-                    out_len: 0,
-                };
-            }
-        }
-        let max_sq = if qid == 0 { ADMIN_QUEUE_DEPTH } else { self.cfg.io_queue_depth };
-        if sqsize == 0 || sqsize >= max_sq {
-            return invalid(connect_off::SQE_SQSIZE);
-        }
-        let cntlid;
-        if qid == 0 {
-            if cd.cntlid.get() != CNTLID_DYNAMIC {
-                return invalid(connect_off::IATTR_DATA | connect_off::DATA_CNTLID);
-            }
-            let Some(free) = self.ctrls.iter().position(|c| c.is_none()) else {
-                return Action::status(Status::CONNECT_CTRL_BUSY);
-            };
-            cntlid = self.alloc_cntlid();
-            let mut kato = cmd.kato.get();
-            if subsys.is_none() && kato == 0 {
-                kato = DISCOVERY_KATO_MS;
-            }
-            let mut io_connected = Vec::new();
-            io_connected.resize(self.cfg.max_io_queues as usize, false);
-            self.ctrls[free] = Some(Ctrl {
-                cntlid,
-                subsys,
-                hostnqn: String::from(hostnqn),
-                hostid: cd.hostid,
-                cc: 0,
-                csts: 0,
-                kato_ms: kato,
-                last_seen_ns: now_ns,
-                io_queues: self.cfg.max_io_queues,
-                io_connected,
-                aec: 0,
-                aers: heapless::Vec::new(),
-                aen_masked: false,
-                changed: heapless::Vec::new(),
-                changed_overflow: false,
-                errors: [ErrorLogEntry::zeroed(); ERROR_LOG_ENTRIES],
-                error_count: 0,
-                err_head: 0,
-                host_reads: 0,
-                host_writes: 0,
-                blocks_read_512: 0,
-                blocks_written_512: 0,
-            });
-            self.stats.ctrls_created += 1;
-            log::info!("nvmeof: target: controller {cntlid} for {hostnqn} on {subnqn}");
-        } else {
-            let want = cd.cntlid.get();
-            let Some(c) = self.ctrl_mut(want) else {
-                return invalid(connect_off::IATTR_DATA | connect_off::DATA_CNTLID);
-            };
-            if c.subsys != subsys || c.subsys.is_none() || c.hostnqn != hostnqn || c.hostid != cd.hostid {
-                return invalid(connect_off::IATTR_DATA | connect_off::DATA_CNTLID);
-            }
-            if !c.enabled() {
-                return Action::status(Status::CMD_SEQ_ERROR);
-            }
-            if qid > c.io_queues {
-                return invalid(connect_off::SQE_QID);
-            }
-            let slot = &mut c.io_connected[qid as usize - 1];
-            if *slot {
-                return Action::status(Status::CONNECT_CTRL_BUSY);
-            }
-            *slot = true;
-            c.last_seen_ns = now_ns;
-            cntlid = want;
-        }
-        q.cntlid = Some(cntlid);
-        q.sqsize = sqsize;
-        q.sqhd = 0;
-        q.sq_flow_disabled = cmd.cattr & CATTR_DISABLE_SQFLOW != 0;
-        Action::ok(cntlid as u32, 0)
-    }
-
-    fn alloc_cntlid(&mut self) -> u16 {
-        loop {
-            let id = self.next_cntlid;
-            self.next_cntlid = if id >= 0xFFEF { 1 } else { id + 1 };
-            if self.ctrl(id).is_none() {
-                return id;
-            }
         }
     }
 
@@ -778,6 +678,10 @@ impl<B: BlockDevice> Core<B> {
         let save = sqe.cdw10.get() & (1 << 31) != 0;
         let v = sqe.cdw11.get();
         let max_q = self.cfg.max_io_queues;
+        let kato = self.cfg.limits.clamp_kato(v);
+        if fid == fid::KEEP_ALIVE_TIMER && kato != v {
+            self.bounds.hit(Bound::KatoClamped, self.now_ns, &cntlid);
+        }
         let Some(c) = self.ctrl_mut(cntlid) else { return Action::status(Status::INTERNAL) };
         if save {
             return Action::status(Status::FEATURE_NOT_SAVEABLE);
@@ -794,7 +698,7 @@ impl<B: BlockDevice> Core<B> {
                 Action::ok(g | (g << 16), 0)
             }
             fid::KEEP_ALIVE_TIMER => {
-                c.kato_ms = v;
+                c.kato_ms = kato;
                 Action::ok(0, 0)
             }
             fid::ASYNC_EVENT_CONFIG => {

@@ -17,9 +17,15 @@ use rdma::{Access, Completion, Cqn, Lkey, Qpn, RcConnectAttrs, RecvWr, Rkey, Sen
 use zerocopy::byteorder::little_endian::{U16, U32};
 use zerocopy::{FromBytes, IntoBytes};
 
+use super::limits::Bound;
 use super::{Action, Core, DataIn, QueueState, ADMIN_MAX_XFER, ADMIN_QUEUE_DEPTH, MAX_AERS};
+use admit::Ip;
+use rdma::cm_wire::gid_from_ipv4;
 use crate::bench::Histogram;
 use crate::wire::*;
+
+mod admit;
+pub use admit::Pinned;
 
 const KIND_RECV: u64 = 1;
 const KIND_SEND: u64 = 2;
@@ -111,13 +117,25 @@ struct Conn<V: Verbs> {
     q: QueueState,
     depth: u16,
     capsule: usize,
+    /// Largest data transfer a command may describe now (Connect data until admitted).
     xfer: usize,
+    /// Bytes of `data` per slot: 0 until admitted (every slot shares the Connect buffer).
+    stride: usize,
+    /// The per-slot transfer size granted once Connect admitted the queue.
+    full_xfer: usize,
     recv: V::Buf,
     recv_lkey: Lkey,
     rsp: V::Buf,
     rsp_lkey: Lkey,
     data: V::Buf,
     data_lkey: Lkey,
+    /// The Connect buffer, kept (it is small) once `data` is the admitted queue's buffer: an
+    /// RDMA READ a host issued before its Connect completed may still land in it.
+    pre_data: Option<(V::Buf, Lkey)>,
+    /// When the CM accepted the queue (the Connect deadline runs from here) and the
+    /// peer's address (unadmitted queues are bounded per source).
+    accepted_ns: u64,
+    source: rdma::Ipv4,
     slots: Vec<Slot>,
     /// Slots waiting for an RDMA READ slot; room for every slot, reserved at accept.
     read_wait: VecDeque<u16>,
@@ -130,6 +148,14 @@ struct Conn<V: Verbs> {
     close_after_send: bool,
     /// Send WRs written this turn and not yet rung.
     unrung: bool,
+}
+
+impl<V: Verbs> Conn<V> {
+    /// Offset of slot `s`'s data in `data`.
+    #[inline(always)]
+    fn data_off(&self, s: u16) -> usize {
+        s as usize * self.stride
+    }
 }
 
 /// One namespace region registered for zero-copy reads, as `lkeys.len()` registrations:
@@ -161,6 +187,8 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     /// Small host→controller payloads (Connect data, DSM ranges) copied here for parsing.
     scratch_in: alloc::boxed::Box<[u8; 4096]>,
     next_ka_check_ns: u64,
+    /// The time of the last `poll` (accept has no clock of its own).
+    now_ns: u64,
     /// Namespace memory registered for zero-copy reads.
     ns_mrs: Vec<NsMr>,
     ns_registered: bool,
@@ -205,6 +233,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             turnaround_clock: None,
             scratch_in: alloc::boxed::Box::new([0; 4096]),
             next_ka_check_ns: 0,
+            now_ns: 0,
             ns_mrs: Vec::new(),
             ns_registered: false,
             direct_reads: Vec::with_capacity(2 * slots),
@@ -336,6 +365,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         if qid != 0 && !self.ns_registered {
             self.register_namespaces(verbs);
         }
+        self.admission_room(attrs.remote_ip)?;
         let cfg = self.core.config();
         if qid > cfg.max_io_queues {
             return Err(cm_rej::INVALID_QID);
@@ -348,11 +378,17 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         if req.hrqsize.get() == 0 {
             return Err(cm_rej::INVALID_HRQSIZE);
         }
-        let Some(idx) = self.conns.iter().position(|c| c.is_none()) else { return Err(cm_rej::NO_RESOURCES) };
+        let Some(idx) = self.conns.iter().position(|c| c.is_none()) else {
+            self.core.bound_hit(Bound::Queues, self.now_ns, &Ip(attrs.remote_ip));
+            return Err(cm_rej::NO_RESOURCES);
+        };
         let depth = depth as u16;
         let capsule = if qid == 0 { 64 } else { self.core.io_capsule_size() };
         let xfer = if qid == 0 { ADMIN_MAX_XFER } else { cfg.max_io_bytes as usize };
-        let conn = self.build_conn(verbs, qid, depth, capsule, xfer, attrs).map_err(|_| cm_rej::NO_RESOURCES)?;
+        let Ok(conn) = self.build_conn(verbs, qid, depth, capsule, xfer, attrs) else {
+            self.core.bound_hit(Bound::Memory, self.now_ns, &Ip(attrs.remote_ip));
+            return Err(cm_rej::NO_RESOURCES);
+        };
         let qpn = conn.qpn;
         self.conns[idx] = Some(conn);
         self.hi = self.hi.max(idx + 1);
@@ -399,7 +435,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             let (recv_lkey, _) = verbs.reg_mr(recv.paddr(), recv.len() as u64, local)?;
             let rsp = verbs.alloc_buf((depth as usize + MAX_AERS) * Cqe::SIZE)?;
             let (rsp_lkey, _) = verbs.reg_mr(rsp.paddr(), rsp.len() as u64, local)?;
-            let data = verbs.alloc_buf(depth as usize * xfer)?;
+            // Until Connect admits the queue, only the Connect data buffer (see `admit`).
+            let data = verbs.alloc_buf(ConnectData::SIZE)?;
             let (data_lkey, _) = verbs.reg_mr(data.paddr(), data.len() as u64, local)?;
             Ok::<_, V::Error>((recv, recv_lkey, rsp, rsp_lkey, data, data_lkey))
         })();
@@ -429,16 +466,21 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             gen: self.gen,
             qpn,
             cq,
-            q: QueueState::new(qid),
+            q: QueueState { peer_gid: gid_from_ipv4(attrs.remote_ip), peer_qpn: attrs.remote_qpn.0, ..QueueState::new(qid) },
             depth,
             capsule,
-            xfer,
+            xfer: ConnectData::SIZE,
+            stride: 0,
+            full_xfer: xfer,
             recv,
             recv_lkey,
             rsp,
             rsp_lkey,
             data,
             data_lkey,
+            pre_data: None,
+            accepted_ns: self.now_ns,
+            source: attrs.remote_ip,
             slots,
             read_wait,
             reads_in_flight: 0,
@@ -527,6 +569,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             let _ = verbs.dereg_mr(c.recv_lkey);
             let _ = verbs.dereg_mr(c.rsp_lkey);
             let _ = verbs.dereg_mr(c.data_lkey);
+            if let Some((_, k)) = c.pre_data {
+                let _ = verbs.dereg_mr(k);
+            }
             // Buffers drop here: memory returns to the platform.
         }
     }
@@ -534,6 +579,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Run the target: completions, block I/O, async events, keep-alive. `now_ns` is a
     /// monotonic clock. Returns the number of events handled.
     pub fn poll(&mut self, verbs: &mut V, now_ns: u64) -> usize {
+        self.now_ns = now_ns;
         let mut work = 0;
         for ci in 0..self.hi {
             let Some(c) = self.conns[ci].as_ref() else { continue };
@@ -560,6 +606,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         if now_ns >= self.next_ka_check_ns {
             self.next_ka_check_ns = now_ns.saturating_add(1_000_000);
             work += self.check_keep_alive(verbs, now_ns);
+            work += self.expire_unadmitted(verbs, now_ns);
         }
         // Held writes whose overlapping reads have been sent (or whose queues went away).
         if !self.blocked.is_empty() {
@@ -738,6 +785,10 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             // PRPs or fused commands are not supported on fabrics.
             return Err(Status::INVALID_FIELD);
         }
+        if c.q.cntlid.is_none() && !(sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::CONNECT) {
+            // Nothing but Connect before Connect (and no data moved for anything else).
+            return Err(Status::CMD_SEQ_ERROR);
+        }
         let (to_ctrl, to_host) = data_dir(sqe);
         let sgl = Sgl::decode(&sqe.dptr)?;
         match sgl {
@@ -786,7 +837,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         let wr = SendWr {
             wr_id: wr_id(ci, c.gen, KIND_READ, s),
             op: SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) },
-            sge: Sge { addr: c.data.paddr() + (s as usize * c.xfer) as u64, len, lkey: c.data_lkey },
+            sge: Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey },
             signaled: true,
             ud: None,
         };
@@ -837,7 +888,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         } else {
             wr_id(ci, c.gen, 0, s)
         };
-        let data_pa = c.data.paddr() + (s as usize * c.xfer) as u64;
+        let data_pa = c.data.paddr() + c.data_off(s) as u64;
         let (buf, buf_len) = match sgl {
             Sgl::Inline { offset, len } => (c.recv.paddr() + (s as usize * c.capsule) as u64 + 64 + offset, len as usize),
             Sgl::Keyed { .. } => (data_pa, c.xfer),
@@ -850,7 +901,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             small_len = core::cmp::min(sgl.len() as usize, small.len());
             match sgl {
                 Sgl::Inline { offset, .. } => c.recv.read(s as usize * c.capsule + 64 + offset as usize, &mut small[..small_len]),
-                Sgl::Keyed { .. } => c.data.read(s as usize * c.xfer, &mut small[..small_len]),
+                Sgl::Keyed { .. } => c.data.read(c.data_off(s), &mut small[..small_len]),
             }
             if c.q.qid == 0 || sqe.opcode == FABRICS_OPCODE {
                 self.stats.admin_copy_bytes += small_len as u64;
@@ -866,6 +917,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         let action = self.core.execute(&mut c.q, &sqe, &data, now_ns);
         match action {
             Action::Respond { status, dw0, dw1, out_len } => {
+                let connect = sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::CONNECT;
+                // Admitted: now the queue gets its data buffers (refused if there are none).
+                let (status, dw0) = if connect && status.is_success() && !self.admit(verbs, ci) { (Status::CONNECT_CTRL_BUSY, 0) } else { (status, dw0) };
                 let c = self.conns[ci].as_mut().expect("live");
                 if status.is_success() && sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::DISCONNECT {
                     c.close_after_send = true;
@@ -873,10 +927,10 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 if status.is_success() && out_len > 0 {
                     let n = core::cmp::min(out_len as usize, sgl.len() as usize);
                     if let Sgl::Keyed { .. } = sgl {
-                        c.data.write(s as usize * c.xfer, &self.core.out()[..n]);
+                        c.data.write(c.data_off(s), &self.core.out()[..n]);
                         self.stats.admin_copy_bytes += n as u64;
                         let c = self.conns[ci].as_ref().expect("live");
-                        let src = Sge { addr: c.data.paddr() + (s as usize * c.xfer) as u64, len: n as u32, lkey: c.data_lkey };
+                        let src = Sge { addr: c.data.paddr() + c.data_off(s) as u64, len: n as u32, lkey: c.data_lkey };
                         if !self.post_write(verbs, ci, s, src) {
                             return;
                         }
@@ -990,7 +1044,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             let src = if slot.direct_addr != 0 {
                 Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey }
             } else {
-                Sge { addr: c.data.paddr() + (s as usize * c.xfer) as u64, len, lkey: c.data_lkey }
+                Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey }
             };
             if !self.post_write(verbs, ci, s, src) {
                 return;

@@ -219,6 +219,8 @@ pub struct World<D: Verbs = TDev> {
     conns: BTreeMap<u32, (Qpn, ConnectPoll)>,
     next: u32,
     pub idle_calls: u64,
+    /// The source address the target sees for connections made through `cm_connect`.
+    pub peer_ip: Ipv4,
 }
 
 pub fn attrs(remote: Qpn, ip: Ipv4) -> RcConnectAttrs {
@@ -281,7 +283,7 @@ pub fn make_world_on<D: Verbs>(fabric: &SoftFabric, blocks: u64, allowed: &[&str
         },
     ];
     let core = Core::new(cfg, subs).expect("config");
-    World { target: RdmaTarget::new(core, max_queues), tdev, now: 1_000_000, tick_ns: 1_000, conns: BTreeMap::new(), next: 1, idle_calls: 0 }
+    World { target: RdmaTarget::new(core, max_queues), tdev, now: 1_000_000, tick_ns: 1_000, conns: BTreeMap::new(), next: 1, idle_calls: 0, peer_ip: HOST_IP }
 }
 
 impl<D: Verbs> HostEnv<TDev> for World<D> {
@@ -298,7 +300,7 @@ impl<D: Verbs> HostEnv<TDev> for World<D> {
     fn cm_connect(&mut self, verbs: &mut TDev, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()> {
         let h = self.next;
         self.next += 1;
-        let st = match self.target.accept(&mut self.tdev, private, &attrs(qp, HOST_IP)) {
+        let st = match self.target.accept(&mut self.tdev, private, &attrs(qp, self.peer_ip)) {
             Ok((tqp, rep)) => {
                 verbs.connect_rc_qp(qp, &attrs(tqp, TARGET_IP)).map_err(|_| ())?;
                 self.conns.insert(h, (tqp, ConnectPoll::Connected { crqsize: rep.crqsize.get() }));

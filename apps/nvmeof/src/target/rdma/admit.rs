@@ -1,0 +1,129 @@
+//! Admission on the RDMA transport: what a queue pins before and after Fabrics Connect.
+//!
+//! A queue the CM accepted holds its QP, CQ, receive and response buffers and a 1 KiB
+//! Connect buffer, nothing more, and counts as unadmitted: bounded per source address and in
+//! total (REJ NO_RESOURCES beyond), closed at the Connect deadline. Only a Connect the core
+//! admitted gets the queue its data buffers (depth × largest transfer); if they cannot be
+//! had the Connect is answered Controller Busy and the controller/queue admission undone.
+
+use core::fmt;
+
+use blockdev::BlockDevice;
+use hal::DmaRegion;
+use rdma::{Access, Verbs};
+
+use super::{Conn, RdmaTarget, Slot};
+use crate::target::limits::Bound;
+use crate::wire::cm_rej;
+
+/// An IPv4 address for log lines.
+pub(super) struct Ip(pub rdma::Ipv4);
+
+impl fmt::Display for Ip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = self.0;
+        write!(f, "{}.{}.{}.{}", a[0], a[1], a[2], a[3])
+    }
+}
+
+/// What the transport's queues hold, for leak checks and the per-connection memory figure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pinned {
+    /// Live queues (not draining), and those of them not admitted by Connect.
+    pub queues: usize,
+    pub unadmitted: usize,
+    /// DMA memory held by all queues (receive, response, data, Connect buffers), bytes.
+    pub dma_bytes: u64,
+    /// Heap held by all queues (queue record, slots, wait list), bytes.
+    pub heap_bytes: u64,
+}
+
+impl<V: Verbs> Conn<V> {
+    fn admitted(&self) -> bool {
+        self.q.cntlid.is_some()
+    }
+}
+
+impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
+    /// Whether a queue from `source` may be accepted: unadmitted queues are bounded per
+    /// source and in total. Err is the NVMe-RDMA REJ status.
+    pub(super) fn admission_room(&mut self, source: rdma::Ipv4) -> Result<(), u16> {
+        let limits = &self.core.config().limits;
+        let (per, total) = (limits.max_unadmitted_per_source, limits.max_unadmitted);
+        let waiting = self.conns.iter().flatten().filter(|c| !c.draining && !c.admitted());
+        let (mut all, mut here) = (0, 0);
+        for c in waiting {
+            all += 1;
+            here += (c.source == source) as usize;
+        }
+        let bound = if here >= per {
+            Bound::UnadmittedPerSource
+        } else if all >= total {
+            Bound::Unadmitted
+        } else {
+            return Ok(());
+        };
+        self.core.bound_hit(bound, self.now_ns, &Ip(source));
+        Err(cm_rej::NO_RESOURCES)
+    }
+
+    /// Connect admitted queue `ci`: give it its data buffers. False (and the core's admission
+    /// undone) when memory cannot be had.
+    pub(super) fn admit(&mut self, verbs: &mut V, ci: usize) -> bool {
+        let Some(c) = self.conns[ci].as_mut() else { return false };
+        let len = (c.depth as usize).saturating_mul(c.full_xfer);
+        let local = Access { local_write: true, remote_read: false, remote_write: false };
+        let got = match verbs.alloc_buf(len) {
+            Ok(buf) => match verbs.reg_mr(buf.paddr(), buf.len() as u64, local) {
+                Ok((lkey, _)) => Some((buf, lkey)),
+                Err(_) => None,
+            },
+            Err(_) => None,
+        };
+        match got {
+            Some((buf, lkey)) => {
+                let pre = (core::mem::replace(&mut c.data, buf), core::mem::replace(&mut c.data_lkey, lkey));
+                c.pre_data = Some(pre);
+                c.stride = c.full_xfer;
+                c.xfer = c.full_xfer;
+                true
+            }
+            None => {
+                let (q, source) = (c.q, c.source);
+                c.q.cntlid = None;
+                self.core.queue_gone(&q);
+                self.core.bound_hit(Bound::Memory, self.now_ns, &Ip(source));
+                false
+            }
+        }
+    }
+
+    /// Close queues that did not complete Connect within the deadline (DREQ to the host).
+    pub(super) fn expire_unadmitted(&mut self, verbs: &mut V, now_ns: u64) -> usize {
+        let deadline = self.core.config().limits.connect_deadline_ms as u64 * 1_000_000;
+        let mut n = 0;
+        for ci in 0..self.hi {
+            let late = self.conns[ci].as_ref().filter(|c| !c.draining && !c.admitted() && now_ns.saturating_sub(c.accepted_ns) > deadline).map(|c| c.source);
+            if let Some(source) = late {
+                self.core.bound_hit(Bound::ConnectDeadline, now_ns, &Ip(source));
+                self.teardown(verbs, ci, true);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// What the queues hold now.
+    pub fn pinned(&self) -> Pinned {
+        let mut p = Pinned::default();
+        for c in self.conns.iter().flatten() {
+            if !c.draining {
+                p.queues += 1;
+                p.unadmitted += !c.admitted() as usize;
+            }
+            p.dma_bytes += (c.recv.len() + c.rsp.len() + c.data.len() + c.pre_data.as_ref().map_or(0, |d| d.0.len())) as u64;
+            p.heap_bytes += (core::mem::size_of::<Conn<V>>() + c.slots.capacity() * core::mem::size_of::<Slot>() + c.read_wait.capacity() * 2) as u64;
+        }
+        p
+    }
+}
