@@ -28,14 +28,26 @@
 //!   (remote QPN, CA GUID) we hold in timewait or still connected under another comm ID →
 //!   REJ STALE_CONN (and the old connection is disconnected).
 //! - DREQ whose Remote QPN is not ours is ignored; DREQ for unknown IDs gets a DREP anyway.
+//!
+//! Hostile peers (see `cm_limits`, `cm_table`):
+//! - The table is bounded (`CmLimits::max_conns`, timewait included) and allocated at
+//!   [`Cm::new`]; a REQ is admitted only within its source's token bucket and entry share,
+//!   else REJ NO_RESOURCES, counted in [`CmStats`] and logged at most once per interval.
+//! - Lookups are indexed: by Local Comm ID (slot + random tag), by (peer address, peer comm
+//!   ID) for duplicate REQs, by (peer address, peer QPN) for stale connections.
+//! - The source address (RoCEv2: the GRH/IPv4 source, the peer's GID) is checked before a
+//!   REQ, REP, REJ, RTU, MRA, DREQ or DREP touches a connection; a REQ's Primary Local Port
+//!   GID must be its source; a REJ's comm ID 0 is no wildcard once the peer's ID is known.
+//! - Peer-chosen timers and retry counts are clamped where the REQ/REP/MRA enters (`PeerClamps`).
 
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::collections::{BTreeSet, VecDeque};
 use alloc::vec::Vec;
 
 use hal::DmaRegion;
 use log::{debug, warn};
 
-use crate::cm_limits::PeerClamps;
+use crate::cm_limits::{CmLimits, PeerClamps, Refusal, SourceLimiter};
+use crate::cm_table::{key, HashIndex, SlotTable};
 use crate::cm_wire::*;
 use crate::verbs::*;
 
@@ -87,6 +99,8 @@ pub struct CmConfig {
     pub send_slots: usize,
     /// Bounds on the timers and retry counts a peer's REQ/REP/MRA may set ([`PeerClamps`]).
     pub clamps: PeerClamps,
+    /// Table size and REQ admission per source ([`CmLimits`]).
+    pub limits: CmLimits,
 }
 
 impl Default for CmConfig {
@@ -107,6 +121,7 @@ impl Default for CmConfig {
             recv_slots: 64,
             send_slots: 64,
             clamps: PeerClamps::default(),
+            limits: CmLimits::default(),
         }
     }
 }
@@ -123,6 +138,10 @@ pub enum CmError<E> {
     PortInUse(u16),
     /// The peer's MAC is not resolved (yet).
     NoRoute(Ipv4),
+    /// The connection table holds `CmLimits::max_conns` connections.
+    TableFull,
+    /// The heap could not provide the CM's tables at creation.
+    NoMemory,
 }
 
 /// A REQ a listener received, waiting for [`Cm::accept`] or [`Cm::reject`].
@@ -215,6 +234,10 @@ pub struct CmStats {
     pub wrong_source: u64,
     /// Peer-chosen timer / retry fields lowered or raised by [`PeerClamps`].
     pub clamped: u64,
+    /// REQs refused (REJ NO_RESOURCES): the source's rate, its held entries, the table full.
+    pub refused_rate: u64,
+    pub refused_per_source: u64,
+    pub refused_table_full: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -269,6 +292,8 @@ struct Conn {
     app_qp: bool,
     /// Passive, app-owned QP: the attributes handed out by [`Cm::accept_attrs`].
     offered: Option<RcConnectAttrs>,
+    /// Passive: counted against its source in the limiter until forgotten.
+    admitted: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -289,15 +314,32 @@ pub struct Cm<V: Verbs> {
     lkey: Lkey,
     recv_slots: usize,
     send_next: usize,
-    send_busy: BTreeSet<usize>,
+    /// Send slots whose completion has not come back; `send_inflight` of them are true.
+    send_busy: Vec<bool>,
+    send_inflight: usize,
     listeners: BTreeSet<u16>,
-    conns: BTreeMap<u32, Conn>,
+    conns: SlotTable<Conn>,
+    /// Passive connections by (peer address, peer's comm ID): duplicate REQs.
+    by_req: HashIndex<u32>,
+    /// Connected (not timewait) connections by (peer address, peer's QPN): stale connections.
+    by_qpn: HashIndex<u32>,
+    limiter: SourceLimiter,
+    /// Refusal counts at the last log line, and when the next may be written.
+    refusals_logged: u64,
+    next_log: u64,
+    /// Next time the limiter forgets idle sources.
+    next_sweep: u64,
     events: VecDeque<CmEvent>,
     rng: u64,
     now: u64,
     next_timer_scan: u64,
     guid: u64,
     stats: CmStats,
+}
+
+/// TID of a REQ/DREQ we send: `hi << 32 | comm ID byte-swapped` (Linux `cm_form_tid`).
+fn form_tid(hi: u32, id: u32) -> u64 {
+    ((hi as u64) << 32) | id.swap_bytes() as u64
 }
 
 fn xorshift(s: &mut u64) -> u64 {
@@ -313,6 +355,17 @@ impl<V: Verbs> Cm<V> {
     /// Set up: allocate and register the MAD buffer, post QP1 receives.
     pub fn new(v: &mut V, cfg: CmConfig) -> Result<Self, CmError<V::Error>> {
         let slots = cfg.recv_slots.max(1) + cfg.send_slots.max(1);
+        let max = cfg.limits.max_conns.max(1);
+        let conns = SlotTable::new(max).map_err(|_| CmError::NoMemory)?;
+        let by_req = HashIndex::new(max, cfg.seed ^ 0x7265_71).map_err(|_| CmError::NoMemory)?;
+        let by_qpn = HashIndex::new(max, cfg.seed ^ 0x7170_6e).map_err(|_| CmError::NoMemory)?;
+        let limiter = SourceLimiter::new(cfg.limits, cfg.seed ^ 0x7372_63).map_err(|_| CmError::NoMemory)?;
+        let mut send_busy = Vec::new();
+        send_busy.try_reserve_exact(cfg.send_slots.max(1)).map_err(|_| CmError::NoMemory)?;
+        send_busy.resize(cfg.send_slots.max(1), false);
+        let mut events = VecDeque::new();
+        // Every event belongs to a connection; a poll turn adds at most a few per MAD received.
+        events.try_reserve(cfg.recv_slots.max(1) * 2 + 64).map_err(|_| CmError::NoMemory)?;
         let buf = v.alloc_buf(slots * SLOT).map_err(CmError::Verbs)?;
         let access = Access { local_write: true, remote_read: false, remote_write: false };
         let (lkey, _) = v.reg_mr(buf.paddr(), buf.len() as u64, access).map_err(CmError::Verbs)?;
@@ -322,10 +375,17 @@ impl<V: Verbs> Cm<V> {
             lkey,
             recv_slots: cfg.recv_slots.max(1),
             send_next: 0,
-            send_busy: BTreeSet::new(),
+            send_busy,
+            send_inflight: 0,
             listeners: BTreeSet::new(),
-            conns: BTreeMap::new(),
-            events: VecDeque::new(),
+            conns,
+            by_req,
+            by_qpn,
+            limiter,
+            refusals_logged: 0,
+            next_log: 0,
+            next_sweep: 0,
+            events,
             rng: cfg.seed | 1,
             now: 0,
             next_timer_scan: 0,
@@ -340,9 +400,10 @@ impl<V: Verbs> Cm<V> {
 
     /// Release the MAD buffer registration and destroy every QP still held.
     pub fn shutdown(mut self, v: &mut V) {
-        let ids: Vec<u32> = self.conns.keys().copied().collect();
-        for id in ids {
-            self.drop_qp(v, id);
+        for i in 0..self.conns.scan_end() {
+            if let Some(id) = self.conns.id_at(i) {
+                self.drop_qp(v, id);
+            }
         }
         let _ = v.dereg_mr(self.lkey);
     }
@@ -356,6 +417,11 @@ impl<V: Verbs> Cm<V> {
         self.conns.len()
     }
 
+    /// Source addresses the REQ limiter remembers (holding entries or still refilling).
+    pub fn sources_tracked(&self) -> usize {
+        self.limiter.sources()
+    }
+
     /// QPs the CM currently owns.
     pub fn qp_count(&self) -> usize {
         self.conns.values().filter(|c| c.qpn.is_some()).count()
@@ -363,12 +429,12 @@ impl<V: Verbs> Cm<V> {
 
     /// The port a connection was made to (listener port / destination port).
     pub fn port(&self, id: ConnId) -> Option<u16> {
-        self.conns.get(&id.0).map(|c| c.port)
+        self.conns.get(id.0).map(|c| c.port)
     }
 
     /// The QP of a connection (once accepted / connect called).
     pub fn qpn(&self, id: ConnId) -> Option<Qpn> {
-        self.conns.get(&id.0).and_then(|c| c.qpn)
+        self.conns.get(id.0).and_then(|c| c.qpn)
     }
 
     pub fn listen(&mut self, port: u16) -> Result<(), CmError<V::Error>> {
@@ -391,26 +457,56 @@ impl<V: Verbs> Cm<V> {
         xorshift(&mut self.rng)
     }
 
-    fn new_comm_id(&mut self) -> u32 {
-        loop {
-            let id = self.rand() as u32;
-            if id != 0 && !self.conns.contains_key(&id) {
-                return id;
-            }
+    /// Store a new connection (`make` gets its Local Comm ID); `None` when the table is full.
+    fn insert_conn(&mut self, make: impl FnOnce(u32) -> Conn) -> Option<u32> {
+        let r = self.rand() as u32;
+        self.conns.insert_with(r, make)
+    }
+
+    /// Forget connection `id`: out of the table, its indexes and its source's count.
+    fn forget(&mut self, id: u32) {
+        let Some(c) = self.conns.remove(id) else { return };
+        self.by_req.remove_if(key(c.peer_ip, c.remote_id), |v| *v == id);
+        self.by_qpn.remove_if(key(c.peer_ip, c.remote_qpn), |v| *v == id);
+        if c.admitted {
+            self.limiter.release(c.peer_ip);
+        }
+    }
+
+    /// Count a refused REQ; log the refusals at most once per interval.
+    fn refused(&mut self, why: Refusal) {
+        let s = &mut self.stats;
+        match why {
+            Refusal::Rate => s.refused_rate += 1,
+            Refusal::PerSource => s.refused_per_source += 1,
+            Refusal::TableFull => s.refused_table_full += 1,
+        }
+        let total = s.refused_rate + s.refused_per_source + s.refused_table_full;
+        if self.now >= self.next_log {
+            warn!(
+                "cm: refused {} REQs since the last report (total: rate {}, per source {}, table full {}; {} connections held)",
+                total - self.refusals_logged,
+                s.refused_rate,
+                s.refused_per_source,
+                s.refused_table_full,
+                self.conns.len()
+            );
+            self.refusals_logged = total;
+            self.next_log = self.now.saturating_add(self.cfg.limits.log_interval_ns);
         }
     }
 
     fn tid_for(&self, id: u32) -> u64 {
-        ((self.cfg.tid_hi as u64) << 32) | id.swap_bytes() as u64
+        form_tid(self.cfg.tid_hi, id)
     }
 
     fn send_mad(&mut self, v: &mut V, ip: Ipv4, mac: Mac, mad: &[u8; MAD_LEN]) {
-        let n = self.cfg.send_slots.max(1);
-        if self.send_busy.len() >= n {
+        let n = self.send_busy.len();
+        if self.send_inflight >= n {
             self.stats.send_ring_full += 1;
             return;
         }
-        while self.send_busy.contains(&self.send_next) {
+        while self.send_busy.get(self.send_next).copied().unwrap_or(false) {
             self.send_next = (self.send_next + 1) % n;
         }
         let s = self.send_next;
@@ -427,7 +523,10 @@ impl<V: Verbs> Cm<V> {
         let qp1 = v.gsi_qp();
         match v.post_send(qp1, &wr) {
             Ok(()) => {
-                self.send_busy.insert(s);
+                if let Some(b) = self.send_busy.get_mut(s) {
+                    *b = true;
+                    self.send_inflight += 1;
+                }
                 self.stats.mads_tx += 1;
             }
             Err(e) => warn!("cm: QP1 send failed: {e:?}"),
@@ -436,7 +535,7 @@ impl<V: Verbs> Cm<V> {
 
     /// Send `mad` for conn `id`, remember it for resends and arm the timer (if `timeout_ns`).
     fn send_for(&mut self, v: &mut V, id: u32, mad: [u8; MAD_LEN], timer: Option<(u64, u8)>) {
-        let Some(c) = self.conns.get_mut(&id) else { return };
+        let Some(c) = self.conns.get_mut(id) else { return };
         c.last = Some(mad);
         match timer {
             Some((t, retries)) => {
@@ -466,7 +565,13 @@ impl<V: Verbs> Cm<V> {
                 return Err(CmError::Verbs(e));
             }
         }
-        Ok(self.start_active(v, qpn, false, p))
+        match self.start_active(v, qpn, false, p) {
+            Some(id) => Ok(id),
+            None => {
+                let _ = v.destroy_qp(qpn);
+                Err(CmError::TableFull)
+            }
+        }
     }
 
     /// Start an active connection on a QP the app created and keeps owning (RESET, its
@@ -477,14 +582,16 @@ impl<V: Verbs> Cm<V> {
         if p.private_data.len() > REQ_PRIVATE_DATA_MAX {
             return Err(CmError::PrivateDataTooLong { max: REQ_PRIVATE_DATA_MAX, got: p.private_data.len() });
         }
-        Ok(self.start_active(v, qpn, true, p))
+        self.start_active(v, qpn, true, p).ok_or(CmError::TableFull)
     }
 
-    fn start_active(&mut self, v: &mut V, qpn: Qpn, app_qp: bool, p: &ConnectParams<'_>) -> ConnId {
-        let id = self.new_comm_id();
+    fn start_active(&mut self, v: &mut V, qpn: Qpn, app_qp: bool, p: &ConnectParams<'_>) -> Option<ConnId> {
         let src_port = if p.src_port != 0 { p.src_port } else { 0x8000 | (self.rand() as u16 & 0x7fff) };
         let my_psn = self.rand() as u32 & 0xFF_FFFF;
-        let conn = Conn {
+        let resolve_deadline = self.now.saturating_add(self.req_timeout_ns(self.cfg.cm_response_timeout));
+        let mtu = self.cfg.mtu;
+        let tid_hi = self.cfg.tid_hi;
+        let id = self.insert_conn(|id| Conn {
             id,
             role: Role::Active,
             state: State::Resolving,
@@ -495,14 +602,14 @@ impl<V: Verbs> Cm<V> {
             peer_mac: [0; 6],
             qpn: Some(qpn),
             port: p.dest_port,
-            req_tid: self.tid_for(id),
+            req_tid: form_tid(tid_hi, id),
             last: None,
             deadline: None,
             timeout_ns: 0,
             retries_left: 0,
             my_psn,
             flow_label: rdma_cm_flow_label(src_port, p.dest_port),
-            mtu: self.cfg.mtu,
+            mtu,
             req: None,
             connected: false,
             app_qp,
@@ -514,17 +621,17 @@ impl<V: Verbs> Cm<V> {
                 src_port,
                 dest_port: p.dest_port,
                 private_data: pad(p.private_data),
-                resolve_deadline: self.now.saturating_add(self.req_timeout_ns(self.cfg.cm_response_timeout)),
+                resolve_deadline,
             }),
-        };
-        self.conns.insert(id, conn);
+            admitted: false,
+        })?;
         self.try_send_req(v, id);
-        ConnId(id)
+        Some(ConnId(id))
     }
 
     /// Resolving → ReqSent once the peer MAC is known.
     fn try_send_req(&mut self, v: &mut V, id: u32) {
-        let Some(c) = self.conns.get(&id) else { return };
+        let Some(c) = self.conns.get(id) else { return };
         if c.state != State::Resolving {
             return;
         }
@@ -575,7 +682,7 @@ impl<V: Verbs> Cm<V> {
             private_data: pd,
         };
         let tid = c.req_tid;
-        let c = self.conns.get_mut(&id).expect("present");
+        let c = self.conns.get_mut(id).expect("present");
         c.peer_mac = mac;
         c.state = State::ReqSent;
         c.req = Some(req);
@@ -618,7 +725,7 @@ impl<V: Verbs> Cm<V> {
     /// result is how many RDMA READs the app may have outstanding at the peer. Step 2 is
     /// [`Cm::accept_app_qp`] (or [`Cm::reject`]).
     pub fn accept_attrs(&mut self, id: ConnId, responder_resources: u8, initiator_depth: u8, access: Access) -> Result<RcConnectAttrs, CmError<V::Error>> {
-        let c = self.conns.get(&id.0).ok_or(CmError::UnknownConn(id))?;
+        let c = self.conns.get(id.0).ok_or(CmError::UnknownConn(id))?;
         if !matches!(c.state, State::ReqRcvd | State::MraReqSent) {
             return Err(CmError::BadState(id));
         }
@@ -649,7 +756,7 @@ impl<V: Verbs> Cm<V> {
             max_dest_rd_atomic,
             access,
         };
-        self.conns.get_mut(&id.0).expect("checked").offered = Some(attrs);
+        self.conns.get_mut(id.0).expect("checked").offered = Some(attrs);
         Ok(attrs)
     }
 
@@ -661,7 +768,7 @@ impl<V: Verbs> Cm<V> {
         if private_data.len() > rep_f::PRIVATE_DATA_LEN {
             return Err(CmError::PrivateDataTooLong { max: rep_f::PRIVATE_DATA_LEN, got: private_data.len() });
         }
-        let c = self.conns.get(&id.0).ok_or(CmError::UnknownConn(id))?;
+        let c = self.conns.get(id.0).ok_or(CmError::UnknownConn(id))?;
         if !matches!(c.state, State::ReqRcvd | State::MraReqSent) || c.offered.is_none() {
             return Err(CmError::BadState(id));
         }
@@ -671,7 +778,7 @@ impl<V: Verbs> Cm<V> {
 
     /// REP for passive conn `id` (state checked, `offered` set) on `qpn`.
     fn send_rep(&mut self, v: &mut V, id: ConnId, qpn: Qpn, app_qp: bool, private_data: &[u8]) {
-        let c = self.conns.get_mut(&id.0).expect("checked by the caller");
+        let c = self.conns.get_mut(id.0).expect("checked by the caller");
         let req = c.req.expect("passive conn has its REQ");
         let a = c.offered.expect("attributes offered");
         let rep = Rep {
@@ -694,11 +801,13 @@ impl<V: Verbs> Cm<V> {
         c.qpn = Some(qpn);
         c.app_qp = app_qp;
         c.connected = true;
+        let k = key(c.peer_ip, c.remote_qpn);
         c.my_psn = a.rq_psn;
         c.mtu = a.mtu;
         c.state = State::RepSent;
         let tid = c.req_tid;
         let t = 2 * cm_time_ns(self.cfg.packet_life_time) + cm_time_ns(req.local_cm_response_timeout);
+        self.by_qpn.insert(k, id.0);
         self.send_for(v, id.0, CmMsg::Rep(rep).encode(tid), Some((t, req.max_cm_retries)));
     }
 
@@ -708,7 +817,7 @@ impl<V: Verbs> Cm<V> {
         if private_data.len() > rej_f::PRIVATE_DATA_LEN {
             return Err(CmError::PrivateDataTooLong { max: rej_f::PRIVATE_DATA_LEN, got: private_data.len() });
         }
-        let c = self.conns.get(&id.0).ok_or(CmError::UnknownConn(id))?;
+        let c = self.conns.get(id.0).ok_or(CmError::UnknownConn(id))?;
         if !matches!(c.state, State::ReqRcvd | State::MraReqSent) {
             return Err(CmError::BadState(id));
         }
@@ -718,7 +827,7 @@ impl<V: Verbs> Cm<V> {
 
     /// Send REJ for the REQ of passive conn `id` and keep it in timewait (duplicates get the REJ again).
     fn reject_inner(&mut self, v: &mut V, id: u32, reason: u16, private_data: &[u8]) {
-        let Some(c) = self.conns.get(&id) else { return };
+        let Some(c) = self.conns.get(id) else { return };
         let rej = Rej {
             local_comm_id: id,
             remote_comm_id: c.remote_id,
@@ -736,7 +845,7 @@ impl<V: Verbs> Cm<V> {
 
     /// Tell the peer we need more time before deciding on its REQ (MRA, Message MRAed = REQ).
     pub fn delay(&mut self, v: &mut V, id: ConnId, service_timeout: u8) -> Result<(), CmError<V::Error>> {
-        let c = self.conns.get_mut(&id.0).ok_or(CmError::UnknownConn(id))?;
+        let c = self.conns.get_mut(id.0).ok_or(CmError::UnknownConn(id))?;
         if c.state != State::ReqRcvd {
             return Err(CmError::BadState(id));
         }
@@ -746,7 +855,7 @@ impl<V: Verbs> Cm<V> {
         let retries = c.req.map_or(0, |r| r.max_cm_retries) as u64;
         let wait = (retries + 1) * (cm_time_ns(service_timeout) + 2 * cm_time_ns(self.cfg.packet_life_time));
         self.send_for(v, id.0, CmMsg::Mra(mra).encode(tid), None);
-        if let Some(c) = self.conns.get_mut(&id.0) {
+        if let Some(c) = self.conns.get_mut(id.0) {
             c.deadline = Some(self.now.saturating_add(wait));
         }
         Ok(())
@@ -754,13 +863,13 @@ impl<V: Verbs> Cm<V> {
 
     /// Passive side: the app saw traffic on the QP before the RTU (Linux COMM_EST).
     pub fn notify_comm_est(&mut self, id: ConnId) {
-        if self.conns.get(&id.0).is_some_and(|c| c.state == State::RepSent) {
+        if self.conns.get(id.0).is_some_and(|c| c.state == State::RepSent) {
             self.establish(id.0, [0; rep_f::PRIVATE_DATA_LEN]);
         }
     }
 
     fn establish(&mut self, id: u32, private_data: [u8; rep_f::PRIVATE_DATA_LEN]) {
-        let Some(c) = self.conns.get_mut(&id) else { return };
+        let Some(c) = self.conns.get_mut(id) else { return };
         c.state = State::Established;
         c.deadline = None;
         let qpn = c.qpn.unwrap_or_default();
@@ -769,7 +878,7 @@ impl<V: Verbs> Cm<V> {
 
     /// Start a disconnect: QP to ERROR, DREQ sent; `Disconnected` follows on DREP or timeout.
     pub fn disconnect(&mut self, v: &mut V, id: ConnId) -> Result<(), CmError<V::Error>> {
-        let c = self.conns.get(&id.0).ok_or(CmError::UnknownConn(id))?;
+        let c = self.conns.get(id.0).ok_or(CmError::UnknownConn(id))?;
         match c.state {
             State::Established | State::RepSent => {}
             State::Resolving | State::ReqSent | State::MraReqRcvd => {
@@ -787,13 +896,13 @@ impl<V: Verbs> Cm<V> {
         let tid = self.tid_for(id.0);
         let t = self.req_timeout_ns(self.cfg.cm_response_timeout);
         let retries = self.cfg.max_cm_retries;
-        self.conns.get_mut(&id.0).expect("checked").state = State::DreqSent;
+        self.conns.get_mut(id.0).expect("checked").state = State::DreqSent;
         self.send_for(v, id.0, CmMsg::Dreq(dreq).encode(tid), Some((t, retries)));
         Ok(())
     }
 
     fn abandon_active(&mut self, v: &mut V, id: u32) {
-        let Some(c) = self.conns.get(&id) else { return };
+        let Some(c) = self.conns.get(id) else { return };
         if c.state != State::Resolving {
             let mut ari = [0u8; rej_f::ARI_LEN];
             ari[..8].copy_from_slice(&self.guid.to_be_bytes());
@@ -802,12 +911,12 @@ impl<V: Verbs> Cm<V> {
             self.send_mad(v, ip, mac, &CmMsg::Rej(rej).encode(tid));
         }
         self.drop_qp(v, id);
-        self.conns.remove(&id);
+        self.forget(id);
     }
 
     /// Forget conn `id`'s QP; a CM-owned one is moved to ERROR and destroyed.
     fn drop_qp(&mut self, v: &mut V, id: u32) {
-        let Some(c) = self.conns.get_mut(&id) else { return };
+        let Some(c) = self.conns.get_mut(id) else { return };
         if c.app_qp {
             c.qpn = None;
             return;
@@ -821,10 +930,13 @@ impl<V: Verbs> Cm<V> {
     }
 
     fn enter_timewait(&mut self, id: u32) {
-        if let Some(c) = self.conns.get_mut(&id) {
+        if let Some(c) = self.conns.get_mut(id) {
             c.state = State::TimeWait;
             c.deadline = Some(self.now.saturating_add(self.cfg.timewait_ns));
             c.retries_left = 0;
+            // Its remote QPN is free for a new connection (Linux cm_enter_timewait).
+            let k = key(c.peer_ip, c.remote_qpn);
+            self.by_qpn.remove_if(k, |v| *v == id);
         }
     }
 
@@ -845,7 +957,11 @@ impl<V: Verbs> Cm<V> {
             let n = v.poll_cq(cq, &mut wcs);
             for wc in &wcs[..n] {
                 if wc.wr_id & SEND_TAG != 0 {
-                    self.send_busy.remove(&((wc.wr_id & !SEND_TAG) as usize));
+                    if let Some(b) = self.send_busy.get_mut((wc.wr_id & !SEND_TAG) as usize) {
+                        if core::mem::take(b) {
+                            self.send_inflight -= 1;
+                        }
+                    }
                     continue;
                 }
                 let slot = wc.wr_id as usize;
@@ -880,22 +996,29 @@ impl<V: Verbs> Cm<V> {
 
     fn run_timers(&mut self, v: &mut V) {
         let now = self.now;
-        let resolving: Vec<u32> = self.conns.values().filter(|c| c.state == State::Resolving).map(|c| c.id).collect();
-        for id in resolving {
-            self.try_send_req(v, id);
-            if let Some(c) = self.conns.get(&id) {
-                if c.state == State::Resolving && c.active.is_some_and(|a| now >= a.resolve_deadline) {
-                    self.drop_qp(v, id);
-                    self.conns.remove(&id);
-                    self.events.push_back(CmEvent::Unreachable { id: ConnId(id) });
-                }
-            }
+        if now >= self.next_sweep {
+            self.limiter.sweep(now);
+            self.next_sweep = now.saturating_add(self.cfg.limits.log_interval_ns);
         }
-        let due: Vec<u32> = self.conns.values().filter(|c| c.deadline.is_some_and(|d| now >= d)).map(|c| c.id).collect();
-        for id in due {
-            let Some(c) = self.conns.get_mut(&id) else { continue };
+        for i in 0..self.conns.scan_end() {
+            let Some(id) = self.conns.id_at(i) else { continue };
+            if self.conns.get(id).is_some_and(|c| c.state == State::Resolving) {
+                self.try_send_req(v, id);
+                if let Some(c) = self.conns.get(id) {
+                    if c.state == State::Resolving && c.active.is_some_and(|a| now >= a.resolve_deadline) {
+                        self.drop_qp(v, id);
+                        self.forget(id);
+                        self.events.push_back(CmEvent::Unreachable { id: ConnId(id) });
+                    }
+                }
+                continue;
+            }
+            let Some(c) = self.conns.get_mut(id) else { continue };
+            if !c.deadline.is_some_and(|d| now >= d) {
+                continue;
+            }
             if c.state == State::TimeWait {
-                self.conns.remove(&id);
+                self.forget(id);
                 continue;
             }
             if c.retries_left > 0 {
@@ -967,7 +1090,7 @@ impl<V: Verbs> Cm<V> {
     /// Our connection `local_id`, if `src_ip` is its peer. A MAD from any other source that
     /// names it is counted (`wrong_source`) and must not touch it.
     fn conn_from(&mut self, src_ip: Ipv4, local_id: u32) -> Option<&Conn> {
-        match self.conns.get(&local_id) {
+        match self.conns.get(local_id) {
             Some(c) if c.peer_ip != src_ip => {
                 self.stats.wrong_source += 1;
                 None
@@ -995,8 +1118,14 @@ impl<V: Verbs> Cm<V> {
             return self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::INVALID_GID);
         }
         // Duplicate of a REQ we know (same source, comm ID and CA GUID): resend what we last sent for it.
-        let dup = self.conns.values().find(|c| c.role == Role::Passive && c.peer_ip == src_ip && c.remote_id == r.local_comm_id && c.remote_guid == r.local_ca_guid).map(|c| (c.id, c.state, c.last, c.peer_ip, c.peer_mac, c.connected));
-        if let Some((id, state, last, ip, mac, connected)) = dup {
+        let known = self.by_req.get(key(src_ip, r.local_comm_id)).and_then(|id| self.conns.get(id));
+        let dup = known.map(|c| (c.id, c.state, c.last, c.peer_ip, c.peer_mac, c.connected, c.remote_guid));
+        if let Some((id, state, last, ip, mac, connected, guid)) = dup {
+            if guid != r.local_ca_guid {
+                // The same source reusing a comm ID under another CA GUID.
+                self.stats.ignored += 1;
+                return self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::DUPLICATE_LOCAL_COMM_ID);
+            }
             self.stats.dup_reqs += 1;
             match (state, last) {
                 (State::MraReqSent | State::RepSent, Some(m)) => self.send_mad(v, ip, mac, &m),
@@ -1019,7 +1148,8 @@ impl<V: Verbs> Cm<V> {
         // that: a REQ from elsewhere naming a victim's GUID and QPN is not a match. A
         // connection in timewait no longer holds its remote QPN (Linux cm_enter_timewait takes
         // it out of the remote-QPN table), so a peer that reuses a QPN at once is served.
-        if let Some(old) = self.conns.values().find(|c| c.connected && c.state != State::TimeWait && c.peer_ip == src_ip && c.remote_guid == r.local_ca_guid && c.remote_qpn == r.local_qpn).map(|c| (c.id, c.state)) {
+        let old = self.by_qpn.get(key(src_ip, r.local_qpn)).and_then(|id| self.conns.get(id));
+        if let Some(old) = old.filter(|c| c.connected && c.state != State::TimeWait && c.remote_guid == r.local_ca_guid).map(|c| (c.id, c.state)) {
             self.stats.stale_rejects += 1;
             self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::STALE_CONN);
             if matches!(old.1, State::Established | State::RepSent) {
@@ -1044,9 +1174,14 @@ impl<V: Verbs> Cm<V> {
             Ok(h) if h.dst_ip == v.local_ip() => h,
             _ => return self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::CONSUMER_DEFINED),
         };
-        let id = self.new_comm_id();
+        // Bounds: the table, then the source's rate and share (cm_limits).
+        let admitted = if self.conns.len() >= self.conns.capacity() { Err(Refusal::TableFull) } else { self.limiter.admit(src_ip, self.now) };
+        if let Err(why) = admitted {
+            self.refused(why);
+            return self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::NO_RESOURCES);
+        }
         let peer_ip = src_ip;
-        self.conns.insert(id, Conn {
+        let inserted = self.insert_conn(|id| Conn {
             id,
             role: Role::Passive,
             state: State::ReqRcvd,
@@ -1070,10 +1205,18 @@ impl<V: Verbs> Cm<V> {
             connected: false,
             app_qp: false,
             offered: None,
+            admitted: true,
         });
+        let Some(id) = inserted else {
+            // Not reached: the table had room above.
+            self.limiter.release(src_ip);
+            self.refused(Refusal::TableFull);
+            return self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REQ, rej_reason::NO_RESOURCES);
+        };
+        self.by_req.insert(key(src_ip, r.local_comm_id), id);
         // The app must decide (or MRA) before the peer gives up; after that, forget it.
         let give_up = (r.max_cm_retries as u64 + 1) * self.req_timeout_ns(r.remote_cm_response_timeout);
-        if let Some(c) = self.conns.get_mut(&id) {
+        if let Some(c) = self.conns.get_mut(id) {
             c.deadline = Some(self.now.saturating_add(give_up));
         }
         self.events.push_back(CmEvent::ConnectRequest(ConnectRequest {
@@ -1089,14 +1232,14 @@ impl<V: Verbs> Cm<V> {
 
     fn on_rep(&mut self, v: &mut V, src_ip: Ipv4, tid: u64, r: Rep) {
         let r = self.cfg.clamps.rep(r, &mut self.stats.clamped);
-        if !self.conns.contains_key(&r.remote_comm_id) {
+        if !self.conns.contains_key(r.remote_comm_id) {
             self.reply_rej(v, src_ip, tid, r.local_comm_id, msg_code::REP, rej_reason::INVALID_COMM_ID);
             return;
         }
         if self.conn_from(src_ip, r.remote_comm_id).is_none() {
             return;
         }
-        let Some(c) = self.conns.get(&r.remote_comm_id) else { return };
+        let Some(c) = self.conns.get(r.remote_comm_id) else { return };
         if c.role != Role::Active {
             self.stats.ignored += 1;
             return;
@@ -1146,15 +1289,17 @@ impl<V: Verbs> Cm<V> {
             let rej = Rej { local_comm_id: id, remote_comm_id: r.local_comm_id, message_rejected: msg_code::REP, reject_info_length: 0, reason: rej_reason::NO_QP, ari: [0; rej_f::ARI_LEN], private_data: [0; rej_f::PRIVATE_DATA_LEN] };
             self.send_mad(v, peer_ip, peer_mac, &CmMsg::Rej(rej).encode(req_tid));
             self.drop_qp(v, id);
-            self.conns.remove(&id);
+            self.forget(id);
             self.events.push_back(CmEvent::Unreachable { id: ConnId(id) });
             return;
         }
-        let c = self.conns.get_mut(&id).expect("present");
+        let c = self.conns.get_mut(id).expect("present");
         c.remote_id = r.local_comm_id;
         c.remote_guid = r.local_ca_guid;
         c.remote_qpn = r.local_qpn;
         c.connected = true;
+        let k = key(c.peer_ip, r.local_qpn);
+        self.by_qpn.insert(k, id);
         let rtu = Rtu { local_comm_id: id, remote_comm_id: r.local_comm_id, private_data: [0; short_f::RTU_PRIVATE_DATA_LEN] };
         self.send_for(v, id, CmMsg::Rtu(rtu).encode(req_tid), None);
         self.establish(id, r.private_data);
@@ -1181,7 +1326,7 @@ impl<V: Verbs> Cm<V> {
         match c.state {
             State::ReqSent | State::MraReqRcvd | State::Resolving => {
                 self.drop_qp(v, id);
-                self.conns.remove(&id);
+                self.forget(id);
                 self.events.push_back(CmEvent::Rejected { id: ConnId(id), reason: r.reason, private_data: r.private_data });
             }
             State::RepSent | State::MraReqSent | State::ReqRcvd => {
@@ -1202,7 +1347,7 @@ impl<V: Verbs> Cm<V> {
             self.stats.ignored += 1;
             return;
         }
-        let Some(c) = self.conns.get_mut(&r.remote_comm_id) else { return };
+        let Some(c) = self.conns.get_mut(r.remote_comm_id) else { return };
         // The MRA of a REQ comes before we know the peer's ID; after that it must carry it.
         if c.remote_id != 0 && c.remote_id != r.local_comm_id {
             self.stats.ignored += 1;
@@ -1227,12 +1372,12 @@ impl<V: Verbs> Cm<V> {
     fn on_dreq(&mut self, v: &mut V, src_ip: Ipv4, tid: u64, r: Dreq) {
         // Found only by both comm IDs from the connection's own peer (Linux cm_dreq_handler
         // looks it up by the ID pair); the QPN is checked below.
-        let wrong_source = self.conns.get(&r.remote_comm_id).is_some_and(|c| c.peer_ip != src_ip);
+        let wrong_source = self.conns.get(r.remote_comm_id).is_some_and(|c| c.peer_ip != src_ip);
         if wrong_source {
             self.stats.wrong_source += 1;
             return;
         }
-        let found = self.conns.get(&r.remote_comm_id).filter(|c| c.remote_id == r.local_comm_id).map(|c| (c.id, c.state, c.qpn, c.peer_ip, c.peer_mac));
+        let found = self.conns.get(r.remote_comm_id).filter(|c| c.remote_id == r.local_comm_id).map(|c| (c.id, c.state, c.qpn, c.peer_ip, c.peer_mac));
         let drep = |id: u32| Drep { local_comm_id: id, remote_comm_id: r.local_comm_id, private_data: [0; short_f::DREP_PRIVATE_DATA_LEN] };
         match found {
             Some((id, state, qpn, ip, mac)) => match state {
@@ -1245,7 +1390,7 @@ impl<V: Verbs> Cm<V> {
                     let m = CmMsg::Drep(drep(id)).encode(tid);
                     self.send_mad(v, ip, mac, &m);
                     self.close(v, id);
-                    if let Some(c) = self.conns.get_mut(&id) {
+                    if let Some(c) = self.conns.get_mut(id) {
                         c.last = Some(m);
                     }
                 }

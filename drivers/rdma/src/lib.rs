@@ -8,6 +8,7 @@ pub mod verbs;
 pub mod cm;
 pub mod cm_wire;
 pub mod cm_limits;
+pub mod cm_table;
 pub mod neigh;
 #[cfg(any(test, feature = "soft"))]
 pub mod soft;

@@ -36,8 +36,11 @@ pub struct Node {
 
 impl Node {
     pub fn new(f: &SoftFabric, ip: [u8; 4], seed: u64) -> Self {
+        Self::with_cfg(f, ip, cfg(seed))
+    }
+    pub fn with_cfg(f: &SoftFabric, ip: [u8; 4], c: CmConfig) -> Self {
         let mut dev = f.add_device(ip);
-        let cm = Cm::new(&mut dev, cfg(seed)).unwrap();
+        let cm = Cm::new(&mut dev, c).unwrap();
         let cq = dev.create_cq(256).unwrap();
         let buf = dev.alloc_buf(64 * 1024).unwrap();
         let (lkey, rkey) = dev.reg_mr(buf.paddr(), 64 * 1024, RW).unwrap();
@@ -57,8 +60,12 @@ pub struct World {
 
 impl World {
     pub fn new() -> Self {
+        Self::with_target_cfg(cfg(0x1111))
+    }
+    /// A world whose target CM runs with `c`.
+    pub fn with_target_cfg(c: CmConfig) -> Self {
         let f = SoftFabric::new();
-        let t = Node::new(&f, TARGET, 0x1111);
+        let t = Node::with_cfg(&f, TARGET, c);
         let h = Node::new(&f, HOST, 0x2222);
         World { f, t, h, now: 1_000_000 }
     }
