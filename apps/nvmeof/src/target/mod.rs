@@ -474,6 +474,12 @@ impl<B: BlockDevice> Core<B> {
         self.aen_ready.pop_front()
     }
 
+    /// Whether block I/O was submitted and not yet reported by [`Core::poll_block`].
+    #[inline]
+    pub fn block_inflight(&self) -> bool {
+        self.inflight != 0
+    }
+
     /// Poll the namespaces for finished I/O; `f(tag, status)` per completion, at most `max`
     /// of them: the devices keep the rest for the next call (nothing is taken that the
     /// caller has no room for). Returns how many were reported; fewer than `max` means every

@@ -595,7 +595,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             }
             // Report what this queue's capsules finished before the next queue submits more
             // (keeps the devices' completion rings short).
-            work += self.drain_block(verbs);
+            if n > 0 {
+                work += self.drain_block(verbs);
+            }
         }
         work += self.drain_block(verbs);
         while let Some((tag, dw0)) = self.core.take_aen() {
@@ -618,7 +620,11 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Block completions: taken in batches no larger than the list they go to (the core
     /// leaves the rest in the devices), until the devices have none.
+    #[inline]
     fn drain_block(&mut self, verbs: &mut V) -> usize {
+        if !self.core.block_inflight() {
+            return 0;
+        }
         let mut work = 0;
         loop {
             let mut k = 0;
