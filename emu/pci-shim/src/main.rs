@@ -3,6 +3,8 @@
 //! emu-pci-shim --ram /dev/shm/g-ram --ram-size 1G --bar /dev/shm/g-bar \
 //!              [--mac 52:54:00:77:00:02] [--sock-local A --sock-remote B] [--timeout S] [--spin]
 //!              [--stop-file PATH]   (ends, printing "SHIM END ...", once PATH exists)
+//!              [--profile NAME]     device profile (emu_connectx::profile::NAMES, default
+//!                                   connectx5); `--profile list` prints the names
 //!
 //! QEMU side (q35, RAM at most 2 GiB so guest physical = file offset):
 //!   -m 1G -object memory-backend-file,id=ram,size=1G,mem-path=/dev/shm/g-ram,share=on
@@ -61,10 +63,11 @@ fn main() -> ExitCode {
     let _ = log::set_logger(&LOGGER).map(|_| log::set_max_level(level));
     let (mut ram, mut ram_size, mut bar) = (None, 1usize << 30, None);
     let (mut mac, mut local, mut remote, mut timeout, mut spin, mut stop_file) = (None, None, None, 0u64, false, None::<PathBuf>);
+    let mut profile = emu_connectx::Profile::default();
     let mut it = std::env::args().skip(1);
     let usage = |m: &str| {
         eprintln!("emu-pci-shim: {m}");
-        eprintln!("usage: emu-pci-shim --ram PATH [--ram-size 1G] --bar PATH [--mac XX:..] [--sock-local A --sock-remote B] [--timeout S] [--spin] [--stop-file PATH]");
+        eprintln!("usage: emu-pci-shim --ram PATH [--ram-size 1G] --bar PATH [--mac XX:..] [--sock-local A --sock-remote B] [--timeout S] [--spin] [--stop-file PATH] [--profile NAME|list]");
         ExitCode::from(2)
     };
     while let Some(k) = it.next() {
@@ -88,6 +91,14 @@ fn main() -> ExitCode {
                 None => return usage("--mac: expected XX:XX:XX:XX:XX:XX"),
             },
             "--stop-file" => stop_file = Some(PathBuf::from(v)),
+            "--profile" if v == "list" => {
+                println!("{}", emu_connectx::profile::NAMES.join("\n"));
+                return ExitCode::SUCCESS;
+            }
+            "--profile" => match emu_connectx::Profile::by_name(&v) {
+                Some(p) => profile = p,
+                None => return usage(&format!("--profile: unknown device profile {v:?}; known: {}", emu_connectx::profile::NAMES.join(", "))),
+            },
             "--sock-local" => local = Some(PathBuf::from(v)),
             "--sock-remote" => remote = Some(PathBuf::from(v)),
             "--timeout" => match v.parse() {
@@ -98,7 +109,8 @@ fn main() -> ExitCode {
         }
     }
     let (Some(ram), Some(bar)) = (ram, bar) else { return usage("--ram and --bar are required") };
-    let mut cfg = emu_connectx::Config { port_answers_arp: false, ..Default::default() };
+    let name = profile.name;
+    let mut cfg = emu_connectx::Config { port_answers_arp: false, profile, ..Default::default() };
     if let Some(m) = mac {
         cfg.mac = m;
     }
@@ -120,7 +132,7 @@ fn main() -> ExitCode {
         (None, None) => {}
         _ => return usage("--sock-local and --sock-remote go together"),
     }
-    println!("SHIM READY ram={} ({} MiB) bar={} ({} MiB)", ram.display(), ram_size >> 20, bar.display(), BAR_FILE_SIZE >> 20);
+    println!("SHIM READY ram={} ({} MiB) bar={} ({} MiB) profile={name}", ram.display(), ram_size >> 20, bar.display(), BAR_FILE_SIZE >> 20);
     let t0 = Instant::now();
     let mut last_report = Instant::now();
     let mut last_check = Instant::now();

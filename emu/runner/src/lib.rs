@@ -25,10 +25,18 @@ pub enum Error {
 }
 
 /// How a node is made besides its addresses (command-line options of emu-runner).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     /// The driver's firmware command trace (`--trace 1|full`).
     pub trace: mlx5::TraceMode,
+    /// The emulated adapter's device profile (`--profile NAME`, default connectx5).
+    pub profile: emu_connectx::Profile,
+}
+
+/// The profile named `name` (emu_connectx::profile::NAMES), or a message listing the names.
+pub fn profile_by_name(name: &str) -> Result<emu_connectx::Profile, String> {
+    emu_connectx::Profile::by_name(name)
+        .ok_or_else(|| format!("unknown device profile {name:?}; known: {}", emu_connectx::profile::NAMES.join(", ")))
 }
 
 impl Node {
@@ -49,7 +57,7 @@ impl Node {
     ) -> Result<Node, Error> {
         let mem = PhysMem::with_base(mem_base);
         let hal = SimHal::new(mem.clone(), clock.clone());
-        let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac, port_answers_arp: false, ..Default::default() });
+        let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac, port_answers_arp: false, profile: opts.profile, ..Default::default() });
         let cfg = mlx5::Config {
             ipv4: ip,
             timeouts: Timeouts { init_ns: 2_000_000_000, cmd_ns: 2_000_000_000, health_stall_ns: 1_000_000_000 },

@@ -13,6 +13,8 @@
 //! The `--nvmf` words are the appliance image's kernel command line words (nvmeof::cmdline).
 //! --trace 1|full: the driver's firmware command trace on stderr (mlx5::trace: one
 //!            `mlx5_cmd:` line per command; full adds the hex of inputs and outputs).
+//! --profile NAME: the emulated adapter's device profile (emu_connectx::profile::NAMES:
+//!            connectx4lx, connectx5 (default), connectx6dx, connectx7, connectx7-vf); `list` prints them.
 //! Prints "RUNNER RESULT <app> PASS|FAIL ..." and exits 0 on PASS. Log level: RUNNER_LOG=debug|trace|warn.
 
 use std::path::PathBuf;
@@ -20,7 +22,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use emu_connectx::SimClock;
-use emu_runner::{parse_ip, parse_mac, Node, Options};
+use emu_runner::{parse_ip, parse_mac, profile_by_name, Node, Options};
 use rdma::cm::CmConfig;
 
 struct Args {
@@ -46,7 +48,7 @@ struct Args {
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("emu-runner: {msg}");
-    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--serve-ctrls N] [--spin] [--seed N] [--trace 1|full]");
+    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--serve-ctrls N] [--spin] [--seed N] [--trace 1|full] [--profile NAME|list]");
     ExitCode::from(2)
 }
 
@@ -101,6 +103,7 @@ fn parse() -> Result<Args, String> {
             "--count" => a.count = v.parse().map_err(|_| bad())?,
             "--size" => a.size = v.parse().map_err(|_| bad())?,
             "--timeout" => a.timeout = v.parse().map_err(|_| bad())?,
+            "--profile" => a.opts.profile = profile_by_name(&v)?,
             "--trace" => a.opts.trace = mlx5::TraceMode::parse(&v).ok_or_else(|| format!("--trace: expected 0, 1 or full, not {v:?}"))?,
             _ => return Err(format!("unknown option {k}")),
         }
@@ -139,7 +142,7 @@ fn run_nvmf(a: &Args) -> ExitCode {
         Err(c) => return c,
     };
     let clock = SimClock::realtime();
-    let mut node = match Node::with_options(clock, a.ip, a.mac, 0x1_0000_0000, Box::new(link), a.opts) {
+    let mut node = match Node::with_options(clock, a.ip, a.mac, 0x1_0000_0000, Box::new(link), a.opts.clone()) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("emu-runner: adapter bring-up failed: {e:?}");
@@ -179,6 +182,10 @@ fn main() -> ExitCode {
         _ => log::LevelFilter::Info,
     };
     let _ = log::set_logger(&LOGGER).map(|_| log::set_max_level(level));
+    if std::env::args().skip(1).collect::<Vec<_>>().windows(2).any(|w| w[0] == "--profile" && w[1] == "list") {
+        println!("{}", emu_connectx::profile::NAMES.join("\n"));
+        return ExitCode::SUCCESS;
+    }
     let a = match parse() {
         Ok(a) => a,
         Err(e) => return usage(&e),
@@ -197,7 +204,7 @@ fn main() -> ExitCode {
         Err(c) => return c,
     };
     let clock = SimClock::realtime();
-    let mut node = match Node::with_options(clock.clone(), a.ip, a.mac, 0x1_0000_0000, Box::new(link), a.opts) {
+    let mut node = match Node::with_options(clock.clone(), a.ip, a.mac, 0x1_0000_0000, Box::new(link), a.opts.clone()) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("emu-runner: adapter bring-up failed: {e:?}");

@@ -27,7 +27,7 @@ fn node(mode: mlx5::TraceMode) -> (Node, Vec<String>) {
     let _ = log::set_logger(&CAPTURE).map(|_| log::set_max_level(log::LevelFilter::Info));
     LINES.lock().unwrap().clear();
     let (a, _b) = emu_roce::MemLink::pair(Default::default(), 1);
-    let n = Node::with_options(SimClock::new(), [10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 0x1_0000_0000, Box::new(a), Options { trace: mode })
+    let n = Node::with_options(SimClock::new(), [10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 0x1_0000_0000, Box::new(a), Options { trace: mode, ..Default::default() })
         .expect("bring-up");
     let lines = std::mem::take(&mut *LINES.lock().unwrap());
     (n, lines)
