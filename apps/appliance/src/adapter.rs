@@ -174,7 +174,9 @@ pub fn attach(ip: Option<[u8; 4]>, select: Option<(u8, u8, u8)>, trace: mlx5::Tr
             info!("{head}: not brought up (no ip= or nvmet.listen= address on the command line)");
             continue;
         };
-        if let Some(verbs) = bring_up(f, 0, &head, ip, trace) {
+        // A VF (Linux's table flag) skips what only a PF may do (HOST_ENDIANNESS).
+        let vf = mlx5::pci_id(f.vendor, f.device).is_some_and(|i| i.vf);
+        if let Some(verbs) = bring_up(f, 0, &head, ip, trace, vf) {
             up = Some(Adapter { bdf, verbs });
         }
     }
@@ -200,7 +202,7 @@ pub fn attach(ip: Option<[u8; 4]>, select: Option<(u8, u8, u8)>, trace: mlx5::Tr
 /// stand-in, see `crate::emu`) and print its line. Kept out of line: `mlx5::Mlx5` is a large
 /// value (tens of KiB) that passes through this frame once, then lives boxed.
 #[inline(never)]
-pub(crate) fn bring_up(f: &PciFunction, bar: u8, head: &str, ip: [u8; 4], trace: mlx5::TraceMode) -> Option<Box<Verbs>> {
+pub(crate) fn bring_up(f: &PciFunction, bar: u8, head: &str, ip: [u8; 4], trace: mlx5::TraceMode, vf: bool) -> Option<Box<Verbs>> {
     f.enable();
     let bar0 = match f.map_bar(bar) {
         Ok(m) => m,
@@ -209,8 +211,6 @@ pub(crate) fn bring_up(f: &PciFunction, bar: u8, head: &str, ip: [u8; 4], trace:
             return None;
         }
     };
-    // A VF (Linux's table flag) skips what only a PF may do (HOST_ENDIANNESS).
-    let vf = mlx5::pci_id(f.vendor, f.device).is_some_and(|i| i.vf);
     let cfg = mlx5::Config { ipv4: ip, trace, vf, ..Default::default() };
     let dev = match mlx5::Mlx5::bring_up(KernelHal, bar0, cfg) {
         Ok(d) => d,

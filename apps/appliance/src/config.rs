@@ -30,6 +30,9 @@ pub struct Config {
     /// `connectx.emu=ivshmem`: use the ivshmem device (1af4:1110) as the ConnectX, its BAR2
     /// standing for BAR0, served by the host's emulated adapter (emu/pci-shim); see [`crate::emu`].
     pub connectx_emu: bool,
+    /// `connectx.emu=ivshmem,device=XXXX`: the 15b3 device ID the emulated function stands for
+    /// (the ivshmem device hides it); the driver takes the VF flag from it as for a real function.
+    pub connectx_emu_device: Option<u16>,
     /// `roce.mtu=256|512|1024|2048|4096`: the RoCE path MTU the CM offers (default 1024, right
     /// for a 1500-byte Ethernet MTU; 4096 needs jumbo frames end to end).
     pub roce_mtu: u32,
@@ -52,7 +55,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, roce_mtu: 1024, mlx5_trace: None, selftest_connectx: false, nvmeof: Default::default(), serve_ctrls: 0, verify: 0 }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, connectx_emu_device: None, roce_mtu: 1024, mlx5_trace: None, selftest_connectx: false, nvmeof: Default::default(), serve_ctrls: 0, verify: 0 }
     }
 }
 
@@ -113,12 +116,17 @@ pub const OPTIONS: &[Opt<Config>] = &[
     },
     Opt {
         name: "connectx.emu",
-        help: "ivshmem: the ConnectX is the host's emulated adapter behind an ivshmem device (BAR2 = BAR0; QEMU guest RAM shared with emu/pci-shim)",
+        help: "ivshmem[,device=XXXX]: the ConnectX is the host's emulated adapter behind an ivshmem device (BAR2 = BAR0; QEMU guest RAM shared with emu/pci-shim); device= the 15b3 device ID it stands for (a VF ID makes the driver skip PF-only steps)",
         set: |c, v| {
-            if v != "ivshmem" {
-                return Err("expected ivshmem");
+            let (kind, device) = match v.split_once(",device=") {
+                Some((k, d)) => (k, Some(u16::from_str_radix(d, 16).map_err(|_| "device=: expected a hexadecimal 15b3 device ID")?)),
+                None => (v, None),
+            };
+            if kind != "ivshmem" {
+                return Err("expected ivshmem[,device=XXXX]");
             }
             c.connectx_emu = true;
+            c.connectx_emu_device = device;
             Ok(())
         },
     },

@@ -19,7 +19,9 @@ pub const SHARED_BAR: u8 = 2;
 
 /// Bring the stand-in up with IPv4 address `ip` (the first ivshmem function). Never panics.
 #[inline(never)]
-pub fn attach(ip: Option<[u8; 4]>, trace: mlx5::TraceMode) -> Result<Adapter, NoAdapter> {
+/// `device`: the 15b3 device ID the emulated function stands for (`connectx.emu=ivshmem,device=`),
+/// whose VF flag in the mlx5 table the driver follows, as for a real function.
+pub fn attach(ip: Option<[u8; 4]>, trace: mlx5::TraceMode, device: Option<u16>) -> Result<Adapter, NoAdapter> {
     let Some(f) = kernel::pci::find(IVSHMEM.0, IVSHMEM.1).next() else {
         error!("connectx: connectx.emu=ivshmem: no ivshmem device ({:04x}:{:04x}) found", IVSHMEM.0, IVSHMEM.1);
         return Err(NoAdapter::NotFound);
@@ -31,7 +33,7 @@ pub fn attach(ip: Option<[u8; 4]>, trace: mlx5::TraceMode) -> Result<Adapter, No
         info!("{head}: not brought up (no ip= or nvmet.listen= address on the command line)");
         return Err(NoAdapter::NoAddress { found: 1 });
     };
-    match crate::adapter::bring_up(f, SHARED_BAR, &head, ip, trace) {
+    match crate::adapter::bring_up(f, SHARED_BAR, &head, ip, trace, device.and_then(|d| mlx5::pci_id(mlx5::PCI_VENDOR, d)).is_some_and(|i| i.vf)) {
         Some(verbs) => Ok(Adapter { bdf, verbs }),
         None => Err(NoAdapter::Failed { found: 1 }),
     }

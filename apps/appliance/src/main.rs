@@ -73,7 +73,7 @@ fn main(boot: kernel::Boot) -> ! {
     // ConnectX last, so no failure above leaves an adapter up: a failure is printed and the
     // other parts keep running; the NVMe-oF role then fails clearly.
     let trace = cfg.mlx5_trace.unwrap_or(mlx5::TraceMode::Off);
-    let adapter = if cfg.connectx_emu { emu::attach(nvmf::adapter_ip(&cfg), trace) } else { adapter::attach(nvmf::adapter_ip(&cfg), cfg.connectx, trace) };
+    let adapter = if cfg.connectx_emu { emu::attach(nvmf::adapter_ip(&cfg), trace, cfg.connectx_emu_device) } else { adapter::attach(nvmf::adapter_ip(&cfg), cfg.connectx, trace) };
     let adapter = match (role, adapter) {
         (Role::None, Ok(a)) => {
             a.shutdown("no NVMe-oF role on the command line");

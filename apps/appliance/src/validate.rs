@@ -26,7 +26,7 @@ pub fn run(cfg: &Config) -> bool {
     let ip = cfg.ip.unwrap_or(DEFAULT_IP);
     let trace = cfg.mlx5_trace.unwrap_or(mlx5::TraceMode::Commands);
     info!("selftest: connectx: bringing the adapter up as {}.{}.{}.{} (firmware command trace {trace:?})", ip[0], ip[1], ip[2], ip[3]);
-    let attached = if cfg.connectx_emu { crate::emu::attach(Some(ip), trace) } else { crate::adapter::attach(Some(ip), cfg.connectx, trace) };
+    let attached = if cfg.connectx_emu { crate::emu::attach(Some(ip), trace, cfg.connectx_emu_device) } else { crate::adapter::attach(Some(ip), cfg.connectx, trace) };
     let mut a = match attached {
         Ok(a) => a,
         Err(why) => {

@@ -4,7 +4,7 @@
 //!              [--mac 52:54:00:77:00:02] [--sock-local A --sock-remote B] [--timeout S] [--spin]
 //!              [--stop-file PATH]   (ends, printing "SHIM END ...", once PATH exists)
 //!              [--profile NAME]     device profile (emu_connectx::profile::NAMES, default
-//!                                   connectx5); `--profile list` prints the names
+//!                                   connectx5); `--profile list` prints each name and PCI ID
 //!
 //! QEMU side (q35, RAM at most 2 GiB so guest physical = file offset):
 //!   -m 1G -object memory-backend-file,id=ram,size=1G,mem-path=/dev/shm/g-ram,share=on
@@ -92,7 +92,10 @@ fn main() -> ExitCode {
             },
             "--stop-file" => stop_file = Some(PathBuf::from(v)),
             "--profile" if v == "list" => {
-                println!("{}", emu_connectx::profile::NAMES.join("\n"));
+                // One line per profile: its name and the PCI ID of the part it models.
+                for p in emu_connectx::Profile::all() {
+                    println!("{} {:04x}:{:04x}", p.name, p.pci_vendor_id, p.pci_device_id);
+                }
                 return ExitCode::SUCCESS;
             }
             "--profile" => match emu_connectx::Profile::by_name(&v) {

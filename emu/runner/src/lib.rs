@@ -55,6 +55,8 @@ impl Node {
         link: Box<dyn emu_roce::Link>,
         opts: Options,
     ) -> Result<Node, Error> {
+        // As the appliance does: a VF by its PCI ID (Linux's table), skipping PF-only steps.
+        let vf = mlx5::pci_id(opts.profile.pci_vendor_id, opts.profile.pci_device_id).is_some_and(|i| i.vf);
         let mem = PhysMem::with_base(mem_base);
         let hal = SimHal::new(mem.clone(), clock.clone());
         let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac, port_answers_arp: false, profile: opts.profile, ..Default::default() });
@@ -62,6 +64,7 @@ impl Node {
             ipv4: ip,
             timeouts: Timeouts { init_ns: 2_000_000_000, cmd_ns: 2_000_000_000, health_stall_ns: 1_000_000_000 },
             trace: opts.trace,
+            vf,
             ..mlx5::Config::default()
         };
         let dev = Mlx5::bring_up(hal.clone(), cx.bar0(), cfg).map_err(Error::BringUp)?;
