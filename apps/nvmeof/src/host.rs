@@ -726,7 +726,10 @@ impl<V: Verbs> Host<V> {
 
     /// Get Log Page `lid` at byte offset `off` into `out` (length a multiple of 4).
     pub fn get_log(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, lid: u8, rae: bool, off: u64, out: &mut [u8]) -> Result<(), Error<V::Error>> {
-        let numd = (out.len() / 4) as u32 - 1;
+        let numd = match u32::try_from(out.len() / 4) {
+            Ok(d @ 1..) if out.len() % 4 == 0 => d - 1,
+            _ => return Err(Error::Config("log length not a nonzero multiple of 4")),
+        };
         let mut s = cmd(admin_op::GET_LOG_PAGE);
         s.nsid = U32::new(0xFFFF_FFFF);
         s.cdw10 = U32::new(lid as u32 | ((rae as u32) << 15) | ((numd & 0xFFFF) << 16));
@@ -897,7 +900,7 @@ impl<V: Verbs> Host<V> {
 
     /// A free I/O slot on queue `queue` (1-based qid), if any.
     pub fn alloc_slot(&mut self, queue: u16) -> Option<u16> {
-        self.io.get_mut(queue as usize - 1)?.free.pop()
+        self.io.get_mut(queue.checked_sub(1)? as usize)?.free.pop()
     }
 
     /// The data buffer of a slot: (region, offset, length).
@@ -912,7 +915,10 @@ impl<V: Verbs> Host<V> {
         let bs = self.namespaces.iter().find(|n| n.nsid == nsid).map_or(512, |n| n.block_size);
         let inline_ok = self.cfg.inline_writes && self.ctrl.as_ref().is_some_and(|c| c.sgls & sgls::OFFSET != 0);
         let inv = self.cfg.invalidate;
-        let q = &mut self.io[queue as usize - 1];
+        let q = queue.checked_sub(1).and_then(|i| self.io.get_mut(i as usize)).ok_or(Error::Config("no such I/O queue"))?;
+        if q.slots.get(slot as usize).is_none_or(|s| s.busy) {
+            return Err(Error::Config("slot not allocated or in flight"));
+        }
         if blocks == 0 || blocks > 0x1_0000 {
             return Err(Error::Config("blocks out of range"));
         }

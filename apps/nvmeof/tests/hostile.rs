@@ -612,3 +612,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn submit_to_a_missing_queue_or_busy_slot_is_refused() {
+    let (mut w, mut hd, mut host) = connected();
+    assert_eq!(host.alloc_slot(0), None);
+    assert_eq!(host.alloc_slot(9), None);
+    let r = host.submit(&mut hd, 0, 0, IoKind::Read, 1, 0, 1, w.now);
+    assert_eq!(r, Err(Error::Config("no such I/O queue")));
+    let slot = host.alloc_slot(1).unwrap();
+    host.submit(&mut hd, 1, slot, IoKind::Read, 1, 0, 1, w.now).unwrap();
+    let r = host.submit(&mut hd, 1, slot, IoKind::Read, 1, 0, 1, w.now);
+    assert_eq!(r, Err(Error::Config("slot not allocated or in flight")));
+    assert_eq!(host.submit(&mut hd, 1, 999, IoKind::Read, 1, 0, 1, w.now), Err(Error::Config("slot not allocated or in flight")));
+    let mut empty = [];
+    use nvmeof::host::HostEnv;
+    w.idle(&mut hd);
+    assert_eq!(host.get_log(&mut hd, &mut w, lid::DISCOVERY, false, 0, &mut empty), Err(Error::Config("log length not a nonzero multiple of 4")));
+}
