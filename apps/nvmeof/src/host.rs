@@ -19,6 +19,7 @@ use crate::wire::*;
 use nvme_spec::props::{Cap, Cc, Csts};
 use crate::Error;
 
+mod auth;
 mod validate;
 use validate::CidCodec;
 pub use validate::{DiscField, TargetFault, MAX_CAPSULE, MAX_DISC_RECORDS, MAX_QUEUE_DEPTH};
@@ -70,6 +71,11 @@ pub struct HostConfig {
     pub invalidate: bool,
     /// Deadline for one admin command / connect step.
     pub timeout_ns: u64,
+    /// DH-HMAC-CHAP secrets, used when the target asks for authentication.
+    pub dhchap: Option<nvme_auth::host::HostKeys>,
+    /// Seed of the authentication CSPRNG (challenges, DH exponents); the appliance takes it
+    /// from its entropy source.
+    pub auth_seed: [u8; 32],
 }
 
 impl Default for HostConfig {
@@ -84,6 +90,8 @@ impl Default for HostConfig {
             inline_writes: true,
             invalidate: false,
             timeout_ns: 5_000_000_000,
+            dhchap: None,
+            auth_seed: [0x3C; 32],
         }
     }
 }
@@ -216,6 +224,9 @@ pub struct Host<V: Verbs> {
     aer_slot: Option<u16>,
     pub last_aen: Option<u32>,
     pub stats: HostStats,
+    /// DH-HMAC-CHAP: last transaction ID and the CSPRNG (see `host/auth.rs`).
+    auth_tid: u16,
+    auth_rng: nvme_auth::Rng,
 }
 
 fn wrid(kind: u64, idx: u16) -> u64 {
@@ -464,7 +475,10 @@ pub fn cm_req_private(qid: u16, depth: u16) -> [u8; 32] {
 
 impl<V: Verbs> Host<V> {
     fn empty(cfg: HostConfig, subnqn: &str) -> Self {
+        let auth_rng = <nvme_auth::Rng as nvme_auth::SeedableRng>::from_seed(cfg.auth_seed);
         Host {
+            auth_tid: 0,
+            auth_rng,
             cfg,
             subnqn: String::from(subnqn),
             admin: None,
@@ -705,9 +719,7 @@ impl<V: Verbs> Host<V> {
         } else {
             self.sync(verbs, env, qid, sqe, Some(Data::Out(d.as_bytes())))?
         };
-        if qid == 0 && dw0 & (3 << 17) != 0 {
-            return Err(Error::Protocol("target requires authentication"));
-        }
+        self.authenticate_if_asked(verbs, env, qid, dw0)?;
         Ok(dw0 as u16)
     }
 

@@ -54,6 +54,8 @@ pub enum Error<E> {
     NoResources,
     /// A configuration value is out of range.
     Config(&'static str),
+    /// In-band authentication (DH-HMAC-CHAP) failed or was refused.
+    Auth(nvme_auth::Error),
 }
 
 impl<E> From<host::TargetFault> for Error<E> {

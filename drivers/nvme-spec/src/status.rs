@@ -71,6 +71,8 @@ impl Status {
     pub const CONNECT_INVALID_PARAM: Status = Status::cs(0x82);
     pub const CONNECT_RESTART_DISC: Status = Status::cs(0x83);
     pub const CONNECT_INVALID_HOST: Status = Status::cs(0x84);
+    /// Authentication required (Base 2.0; Linux `NVME_SC_AUTH_REQUIRED` 0x191).
+    pub const AUTH_REQUIRED: Status = Status::cs(0x91);
 
     /// The CQE status halfword with phase 0 (Fabrics leaves the phase bit 0).
     pub const fn to_field(self) -> u16 {

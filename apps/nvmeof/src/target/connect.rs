@@ -105,7 +105,13 @@ impl<B: BlockDevice> Core<B> {
         q.sqsize = sqsize;
         q.sqhd = 0;
         q.sq_flow_disabled = cmd.cattr & CATTR_DISABLE_SQFLOW != 0;
-        Action::ok(cntlid as u32, 0)
+        let mut dw0 = cntlid as u32;
+        if let Some(p) = subsys.and_then(|_| self.auth.required(subnqn, hostnqn)) {
+            // Every queue of such a host authenticates (AUTHREQ.ATR), as with nvmet.
+            q.auth = self.auth.begin(p);
+            dw0 |= nvme_auth::wire::AUTHREQ_ATR;
+        }
+        Action::ok(dw0, 0)
     }
 
     /// Create the controller of an admitted admin-queue Connect, within the bounds.

@@ -11,6 +11,7 @@
 mod cntlid;
 mod connect;
 pub mod limits;
+pub mod auth;
 pub mod rdma;
 
 use alloc::boxed::Box;
@@ -80,6 +81,8 @@ pub struct TargetConfig {
     pub max_ctrls: usize,
     /// Admission bounds, keep-alive range, Connect deadline.
     pub limits: Limits,
+    /// Hosts that must pass DH-HMAC-CHAP before their queues carry commands.
+    pub host_auth: Vec<auth::HostAuthConfig>,
 }
 
 impl Default for TargetConfig {
@@ -92,6 +95,7 @@ impl Default for TargetConfig {
             max_io_queues: 4,
             max_ctrls: 16,
             limits: Limits::default(),
+            host_auth: Vec::new(),
         }
     }
 }
@@ -113,6 +117,8 @@ pub struct QueueState {
     /// admin queue.
     pub peer_gid: [u8; 16],
     pub peer_qpn: u32,
+    /// In-band authentication: open, pending a DH-HMAC-CHAP transaction, or failed.
+    pub auth: auth::Gate,
 }
 
 impl QueueState {
@@ -268,6 +274,8 @@ pub struct Core<B: BlockDevice> {
     /// Controllers reset by the host (CC.EN 1 -> 0) whose I/O queues the transport must drop.
     resets: VecDeque<u16>,
     pub stats: CoreStats,
+    /// In-band authentication (hosts, per-queue transactions, counters).
+    pub auth: auth::Auth,
 }
 
 fn blk_status(e: BlockError) -> Status {
@@ -303,6 +311,10 @@ impl<B: BlockDevice> Core<B> {
             return Err("queue depth >= 2, queues >= 1, controllers >= 1");
         }
         cfg.limits.check()?;
+        if cfg.host_auth.iter().any(|h| !subsystems.iter().any(|s| s.nqn == h.subnqn)) {
+            return Err("DH-HMAC-CHAP secret for a host of an unknown subsystem");
+        }
+        let auth = auth::Auth::new(cfg.host_auth.clone());
         for s in &subsystems {
             if s.nqn.len() > 223 || s.nqn == DISCOVERY_NQN {
                 return Err("bad subsystem NQN");
@@ -335,6 +347,7 @@ impl<B: BlockDevice> Core<B> {
             resets: VecDeque::with_capacity(max_ctrls),
             inflight: 0,
             stats: CoreStats::default(),
+            auth,
         })
     }
 
@@ -399,6 +412,7 @@ impl<B: BlockDevice> Core<B> {
 
     /// A queue went away: forget its I/O queue slot (the admin queue takes the controller with it).
     pub fn queue_gone(&mut self, q: &QueueState) {
+        self.auth.end(q.auth);
         let Some(cntlid) = q.cntlid else { return };
         if q.qid == 0 {
             self.remove_ctrl(cntlid);
@@ -539,7 +553,12 @@ impl<B: BlockDevice> Core<B> {
             // Traffic-based keep-alive (CTRATT.TBKAS): any command counts.
             c.last_seen_ns = now_ns;
         }
-        let a = if sqe.opcode == FABRICS_OPCODE {
+        let auth_cmd = sqe.opcode == FABRICS_OPCODE && matches!(sqe.fctype(), fctype::AUTH_SEND | fctype::AUTH_RECV);
+        let a = if q.auth != auth::Gate::Open && !auth_cmd {
+            // Until DH-HMAC-CHAP succeeds only Authentication Send/Receive pass (nvmet does the same).
+            self.auth.stats.refused_cmds += 1;
+            Action::status(Status::AUTH_REQUIRED)
+        } else if sqe.opcode == FABRICS_OPCODE {
             self.exec_fabrics(q, sqe, data, now_ns)
         } else if q.cntlid.is_none() {
             // Nothing but Connect before Connect.
@@ -572,7 +591,25 @@ impl<B: BlockDevice> Core<B> {
             fctype::PROPERTY_GET | fctype::PROPERTY_SET => Action::status(Status::INVALID_OPCODE),
             // Disconnect of an I/O queue: the transport tears the queue down after responding.
             fctype::DISCONNECT if q.qid != 0 => Action::ok(0, 0),
+            fctype::AUTH_SEND | fctype::AUTH_RECV => self.auth_cmd(q, sqe, data),
             _ => Action::status(Status::INVALID_OPCODE),
+        }
+    }
+
+    /// Authentication Send/Receive on a queue whose host must authenticate.
+    fn auth_cmd(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>) -> Action {
+        let Some(c) = q.cntlid.and_then(|id| self.ctrl(id)) else { return Action::status(Status::CMD_SEQ_ERROR) };
+        let Some(subnqn) = c.subsys.and_then(|i| self.subsystems.get(i)).map(|s| s.cfg.nqn.clone()) else {
+            return Action::status(Status::INVALID_OPCODE);
+        };
+        // Connection setup path only: the NQN copies are not per-I/O work.
+        let hostnqn = c.hostnqn.clone();
+        if sqe.fctype() == fctype::AUTH_SEND {
+            let st = self.auth.send(&mut q.auth, sqe, data.bytes, data.sgl_len, &hostnqn, &subnqn);
+            Action::status(st)
+        } else {
+            let (st, n) = self.auth.receive(&mut q.auth, sqe, &mut self.out[..], data.sgl_len, &hostnqn);
+            Action::Respond { status: st, dw0: 0, dw1: 0, out_len: n }
         }
     }
 

@@ -209,7 +209,8 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
 fn data_dir(sqe: &Sqe) -> (bool, bool) {
     // (host→controller, controller→host)
     if sqe.opcode == FABRICS_OPCODE {
-        return (sqe.fctype() == fctype::CONNECT, false);
+        let t = sqe.fctype();
+        return (t == fctype::CONNECT || t == fctype::AUTH_SEND, t == fctype::AUTH_RECV);
     }
     let d = sqe.opcode & 3;
     (d == 1, d == 2)
