@@ -18,6 +18,7 @@ pub mod acpi;
 pub mod bootinfo;
 pub mod cmdline;
 pub mod console;
+pub mod entropy;
 pub mod exit;
 pub mod fbcon;
 pub mod fault;

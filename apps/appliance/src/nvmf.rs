@@ -193,7 +193,11 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
         tcfg.inline_data_size,
         tcfg.max_io_bytes / 1024
     );
-    let core = Core::new(tcfg, subs).map_err(|why| format!("target configuration refused: {why}"))?;
+    if !tcfg.host_auth.is_empty() {
+        info!("nvmf: target: {} host(s) must pass DH-HMAC-CHAP", tcfg.host_auth.len());
+    }
+    let mut core = Core::new(tcfg, subs).map_err(|why| format!("target configuration refused: {why}"))?;
+    core.auth.seed(kernel::entropy::seed32());
     Ok(Box::new(Target { core, addr, port, max_queues, mtu: cfg.roce_mtu }))
 }
 
@@ -330,7 +334,9 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
             id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12], id[13], id[14], id[15]
         ),
     };
-    info!("nvmf: initiator: host {}", hcfg.hostnqn);
+    hcfg.dhchap = spec.dhchap.clone();
+    hcfg.auth_seed = kernel::entropy::seed32();
+    info!("nvmf: initiator: host {}{}", hcfg.hostnqn, if hcfg.dhchap.is_some() { " (DH-HMAC-CHAP secret set)" } else { "" });
     if let Some(b) = &args.bench {
         hcfg.max_io_bytes = hcfg.max_io_bytes.max(b.block_size.next_power_of_two());
         if b.queue_depth > spec.qd {

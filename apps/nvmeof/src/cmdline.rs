@@ -6,7 +6,11 @@
 //! - `nvmet.subsys=NQN,ns=KIND:SIZE|nvme:N,...,host=HOSTNQN,...[,allow_any]`
 //!   KIND is `ram` or `null`, SIZE takes K/M/G suffixes (bytes); `nvme:N` is local NVMe
 //!   namespace N; `bs=512|4096` sets the block size for the ram/null namespaces that follow.
+//!   After a `host=HOSTNQN`, DH-HMAC-CHAP for that host (as nvmet's host attributes):
+//!   `dhchap=DHHC-1:XX:...:` (required to set the others), `dhchap_ctrl=DHHC-1:...:`
+//!   (bidirectional), `dhchap_hash=sha256|sha384|sha512`, `dhchap_dhgroup=null|ffdhe2048|...|ffdhe8192`.
 //! - `nvmf.connect=A.B.C.D[:PORT],nqn=NQN[,hostnqn=NQN][,queues=N][,qd=N][,kato=MS]`
+//!   `[,dhchap=DHHC-1:...:][,dhchap_ctrl=DHHC-1:...:]` (as `nvme connect --dhchap-secret`/`--dhchap-ctrl-secret`)
 //! - `nvmf.bench=PATTERN,bs=N,qd=N,time=N(ms|s)[,read=PCT]`  PATTERN: randread randwrite
 //!   read write randrw
 
@@ -14,6 +18,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::bench::{BenchConfig, Pattern};
+use nvme_auth::{DhGroup, HashId, Secret};
 
 /// A namespace backing requested on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +36,8 @@ pub struct SubsysSpec {
     pub namespaces: Vec<NsSpec>,
     pub hosts: Vec<String>,
     pub allow_any_host: bool,
+    /// Hosts that must pass DH-HMAC-CHAP, with what they must present.
+    pub host_auth: Vec<(String, nvme_auth::ctrl::HostPolicy)>,
 }
 
 /// The initiator's target from `nvmf.connect=`.
@@ -43,6 +50,8 @@ pub struct ConnectSpec {
     pub queues: u16,
     pub qd: u16,
     pub kato_ms: u32,
+    /// DH-HMAC-CHAP secrets, used if the target asks for authentication.
+    pub dhchap: Option<nvme_auth::host::HostKeys>,
 }
 
 /// Everything NVMe-oF found on the command line.
@@ -125,13 +134,28 @@ fn parse_subsys(word: &str, val: &str) -> Result<SubsysSpec, ArgError> {
     if !nqn_ok(nqn) || nqn == crate::wire::DISCOVERY_NQN {
         return Err(err(word, "bad subsystem NQN"));
     }
-    let mut s = SubsysSpec { nqn: nqn.to_string(), namespaces: Vec::new(), hosts: Vec::new(), allow_any_host: false };
+    let mut s = SubsysSpec { nqn: nqn.to_string(), namespaces: Vec::new(), hosts: Vec::new(), allow_any_host: false, host_auth: Vec::new() };
+    // DH-HMAC-CHAP options of the last host= (secret, controller secret, hash, group).
+    let mut auth: Vec<(usize, Option<Secret>, Option<Secret>, HashId, DhGroup)> = Vec::new();
     let mut bs = 512u32;
     for opt in it {
         let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
         match k {
             "allow_any" => s.allow_any_host = true,
             "host" if nqn_ok(v) => s.hosts.push(v.to_string()),
+            "dhchap" | "dhchap_ctrl" | "dhchap_hash" | "dhchap_dhgroup" => {
+                let Some(h) = s.hosts.len().checked_sub(1) else { return Err(err(word, "dhchap options follow a host=NQN")) };
+                if auth.last().is_none_or(|a| a.0 != h) {
+                    auth.push((h, None, None, HashId::Sha256, DhGroup::Null));
+                }
+                let Some(a) = auth.last_mut() else { return Err(err(word, "dhchap options follow a host=NQN")) };
+                match k {
+                    "dhchap" => a.1 = Some(Secret::parse(v).map_err(|_| err(word, "dhchap= needs a valid DHHC-1 secret"))?),
+                    "dhchap_ctrl" => a.2 = Some(Secret::parse(v).map_err(|_| err(word, "dhchap_ctrl= needs a valid DHHC-1 secret"))?),
+                    "dhchap_hash" => a.3 = HashId::from_name(v).ok_or_else(|| err(word, "dhchap_hash is sha256, sha384 or sha512"))?,
+                    _ => a.4 = DhGroup::from_name(v).ok_or_else(|| err(word, "dhchap_dhgroup is null or ffdhe2048..ffdhe8192"))?,
+                }
+            }
             "bs" => {
                 bs = v.parse().ok().filter(|b: &u32| b.is_power_of_two() && (512..=65536).contains(b)).ok_or_else(|| err(word, "bs must be a power of two 512..65536"))?
             }
@@ -157,13 +181,19 @@ fn parse_subsys(word: &str, val: &str) -> Result<SubsysSpec, ArgError> {
     if s.hosts.is_empty() && !s.allow_any_host {
         return Err(err(word, "no host=NQN allowed and no allow_any"));
     }
+    for (h, key, ctrl_key, hash, dhgroup) in auth {
+        let key = key.ok_or_else(|| err(word, "dhchap_* options need dhchap=DHHC-1:... for the host"))?;
+        let policy = nvme_auth::ctrl::HostPolicy { key, ctrl_key, hash, dhgroup };
+        s.host_auth.push((s.hosts[h].clone(), policy));
+    }
     Ok(s)
 }
 
 fn parse_connect(word: &str, val: &str) -> Result<ConnectSpec, ArgError> {
     let mut it = val.split(',');
     let (addr, port) = parse_addr(it.next().unwrap_or("")).ok_or_else(|| err(word, "expected A.B.C.D[:PORT]"))?;
-    let mut c = ConnectSpec { addr, port, nqn: String::new(), hostnqn: None, queues: 1, qd: 32, kato_ms: 5000 };
+    let mut c = ConnectSpec { addr, port, nqn: String::new(), hostnqn: None, queues: 1, qd: 32, kato_ms: 5000, dhchap: None };
+    let mut ctrl_secret = None;
     for opt in it {
         let (k, v) = opt.split_once('=').ok_or_else(|| err(word, "option=value"))?;
         let num = |max: u32| v.parse::<u32>().ok().filter(|&n| n >= 1 && n <= max).ok_or_else(|| err(word, "number out of range"));
@@ -173,11 +203,20 @@ fn parse_connect(word: &str, val: &str) -> Result<ConnectSpec, ArgError> {
             "queues" => c.queues = num(64)? as u16,
             "qd" => c.qd = num(1024)? as u16,
             "kato" => c.kato_ms = v.parse().map_err(|_| err(word, "kato in ms"))?,
+            "dhchap" => {
+                let secret = Secret::parse(v).map_err(|_| err(word, "dhchap= needs a valid DHHC-1 secret"))?;
+                c.dhchap = Some(nvme_auth::host::HostKeys { secret, ctrl: None });
+            }
+            "dhchap_ctrl" => ctrl_secret = Some(Secret::parse(v).map_err(|_| err(word, "dhchap_ctrl= needs a valid DHHC-1 secret"))?),
             _ => return Err(err(word, "unknown connect option")),
         }
     }
     if c.nqn.is_empty() {
         return Err(err(word, "nqn= required"));
+    }
+    if let Some(cs) = ctrl_secret {
+        let keys = c.dhchap.as_mut().ok_or_else(|| err(word, "dhchap_ctrl= needs dhchap="))?;
+        keys.ctrl = Some(cs);
     }
     Ok(c)
 }
@@ -305,6 +344,11 @@ pub fn build_target<B: blockdev::BlockDevice>(
         cfg.ports = alloc::vec![crate::target::PortConfig { portid: 1, traddr: addr, trsvcid: port }];
     }
     let mut subs = Vec::new();
+    for s in &args.subsystems {
+        for (hostnqn, policy) in &s.host_auth {
+            cfg.host_auth.push(crate::target::auth::HostAuthConfig { subnqn: s.nqn.clone(), hostnqn: hostnqn.clone(), policy: policy.clone() });
+        }
+    }
     for (i, s) in args.subsystems.iter().enumerate() {
         let mut namespaces = Vec::new();
         for (j, spec) in s.namespaces.iter().enumerate() {
@@ -354,6 +398,49 @@ mod build_tests {
             NsSpec::Null { bytes, block_size } | NsSpec::Ram { bytes, block_size } => Ok(Null(bytes / block_size as u64, block_size)),
             NsSpec::Nvme { .. } => Err("no local NVMe in this test"),
         }
+    }
+
+    /// DH-HMAC-CHAP words: the NVMe spec's example secret, per-host options after host=.
+    #[test]
+    fn dhchap_words() {
+        let k = "DHHC-1:01:ia6zGodOr4SEG0Zzaw398rpY0wqipUWj4jWjUh4HWUz6aQ2n:";
+        let c0 = "DHHC-1:00:ia6zGodOr4SEG0Zzaw398rpY0wqipUWj4jWjUh4HWUz6aQ2n:";
+        let line = alloc::format!(
+            "nvmet.subsys=nqn.a,ns=ram:1M,host=nqn.h1,dhchap={k},dhchap_ctrl={c0},dhchap_hash=sha512,dhchap_dhgroup=ffdhe3072,host=nqn.h2 \
+             nvmf.connect=10.0.0.2,nqn=nqn.a,dhchap={k},dhchap_ctrl={c0}"
+        );
+        let a = parse(&line).unwrap();
+        let s = &a.subsystems[0];
+        assert_eq!(s.hosts, ["nqn.h1", "nqn.h2"]);
+        assert_eq!(s.host_auth.len(), 1);
+        let (h, p) = &s.host_auth[0];
+        assert_eq!(h, "nqn.h1");
+        assert_eq!((p.hash, p.dhgroup), (HashId::Sha512, DhGroup::Ffdhe3072));
+        assert_eq!(p.key, Secret::parse(k).unwrap());
+        assert_eq!(p.ctrl_key, Some(Secret::parse(c0).unwrap()));
+        let keys = a.connect.unwrap().dhchap.unwrap();
+        assert_eq!(keys.secret, Secret::parse(k).unwrap());
+        assert_eq!(keys.ctrl, Some(Secret::parse(c0).unwrap()));
+        // Defaults as nvmet: SHA-256, null group.
+        let a = parse(&alloc::format!("nvmet.subsys=nqn.a,host=nqn.h,dhchap={k}")).unwrap();
+        assert_eq!((a.subsystems[0].host_auth[0].1.hash, a.subsystems[0].host_auth[0].1.dhgroup), (HashId::Sha256, DhGroup::Null));
+        for bad in [
+            alloc::format!("nvmet.subsys=nqn.a,dhchap={k},host=nqn.h"),
+            "nvmet.subsys=nqn.a,host=nqn.h,dhchap=DHHC-1:01:AAAA:".into(),
+            alloc::format!("nvmet.subsys=nqn.a,host=nqn.h,dhchap_ctrl={k}"),
+            alloc::format!("nvmet.subsys=nqn.a,host=nqn.h,dhchap={k},dhchap_hash=md5"),
+            alloc::format!("nvmet.subsys=nqn.a,host=nqn.h,dhchap={k},dhchap_dhgroup=ffdhe1024"),
+            alloc::format!("nvmf.connect=10.0.0.2,nqn=nqn.a,dhchap_ctrl={k}"),
+            "nvmf.connect=10.0.0.2,nqn=nqn.a,dhchap=DHHC-1:01:x:".into(),
+        ] {
+            assert!(parse(&bad).is_err(), "{bad}");
+        }
+        // build_target hands the policies to the core.
+        let a = parse(&alloc::format!("nvmet.subsys=nqn.a,ns=null:1M,host=nqn.h,dhchap={k}")).unwrap();
+        let (cfg, subs) = build_target(&a, crate::target::TargetConfig::default(), make).unwrap();
+        assert_eq!(cfg.host_auth.len(), 1);
+        assert_eq!((cfg.host_auth[0].subnqn.as_str(), cfg.host_auth[0].hostnqn.as_str()), ("nqn.a", "nqn.h"));
+        assert!(crate::target::Core::new(cfg, subs).is_ok());
     }
 
     #[test]

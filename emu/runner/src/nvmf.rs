@@ -100,7 +100,8 @@ pub fn build_core(node: &Node, words: &str, ip: [u8; 4], port: u16) -> Result<(C
             println!("RUNNER subsystem {} nsid {} blocks {} x {} B, hosts: {hosts}", s.nqn, n.nsid, n.dev.num_blocks(), n.dev.block_size());
         }
     }
-    let core = Core::new(cfg, subs).map_err(|e| e.to_string())?;
+    let mut core = Core::new(cfg, subs).map_err(|e| e.to_string())?;
+    core.auth.seed(os_seed());
     Ok((core, listen.1))
 }
 
@@ -185,6 +186,8 @@ pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64) -> Res
     if let Some(h) = &c.hostnqn {
         cfg.hostnqn = h.clone();
     }
+    cfg.dhchap = c.dhchap.clone();
+    cfg.auth_seed = os_seed();
     let v = &mut node.v;
     let entries = Host::discover(v, &mut env, cfg.clone()).map_err(|e| format!("discover: {e:?}"))?;
     for e in &entries {
@@ -228,4 +231,17 @@ pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64) -> Res
         std::thread::sleep(Duration::from_micros(100));
     }
     Ok(())
+}
+
+/// 32 bytes from the host OS's random source, seeding the DH-HMAC-CHAP CSPRNG.
+fn os_seed() -> [u8; 32] {
+    use std::io::Read;
+    let mut s = [0u8; 32];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut s)).is_err() {
+        // Still unpredictable enough for a test harness: time and address-space layout.
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        s[..16].copy_from_slice(&t.to_le_bytes());
+        s[16..24].copy_from_slice(&(&s as *const _ as usize as u64).to_le_bytes());
+    }
+    s
 }
