@@ -238,10 +238,12 @@ fn os_seed() -> [u8; 32] {
     use std::io::Read;
     let mut s = [0u8; 32];
     if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut s)).is_err() {
-        // Still unpredictable enough for a test harness: time and address-space layout.
+        // Still unpredictable enough for a test harness: the time and std's per-process hash keys.
+        use std::hash::BuildHasher;
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         s[..16].copy_from_slice(&t.to_le_bytes());
-        s[16..24].copy_from_slice(&(&s as *const _ as usize as u64).to_le_bytes());
+        s[16..24].copy_from_slice(&std::collections::hash_map::RandomState::new().hash_one(t).to_le_bytes());
+        s[24..].copy_from_slice(&std::collections::hash_map::RandomState::new().hash_one(t).to_le_bytes());
     }
     s
 }
