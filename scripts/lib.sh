@@ -31,6 +31,20 @@ qemu_base() {
         -serial stdio -display none -nodefaults -no-reboot \
         -device isa-debug-exit,iobase=0xf4,iosize=0x04
 }
+# Whether QEMU can start a TCG machine here (a paused empty machine still running after 3 s).
+# Tried three times: one failed start on a loaded machine must not turn a suite into a SKIP.
+# On failure prints QEMU's last message and returns 1.
+qemu_tcg_ok() {
+    local i err
+    for i in 1 2 3; do
+        err=$(timeout 3 qemu-system-x86_64 -accel tcg -M none -display none -nodefaults -no-user-config \
+            -monitor none -serial none -S </dev/null 2>&1 >/dev/null)
+        [ $? = 124 ] && return 0
+        sleep 1
+    done
+    echo "$err" | grep -v 'terminating on signal' | tail -n 1
+    return 1
+}
 # GRUB configuration that boots /appliance-path $1 with Multiboot2 and command line "$2": GRUB's
 # own messages on the screen and on COM1 (115200 8N1, as the image's console), no menu delay.
 grub_cfg() {
