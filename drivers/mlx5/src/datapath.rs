@@ -128,6 +128,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             return Err(Error::InvalidArgument("post_send before RTS"));
         }
         let (opcode, imm) = match wr.op {
+            SendOp::RegMr { key, .. } | SendOp::LocalInvalidate(key) => (crate::fastreg::OPCODE_UMR, key.0),
             SendOp::Send => (wqe_op::SEND, 0),
             SendOp::SendWithImm(v) => (wqe_op::SEND_IMM, v),
             SendOp::SendWithInvalidate(rkey) => (wqe_op::SEND_INVAL, rkey.0),
@@ -140,6 +141,16 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         let mut w = [0u8; MAX_WQE];
         let mut len = ctrl::LAYOUT.size;
+        // The opcode the completion is reported as (a UMR is a registration or an invalidation).
+        let mut slot_opcode = opcode;
+        let mut fence = if q.next_fence { crate::fastreg::FENCE_SMALL } else { 0 };
+        let umr = matches!(wr.op, SendOp::RegMr { .. } | SendOp::LocalInvalidate(_));
+        if umr {
+            let (n, _, so) = crate::fastreg::write(&mut w, &wr.op)?;
+            len = n;
+            slot_opcode = so;
+            fence = crate::fastreg::FENCE_SMALL;
+        }
         if q.kind == QpKind::Gsi {
             let ud = wr.ud.ok_or(Error::InvalidArgument("UD send without address"))?;
             let av = &mut w[len..len + wqe_av::LAYOUT.size];
@@ -164,7 +175,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             }
             _ => {}
         }
-        if let Some(data) = inline {
+        if umr {
+            // No data segment: the UMR segments are the WQE.
+        } else if let Some(data) = inline {
             let seg = &mut w[len..len + wqe_inline_seg::LAYOUT.size];
             set(seg, wqe_inline_seg::byte_count, (data.len() as u32 | INLINE_FLAG) as u64);
             let at = len + wqe_inline_seg::LAYOUT.size;
@@ -188,7 +201,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut w, ctrl::opcode, opcode as u64);
         set(&mut w, ctrl::qpn, q.qpn.0 as u64);
         set(&mut w, ctrl::ds, (len / 16) as u64);
-        set(&mut w, ctrl::fm_ce_se, if wr.signaled { CE_ALWAYS } else { 0 });
+        set(&mut w, ctrl::fm_ce_se, fence | if wr.signaled { CE_ALWAYS } else { 0 });
         set(&mut w, ctrl::imm, imm as u64);
         // Copy WQEBB by WQEBB so a WQE at the ring's end wraps to its start.
         let sq = q.sq_offset();
@@ -197,8 +210,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             q.buf.write(sq + slot * WQEBB, &w[b * WQEBB..(b + 1) * WQEBB]);
         }
         q.sq_slots[pi as usize & (ring - 1)] =
-            SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode };
+            SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode: slot_opcode };
         q.sq_pi = pi.wrapping_add(nbb as u16);
+        q.next_fence = umr;
         q.sq_unrung = Some(u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
         self.stats.send_wqes += 1;
         Ok(i)
@@ -314,6 +328,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             wc.opcode = match slot.opcode {
                 wqe_op::RDMA_WRITE | wqe_op::RDMA_WRITE_IMM => WcOpcode::RdmaWrite,
                 wqe_op::RDMA_READ => WcOpcode::RdmaRead,
+                crate::fastreg::OPCODE_UMR => WcOpcode::RegMr,
+                crate::fastreg::SLOT_LOCAL_INVAL => WcOpcode::LocalInvalidate,
                 _ => WcOpcode::Send,
             };
         } else {

@@ -234,6 +234,8 @@ pub struct Qp<D> {
     /// First 8 bytes (ctrl segment) of the newest WQE written by `post_send_deferred` and not
     /// yet announced by a doorbell; `None` when the device has seen every WQE.
     pub(crate) sq_unrung: Option<u64>,
+    /// The next send WQE must carry a small fence (it follows a UMR).
+    pub(crate) next_fence: bool,
 }
 
 /// What the driver remembers about a posted send WQE until it completes.
@@ -861,12 +863,42 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         Ok(mk)
     }
 
-    /// Destroy an MTT registration by its lkey.
+    /// A free MTT key for fast registration (`SendOp::RegMr` through a send queue, see
+    /// [`crate::fastreg`]): `umr_en`, created free (it grants nothing until a UMR registers it),
+    /// room for the two translation entries every registration writes. `max_len` is checked
+    /// against what one registration can map.
+    pub fn alloc_fast_mr(&mut self, max_len: u64) -> Result<Mkey, Error> {
+        let pd = self.pd.ok_or(Error::InvalidArgument("no PD"))?;
+        if max_len == 0 || max_len > crate::fastreg::MAX_LEN {
+            return Err(Error::InvalidArgument("fast registration length out of range"));
+        }
+        // The translation list is written by each registration; the mailbox carries it empty.
+        let in_len = create_mkey_in::klm_pas_mtt.byte() + 16 * crate::fastreg::XLT_OCTOWORDS as usize;
+        let variant = self.next_variant();
+        self.begin(op::CREATE_MKEY, 0, in_len);
+        let m = create_mkey_in::memory_key_mkey_entry;
+        set(&mut self.inb, mkc::free.at(m), 1);
+        set(&mut self.inb, mkc::umr_en.at(m), 1);
+        set(&mut self.inb, mkc::access_mode_1_0.at(m), 1); // MTT
+        set(&mut self.inb, mkc::qpn.at(m), 0xff_ffff);
+        set(&mut self.inb, mkc::mkey_7_0.at(m), variant as u64);
+        set(&mut self.inb, mkc::pd.at(m), pd.0 as u64);
+        set(&mut self.inb, mkc::log_page_size.at(m), 12);
+        set(&mut self.inb, mkc::translations_octword_size.at(m), crate::fastreg::XLT_OCTOWORDS);
+        self.run(in_len, create_mkey_out::LAYOUT.size)?;
+        let index = self.out(create_mkey_out::mkey_index) as u32;
+        let key = (index << 8) | variant as u32;
+        let mk = Mkey { index, lkey: Lkey(key), rkey: Rkey(key), start: 0, len: 0 };
+        self.mkeys.push(mk);
+        Ok(mk)
+    }
+
+    /// Destroy a registration (`reg_mr` or `alloc_fast_mr`) by its key, any variant.
     pub fn dereg_mr(&mut self, lkey: Lkey) -> Result<(), Error> {
         let i = self
             .mkeys
             .iter()
-            .position(|m| m.lkey == lkey)
+            .position(|m| m.index == lkey.0 >> 8)
             .ok_or(Error::NoSuchObject { kind: "mkey", id: lkey.0 })?;
         let index = self.mkeys[i].index;
         self.simple(op::DESTROY_MKEY, 0, destroy_mkey_in::LAYOUT.size, &[(destroy_mkey_in::mkey_index, index as u64)])?;
@@ -1015,6 +1047,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             sq_slots: alloc::vec![SqSlot::default(); 1 << log_sq],
             rq_wrid: alloc::vec![0; 1 << log_rq],
             sq_unrung: None,
+            next_fence: false,
         });
         Ok(qpn)
     }

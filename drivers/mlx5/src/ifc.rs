@@ -182,6 +182,15 @@ layouts! {
         lkey = F(0x04, 31, 0),
         addr = B(0x08, 8),
     }
+    // mlx5_wqe_umr_ctrl_seg (qp.h): the segment after ctrl in a UMR WQE; the mkey context
+    // segment that follows it has the `mkc` layout (mlx5_mkey_seg).
+    wqe_umr_ctrl_seg [0x30] {
+        flags = F(0x00, 31, 24),
+        xlt_octowords = F(0x04, 31, 16),
+        xlt_offset = F(0x04, 15, 0),
+        mkey_mask = B(0x08, 8),
+        xlt_offset_47_16 = F(0x10, 31, 0),
+    }
     wqe_inline_seg [0x04] {
         byte_count = F(0x00, 31, 0),
     }

@@ -9,6 +9,7 @@
 //! - [`device`]: [`Mlx5::bring_up`] in firmware order, EQ polling (page requests, errors),
 //!   PD/TD/UAR/MKeys/CQs/QPs, QP state transitions, [`Mlx5::shutdown`] reclaiming every page.
 //! - [`datapath`]: `post_send`/`post_recv`/`poll_cq` straight on the rings.
+//! - [`fastreg`]: UMR WQEs: per-I/O key registration and invalidation through the send queue.
 //! - [`verbs`]: [`Mlx5Verbs`], the `rdma::Verbs` implementation apps use; [`arp`]: the ARP
 //!   frames it feeds its neighbour table (`rdma::neigh`) with.
 //! - [`selftest`]: RC traffic between two QPs over the port's local loopback, verified.
@@ -23,6 +24,7 @@ pub mod cmd;
 pub mod datapath;
 pub mod device;
 pub mod error;
+pub mod fastreg;
 pub mod health;
 pub mod ifc;
 pub mod layout;

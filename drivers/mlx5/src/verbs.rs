@@ -180,6 +180,9 @@ impl<H: Hal, M: Mmio> Verbs for Mlx5Verbs<H, M> {
     fn dereg_mr(&mut self, lkey: Lkey) -> Result<(), Error> {
         self.dev.dereg_mr(lkey)
     }
+    fn alloc_fast_mr(&mut self, max_len: u64) -> Result<Rkey, Error> {
+        self.dev.alloc_fast_mr(max_len).map(|m| m.rkey)
+    }
     fn create_cq(&mut self, entries: u32) -> Result<Cqn, Error> {
         self.dev.create_cq(log2_ceil(entries.max(2)))
     }

@@ -387,3 +387,177 @@ fn arp_over_the_raw_ethernet_path() {
         assert_eq!(cx.device().raw.live(), 0);
     }
 }
+
+// ---- per-I/O keys: fast registration through the send queue, and a hostile peer ----
+
+/// A connects a fresh QP pair to B; B (the peer) may issue READ/WRITE, A's QP accepts them.
+fn fresh_pair(a: &mut Side, b: &mut Side) -> (rdma::Cqn, rdma::Cqn, Qpn, Qpn) {
+    connected(a, b)
+}
+
+/// B does `op` (READ or WRITE of 64 bytes) towards A's memory with `rkey` at `addr`; returns
+/// B's completion status and tears both QPs down.
+fn peer_access(clock: &SimClock, a: &mut Side, b: &mut Side, write: bool, addr: u64, rkey: rdma::Rkey) -> WcStatus {
+    let (cqa, cqb, qa, qb) = fresh_pair(a, b);
+    let bufb = b.v.alloc_buf(4096).unwrap();
+    let (lkb, _) = b.v.reg_mr(bufb.paddr(), 4096, Access { local_write: true, ..Default::default() }).unwrap();
+    bufb.write(0, &[0xEE; 64]);
+    let sge = Sge { addr: bufb.paddr(), len: 64, lkey: lkb };
+    let op = if write { SendOp::RdmaWrite { remote_addr: addr, rkey } } else { SendOp::RdmaRead { remote_addr: addr, rkey } };
+    b.v.post_send(qb, &SendWr { wr_id: 7, op, sge, signaled: true, ud: None }).unwrap();
+    let (_, cb) = run_until(a, b, clock, (cqa, cqb), (0, 1));
+    let st = cb[0].status;
+    if st != WcStatus::Success {
+        // IB: a remote access error moves the responder's QP (A's) to ERROR too.
+        for _ in 0..10 {
+            a.cx.poll();
+            b.cx.poll();
+        }
+        assert_eq!(a.cx.device().qps[&qa.0].state, emu_connectx::consts::qp::ERR, "A's QP after a refused access");
+        a.v.poll();
+        let ev = a.v.dev.take_event().expect("A is told its QP failed");
+        assert_eq!((ev.event_type, ev.object), (mlx5::device::event::WQ_ACCESS_ERROR, qa.0), "{ev:?}");
+    }
+    let _ = (a.v.qp_to_error(qa), b.v.qp_to_error(qb));
+    let mut out = [Completion::default(); 8];
+    while a.v.poll_cq(cqa, &mut out) > 0 {}
+    while b.v.poll_cq(cqb, &mut out) > 0 {}
+    a.v.destroy_qp(qa).unwrap();
+    b.v.destroy_qp(qb).unwrap();
+    a.v.destroy_cq(cqa).unwrap();
+    b.v.destroy_cq(cqb).unwrap();
+    b.v.dereg_mr(lkb).unwrap();
+    st
+}
+
+/// A registers `[addr, addr + len)` of its buffer with a fresh variant of `key` through its
+/// send queue (UMR, one doorbell with a SEND behind it) and returns the new key.
+fn fast_register(clock: &SimClock, a: &mut Side, b: &mut Side, key: rdma::Rkey, addr: u64, len: u32, access: Access) -> rdma::Rkey {
+    let (cqa, cqb, qa, qb) = fresh_pair(a, b);
+    let key = key.next_variant();
+    let before = a.v.dev.stats().sq_doorbells;
+    a.v.post_send_deferred(qa, &SendWr { wr_id: 1, op: SendOp::RegMr { key, addr, len, access }, sge: Sge::default(), signaled: true, ud: None }).unwrap();
+    a.v.post_send_deferred(qa, &SendWr { wr_id: 2, op: SendOp::Send, sge: Sge::default(), signaled: true, ud: None }).unwrap();
+    a.v.ring_send(qa).unwrap();
+    assert_eq!(a.v.dev.stats().sq_doorbells - before, 1, "registration and SEND share one doorbell");
+    let bufb = b.v.alloc_buf(4096).unwrap();
+    let (lkb, _) = b.v.reg_mr(bufb.paddr(), 4096, Access { local_write: true, ..Default::default() }).unwrap();
+    b.v.post_recv(qb, &RecvWr { wr_id: 9, sge: Sge { addr: bufb.paddr(), len: 64, lkey: lkb } }).unwrap();
+    let (ca, _) = run_until(a, b, clock, (cqa, cqb), (2, 1));
+    assert_eq!((ca[0].wr_id, ca[0].status, ca[0].opcode), (1, WcStatus::Success, WcOpcode::RegMr), "{ca:?}");
+    assert_eq!((ca[1].wr_id, ca[1].status), (2, WcStatus::Success), "{ca:?}");
+    for (q, c, side) in [(qa, cqa, &mut *a), (qb, cqb, &mut *b)] {
+        side.v.destroy_qp(q).unwrap();
+        side.v.destroy_cq(c).unwrap();
+    }
+    b.v.dereg_mr(lkb).unwrap();
+    key
+}
+
+/// Post one local invalidation of `key` on a fresh QP of A and wait for it.
+fn local_invalidate(clock: &SimClock, a: &mut Side, b: &mut Side, key: rdma::Rkey) {
+    let (cqa, cqb, qa, qb) = fresh_pair(a, b);
+    a.v.post_send(qa, &SendWr { wr_id: 3, op: SendOp::LocalInvalidate(key), sge: Sge::default(), signaled: true, ud: None }).unwrap();
+    let (ca, _) = run_until(a, b, clock, (cqa, cqb), (1, 0));
+    assert_eq!((ca[0].status, ca[0].opcode), (WcStatus::Success, WcOpcode::LocalInvalidate), "{ca:?}");
+    for (q, c, side) in [(qa, cqa, &mut *a), (qb, cqb, &mut *b)] {
+        side.v.destroy_qp(q).unwrap();
+        side.v.destroy_cq(c).unwrap();
+    }
+}
+
+/// The initiator's memory against a hostile peer: the old whole-memory key, guessed keys
+/// (indexes and every stale variant), a key after local and after remote invalidation, and a
+/// valid key outside its range or direction all end in remote access errors (A's QP to
+/// ERROR), and not one byte of A's memory changes. A valid key in range works.
+#[test]
+fn hostile_peer_cannot_reach_initiator_memory_without_a_live_key() {
+    let (clock, mut a, mut b) = pair(Impairments::default());
+    let rw = Access { local_write: true, remote_read: false, remote_write: true };
+    let ro = Access { local_write: true, remote_read: true, remote_write: false };
+    // A's "code/data" region (never registered) and its I/O buffer.
+    let code = a.v.alloc_buf(8192).unwrap();
+    let pattern: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
+    code.write(0, &pattern);
+    let io = a.v.alloc_buf(16384).unwrap();
+    io.write(0, &pattern);
+    io.write(8192, &pattern);
+    let key0 = a.v.alloc_fast_mr(16384).unwrap();
+    let live_before = a.cx.counters().mkeys;
+
+    // (a) the key the whole-memory MKey used to have (first index the adapter hands out,
+    // variant 1), at the code and at the I/O buffer: no such key exists.
+    for addr in [code.paddr(), io.paddr()] {
+        for write in [true, false] {
+            assert_eq!(peer_access(&clock, &mut a, &mut b, write, addr, rdma::Rkey(0x1001)), WcStatus::RemoteAccess);
+        }
+    }
+    // A fast key that was never registered grants nothing.
+    assert_eq!(peer_access(&clock, &mut a, &mut b, true, io.paddr(), key0), WcStatus::RemoteAccess);
+
+    // Register 4 KiB at io+4096 for remote WRITE (what a READ command hands the target).
+    let k1 = fast_register(&clock, &mut a, &mut b, key0, io.paddr() + 4096, 4096, rw);
+    assert_ne!(k1, key0);
+    assert_eq!(k1.0 >> 8, key0.0 >> 8, "same registration, new variant");
+    assert_eq!(a.cx.counters().mkeys, live_before, "no firmware object per registration");
+    // (d) outside the range (before, straddling the end, after), and the wrong direction.
+    for addr in [io.paddr(), io.paddr() + 4096 - 64, io.paddr() + 8192 - 32, io.paddr() + 8192, code.paddr()] {
+        assert_eq!(peer_access(&clock, &mut a, &mut b, true, addr, k1), WcStatus::RemoteAccess, "addr {addr:#x}");
+    }
+    assert_eq!(peer_access(&clock, &mut a, &mut b, false, io.paddr() + 4096, k1), WcStatus::RemoteAccess, "READ on a write-only key");
+    // (b) guesses: every other variant of the live index, and neighbouring indexes.
+    for v in 0..=255u32 {
+        let g = rdma::Rkey((k1.0 & !0xff) | v);
+        if g == k1 {
+            continue;
+        }
+        assert_eq!(peer_access(&clock, &mut a, &mut b, true, io.paddr() + 4096, g), WcStatus::RemoteAccess, "variant {v:#x}");
+    }
+    for idx in 0..0x40u32 {
+        let g = rdma::Rkey((idx << 8) | k1.variant() as u32);
+        if g == k1 {
+            continue;
+        }
+        assert_eq!(peer_access(&clock, &mut a, &mut b, true, io.paddr() + 4096, g), WcStatus::RemoteAccess, "index {idx:#x}");
+    }
+    let mut got = vec![0u8; 16384];
+    io.read(0, &mut got);
+    assert_eq!(&got[..8192], &pattern[..], "nothing written by refused accesses");
+    // In range, right direction: the write lands.
+    assert_eq!(peer_access(&clock, &mut a, &mut b, true, io.paddr() + 4096 + 64, k1), WcStatus::Success);
+    io.read(4096 + 64, &mut got[..64]);
+    assert_eq!(&got[..64], &[0xEE; 64]);
+
+    // (c) after a local invalidation: refused, and a re-registration's new variant is the only
+    // key that works again (the old one stays dead).
+    local_invalidate(&clock, &mut a, &mut b, k1);
+    assert_eq!(peer_access(&clock, &mut a, &mut b, true, io.paddr() + 4096, k1), WcStatus::RemoteAccess);
+    let k2 = fast_register(&clock, &mut a, &mut b, k1, io.paddr(), 8192, ro);
+    assert_eq!(peer_access(&clock, &mut a, &mut b, false, io.paddr(), k1), WcStatus::RemoteAccess, "stale variant");
+    assert_eq!(peer_access(&clock, &mut a, &mut b, false, io.paddr(), k2), WcStatus::Success);
+    // (c) after the peer's SEND WITH INVALIDATE: refused.
+    {
+        let (cqa, cqb, qa, qb) = fresh_pair(&mut a, &mut b);
+        let (lka, _) = a.v.reg_mr(code.paddr(), 64, Access { local_write: true, ..Default::default() }).unwrap();
+        a.v.post_recv(qa, &RecvWr { wr_id: 5, sge: Sge { addr: code.paddr(), len: 0, lkey: lka } }).unwrap();
+        b.v.post_send(qb, &SendWr { wr_id: 6, op: SendOp::SendWithInvalidate(k2), sge: Sge::default(), signaled: true, ud: None }).unwrap();
+        let (ca, cb) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (1, 1));
+        assert_eq!((cb[0].status, ca[0].invalidated_rkey), (WcStatus::Success, Some(k2)), "{ca:?} {cb:?}");
+        for (q, c, side) in [(qa, cqa, &mut a), (qb, cqb, &mut b)] {
+            side.v.destroy_qp(q).unwrap();
+            side.v.destroy_cq(c).unwrap();
+        }
+        a.v.dereg_mr(lka).unwrap();
+    }
+    assert_eq!(peer_access(&clock, &mut a, &mut b, false, io.paddr(), k2), WcStatus::RemoteAccess, "after remote invalidation");
+    assert_eq!(peer_access(&clock, &mut a, &mut b, true, io.paddr(), k2), WcStatus::RemoteAccess, "after remote invalidation");
+
+    let mut c = vec![0u8; 8192];
+    code.read(0, &mut c);
+    assert_eq!(c, pattern, "code region untouched");
+    io.read(8192, &mut got[..8192]);
+    assert_eq!(&got[..8192], &pattern[..], "rest of the buffer untouched");
+    a.v.dereg_mr(rdma::Lkey(k2.0)).unwrap();
+    drop((code, io));
+    leak_check(a, b);
+}

@@ -1252,6 +1252,13 @@ const FROM_C_STRUCTS: &[(&str, u32, u32)] = &[
     ("wqe_data_seg.byte_count", 0, 32),
     ("wqe_data_seg.lkey", 32, 32),
     ("wqe_data_seg.addr", 64, 64),
+    // mlx5_wqe_umr_ctrl_seg: flags @0, xlt_octowords @4 (be16), xlt_offset @6, mkey_mask @8 (be64),
+    // xlt_offset_47_16 @0x10, 48 bytes in all
+    ("wqe_umr_ctrl_seg.flags", 0, 8),
+    ("wqe_umr_ctrl_seg.xlt_octowords", 32, 16),
+    ("wqe_umr_ctrl_seg.xlt_offset", 48, 16),
+    ("wqe_umr_ctrl_seg.mkey_mask", 64, 64),
+    ("wqe_umr_ctrl_seg.xlt_offset_47_16", 128, 32),
     ("wqe_raddr_seg.raddr", 0, 64),
     ("wqe_raddr_seg.rkey", 64, 32),
     // mlx5_av: qkey @0, dqp_dct @8, rmac @0x14, tclass @0x1a, hop_limit @0x1b, grh_gid_fl @0x1c, rgid @0x20

@@ -143,7 +143,8 @@ impl SoftFabric {
             mem: BTreeMap::new(),
             next_paddr: 0x10_0000,
             mrs: BTreeMap::new(),
-            next_key: 0x100,
+            next_mr: 1,
+            next_variant: 0,
             cqs: BTreeMap::new(),
             next_cqn: 1,
             qps: BTreeMap::new(),
@@ -266,12 +267,17 @@ impl Qp {
     }
 }
 
+/// A registration, stored under its index (key >> 8); the key's low byte is its variant.
 struct Mr {
+    key: u32,
     addr: u64,
     len: u64,
     access: Access,
-    /// Cleared by SEND WITH INVALIDATE: remote access refused afterwards.
+    /// Cleared by SEND WITH INVALIDATE / LOCAL_INV: no access afterwards (until a fast
+    /// registration validates the key again).
     remote_valid: bool,
+    /// Fast-registration keys: the largest range `RegMr` may give them.
+    fast_max: Option<u64>,
 }
 
 struct Cq {
@@ -299,8 +305,10 @@ pub struct SoftDevice {
     mac: Mac,
     mem: BTreeMap<PhysAddr, Weak<RefCell<Vec<u8>>>>,
     next_paddr: PhysAddr,
+    /// Registrations by index (key >> 8).
     mrs: BTreeMap<u32, Mr>,
-    next_key: u32,
+    next_mr: u32,
+    next_variant: u8,
     cqs: BTreeMap<u32, Cq>,
     next_cqn: u32,
     qps: BTreeMap<u32, Qp>,
@@ -389,12 +397,49 @@ impl SoftDevice {
         }
     }
 
+    /// The valid registration `key` names (index and variant both match).
+    fn mr(&self, key: u32) -> Option<&Mr> {
+        self.mrs.get(&(key >> 8)).filter(|m| m.key == key && (m.remote_valid || m.fast_max.is_none()))
+    }
+
+    /// A new key: fresh index, next variant.
+    fn new_key(&mut self) -> u32 {
+        let index = self.next_mr;
+        self.next_mr = (self.next_mr + 1) & 0xff_ffff;
+        self.next_variant = self.next_variant.wrapping_add(1);
+        (index << 8) | self.next_variant as u32
+    }
+
+    /// Apply a fast registration or local invalidation (a send-queue WR the device runs itself).
+    fn local_key_op(&mut self, op: SendOp) -> bool {
+        match op {
+            SendOp::RegMr { key, addr, len, access } => {
+                let known = self.mem_find(addr, len as u64).is_some();
+                let Some(m) = self.mrs.get_mut(&(key.0 >> 8)) else { return false };
+                let Some(max) = m.fast_max else { return false };
+                if len == 0 || len as u64 > max || !known {
+                    return false;
+                }
+                *m = Mr { key: key.0, addr, len: len as u64, access, remote_valid: true, fast_max: Some(max) };
+                true
+            }
+            SendOp::LocalInvalidate(key) => match self.mrs.get_mut(&(key.0 >> 8)) {
+                Some(m) if m.key == key.0 => {
+                    m.remote_valid = false;
+                    true
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
     /// Local SGE check: key exists, range inside the registration (and in memory).
     fn check_local(&self, sge: &Sge, need_write: bool) -> bool {
         if sge.len == 0 {
             return true;
         }
-        let Some(mr) = self.mrs.get(&sge.lkey.0) else { return false };
+        let Some(mr) = self.mr(sge.lkey.0) else { return false };
         if need_write && !mr.access.local_write {
             return false;
         }
@@ -402,7 +447,7 @@ impl SoftDevice {
     }
 
     fn check_remote(&self, rkey: Rkey, addr: u64, len: u32, write: bool) -> Result<(), Nak> {
-        let Some(mr) = self.mrs.get(&rkey.0) else { return Err(Nak::RemoteAccess) };
+        let Some(mr) = self.mr(rkey.0) else { return Err(Nak::RemoteAccess) };
         let ok_access = if write { mr.access.remote_write } else { mr.access.remote_read };
         if !mr.remote_valid || !ok_access || !in_range(mr.addr, mr.len, addr, len as u64) {
             return Err(Nak::RemoteAccess);
@@ -502,9 +547,9 @@ impl SoftDevice {
                 } else {
                     let mut inv_ok = true;
                     if let Some(k) = inv {
-                        match self.mrs.get_mut(&k.0) {
-                            Some(mr) => mr.remote_valid = false,
-                            None => inv_ok = false,
+                        match self.mrs.get_mut(&(k.0 >> 8)) {
+                            Some(mr) if mr.key == k.0 && mr.remote_valid => mr.remote_valid = false,
+                            _ => inv_ok = false,
                         }
                     }
                     if !inv_ok {
@@ -685,14 +730,23 @@ impl Verbs for SoftDevice {
         if len == 0 || self.mem_find(addr, len).is_none() {
             return Err(SoftError::InvalidArgument);
         }
-        let key = self.next_key;
-        self.next_key = self.next_key.wrapping_add(1).max(0x100);
-        self.mrs.insert(key, Mr { addr, len, access, remote_valid: true });
+        let key = self.new_key();
+        self.mrs.insert(key >> 8, Mr { key, addr, len, access, remote_valid: true, fast_max: None });
         Ok((Lkey(key), Rkey(key)))
     }
 
     fn dereg_mr(&mut self, lkey: Lkey) -> Result<(), SoftError> {
-        self.mrs.remove(&lkey.0).map(|_| ()).ok_or(SoftError::NoSuchKey(lkey.0))
+        self.mrs.remove(&(lkey.0 >> 8)).map(|_| ()).ok_or(SoftError::NoSuchKey(lkey.0))
+    }
+
+    fn alloc_fast_mr(&mut self, max_len: u64) -> Result<Rkey, SoftError> {
+        if max_len == 0 {
+            return Err(SoftError::InvalidArgument);
+        }
+        let key = self.new_key();
+        let none = Access::default();
+        self.mrs.insert(key >> 8, Mr { key, addr: 0, len: 0, access: none, remote_valid: false, fast_max: Some(max_len) });
+        Ok(Rkey(key))
     }
 
     fn create_cq(&mut self, entries: u32) -> Result<Cqn, SoftError> {
@@ -832,6 +886,16 @@ impl SoftDevice {
         if kind == QpKind::Rc && q.outstanding.len() as u32 >= q.sq_cap {
             return Err(SoftError::QueueFull(qpn));
         }
+        if matches!(wr.op, SendOp::RegMr { .. } | SendOp::LocalInvalidate(_)) {
+            // Runs in the device, no packet: a bad key is a local protection error.
+            if !self.local_key_op(wr.op) {
+                self.complete(scq, Completion { wr_id: wr.wr_id, status: WcStatus::LocalProtection, opcode: opcode_of(&wr.op), qpn, ..Default::default() });
+                self.error_qp(qpn.0);
+            } else if wr.signaled {
+                self.complete(scq, Completion { wr_id: wr.wr_id, opcode: opcode_of(&wr.op), qpn, ..Default::default() });
+            }
+            return Ok(());
+        }
         let reads_local = !matches!(wr.op, SendOp::RdmaRead { .. });
         if !self.check_local(&wr.sge, !reads_local) {
             // Local protection error: completes in error, QP to ERROR (as hardware does).
@@ -880,6 +944,7 @@ impl SoftDevice {
             SendOp::RdmaRead { remote_addr, rkey } => {
                 (RcOp::Read { addr: remote_addr, rkey, len: wr.sge.len }, WcOpcode::RdmaRead, wr.sge)
             }
+            SendOp::RegMr { .. } | SendOp::LocalInvalidate(_) => return Err(SoftError::InvalidArgument),
         };
         let q = self.qps.get_mut(&qpn.0).expect("checked above");
         let id = q.next_id;
@@ -928,5 +993,7 @@ fn opcode_of(op: &SendOp) -> WcOpcode {
         SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInvalidate(_) => WcOpcode::Send,
         SendOp::RdmaWrite { .. } | SendOp::RdmaWriteWithImm { .. } => WcOpcode::RdmaWrite,
         SendOp::RdmaRead { .. } => WcOpcode::RdmaRead,
+        SendOp::RegMr { .. } => WcOpcode::RegMr,
+        SendOp::LocalInvalidate(_) => WcOpcode::LocalInvalidate,
     }
 }

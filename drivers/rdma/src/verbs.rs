@@ -35,6 +35,19 @@ handle!(/// Local memory key (used in local scatter/gather entries).
 handle!(/// Remote memory key (handed to a peer for RDMA READ/WRITE).
     Rkey);
 
+impl Rkey {
+    /// The 8-bit variant: the key's low byte (`mkey_7_0` on mlx5, the "key" part of an IB
+    /// R_Key); the upper 24 bits name the registration.
+    pub const fn variant(self) -> u8 {
+        self.0 as u8
+    }
+    /// Same registration, next variant: what a fast registration hands out, so that a key a
+    /// peer kept from an earlier registration of the same buffer never matches again.
+    pub const fn next_variant(self) -> Rkey {
+        Rkey((self.0 & !0xff) | (self.variant().wrapping_add(1) as u32))
+    }
+}
+
 /// An IPv4 address in network order bytes.
 pub type Ipv4 = [u8; 4];
 /// An Ethernet MAC address.
@@ -66,6 +79,13 @@ pub enum SendOp {
     RdmaWrite { remote_addr: u64, rkey: Rkey },
     RdmaWriteWithImm { remote_addr: u64, rkey: Rkey, imm: u32 },
     RdmaRead { remote_addr: u64, rkey: Rkey },
+    /// Fast registration (IB_WR_REG_MR): make `key` (a key from [`Verbs::alloc_fast_mr`] with
+    /// its next variant, see [`Rkey::next_variant`]) valid for exactly the physically
+    /// contiguous `[addr, addr + len)` with `access`; earlier variants stop matching. The
+    /// device runs it in send-queue order, before any later WR of the queue. No payload.
+    RegMr { key: Rkey, addr: PhysAddr, len: u32, access: Access },
+    /// Local invalidation (IB_WR_LOCAL_INV): `key` stops granting any access.
+    LocalInvalidate(Rkey),
 }
 
 /// Destination of a UD send (QP1 / CM): an address vector.
@@ -130,6 +150,10 @@ pub enum WcOpcode {
     Recv,
     RecvWithImm,
     RecvRdmaWithImm,
+    /// A [`SendOp::RegMr`] completed.
+    RegMr,
+    /// A [`SendOp::LocalInvalidate`] completed.
+    LocalInvalidate,
 }
 
 /// One work completion.
@@ -190,7 +214,14 @@ pub trait Verbs {
     fn alloc_buf(&mut self, len: usize) -> Result<Self::Buf, Self::Error>;
     /// Register `len` bytes at `addr` (physically contiguous) with `access`.
     fn reg_mr(&mut self, addr: PhysAddr, len: u64, access: Access) -> Result<(Lkey, Rkey), Self::Error>;
+    /// Release a registration (`reg_mr` or `alloc_fast_mr`), by any variant of its key.
     fn dereg_mr(&mut self, lkey: Lkey) -> Result<(), Self::Error>;
+    /// Create a fast-registration key for ranges of up to `max_len` bytes (setup path, like
+    /// ib_alloc_mr). The key starts invalid: it grants nothing until a [`SendOp::RegMr`]
+    /// through a send queue scopes it to one physically contiguous range and one set of rights,
+    /// and a [`SendOp::LocalInvalidate`] or the peer's SEND WITH INVALIDATE revokes it again.
+    /// Per I/O this costs send-queue work, not a command to the device.
+    fn alloc_fast_mr(&mut self, max_len: u64) -> Result<Rkey, Self::Error>;
 
     fn create_cq(&mut self, entries: u32) -> Result<Cqn, Self::Error>;
     fn destroy_cq(&mut self, cq: Cqn) -> Result<(), Self::Error>;
