@@ -321,7 +321,14 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
             }
         }
     });
-    let mut hcfg = HostConfig { io_queues: spec.queues, io_depth: spec.qd, kato_ms: spec.kato_ms, ..HostConfig::default() };
+    let mut hcfg = HostConfig {
+        io_queues: spec.queues,
+        io_depth: spec.qd,
+        kato_ms: spec.kato_ms,
+        per_io_keys: spec.per_io_keys,
+        invalidate: spec.invalidate,
+        ..HostConfig::default()
+    };
     // Host identity: hostnqn= if given, else a UUID NQN from the adapter's MAC (hostid the
     // same 16 bytes), so two appliances never present the same host to one target.
     let mac = verbs.local_mac();

@@ -9,8 +9,12 @@
 //!   After a `host=HOSTNQN`, DH-HMAC-CHAP for that host (as nvmet's host attributes):
 //!   `dhchap=DHHC-1:XX:...:` (required to set the others), `dhchap_ctrl=DHHC-1:...:`
 //!   (bidirectional), `dhchap_hash=sha256|sha384|sha512`, `dhchap_dhgroup=null|ffdhe2048|...|ffdhe8192`.
-//! - `nvmf.connect=A.B.C.D[:PORT],nqn=NQN[,hostnqn=NQN][,queues=N][,qd=N][,kato=MS]`
+//! - `nvmf.connect=A.B.C.D[:PORT],nqn=NQN[,hostnqn=NQN][,queues=N][,qd=N][,kato=MS][,keys=per-io|static][,inval=remote|local]`
 //!   `[,dhchap=DHHC-1:...:][,dhchap_ctrl=DHHC-1:...:]` (as `nvme connect --dhchap-secret`/`--dhchap-ctrl-secret`)
+//!   `keys=per-io` (default): each I/O's buffer gets its own key, scoped to that I/O and
+//!   invalidated when it completes; `keys=static` keeps one remote-writable key per slot (for
+//!   comparisons only). `inval=remote` (default) asks the target to invalidate with SEND WITH
+//!   INVALIDATE; `inval=local`: the host invalidates each key itself.
 //! - `nvmf.bench=PATTERN,bs=N,qd=N,time=N(ms|s)[,read=PCT]`  PATTERN: randread randwrite
 //!   read write randrw
 
@@ -52,6 +56,10 @@ pub struct ConnectSpec {
     pub kato_ms: u32,
     /// DH-HMAC-CHAP secrets, used if the target asks for authentication.
     pub dhchap: Option<nvme_auth::host::HostKeys>,
+    /// `keys=per-io|static` (HostConfig::per_io_keys).
+    pub per_io_keys: bool,
+    /// `inval=remote|local` (HostConfig::invalidate).
+    pub invalidate: bool,
 }
 
 /// Everything NVMe-oF found on the command line.
@@ -192,7 +200,7 @@ fn parse_subsys(word: &str, val: &str) -> Result<SubsysSpec, ArgError> {
 fn parse_connect(word: &str, val: &str) -> Result<ConnectSpec, ArgError> {
     let mut it = val.split(',');
     let (addr, port) = parse_addr(it.next().unwrap_or("")).ok_or_else(|| err(word, "expected A.B.C.D[:PORT]"))?;
-    let mut c = ConnectSpec { addr, port, nqn: String::new(), hostnqn: None, queues: 1, qd: 32, kato_ms: 5000, dhchap: None };
+    let mut c = ConnectSpec { addr, port, nqn: String::new(), hostnqn: None, queues: 1, qd: 32, kato_ms: 5000, dhchap: None, per_io_keys: true, invalidate: true };
     let mut ctrl_secret = None;
     for opt in it {
         let (k, v) = opt.split_once('=').ok_or_else(|| err(word, "option=value"))?;
@@ -208,6 +216,20 @@ fn parse_connect(word: &str, val: &str) -> Result<ConnectSpec, ArgError> {
                 c.dhchap = Some(nvme_auth::host::HostKeys { secret, ctrl: None });
             }
             "dhchap_ctrl" => ctrl_secret = Some(Secret::parse(v).map_err(|_| err(word, "dhchap_ctrl= needs a valid DHHC-1 secret"))?),
+            "keys" => {
+                c.per_io_keys = match v {
+                    "per-io" => true,
+                    "static" => false,
+                    _ => return Err(err(word, "keys=per-io|static")),
+                }
+            }
+            "inval" => {
+                c.invalidate = match v {
+                    "remote" => true,
+                    "local" => false,
+                    _ => return Err(err(word, "inval=remote|local")),
+                }
+            }
             _ => return Err(err(word, "unknown connect option")),
         }
     }
@@ -277,6 +299,9 @@ mod tests {
         assert_eq!(s.hosts, ["nqn.h:1"]);
         let c = a.connect.unwrap();
         assert_eq!((c.addr, c.port, c.queues, c.qd), ([10, 0, 0, 2], 4421, 2, 64));
+        assert!(c.per_io_keys && c.invalidate, "per-I/O keys, remote invalidation by default");
+        let c = parse("nvmf.connect=10.0.0.2,nqn=nqn.t:b,keys=static,inval=local").unwrap().connect.unwrap();
+        assert!(!c.per_io_keys && !c.invalidate);
         let b = a.bench.unwrap();
         assert_eq!(b.pattern, Pattern::RandMix { read_pct: 70 });
         assert_eq!((b.block_size, b.queue_depth, b.duration_ns), (4096, 32, 5_000_000_000));
@@ -293,6 +318,8 @@ mod tests {
             "nvmet.subsys=nqn.2014-08.org.nvmexpress.discovery,allow_any",
             "nvmet.subsys=nqn.a,allow_any nvmet.subsys=nqn.a,allow_any",
             "nvmf.connect=10.0.0.1",
+            "nvmf.connect=10.0.0.1,nqn=nqn.t:b,keys=none",
+            "nvmf.connect=10.0.0.1,nqn=nqn.t:b,inval=never",
             "nvmf.bench=randread,time=5",
             "nvmf.bench=sideways",
         ] {

@@ -434,6 +434,40 @@ fn four_io_queues_at_qd32_over_mlx5() {
                 let (q, slot, lba) = sent.swap_remove(i);
                 if kind == IoKind::Read {
                     let (buf, off, _) = host.slot_buf(q, slot);
+
+// ---- the initiator's per-I/O keys over mlx5 + emulated ConnectX ----
+
+/// `n` random 4 KiB writes then reads of the same blocks at queue depth `qd`, every byte checked.
+fn verified_qd(w: &mut World, h: &mut Node, host: &mut Host<V>, n: usize, qd: usize) {
+    let mut rng = Rng::new(91);
+    let lbas: Vec<u64> = (0..n).map(|i| ((rng.next() % (NS_BYTES / 4096 / n as u64 - 1)) * n as u64 + i as u64) * 8).collect();
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 64];
+    for kind in [IoKind::Write, IoKind::Read] {
+        let mut next = 0;
+        let mut inflight: BTreeMap<u16, u64> = BTreeMap::new();
+        let mut finished = 0;
+        let mut turns = 0;
+        while finished < n {
+            while inflight.len() < qd && next < n {
+                let lba = lbas[next];
+                let slot = host.alloc_slot(1).expect("slot");
+                let (buf, off, _) = host.slot_buf(1, slot);
+                if kind == IoKind::Write {
+                    buf.write(off, &(0..4096).map(|i| pattern(lba, i)).collect::<Vec<u8>>());
+                } else {
+                    buf.write(off, &[0u8; 4096]);
+                }
+                host.submit(&mut h.v, 1, slot, kind, 1, lba, 8, w.clock.now_ns()).expect("submit");
+                inflight.insert(slot, lba);
+                next += 1;
+            }
+            h.v.poll();
+            let got = host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll");
+            for d in &done[..got] {
+                assert!(d.status.is_success(), "{:?}", d.status);
+                let lba = inflight.remove(&d.slot).expect("a slot we submitted");
+                if kind == IoKind::Read {
+                    let (buf, off, _) = host.slot_buf(1, d.slot);
                     let mut data = vec![0u8; 4096];
                     buf.read(off, &mut data);
                     assert!(data.iter().enumerate().all(|(i, b)| *b == pattern(lba, i)), "LBA {lba}: data differs");
@@ -445,4 +479,119 @@ fn four_io_queues_at_qd32_over_mlx5() {
     }
     let t = w.target.stats;
     assert_eq!((t.block_done_lost, t.read_wait_overflow, t.closed_overflow), (0, 0, 0), "{t:?}");
+
+                finished += 1;
+            }
+            w.turn();
+            turns += 1;
+            assert!(turns < 10_000_000, "I/O hangs");
+        }
+    }
+}
+
+/// Verified I/O with per-I/O keys at QD1 and QD32, every key invalidated by the target (SEND
+/// WITH INVALIDATE) or, with `inval=local`, by the host; no firmware command per I/O.
+#[test]
+fn per_io_keys_verified_at_qd1_and_qd32() {
+    for remote in [true, false] {
+        let (mut w, mut h) = setup();
+        let cfg = HostConfig { inline_writes: false, invalidate: remote, ..host_cfg(32) };
+        let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+        let (cmds0, mkeys0) = (h.cx.counters().commands, h.cx.counters().mkeys);
+        let s0 = host.stats;
+        verified_qd(&mut w, &mut h, &mut host, 64, 1);
+        verified_qd(&mut w, &mut h, &mut host, 256, 32);
+        let s = host.stats;
+        let ios = 2 * (64 + 256);
+        assert_eq!(s.registrations - s0.registrations, ios, "one registration per I/O");
+        let (rem, loc) = (s.invalidated - s0.invalidated, s.local_invalidations - s0.local_invalidations);
+        assert_eq!(rem + loc, ios, "every key invalidated");
+        assert_eq!((rem == ios, loc == ios), (remote, !remote), "remote {rem}, local {loc}");
+        assert_eq!(h.cx.counters().commands, cmds0, "no firmware command on the I/O path");
+        assert_eq!(h.cx.counters().mkeys, mkeys0, "no key created or destroyed per I/O");
+        // Every per-I/O key is free again: nothing in the initiator's key table grants remote access.
+        let d = h.cx.device();
+        assert!(d.mkeys.values().all(|m| m.free || !(m.rr || m.rw)), "a key with remote rights outlived its I/O");
+        drop(d);
+        host.disconnect(&mut h.v, &mut w).expect("disconnect");
+    }
+}
+
+/// A target that keeps an initiator's key after the I/O completed and RDMA WRITEs with it gets
+/// a remote access error; the initiator's buffer keeps its data.
+#[test]
+fn target_reusing_a_completed_ios_key_is_refused() {
+    let (mut w, mut h) = setup();
+    let cfg = HostConfig { inline_writes: false, ..host_cfg(4) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    verified_qd(&mut w, &mut h, &mut host, 4, 1);
+    let (queue, slot) = (1, 0);
+    let key = host.slot_key(queue, slot);
+    let (buf, off, _) = host.slot_buf(queue, slot);
+    let addr = buf.paddr() + off as u64;
+    let mut before = vec![0u8; 4096];
+    buf.read(off, &mut before);
+    // The target's I/O QP: the newest connection.
+    let tqp = w.conns.values().map(|c| c.0).max().expect("target QP");
+    let src = w.t.v.alloc_buf(4096).unwrap();
+    src.write(0, &[0xA5; 4096]);
+    let (lk, _) = w.t.v.reg_mr(src.paddr(), 4096, Access { local_write: true, ..Default::default() }).unwrap();
+    let wr = rdma::SendWr { wr_id: 0xbad, op: rdma::SendOp::RdmaWrite { remote_addr: addr, rkey: key }, sge: rdma::Sge { addr: src.paddr(), len: 4096, lkey: lk }, signaled: true, ud: None };
+    w.t.v.post_send(tqp, &wr).unwrap();
+    for _ in 0..2000 {
+        w.turn();
+        h.v.poll();
+    }
+    let mut after = vec![0u8; 4096];
+    buf.read(off, &mut after);
+    assert_eq!(before, after, "the initiator's buffer is untouched");
+    let hq = h.cx.device().qps.values().filter(|q| q.st == 0).map(|q| q.state).collect::<Vec<_>>();
+    assert!(hq.contains(&emu_connectx::consts::qp::ERR), "the initiator's QP went to ERROR: {hq:?}");
+}
+
+/// The fast-path cost of per-I/O keys, in one run: the initiator's SQ doorbells and send WQEs
+/// per I/O with per-I/O keys (remote invalidation), per-I/O keys with local invalidation, and
+/// static keys (the old behaviour), 4 KiB random reads at QD1 and QD32.
+#[test]
+fn measure_initiator_keys_over_mlx5() {
+    let n: u64 = std::env::var("NVMEOF_EMU_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    for (label, per_io, remote) in [("per-io-keys", true, true), ("per-io-keys,inval=local", true, false), ("static-keys", false, false)] {
+        let (mut w, mut h) = setup();
+        let cfg = HostConfig { per_io_keys: per_io, invalidate: remote, ..host_cfg(32) };
+        let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+        for qd in [1u16, 32] {
+            let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 5 };
+            let (c0, s0, t0) = (h.cx.counters(), host.stats, std::time::Instant::now());
+            let r = host.bench(&mut h.v, &mut w, 1, &bc).expect("bench");
+            let (c1, s1, el) = (h.cx.counters(), host.stats, t0.elapsed());
+            assert_eq!((r.ios, r.errors), (n, 0));
+            let per = |a: u64, b: u64| (b - a) as f64 / n as f64;
+            println!(
+                "NVMEOF-HOST-KEYS QD{qd} {label}: {:.3} initiator SQ doorbells/IO, {:.3} send WQEs/IO, {:.3} registrations/IO, {:.3} remote + {:.3} local invalidations/IO, {:.3} firmware commands/IO ({n} I/Os, {:.0} ns wall/IO in this process)",
+                per(c0.sq_doorbells, c1.sq_doorbells),
+                per(c0.send_wqes, c1.send_wqes),
+                per(s0.registrations, s1.registrations),
+                per(s0.invalidated, s1.invalidated),
+                per(s0.local_invalidations, s1.local_invalidations),
+                per(c0.commands, c1.commands),
+                el.as_nanos() as f64 / n as f64,
+            );
+        }
+        host.disconnect(&mut h.v, &mut w).expect("disconnect");
+    }
+}
+
+/// 4 KiB random reads at QD1 for callgrind on the initiator (`Host::submit` + `Host::poll`):
+/// `NVMEOF_HOST_KEYS=static` for the long-lived keys, per-I/O keys otherwise.
+#[test]
+fn qd1_4k_reads_for_profiling_host_keys() {
+    let n: u64 = std::env::var("NVMEOF_PROFILE_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+    let per_io = std::env::var("NVMEOF_HOST_KEYS").map_or(true, |v| v != "static");
+    let (mut w, mut h) = setup();
+    let cfg = HostConfig { per_io_keys: per_io, ..host_cfg(1) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: u64::MAX / 4, max_ios: n, seed: 3 };
+    let r = host.bench(&mut h.v, &mut w, 1, &bc).unwrap();
+    assert_eq!((r.ios, r.errors), (n, 0));
+    println!("NVMEOF-PROFILE-IOS {n} per-io-keys={per_io}");
 }

@@ -367,6 +367,21 @@ impl Device {
                 .as_ref()
                 .and_then(|e| e.query_qp(Qpn(qpn)))
                 .is_some_and(|i| i.sq_outstanding > 0);
+            // An unsignaled UMR that succeeds writes no CQE, so it runs as soon as the SQ
+            // reaches it, as on the adapter (a command capsule behind a registration must not
+            // wait for the ACKs of earlier SENDs); one that fails waits like the rest so its
+            // error CQE keeps SQ order.
+            let early_umr = match &parsed {
+                Parsed::Umr { key, signaled: false, body } if local && busy => self.apply_umr(qpn, *key, body).is_ok(),
+                _ => false,
+            };
+            if early_umr {
+                let q = self.qps.get_mut(&qpn).expect("qp");
+                q.sq_hw = q.sq_hw.wrapping_add(wqebbs);
+                self.ctr.send_wqes += 1;
+                n += 1;
+                continue;
+            }
             if local && busy {
                 if !self.sq_doorbells.iter().any(|d| d.0 == qpn) {
                     self.sq_doorbells.push((qpn, 0));

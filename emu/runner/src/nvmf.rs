@@ -182,7 +182,14 @@ pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64) -> Res
             cx.poll();
         },
     );
-    let mut cfg = HostConfig { io_queues: c.queues.max(1), io_depth: c.qd.max(2), kato_ms: c.kato_ms, ..HostConfig::default() };
+    let mut cfg = HostConfig {
+        io_queues: c.queues.max(1),
+        io_depth: c.qd.max(2),
+        kato_ms: c.kato_ms,
+        per_io_keys: c.per_io_keys,
+        invalidate: c.invalidate,
+        ..HostConfig::default()
+    };
     if let Some(h) = &c.hostnqn {
         cfg.hostnqn = h.clone();
     }
