@@ -187,8 +187,9 @@ const KIND_RECV: u64 = 2;
 const KIND_REG: u64 = 3;
 /// A local invalidation of a slot's key; the slot completes with it.
 const KIND_LINV: u64 = 4;
-/// Send-queue work requests one command may need: registration, capsule, local invalidation.
-const WRS_PER_CMD: u32 = 3;
+/// Send-queue room one command may need, in plain requests: registration (up to 3 on mlx5, see
+/// `Verbs::create_rc_qp`), capsule (1), local invalidation (up to 2).
+const WRS_PER_CMD: u32 = 6;
 
 #[derive(Clone, Copy, Default)]
 struct HSlot {

@@ -225,7 +225,9 @@ pub trait Verbs {
 
     fn create_cq(&mut self, entries: u32) -> Result<Cqn, Self::Error>;
     fn destroy_cq(&mut self, cq: Cqn) -> Result<(), Self::Error>;
-    /// Create an RC QP in RESET, sized for `sq`/`rq` work requests.
+    /// Create an RC QP in RESET, sized for `sq`/`rq` work requests. A `SendOp::RegMr` may take
+    /// the room of 3 plain send requests and a `SendOp::LocalInvalidate` of 2 (mlx5: UMR WQEs
+    /// of 3 and 2 WQEBBs); size `sq` for that.
     fn create_rc_qp(&mut self, send_cq: Cqn, recv_cq: Cqn, sq: u32, rq: u32) -> Result<Qpn, Self::Error>;
     /// RESET → INIT → RTR → RTS.
     fn connect_rc_qp(&mut self, qp: Qpn, attrs: &RcConnectAttrs) -> Result<(), Self::Error>;
