@@ -137,6 +137,9 @@ impl Verbs for Evil {
     fn dereg_mr(&mut self, lkey: Lkey) -> Result<(), SoftError> {
         self.dev.dereg_mr(lkey)
     }
+    fn alloc_fast_mr(&mut self, max_len: u64) -> Result<Rkey, SoftError> {
+        self.dev.alloc_fast_mr(max_len)
+    }
     fn create_cq(&mut self, entries: u32) -> Result<Cqn, SoftError> {
         self.dev.create_cq(entries)
     }
