@@ -434,6 +434,18 @@ fn four_io_queues_at_qd32_over_mlx5() {
                 let (q, slot, lba) = sent.swap_remove(i);
                 if kind == IoKind::Read {
                     let (buf, off, _) = host.slot_buf(q, slot);
+                    let mut data = vec![0u8; 4096];
+                    buf.read(off, &mut data);
+                    assert!(data.iter().enumerate().all(|(i, b)| *b == pattern(lba, i)), "LBA {lba}: data differs");
+                }
+            }
+            w.turn();
+        }
+        assert!(sent.is_empty(), "{} of 128 {kind:?}s never completed", sent.len());
+    }
+    let t = w.target.stats;
+    assert_eq!((t.block_done_lost, t.read_wait_overflow, t.closed_overflow), (0, 0, 0), "{t:?}");
+}
 
 // ---- the initiator's per-I/O keys over mlx5 + emulated ConnectX ----
 
@@ -472,14 +484,6 @@ fn verified_qd(w: &mut World, h: &mut Node, host: &mut Host<V>, n: usize, qd: us
                     buf.read(off, &mut data);
                     assert!(data.iter().enumerate().all(|(i, b)| *b == pattern(lba, i)), "LBA {lba}: data differs");
                 }
-            }
-            w.turn();
-        }
-        assert!(sent.is_empty(), "{} of 128 {kind:?}s never completed", sent.len());
-    }
-    let t = w.target.stats;
-    assert_eq!((t.block_done_lost, t.read_wait_overflow, t.closed_overflow), (0, 0, 0), "{t:?}");
-
                 finished += 1;
             }
             w.turn();
