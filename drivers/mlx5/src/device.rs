@@ -654,13 +654,18 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             let Some(eq) = self.eq.as_mut() else { return Ok(handled) };
             let n = 1u32 << eq.log_size;
             let at = ((eq.ci & (n - 1)) as usize) * eqe::LAYOUT.size;
+            // Ownership first, the rest of the EQE only once it is ours: the adapter writes the
+            // body before the owner byte, so a copy of the whole entry taken while it writes
+            // can hold the new owner with the old body (Linux `next_eqe_sw` + dma_rmb).
+            let own = eqe::owner.byte();
             let mut e = [0u8; 64];
-            eq.buf.read(at, &mut e);
+            eq.buf.read(at + own, &mut e[own..own + 1]);
             let sw_phase = ((eq.ci >> eq.log_size) & 1) as u64;
             if get(&e, eqe::owner) & 1 != sw_phase {
                 break;
             }
             core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
+            eq.buf.read(at, &mut e[..own]);
             eq.ci = eq.ci.wrapping_add(1);
             handled += 1;
             self.stats.eqes += 1;

@@ -427,13 +427,17 @@ fn frame_bbs<D: DmaRegion>(sq: &D, idx: u16, log: u8) -> u16 {
 
 fn next_cqe<D: DmaRegion>(cq: &crate::device::Cq<D>, ci: u32) -> Option<[u8; 64]> {
     let size = 1u32 << cq.log_size;
+    let at = ((ci & (size - 1)) as usize) * 64;
+    // Ownership (op_own) first, the rest once the CQE is ours (as `Mlx5::poll_cq`).
+    let own = cqe64::op_own.byte();
     let mut e = [0u8; 64];
-    cq.buf.read(((ci & (size - 1)) as usize) * 64, &mut e);
+    cq.buf.read(at + own, &mut e[own..own + 1]);
     let op = get(&e, cqe64::opcode) as u8;
     if op == cqe_op::INVALID || get(&e, cqe64::owner) as u32 != (ci >> cq.log_size) & 1 {
         return None;
     }
     core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
+    cq.buf.read(at, &mut e[..own]);
     Some(e)
 }
 

@@ -6,10 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use emu_pci_shim::{SharedMap, Shim, BAR_FILE_SIZE, SENTINEL32};
+use emu_pci_shim::{SharedMap, Shim, ShimStats, BAR_FILE_SIZE, SENTINEL32};
 use hal::{DmaRegion, Hal, HalError, Mmio, PhysAddr};
 
 const RAM: usize = 64 << 20;
+/// Time a slow guest takes per 8-byte word it copies out of DMA memory.
+const GUEST_WORD_COPY: Duration = Duration::from_micros(3);
 
 /// Per-test file paths in /dev/shm (tmpfs, like the QEMU setup), removed on drop.
 struct Files(PathBuf, PathBuf);
@@ -59,8 +61,17 @@ impl DmaRegion for GuestDma {
     fn len(&self) -> usize {
         self.2
     }
+    /// Word by word with a pause after each, as a guest under TCG copies: the adapter's
+    /// writes (on the shim's thread) can land in the middle of a copy, as they do under QEMU.
     fn read(&self, off: usize, buf: &mut [u8]) {
-        assert!(off + buf.len() <= self.2 && self.0.read(self.1 + off as u64, buf));
+        assert!(off + buf.len() <= self.2);
+        for (i, w) in buf.chunks_mut(8).enumerate() {
+            assert!(self.0.read(self.1 + (off + 8 * i) as u64, w));
+            let t = Instant::now();
+            while t.elapsed() < GUEST_WORD_COPY {
+                std::hint::spin_loop();
+            }
+        }
     }
     fn write(&self, off: usize, data: &[u8]) {
         assert!(off + data.len() <= self.2 && self.0.write(self.1 + off as u64, data));
@@ -123,14 +134,17 @@ fn doorbell_words_are_consumed_once_and_cmdq_address_round_trips() {
     assert_eq!(guest.read32(0x018), 0);
 }
 
-#[test]
-fn mlx5_driver_brings_the_adapter_up_through_the_shared_files() {
-    let f = Files::new("mlx5");
+/// The real mlx5 driver brings the adapter (device profile `profile`) up and sets up verbs
+/// from another thread, through the shared files. Returns the shim's and the model's figures.
+fn drive_mlx5(tag: &str, profile: emu_connectx::Profile) -> (String, ShimStats, emu_connectx::Counters) {
+    let f = Files::new(tag);
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel();
     let (ram, bar, stop2) = (f.0.clone(), f.1.clone(), stop.clone());
+    let vf = mlx5::pci_id(profile.pci_vendor_id, profile.pci_device_id).is_some_and(|i| i.vf);
     let shim = std::thread::spawn(move || {
-        let mut s = Shim::open(&ram, RAM, &bar, emu_connectx::Config::default()).unwrap();
+        let cfg = emu_connectx::Config { profile, ..Default::default() };
+        let mut s = Shim::open(&ram, RAM, &bar, cfg).unwrap();
         ready_tx.send(()).unwrap();
         s.run(Duration::ZERO, |_| stop2.load(SeqCst));
         (s.stats, s.cx.counters())
@@ -139,18 +153,41 @@ fn mlx5_driver_brings_the_adapter_up_through_the_shared_files() {
     let ram = Arc::new(SharedMap::open(&f.0, RAM).unwrap());
     let hal = GuestHal(ram, Arc::new(std::sync::Mutex::new(1 << 20)), Instant::now());
     let bar = GuestBar(Arc::new(SharedMap::open(&f.1, BAR_FILE_SIZE).unwrap()));
-    let cfg = mlx5::Config { ipv4: [10, 0, 0, 1], ..mlx5::Config::default() };
+    let mut cfg = mlx5::Config { ipv4: [10, 0, 0, 1], vf, ..mlx5::Config::default() };
+    // A command that waits for pages never completing is a test failure, not a minute's wait.
+    cfg.timeouts.cmd_ns = 10_000_000_000;
     let dev = mlx5::Mlx5::bring_up(hal, bar, cfg);
     let verbs = dev.map(|d| (d.fw, mlx5::Mlx5Verbs::new(d)));
     stop.store(true, SeqCst);
     let (stats, ctr) = shim.join().unwrap();
     let (fw, verbs) = verbs.expect("bring-up over the shared files");
-    assert_eq!(format!("{fw}"), "16.35.2000");
     let verbs = verbs.expect("verbs setup over the shared files");
     drop(verbs);
+    (format!("{fw}"), stats, ctr)
+}
+
+#[test]
+fn mlx5_driver_brings_the_adapter_up_through_the_shared_files() {
+    let (fw, stats, ctr) = drive_mlx5("mlx5", emu_connectx::Profile::default());
+    assert_eq!(fw, "16.35.2000");
     assert!(stats.cmd_doorbells >= 10, "{stats:?}");
     assert_eq!(stats.cmd_doorbells, ctr.commands, "every doorbell ran exactly one command");
     assert_eq!(ctr.delivery_failures, 0);
     assert_eq!(ctr.dma_faults, 0);
     assert!(ctr.eqs >= 1 && ctr.pages_held > 0, "{ctr:?}");
+}
+
+/// connectx7 firmware asks for pages in the middle of CREATE_CQ/QP/MKEY and holds the command
+/// until MANAGE_PAGES arrives on the reserved last slot: through the shared files the driver
+/// must see the page request while it waits and its slot-31 doorbell must reach the model
+/// while the first slot is still held.
+#[test]
+fn page_request_in_the_middle_of_a_command_is_answered_through_the_shared_files() {
+    let p = emu_connectx::Profile::by_name("connectx7").expect("connectx7 profile");
+    let (_, stats, ctr) = drive_mlx5("cx7", p);
+    assert!(ctr.mid_command_page_requests >= 1, "the profile parked a command for pages: {ctr:?}");
+    assert_eq!(stats.cmd_doorbells, ctr.commands, "every doorbell ran exactly one command: {stats:?} {ctr:?}");
+    assert_eq!(ctr.delivery_failures, 0);
+    assert_eq!(ctr.dma_faults, 0);
+    assert_eq!(ctr.hung_commands, 0);
 }
