@@ -966,6 +966,10 @@ impl<V: Verbs> Host<V> {
             return Err(q.failure());
         }
         let kato = self.cfg.kato_ms as u64 * 1_000_000;
+        if kato != 0 && self.ka_slot.is_some() && now.saturating_sub(self.last_ka_ns) >= kato {
+            q.fail(TargetFault::KeepAlive { kato_ms: self.cfg.kato_ms });
+            return Err(q.failure());
+        }
         if kato != 0 && self.ka_slot.is_none() && now.saturating_sub(self.last_ka_ns) >= kato / 2 {
             let Some(s) = q.free.pop() else { return Ok(()) };
             let sqe = cmd(admin_op::KEEP_ALIVE);

@@ -633,3 +633,35 @@ fn submit_to_a_missing_queue_or_busy_slot_is_refused() {
     w.idle(&mut hd);
     assert_eq!(host.get_log(&mut hd, &mut w, lid::DISCOVERY, false, 0, &mut empty), Err(Error::Config("log length not a nonzero multiple of 4")));
 }
+
+#[test]
+fn a_target_that_stops_answering_keep_alives_fails_the_association_after_kato() {
+    use nvmeof::host::HostEnv;
+    let (mut w, mut hd, mut host) = connected();
+    let kato_ns = cfg().kato_ms as u64 * 1_000_000;
+    assert!(kato_ns > 0);
+    // A target that answers: four KATO periods pass without a fault.
+    w.tick_ns = 100_000_000;
+    for _ in 0..200 {
+        host.tick(&mut hd, w.now).expect("answered keep-alives keep the association");
+        w.idle(&mut hd);
+    }
+    assert!(!host.failed());
+    assert!(host.stats.keep_alives >= 7, "a keep-alive every KATO/2: {}", host.stats.keep_alives);
+    // The target stops (it is never polled again): the host fails the admin queue with a
+    // typed fault within KATO of the unanswered keep-alive, instead of waiting forever.
+    let start = w.now;
+    let mut t = start;
+    let err = loop {
+        t += 100_000_000;
+        assert!(t - start <= 2 * kato_ns, "no fault two KATO after the target stopped");
+        if let Err(e) = host.tick(&mut hd, t) {
+            break e;
+        }
+    };
+    assert!(matches!(err, Error::Target(TargetFault::KeepAlive { kato_ms }) if kato_ms == cfg().kato_ms), "{err:?}");
+    assert!(t - start >= kato_ns, "not before a whole KATO: {} ms", (t - start) / 1_000_000);
+    assert!(host.failed());
+    let mut out = done0();
+    assert!(host.poll(&mut hd, t, &mut out).is_err() || host.failed());
+}

@@ -55,6 +55,9 @@ pub enum TargetFault {
     Cid { qid: u16, cid: u16 },
     /// SQ Head Pointer beyond this queue's submission queue.
     SqHead { qid: u16, sqhd: u16 },
+    /// A Keep Alive left unanswered for a whole KATO (ms): the controller is gone or hung
+    /// (NVMe Base 2.0, Keep Alive: the host treats it as a lost association).
+    KeepAlive { kato_ms: u32 },
 }
 
 /// The discovery log entry field a [`TargetFault::DiscRecord`] refers to.
