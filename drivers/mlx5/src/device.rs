@@ -412,8 +412,12 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Run the command in `self.inb[..in_len]`, output into `self.outb[..out_len]`. While it
     /// waits, events are serviced: firmware may ask for pages in the middle of a command and
     /// not complete it until they are given (rdma-core `mlx5_vfio.c` answers page requests
-    /// inside its command wait); they are given on the reserved page slot.
+    /// inside its command wait); they are given on the reserved page slot. The EQ is drained
+    /// before the command is posted too, so a caller that issues commands without polling
+    /// (create/destroy loops, a busy control path) still keeps the async EQ consumed: an
+    /// overrun is fatal on the adapter.
     pub(crate) fn run(&mut self, in_len: usize, out_len: usize) -> Result<(), Error> {
+        self.poll_eq()?;
         clear(&mut self.outb[..out_len]);
         self.cmd.post(&self.bar, Slot::Main, &self.inb[..in_len], out_len)?;
         let start = self.hal.now_ns();
@@ -669,7 +673,11 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             eq.ci = eq.ci.wrapping_add(1);
             handled += 1;
             self.stats.eqes += 1;
-            self.handle_eqe(&e)?;
+            if let Err(err) = self.handle_eqe(&e) {
+                // The EQE is consumed even when answering it failed: tell the adapter.
+                self.eq_doorbell();
+                return Err(err);
+            }
         }
         if handled > 0 {
             self.eq_doorbell();

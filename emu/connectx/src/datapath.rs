@@ -300,8 +300,11 @@ impl Device {
         while let Some(f) = eng.pop_raw_frame() {
             raw.push(f);
         }
-        // QPs the engine moved to ERROR by itself (responder-side errors: no CQE tells the
-        // driver): mirror the state and raise the QP's async error event.
+        // QPs the engine moved to ERROR in this pass. Those whose error an error CQE reports (the
+        // requester of a NAKed request, a responder that consumed a receive WQE) get no event;
+        // the others (responder errors with no WQE to complete, e.g. an RDMA WRITE outside any
+        // key) get the QP's affiliated async error event (IBTA vol. 1 "Local Access Violation Work
+        // Queue Error"; Linux mlx5_ib reports it as IB_EVENT_QP_ACCESS_ERR).
         let errored: Vec<u32> = self
             .qps
             .values()
@@ -310,22 +313,27 @@ impl Device {
             .map(|q| q.qpn)
             .collect();
         self.engine = Some(eng);
+        self.link = link;
+        for f in raw {
+            work += 1;
+            self.raw_receive(&f);
+        }
+        let mut reported = Vec::new();
+        work += self.drain_completions_noting_errors(&mut reported);
         for qpn in errored {
-            let q = self.qps.get_mut(&qpn).expect("qp");
+            let Some(q) = self.qps.get_mut(&qpn) else { continue };
             q.state = qps::ERR;
             l::set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
+            if reported.contains(&qpn) {
+                continue;
+            }
             // [device.h mlx5_eqe_qp_srq: reserved1[5] (be32), type (u8) @0x14, qp_srq_n @0x18]
             let mut data = [0u8; 28];
             data[0x14] = 0; // resource type: QP
             data[0x18..0x1c].copy_from_slice(&(qpn & 0xff_ffff).to_be_bytes());
             self.raise_event(crate::consts::event::WQ_ACCESS_ERROR, 0, &data);
         }
-        self.link = link;
-        for f in raw {
-            work += 1;
-            self.raw_receive(&f);
-        }
-        work + self.drain_completions()
+        work
     }
 
     fn process_sq_doorbells(&mut self, link: &mut dyn Link) -> usize {
@@ -721,10 +729,19 @@ impl Device {
 
     /// Turn the engine's completions into CQEs.
     fn drain_completions(&mut self) -> usize {
+        self.drain_completions_noting_errors(&mut Vec::new())
+    }
+
+    /// [`Self::drain_completions`], noting in `errors` the QPs that got an error CQE other than
+    /// a flush (their error is reported by the CQE, not by an async event).
+    fn drain_completions_noting_errors(&mut self, errors: &mut Vec<u32>) -> usize {
         let mut n = 0;
         loop {
             let Some(c) = self.engine.as_mut().and_then(|e| e.pop_completion()) else { break };
             n += 1;
+            if !matches!(c.status, WcStatus::Success | WcStatus::WrFlushed) && !errors.contains(&c.qpn.0) {
+                errors.push(c.qpn.0);
+            }
             self.completion_cqe(&c);
         }
         n
