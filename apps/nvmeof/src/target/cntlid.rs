@@ -39,7 +39,10 @@ impl CntlidGen {
             }
         }
         let start = pick(self.next_u64());
-        (0..CNTLID_MAX).map(|i| ((start - 1 + i) % CNTLID_MAX) + 1).find(|&id| !in_use(id))
+        // u32: start - 1 + i reaches 2 x 0xFFEF, past u16.
+        (0..u32::from(CNTLID_MAX))
+            .map(|i| ((u32::from(start) - 1 + i) % u32::from(CNTLID_MAX)) as u16 + 1)
+            .find(|&id| !in_use(id))
     }
 }
 
