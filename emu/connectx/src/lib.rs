@@ -14,6 +14,7 @@
 //! // optional: run the data path whenever the driver busy-waits
 //! let cx2 = cx.clone(); hal.set_relax_hook(Box::new(move || { cx2.poll(); }));
 //! ```
+#![forbid(unsafe_code)]
 pub mod consts;
 pub mod datapath;
 pub mod layout;

@@ -23,6 +23,9 @@
 //! Ordering: one turn takes the init segment first (0x010, 0x014, then 0x018), then UAR
 //! pages, then runs `ConnectX::poll`, so a doorbell is executed after the writes the guest
 //! made before it (x86 stores are seen in order, also through TCG).
+// Only `shared` (the mapped files) may use `unsafe`; every other module is checked.
+#![deny(unsafe_code)]
+#[allow(unsafe_code)]
 pub mod shared;
 
 use std::rc::Rc;

@@ -14,6 +14,7 @@
 //! Start the shim first (it creates and presets the BAR file). The port is a Unix datagram
 //! socket (one Ethernet frame per datagram) when --sock-local/--sock-remote are given.
 //! Prints "SHIM ..." status lines; log level: SHIM_LOG=debug|trace|warn.
+#![forbid(unsafe_code)]
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};

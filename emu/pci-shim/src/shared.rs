@@ -6,6 +6,7 @@
 //! copied through raw pointers without ever forming a Rust reference to the shared bytes, and
 //! like a real adapter's DMA they are only meaningful when the driver does not touch the
 //! buffer meanwhile.
+#![deny(clippy::undocumented_unsafe_blocks)]
 use std::fs::OpenOptions;
 use std::io;
 use std::path::Path;

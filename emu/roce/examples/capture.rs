@@ -2,6 +2,7 @@
 //! SENDs, WRITE, multi-packet READ, RNR NAK, and recovery from loss: PSN-sequence NAKs,
 //! retransmissions, duplicates), for tshark's RoCE/InfiniBand dissectors.
 //! `cargo run -p emu-roce --example capture -- out.pcap`
+#![forbid(unsafe_code)]
 
 #[path = "../tests/common/mod.rs"]
 mod common;

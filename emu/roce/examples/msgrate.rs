@@ -1,5 +1,6 @@
 //! Benchmark: messages per second through the in-process link between two engines.
 //! `cargo run --release -p emu-roce --example msgrate [count]`
+#![forbid(unsafe_code)]
 
 #[path = "../tests/common/mod.rs"]
 mod common;

@@ -55,6 +55,7 @@
 //!   APM, IPv6 / RoCEv1 / VLAN, ECN/CNP congestion control, multicast, IPv4 options/fragments.
 //!
 //! Wire facts: shared/reference/wire.md §1 (from Linux rxe).
+#![forbid(unsafe_code)]
 
 pub mod engine;
 pub mod icrc;

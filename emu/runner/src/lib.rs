@@ -2,6 +2,7 @@
 //! ConnectX (`SimHal` + model + RoCE engine), its port attached to any `emu_roce::Link`.
 //! The loop is single-threaded: `app.poll(); verbs.poll(); adapter.poll()` (the adapter polls
 //! its link).
+#![forbid(unsafe_code)]
 
 pub mod nvmf;
 

@@ -16,6 +16,7 @@
 //! --profile NAME: the emulated adapter's device profile (emu_connectx::profile::NAMES:
 //!            connectx4lx, connectx5 (default), connectx6dx, connectx7, connectx7-vf); `list` prints them.
 //! Prints "RUNNER RESULT <app> PASS|FAIL ..." and exits 0 on PASS. Log level: RUNNER_LOG=debug|trace|warn.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
