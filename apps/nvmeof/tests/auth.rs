@@ -15,7 +15,7 @@ use nvmeof::target::auth::{Gate, HostAuthConfig};
 use nvmeof::target::{DataIn, QueueState};
 use nvmeof::wire::*;
 use nvmeof::{Error, Status};
-use rdma::soft::SoftFabric;
+use testbed::soft::SoftFabric;
 use zerocopy::{FromBytes, IntoBytes};
 
 fn secret(seed: u8, hash: Option<HashId>) -> Secret {

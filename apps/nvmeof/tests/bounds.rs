@@ -13,7 +13,7 @@ use nvmeof::target::rdma::Pinned;
 use nvmeof::target::{Action, Core, DataIn, Limits, NamespaceConfig, QueueState, SubsystemConfig, TargetConfig};
 use nvmeof::wire::*;
 use nvmeof::Status;
-use rdma::soft::SoftFabric;
+use testbed::soft::SoftFabric;
 use rdma::Qpn;
 use zerocopy::byteorder::little_endian::{U32, U64};
 use zerocopy::{FromBytes, IntoBytes};
@@ -133,7 +133,7 @@ fn dsm_with_256_ranges_completes() {
 // ---------------------------------------------------------------------------------------------
 
 /// Soft-device resources plus the target's own account of its queues' memory.
-fn footprint(w: &mut World) -> (rdma::soft::Resources, Pinned) {
+fn footprint(w: &mut World) -> (testbed::soft::Resources, Pinned) {
     (w.tdev.dev.resources(), w.target.pinned())
 }
 

@@ -18,7 +18,7 @@ use nvmeof::wire::*;
 use nvmeof::wire::prop;
 use nvmeof::{Error, Status};
 use proptest::prelude::*;
-use rdma::soft::{SoftError, SoftFabric};
+use testbed::soft::{SoftError, SoftFabric};
 use rdma::*;
 use zerocopy::{FromBytes, IntoBytes, KnownLayout, Immutable};
 

@@ -9,7 +9,7 @@ use nvmeof::bench::{BenchConfig, Pattern, Rng, JSON_BEGIN, JSON_END};
 use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
 use nvmeof::wire::*;
 use nvmeof::{Error, Status};
-use rdma::soft::SoftFabric;
+use testbed::soft::SoftFabric;
 
 fn cfg() -> HostConfig {
     HostConfig { hostnqn: HOSTNQN.into(), io_queues: 2, io_depth: 32, max_io_bytes: 32 * 1024, ..Default::default() }

@@ -11,7 +11,7 @@ use nvmeof::target::{Core, DataIn, QueueState, TargetConfig};
 use nvmeof::wire::*;
 use nvmeof::Status;
 use proptest::prelude::*;
-use rdma::soft::SoftFabric;
+use testbed::soft::SoftFabric;
 use rdma::*;
 use zerocopy::byteorder::little_endian::{U16, U32};
 use zerocopy::{FromBytes, IntoBytes};

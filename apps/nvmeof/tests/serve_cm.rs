@@ -16,7 +16,7 @@ use nvmeof::target::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetC
 use nvmeof::wire::cm_rej;
 use nvmeof::{Error, Status};
 use rdma::cm::{Cm, CmConfig};
-use rdma::soft::SoftFabric;
+use testbed::soft::SoftFabric;
 use rdma::Verbs;
 
 fn cm_cfg(seed: u64) -> CmConfig {

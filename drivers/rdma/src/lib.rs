@@ -10,7 +10,5 @@ pub mod cm_wire;
 pub mod cm_limits;
 pub mod cm_table;
 pub mod neigh;
-#[cfg(any(test, feature = "soft"))]
-pub mod soft;
 
 pub use verbs::*;

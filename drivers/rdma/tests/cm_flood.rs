@@ -2,9 +2,6 @@
 //! at the CM's bounds (rate per source, entries per source, table size) with REJ
 //! NO_RESOURCES and counters; a well-behaved host still connects and moves verified data;
 //! once the attackers stop, the table empties and the heap is back to its baseline.
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
 mod common;
 use common::*;
 use hal::DmaRegion;
@@ -12,40 +9,8 @@ use rdma::cm::*;
 use rdma::cm_limits::CmLimits;
 use rdma::cm_wire::*;
 use rdma::*;
+use testbed::alloc_count::{count_this_thread, live_bytes, Counting};
 
-/// Counts bytes currently allocated by threads that opted in (`count_this_thread`): the test
-/// harness's own threads allocate concurrently.
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-thread_local! {
-    static COUNTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-fn counted() -> bool {
-    COUNTED.try_with(|c| c.get()).unwrap_or(false)
-}
-fn count_this_thread() {
-    COUNTED.with(|c| c.set(true));
-}
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if counted() {
-            LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        }
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        if counted() {
-            LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        }
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if counted() {
-            LIVE.fetch_add(n as isize - l.size() as isize, Ordering::Relaxed);
-        }
-        unsafe { System.realloc(p, l, n) }
-    }
-}
 #[global_allocator]
 static A: Counting = Counting;
 /// One test at a time counts.
@@ -99,7 +64,7 @@ fn settle(w: &mut World) {
 /// `n` REQs: from the attacker (its own GID), spoofed (an address that does not exist, no
 /// route back: dropped), and claiming the host's GID (REJ INVALID_GID); the host connects
 /// half-way. Returns the host's connection once established, after verified data.
-fn flood(w: &mut World, attacker: &mut rdma::soft::SoftDevice, base: u32, n: u32, accepted: &mut Vec<ConnId>) -> (ConnId, Qpn) {
+fn flood(w: &mut World, attacker: &mut testbed::soft::SoftDevice, base: u32, n: u32, accepted: &mut Vec<ConnId>) -> (ConnId, Qpn) {
     let mut hid = None;
     for i in 0..n {
         let id = base + i;
@@ -134,7 +99,7 @@ fn flood(w: &mut World, attacker: &mut rdma::soft::SoftDevice, base: u32, n: u32
 
 /// The attackers stop: wait out the undecided requests' clamped give-up time, check the
 /// host's connection still works, close it, wait out timewait and the limiter's sweep.
-fn aftermath(w: &mut World, attacker: &mut rdma::soft::SoftDevice, hid: ConnId, hq: Qpn, accepted: &mut Vec<ConnId>) {
+fn aftermath(w: &mut World, attacker: &mut testbed::soft::SoftDevice, hid: ConnId, hq: Qpn, accepted: &mut Vec<ConnId>) {
     for _ in 0..450 {
         w.step(100_000_000);
         serve(w, accepted);
@@ -169,7 +134,7 @@ fn ten_thousand_reqs_from_one_source_leave_a_client_able_to_connect_and_the_heap
     // appliance); the baseline is taken after it.
     let (hid, hq) = flood(&mut w, &mut attacker, 0x1000_0000, 1000, &mut accepted);
     aftermath(&mut w, &mut attacker, hid, hq, &mut accepted);
-    let baseline = LIVE.load(Ordering::Relaxed);
+    let baseline = live_bytes();
     let before = w.t.cm.stats();
 
     let (hid, hq) = flood(&mut w, &mut attacker, 0x2000_0000, 10_000, &mut accepted);
@@ -180,9 +145,9 @@ fn ten_thousand_reqs_from_one_source_leave_a_client_able_to_connect_and_the_heap
     assert_eq!(s.no_route - before.no_route, 2500, "{s:?}");
     assert_eq!(accepted.len(), 1);
     assert!(w.t.cm.conn_count() <= 2 + CmLimits::default().req_burst as usize);
-    let peak = LIVE.load(Ordering::Relaxed);
+    let peak = live_bytes();
     aftermath(&mut w, &mut attacker, hid, hq, &mut accepted);
-    let now = LIVE.load(Ordering::Relaxed);
+    let now = live_bytes();
     // (Printed after measuring: captured output is heap too.)
     println!("after 10,000 REQs: {held} connections held, stats {s:?}");
     println!("heap: baseline {baseline} bytes, during the flood {peak}, after {now}");
@@ -240,11 +205,11 @@ fn table_and_per_source_bounds_refuse_with_no_resources() {
 fn the_cm_allocates_its_tables_once_at_creation() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     count_this_thread();
-    let f = rdma::soft::SoftFabric::new();
+    let f = testbed::soft::SoftFabric::new();
     let mut dev = f.add_device(TARGET);
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live_bytes();
     let cm = Cm::new(&mut dev, cfg(1)).unwrap();
-    let with_cm = LIVE.load(Ordering::Relaxed);
+    let with_cm = live_bytes();
     let max = CmLimits::default().max_conns;
     println!("Cm::new: {} bytes for {max} connections (~{} bytes each incl. indexes)", with_cm - before, (with_cm - before) as usize / max);
     assert!(with_cm > before);

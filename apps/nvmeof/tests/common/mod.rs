@@ -13,7 +13,7 @@ use hal::{DmaRegion, PhysAddr};
 use nvmeof::host::{ConnectPoll, HostEnv};
 use nvmeof::target::rdma::RdmaTarget;
 use nvmeof::target::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
-use rdma::soft::{SoftBuf, SoftDevice, SoftError, SoftFabric};
+use testbed::soft::{SoftBuf, SoftDevice, SoftError, SoftFabric};
 use rdma::*;
 
 /// Physical memory map shared by the devices of one node (buffers by base address).

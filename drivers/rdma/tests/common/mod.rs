@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use hal::DmaRegion;
 use rdma::cm::*;
-use rdma::soft::{SoftBuf, SoftDevice, SoftFabric};
+use testbed::soft::{SoftBuf, SoftDevice, SoftFabric};
 use rdma::*;
 
 pub const TARGET: [u8; 4] = [10, 77, 0, 1];

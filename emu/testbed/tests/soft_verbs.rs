@@ -1,14 +1,14 @@
-//! Behaviour of the soft verbs double (rdma::soft): RC ops, key checks, UD on QP1.
+//! Behaviour of the soft verbs double (testbed::soft): RC ops, key checks, UD on QP1.
 use hal::DmaRegion;
-use rdma::soft::{SoftDevice, SoftFabric, GSI_QKEY, GRH_LEN};
 use rdma::*;
+use testbed::soft::{SoftDevice, SoftFabric, GRH_LEN, GSI_QKEY};
 
 const RW: Access = Access { local_write: true, remote_read: true, remote_write: true };
 
 struct Side {
     cq: Cqn,
     qp: Qpn,
-    buf: rdma::soft::SoftBuf,
+    buf: testbed::soft::SoftBuf,
     lkey: Lkey,
     rkey: Rkey,
 }

@@ -1,4 +1,4 @@
-//! soft: an in-memory `Verbs` test double (feature `soft`): devices joined by a fabric queue.
+//! soft: an in-memory `rdma::Verbs` test double: devices joined by a fabric queue.
 //!
 //! This is NOT the product's RDMA engine (that is the emulated ConnectX + its RoCE engine).
 //! It models verbs *semantics* at message granularity, enough to test CM and apps:
@@ -21,7 +21,7 @@
 //!
 //! Usage (the same code runs in tests/soft_verbs.rs):
 //! ```text
-//! use rdma::soft::SoftFabric;
+//! use testbed::soft::SoftFabric;
 //! use rdma::Verbs;
 //! let fabric = SoftFabric::new();
 //! let mut a = fabric.add_device([10, 0, 0, 1]);
@@ -32,16 +32,12 @@
 //! ```
 //! Leak checks: [`SoftDevice::resources`] counts live QPs (besides QP1), CQs, MRs and buffers.
 
-use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, VecDeque};
-use alloc::rc::{Rc, Weak};
-use alloc::vec;
-use alloc::vec::Vec;
-use core::cell::RefCell;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::{Rc, Weak};
 
 use hal::{DmaRegion, PhysAddr};
-
-use crate::verbs::*;
+use rdma::*;
 
 /// Q_Key of the GSI QP (IBA; rxe `GSI_QKEY`).
 pub const GSI_QKEY: u32 = 0x8001_0000;
