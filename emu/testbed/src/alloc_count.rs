@@ -6,6 +6,7 @@
 //! allocate concurrently and are not counted. [`live_bytes`] is the running balance.
 //! Allocation itself is delegated to [`std::alloc::System`] unchanged.
 #![allow(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
