@@ -50,11 +50,6 @@ const UAR_EQ_DB_NOARM: usize = 0x48;
 /// 31:28 (Linux `steering/dr_send.c` writes `2 << 28` "to avoid the HW running db-recovery on a
 /// CQ used in polling mode").
 pub const CQ_DB_POLLING_ARM: u32 = 2 << 28;
-/// TEARDOWN_HCA profiles (mlx5_ifc MLX5_TEARDOWN_HCA_IN_PROFILE_*) and the force state that
-/// says force close failed (MLX5_TEARDOWN_HCA_OUT_FORCE_STATE_FAIL).
-const TEARDOWN_GRACEFUL: u64 = 0;
-const TEARDOWN_FORCE_CLOSE: u64 = 1;
-const TEARDOWN_FORCE_STATE_FAIL: u64 = 1;
 /// Access register HOST_ENDIANNESS.
 const REG_HOST_ENDIANNESS: u64 = 0x7004;
 /// QUERY_VPORT_STATE op_mod for the function's own vNIC vport and the `state` value for up
@@ -151,8 +146,12 @@ pub struct Stats {
     pub error_events: u64,
     /// Completion events (EQE type 0): the polled data path does not need them; counted.
     pub completion_events: u64,
-    /// TEARDOWN_HCA ended by force (graceful teardown failed).
+    /// TEARDOWN_HCA ended by force close / by fast teardown (graceful teardown failed;
+    /// [`crate::teardown`]).
     pub force_teardowns: u64,
+    pub fast_teardowns: u64,
+    /// Firmware pages freed without MANAGE_PAGES because fast teardown closed the function.
+    pub pages_released_by_fast_teardown: u64,
     /// CQEs naming an unknown QP or a WQE that is not outstanding (dropped, not reported).
     pub bad_cqes: u64,
     /// Send-queue doorbells (MMIO writes to the UAR) rung by the data path.
@@ -1290,27 +1289,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         Ok(self.stats)
     }
 
-    /// TEARDOWN_HCA graceful; if the firmware refuses, force close (Linux
-    /// `mlx5_cmd_force_teardown_hca`) when the part offers it, checking the force state.
-    fn teardown_hca(&mut self) -> Result<(), Error> {
-        let graceful = self.simple(op::TEARDOWN_HCA, 0, teardown_hca_in::LAYOUT.size, &[(teardown_hca_in::profile, TEARDOWN_GRACEFUL)]);
-        let err = match graceful {
-            Ok(()) => return Ok(()),
-            Err(e @ Error::Command { .. }) => e,
-            Err(e) => return Err(e),
-        };
-        if !self.caps.force_teardown {
-            return Err(err);
-        }
-        log::warn!("mlx5: graceful teardown failed ({err}); forcing");
-        self.simple(op::TEARDOWN_HCA, 0, teardown_hca_in::LAYOUT.size, &[(teardown_hca_in::profile, TEARDOWN_FORCE_CLOSE)])?;
-        if self.out(teardown_hca_out::state) == TEARDOWN_FORCE_STATE_FAIL {
-            return Err(Error::BadOutput { opcode: op::TEARDOWN_HCA, what: "force teardown failed (force_state FAIL)" });
-        }
-        self.stats.force_teardowns += 1;
-        Ok(())
-    }
-
     fn teardown_inner(&mut self) -> Result<(), Error> {
         let mut first_err: Option<Error> = None;
         let mut note = |r: Result<(), Error>| {
@@ -1359,8 +1337,19 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             if let Some(uar) = self.uar.take() {
                 note(self.simple(op::DEALLOC_UAR, 0, dealloc_uar_in::LAYOUT.size, &[(dealloc_uar_in::uar, uar as u64)]));
             }
-            note(self.teardown_hca());
-            self.stage = Stage::Enabled;
+            match self.teardown_hca() {
+                Ok(crate::teardown::Rung::Fast) => {
+                    // The function is closed and its DMA stopped: the pages are ours again
+                    // without MANAGE_PAGES, and the command interface is off (no DISABLE_HCA).
+                    self.stats.pages_released_by_fast_teardown += self.pages.len() as u64;
+                    self.pages.clear();
+                    self.stage = Stage::CmdQueue;
+                }
+                r => {
+                    note(r.map(|_| ()));
+                    self.stage = Stage::Enabled;
+                }
+            }
         }
         if self.stage >= Stage::Enabled {
             // Reclaim every page: keep asking until the firmware returns none.

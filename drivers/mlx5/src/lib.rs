@@ -8,6 +8,7 @@
 //! - [`health`]: init segment, `initializing` wait, health buffer/counter.
 //! - [`device`]: [`Mlx5::bring_up`] in firmware order, EQ polling (page requests, errors),
 //!   PD/TD/UAR/MKeys/CQs/QPs, QP state transitions, [`Mlx5::shutdown`] reclaiming every page.
+//! - [`teardown`]: the TEARDOWN_HCA ladder (graceful, fast teardown, force close).
 //! - [`datapath`]: `post_send`/`post_recv`/`poll_cq` straight on the rings.
 //! - [`fastreg`]: UMR WQEs: per-I/O key registration and invalidation through the send queue.
 //! - [`verbs`]: [`Mlx5Verbs`], the `rdma::Verbs` implementation apps use; [`arp`]: the ARP
@@ -31,6 +32,7 @@ pub mod layout;
 pub mod pages;
 pub mod raw;
 pub mod selftest;
+pub mod teardown;
 pub mod trace;
 pub mod verbs;
 pub mod vport;

@@ -216,19 +216,7 @@ fn rdma_read_depth_is_clamped_to_the_caps() {
     dev.shutdown().unwrap();
 }
 
-/// 7b. Graceful teardown refused: the driver forces it (Linux force teardown) and every page
-/// still comes back.
-#[test]
-fn teardown_falls_back_to_force_when_graceful_fails() {
-    let p = Profile::connectx6dx();
-    let (rig, hal, bar) = rig_for(p.clone());
-    let dev = Mlx5::bring_up(hal, bar, drv_for(&p)).unwrap();
-    rig.cx.faults_mut().fail_graceful_teardown = true;
-    let s = dev.shutdown().unwrap();
-    assert_eq!(s.force_teardowns, 1);
-    let c = rig.cx.counters();
-    assert_eq!((c.pages_held, c.pages_abandoned), (0, 0));
-}
+/// 7b. Teardown fallbacks (graceful, fast, force): `tests/teardown.rs`.
 
 /// A long-running appliance creates and destroys QPs, CQs and MKeys all day (one set per
 /// connection). 2,000 cycles of each on the default profile and on connectx7 (which asks for

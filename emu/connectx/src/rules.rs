@@ -1,7 +1,7 @@
 //! Firmware rules that differ between parts or that real firmware enforces strictly, driven by
 //! the device profile: timestamp formats, SQ start alignment, RDMA read/atomic depth limits,
 //! VF register restrictions, fatal async EQ overrun, doorbell recovery on CQs, page requests
-//! raised in the middle of a command, forced teardown.
+//! raised in the middle of a command (teardown: [`crate::teardown`]).
 //!
 //! Each rule cites what it models. Where no public source states the firmware's exact reaction
 //! (e.g. which syndrome), the reaction is the model's own and says so.
@@ -143,23 +143,6 @@ impl Device {
         }
         self.parked = None;
         self.run_slot_now(slot);
-    }
-
-    /// TEARDOWN_HCA profile check: 0 graceful (may be made to fail), 1 force close (if the
-    /// part has force_teardown), 2 prepare fast teardown (if it has fast_teardown). Returns the
-    /// output `state` bit (force_state: 0 success).
-    pub(crate) fn check_teardown(&mut self, profile: u64) -> Result<u64, (u8, u32)> {
-        let caps = &self.cfg.profile.caps;
-        match profile {
-            0 if self.faults.fail_graceful_teardown => {
-                warn!("cx: graceful TEARDOWN_HCA refused (fault knob)");
-                Err((st::INT_ERR, synd::TEARDOWN_REFUSED))
-            }
-            0 => Ok(0),
-            1 if caps.force_teardown => Ok(0),
-            2 if caps.fast_teardown => Ok(0),
-            _ => Err((st::BAD_PARAM, synd::BAD_TEARDOWN_PROFILE)),
-        }
     }
 
     /// This function's ID as the firmware names it in page requests and QUERY_PAGES.

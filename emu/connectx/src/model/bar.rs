@@ -28,7 +28,7 @@ impl Device {
             0x010 => self.cmdq_h,
             0x014 => {
                 (self.cmdq_l & 0xFFFF_F000)
-                    | ((self.nic_interface as u32) << 8)
+                    | ((self.nic_interface() as u32) << 8)
                     | ((self.cfg.profile.log_cmdq_size as u32) << 4)
                     | self.cfg.profile.log_cmdq_stride as u32
             }
@@ -72,7 +72,7 @@ impl Device {
             0x010 => self.cmdq_h = be,
             0x014 => {
                 self.cmdq_l = be & 0xFFFF_F000;
-                self.nic_interface = ((be >> 8) & 7) as u8;
+                self.nic_interface_write(((be >> 8) & 7) as u8);
             }
             0x018 => self.ring_cmd(be),
             _ if off >= FIRST_UAR as usize * 0x1000 => self.uar_write(off, &be.to_be_bytes()),

@@ -16,7 +16,7 @@ impl Device {
 
     pub(super) fn ring_cmd(&mut self, mask: u32) {
         let n = 1u32 << self.cfg.profile.log_cmdq_size;
-        if self.cmdq_pa() == 0 || self.initializing() {
+        if self.cmdq_pa() == 0 || self.initializing() || !self.commands_on() {
             self.ctr.stray_doorbells += 1;
             return;
         }

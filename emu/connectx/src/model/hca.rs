@@ -1,6 +1,5 @@
-//! The function's life: ENABLE_HCA / DISABLE_HCA, QUERY_ / SET_ISSI, INIT_HCA / TEARDOWN_HCA
-//! (objects the driver left behind are counted as abandoned), ACCESS_REG, and the
-//! function-level reset.
+//! The function's life: ENABLE_HCA / DISABLE_HCA, QUERY_ / SET_ISSI, INIT_HCA (TEARDOWN_HCA and
+//! fast teardown: [`super::teardown`]), ACCESS_REG, and the function-level reset.
 
 use log::warn;
 
@@ -81,36 +80,6 @@ impl Device {
         self.page_req_outstanding = 0;
         self.engine = Some(emu_roce::Engine::new(self.port_config()));
         Ok(out(16))
-    }
-
-    /// TEARDOWN_HCA: every object goes; the ones still alive are counted as abandoned.
-    pub(super) fn teardown_hca(&mut self, inp: &[u8]) -> CmdResult {
-        if self.func != FuncState::Initialized {
-            return fail(st::BAD_SYS_STATE, synd::NOT_INITIALIZED);
-        }
-        let profile = get(inp, l::teardown_hca_in::profile);
-        let force_state = self.check_teardown(profile)?;
-        let live = self.ctr_live().live_objects();
-        if live > 0 {
-            warn!("cx: TEARDOWN_HCA with {live} objects still alive");
-            self.ctr.objects_abandoned += live as u64;
-        }
-        self.uars.clear();
-        self.pds.clear();
-        self.tds.clear();
-        self.eqs.clear();
-        self.cqs.clear();
-        self.qps.clear();
-        self.mkeys.clear();
-        self.gids = vec![None; GID_TABLE];
-        self.sq_doorbells.clear();
-        self.engine = None;
-        self.loopback.clear();
-        self.raw = crate::raw::Raw::default();
-        self.func = FuncState::TornDown;
-        let mut o = out(16);
-        set(&mut o, l::teardown_hca_out::state, force_state);
-        Ok(o)
     }
 
     pub(super) fn access_reg(&mut self, op_mod: u16, inp: &[u8]) -> CmdResult {

@@ -9,7 +9,8 @@
 //!
 //! One module per job: `bar` (initialization segment and UAR doorbells), `cmdif` (command
 //! delivery), `exec` (checks common to all commands and the dispatch), then command execution
-//! per object as Linux splits mlx5_core: `hca` (enable/init/teardown, ISSI, registers), `caps`,
+//! per object as Linux splits mlx5_core: `hca` (enable/init, ISSI, registers), `teardown`
+//! (TEARDOWN_HCA, fast teardown through `nic_interface`), `caps`,
 //! `pages`, `alloc` (UAR, PD, transport domain), `eq`, `cq`, `mkey`, `qp`, `vport` (vport
 //! context and GIDs); raw Ethernet objects and flow steering are in [`crate::raw`].
 
@@ -32,6 +33,7 @@ mod hca;
 mod mkey;
 mod pages;
 mod qp;
+pub mod teardown;
 mod vport;
 
 pub use cq::Cq;
@@ -108,6 +110,13 @@ pub struct Faults {
     /// TEARDOWN_HCA graceful (profile 0) fails with INTERNAL_ERR; force close still works
     /// where the profile has force_teardown.
     pub fail_graceful_teardown: bool,
+    /// TEARDOWN_HCA PREPARE_FAST_TEARDOWN answers state FORCE_STATE_FAIL.
+    pub fail_fast_teardown: bool,
+    /// TEARDOWN_HCA FORCE_CLOSE answers state FORCE_STATE_FAIL.
+    pub fail_force_teardown: bool,
+    /// After PREPARE_FAST_TEARDOWN, `nic_interface` = DISABLED is never acted on (keeps
+    /// reading FULL_DRIVER; the function stays initialized).
+    pub stuck_fast_teardown: bool,
 }
 
 /// Counters: live objects and pages (for leak checks) and events.
@@ -142,6 +151,13 @@ pub struct Counters {
     pub cq_overruns: u64,
     /// Completion events raised by doorbell recovery on CQs whose arm word was never written.
     pub db_recoveries: u64,
+    /// TEARDOWN_HCA PREPARE_FAST_TEARDOWN accepted / fast teardowns completed
+    /// (`nic_interface` = DISABLED) and the pages they released without MANAGE_PAGES.
+    pub fast_teardowns_prepared: u64,
+    pub fast_teardowns: u64,
+    pub pages_released_by_fast_teardown: u64,
+    /// `nic_interface` = DISABLED written without a prepared fast teardown (not acted on).
+    pub ignored_nic_interface_writes: u64,
     /// Commands held until the driver gave pages asked for in the middle of them.
     pub mid_command_page_requests: u64,
     /// Doorbells that named no object or a slot software still owned.
@@ -232,7 +248,8 @@ pub struct Device {
     created_ns: u64,
     cmdq_h: u32,
     cmdq_l: u32,
-    nic_interface: u8,
+    /// Fast-teardown handshake ([`teardown`]); drives `nic_interface`.
+    pub(crate) fast_teardown: teardown::FastTeardown,
     pub func: FuncState,
     pub issi: u16,
     pub pages: BTreeSet<PhysAddr>,
@@ -284,7 +301,7 @@ impl Device {
             created_ns,
             cmdq_h: 0,
             cmdq_l: 0,
-            nic_interface: 0,
+            fast_teardown: Default::default(),
             func: FuncState::Disabled,
             issi: 0,
             pages: BTreeSet::new(),
