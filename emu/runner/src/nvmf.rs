@@ -155,9 +155,11 @@ pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout:
     let s = svc.stats;
     let t = svc.target.stats;
     let c = svc.target.core.stats;
+    let a = svc.target.core.auth.stats;
     println!(
-        "RUNNER RESULT nvmf-target PASS requests={} accepted={} rejected={} closed_by_peer={} closed_by_target={} ctrls_created={} ctrls_freed={} connects_refused={} commands={} errors={} reads={} writes={} bad_capsules={} wc_errors={} seconds={:.1}",
+        "RUNNER RESULT nvmf-target PASS requests={} accepted={} rejected={} closed_by_peer={} closed_by_target={} ctrls_created={} ctrls_freed={} connects_refused={} commands={} errors={} reads={} writes={} bad_capsules={} wc_errors={} auth_required={} auth_ok={} auth_failed={} auth_refused_cmds={} seconds={:.1}",
         s.requests, s.accepted, s.rejected, s.closed_by_peer, s.closed_by_target, c.ctrls_created, c.ctrls_freed, c.connects_refused, c.commands, c.errors, c.reads, c.writes, t.bad_capsules, t.wc_errors,
+        a.required, a.succeeded, a.failed, a.refused_cmds,
         t0.elapsed().as_secs_f64()
     );
     Ok(())
