@@ -308,6 +308,8 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     port_up: Option<bool>,
     /// Raw Ethernet queues and steering, once enabled.
     pub(crate) raw: Option<crate::raw::RawEth<H::Dma>>,
+    /// The port's MTUs (PMTU register, read at bring-up); path MTUs are clamped to `max`.
+    pub port_mtu: crate::vport::PortMtu,
 }
 
 fn clear(b: &mut [u8]) {
@@ -362,6 +364,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             mkey_variant: 0,
             port_up: None,
             raw: None,
+            port_mtu: Default::default(),
         };
         match dev.steps() {
             Ok(()) => Ok(dev),
@@ -395,6 +398,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.alloc_td()?;
         self.query_special_contexts()?;
         self.query_mac()?;
+        self.port_mtu = self.query_port_mtu()?;
         if self.caps.roce {
             self.enable_roce()?;
             self.set_roce_address(0, self.cfg.ipv4)?;
@@ -1115,7 +1119,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     pub fn qp_init2rtr(&mut self, qpn: Qpn, a: &RcConnectAttrs) -> Result<(), Error> {
         let i = self.qp_index(qpn)?;
         let kind = self.qps[i].kind;
-        let mtu = mtu_code(a.mtu).ok_or(Error::InvalidArgument("path MTU"))?;
+        mtu_code(a.mtu).ok_or(Error::InvalidArgument("path MTU"))?;
+        // Never more than the port carries (firmware refuses a path MTU over the port's max).
+        let mtu = mtu_code(a.mtu.min(self.port_mtu.max_path_mtu())).ok_or(Error::InvalidArgument("path MTU"))?;
         let len = self.begin_modify(op::INIT2RTR_QP, qpn);
         let q = init2rtr_qp_in::qpc;
         let path = qpc::primary_address_path.at(q);

@@ -690,6 +690,12 @@ layouts! {
         syndrome = F(0x04, 31, 0),
         register_data = F(0x10, 31, 0),
     }
+    pmtu_reg [0x10] {
+        local_port = F(0x00, 23, 16),
+        max_mtu = F(0x04, 31, 16),
+        admin_mtu = F(0x08, 31, 16),
+        oper_mtu = F(0x0c, 31, 16),
+    }
     alloc_uar_in [0x10] {
         opcode = F(0x00, 31, 16),
         op_mod = F(0x04, 15, 0),

@@ -206,6 +206,8 @@ pub mod synd {
     pub const MISALIGNED_SQ: u32 = s(BAD_PARAM, 26);
     pub const RA_DEPTH_OVER_MAX: u32 = s(BAD_PARAM, 27);
     pub const VF_REGISTER: u32 = s(BAD_PARAM, 28);
+    /// Port MTU (PMTU admin_mtu, vport context mtu) or QP path MTU over the port's max_mtu.
+    pub const MTU_OVER_MAX: u32 = s(BAD_PARAM, 31);
     pub const TEARDOWN_REFUSED: u32 = s(INT_ERR, 1);
     pub const NOT_ENABLED: u32 = s(BAD_SYS_STATE, 1);
     pub const ALREADY_ENABLED: u32 = s(BAD_SYS_STATE, 2);

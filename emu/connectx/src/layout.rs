@@ -133,6 +133,7 @@ layout!(teardown_hca_in, 16, { profile: 0x50, 16; });
 layout!(teardown_hca_out, 16, { state: 0x7f, 1; });
 layout!(access_register_in, 16, { register_id: 0x50, 16; argument: 0x60, 32; register_data: 0x80, 32; });
 layout!(host_endianness_reg, 16, { he: 0, 1; });
+layout!(pmtu_reg, 16, { local_port: 0x08, 8; max_mtu: 0x20, 16; admin_mtu: 0x40, 16; oper_mtu: 0x60, 16; });
 // Objects whose id sits at 0x08[23:0] (ALLOC_UAR out, DEALLOC_UAR in, ALLOC_PD out, ...).
 layout!(obj_id_24, 16, { id: 0x48, 24; });
 layout!(create_eq_out, 16, { eq_number: 0x58, 8; });
@@ -305,6 +306,7 @@ pub const ALL_LAYOUTS: &[&[Field]] = &[
     teardown_hca_out::ALL,
     access_register_in::ALL,
     host_endianness_reg::ALL,
+    pmtu_reg::ALL,
     obj_id_24::ALL,
     create_eq_out::ALL,
     destroy_eq_in::ALL,

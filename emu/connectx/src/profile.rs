@@ -309,6 +309,7 @@ impl Profile {
             pci_device_id: 0x101e, // [DPDK-ids] CONNECTXVF ("ConnectX family mlx5Gen VF", used by 6 Dx and 7)
             caps: Caps {
                 max_uars: 16,      // representative: VFs get fewer UARs
+                max_mtu: 1500,     // representative: the PF administrator left the VF at the Ethernet default (path MTU 1024 at most)
                 log_max_ra_req_qp: 4,
                 log_max_ra_res_qp: 4,
                 ..Self::connectx7().caps

@@ -1,7 +1,8 @@
 //! Firmware rules that differ between parts or that real firmware enforces strictly, driven by
-//! the device profile: timestamp formats, SQ start alignment, RDMA read/atomic depth limits,
+//! the device profile: timestamp formats, SQ start alignment, port and path MTU within the
+//! port's max_mtu, RDMA read/atomic depth limits,
 //! VF register restrictions, fatal async EQ overrun, doorbell recovery on CQs, page requests
-//! raised in the middle of a command (teardown: [`crate::teardown`]).
+//! raised in the middle of a command (teardown: [`crate::model::teardown`]).
 //!
 //! Each rule cites what it models. Where no public source states the firmware's exact reaction
 //! (e.g. which syndrome), the reaction is the model's own and says so.
@@ -17,6 +18,8 @@ use crate::profile::TsCap;
 pub const HEALTH_SYND_ASYNC_EQ_OVERRUN: u8 = 0xc;
 /// A send WQE basic block; the SQ must start on one (rdma-core mlx5 MLX5_SEND_WQE_BB).
 pub const SEND_WQE_BB: u64 = 64;
+/// Bytes RoCEv2 adds around a path-MTU payload at most (Linux `iboe_get_mtu`).
+pub const ROCE_OVERHEAD: u64 = 96;
 /// ts_format values in QP/SQ/RQ contexts (mlx5_ifc MLX5_*_TIMESTAMP_FORMAT_*).
 pub mod ts {
     pub const FREE_RUNNING: u64 = 0;
@@ -143,6 +146,53 @@ impl Device {
         }
         self.parked = None;
         self.run_slot_now(slot);
+    }
+
+    /// A port MTU (PMTU admin_mtu, NIC vport context mtu) may not exceed the profile's
+    /// max_mtu (PMTU max_mtu; Linux `mlx5e_change_mtu` checks the same bound before asking).
+    pub(crate) fn check_port_mtu(&self, mtu: u64) -> Result<(), (u8, u32)> {
+        if mtu > self.cfg.profile.caps.max_mtu as u64 {
+            warn!("cx: MTU {mtu} over the port's max_mtu {}", self.cfg.profile.caps.max_mtu);
+            return Err((st::BAD_PARAM, synd::MTU_OVER_MAX));
+        }
+        Ok(())
+    }
+
+    /// An RC path MTU (qpc.mtu, IB MTU code 1..=5 = 256..4096 bytes) whose RoCEv2 packets do
+    /// not fit in the port's max_mtu is refused. The RoCEv2 overhead counted is Linux
+    /// `iboe_get_mtu`'s (GRH 40 + UDP 8 + BTH 12 + XRC 4 + AtomicETH 28 + ICRC 4 = 96 bytes).
+    /// Model's choice: which status real firmware answers with is not public.
+    pub(crate) fn check_path_mtu(&self, code: u64) -> Result<(), (u8, u32)> {
+        let bytes = 128u64 << code.min(5);
+        if bytes + ROCE_OVERHEAD > self.cfg.profile.caps.max_mtu as u64 {
+            warn!("cx: path MTU {bytes} does not fit the port's max_mtu {}", self.cfg.profile.caps.max_mtu);
+            return Err((st::BAD_PARAM, synd::MTU_OVER_MAX));
+        }
+        Ok(())
+    }
+
+    /// ACCESS_REG PMTU (port 1): read reports max_mtu (the profile's), admin and operational
+    /// MTU (the vport's); write sets admin_mtu within max_mtu [mlx5_ifc.h pmtu_reg].
+    pub(crate) fn pmtu_reg(&mut self, read: bool, data: &[u8]) -> Result<Vec<u8>, (u8, u32)> {
+        use crate::layout::{get, pmtu_reg as p, set};
+        if data.len() < p::SIZE {
+            return Err((st::BAD_INP_LEN, synd::INPUT_TOO_SHORT));
+        }
+        if get(data, p::local_port) != 1 {
+            return Err((st::BAD_PARAM, synd::BAD_PORT));
+        }
+        if !read {
+            let admin = get(data, p::admin_mtu);
+            self.check_port_mtu(admin)?;
+            self.vport.mtu = admin as u16;
+        }
+        let mut o = vec![0u8; 16 + p::SIZE];
+        let r = &mut o[16..];
+        set(r, p::local_port, 1);
+        set(r, p::max_mtu, self.cfg.profile.caps.max_mtu as u64);
+        set(r, p::admin_mtu, self.vport.mtu as u64);
+        set(r, p::oper_mtu, self.vport.mtu as u64);
+        Ok(o)
     }
 
     /// This function's ID as the firmware names it in page requests and QUERY_PAGES.

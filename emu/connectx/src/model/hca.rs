@@ -100,8 +100,9 @@ impl Device {
                 }
                 Ok(o)
             }
-            reg::PAOS | reg::PMTU => {
-                // Accepted; port is always up, MTU fixed. Echo the register back.
+            reg::PMTU => self.pmtu_reg(read, data),
+            reg::PAOS => {
+                // Accepted; port is always up. Echo the register back.
                 let mut o = out(inp.len());
                 o[16..].copy_from_slice(data);
                 Ok(o)

@@ -191,6 +191,7 @@ impl Device {
                     if !(1..=5).contains(&mtu) {
                         return fail(st::BAD_PARAM, synd::BAD_MTU);
                     }
+                    self.check_path_mtu(mtu)?;
                     let gi = get(c, path(l::ads::src_addr_index)) as usize;
                     if gi >= GID_TABLE || self.gids[gi].is_none() {
                         return fail(st::BAD_PARAM, synd::BAD_GID_INDEX);

@@ -56,7 +56,9 @@ impl Device {
             self.vport.roce_en = get(c, v::roce_en) == 1;
         }
         if get(inp, m::field_select_mtu) == 1 {
-            self.vport.mtu = get(c, v::mtu) as u16;
+            let mtu = get(c, v::mtu);
+            self.check_port_mtu(mtu)?;
+            self.vport.mtu = mtu as u16;
         }
         if get(inp, m::field_select_disable_uc_local_lb) == 1 {
             self.vport.disable_uc_local_lb = get(c, v::disable_uc_local_lb) == 1;
