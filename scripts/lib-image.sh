@@ -201,7 +201,7 @@ img_main_job() {
     # The bench report and its JSON histogram, as scripts/run prints them (console prefix removed).
     tr -d '\r' <"$logs/initiator.log" | sed -nE 's/^\[ *[0-9.]+\] INFO  nvmf: //p' \
         | sed -n '/^bench: /,/NVMEOF-BENCH-HISTOGRAM-JSON END/p'
-    tr -d '\r' <"$logs/target.log" | sed -n '/nvmf: target done/,$p' | grep -aE 'nvmf: target|nvmeof: serve: (core|transport)|connectx: .*shut down' | sed 's/^/target /'
+    tr -d '\r' <"$logs/target.log" | sed -n '/nvmf: target done/,$p' | grep -aE 'nvmf: target|nvmeof: service: (core|transport)|connectx: .*shut down' | sed 's/^/target /'
     img_console initiator 'connectx: .*shut down'
     local n c
     for n in target initiator; do

@@ -3,7 +3,7 @@
 //! - Target (`nvmet.subsys=` given): the namespaces are built (`ns=ram:`/`null:` new,
 //!   `ns=nvme:NSID` taken from the local NVMe namespaces the storage part attached), the
 //!   target core is configured and reported, then served on the ConnectX adapter:
-//!   `nvmeof::serve::TargetService` (CM listener + RDMA transport) polled with the adapter.
+//!   `nvmeof::nvmet::service::TargetService` (CM listener + RDMA transport) polled with the adapter.
 //! - Initiator (`nvmf.connect=`): connect (or read the discovery log when `nqn=` is the
 //!   discovery NQN), print the controller and namespaces, run `nvmf.bench=` if given,
 //!   disconnect; the image then ends as `exit=` says.
@@ -19,7 +19,7 @@ use kernel::KernelHal;
 use log::{error, info, warn};
 use nvmeof::cmdline::{NsSpec, NvmeofArgs};
 use nvmeof::host::HostEnv;
-use nvmeof::target::{Core, TargetConfig};
+use nvmeof::nvmet::{Core, TargetConfig};
 
 use crate::config::Config;
 use crate::storage::{Backing, Served};
@@ -210,7 +210,7 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64)
     use rdma::Verbs as _;
     let crate::adapter::Adapter { bdf, mut verbs } = adapter;
     let cm = cm_config(t.mtu, t.addr);
-    let svc = nvmeof::serve::TargetService::with_cm_config(&mut *verbs, t.core, t.max_queues, t.port, cm);
+    let svc = nvmeof::nvmet::service::TargetService::with_cm_config(&mut *verbs, t.core, t.max_queues, t.port, cm);
     let mut svc = match svc {
         Ok(s) => Box::new(s),
         Err(e) => {
@@ -313,7 +313,7 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
             return false;
         }
     };
-    let mut env = nvmeof::serve::CmHostEnv::new(cm, spec.addr, spec.port, kernel::time::now_ns, {
+    let mut env = nvmeof::host::cm_env::CmHostEnv::new(cm, spec.addr, spec.port, kernel::time::now_ns, {
         let mut housekeeping = Every::new(HOUSEKEEPING_NS);
         move |v: &mut crate::adapter::Verbs| {
             if housekeeping.due() {

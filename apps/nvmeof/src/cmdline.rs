@@ -363,17 +363,17 @@ pub fn derive_nguid(nqn: &str, nsid: u32) -> [u8; 16] {
 /// into a backing device (or an error message); NSIDs are assigned 1, 2, … per subsystem.
 pub fn build_target<B: blockdev::BlockDevice>(
     args: &NvmeofArgs,
-    base: crate::target::TargetConfig,
+    base: crate::nvmet::TargetConfig,
     mut make_ns: impl FnMut(&NsSpec) -> Result<B, &'static str>,
-) -> Result<(crate::target::TargetConfig, Vec<crate::target::SubsystemConfig<B>>), ArgError> {
+) -> Result<(crate::nvmet::TargetConfig, Vec<crate::nvmet::SubsystemConfig<B>>), ArgError> {
     let mut cfg = base;
     if let Some((addr, port)) = args.listen {
-        cfg.ports = alloc::vec![crate::target::PortConfig { portid: 1, traddr: addr, trsvcid: port }];
+        cfg.ports = alloc::vec![crate::nvmet::PortConfig { portid: 1, traddr: addr, trsvcid: port }];
     }
     let mut subs = Vec::new();
     for s in &args.subsystems {
         for (hostnqn, policy) in &s.host_auth {
-            cfg.host_auth.push(crate::target::auth::HostAuthConfig { subnqn: s.nqn.clone(), hostnqn: hostnqn.clone(), policy: policy.clone() });
+            cfg.host_auth.push(crate::nvmet::auth::HostAuthConfig { subnqn: s.nqn.clone(), hostnqn: hostnqn.clone(), policy: policy.clone() });
         }
     }
     for (i, s) in args.subsystems.iter().enumerate() {
@@ -381,11 +381,11 @@ pub fn build_target<B: blockdev::BlockDevice>(
         for (j, spec) in s.namespaces.iter().enumerate() {
             let nsid = j as u32 + 1;
             let dev = make_ns(spec).map_err(|why| err(&s.nqn, why))?;
-            namespaces.push(crate::target::NamespaceConfig { nsid, dev, nguid: derive_nguid(&s.nqn, nsid) });
+            namespaces.push(crate::nvmet::NamespaceConfig { nsid, dev, nguid: derive_nguid(&s.nqn, nsid) });
         }
         let mut serial = String::new();
         let _ = core::fmt::write(&mut serial, format_args!("APPL{:08X}", i as u32 + 1));
-        subs.push(crate::target::SubsystemConfig {
+        subs.push(crate::nvmet::SubsystemConfig {
             nqn: s.nqn.clone(),
             serial,
             model: "appliance nvme-of".to_string(),
@@ -464,24 +464,24 @@ mod build_tests {
         }
         // build_target hands the policies to the core.
         let a = parse(&alloc::format!("nvmet.subsys=nqn.a,ns=null:1M,host=nqn.h,dhchap={k}")).unwrap();
-        let (cfg, subs) = build_target(&a, crate::target::TargetConfig::default(), make).unwrap();
+        let (cfg, subs) = build_target(&a, crate::nvmet::TargetConfig::default(), make).unwrap();
         assert_eq!(cfg.host_auth.len(), 1);
         assert_eq!((cfg.host_auth[0].subnqn.as_str(), cfg.host_auth[0].hostnqn.as_str()), ("nqn.a", "nqn.h"));
-        assert!(crate::target::Core::new(cfg, subs).is_ok());
+        assert!(crate::nvmet::Core::new(cfg, subs).is_ok());
     }
 
     #[test]
     fn builds_a_core() {
         let bad = parse("nvmet.subsys=nqn.b,ns=nvme:1,allow_any").unwrap();
-        let e = build_target(&bad, crate::target::TargetConfig::default(), make).err().unwrap();
+        let e = build_target(&bad, crate::nvmet::TargetConfig::default(), make).err().unwrap();
         assert_eq!(e.why, "no local NVMe in this test");
         let a = parse("nvmet.listen=10.0.0.1 nvmet.subsys=nqn.a,ns=null:1M,ns=ram:64K,host=nqn.h").unwrap();
-        let (cfg, subs) = build_target(&a, crate::target::TargetConfig::default(), make).unwrap();
+        let (cfg, subs) = build_target(&a, crate::nvmet::TargetConfig::default(), make).unwrap();
         assert_eq!(cfg.ports[0].trsvcid, 4420);
         assert_eq!(subs[0].namespaces.len(), 2);
         assert_eq!(subs[0].namespaces[1].nsid, 2);
         assert_ne!(subs[0].namespaces[0].nguid, subs[0].namespaces[1].nguid);
         assert_ne!(derive_nguid("nqn.a", 1), derive_nguid("nqn.b", 1));
-        assert!(crate::target::Core::new(cfg, subs).is_ok());
+        assert!(crate::nvmet::Core::new(cfg, subs).is_ok());
     }
 }

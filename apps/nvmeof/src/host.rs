@@ -20,6 +20,7 @@ use nvme_spec::props::{Cap, Cc, Csts};
 use crate::Error;
 
 mod auth;
+pub mod cm_env;
 mod validate;
 use validate::CidCodec;
 pub use validate::{DiscField, TargetFault, MAX_CAPSULE, MAX_DISC_RECORDS, MAX_QUEUE_DEPTH};

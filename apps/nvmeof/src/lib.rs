@@ -3,10 +3,10 @@
 //! `blockdev::BlockDevice`; no allocation, lock or log line per I/O on the data paths.
 //!
 //! Wiring (appliance):
-//! - Target: build a [`target::Core`] from a [`target::TargetConfig`] (ports, inline size,
-//!   MDTS, queue depth) and [`target::SubsystemConfig`]s (NQN, allowed hosts, namespaces as
+//! - Target: build a [`nvmet::Core`] from a [`nvmet::TargetConfig`] (ports, inline size,
+//!   MDTS, queue depth) and [`nvmet::SubsystemConfig`]s (NQN, allowed hosts, namespaces as
 //!   `BlockDevice`s; use an enum to mix NVMe/RAM/null), wrap it in
-//!   [`target::rdma::RdmaTarget::new`]. The CM calls `accept(verbs, nvme_private, attrs)` on
+//!   [`nvmet::rdma::RdmaTarget::new`]. The CM calls `accept(verbs, nvme_private, attrs)` on
 //!   a REQ (REP with the returned QPN/private data, or REJ 28 with the returned status),
 //!   `disconnected(verbs, qpn)` on DREQ, and sends DREQ for each `take_closed()` QPN.
 //!   The main loop calls `poll(verbs, now_ns)`.
@@ -23,9 +23,8 @@ extern crate alloc;
 pub mod bench;
 pub mod cmdline;
 pub mod host;
-pub mod serve;
 pub mod verify;
-pub mod target;
+pub mod nvmet;
 pub mod wire;
 
 pub use wire::Status;

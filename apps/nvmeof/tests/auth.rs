@@ -11,8 +11,8 @@ use nvme_auth::ctrl::HostPolicy;
 use nvme_auth::host::HostKeys;
 use nvme_auth::{DhGroup, HashId, Secret};
 use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
-use nvmeof::target::auth::{Gate, HostAuthConfig};
-use nvmeof::target::{DataIn, QueueState};
+use nvmeof::nvmet::auth::{Gate, HostAuthConfig};
+use nvmeof::nvmet::{DataIn, QueueState};
 use nvmeof::wire::*;
 use nvmeof::{Error, Status};
 use testbed::soft::SoftFabric;
@@ -23,8 +23,8 @@ fn secret(seed: u8, hash: Option<HashId>) -> Secret {
     Secret::from_key(hash, &key).unwrap()
 }
 
-fn target_cfg(policy: HostPolicy) -> nvmeof::target::TargetConfig {
-    nvmeof::target::TargetConfig {
+fn target_cfg(policy: HostPolicy) -> nvmeof::nvmet::TargetConfig {
+    nvmeof::nvmet::TargetConfig {
         host_auth: vec![HostAuthConfig { subnqn: SUBNQN.into(), hostnqn: HOSTNQN.into(), policy }],
         ..world_cfg()
     }
@@ -138,7 +138,7 @@ fn unauthenticated_commands_are_refused() {
     let mut q = QueueState::new(0);
     let (sqe, data) = connect_sqe(0);
     let din = DataIn { bytes: &data, buf: 0, buf_len: 0, sgl_len: 1024, tag: 0 };
-    let nvmeof::target::Action::Respond { status, dw0, .. } = core.execute(&mut q, &sqe, &din, 1) else { panic!() };
+    let nvmeof::nvmet::Action::Respond { status, dw0, .. } = core.execute(&mut q, &sqe, &din, 1) else { panic!() };
     assert!(status.is_success());
     assert_ne!(dw0 & nvme_auth::wire::AUTHREQ_ATR, 0, "Connect response asks for authentication");
     assert!(matches!(q.auth, Gate::Pending { .. }));
@@ -153,7 +153,7 @@ fn unauthenticated_commands_are_refused() {
     let mut ka = Sqe::zeroed();
     ka.opcode = admin_op::KEEP_ALIVE;
     for s in [ident, pg, ka] {
-        let nvmeof::target::Action::Respond { status, .. } = core.execute(&mut q, &s, &none, 2) else { panic!() };
+        let nvmeof::nvmet::Action::Respond { status, .. } = core.execute(&mut q, &s, &none, 2) else { panic!() };
         assert_eq!(status, Status::AUTH_REQUIRED, "opcode {:#x}", s.opcode);
     }
     assert_eq!(core.auth.stats.refused_cmds, 3);
@@ -161,7 +161,7 @@ fn unauthenticated_commands_are_refused() {
     let mut send = Sqe::zeroed();
     send.opcode = FABRICS_OPCODE;
     send.set_fctype(fctype::AUTH_SEND);
-    let nvmeof::target::Action::Respond { status, .. } = core.execute(&mut q, &send, &none, 3) else { panic!() };
+    let nvmeof::nvmet::Action::Respond { status, .. } = core.execute(&mut q, &send, &none, 3) else { panic!() };
     assert_eq!(status, Status::INVALID_FIELD);
     assert!(matches!(q.auth, Gate::Pending { .. }));
     core.queue_gone(&q);

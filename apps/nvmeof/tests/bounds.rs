@@ -9,8 +9,8 @@ use common::*;
 
 use hal::DmaRegion;
 use nvmeof::host::{cm_req_private, property_set_sqe, Host, HostConfig, HostEnv, IoDone, IoKind};
-use nvmeof::target::rdma::Pinned;
-use nvmeof::target::{Action, Core, DataIn, Limits, NamespaceConfig, QueueState, SubsystemConfig, TargetConfig};
+use nvmeof::nvmet::rdma::Pinned;
+use nvmeof::nvmet::{Action, Core, DataIn, Limits, NamespaceConfig, QueueState, SubsystemConfig, TargetConfig};
 use nvmeof::wire::*;
 use nvmeof::Status;
 use testbed::soft::SoftFabric;

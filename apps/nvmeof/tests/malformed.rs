@@ -7,7 +7,7 @@ use common::*;
 
 use hal::DmaRegion;
 use nvmeof::host::{cm_req_private, property_get_sqe, property_set_sqe, HostEnv};
-use nvmeof::target::{Core, DataIn, QueueState, TargetConfig};
+use nvmeof::nvmet::{Core, DataIn, QueueState, TargetConfig};
 use nvmeof::wire::*;
 use nvmeof::Status;
 use proptest::prelude::*;
@@ -289,9 +289,9 @@ proptest! {
     fn fuzz_core_execute(cmds in proptest::collection::vec((any::<bool>(), any::<[u8; 64]>(), proptest::collection::vec(any::<u8>(), 0..2048), any::<u32>()), 1..64)) {
         let mem = MemMap::default();
         let cfg = TargetConfig { ports: vec![], ..TargetConfig::default() };
-        let subs = vec![nvmeof::target::SubsystemConfig {
+        let subs = vec![nvmeof::nvmet::SubsystemConfig {
             nqn: SUBNQN.into(), serial: "s".into(), model: "m".into(), hosts: vec![HOSTNQN.into()], allow_any_host: false,
-            namespaces: vec![nvmeof::target::NamespaceConfig { nsid: 1, dev: RamDisk::new(mem.clone(), 64, 512), nguid: [1; 16] }],
+            namespaces: vec![nvmeof::nvmet::NamespaceConfig { nsid: 1, dev: RamDisk::new(mem.clone(), 64, 512), nguid: [1; 16] }],
         }];
         let mut core = Core::new(cfg, subs).unwrap();
         let mut aq = QueueState::new(0);
@@ -299,7 +299,7 @@ proptest! {
         let mut s = connect_sqe(0, 31, 1);
         s.dptr = Sgl::Keyed { addr: 0, len: 1024, key: 0, invalidate: false }.encode();
         let d = DataIn { bytes: cd.as_bytes(), buf: 0, buf_len: 0, sgl_len: 1024, tag: 0 };
-        let ok = matches!(core.execute(&mut aq, &s, &d, 0), nvmeof::target::Action::Respond { status: Status::SUCCESS, .. });
+        let ok = matches!(core.execute(&mut aq, &s, &d, 0), nvmeof::nvmet::Action::Respond { status: Status::SUCCESS, .. });
         prop_assert!(ok);
         let en = property_set_sqe(nvmeof::wire::prop::CC, 0x0046_0001);
         core.execute(&mut aq, &en, &DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 0, tag: 0 }, 0);
@@ -365,16 +365,16 @@ fn cm_private_data_checks() {
 /// straight on the core.
 #[test]
 fn core_cc_state_machine_features_and_connect_rules() {
-    use nvmeof::target::Action;
+    use nvmeof::nvmet::Action;
     let mem = MemMap::default();
     let cfg = TargetConfig { ports: vec![], max_io_queues: 2, ..TargetConfig::default() };
-    let subs = vec![nvmeof::target::SubsystemConfig {
+    let subs = vec![nvmeof::nvmet::SubsystemConfig {
         nqn: SUBNQN.into(),
         serial: "s".into(),
         model: "m".into(),
         hosts: vec![HOSTNQN.into()],
         allow_any_host: false,
-        namespaces: vec![nvmeof::target::NamespaceConfig { nsid: 1, dev: RamDisk::new(mem.clone(), 64, 512), nguid: [1; 16] }],
+        namespaces: vec![nvmeof::nvmet::NamespaceConfig { nsid: 1, dev: RamDisk::new(mem.clone(), 64, 512), nguid: [1; 16] }],
     }];
     let mut core = Core::new(cfg, subs).unwrap();
     let none = DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 0, tag: 0 };

@@ -19,8 +19,8 @@ use hal::DmaRegion;
 use mlx5::{Mlx5, Mlx5Verbs, Timeouts};
 use nvmeof::bench::{BenchConfig, Pattern, Rng};
 use nvmeof::host::{ConnectPoll, Host, HostConfig, HostEnv, IoDone, IoKind};
-use nvmeof::target::rdma::RdmaTarget;
-use nvmeof::target::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
+use nvmeof::nvmet::rdma::RdmaTarget;
+use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
 use nvmeof::Status;
 use rdma::{Access, Qpn, RcConnectAttrs, Verbs};
 

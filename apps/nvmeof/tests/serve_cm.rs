@@ -11,8 +11,9 @@ use std::rc::Rc;
 
 use hal::DmaRegion;
 use nvmeof::host::{ConnectPoll, Host, HostConfig, HostEnv, IoDone, IoKind};
-use nvmeof::serve::{CmHostEnv, TargetService};
-use nvmeof::target::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
+use nvmeof::host::cm_env::CmHostEnv;
+use nvmeof::nvmet::service::TargetService;
+use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
 use nvmeof::wire::cm_rej;
 use nvmeof::{Error, Status};
 use rdma::cm::{Cm, CmConfig};

@@ -11,8 +11,9 @@ use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, NullNamespace, RamNa
 use emu_connectx::SimHal;
 use nvmeof::cmdline::{build_target, NsSpec, NvmeofArgs};
 use nvmeof::host::{Host, HostConfig};
-use nvmeof::serve::{CmHostEnv, TargetService};
-use nvmeof::target::{Core, PortConfig, TargetConfig};
+use nvmeof::host::cm_env::CmHostEnv;
+use nvmeof::nvmet::service::TargetService;
+use nvmeof::nvmet::{Core, PortConfig, TargetConfig};
 use rdma::cm::{Cm, CmConfig};
 
 use crate::Node;

@@ -12,7 +12,8 @@ use emu_roce::{Impairments, MemLink};
 use emu_runner::nvmf::{build_core, RunnerNs};
 use emu_runner::{Clocked, Node, Verbs};
 use nvmeof::host::{Host, HostConfig, HostEnv};
-use nvmeof::serve::{CmHostEnv, TargetService};
+use nvmeof::host::cm_env::CmHostEnv;
+use nvmeof::nvmet::service::TargetService;
 use nvmeof::{Error, Status};
 use rdma::cm::{Cm, CmConfig};
 

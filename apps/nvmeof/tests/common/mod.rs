@@ -11,8 +11,8 @@ use std::rc::{Rc, Weak};
 use blockdev::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
 use hal::{DmaRegion, PhysAddr};
 use nvmeof::host::{ConnectPoll, HostEnv};
-use nvmeof::target::rdma::RdmaTarget;
-use nvmeof::target::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
+use nvmeof::nvmet::rdma::RdmaTarget;
+use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
 use testbed::soft::{SoftBuf, SoftDevice, SoftError, SoftFabric};
 use rdma::*;
 

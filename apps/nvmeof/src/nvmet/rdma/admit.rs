@@ -13,7 +13,7 @@ use hal::DmaRegion;
 use rdma::{Access, Verbs};
 
 use super::{Conn, RdmaTarget, Slot};
-use crate::target::limits::Bound;
+use crate::nvmet::limits::Bound;
 use crate::wire::cm_rej;
 
 /// An IPv4 address for log lines.

@@ -13,6 +13,7 @@ mod connect;
 pub mod limits;
 pub mod auth;
 pub mod rdma;
+pub mod service;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;

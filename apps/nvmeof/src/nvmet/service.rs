@@ -1,0 +1,169 @@
+//! The listening target service: the IB CM (`rdma::cm`) listener tied to [`RdmaTarget`],
+//! poll-driven in the caller's loop; the transport owns its queues' QPs (the CM's app-owned QP
+//! mode), the CM only talks. The initiator's side of the CM is `crate::host::cm_env`.
+//!
+//! Rules followed (Linux nvmet-rdma behaviour, NVMe-oF RDMA transport spec §3.2): a REQ for
+//! the NVMe port carries the 32-byte NVMe-RDMA private data after rdma_cm's header;
+//! accepted → REP with crqsize, refused → REJ reason 28 (consumer defined) with the 4-byte
+//! NVMe-RDMA status. A DREQ (or REP timeout, REJ) closes that queue on the target; a queue the
+//! target closes itself (keep-alive expiry, Fabrics Disconnect, transport error) gets a DREQ.
+
+use alloc::collections::BTreeMap;
+
+use blockdev::BlockDevice;
+use rdma::cm::{Cm, CmConfig, CmError, CmEvent, ConnId};
+use rdma::cm_wire::rej_reason;
+use rdma::{Access, Qpn, Verbs};
+use zerocopy::IntoBytes;
+
+use super::rdma::RdmaTarget;
+use super::Core;
+use crate::Error;
+
+/// RDMA READs the target keeps outstanding per queue at most (what it asks for in the REP's
+/// Initiator Depth; the host's Responder Resources cap it).
+pub const TARGET_READ_DEPTH: u8 = 16;
+
+/// Service counters (slow path).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServiceStats {
+    pub requests: u64,
+    pub accepted: u64,
+    /// Refused by the NVMe-RDMA checks (REJ 28 with a status).
+    pub rejected: u64,
+    /// The CM refused to send our REP/REJ (state or device error).
+    pub cm_errors: u64,
+    pub established: u64,
+    /// Queues the host (or the CM) closed.
+    pub closed_by_peer: u64,
+    /// Queues the target closed (DREQ sent).
+    pub closed_by_target: u64,
+}
+
+/// A listening NVMe-oF target: the CM on `port` and the RDMA transport.
+pub struct TargetService<V: Verbs, B: BlockDevice> {
+    pub cm: Cm<V>,
+    pub target: RdmaTarget<V, B>,
+    port: u16,
+    /// Live connections: CM id → the target's QP.
+    live: BTreeMap<u32, Qpn>,
+    pub stats: ServiceStats,
+}
+
+impl<V: Verbs, B: BlockDevice> TargetService<V, B> {
+    /// Listen on `listen_port` (4420 for NVMe-oF) and serve `core` on at most `max_queues`
+    /// RDMA queues (admin + I/O, all controllers).
+    pub fn new(verbs: &mut V, core: Core<B>, max_queues: usize, listen_port: u16) -> Result<Self, Error<V::Error>> {
+        Self::with_cm_config(verbs, core, max_queues, listen_port, CmConfig::default())
+    }
+
+    /// As [`TargetService::new`] with CM settings (timers, seed).
+    pub fn with_cm_config(verbs: &mut V, core: Core<B>, max_queues: usize, listen_port: u16, cfg: CmConfig) -> Result<Self, Error<V::Error>> {
+        let mut cm = Cm::new(verbs, cfg).map_err(cm_err)?;
+        cm.listen(listen_port).map_err(cm_err)?;
+        log::info!("nvmeof: service: listening on {}.{}.{}.{} port {listen_port}", verbs.local_ip()[0], verbs.local_ip()[1], verbs.local_ip()[2], verbs.local_ip()[3]);
+        Ok(TargetService { cm, target: RdmaTarget::new(core, max_queues), port: listen_port, live: BTreeMap::new(), stats: ServiceStats::default() })
+    }
+
+    /// Connections with a live queue.
+    pub fn connections(&self) -> usize {
+        self.live.len()
+    }
+
+    /// One turn: transport completions and block I/O, then CM events, then queues the
+    /// target closed. Returns the number of things done (0 = idle).
+    pub fn poll(&mut self, verbs: &mut V, now_ns: u64) -> usize {
+        let mut n = self.target.poll(verbs, now_ns);
+        while let Some(ev) = self.cm.poll(verbs, now_ns) {
+            n += 1;
+            self.on_event(verbs, ev);
+        }
+        while let Some(qpn) = self.target.take_closed() {
+            n += 1;
+            let id = self.live.iter().find(|(_, q)| **q == qpn).map(|(id, _)| *id);
+            if let Some(id) = id {
+                self.live.remove(&id);
+                self.stats.closed_by_target += 1;
+                if let Err(e) = self.cm.disconnect(verbs, ConnId(id)) {
+                    log::debug!("nvmeof: service: disconnect {id:#x}: {e:?}");
+                }
+            }
+        }
+        n
+    }
+
+    fn on_event(&mut self, verbs: &mut V, ev: CmEvent) {
+        match ev {
+            CmEvent::ConnectRequest(r) => {
+                self.stats.requests += 1;
+                if r.port != self.port {
+                    let _ = self.cm.reject(verbs, r.id, rej_reason::INVALID_SERVICE_ID, &[]);
+                    return;
+                }
+                // The target only issues READ/WRITE towards the host; it grants no remote access.
+                let local = Access { local_write: true, remote_read: false, remote_write: false };
+                let attrs = match self.cm.accept_attrs(r.id, 0, TARGET_READ_DEPTH, local) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        self.stats.cm_errors += 1;
+                        log::warn!("nvmeof: service: request {:?}: {e:?}", r.id);
+                        return;
+                    }
+                };
+                match self.target.accept(verbs, &r.private_data, &attrs) {
+                    Ok((qpn, rep)) => match self.cm.accept_app_qp(verbs, r.id, qpn, rep.as_bytes()) {
+                        Ok(()) => {
+                            self.stats.accepted += 1;
+                            self.live.insert(r.id.0, qpn);
+                        }
+                        Err(e) => {
+                            self.stats.cm_errors += 1;
+                            log::warn!("nvmeof: service: REP for {qpn}: {e:?}");
+                            self.target.disconnected(verbs, qpn);
+                        }
+                    },
+                    Err(rej) => {
+                        self.stats.rejected += 1;
+                        if self.cm.reject(verbs, r.id, rej_reason::CONSUMER_DEFINED, rej.as_bytes()).is_err() {
+                            self.stats.cm_errors += 1;
+                        }
+                    }
+                }
+            }
+            CmEvent::Established { .. } => self.stats.established += 1,
+            CmEvent::Rejected { id, .. } | CmEvent::Unreachable { id } | CmEvent::Disconnected { id } => {
+                if let Some(qpn) = self.live.remove(&id.0) {
+                    self.stats.closed_by_peer += 1;
+                    self.target.disconnected(verbs, qpn);
+                }
+            }
+        }
+    }
+
+    /// Log the slow-path counters (service, CM, transport, core).
+    pub fn report(&self) {
+        log::info!("nvmeof: service: {:?}", self.stats);
+        log::info!("nvmeof: service: cm {:?}", self.cm.stats());
+        log::info!("nvmeof: service: transport {:?}", self.target.stats);
+        log::info!("nvmeof: service: core {:?}", self.target.core.stats);
+        log::info!("nvmeof: service: bounds {:?}, queues {:?}", self.target.core.bound_stats(), self.target.pinned());
+    }
+
+    /// Close every connection (DREQ) and stop listening; keep polling to let them finish.
+    pub fn close_all(&mut self, verbs: &mut V) {
+        self.cm.unlisten(self.port);
+        let ids: alloc::vec::Vec<(u32, Qpn)> = self.live.iter().map(|(a, b)| (*a, *b)).collect();
+        for (id, qpn) in ids {
+            self.live.remove(&id);
+            self.target.disconnected(verbs, qpn);
+            let _ = self.cm.disconnect(verbs, ConnId(id));
+        }
+    }
+}
+
+fn cm_err<E>(e: CmError<E>) -> Error<E> {
+    match e {
+        CmError::Verbs(e) => Error::Verbs(e),
+        _ => Error::CmFailed,
+    }
+}
