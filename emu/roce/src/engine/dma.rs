@@ -1,5 +1,5 @@
 //! Memory access through keys: copies to and from (key, va) ranges, gather/scatter over SGE
-//! lists, and whole-range key checks. Every failure is a `DmaErr`/`KeyError`, never a panic.
+//! lists, and whole-range key checks. Every failure is a `DmaErr`, never a panic.
 
 use super::qp::Ctx;
 use crate::types::*;
@@ -9,36 +9,40 @@ pub(super) enum DmaErr {
     Length,
 }
 
-/// Copy `buf.len()` bytes from (key, va) into `buf`.
-pub(super) fn dma_read(mem: &mut dyn Memory, keys: &mut dyn Keys, qpn: Qpn, key: KeyRef, va: u64, need: Access, buf: &mut [u8]) -> Result<(), DmaErr> {
-    let mut done = 0usize;
-    while done < buf.len() {
-        let want = (buf.len() - done) as u64;
-        let e = keys.translate(qpn, key, va.wrapping_add(done as u64), want, need).map_err(|_| DmaErr::Key)?;
-        let n = e.len.min(want) as usize;
+/// Call `f(pa, offset, n)` for each physically contiguous piece of the `len` bytes at (key, va),
+/// as `keys` translates them; a refused translation, an empty extent or a memory error is
+/// `DmaErr::Key`.
+fn walk_key(
+    keys: &mut dyn Keys,
+    qpn: Qpn,
+    key: KeyRef,
+    va: u64,
+    len: u64,
+    need: Access,
+    mut f: impl FnMut(u64, usize, usize) -> Result<(), MemError>,
+) -> Result<(), DmaErr> {
+    let mut done = 0u64;
+    while done < len {
+        let want = len - done;
+        let e = keys.translate(qpn, key, va.wrapping_add(done), want, need).map_err(|_| DmaErr::Key)?;
+        let n = e.len.min(want);
         if n == 0 {
             return Err(DmaErr::Key);
         }
-        mem.read(e.pa, &mut buf[done..done + n]).map_err(|_| DmaErr::Key)?;
+        f(e.pa, done as usize, n as usize).map_err(|_| DmaErr::Key)?;
         done += n;
     }
     Ok(())
 }
 
+/// Copy `buf.len()` bytes from (key, va) into `buf`.
+pub(super) fn dma_read(mem: &mut dyn Memory, keys: &mut dyn Keys, qpn: Qpn, key: KeyRef, va: u64, need: Access, buf: &mut [u8]) -> Result<(), DmaErr> {
+    walk_key(keys, qpn, key, va, buf.len() as u64, need, |pa, at, n| mem.read(pa, &mut buf[at..at + n]))
+}
+
 /// Copy `data` to (key, va).
 pub(super) fn dma_write(mem: &mut dyn Memory, keys: &mut dyn Keys, qpn: Qpn, key: KeyRef, va: u64, need: Access, data: &[u8]) -> Result<(), DmaErr> {
-    let mut done = 0usize;
-    while done < data.len() {
-        let want = (data.len() - done) as u64;
-        let e = keys.translate(qpn, key, va.wrapping_add(done as u64), want, need).map_err(|_| DmaErr::Key)?;
-        let n = e.len.min(want) as usize;
-        if n == 0 {
-            return Err(DmaErr::Key);
-        }
-        mem.write(e.pa, &data[done..done + n]).map_err(|_| DmaErr::Key)?;
-        done += n;
-    }
-    Ok(())
+    walk_key(keys, qpn, key, va, data.len() as u64, need, |pa, at, n| mem.write(pa, &data[at..at + n]))
 }
 
 /// Read `len` bytes at message offset `off` of a send's gather list into `out`.
@@ -95,17 +99,10 @@ fn walk_sges(
     }
 }
 
-pub(super) fn check_range(ctx: &mut Ctx<'_>, qpn: Qpn, rkey: Rkey, va: u64, len: u64, need: Access) -> Result<(), KeyError> {
-    // Validates the whole range; walking extents also proves every byte translates.
-    let mut done = 0u64;
-    while done < len {
-        let e = ctx.keys.translate(qpn, KeyRef::Remote(rkey), va.wrapping_add(done), len - done, need)?;
-        if e.len == 0 {
-            return Err(KeyError::OutOfBounds);
-        }
-        done += e.len.min(len - done);
-    }
-    Ok(())
+/// Whether the whole remote range translates under `rkey` with `need` (walking every extent,
+/// so each byte is proven, not just the ends).
+pub(super) fn check_range(ctx: &mut Ctx<'_>, qpn: Qpn, rkey: Rkey, va: u64, len: u64, need: Access) -> Result<(), DmaErr> {
+    walk_key(ctx.keys, qpn, KeyRef::Remote(rkey), va, len, need, |_, _, _| Ok(()))
 }
 
 /// Placeholder memory for control paths that never touch memory.

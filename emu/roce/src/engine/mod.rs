@@ -21,7 +21,7 @@ use crate::link::Link;
 use crate::types::*;
 use crate::wire::{self, Frame, RocePacket};
 use dma::NoMem;
-use qp::{npkts, qp_error, wc_opcode_of, Ctx, Qp, SqEntry, TxOut};
+use qp::{flushed, npkts, qp_error, wc_opcode_of, Ctx, Qp, SqEntry, TxOut};
 
 /// Requester window: at most this many PSNs unacknowledged (rxe RXE_MAX_UNACKED_PSNS).
 pub const MAX_UNACKED_PSNS: i32 = 128;
@@ -115,40 +115,58 @@ pub struct QpInfo {
 
 /// One port's RoCEv2 engine.
 pub struct Engine {
-    cfg: PortConfig,
+    sh: Shared,
     qps: BTreeMap<u32, Qp>,
-    completions: VecDeque<Completion>,
     raw_rx: VecDeque<Vec<u8>>,
-    counters: Counters,
     ip_id: u16,
     txbuf: Vec<u8>,
+}
+
+/// The engine state every QP handler works with, kept apart from `qps` so that one QP and
+/// this can be borrowed together.
+struct Shared {
+    cfg: PortConfig,
+    completions: VecDeque<Completion>,
+    counters: Counters,
     scratch: Vec<u8>,
+}
+
+impl Shared {
+    /// The handlers' context for one call at time `now`.
+    fn ctx<'a>(&'a mut self, now: u64, mem: &'a mut dyn Memory, keys: &'a mut dyn Keys) -> Ctx<'a> {
+        Ctx {
+            cfg: &self.cfg,
+            now,
+            completions: &mut self.completions,
+            c: &mut self.counters,
+            mem,
+            keys,
+            scratch: &mut self.scratch,
+        }
+    }
 }
 
 impl Engine {
     pub fn new(cfg: PortConfig) -> Self {
         Engine {
-            cfg,
+            sh: Shared { cfg, completions: VecDeque::new(), counters: Counters::default(), scratch: Vec::with_capacity(4096) },
             qps: BTreeMap::new(),
-            completions: VecDeque::new(),
             raw_rx: VecDeque::new(),
-            counters: Counters::default(),
             ip_id: 1,
             txbuf: Vec::with_capacity(wire::ETH_LEN + 4200),
-            scratch: Vec::with_capacity(4096),
         }
     }
 
     pub fn config(&self) -> &PortConfig {
-        &self.cfg
+        &self.sh.cfg
     }
     /// Change the port's addresses (e.g. a new RoCE GID) without dropping QPs. Connected QPs keep
     /// their peers; packets to the old IPv4 address are no longer accepted.
     pub fn set_config(&mut self, cfg: PortConfig) {
-        self.cfg = cfg;
+        self.sh.cfg = cfg;
     }
     pub fn counters(&self) -> Counters {
-        self.counters
+        self.sh.counters
     }
 
     /// Create a QP in RESET. QPN 1 is the GSI QP (must be `QpType::Ud`).
@@ -202,16 +220,8 @@ impl Engine {
                 return Ok(());
             }
             Error => {
-                let mut ctx = Ctx {
-                    cfg: &self.cfg,
-                    now: 0,
-                    completions: &mut self.completions,
-                    c: &mut self.counters,
-                    mem: &mut NoMem,
-                    keys: &mut NoMem,
-                    scratch: &mut self.scratch,
-                };
-                qp_error(qp, &mut ctx);
+                let (mut mem, mut keys) = (NoMem, NoMem);
+                qp_error(qp, &mut self.sh.ctx(0, &mut mem, &mut keys));
                 return Ok(());
             }
             Init => {
@@ -231,7 +241,7 @@ impl Engine {
                 qp.attrs.remote_mac = a.remote_mac;
                 qp.attrs.udp_sport = a.udp_sport;
                 qp.attrs.rq_psn = a.rq_psn & wire::MASK24;
-                qp.attrs.pmtu = if qp.ty == QpType::Rc { a.pmtu } else { self.cfg.ud_mtu };
+                qp.attrs.pmtu = if qp.ty == QpType::Rc { a.pmtu } else { self.sh.cfg.ud_mtu };
                 qp.attrs.max_dest_rd_atomic = a.max_dest_rd_atomic;
                 qp.attrs.min_rnr_timer = a.min_rnr_timer & 0x1F;
                 qp.epsn = qp.attrs.rq_psn;
@@ -263,15 +273,8 @@ impl Engine {
     pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), EngineError> {
         let qp = self.qps.get_mut(&qpn.0).ok_or(EngineError::NoSuchQp(qpn))?;
         if qp.state == QpState::Error {
-            self.counters.completions += 1;
-            self.completions.push_back(Completion {
-                qpn,
-                queue: WorkQueue::Send,
-                wr_id: wr.wr_id,
-                status: WcStatus::WrFlushed,
-                opcode: wc_opcode_of(&wr.op),
-                ..Default::default()
-            });
+            self.sh.counters.completions += 1;
+            self.sh.completions.push_back(flushed(qpn, WorkQueue::Send, wr.wr_id, wc_opcode_of(&wr.op)));
             return Ok(());
         }
         if qp.state != QpState::Rts {
@@ -283,7 +286,7 @@ impl Engine {
                 if !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) || wr.ud.is_none() {
                     return Err(EngineError::BadOp);
                 }
-                if len > u64::from(self.cfg.ud_mtu) {
+                if len > u64::from(self.sh.cfg.ud_mtu) {
                     return Err(EngineError::TooLong(len));
                 }
             }
@@ -307,15 +310,8 @@ impl Engine {
         match qp.state {
             QpState::Reset => Err(EngineError::BadState(QpState::Reset)),
             QpState::Error => {
-                self.counters.completions += 1;
-                self.completions.push_back(Completion {
-                    qpn,
-                    queue: WorkQueue::Recv,
-                    wr_id: wr.wr_id,
-                    status: WcStatus::WrFlushed,
-                    opcode: WcOpcode::Recv,
-                    ..Default::default()
-                });
+                self.sh.counters.completions += 1;
+                self.sh.completions.push_back(flushed(qpn, WorkQueue::Recv, wr.wr_id, WcOpcode::Recv));
                 Ok(())
             }
             _ => {
@@ -327,7 +323,7 @@ impl Engine {
 
     /// Next completion, in the order they happened.
     pub fn pop_completion(&mut self) -> Option<Completion> {
-        self.completions.pop_front()
+        self.sh.completions.pop_front()
     }
 
     /// Next non-RoCE frame for the raw Ethernet path (ARP, IPv6, other UDP/TCP...).
@@ -337,7 +333,7 @@ impl Engine {
 
     /// Transmit a frame from the raw Ethernet path unchanged.
     pub fn send_raw(&mut self, link: &mut dyn Link, frame: &[u8]) {
-        self.counters.tx_frames += 1;
+        self.sh.counters.tx_frames += 1;
         link.send(frame);
     }
 
@@ -369,26 +365,26 @@ impl Engine {
 
     /// Handle one received frame (for models that read the link themselves).
     pub fn receive(&mut self, now_ns: u64, frame: &[u8], link: &mut dyn Link, mem: &mut dyn Memory, keys: &mut dyn Keys) {
-        self.counters.rx_frames += 1;
+        self.sh.counters.rx_frames += 1;
         match wire::parse_frame(frame) {
             Err(wire::WireError::BadIcrc { .. }) => {
-                self.counters.rx_bad_icrc += 1;
+                self.sh.counters.rx_bad_icrc += 1;
             }
-            Err(_) => self.counters.rx_malformed += 1,
+            Err(_) => self.sh.counters.rx_malformed += 1,
             Ok(Frame::Arp(eth, arp)) => {
-                if self.cfg.answer_arp && arp.oper.get() == wire::ARP_REQUEST && arp.tpa == self.cfg.ip && arp.htype.get() == 1 && arp.ptype.get() == wire::ETHERTYPE_IPV4 {
+                if self.sh.cfg.answer_arp && arp.oper.get() == wire::ARP_REQUEST && arp.tpa == self.sh.cfg.ip && arp.htype.get() == 1 && arp.ptype.get() == wire::ETHERTYPE_IPV4 {
                     let mut out = Vec::new();
-                    wire::build_arp(wire::ARP_REPLY, self.cfg.mac, self.cfg.ip, arp.sha, arp.spa, eth.src, &mut out);
-                    self.counters.arp_replies += 1;
-                    self.counters.tx_frames += 1;
+                    wire::build_arp(wire::ARP_REPLY, self.sh.cfg.mac, self.sh.cfg.ip, arp.sha, arp.spa, eth.src, &mut out);
+                    self.sh.counters.arp_replies += 1;
+                    self.sh.counters.tx_frames += 1;
                     link.send(&out);
                 }
                 self.push_raw(frame);
             }
             Ok(Frame::Other(_)) => self.push_raw(frame),
             Ok(Frame::Roce(pkt)) => {
-                if (pkt.eth.dst != self.cfg.mac && pkt.eth.dst != [0xFF; 6]) || pkt.ip.dst != self.cfg.ip {
-                    self.counters.rx_not_ours += 1;
+                if (pkt.eth.dst != self.sh.cfg.mac && pkt.eth.dst != [0xFF; 6]) || pkt.ip.dst != self.sh.cfg.ip {
+                    self.sh.counters.rx_not_ours += 1;
                     return;
                 }
                 self.on_roce(now_ns, &pkt, mem, keys);
@@ -398,9 +394,9 @@ impl Engine {
 
     fn push_raw(&mut self, frame: &[u8]) {
         if self.raw_rx.len() >= RAW_QUEUE_MAX {
-            self.counters.raw_dropped += 1;
+            self.sh.counters.raw_dropped += 1;
         } else {
-            self.counters.raw_rx += 1;
+            self.sh.counters.raw_rx += 1;
             self.raw_rx.push_back(frame.to_vec());
         }
     }
@@ -408,18 +404,10 @@ impl Engine {
     fn on_roce(&mut self, now: u64, pkt: &RocePacket<'_>, mem: &mut dyn Memory, keys: &mut dyn Keys) {
         let dqpn = pkt.bth.dest_qp();
         let Some(qp) = self.qps.get_mut(&dqpn) else {
-            self.counters.rx_no_qp += 1;
+            self.sh.counters.rx_no_qp += 1;
             return;
         };
-        let mut ctx = Ctx {
-            cfg: &self.cfg,
-            now,
-            completions: &mut self.completions,
-            c: &mut self.counters,
-            mem,
-            keys,
-            scratch: &mut self.scratch,
-        };
+        let mut ctx = self.sh.ctx(now, mem, keys);
         // P_Key must match in the low 15 bits with a full member on one side (rxe pkey_match).
         let pk = pkt.bth.pkey.get();
         if pk & 0x7FFF != qp.attrs.pkey & 0x7FFF || (pk & 0x8000 == 0 && qp.attrs.pkey & 0x8000 == 0) {
@@ -459,15 +447,7 @@ impl Engine {
     }
 
     fn run_timers(&mut self, now: u64, mem: &mut dyn Memory, keys: &mut dyn Keys) {
-        let mut ctx = Ctx {
-            cfg: &self.cfg,
-            now,
-            completions: &mut self.completions,
-            c: &mut self.counters,
-            mem,
-            keys,
-            scratch: &mut self.scratch,
-        };
+        let mut ctx = self.sh.ctx(now, mem, keys);
         for qp in self.qps.values_mut().filter(|q| q.state == QpState::Rts) {
             comp::run_timers(qp, &mut ctx);
         }
@@ -476,15 +456,7 @@ impl Engine {
     fn transmit(&mut self, now: u64, link: &mut dyn Link, mem: &mut dyn Memory, keys: &mut dyn Keys) -> usize {
         let mut sent = 0;
         let mut tx = TxOut { link, buf: &mut self.txbuf, ip_id: &mut self.ip_id, budget: 0 };
-        let mut ctx = Ctx {
-            cfg: &self.cfg,
-            now,
-            completions: &mut self.completions,
-            c: &mut self.counters,
-            mem,
-            keys,
-            scratch: &mut self.scratch,
-        };
+        let mut ctx = self.sh.ctx(now, mem, keys);
         for qp in self.qps.values_mut() {
             tx.budget = TX_BUDGET;
             sent += resp::transmit(qp, &mut ctx, &mut tx);

@@ -139,6 +139,11 @@ pub(super) fn push_completion(ctx: &mut Ctx<'_>, c: Completion) {
     ctx.completions.push_back(c);
 }
 
+/// The completion of a work request flushed without running (QP in ERROR).
+pub(super) fn flushed(qpn: Qpn, queue: WorkQueue, wr_id: u64, opcode: WcOpcode) -> Completion {
+    Completion { qpn, queue, wr_id, status: WcStatus::WrFlushed, opcode, ..Default::default() }
+}
+
 /// Move a QP to ERROR: flush outstanding work with WrFlushed.
 pub(super) fn qp_error(qp: &mut Qp, ctx: &mut Ctx<'_>) {
     if qp.state == QpState::Error {
@@ -147,14 +152,13 @@ pub(super) fn qp_error(qp: &mut Qp, ctx: &mut Ctx<'_>) {
     log::debug!("roce: {} -> ERROR", qp.qpn);
     qp.state = QpState::Error;
     while let Some(e) = qp.sq.pop_front() {
-        let opcode = wc_opcode_of(&e.wr.op);
-        push_completion(ctx, Completion { qpn: qp.qpn, queue: WorkQueue::Send, wr_id: e.wr.wr_id, status: WcStatus::WrFlushed, opcode, ..Default::default() });
+        push_completion(ctx, flushed(qp.qpn, WorkQueue::Send, e.wr.wr_id, wc_opcode_of(&e.wr.op)));
     }
     if let Some(InMsg::Send { wr, .. }) = qp.cur.take() {
         qp.rq.push_front(wr);
     }
     while let Some(r) = qp.rq.pop_front() {
-        push_completion(ctx, Completion { qpn: qp.qpn, queue: WorkQueue::Recv, wr_id: r.wr_id, status: WcStatus::WrFlushed, opcode: WcOpcode::Recv, ..Default::default() });
+        push_completion(ctx, flushed(qp.qpn, WorkQueue::Recv, r.wr_id, WcOpcode::Recv));
     }
     qp.sq_next = 0;
     qp.sq_pkt = 0;
