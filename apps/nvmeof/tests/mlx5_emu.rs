@@ -13,18 +13,17 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use blockdev::RamNamespace;
-use emu_connectx::{Bar0, ConnectX, PhysMem, SimClock, SimHal};
-use emu_roce::{Impairments, MemLink};
+use emu_roce::Impairments;
 use hal::DmaRegion;
-use mlx5::{Mlx5, Mlx5Verbs, Timeouts};
 use nvmeof::bench::{BenchConfig, Pattern, Rng};
 use nvmeof::host::{ConnectPoll, Host, HostConfig, HostEnv, IoDone, IoKind};
 use nvmeof::nvmet::rdma::RdmaTarget;
 use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
 use nvmeof::Status;
 use rdma::{Access, Qpn, RcConnectAttrs, Verbs};
+use testbed::{Clocked, ConnectX, Node, Options, SimClock, SimHal};
 
-type V = Mlx5Verbs<SimHal, Bar0>;
+type V = testbed::Verbs;
 
 const SUBNQN: &str = "nqn.2026-01.io.appliance:ram0";
 const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa";
@@ -35,38 +34,10 @@ const H_MAC: [u8; 6] = [0x52, 0x54, 0, 0x88, 0, 2];
 /// Namespace: 64 MiB of 512-byte blocks.
 const NS_BYTES: u64 = 64 << 20;
 
-struct Node {
-    cx: ConnectX,
-    hal: SimHal,
-    v: V,
-}
-
-/// A link whose "now" follows the shared virtual clock.
-struct Clocked(MemLink, SimClock);
-impl emu_roce::Link for Clocked {
-    fn send(&mut self, f: &[u8]) {
-        self.0.set_now(self.1.now_ns());
-        self.0.send(f)
-    }
-    fn poll(&mut self) -> Option<Vec<u8>> {
-        self.0.set_now(self.1.now_ns());
-        self.0.poll()
-    }
-}
-
-fn node(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64, link: MemLink) -> Node {
-    let mem = PhysMem::with_base(base);
-    let hal = SimHal::new(mem.clone(), clock.clone());
-    let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac, ..Default::default() });
-    let cfg = mlx5::Config {
-        ipv4: ip,
-        timeouts: Timeouts { init_ns: 2_000_000_000, cmd_ns: 2_000_000_000, health_stall_ns: 1_000_000_000 },
-        ..mlx5::Config::default()
-    };
-    let dev = Mlx5::bring_up(hal.clone(), cx.bar0(), cfg).expect("bring-up");
-    let v = Mlx5Verbs::new(dev).expect("verbs");
-    cx.attach_link(Box::new(Clocked(link, clock.clone())));
-    Node { cx, hal, v }
+fn node(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64, link: Clocked) -> Node {
+    // The port answers ARP, as before the shared harness.
+    let opts = Options { port_answers_arp: true, ..Options::default() };
+    Node::with_options(clock.clone(), ip, mac, base, Box::new(link), opts).expect("bring-up")
 }
 
 fn rc_attrs(remote_qpn: Qpn, ip: [u8; 4], mac: [u8; 6], rq_psn: u32, sq_psn: u32) -> RcConnectAttrs {
@@ -176,7 +147,7 @@ fn setup() -> (World, Node) {
 fn setup_with(max_io_queues: u16) -> (World, Node) {
     let clock = SimClock::new();
     clock.advance(1_000_000);
-    let (a, b) = MemLink::pair(Impairments::default(), 11);
+    let (a, b) = Clocked::pair(&clock, Impairments::default(), 11);
     let mut t = node(&clock, T_IP, T_MAC, 0x1_0000_0000, a);
     let mut h = node(&clock, H_IP, H_MAC, 0x2_0000_0000, b);
     t.v.add_neighbor(H_IP, H_MAC).unwrap();

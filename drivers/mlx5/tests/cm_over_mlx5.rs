@@ -1,14 +1,13 @@
 //! The project's IB CM (rdma::cm) over this driver's verbs on two emulated adapters:
 //! connect, data, disconnect, and 1,000 connect/disconnect cycles leaking no QP, key or page.
 
-use emu_connectx::{ConnectX, PhysMem, SimClock, SimHal};
-use emu_roce::{Impairments, MemLink};
+use emu_roce::Impairments;
 use hal::DmaRegion;
-use mlx5::{Config, Mlx5, Mlx5Verbs, Timeouts};
 use rdma::cm::*;
 use rdma::*;
+use testbed::{Clocked, ConnectX, Options, SimClock};
 
-type V = Mlx5Verbs<SimHal, emu_connectx::Bar0>;
+type V = testbed::Verbs;
 const RW: Access = Access { local_write: true, remote_read: true, remote_write: true };
 const TARGET: [u8; 4] = [10, 77, 0, 1];
 const HOST: [u8; 4] = [10, 77, 0, 2];
@@ -23,16 +22,10 @@ struct Node {
     events: Vec<CmEvent>,
 }
 
-fn node(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64, seed: u64) -> Node {
-    let mem = PhysMem::with_base(base);
-    let hal = SimHal::new(mem.clone(), clock.clone());
-    let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac, ..Default::default() });
-    let cfg = Config {
-        ipv4: ip,
-        timeouts: Timeouts { init_ns: 1_000_000_000, cmd_ns: 1_000_000_000, health_stall_ns: 500_000_000 },
-        ..Config::default()
-    };
-    let mut v = Mlx5Verbs::new(Mlx5::bring_up(hal, cx.bar0(), cfg).unwrap()).unwrap();
+fn node(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64, seed: u64, link: Clocked) -> Node {
+    // The port answers ARP, as before the shared harness; the tests also add static neighbours.
+    let opts = Options { port_answers_arp: true, ..Options::default() };
+    let testbed::Node { cx, mut v, .. } = testbed::Node::with_options(clock.clone(), ip, mac, base, Box::new(link), opts).unwrap();
     let cm = Cm::new(
         &mut v,
         CmConfig { cm_response_timeout: 10, packet_life_time: 8, max_cm_retries: 3, timewait_ns: 10_000_000, seed, ..CmConfig::default() },
@@ -42,18 +35,6 @@ fn node(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64, seed: u64) -> No
     let buf = v.alloc_buf(64 * 1024).unwrap();
     let (lkey, _) = v.reg_mr(buf.paddr(), 64 * 1024, RW).unwrap();
     Node { cx, v, cm, cq, buf, lkey, events: Vec::new() }
-}
-
-struct Clocked(MemLink, SimClock);
-impl emu_roce::Link for Clocked {
-    fn send(&mut self, f: &[u8]) {
-        self.0.set_now(self.1.now_ns());
-        self.0.send(f)
-    }
-    fn poll(&mut self) -> Option<Vec<u8>> {
-        self.0.set_now(self.1.now_ns());
-        self.0.poll()
-    }
 }
 
 struct World {
@@ -67,14 +48,12 @@ impl World {
         let clock = SimClock::new();
         clock.advance(1_000_000);
         let (tm, hm) = ([2, 0, 0, 0, 0x77, 1], [2, 0, 0, 0, 0x77, 2]);
-        let mut t = node(&clock, TARGET, tm, 0x1_0000_0000, 0x1111);
-        let mut h = node(&clock, HOST, hm, 0x2_0000_0000, 0x2222);
-        // No ARP path in the driver yet: static neighbours.
+        let (a, b) = Clocked::pair(&clock, Impairments::default(), 3);
+        let mut t = node(&clock, TARGET, tm, 0x1_0000_0000, 0x1111, a);
+        let mut h = node(&clock, HOST, hm, 0x2_0000_0000, 0x2222, b);
+        // Static neighbours: these tests are about the CM, not address resolution.
         t.v.add_neighbor(HOST, hm).unwrap();
         h.v.add_neighbor(TARGET, tm).unwrap();
-        let (a, b) = MemLink::pair(Impairments::default(), 3);
-        t.cx.attach_link(Box::new(Clocked(a, clock.clone())));
-        h.cx.attach_link(Box::new(Clocked(b, clock.clone())));
         World { clock, t, h }
     }
     fn step(&mut self, dt: u64) {

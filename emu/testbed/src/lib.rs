@@ -3,10 +3,21 @@
 //! - [`soft`]: an in-memory `rdma::Verbs` double (devices on a message-level fabric) for CM
 //!   and app tests that do not need the adapter;
 //! - [`alloc_count`]: a global allocator that counts the live heap of the threads that opt
-//!   in (leak and footprint checks).
+//!   in (leak and footprint checks);
+//! - [`node`]: the two-node harness, a node being the mlx5 driver over an emulated ConnectX
+//!   on the simulated platform, joined to another by a [`Clocked`] in-process link
+//!   (`emu-runner` runs its apps on the same [`Node`]).
 //!
-//! A dev-dependency only: nothing in the appliance links it.
+//! The simulated platform itself (physical memory arena with guard gaps, virtual clock,
+//! `hal::Hal`) is the emulated adapter's bus, `emu_connectx::{PhysMem, SimClock, SimHal}`;
+//! it is re-exported here so tests name one place.
+//!
+//! Nothing in the appliance image links it (a dev-dependency, and emu-runner's).
 #![deny(unsafe_code)]
 
 pub mod alloc_count;
+pub mod node;
 pub mod soft;
+
+pub use emu_connectx::{Bar0, ConnectX, PhysMem, SimClock, SimDma, SimHal};
+pub use node::{Clocked, Node, Options, Verbs};
