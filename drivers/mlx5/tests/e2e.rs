@@ -1,30 +1,18 @@
 //! Two driver instances on two emulated adapters joined by an in-process link: RC SEND,
 //! RDMA WRITE and READ through the driver's verbs, data checked byte for byte.
 
-use emu_connectx::{ConnectX, PhysMem, SimClock, SimHal};
-use emu_roce::{Impairments, MemLink};
+use emu_roce::Impairments;
 use hal::DmaRegion;
-use mlx5::{Config, Mlx5, Mlx5Verbs, Timeouts};
 use rdma::{Access, Completion, Qpn, RcConnectAttrs, RecvWr, SendOp, SendWr, Sge, Verbs, WcOpcode, WcStatus};
+use testbed::{Clocked, Options, SimClock};
 
-type V = Mlx5Verbs<SimHal, emu_connectx::Bar0>;
+/// A driver over its emulated adapter: the shared harness's node.
+type Side = testbed::Node;
 
-struct Side {
-    cx: ConnectX,
-    v: V,
-}
-
-fn side(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64) -> Side {
-    let mem = PhysMem::with_base(base);
-    let hal = SimHal::new(mem.clone(), clock.clone());
-    let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac, ..Default::default() });
-    let cfg = Config {
-        ipv4: ip,
-        timeouts: Timeouts { init_ns: 1_000_000_000, cmd_ns: 1_000_000_000, health_stall_ns: 500_000_000 },
-        ..Config::default()
-    };
-    let dev = Mlx5::bring_up(hal, cx.bar0(), cfg).expect("bring-up");
-    Side { cx, v: Mlx5Verbs::new(dev).expect("GSI") }
+fn side(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64, link: Clocked) -> Side {
+    // The port answers ARP as well (as before the shared harness).
+    let opts = Options { port_answers_arp: true, ..Options::default() };
+    Side::with_options(clock.clone(), ip, mac, base, Box::new(link), opts).expect("bring-up")
 }
 
 fn attrs(remote: &Side, rqpn: Qpn) -> RcConnectAttrs {
@@ -66,25 +54,10 @@ fn run_until(a: &mut Side, b: &mut Side, clock: &SimClock, cq: (rdma::Cqn, rdma:
 
 fn pair(imp: Impairments) -> (SimClock, Side, Side) {
     let clock = SimClock::new();
-    let a = side(&clock, [10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 0x1_0000_0000);
-    let b = side(&clock, [10, 0, 0, 2], [2, 0, 0, 0, 0, 2], 0x2_0000_0000);
-    let (la, lb) = MemLink::pair(imp, 7);
-    a.cx.attach_link(Box::new(Clocked(la, clock.clone())));
-    b.cx.attach_link(Box::new(Clocked(lb, clock.clone())));
+    let (la, lb) = Clocked::pair(&clock, imp, 7);
+    let a = side(&clock, [10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 0x1_0000_0000, la);
+    let b = side(&clock, [10, 0, 0, 2], [2, 0, 0, 0, 0, 2], 0x2_0000_0000, lb);
     (clock, a, b)
-}
-
-/// A MemLink end whose delay clock follows the simulation's virtual clock.
-struct Clocked(MemLink, SimClock);
-impl emu_roce::Link for Clocked {
-    fn send(&mut self, frame: &[u8]) {
-        self.0.set_now(self.1.now_ns());
-        self.0.send(frame)
-    }
-    fn poll(&mut self) -> Option<Vec<u8>> {
-        self.0.set_now(self.1.now_ns());
-        self.0.poll()
-    }
 }
 
 #[test]
@@ -343,24 +316,18 @@ fn qp_to_error_flushes_outstanding_work() {
     leak_check(a, b);
 }
 
-fn side_no_fw_arp(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64) -> Side {
-    let mem = PhysMem::with_base(base);
-    let hal = SimHal::new(mem.clone(), clock.clone());
-    let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac, port_answers_arp: false, ..Default::default() });
-    let cfg = Config { ipv4: ip, ..Config::default() };
-    let dev = Mlx5::bring_up(hal, cx.bar0(), cfg).expect("bring-up");
-    Side { cx, v: Mlx5Verbs::new(dev).expect("verbs") }
+/// A node whose port does not answer ARP: the driver answers over its raw Ethernet path.
+fn side_no_fw_arp(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64, link: Clocked) -> Side {
+    Side::new(clock.clone(), ip, mac, base, Box::new(link)).expect("bring-up")
 }
 
 #[test]
 fn arp_over_the_raw_ethernet_path() {
     let clock = SimClock::new();
-    let mut a = side_no_fw_arp(&clock, [10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 0x1_0000_0000);
-    let mut b = side_no_fw_arp(&clock, [10, 0, 0, 2], [2, 0, 0, 0, 0, 2], 0x2_0000_0000);
+    let (la, lb) = Clocked::pair(&clock, Impairments::default(), 9);
+    let mut a = side_no_fw_arp(&clock, [10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 0x1_0000_0000, la);
+    let mut b = side_no_fw_arp(&clock, [10, 0, 0, 2], [2, 0, 0, 0, 0, 2], 0x2_0000_0000, lb);
     assert!(a.v.raw_eth && b.v.raw_eth, "{:?}", a.v.last_poll_error);
-    let (la, lb) = MemLink::pair(Impairments::default(), 9);
-    a.cx.attach_link(Box::new(Clocked(la, clock.clone())));
-    b.cx.attach_link(Box::new(Clocked(lb, clock.clone())));
     assert_eq!(a.v.resolve_mac([10, 0, 0, 2]), None, "unknown at first: a request goes out");
     let mut got = None;
     for _ in 0..1000 {
