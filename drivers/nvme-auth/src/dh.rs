@@ -1,5 +1,7 @@
 //! The DH-HMAC-CHAP Diffie-Hellman groups: the null group and RFC 7919 FFDHE 2048-8192
-//! (generator 2), with constant-time modular exponentiation from `crypto-bigint`.
+//! (generator 2), with constant-time modular exponentiation from `crypto-bigint`. Each group's
+//! Montgomery parameters are computed once per process ([`GroupParams`]) and shared by every
+//! key pair: they cost about a quarter of a side's FFDHE work per Connect otherwise.
 
 use alloc::vec::Vec;
 use crypto_bigint::modular::{BoxedMontyForm, BoxedMontyParams};
@@ -74,11 +76,41 @@ impl DhGroup {
     }
 }
 
+/// What every key pair of one FFDHE group shares: the Montgomery parameters of p, p - 1 (the
+/// bound for peer values) and the generator in Montgomery form.
+pub(crate) struct GroupParams {
+    params: BoxedMontyParams,
+    p_minus_1: BoxedUint,
+    generator: BoxedMontyForm,
+}
+
+/// The parameters, computed on first use, one slot per FFDHE group (identifier - 1).
+static PARAMS: [spin::Once<Option<GroupParams>>; 5] = [spin::Once::new(), spin::Once::new(), spin::Once::new(), spin::Once::new(), spin::Once::new()];
+
+impl GroupParams {
+    /// The shared parameters of `group` (computed once); `None` for the null group.
+    pub(crate) fn of(group: DhGroup) -> Option<&'static GroupParams> {
+        let slot = PARAMS.get(usize::from(group.id()).checked_sub(1)?)?;
+        slot.call_once(|| GroupParams::compute(group)).as_ref()
+    }
+
+    fn compute(group: DhGroup) -> Option<GroupParams> {
+        let prime = group.prime()?;
+        let bits = u32::try_from(prime.len() * 8).ok()?;
+        let p = BoxedUint::from_be_slice(prime, bits).ok()?;
+        let p_minus_1 = p.wrapping_sub(&BoxedUint::one_with_precision(bits));
+        let odd: Option<Odd<BoxedUint>> = Odd::new(p).into();
+        let params = BoxedMontyParams::new(odd?);
+        let two = BoxedUint::from_be_slice(&[2], bits).ok()?;
+        let generator = BoxedMontyForm::new(two, params.clone());
+        Some(GroupParams { params, p_minus_1, generator })
+    }
+}
+
 /// One side's ephemeral key pair in an FFDHE group.
 pub struct DhKey {
     group: DhGroup,
-    params: BoxedMontyParams,
-    p_minus_1: BoxedUint,
+    shared: &'static GroupParams,
     x: BoxedUint,
     public: Vec<u8>,
 }
@@ -112,16 +144,10 @@ impl DhKey {
     /// The key pair for private exponent `x` (big-endian, at most the group's exponent size).
     fn with_private(group: DhGroup, x: &[u8]) -> Result<DhKey, Error> {
         let unusable = Error::DhGroupUnusable(group.id());
-        let prime = group.prime().ok_or(unusable.clone())?;
-        let bits = (prime.len() * 8) as u32;
-        let p = BoxedUint::from_be_slice(prime, bits).map_err(|_| unusable.clone())?;
-        let p_minus_1 = p.wrapping_sub(&BoxedUint::one_with_precision(bits));
-        let odd: Option<Odd<BoxedUint>> = Odd::new(p).into();
-        let params = BoxedMontyParams::new(odd.ok_or(unusable.clone())?);
-        let x = BoxedUint::from_be_slice(x, group.exp_bits()).map_err(|_| unusable.clone())?;
-        let two = BoxedUint::from_be_slice(&[2], bits).map_err(|_| unusable)?;
-        let public = BoxedMontyForm::new(two, params.clone()).pow(&x).retrieve().to_be_bytes().into_vec();
-        Ok(DhKey { group, params, p_minus_1, x, public })
+        let shared = GroupParams::of(group).ok_or(unusable.clone())?;
+        let x = BoxedUint::from_be_slice(x, group.exp_bits()).map_err(|_| unusable)?;
+        let public = shared.generator.pow(&x).retrieve().to_be_bytes().into_vec();
+        Ok(DhKey { group, shared, x, public })
     }
 
     pub fn group(&self) -> DhGroup {
@@ -140,10 +166,10 @@ impl DhKey {
             return Err(Error::BadPublicValue);
         }
         let y = BoxedUint::from_be_slice(peer, bits).map_err(|_| Error::BadPublicValue)?;
-        if y.bits() <= 1 || y >= self.p_minus_1 {
+        if y.bits() <= 1 || y >= self.shared.p_minus_1 {
             return Err(Error::BadPublicValue);
         }
-        Ok(BoxedMontyForm::new(y, self.params.clone()).pow(&self.x).retrieve().to_be_bytes().into_vec())
+        Ok(BoxedMontyForm::new(y, self.shared.params.clone()).pow(&self.x).retrieve().to_be_bytes().into_vec())
     }
 }
 
@@ -199,6 +225,25 @@ mod tests {
         let s = k.shared_secret(peer.public()).unwrap();
         assert_eq!(s[..8], [0x6f, 0xd7, 0x3a, 0x51, 0x18, 0xe7, 0xd5, 0xc0]);
         assert_eq!(s[248..], [0x34, 0x29, 0xc1, 0xdd, 0x76, 0x30, 0x42, 0x9d]);
+    }
+
+    #[test]
+    fn group_params_are_computed_once_and_shared() {
+        assert!(GroupParams::of(DhGroup::Null).is_none());
+        for g in DhGroup::ALL.into_iter().skip(1) {
+            let a = GroupParams::of(g).unwrap();
+            let b = GroupParams::of(g).unwrap();
+            assert!(core::ptr::eq(a, b), "{} computed twice", g.name());
+            // p - 1 is the prime with its last byte decremented (every RFC 7919 prime ends in 0xFF)
+            let mut pm1 = g.prime().unwrap().to_vec();
+            let n = pm1.len();
+            pm1[n - 1] -= 1;
+            assert_eq!(&*a.p_minus_1.to_be_bytes(), &pm1[..]);
+            assert_eq!(a.generator.retrieve().to_be_bytes()[n - 1], 2);
+        }
+        let mut rng = ChaCha20Rng::from_seed([9; 32]);
+        let k = DhKey::generate(DhGroup::Ffdhe3072, &mut rng).unwrap();
+        assert!(core::ptr::eq(k.shared, GroupParams::of(DhGroup::Ffdhe3072).unwrap()));
     }
 
     #[test]
