@@ -166,3 +166,41 @@ fn unauthenticated_commands_are_refused() {
     assert!(matches!(q.auth, Gate::Pending { .. }));
     core.queue_gone(&q);
 }
+
+/// A host that spends longer than KATO on the whole transaction but less between steps (FFDHE
+/// under load) keeps its controller (seen with Linux 6.12 under TCG: ffdhe2048 took > 5 s);
+/// authentication commands stop counting after AUTH_KEEPALIVE_STEPS, other commands never count.
+#[test]
+fn authentication_steps_restart_keep_alive_up_to_a_bound() {
+    use nvmeof::nvmet::auth::AUTH_KEEPALIVE_STEPS;
+    const S: u64 = 1_000_000_000;
+    let fabric = SoftFabric::new();
+    let mut w = make_world_with(&fabric, 4096, &[HOSTNQN], target_cfg(HostPolicy::new(secret(1, None), None)), 16);
+    let core = &mut w.target.core;
+    let mut q = QueueState::new(0);
+    let (sqe, data) = connect_sqe(0); // KATO 10 s
+    let din = DataIn { bytes: &data, buf: 0, buf_len: 0, sgl_len: 1024, tag: 0 };
+    let nvmeof::nvmet::Action::Respond { status, .. } = core.execute(&mut q, &sqe, &din, 1) else { panic!() };
+    assert!(status.is_success());
+    let none = DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 4096, tag: 0 };
+    let mut recv = Sqe::zeroed();
+    recv.opcode = FABRICS_OPCODE;
+    recv.set_fctype(fctype::AUTH_RECV);
+    let mut ka = Sqe::zeroed();
+    ka.opcode = admin_op::KEEP_ALIVE;
+    // A Keep Alive before authenticating does not count: expired 10 s after the Connect.
+    core.execute(&mut q, &ka, &none, 8 * S);
+    assert!(core.expired_ctrl(10 * S + 2).is_some());
+    // Authentication commands every 8 s: 8 of them keep the controller for 64 s + KATO.
+    let mut t = 0;
+    for i in 1..=u64::from(AUTH_KEEPALIVE_STEPS) {
+        t = i * 8 * S;
+        core.execute(&mut q, &recv, &none, t);
+        assert_eq!(core.expired_ctrl(t + 9 * S), None, "step {i}");
+    }
+    assert!(matches!(q.auth, Gate::Pending { .. }));
+    // The next one does not count any more.
+    core.execute(&mut q, &recv, &none, t + 8 * S);
+    assert!(core.expired_ctrl(t + 10 * S + 1).is_some());
+    core.queue_gone(&q);
+}

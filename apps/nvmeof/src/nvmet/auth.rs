@@ -28,10 +28,34 @@ pub enum Gate {
     /// No authentication required, or it succeeded.
     #[default]
     Open,
-    /// Waiting for a transaction to succeed: its session slot and the policy index.
-    Pending { slot: u16, policy: u16 },
+    /// Waiting for a transaction to succeed: its session slot, the policy index and how many
+    /// Authentication Send/Receive have restarted the keep-alive timer so far.
+    Pending { slot: u16, policy: u16, steps: u8 },
     /// The transaction failed; the queue refuses every command.
     Failed,
+}
+
+/// Authentication commands on a queue that restart its controller's keep-alive timer before the
+/// transaction succeeds: a bidirectional transaction is 5 (Negotiate, Challenge, Reply, Success1,
+/// Success2), so one retry fits; a host that never finishes cannot keep its controller.
+pub const AUTH_KEEPALIVE_STEPS: u8 = 8;
+
+impl Gate {
+    /// Whether a command on this queue restarts its controller's keep-alive timer: any command
+    /// once authenticated (traffic-based keep-alive); while authenticating only the first
+    /// [`AUTH_KEEPALIVE_STEPS`] Authentication Send/Receive, so that a host spending seconds on
+    /// FFDHE between steps (Linux under load, large groups) is not expired mid-transaction
+    /// (nvmet counts every command); never after a failure.
+    pub fn keeps_alive(&mut self, auth_cmd: bool) -> bool {
+        match self {
+            Gate::Open => true,
+            Gate::Pending { steps, .. } if auth_cmd && *steps < AUTH_KEEPALIVE_STEPS => {
+                *steps += 1;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Counters (never reset).
@@ -82,7 +106,7 @@ impl Auth {
             }
         };
         self.sessions[slot] = Some(Session::new());
-        Gate::Pending { slot: slot as u16, policy }
+        Gate::Pending { slot: slot as u16, policy, steps: 0 }
     }
 
     /// The queue is gone: free its slot.
@@ -121,7 +145,7 @@ impl Auth {
         if tl == 0 || tl > sgl_len as usize || tl > data.len() {
             return Status::INVALID_FIELD;
         }
-        let Gate::Pending { slot, policy } = *gate else { return Status::CMD_SEQ_ERROR };
+        let Gate::Pending { slot, policy, .. } = *gate else { return Status::CMD_SEQ_ERROR };
         let (Some(Some(session)), Some(cfg)) = (self.sessions.get_mut(slot as usize), self.hosts.get(policy as usize)) else {
             return Status::CMD_SEQ_ERROR;
         };

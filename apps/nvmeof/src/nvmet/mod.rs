@@ -550,12 +550,14 @@ impl<B: BlockDevice> Core<B> {
     pub fn execute(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64) -> Action {
         self.stats.commands += 1;
         self.now_ns = now_ns;
-        if let Some(c) = q.cntlid.and_then(|id| self.ctrl_mut(id)).filter(|_| q.auth == auth::Gate::Open) {
-            // Traffic-based keep-alive (CTRATT.TBKAS): any command counts, once authenticated
-            // (a host that never authenticates cannot keep its controller alive).
-            c.last_seen_ns = now_ns;
-        }
         let auth_cmd = sqe.opcode == FABRICS_OPCODE && matches!(sqe.fctype(), fctype::AUTH_SEND | fctype::AUTH_RECV);
+        if let Some(c) = q.cntlid.and_then(|id| self.ctrl_mut(id)) {
+            // Traffic-based keep-alive (CTRATT.TBKAS): any command counts once authenticated,
+            // a bounded number of authentication steps before (auth::Gate::keeps_alive).
+            if q.auth.keeps_alive(auth_cmd) {
+                c.last_seen_ns = now_ns;
+            }
+        }
         let a = if q.auth != auth::Gate::Open && !auth_cmd {
             // Until DH-HMAC-CHAP succeeds only Authentication Send/Receive pass (nvmet does the same).
             self.auth.stats.refused_cmds += 1;
