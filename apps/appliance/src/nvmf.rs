@@ -438,8 +438,8 @@ fn connect(verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adap
     nvmeof::host::Host::connect(verbs, env, cfg, nqn).map(Box::new)
 }
 
-/// Run `nvmf.bench=` on `nsid` and print the report (the result holds the full histogram:
-/// kept in this frame only). Returns whether it ran without errors.
+/// Run `nvmf.bench=` on `nsid` and print the report and fio's JSON (between
+/// `nvmeof::fio_json` markers). Returns whether it ran without errors.
 #[inline(never)]
 fn bench(
     host: &mut nvmeof::host::Host<crate::adapter::Verbs>,
@@ -448,11 +448,16 @@ fn bench(
     nsid: u32,
     cfg: &nvmeof::bench::BenchConfig,
 ) -> bool {
-    // Matched by reference: the result (with its histogram) stays where bench() put it.
-    match &host.bench(verbs, env, nsid, cfg) {
+    // Progress once a second on the console (scripts/run --image shows it on a terminal).
+    let mut progress = |p: &nvmeof::bench::BenchProgress| info!("nvmf: {p}");
+    // Matched by reference: the result (with its histograms) stays where bench() put it.
+    match &host.bench_with_progress(verbs, env, nsid, cfg, &mut progress) {
         Ok(r) => {
             let mut s = String::new();
             let _ = r.write(&mut s, cfg);
+            // fio's JSON too; no wall clock here, so timestamp 0.
+            let job = nvmeof::fio_json::JobInfo { jobname: nvmeof::fio_json::rw_name(cfg.pattern), timestamp_ms: 0 };
+            let _ = nvmeof::fio_json::write_marked(&mut s, cfg, r, &job);
             for line in s.lines() {
                 info!("nvmf: {line}");
             }

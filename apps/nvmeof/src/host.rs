@@ -14,7 +14,7 @@ use rdma::{Access, Completion, Cqn, Lkey, Qpn, RecvWr, Rkey, SendOp, SendWr, Sge
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, IntoBytes};
 
-use crate::bench::{BenchConfig, BenchResult, Histogram, Pattern, Rng};
+use crate::bench::{BenchConfig, BenchProgress, BenchResult, Pattern, Rng};
 use crate::wire::*;
 use nvme_spec::props::{Cap, Cc, Csts};
 use crate::Error;
@@ -27,6 +27,8 @@ pub use validate::{DiscField, TargetFault, MAX_CAPSULE, MAX_DISC_RECORDS, MAX_QU
 
 /// Reads of a discovery log that keeps changing before the host gives up.
 const DISC_READ_TRIES: usize = 4;
+/// How often [`Host::bench_with_progress`] reports progress.
+const PROGRESS_NS: u64 = 1_000_000_000;
 
 /// CC to enable a controller: NVM command set, 4 KiB pages, 64-byte SQEs, 16-byte CQEs.
 const CC_ENABLE: Cc = Cc::new().with_en(true).with_iosqes(6).with_iocqes(4);
@@ -1148,6 +1150,19 @@ impl<V: Verbs> Host<V> {
     /// Run a benchmark on namespace `nsid` over I/O queue 1. Writes carry a per-block pattern
     /// (not verified here; see the tests for verified I/O).
     pub fn bench(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, nsid: u32, cfg: &BenchConfig) -> Result<BenchResult, Error<V::Error>> {
+        self.bench_with_progress(verbs, env, nsid, cfg, &mut |_| {})
+    }
+
+    /// [`Host::bench`], calling `progress` about once a second (from the loop's slow path:
+    /// one clock comparison per turn) with the I/Os completed so far.
+    pub fn bench_with_progress(
+        &mut self,
+        verbs: &mut V,
+        env: &mut impl HostEnv<V>,
+        nsid: u32,
+        cfg: &BenchConfig,
+        progress: &mut dyn FnMut(&BenchProgress),
+    ) -> Result<BenchResult, Error<V::Error>> {
         let ns = *self.namespaces.iter().find(|n| n.nsid == nsid).ok_or(Error::Config("no such namespace"))?;
         if cfg.block_size % ns.block_size != 0 || cfg.block_size == 0 {
             return Err(Error::Config("block size not a multiple of the LBA size"));
@@ -1159,8 +1174,11 @@ impl<V: Verbs> Host<V> {
         }
         let mut rng = Rng::new(cfg.seed);
         let mut seq = 0u64;
-        let mut res = BenchResult { ios: 0, reads: 0, writes: 0, errors: 0, bytes: 0, elapsed_ns: 0, lat: Histogram::new() };
+        let mut res = BenchResult::default();
+        // Direction of each slot's I/O in flight (slots are indexes below the queue depth).
+        let mut slot_is_read = alloc::vec![false; self.io_queues().1 as usize];
         let start = env.now_ns();
+        let mut next_progress = start.saturating_add(PROGRESS_NS);
         let mut inflight = 0u32;
         let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 64];
         let qd = cfg.queue_depth.min(self.io_queues().1).max(1) as u32;
@@ -1186,6 +1204,9 @@ impl<V: Verbs> Host<V> {
                     };
                     let kind = if read { IoKind::Read } else { IoKind::Write };
                     self.submit(verbs, 1, slot, kind, nsid, idx * blocks as u64, blocks, now)?;
+                    if let Some(r) = slot_is_read.get_mut(slot as usize) {
+                        *r = read;
+                    }
                     if read {
                         res.reads += 1;
                     } else {
@@ -1205,12 +1226,20 @@ impl<V: Verbs> Host<V> {
             for d in &done[..n] {
                 inflight -= 1;
                 res.ios += 1;
+                let dir = if slot_is_read.get(d.slot as usize).copied().unwrap_or(false) { &mut res.read } else { &mut res.write };
+                dir.ios += 1;
                 if d.status.is_success() {
                     res.bytes += cfg.block_size as u64;
-                    res.lat.record(d.latency_ns);
+                    dir.bytes += cfg.block_size as u64;
+                    dir.lat.record(d.latency_ns);
                 } else {
                     res.errors += 1;
+                    dir.errors += 1;
                 }
+            }
+            if now >= next_progress {
+                next_progress = now.saturating_add(PROGRESS_NS);
+                progress(&BenchProgress { elapsed_ns: now.saturating_sub(start), ios: res.ios, duration_ns: cfg.duration_ns });
             }
             self.tick(verbs, now)?;
             if n == 0 {

@@ -13,8 +13,9 @@
 //! - Initiator: implement [`host::HostEnv`] (clock, idle hook, CM connect/poll/disconnect),
 //!   then [`host::Host::discover`] / [`host::Host::connect`]; I/O with `alloc_slot`,
 //!   `slot_buf`, `submit`, `poll`; `tick` for keep-alive/AEN; `reconnect` after `failed()`;
-//!   `bench` for the latency instrument ([`bench::BenchResult::write`] prints the report and
-//!   the JSON histogram). [`cmdline::parse`] reads the kernel command line words.
+//!   `bench` for the latency instrument ([`bench::BenchResult::write`] prints the report,
+//!   [`fio_json::write_marked`] the result as fio's JSON). [`cmdline::parse`] reads the kernel
+//!   command line words.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -22,6 +23,7 @@ extern crate alloc;
 
 pub mod bench;
 pub mod cmdline;
+pub mod fio_json;
 pub mod host;
 pub mod verify;
 pub mod nvmet;

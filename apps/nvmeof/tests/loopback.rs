@@ -5,7 +5,8 @@ mod common;
 use common::*;
 
 use hal::DmaRegion;
-use nvmeof::bench::{BenchConfig, Pattern, Rng, JSON_BEGIN, JSON_END};
+use nvmeof::bench::{BenchConfig, Pattern, Rng};
+use nvmeof::fio_json;
 use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
 use nvmeof::wire::*;
 use nvmeof::{Error, Status};
@@ -281,7 +282,8 @@ fn bench_prints_report_and_json() {
     let r = host.bench(&mut hd, &mut w, 1, &bc).unwrap();
     assert_eq!(r.ios, 3000);
     assert_eq!(r.errors, 0);
-    assert_eq!(r.lat.count(), 3000);
+    assert_eq!(r.lat().count(), 3000);
+    assert_eq!((r.read.ios + r.write.ios, r.read.ios, r.write.ios), (3000, r.reads, r.writes));
     assert!(r.reads > 1500 && r.writes > 500);
     let mut s = String::new();
     r.write(&mut s, &bc).unwrap();
@@ -298,9 +300,13 @@ fn bench_prints_report_and_json() {
     let per_io = ts.posts as f64 / ts.responses as f64;
     println!("target: {} responses, {:.2} posts per command, {} bytes copied on I/O paths", ts.responses, per_io, ts.io_copy_bytes);
     assert!(per_io <= 3.01, "recv re-post + optional RDMA op + response SEND");
-    let b = s.find(JSON_BEGIN).unwrap();
-    let e = s.find(JSON_END).unwrap();
-    assert!(s[b..e].contains("\"buckets\":[["));
+    let mut j = String::new();
+    fio_json::write_marked(&mut j, &bc, &r, &fio_json::JobInfo { jobname: "loopback", timestamp_ms: 0 }).unwrap();
+    let b = j.find(fio_json::BEGIN).unwrap();
+    let e = j.find(fio_json::END).unwrap();
+    for want in ["\"read\" : {", "\"write\" : {", "\"bins\" : {", "\"50.000000\" : "] {
+        assert!(j[b..e].contains(want), "{want}");
+    }
 }
 
 #[test]

@@ -9,7 +9,9 @@
 //!            (--serve-ctrls N: end with PASS once N controllers were created and all are gone;
 //!             --spin: the target never naps when idle, for latency figures)
 //! emu-runner ... --app nvmf-initiator --nvmf "nvmf.connect=IP[:PORT],nqn=NQN[,qd=N,queues=N] \
-//!            [nvmf.bench=randread,bs=4096,qd=1,time=5s]" [--count N] [--seed N]
+//!            [nvmf.bench=randread,bs=4096,qd=1,time=5s]" [--count N] [--seed N] [--bench-json PATH]
+//!            (the bench's fio JSON (json+ shape) into PATH instead of stdout; on a terminal a
+//!             progress line every second)
 //! The `--nvmf` words are the appliance image's kernel command line words (nvmeof::cmdline).
 //! --trace 1|full: the driver's firmware command trace on stderr (mlx5::trace: one
 //!            `mlx5_cmd:` line per command; full adds the hex of inputs and outputs).
@@ -41,6 +43,7 @@ struct Args {
     port_given: bool,
     nvmf: String,
     stop_file: Option<PathBuf>,
+    bench_json: Option<PathBuf>,
     seed: u64,
     serve_ctrls: u64,
     spin: bool,
@@ -49,7 +52,7 @@ struct Args {
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("emu-runner: {msg}");
-    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--serve-ctrls N] [--spin] [--seed N] [--trace 1|full] [--profile NAME|list]");
+    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--serve-ctrls N] [--spin] [--seed N] [--bench-json PATH] [--trace 1|full] [--profile NAME|list]");
     ExitCode::from(2)
 }
 
@@ -69,6 +72,7 @@ fn parse() -> Result<Args, String> {
         port_given: false,
         nvmf: String::new(),
         stop_file: None,
+        bench_json: None,
         seed: 1,
         serve_ctrls: 0,
         spin: false,
@@ -99,6 +103,7 @@ fn parse() -> Result<Args, String> {
             }
             "--nvmf" => a.nvmf = v,
             "--stop-file" => a.stop_file = Some(v.into()),
+            "--bench-json" => a.bench_json = Some(v.into()),
             "--seed" => a.seed = v.parse().map_err(|_| bad())?,
             "--serve-ctrls" => a.serve_ctrls = v.parse().map_err(|_| bad())?,
             "--count" => a.count = v.parse().map_err(|_| bad())?,
@@ -158,7 +163,7 @@ fn run_nvmf(a: &Args) -> ExitCode {
         emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref(), a.serve_ctrls, a.spin)
     } else {
         let t0 = Instant::now();
-        let r = emu_runner::nvmf::run_initiator(&mut node, &a.nvmf, a.count as u64, a.seed);
+        let r = emu_runner::nvmf::run_initiator(&mut node, &a.nvmf, a.count as u64, a.seed, a.bench_json.as_deref());
         if r.is_ok() {
             println!("RUNNER RESULT nvmf-initiator PASS seconds={:.1}", t0.elapsed().as_secs_f64());
         }

@@ -4,6 +4,7 @@
 //! (`nvmet.listen=`, `nvmet.subsys=`, `nvmf.connect=`, `nvmf.bench=`; see nvmeof::cmdline).
 
 use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -167,8 +168,9 @@ pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout:
 }
 
 /// Initiator: discover, connect, identify, `count` verified I/Os at the connect's queue depth,
-/// then the bench if `nvmf.bench=` was given. Returns the failure reason on error.
-pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64) -> Result<(), String> {
+/// then the bench if `nvmf.bench=` was given: its report on stdout, and fio's JSON into
+/// `bench_json` (or on stdout between `nvmeof::fio_json` markers). Returns the failure reason.
+pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64, bench_json: Option<&Path>) -> Result<(), String> {
     let args = nvmeof::cmdline::parse(words).map_err(|e| format!("{}: {}", e.word, e.why))?;
     let c = args.connect.clone().ok_or("no nvmf.connect=A.B.C.D[:PORT],nqn=NQN[,hostnqn=..][,queues=N][,qd=N][,kato=MS]")?;
     let clock = node.clock.clone();
@@ -223,9 +225,33 @@ pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64) -> Res
         return Err("verified I/O failed".into());
     }
     if let Some(b) = &args.bench {
-        let res = host.bench(v, &mut env, nsid, b).map_err(|e| format!("bench: {e:?}"))?;
+        // On a terminal, a progress line rewritten in place every second.
+        let tty = std::io::stdout().is_terminal();
+        let mut progress = |p: &nvmeof::bench::BenchProgress| {
+            if tty {
+                print!("\r{p}\x1b[K");
+                let _ = std::io::stdout().flush();
+            }
+        };
+        let res = host.bench_with_progress(v, &mut env, nsid, b, &mut progress).map_err(|e| format!("bench: {e:?}"))?;
+        if tty {
+            print!("\r\x1b[K");
+        }
         let mut out = String::new();
         let _ = res.write(&mut out, b);
+        let timestamp_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let job = nvmeof::fio_json::JobInfo { jobname: nvmeof::fio_json::rw_name(b.pattern), timestamp_ms };
+        match bench_json {
+            Some(path) => {
+                let mut doc = String::new();
+                let _ = nvmeof::fio_json::write(&mut doc, b, &res, &job);
+                std::fs::write(path, doc).map_err(|e| format!("bench: writing {}: {e}", path.display()))?;
+                let _ = writeln!(out, "RUNNER bench fio json {}", path.display());
+            }
+            None => {
+                let _ = nvmeof::fio_json::write_marked(&mut out, b, &res, &job);
+            }
+        }
         let _ = writeln!(out);
         print!("{out}");
         if res.errors != 0 {
