@@ -194,13 +194,26 @@ img_main_job() {
     local bq=$qd; [ "$bq" -lt 2 ] && bq=2
     img_start initiator 52:54:00:77:00:02 "$isock" "$tsock" "$logs/initiator.log" \
         "connectx.emu=ivshmem ip=$iip nvmf.connect=$tip,nqn=$nqn,hostnqn=$hostnqn,qd=$(( bq > 32 ? bq : 32 )) nvmf.verify=$count nvmf.bench=$pattern,bs=$bs,qd=$qd,time=$time" || return 1
+    # On a terminal: the initiator's once-a-second bench progress, rewritten in place.
+    local follow=""
+    if [ -t 1 ]; then
+        setsid bash -c "$(declare -f img_follow_progress); img_follow_progress \"\$1\"" _ "$logs/initiator.log" &
+        follow=$!; IMG_PGIDS+=($follow)
+    fi
     img_wait initiator 900; local irc=$?
+    if [ -n "$follow" ]; then kill -TERM -- "-$follow" 2>/dev/null; wait "$follow" 2>/dev/null; printf '\r\033[K'; fi
     img_wait target 120; local trc=$?
     img_stop initiator; img_stop target
     img_console initiator 'connectx:|nvmf: (discovery|connected|  nsid|verify)'
-    # The bench report and its JSON histogram, as scripts/run prints them (console prefix removed).
-    tr -d '\r' <"$logs/initiator.log" | sed -nE 's/^\[ *[0-9.]+\] INFO  nvmf: //p' \
-        | sed -n '/^bench: /,/NVMEOF-BENCH-HISTOGRAM-JSON END/p'
+    # The bench report as scripts/run prints it (console prefix removed), and its fio JSON
+    # (between the nvmeof::fio_json markers) into build/run/bench.json.
+    local body; body="$(tr -d '\r' <"$logs/initiator.log" | sed -nE 's/^\[ *[0-9.]+\] INFO  nvmf: //p')"
+    echo "$body" | sed -n '/^bench: /,/NVMEOF-BENCH-FIO-JSON BEGIN/p' | grep -v 'NVMEOF-BENCH-FIO-JSON'
+    rm -f "$logs/bench.json"
+    if echo "$body" | grep -q '^=== NVMEOF-BENCH-FIO-JSON END ===$'; then
+        echo "$body" | sed -n '/^=== NVMEOF-BENCH-FIO-JSON BEGIN ===$/,/^=== NVMEOF-BENCH-FIO-JSON END ===$/{//!p}' >"$logs/bench.json"
+        echo "run: fio JSON (json+ shape): $logs/bench.json"
+    fi
     tr -d '\r' <"$logs/target.log" | sed -n '/nvmf: target done/,$p' | grep -aE 'nvmf: target|nvmeof: service: (core|transport)|connectx: .*shut down' | sed 's/^/target /'
     img_console initiator 'connectx: .*shut down'
     local n c
@@ -221,6 +234,14 @@ img_main_job() {
     tr -d '\r' <"$logs/initiator.log" | grep -aE 'ERROR|WARN' | tail -5 >&2
     tr -d '\r' <"$logs/target.log" | grep -aE 'ERROR|WARN' | tail -5 >&2
     return 1
+}
+
+# Follow console FILE and show each "nvmf: progress: ..." line in place (\r, erase to end).
+img_follow_progress() {
+    local l
+    tail -n 0 -F "$1" 2>/dev/null | while IFS= read -r l; do
+        case "$l" in *"INFO  nvmf: progress: "*) l=${l%$'\r'}; printf '\rbench %s\033[K' "${l#*INFO  nvmf: }" ;; esac
+    done
 }
 
 # --target-only's Ctrl-C: the target's power button (QMP system_powerdown; the image closes its
