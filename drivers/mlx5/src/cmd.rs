@@ -14,91 +14,11 @@ use crate::ifc::{cmd_layout as ent, cmd_prot_block as blk, init_seg, mbox_in, mb
 use crate::layout::{get, set, set_bytes, Field};
 use hal::{DmaRegion, Hal, Mmio};
 
-/// Command opcodes (mlx5_ifc.h MLX5_CMD_OP_*).
-pub mod op {
-    pub const QUERY_HCA_CAP: u16 = 0x100;
-    pub const INIT_HCA: u16 = 0x102;
-    pub const TEARDOWN_HCA: u16 = 0x103;
-    pub const ENABLE_HCA: u16 = 0x104;
-    pub const DISABLE_HCA: u16 = 0x105;
-    pub const QUERY_PAGES: u16 = 0x107;
-    pub const MANAGE_PAGES: u16 = 0x108;
-    pub const SET_HCA_CAP: u16 = 0x109;
-    pub const QUERY_ISSI: u16 = 0x10a;
-    pub const SET_ISSI: u16 = 0x10b;
-    pub const CREATE_MKEY: u16 = 0x200;
-    pub const DESTROY_MKEY: u16 = 0x202;
-    pub const QUERY_SPECIAL_CONTEXTS: u16 = 0x203;
-    pub const CREATE_EQ: u16 = 0x301;
-    pub const DESTROY_EQ: u16 = 0x302;
-    pub const CREATE_CQ: u16 = 0x400;
-    pub const DESTROY_CQ: u16 = 0x401;
-    pub const CREATE_QP: u16 = 0x500;
-    pub const DESTROY_QP: u16 = 0x501;
-    pub const RST2INIT_QP: u16 = 0x502;
-    pub const INIT2RTR_QP: u16 = 0x503;
-    pub const RTR2RTS_QP: u16 = 0x504;
-    pub const RTS2RTS_QP: u16 = 0x505;
-    pub const QP_2ERR: u16 = 0x507;
-    pub const QP_2RST: u16 = 0x50a;
-    pub const QUERY_QP: u16 = 0x50b;
-    pub const QUERY_VPORT_STATE: u16 = 0x750;
-    pub const QUERY_NIC_VPORT_CONTEXT: u16 = 0x754;
-    pub const MODIFY_NIC_VPORT_CONTEXT: u16 = 0x755;
-    pub const QUERY_ROCE_ADDRESS: u16 = 0x760;
-    pub const SET_ROCE_ADDRESS: u16 = 0x761;
-    pub const ALLOC_PD: u16 = 0x800;
-    pub const DEALLOC_PD: u16 = 0x801;
-    pub const ALLOC_UAR: u16 = 0x802;
-    pub const DEALLOC_UAR: u16 = 0x803;
-    pub const ACCESS_REG: u16 = 0x805;
-    pub const ALLOC_TRANSPORT_DOMAIN: u16 = 0x816;
-    pub const DEALLOC_TRANSPORT_DOMAIN: u16 = 0x817;
-}
+pub use mlx5_ifc::op;
 
 /// The mlx5_ifc name of a command opcode, for error messages.
 pub fn opcode_name(opcode: u16) -> &'static str {
-    match opcode {
-        op::QUERY_HCA_CAP => "QUERY_HCA_CAP",
-        op::INIT_HCA => "INIT_HCA",
-        op::TEARDOWN_HCA => "TEARDOWN_HCA",
-        op::ENABLE_HCA => "ENABLE_HCA",
-        op::DISABLE_HCA => "DISABLE_HCA",
-        op::QUERY_PAGES => "QUERY_PAGES",
-        op::MANAGE_PAGES => "MANAGE_PAGES",
-        op::SET_HCA_CAP => "SET_HCA_CAP",
-        op::QUERY_ISSI => "QUERY_ISSI",
-        op::SET_ISSI => "SET_ISSI",
-        op::CREATE_MKEY => "CREATE_MKEY",
-        op::DESTROY_MKEY => "DESTROY_MKEY",
-        op::QUERY_SPECIAL_CONTEXTS => "QUERY_SPECIAL_CONTEXTS",
-        op::QUERY_VPORT_STATE => "QUERY_VPORT_STATE",
-        op::CREATE_EQ => "CREATE_EQ",
-        op::DESTROY_EQ => "DESTROY_EQ",
-        op::CREATE_CQ => "CREATE_CQ",
-        op::DESTROY_CQ => "DESTROY_CQ",
-        op::CREATE_QP => "CREATE_QP",
-        op::DESTROY_QP => "DESTROY_QP",
-        op::RST2INIT_QP => "RST2INIT_QP",
-        op::INIT2RTR_QP => "INIT2RTR_QP",
-        op::RTR2RTS_QP => "RTR2RTS_QP",
-        op::RTS2RTS_QP => "RTS2RTS_QP",
-        op::QP_2ERR => "2ERR_QP",
-        op::QP_2RST => "2RST_QP",
-        op::QUERY_QP => "QUERY_QP",
-        op::QUERY_NIC_VPORT_CONTEXT => "QUERY_NIC_VPORT_CONTEXT",
-        op::MODIFY_NIC_VPORT_CONTEXT => "MODIFY_NIC_VPORT_CONTEXT",
-        op::QUERY_ROCE_ADDRESS => "QUERY_ROCE_ADDRESS",
-        op::SET_ROCE_ADDRESS => "SET_ROCE_ADDRESS",
-        op::ALLOC_PD => "ALLOC_PD",
-        op::DEALLOC_PD => "DEALLOC_PD",
-        op::ALLOC_UAR => "ALLOC_UAR",
-        op::DEALLOC_UAR => "DEALLOC_UAR",
-        op::ACCESS_REG => "ACCESS_REG",
-        op::ALLOC_TRANSPORT_DOMAIN => "ALLOC_TRANSPORT_DOMAIN",
-        op::DEALLOC_TRANSPORT_DOMAIN => "DEALLOC_TRANSPORT_DOMAIN",
-        other => crate::raw::raw_opcode_name(other).unwrap_or("UNKNOWN_CMD"),
-    }
+    op::name(opcode).unwrap_or("UNKNOWN_CMD")
 }
 
 /// Entry `type` for the PCIe command transport.

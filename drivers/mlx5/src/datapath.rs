@@ -9,39 +9,14 @@ use crate::layout::{get, set, set_bytes};
 use hal::{DmaRegion, Hal, Mmio};
 use rdma::{Completion, Qpn, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
 
-/// Send WQE opcodes (mlx5dv.h MLX5_OPCODE_*).
-pub mod wqe_op {
-    pub const NOP: u8 = 0x00;
-    pub const SEND_INVAL: u8 = 0x01;
-    pub const RDMA_WRITE: u8 = 0x08;
-    pub const RDMA_WRITE_IMM: u8 = 0x09;
-    pub const SEND: u8 = 0x0a;
-    pub const SEND_IMM: u8 = 0x0b;
-    pub const RDMA_READ: u8 = 0x10;
-}
-
-/// CQE opcodes (op_own bits 7:4).
-pub mod cqe_op {
-    pub const REQ: u8 = 0x0;
-    pub const RESP_RDMA_WRITE_IMM: u8 = 0x1;
-    pub const RESP_SEND: u8 = 0x2;
-    pub const RESP_SEND_IMM: u8 = 0x3;
-    pub const RESP_SEND_INV: u8 = 0x4;
-    pub const REQ_ERR: u8 = 0xd;
-    pub const RESP_ERR: u8 = 0xe;
-    pub const INVALID: u8 = 0xf;
-}
-
-/// Send WQE basic block.
-pub const WQEBB: usize = 64;
+use mlx5_ifc::cqe_synd as synd;
+use mlx5_ifc::queue::{INLINE_SEG, INVALID_LKEY};
+pub use mlx5_ifc::queue::WQEBB;
+pub use mlx5_ifc::{cqe_op, wqe_op};
 /// Offset of doorbell register 0 in a UAR page.
 const UAR_BF_OFFSET: usize = 0x800;
 /// fm_ce_se: CQE always (ce = 2).
 const CE_ALWAYS: u64 = 0x08;
-/// Data segment lkey that ends a shorter-than-stride scatter list.
-const INVALID_LKEY: u64 = 0x100;
-/// Inline segment flag in byte_count (MLX5_INLINE_SEG).
-const INLINE_FLAG: u32 = 0x8000_0000;
 /// Largest inline payload `post_send_inline` accepts.
 pub const MAX_INLINE: usize = 256;
 /// Largest WQE: ctrl 16 + AV 48 + raddr 16 + inline header 4 + payload, rounded to WQEBBs.
@@ -52,19 +27,19 @@ const AV_EXTENDED: u32 = 0x8000_0000;
 /// mlx5 CQE error syndrome → verbs status (mlx5dv.h MLX5_CQE_SYNDROME_*).
 pub fn wc_status(syndrome: u8) -> WcStatus {
     match syndrome {
-        0x01 => WcStatus::LocalLength,
-        0x02 => WcStatus::LocalQpOperation,
-        0x04 => WcStatus::LocalProtection,
-        0x05 => WcStatus::WrFlushed,
-        0x06 => WcStatus::MemoryWindowBind,
-        0x10 => WcStatus::BadResponse,
-        0x11 => WcStatus::LocalAccess,
-        0x12 => WcStatus::RemoteInvalidRequest,
-        0x13 => WcStatus::RemoteAccess,
-        0x14 => WcStatus::RemoteOperation,
-        0x15 => WcStatus::RetryExceeded,
-        0x16 => WcStatus::RnrRetryExceeded,
-        0x22 => WcStatus::RemoteAborted,
+        synd::LOCAL_LENGTH_ERR => WcStatus::LocalLength,
+        synd::LOCAL_QP_OP_ERR => WcStatus::LocalQpOperation,
+        synd::LOCAL_PROT_ERR => WcStatus::LocalProtection,
+        synd::WR_FLUSH_ERR => WcStatus::WrFlushed,
+        synd::MW_BIND_ERR => WcStatus::MemoryWindowBind,
+        synd::BAD_RESP_ERR => WcStatus::BadResponse,
+        synd::LOCAL_ACCESS_ERR => WcStatus::LocalAccess,
+        synd::REMOTE_INVAL_REQ_ERR => WcStatus::RemoteInvalidRequest,
+        synd::REMOTE_ACCESS_ERR => WcStatus::RemoteAccess,
+        synd::REMOTE_OP_ERR => WcStatus::RemoteOperation,
+        synd::TRANSPORT_RETRY_EXC_ERR => WcStatus::RetryExceeded,
+        synd::RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExceeded,
+        synd::REMOTE_ABORTED_ERR => WcStatus::RemoteAborted,
         s => WcStatus::Other(s),
     }
 }
@@ -179,7 +154,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             // No data segment: the UMR segments are the WQE.
         } else if let Some(data) = inline {
             let seg = &mut w[len..len + wqe_inline_seg::LAYOUT.size];
-            set(seg, wqe_inline_seg::byte_count, (data.len() as u32 | INLINE_FLAG) as u64);
+            set(seg, wqe_inline_seg::byte_count, (data.len() as u32 | INLINE_SEG) as u64);
             let at = len + wqe_inline_seg::LAYOUT.size;
             w[at..at + data.len()].copy_from_slice(data);
             len = (at + data.len()).div_ceil(16) * 16;
@@ -252,7 +227,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut w, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
         set(&mut w, wqe_data_seg::addr, wr.sge.addr);
         let n = if stride >= 32 {
-            set(&mut w[16..], wqe_data_seg::lkey, INVALID_LKEY);
+            set(&mut w[16..], wqe_data_seg::lkey, INVALID_LKEY as u64);
             32
         } else {
             16
@@ -353,7 +328,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                 wc.opcode = WcOpcode::RecvWithImm;
                 wc.imm = Some(get(e, cqe64::imm_inval_pkey) as u32);
             }
-            cqe_op::RESP_RDMA_WRITE_IMM => {
+            cqe_op::RESP_WR_IMM => {
                 wc.opcode = WcOpcode::RecvRdmaWithImm;
                 wc.imm = Some(get(e, cqe64::imm_inval_pkey) as u32);
             }

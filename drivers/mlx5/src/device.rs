@@ -16,31 +16,9 @@ const PAGE: usize = 4096;
 /// MTT entries per CREATE_MKEY (0x110 + 8 * n <= MAX_MSG).
 const MTT_PER_CMD: usize = (MAX_MSG - 0x110) / 8;
 
-/// QUERY/SET_HCA_CAP capability types.
-mod cap_type {
-    pub const GENERAL: u16 = 0;
-    pub const ROCE: u16 = 4;
-}
-
-/// EQE event types (mlx5_ifc MLX5_EVENT_TYPE_*).
-pub mod event {
-    /// Completion event: a CQ armed (or re-armed by doorbell recovery) saw a CQE.
-    pub const COMPLETION: u8 = 0x00;
-    pub const COMM_EST: u8 = 0x02;
-    pub const CQ_ERROR: u8 = 0x04;
-    pub const WQ_CATAS_ERROR: u8 = 0x05;
-    pub const PATH_MIG_FAILED: u8 = 0x07;
-    pub const PORT_CHANGE: u8 = 0x09;
-    pub const PAGE_REQUEST: u8 = 0x0b;
-    pub const WQ_INVAL_REQ_ERROR: u8 = 0x10;
-    pub const WQ_ACCESS_ERROR: u8 = 0x11;
-}
-
-/// QP service types (qpc.st).
-mod st {
-    pub const RC: u64 = 0x0;
-    pub const QP1: u64 = 0x8;
-}
+use mlx5_ifc::{cap_type, qp as qp_fact};
+/// EQE event types, re-exported for [`AsyncEvent::event_type`] users.
+pub use mlx5_ifc::event;
 
 /// The well-known QP1 Q_Key.
 pub const GSI_QKEY: u32 = 0x8001_0000;
@@ -50,8 +28,6 @@ const UAR_EQ_DB_NOARM: usize = 0x48;
 /// 31:28 (Linux `steering/dr_send.c` writes `2 << 28` "to avoid the HW running db-recovery on a
 /// CQ used in polling mode").
 pub const CQ_DB_POLLING_ARM: u32 = 2 << 28;
-/// Access register HOST_ENDIANNESS.
-const REG_HOST_ENDIANNESS: u64 = 0x7004;
 /// QUERY_VPORT_STATE op_mod for the function's own vNIC vport and the `state` value for up
 /// (Linux mlx5_ifc.h MLX5_VPORT_STATE_OP_MOD_VNIC_VPORT, vport.h MLX5_VPORT_STATE_UP).
 const VPORT_STATE_OP_MOD_VNIC: u16 = 0;
@@ -496,7 +472,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         // Register data: 16 bytes, byte 0 `he` = 0 for a little-endian host.
         let len = access_register_in::LAYOUT.size + 16;
         self.begin(op::ACCESS_REG, 0, len);
-        set(&mut self.inb, access_register_in::register_id, REG_HOST_ENDIANNESS);
+        set(&mut self.inb, access_register_in::register_id, mlx5_ifc::reg::HOST_ENDIANNESS as u64);
         set(&mut self.inb, access_register_in::argument, 0);
         self.run(len, access_register_out::LAYOUT.size + 16)
     }
@@ -1021,8 +997,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.begin(op::CREATE_QP, 0, in_len);
         let q = create_qp_in::qpc;
         let s = match kind {
-            QpKind::Rc => st::RC,
-            QpKind::Gsi => st::QP1,
+            QpKind::Rc => qp_fact::ST_RC as u64,
+            QpKind::Gsi => qp_fact::ST_QP1 as u64,
         };
         set(&mut self.inb, qpc::st.at(q), s);
         set(&mut self.inb, qpc::pm_state.at(q), 3);
@@ -1094,7 +1070,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let len = self.begin_modify(op::RST2INIT_QP, qpn);
         let q = rst2init_qp_in::qpc;
         let path = qpc::primary_address_path.at(q);
-        set(&mut self.inb, qpc::st.at(q), if kind == QpKind::Gsi { st::QP1 } else { st::RC });
+        set(&mut self.inb, qpc::st.at(q), if kind == QpKind::Gsi { qp_fact::ST_QP1 } else { qp_fact::ST_RC } as u64);
         set(&mut self.inb, qpc::pm_state.at(q), 3);
         set(&mut self.inb, qpc::pd.at(q), pd as u64);
         set(&mut self.inb, qpc::cqn_snd.at(q), scq.0 as u64);

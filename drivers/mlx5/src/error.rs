@@ -51,45 +51,14 @@ impl From<HalError> for Error {
     }
 }
 
-/// Names of the command status codes (mlx5_ifc.h / PRM).
+/// Name of a command status code (output byte 0).
 pub fn status_name(status: u8) -> &'static str {
-    match status {
-        0x00 => "OK",
-        0x01 => "INTERNAL_ERR",
-        0x02 => "BAD_OP",
-        0x03 => "BAD_PARAM",
-        0x04 => "BAD_SYS_STATE",
-        0x05 => "BAD_RESOURCE",
-        0x06 => "RESOURCE_BUSY",
-        0x08 => "EXCEED_LIM",
-        0x09 => "BAD_RES_STATE",
-        0x0a => "BAD_INDEX",
-        0x0f => "NO_RESOURCES",
-        0x10 => "BAD_QP_STATE",
-        0x30 => "BAD_PKT",
-        0x40 => "BAD_SIZE",
-        0x50 => "BAD_INPUT_LEN",
-        0x51 => "BAD_OUTPUT_LEN",
-        _ => "UNKNOWN",
-    }
+    mlx5_ifc::status::name(status).unwrap_or("UNKNOWN")
 }
 
-/// Names of the delivery status codes (status_own bits 7:1).
+/// Name of a delivery status code (status_own bits 7:1).
 pub fn delivery_name(status: u8) -> &'static str {
-    match status {
-        0x00 => "OK",
-        0x01 => "SIGNATURE_ERR",
-        0x02 => "TOKEN_ERR",
-        0x03 => "BAD_BLOCK_NUMBER",
-        0x04 => "BAD_OUTPUT_POINTER",
-        0x05 => "BAD_INPUT_POINTER",
-        0x06 => "INTERNAL_ERR",
-        0x07 => "INPUT_LEN_ERR",
-        0x08 => "OUTPUT_LEN_ERR",
-        0x09 => "RESERVED_NOT_ZERO",
-        0x10 => "BAD_COMMAND_TYPE",
-        _ => "UNKNOWN",
-    }
+    mlx5_ifc::delivery::name(status).unwrap_or("UNKNOWN")
 }
 
 impl core::fmt::Display for Error {

@@ -18,31 +18,15 @@
 use crate::error::Error;
 use crate::ifc::{mkc, wqe_ctrl_seg as ctrl, wqe_umr_ctrl_seg as umr_ctrl};
 use crate::layout::set;
+use mlx5_ifc::{umr, wqe_op};
 use rdma::{Access, SendOp};
 
 /// Send WQE opcode of a UMR [mlx5dv.h MLX5_OPCODE_UMR].
-pub const OPCODE_UMR: u8 = 0x25;
+pub const OPCODE_UMR: u8 = wqe_op::UMR;
 /// What the driver records for an invalidating UMR so its completion reads as one (never on
 /// the wire) [mlx5dv.h MLX5_OPCODE_LOCAL_INVAL].
-pub const SLOT_LOCAL_INVAL: u8 = 0x1b;
-
-/// UMR control-segment flag: translations follow inline [qp.h MLX5_UMR_INLINE].
-const UMR_INLINE: u64 = 1 << 7;
-
-/// mkey_mask bits: which mkey-context fields a UMR changes [qp.h MLX5_MKEY_MASK_*].
-mod mask {
-    pub const LEN: u64 = 1 << 0;
-    pub const PAGE_SIZE: u64 = 1 << 1;
-    pub const START_ADDR: u64 = 1 << 6;
-    pub const EN_RINVAL: u64 = 1 << 8;
-    pub const KEY: u64 = 1 << 13;
-    pub const LR: u64 = 1 << 17;
-    pub const LW: u64 = 1 << 18;
-    pub const RR: u64 = 1 << 19;
-    pub const RW: u64 = 1 << 20;
-    pub const A: u64 = 1 << 21;
-    pub const FREE: u64 = 1 << 29;
-}
+pub const SLOT_LOCAL_INVAL: u8 = wqe_op::LOCAL_INVAL;
+const UMR_INLINE: u64 = umr::FLAG_INLINE as u64;
 
 /// Fence mode "initiator small" in fm_ce_se bits 7:5 [qp.h MLX5_FENCE_MODE_INITIATOR_SMALL]:
 /// the WQE waits for earlier local operations (a UMR) to finish; set on a UMR and on the WQE
@@ -96,17 +80,17 @@ pub fn write(w: &mut [u8], op: &SendOp) -> Result<(usize, u32, u8), Error> {
             let page = addr & !((1u64 << lp) - 1);
             set(uc, umr_ctrl::flags, UMR_INLINE);
             set(uc, umr_ctrl::xlt_octowords, XLT_OCTOWORDS);
-            let m = mask::LEN
-                | mask::PAGE_SIZE
-                | mask::START_ADDR
-                | mask::EN_RINVAL
-                | mask::KEY
-                | mask::LR
-                | mask::LW
-                | mask::RR
-                | mask::RW
-                | mask::A
-                | mask::FREE;
+            let m = umr::MASK_LEN
+                | umr::MASK_PAGE_SIZE
+                | umr::MASK_START_ADDR
+                | umr::MASK_EN_RINVAL
+                | umr::MASK_KEY
+                | umr::MASK_LR
+                | umr::MASK_LW
+                | umr::MASK_RR
+                | umr::MASK_RW
+                | umr::MASK_A
+                | umr::MASK_FREE;
             set(uc, umr_ctrl::mkey_mask, m);
             mkc_access(mk, access);
             set(mk, mkc::access_mode_1_0, ACCESS_MODE_MTT);
@@ -125,7 +109,7 @@ pub fn write(w: &mut [u8], op: &SendOp) -> Result<(usize, u32, u8), Error> {
         }
         SendOp::LocalInvalidate(key) => {
             set(uc, umr_ctrl::flags, UMR_INLINE);
-            set(uc, umr_ctrl::mkey_mask, mask::FREE);
+            set(uc, umr_ctrl::mkey_mask, umr::MASK_FREE);
             set(mk, mkc::free, 1);
             Ok((INV_BYTES, key.0, SLOT_LOCAL_INVAL))
         }
@@ -173,7 +157,7 @@ mod tests {
         let mut w = [0u8; REG_BYTES];
         let (n, imm, slot) = write(&mut w, &SendOp::LocalInvalidate(Rkey(0x4201))).unwrap();
         assert_eq!((n, imm, slot), (128, 0x4201, SLOT_LOCAL_INVAL));
-        assert_eq!(get(&w[CTRL..], umr_ctrl::mkey_mask), mask::FREE);
+        assert_eq!(get(&w[CTRL..], umr_ctrl::mkey_mask), umr::MASK_FREE);
         assert_eq!(get(&w[CTRL + UMR_CTRL..], mkc::free), 1);
     }
 }

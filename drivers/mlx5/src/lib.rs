@@ -1,8 +1,8 @@
 //! ConnectX-4/5/6/7 (mlx5) driver: layouts as data, firmware command interface, bring-up, data path.
 //!
 //! Everything goes through `hal` (DMA regions, BAR0 as `Mmio`, time); there is no `unsafe`.
-//! - [`ifc`] / [`layout`]: every hardware layout as a field table with `mlx5_ifc.h` names;
-//!   `scripts/mlx5-layouts` prints them.
+//! - [`ifc`] / [`layout`] / [`op`]: the interface facts, from the `mlx5-ifc` crate (layouts with
+//!   `mlx5_ifc.h` names, opcodes, statuses), shared with the emulated adapter.
 //! - [`cmd`]: command queue (inline + chained mailboxes, tokens, ownership, typed errors).
 //! - [`trace`]: the firmware command trace (`mlx5_cmd` tracepoint lines, hex dumps).
 //! - [`health`]: init segment, `initializing` wait, health buffer/counter.
@@ -27,8 +27,6 @@ pub mod device;
 pub mod error;
 pub mod fastreg;
 pub mod health;
-pub mod ifc;
-pub mod layout;
 pub mod pages;
 pub mod raw;
 pub mod selftest;
@@ -37,7 +35,9 @@ pub mod trace;
 pub mod verbs;
 pub mod vport;
 
-pub use cmd::{op, Timeouts};
+pub use cmd::Timeouts;
+/// The interface facts this driver is written against (shared with the emulated adapter).
+pub use mlx5_ifc::{ifc, layout, op};
 pub use device::{AsyncEvent, Caps, Config, Mkey, Mlx5, QpKind, QpState, Stats};
 pub use error::Error;
 pub use health::{FwVersion, HealthReport};

@@ -6,7 +6,7 @@
 //! remaining frame to the RQ; frames are sent inline (the whole frame in the Ethernet segment's
 //! inline header), which suits ARP-sized control traffic.
 
-use crate::cmd::MAX_MSG;
+use crate::cmd::{op, MAX_MSG};
 use crate::datapath::{cqe_op, wqe_op, WQEBB};
 use crate::device::Mlx5;
 use crate::error::Error;
@@ -14,50 +14,6 @@ use crate::ifc::*;
 use crate::layout::{get, set, Field};
 use hal::{DmaRegion, Hal, Mmio};
 use rdma::Cqn;
-
-mod opc {
-    pub const CREATE_TIR: u16 = 0x900;
-    pub const DESTROY_TIR: u16 = 0x902;
-    pub const CREATE_SQ: u16 = 0x904;
-    pub const MODIFY_SQ: u16 = 0x905;
-    pub const DESTROY_SQ: u16 = 0x906;
-    pub const CREATE_RQ: u16 = 0x908;
-    pub const MODIFY_RQ: u16 = 0x909;
-    pub const DESTROY_RQ: u16 = 0x90a;
-    pub const CREATE_TIS: u16 = 0x912;
-    pub const DESTROY_TIS: u16 = 0x914;
-    pub const SET_FLOW_TABLE_ROOT: u16 = 0x92f;
-    pub const CREATE_FLOW_TABLE: u16 = 0x930;
-    pub const DESTROY_FLOW_TABLE: u16 = 0x931;
-    pub const CREATE_FLOW_GROUP: u16 = 0x933;
-    pub const DESTROY_FLOW_GROUP: u16 = 0x934;
-    pub const SET_FLOW_TABLE_ENTRY: u16 = 0x936;
-    pub const DELETE_FLOW_TABLE_ENTRY: u16 = 0x938;
-}
-
-/// Names for error messages (mlx5_ifc.h MLX5_CMD_OP_*).
-pub fn raw_opcode_name(op: u16) -> Option<&'static str> {
-    Some(match op {
-        opc::CREATE_TIR => "CREATE_TIR",
-        opc::DESTROY_TIR => "DESTROY_TIR",
-        opc::CREATE_SQ => "CREATE_SQ",
-        opc::MODIFY_SQ => "MODIFY_SQ",
-        opc::DESTROY_SQ => "DESTROY_SQ",
-        opc::CREATE_RQ => "CREATE_RQ",
-        opc::MODIFY_RQ => "MODIFY_RQ",
-        opc::DESTROY_RQ => "DESTROY_RQ",
-        opc::CREATE_TIS => "CREATE_TIS",
-        opc::DESTROY_TIS => "DESTROY_TIS",
-        opc::SET_FLOW_TABLE_ROOT => "SET_FLOW_TABLE_ROOT",
-        opc::CREATE_FLOW_TABLE => "CREATE_FLOW_TABLE",
-        opc::DESTROY_FLOW_TABLE => "DESTROY_FLOW_TABLE",
-        opc::CREATE_FLOW_GROUP => "CREATE_FLOW_GROUP",
-        opc::DESTROY_FLOW_GROUP => "DESTROY_FLOW_GROUP",
-        opc::SET_FLOW_TABLE_ENTRY => "SET_FLOW_TABLE_ENTRY",
-        opc::DELETE_FLOW_TABLE_ENTRY => "DELETE_FLOW_TABLE_ENTRY",
-        _ => return None,
-    })
-}
 
 const LOG_SQ: u8 = 6; // 64 WQEBBs
 const LOG_RQ: u8 = 6; // 64 receive buffers
@@ -124,7 +80,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 
         // TIS
         let tis_ctx = create_tis_in::ctx;
-        self.raw_cmd(opc::CREATE_TIS, create_tis_in::LAYOUT.size, create_tis_out::LAYOUT.size, &[(tisc::transport_domain.at(tis_ctx), td as u64)])?;
+        self.raw_cmd(op::CREATE_TIS, create_tis_in::LAYOUT.size, create_tis_out::LAYOUT.size, &[(tisc::transport_domain.at(tis_ctx), td as u64)])?;
         let tis = self.out(create_tis_out::tisn) as u32;
         let mut raw = RawEth {
             tis,
@@ -179,11 +135,11 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             (wq::log_wq_sz.at(w), LOG_SQ as u64),
             (Field { off: create_sq_in::LAYOUT.size as u32 * 8, width: 64 }, raw.sq_buf.paddr()),
         ];
-        self.raw_cmd(opc::CREATE_SQ, in_len, create_sq_out::LAYOUT.size, &f)?;
+        self.raw_cmd(op::CREATE_SQ, in_len, create_sq_out::LAYOUT.size, &f)?;
         raw.sqn = self.out(create_sq_out::sqn) as u32;
         let mc = modify_sq_in::sq_context;
         self.raw_cmd(
-            opc::MODIFY_SQ,
+            op::MODIFY_SQ,
             modify_sq_in::LAYOUT.size,
             mbox_out::LAYOUT.size,
             &[(modify_sq_in::sq_state, WQ_RST), (modify_sq_in::sqn, raw.sqn as u64), (sqc::state.at(mc), WQ_RDY)],
@@ -207,7 +163,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             (Field { off: create_rq_in::LAYOUT.size as u32 * 8, width: 64 }, raw.rq_buf.paddr()),
             (wq::uar_page.at(w), 0),
         ];
-        self.raw_cmd(opc::CREATE_RQ, create_rq_in::LAYOUT.size + 8, create_rq_out::LAYOUT.size, &f)?;
+        self.raw_cmd(op::CREATE_RQ, create_rq_in::LAYOUT.size + 8, create_rq_out::LAYOUT.size, &f)?;
         raw.rqn = self.out(create_rq_out::rqn) as u32;
         // Fill the RQ before it goes RDY.
         for _ in 0..(1u16 << LOG_RQ) {
@@ -215,7 +171,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         let mc = modify_rq_in::ctx;
         self.raw_cmd(
-            opc::MODIFY_RQ,
+            op::MODIFY_RQ,
             modify_rq_in::LAYOUT.size,
             mbox_out::LAYOUT.size,
             &[(modify_rq_in::rq_state, WQ_RST), (modify_rq_in::rqn, raw.rqn as u64), (rqc::state.at(mc), WQ_RDY)],
@@ -223,7 +179,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         // TIR (direct dispatch to the RQ).
         let c = create_tir_in::ctx;
         self.raw_cmd(
-            opc::CREATE_TIR,
+            op::CREATE_TIR,
             create_tir_in::LAYOUT.size,
             create_tir_out::LAYOUT.size,
             &[(tirc::disp_type.at(c), 0), (tirc::inline_rqn.at(c), raw.rqn as u64), (tirc::transport_domain.at(c), td as u64)],
@@ -232,14 +188,14 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         // NIC_RX table, one wildcard group, one FWD_DEST→TIR entry, made root.
         let ftc = create_flow_table_in::flow_table_context;
         self.raw_cmd(
-            opc::CREATE_FLOW_TABLE,
+            op::CREATE_FLOW_TABLE,
             create_flow_table_in::LAYOUT.size,
             create_flow_table_out::LAYOUT.size,
             &[(create_flow_table_in::table_type, TABLE_NIC_RX), (flow_table_context::level.at(ftc), 0), (flow_table_context::log_size.at(ftc), 0)],
         )?;
         raw.table = self.out(create_flow_table_out::table_id) as u32;
         self.raw_cmd(
-            opc::CREATE_FLOW_GROUP,
+            op::CREATE_FLOW_GROUP,
             create_flow_group_in::LAYOUT.size,
             create_flow_group_out::LAYOUT.size,
             &[
@@ -258,7 +214,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             return Err(Error::InvalidArgument("flow entry too large"));
         }
         self.raw_cmd(
-            opc::SET_FLOW_TABLE_ENTRY,
+            op::SET_FLOW_TABLE_ENTRY,
             in_len,
             mbox_out::LAYOUT.size,
             &[
@@ -273,7 +229,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             ],
         )?;
         self.raw_cmd(
-            opc::SET_FLOW_TABLE_ROOT,
+            op::SET_FLOW_TABLE_ROOT,
             set_flow_table_root_in::LAYOUT.size,
             mbox_out::LAYOUT.size,
             &[(set_flow_table_root_in::table_type, TABLE_NIC_RX), (set_flow_table_root_in::table_id, raw.table as u64)],
@@ -295,34 +251,34 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let t = TABLE_NIC_RX;
         if raw.group != 0 || raw.table != 0 {
             note(self.raw_cmd(
-                opc::DELETE_FLOW_TABLE_ENTRY,
+                op::DELETE_FLOW_TABLE_ENTRY,
                 delete_fte_in::LAYOUT.size,
                 mbox_out::LAYOUT.size,
                 &[(delete_fte_in::table_type, t), (delete_fte_in::table_id, raw.table as u64), (delete_fte_in::flow_index, 0)],
             ));
             note(self.raw_cmd(
-                opc::DESTROY_FLOW_GROUP,
+                op::DESTROY_FLOW_GROUP,
                 destroy_flow_group_in::LAYOUT.size,
                 mbox_out::LAYOUT.size,
                 &[(destroy_flow_group_in::table_type, t), (destroy_flow_group_in::table_id, raw.table as u64), (destroy_flow_group_in::group_id, raw.group as u64)],
             ));
             note(self.raw_cmd(
-                opc::DESTROY_FLOW_TABLE,
+                op::DESTROY_FLOW_TABLE,
                 destroy_flow_table_in::LAYOUT.size,
                 mbox_out::LAYOUT.size,
                 &[(destroy_flow_table_in::table_type, t), (destroy_flow_table_in::table_id, raw.table as u64)],
             ));
         }
         if raw.tir != 0 {
-            note(self.raw_cmd(opc::DESTROY_TIR, destroy_tir_in::LAYOUT.size, mbox_out::LAYOUT.size, &[(destroy_tir_in::tirn, raw.tir as u64)]));
+            note(self.raw_cmd(op::DESTROY_TIR, destroy_tir_in::LAYOUT.size, mbox_out::LAYOUT.size, &[(destroy_tir_in::tirn, raw.tir as u64)]));
         }
         if raw.rqn != 0 {
-            note(self.raw_cmd(opc::DESTROY_RQ, destroy_rq_in::LAYOUT.size, mbox_out::LAYOUT.size, &[(destroy_rq_in::rqn, raw.rqn as u64)]));
+            note(self.raw_cmd(op::DESTROY_RQ, destroy_rq_in::LAYOUT.size, mbox_out::LAYOUT.size, &[(destroy_rq_in::rqn, raw.rqn as u64)]));
         }
         if raw.sqn != 0 {
-            note(self.raw_cmd(opc::DESTROY_SQ, destroy_sq_in::LAYOUT.size, mbox_out::LAYOUT.size, &[(destroy_sq_in::sqn, raw.sqn as u64)]));
+            note(self.raw_cmd(op::DESTROY_SQ, destroy_sq_in::LAYOUT.size, mbox_out::LAYOUT.size, &[(destroy_sq_in::sqn, raw.sqn as u64)]));
         }
-        note(self.raw_cmd(opc::DESTROY_TIS, destroy_tis_in::LAYOUT.size, mbox_out::LAYOUT.size, &[(destroy_tis_in::tisn, raw.tis as u64)]));
+        note(self.raw_cmd(op::DESTROY_TIS, destroy_tis_in::LAYOUT.size, mbox_out::LAYOUT.size, &[(destroy_tis_in::tisn, raw.tis as u64)]));
         note(self.destroy_cq(raw.tx_cq));
         note(self.destroy_cq(raw.rx_cq));
         first

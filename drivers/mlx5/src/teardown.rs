@@ -17,17 +17,9 @@ use crate::ifc::{init_seg, teardown_hca_in, teardown_hca_out};
 use crate::layout::{set, Field};
 use hal::{Hal, Mmio};
 
-/// TEARDOWN_HCA profiles (mlx5_ifc MLX5_TEARDOWN_HCA_IN_PROFILE_*).
-mod profile {
-    pub const GRACEFUL_CLOSE: u64 = 0;
-    pub const FORCE_CLOSE: u64 = 1;
-    pub const PREPARE_FAST_TEARDOWN: u64 = 2;
-}
-/// teardown_hca_out.state = FAIL (mlx5_ifc MLX5_TEARDOWN_HCA_OUT_FORCE_STATE_FAIL).
-const FORCE_STATE_FAIL: u64 = 1;
-/// nic_interface values (mlx5_ifc MLX5_INITIAL_SEG_NIC_INTERFACE_*).
-const NIC_IFC_FULL_DRIVER: u32 = 0;
-const NIC_IFC_DISABLED: u32 = 1;
+use mlx5_ifc::teardown::{profile, FORCE_STATE_FAIL};
+const NIC_IFC_FULL_DRIVER: u32 = mlx5_ifc::nic_interface::FULL_DRIVER as u32;
+const NIC_IFC_DISABLED: u32 = mlx5_ifc::nic_interface::DISABLED as u32;
 /// How long the firmware may take to close the function after `nic_interface` = DISABLED
 /// (Linux's default TEARDOWN timeout, 3 s).
 pub const FAST_TEARDOWN_TIMEOUT_NS: u64 = 3_000_000_000;

@@ -133,7 +133,7 @@ fn real_time_only_clock_refuses_free_running_timestamps() {
     let mut dev = Mlx5::bring_up(hal, bar, drv_for(&p)).unwrap();
     let cq = dev.create_cq(4).unwrap();
     let qp = dev.create_qp(QpKind::Rc, cq, cq, 4, 4, 0).unwrap();
-    let ts = emu_connectx::layout::get(&rig.cx.device().qps[&qp.0].qpc, emu_connectx::layout::qpc::ts_format);
+    let ts = mlx5::layout::get(&rig.cx.device().qps[&qp.0].qpc, mlx5::ifc::qpc::ts_format);
     assert_eq!(ts, 0);
     dev.shutdown().unwrap();
 }
@@ -209,7 +209,7 @@ fn rdma_read_depth_is_clamped_to_the_caps() {
     dev.connect_rc(qp, &a).unwrap();
     let d = rig.cx.device();
     let qpc = &d.qps[&qp.0].qpc;
-    use emu_connectx::layout::{get, qpc as f};
+    use mlx5::{ifc::qpc as f, layout::get};
     assert_eq!((get(qpc, f::log_sra_max), get(qpc, f::log_rra_max)), (4, 4));
     assert!(d.ra_depth_ok(Some(6), Some(6)).is_err(), "log 6 (64) refused");
     drop(d);

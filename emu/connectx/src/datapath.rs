@@ -19,70 +19,14 @@ use emu_roce::{
 use log::debug;
 
 use crate::consts::{qp as qps, status as st, synd};
-use crate::layout::{self as l, get};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, Field};
 use crate::mem::PhysMem;
 use crate::model::{Device, Mkey, Qp, RESD_LKEY};
 
-/// Send WQE opcodes [mlx5dv.h MLX5_OPCODE_*].
-pub mod wqe_op {
-    pub const NOP: u8 = 0x00;
-    pub const SEND_INVAL: u8 = 0x01;
-    pub const RDMA_WRITE: u8 = 0x08;
-    pub const RDMA_WRITE_IMM: u8 = 0x09;
-    pub const SEND: u8 = 0x0a;
-    pub const SEND_IMM: u8 = 0x0b;
-    pub const RDMA_READ: u8 = 0x10;
-    pub const LOCAL_INVAL: u8 = 0x1b;
-    pub const UMR: u8 = 0x25;
-}
-
-/// UMR control-segment flags and mkey-mask bits [Linux include/linux/mlx5/device.h,
-/// rdma-core mlx5dv.h MLX5_WQE_UMR_CTRL_*].
-pub mod umr {
-    pub const FLAG_INLINE: u8 = 1 << 7;
-    pub const MASK_LEN: u64 = 1 << 0;
-    pub const MASK_PAGE_SIZE: u64 = 1 << 1;
-    pub const MASK_START_ADDR: u64 = 1 << 6;
-    pub const MASK_PD: u64 = 1 << 7;
-    pub const MASK_EN_RINVAL: u64 = 1 << 8;
-    pub const MASK_KEY: u64 = 1 << 13;
-    pub const MASK_LR: u64 = 1 << 17;
-    pub const MASK_LW: u64 = 1 << 18;
-    pub const MASK_RR: u64 = 1 << 19;
-    pub const MASK_RW: u64 = 1 << 20;
-    pub const MASK_A: u64 = 1 << 21;
-    pub const MASK_FREE: u64 = 1 << 29;
-}
-
-/// CQE opcodes (op_own[7:4]) [mlx5dv.h MLX5_CQE_*].
-pub mod cqe_op {
-    pub const REQ: u8 = 0;
-    pub const RESP_WR_IMM: u8 = 1;
-    pub const RESP_SEND: u8 = 2;
-    pub const RESP_SEND_IMM: u8 = 3;
-    pub const RESP_SEND_INV: u8 = 4;
-    pub const REQ_ERR: u8 = 13;
-    pub const RESP_ERR: u8 = 14;
-}
-
-/// Error CQE syndromes [mlx5dv.h MLX5_CQE_SYNDROME_*].
-pub mod cqe_synd {
-    pub const LOCAL_LENGTH_ERR: u8 = 0x01;
-    pub const LOCAL_QP_OP_ERR: u8 = 0x02;
-    pub const LOCAL_PROT_ERR: u8 = 0x04;
-    pub const WR_FLUSH_ERR: u8 = 0x05;
-    pub const BAD_RESP_ERR: u8 = 0x10;
-    pub const LOCAL_ACCESS_ERR: u8 = 0x11;
-    pub const REMOTE_INVAL_REQ_ERR: u8 = 0x12;
-    pub const REMOTE_ACCESS_ERR: u8 = 0x13;
-    pub const REMOTE_OP_ERR: u8 = 0x14;
-    pub const TRANSPORT_RETRY_EXC_ERR: u8 = 0x15;
-    pub const RNR_RETRY_EXC_ERR: u8 = 0x16;
-}
-
-/// Terminator of a short receive scatter list [mlx5dv.h MLX5_INVALID_LKEY].
-pub const INVALID_LKEY: u32 = 0x100;
-const INLINE_SEG: u32 = 0x8000_0000;
+pub use mlx5_ifc::queue::INVALID_LKEY;
+use mlx5_ifc::queue::INLINE_SEG;
+pub use mlx5_ifc::{cqe_op, cqe_synd, umr, wqe_op};
 
 // CQE byte offsets [mlx5dv.h struct mlx5_cqe64 / mlx5_err_cqe].
 const CQE_FLAGS_RQPN: usize = 0x18;
@@ -190,8 +134,8 @@ fn engine_state(s: u8) -> QpState {
 /// The engine's attributes from a stored QP context.
 fn attrs_of(qpc: &[u8]) -> QpAttrs {
     use l::qpc as q;
-    let p = |f: l::Field| f.at(q::primary_address_path.byte());
-    let rgid = l::bytes(qpc, p(l::ads::rgid_rip));
+    let p = |f: Field| f.at(q::primary_address_path);
+    let rgid = mlx5_ifc::layout::bytes(qpc, p(l::ads::rgid_rip));
     let hi = (get(qpc, p(l::ads::rmac_47_32)) as u16).to_be_bytes();
     let lo = (get(qpc, p(l::ads::rmac_31_0)) as u32).to_be_bytes();
     let mtu = get(qpc, q::mtu) as u32;
@@ -323,7 +267,7 @@ impl Device {
         for qpn in errored {
             let Some(q) = self.qps.get_mut(&qpn) else { continue };
             q.state = qps::ERR;
-            l::set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
+            mlx5_ifc::layout::set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
             if reported.contains(&qpn) {
                 continue;
             }
@@ -708,7 +652,7 @@ impl Device {
         }
         let q = self.qps.get_mut(&qpn).expect("qp");
         q.state = qps::ERR;
-        l::set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
+        mlx5_ifc::layout::set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
         self.drain_completions();
     }
 
@@ -779,7 +723,7 @@ impl Device {
             // The engine moved the QP to ERROR: mirror it.
             if let Some(q) = self.qps.get_mut(&c.qpn.0) {
                 q.state = qps::ERR;
-                l::set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
+                mlx5_ifc::layout::set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
             }
         } else if send {
             e[CQE_SOP_QPN..CQE_SOP_QPN + 4].copy_from_slice(&(((wqe_opcode as u32) << 24) | qpn).to_be_bytes());

@@ -17,7 +17,6 @@
 #![forbid(unsafe_code)]
 pub mod consts;
 pub mod datapath;
-pub mod layout;
 pub mod loopback;
 pub mod mem;
 pub mod model;

@@ -13,90 +13,66 @@ use emu_roce::Link;
 
 use crate::consts::{status as st, synd};
 use crate::datapath::{cqe_op, INVALID_LKEY};
-use crate::layout::{self as l, get, set, Field};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set, Field};
 use crate::model::{Device, QBuf};
 
-/// Raw-queue and steering opcodes [mlx5_ifc.h].
-pub mod op {
-    pub const CREATE_TIR: u16 = 0x900;
-    pub const DESTROY_TIR: u16 = 0x902;
-    pub const CREATE_SQ: u16 = 0x904;
-    pub const MODIFY_SQ: u16 = 0x905;
-    pub const DESTROY_SQ: u16 = 0x906;
-    pub const CREATE_RQ: u16 = 0x908;
-    pub const MODIFY_RQ: u16 = 0x909;
-    pub const DESTROY_RQ: u16 = 0x90a;
-    pub const CREATE_TIS: u16 = 0x912;
-    pub const DESTROY_TIS: u16 = 0x914;
-    pub const SET_FLOW_TABLE_ROOT: u16 = 0x92f;
-    pub const CREATE_FLOW_TABLE: u16 = 0x930;
-    pub const DESTROY_FLOW_TABLE: u16 = 0x931;
-    pub const CREATE_FLOW_GROUP: u16 = 0x933;
-    pub const DESTROY_FLOW_GROUP: u16 = 0x934;
-    pub const SET_FLOW_TABLE_ENTRY: u16 = 0x936;
-    pub const DELETE_FLOW_TABLE_ENTRY: u16 = 0x938;
+use mlx5_ifc::ifc::{
+    create_flow_group_in, create_flow_table_in, dest_format_struct as dest_format, destroy_flow_table_in as flow_cmd,
+    flow_context, flow_table_context, fte_match_set_lyr_2_4 as lyr_2_4, modify_sq_in, rqc, set_fte_in, sqc, tirc,
+    tisc, wq,
+};
+use mlx5_ifc::op;
 
-    pub fn name(op: u16) -> Option<&'static str> {
-        Some(match op {
-            CREATE_TIR => "CREATE_TIR",
-            DESTROY_TIR => "DESTROY_TIR",
-            CREATE_SQ => "CREATE_SQ",
-            MODIFY_SQ => "MODIFY_SQ",
-            DESTROY_SQ => "DESTROY_SQ",
-            CREATE_RQ => "CREATE_RQ",
-            MODIFY_RQ => "MODIFY_RQ",
-            DESTROY_RQ => "DESTROY_RQ",
-            CREATE_TIS => "CREATE_TIS",
-            DESTROY_TIS => "DESTROY_TIS",
-            SET_FLOW_TABLE_ROOT => "SET_FLOW_TABLE_ROOT",
-            CREATE_FLOW_TABLE => "CREATE_FLOW_TABLE",
-            DESTROY_FLOW_TABLE => "DESTROY_FLOW_TABLE",
-            CREATE_FLOW_GROUP => "CREATE_FLOW_GROUP",
-            DESTROY_FLOW_GROUP => "DESTROY_FLOW_GROUP",
-            SET_FLOW_TABLE_ENTRY => "SET_FLOW_TABLE_ENTRY",
-            DELETE_FLOW_TABLE_ENTRY => "DELETE_FLOW_TABLE_ENTRY",
-            _ => return None,
-        })
+/// The raw-queue and steering commands this module executes.
+const RAW_OPS: &[u16] = &[
+    op::CREATE_TIR,
+    op::DESTROY_TIR,
+    op::CREATE_SQ,
+    op::MODIFY_SQ,
+    op::DESTROY_SQ,
+    op::CREATE_RQ,
+    op::MODIFY_RQ,
+    op::DESTROY_RQ,
+    op::CREATE_TIS,
+    op::DESTROY_TIS,
+    op::SET_FLOW_TABLE_ROOT,
+    op::CREATE_FLOW_TABLE,
+    op::DESTROY_FLOW_TABLE,
+    op::CREATE_FLOW_GROUP,
+    op::DESTROY_FLOW_GROUP,
+    op::SET_FLOW_TABLE_ENTRY,
+    op::DELETE_FLOW_TABLE_ENTRY,
+];
+
+/// The object number in every raw object's create output and destroy/modify input: all sit
+/// where `create_tis_out.tisn` does (dword 2, bits 23:0), asserted below.
+const OBJ_NUM: Field = l::create_tis_out::tisn;
+const _: () = {
+    let all = [
+        l::destroy_tis_in::tisn,
+        l::create_sq_out::sqn,
+        l::destroy_sq_in::sqn,
+        l::create_rq_out::rqn,
+        l::destroy_rq_in::rqn,
+        l::create_tir_out::tirn,
+        l::destroy_tir_in::tirn,
+        l::create_flow_table_out::table_id,
+    ];
+    let mut i = 0;
+    while i < all.len() {
+        assert!(all[i].off == OBJ_NUM.off && all[i].width == OBJ_NUM.width);
+        i += 1;
     }
-}
+    // MODIFY_SQ and MODIFY_RQ carry state and number alike.
+    assert!(modify_sq_in::sq_state.off == l::modify_rq_in::rq_state.off);
+    assert!(modify_sq_in::sqn.off == l::modify_rq_in::rqn.off);
+};
 
-macro_rules! fields {
-    ($(#[$m:meta])* $name:ident { $($f:ident : $bit:expr, $w:expr;)* }) => {
-        $(#[$m])*
-        #[allow(non_upper_case_globals, dead_code)]
-        pub mod $name {
-            use super::Field;
-            $(pub const $f: Field = Field { name: concat!(stringify!($name), ".", stringify!($f)), bit: $bit, width: $w };)*
-        }
-    };
+/// The IPv4 address inside a 16-byte address union [mlx5_ifc.h ipv4_layout: 96 reserved bits, then ipv4].
+const fn ipv4_of(union: Field) -> Field {
+    union.element(32, 3)
 }
-
-// Offsets per reference mlx5.md §3 (from the mlx5_ifc.h _bits structs, as used by Snabb/DPDK).
-fields!(
-    /// Send queue context (create_sq_in.ctx at 0x20).
-    sqc { rlky: 0, 1; fre: 2, 1; flush_in_error_en: 3, 1; min_wqe_inline_mode: 5, 3; state: 8, 4; ts_format: 0x1a, 2;
-    cqn: 0x48, 24; tis_lst_sz: 0x100, 16; tis_num_0: 0x168, 24; });
-fields!(
-    /// Receive queue context (create_rq_in.ctx at 0x20).
-    rqc { rlky: 0, 1; vsd: 3, 1; mem_rq_type: 4, 4; state: 8, 4; flush_in_error_en: 13, 1; ts_format: 0x1a, 2; cqn: 0x48, 24; });
-fields!(
-    /// Work queue (at sqc/rqc + 0x30).
-    wq { wq_type: 0, 4; pd: 0x48, 24; uar_page: 0x68, 24; dbr_addr: 0x80, 64;
-    log_wq_stride: 0x10c, 4; log_wq_pg_sz: 0x113, 5; log_wq_sz: 0x11b, 5; });
-fields!(tisc { prio: 0x0c, 4; transport_domain: 0x128, 24; });
-fields!(tirc { disp_type: 0x20, 4; inline_rqn: 0xe8, 24; transport_domain: 0x128, 24; });
-fields!(modify_wq_in { wq_state: 0x40, 4; wqn: 0x48, 24; });
-fields!(flow_cmd { table_type: 0x80, 8; table_id: 0xa8, 24; });
-fields!(flow_table_context { level: 0x08, 8; log_size: 0x18, 8; });
-fields!(create_flow_group_in { start_flow_index: 0xe0, 32; end_flow_index: 0x120, 32; match_criteria_enable: 0x1f8, 8; });
-fields!(set_fte_in { flow_index: 0x100, 32; });
-fields!(flow_context { group_id: 0x20, 32; flow_tag: 0x48, 24; action: 0x70, 16; destination_list_size: 0x88, 24; });
-fields!(dest_format { destination_type: 0, 8; destination_id: 8, 24; });
-fields!(
-    /// fte_match_set_lyr_2_4 (outer headers; first 0x40 bytes of fte_match_param).
-    lyr_2_4 { smac_47_16: 0, 32; smac_15_0: 0x20, 16; ethertype: 0x30, 16; dmac_47_16: 0x40, 32; dmac_15_0: 0x60, 16;
-    first_vid: 0x74, 12; ip_protocol: 0x80, 8; ip_version: 0x93, 4; udp_sport: 0xe0, 16; udp_dport: 0xf0, 16;
-    src_ipv4: 0x160, 32; dst_ipv4: 0x1e0, 32; });
 
 const ACTION_DROP: u64 = 0x2;
 const ACTION_FWD_DEST: u64 = 0x4;
@@ -183,7 +159,7 @@ type R = Result<Vec<u8>, (u8, u32)>;
 fn out16(id: Option<u32>) -> Vec<u8> {
     let mut o = vec![0u8; 16];
     if let Some(id) = id {
-        set(&mut o, l::obj_id_24::id, id as u64);
+        set(&mut o, OBJ_NUM, id as u64);
     }
     o
 }
@@ -219,8 +195,8 @@ pub fn match_set(frame: &[u8]) -> [u8; 0x40] {
         let ihl = (frame[l3] & 0xf) as usize * 4;
         set(&mut m, lyr_2_4::ip_version, 4);
         set(&mut m, lyr_2_4::ip_protocol, frame[l3 + 9] as u64);
-        set(&mut m, lyr_2_4::src_ipv4, u32::from_be_bytes(frame[l3 + 12..l3 + 16].try_into().unwrap()) as u64);
-        set(&mut m, lyr_2_4::dst_ipv4, u32::from_be_bytes(frame[l3 + 16..l3 + 20].try_into().unwrap()) as u64);
+        set(&mut m, ipv4_of(lyr_2_4::src_ipv4_src_ipv6), u32::from_be_bytes(frame[l3 + 12..l3 + 16].try_into().unwrap()) as u64);
+        set(&mut m, ipv4_of(lyr_2_4::dst_ipv4_dst_ipv6), u32::from_be_bytes(frame[l3 + 16..l3 + 20].try_into().unwrap()) as u64);
         if frame[l3 + 9] == 17 && frame.len() >= l3 + ihl + 4 {
             set(&mut m, lyr_2_4::udp_sport, be16(l3 + ihl));
             set(&mut m, lyr_2_4::udp_dport, be16(l3 + ihl + 2));
@@ -246,12 +222,14 @@ fn ipv4_checksum(h: &mut [u8]) {
 impl Device {
     /// Raw-path commands; None when `opcode` is not one of them.
     pub(crate) fn exec_raw(&mut self, opcode: u16, inp: &[u8]) -> Option<R> {
-        op::name(opcode)?;
+        if !RAW_OPS.contains(&opcode) {
+            return None;
+        }
         Some(self.exec_raw_inner(opcode, inp))
     }
 
     fn exec_raw_inner(&mut self, opcode: u16, inp: &[u8]) -> R {
-        let id_in = get(inp, l::obj_id_24::id) as u32;
+        let id_in = get(inp, OBJ_NUM) as u32;
         match opcode {
             op::CREATE_TIS => {
                 need(inp, 0x20 + 0xa0)?;
@@ -341,8 +319,8 @@ impl Device {
             }
             op::MODIFY_SQ | op::MODIFY_RQ => {
                 need(inp, 0x20 + 0x30)?;
-                let cur = get(inp, modify_wq_in::wq_state) as u8;
-                let wqn = get(inp, modify_wq_in::wqn) as u32;
+                let cur = get(inp, modify_sq_in::sq_state) as u8;
+                let wqn = get(inp, modify_sq_in::sqn) as u32;
                 let new = get(&inp[0x20..], sqc::state) as u8;
                 let map = if opcode == op::MODIFY_SQ { &mut self.raw.sqs } else { &mut self.raw.rqs };
                 let q = map.get_mut(&wqn).ok_or((st::BAD_RES, synd::NO_SUCH_QP))?;
@@ -390,7 +368,7 @@ impl Device {
             }
             op::CREATE_FLOW_TABLE => {
                 need(inp, 0x18 + 0x28)?;
-                let ty = get(inp, flow_cmd::table_type) as u8;
+                let ty = get(inp, create_flow_table_in::table_type) as u8;
                 if ty != 0 {
                     return Err((st::BAD_PARAM, synd::BAD_OP_MOD)); // only NIC_RX modelled
                 }
@@ -445,12 +423,12 @@ impl Device {
                 }
                 tb.groups.insert(id, FlowGroup { start, end, enable, criteria: crit });
                 let mut o = vec![0u8; 16];
-                set(&mut o, Field { name: "group_id", bit: 0x40, width: 32 }, id as u64);
+                set(&mut o, l::create_flow_group_out::group_id, id as u64);
                 Ok(o)
             }
             op::DESTROY_FLOW_GROUP => {
                 let t = get(inp, flow_cmd::table_id) as u32;
-                let g = get(inp, Field { name: "group_id", bit: 0xc0, width: 32 }) as u32;
+                let g = get(inp, l::destroy_flow_group_in::group_id) as u32;
                 let tb = self.raw.tables.get_mut(&t).ok_or((st::BAD_RES, synd::NO_SUCH_QP))?;
                 if tb.entries.values().any(|e| e.group == g) {
                     return Err((st::RES_BUSY, synd::IN_USE));

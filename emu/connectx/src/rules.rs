@@ -174,7 +174,7 @@ impl Device {
     /// ACCESS_REG PMTU (port 1): read reports max_mtu (the profile's), admin and operational
     /// MTU (the vport's); write sets admin_mtu within max_mtu [mlx5_ifc.h pmtu_reg].
     pub(crate) fn pmtu_reg(&mut self, read: bool, data: &[u8]) -> Result<Vec<u8>, (u8, u32)> {
-        use crate::layout::{get, pmtu_reg as p, set};
+        use mlx5_ifc::{ifc::pmtu_reg as p, layout::{get, set}};
         if data.len() < p::SIZE {
             return Err((st::BAD_INP_LEN, synd::INPUT_TOO_SHORT));
         }

@@ -3,8 +3,8 @@
 mod common;
 use common::*;
 use emu_connectx::consts::{delivery, event, op, qp, reg, status as st, synd};
-use emu_connectx::layout::Field;
-use emu_connectx::layout::{self as l, get, set};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set};
 use emu_connectx::*;
 use hal::{DmaRegion, Hal, Mmio};
 
@@ -19,7 +19,7 @@ fn full_bring_up_to_rts_and_teardown_leaks_nothing() {
     assert_eq!(c.pages_held, (cfg.profile.pages.boot + cfg.profile.pages.init + cfg.profile.pages.regular) as usize);
     // QUERY_QP reports RTS and keeps what the transitions set.
     let mut i = inp(op::QUERY_QP, 0, 16);
-    set(&mut i, l::qp_cmd::qpn, u.qp_rc as u64);
+    set(&mut i, l::query_qp_in::qpn, u.qp_rc as u64);
     let o = r.ok(&i, 0x110);
     let q = &o[0x18..];
     assert_eq!(get(q, l::qpc::state), qp::RTS as u64);
@@ -156,12 +156,12 @@ fn command_status_paths() {
         (inp(op::QUERY_HCA_CAP, 1, 16), 0x100, st::BAD_OUTP_LEN, synd::OUTPUT_TOO_SHORT),
         ({
             let mut i = inp(op::DESTROY_CQ, 0, 16);
-            set(&mut i, l::obj_id_24::id, 0x77);
+            set(&mut i, OBJ_ID, 0x77);
             i
         }, 16, st::BAD_RES, synd::NO_SUCH_CQ),
         ({
             let mut i = inp(op::DEALLOC_PD, 0, 16);
-            set(&mut i, l::obj_id_24::id, u.pd as u64);
+            set(&mut i, OBJ_ID, u.pd as u64);
             i
         }, 16, st::RES_BUSY, synd::IN_USE),
         ({
@@ -171,7 +171,7 @@ fn command_status_paths() {
         }, 16, st::RES_BUSY, synd::IN_USE),
         ({
             let mut i = inp(op::QUERY_QP, 0, 16);
-            set(&mut i, l::qp_cmd::qpn, 0x9999);
+            set(&mut i, l::query_qp_in::qpn, 0x9999);
             i
         }, 0x110, st::BAD_RES, synd::NO_SUCH_QP),
         ({
@@ -195,8 +195,8 @@ fn command_status_paths() {
             i
         }, 16, st::BAD_INP_LEN, synd::INPUT_TOO_SHORT),
         ({
-            let mut i = inp(0x930, 0, 0x40);
-            set(&mut i[0x18..], Field { name: "log_size", bit: 24, width: 8 }, 200);
+            let mut i = inp(op::CREATE_FLOW_TABLE, 0, 0x40);
+            set(&mut i, l::flow_table_context::log_size.at(l::create_flow_table_in::flow_table_context), 200);
             i
         }, 16, st::BAD_PARAM, synd::QUEUE_TOO_BIG),
         ({
@@ -208,7 +208,7 @@ fn command_status_paths() {
     for (i, outlen, s, y) in cases {
         let d = r.cmd(&i, outlen);
         assert_eq!(d.delivery, 0);
-        assert_eq!((d.status, d.syndrome), (s, y), "{}", op::name(get(&i, l::cmd_in::opcode) as u16));
+        assert_eq!((d.status, d.syndrome), (s, y), "{:?}", op::name(get(&i, l::mbox_in::opcode) as u16));
     }
     // Bad QP transitions: RTS -> RTR, INIT2RTR on an RTS QP.
     let d = modify(&mut r, op::INIT2RTR_QP, u.qp_rc, |_| {});
@@ -270,9 +270,9 @@ fn delivery_status_paths() {
     r.ok(&inp(op::ENABLE_HCA, 0, 16), 16);
     // Wrong type.
     let mut e = [0u8; 64];
-    set(&mut e, l::cmd_layout::type_, 3);
-    set(&mut e, l::cmd_layout::inlen, 16);
-    set(&mut e, l::cmd_layout::outlen, 16);
+    set(&mut e, l::cmd_layout::r#type, 3);
+    set(&mut e, l::cmd_layout::ilen, 16);
+    set(&mut e, l::cmd_layout::olen, 16);
     set(&mut e, l::cmd_layout::ownership, 1);
     r.cmdq.write(0, &e);
     r.ring(0);
@@ -450,7 +450,7 @@ fn bad_eq_buffer_is_an_error_not_a_crash() {
     let mut i = inp(op::CREATE_EQ, 0, 0x118);
     set(&mut i[0x10..], l::eqc::log_eq_size, 4);
     set(&mut i[0x10..], l::eqc::uar_page, u.uar as u64);
-    set(&mut i, l::create_eq_in::event_bitmask_0, 1 << event::PORT_CHANGE);
+    set(&mut i, l::create_eq_in::event_bitmask.element(64, 0), 1 << event::PORT_CHANGE);
     set(&mut i, l::create_eq_in::pas, 0x9_0000_0000);
     let o = r.ok(&i, 16);
     let bad = get(&o, l::create_eq_out::eq_number);
@@ -505,7 +505,7 @@ fn command_completion_eqe_when_subscribed() {
     assert_eq!(buf.read_be32(64 + 0x20), 1 << 2, "slot vector");
     assert_eq!(buf.read_u8(64 + 0x3f) & 1, 0);
     let mut i = inp(op::DEALLOC_PD, 0, 16);
-    set(&mut i, l::obj_id_24::id, get(&o.out, l::obj_id_24::id));
+    set(&mut i, OBJ_ID, get(&o.out, OBJ_ID));
     r.ok(&i, 16);
     destroy(&mut r, op::DESTROY_EQ, eqn as u32);
     tear_down(&mut r, u);

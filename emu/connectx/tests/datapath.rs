@@ -316,7 +316,8 @@ fn sends_over_a_lossy_duplicating_link_arrive_once_in_order() {
 fn umr_fast_register_then_local_invalidate() {
     use emu_connectx::consts::op;
     use emu_connectx::datapath::umr;
-    use emu_connectx::layout::{self as l, get, set};
+    use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set};
     let (mut a, mut b) = pair();
     // B: CREATE_MKEY MTT, free, umr_en, room for 4 translations.
     let mut i = inp(op::CREATE_MKEY, 0, 0x110 + 32);
@@ -328,7 +329,7 @@ fn umr_fast_register_then_local_invalidate() {
     set(m, l::mkc::pd, b.u.pd as u64);
     set(m, l::mkc::log_page_size, 12);
     set(m, l::mkc::translations_octword_size, 2);
-    let idx = get(&b.r.ok(&i, 16), l::obj_id_24::id) as u32;
+    let idx = get(&b.r.ok(&i, 16), OBJ_ID) as u32;
     let key = (idx << 8) | 0x77;
     // The MTT list (2 pages, not adjacent) in B's memory, reached with B's PA mkey.
     let (p0, p1) = (b.buf.paddr() + 0x40000, b.buf.paddr() + 0x60000);

@@ -4,18 +4,15 @@
 mod common;
 use common::*;
 use emu_connectx::datapath::cqe_op;
-use emu_connectx::layout::{get, set, Field};
-use emu_connectx::raw::{self, op};
+use mlx5_ifc::layout::{get, set};
+use emu_connectx::consts::op;
+use mlx5_ifc::ifc as l;
 use emu_connectx::*;
 use emu_roce::{Impairments, MemLink};
 use hal::{DmaRegion, Hal, Mmio};
 
-fn f(bit: usize, width: usize) -> Field {
-    Field { name: "test", bit, width }
-}
-
 fn id(o: &[u8]) -> u32 {
-    get(o, emu_connectx::layout::obj_id_24::id) as u32
+    get(o, OBJ_ID) as u32
 }
 
 #[test]
@@ -32,27 +29,27 @@ fn arp_out_of_raw_sq_reply_steered_into_raw_rq() {
 
     // TIS + SQ (64 WQEBBs), to RDY.
     let mut i = inp(op::CREATE_TIS, 0, 0xc0);
-    set(&mut i[0x20..], raw::tisc::transport_domain, ua.td as u64);
+    set(&mut i[0x20..], l::tisc::transport_domain, ua.td as u64);
     let tis = id(&a.ok(&i, 16));
     let sq_buf = a.hal.dma_alloc(4096, 4096).unwrap();
     let sq_dbr = a.hal.dma_alloc(64, 64).unwrap();
     let mut i = inp(op::CREATE_SQ, 0, 0x118);
     let c = &mut i[0x20..];
-    set(c, raw::sqc::cqn, ua.cq as u64);
-    set(c, raw::sqc::tis_lst_sz, 1);
-    set(c, raw::sqc::tis_num_0, tis as u64);
+    set(c, l::sqc::cqn, ua.cq as u64);
+    set(c, l::sqc::tis_lst_sz, 1);
+    set(c, l::sqc::tis_num_0, tis as u64);
     let w = &mut c[0x30..];
-    set(w, raw::wq::wq_type, 1);
-    set(w, raw::wq::pd, ua.pd as u64);
-    set(w, raw::wq::uar_page, ua.uar as u64);
-    set(w, raw::wq::dbr_addr, sq_dbr.paddr());
-    set(w, raw::wq::log_wq_stride, 6);
-    set(w, raw::wq::log_wq_sz, 6);
-    set(&mut i, f(0x880, 64), sq_buf.paddr());
+    set(w, l::wq::wq_type, 1);
+    set(w, l::wq::pd, ua.pd as u64);
+    set(w, l::wq::uar_page, ua.uar as u64);
+    set(w, l::wq::dbr_addr, sq_dbr.paddr());
+    set(w, l::wq::log_wq_stride, 6);
+    set(w, l::wq::log_wq_sz, 6);
+    set(&mut i, l::wq::pas.at(l::sqc::wq).at(l::create_sq_in::ctx), sq_buf.paddr());
     let sqn = id(&a.ok(&i, 16));
     let mut i = inp(op::MODIFY_SQ, 0, 0x50);
-    set(&mut i, raw::modify_wq_in::wqn, sqn as u64);
-    set(&mut i[0x20..], raw::sqc::state, 1);
+    set(&mut i, l::modify_sq_in::sqn, sqn as u64);
+    set(&mut i[0x20..], l::sqc::state, 1);
     a.ok(&i, 16);
 
     // RQ (16 x 16 B), TIR, flow table: ARP -> TIR.
@@ -61,18 +58,18 @@ fn arp_out_of_raw_sq_reply_steered_into_raw_rq() {
     let frames = a.hal.dma_alloc(16 * 2048, 4096).unwrap();
     let mut i = inp(op::CREATE_RQ, 0, 0x118);
     let c = &mut i[0x20..];
-    set(c, raw::rqc::cqn, ua.cq as u64);
+    set(c, l::rqc::cqn, ua.cq as u64);
     let w = &mut c[0x30..];
-    set(w, raw::wq::wq_type, 1);
-    set(w, raw::wq::pd, ua.pd as u64);
-    set(w, raw::wq::dbr_addr, rq_dbr.paddr());
-    set(w, raw::wq::log_wq_stride, 4);
-    set(w, raw::wq::log_wq_sz, 4);
-    set(&mut i, f(0x880, 64), rq_buf.paddr());
+    set(w, l::wq::wq_type, 1);
+    set(w, l::wq::pd, ua.pd as u64);
+    set(w, l::wq::dbr_addr, rq_dbr.paddr());
+    set(w, l::wq::log_wq_stride, 4);
+    set(w, l::wq::log_wq_sz, 4);
+    set(&mut i, l::wq::pas.at(l::rqc::wq).at(l::create_rq_in::ctx), rq_buf.paddr());
     let rqn = id(&a.ok(&i, 16));
     let mut i = inp(op::MODIFY_RQ, 0, 0x50);
-    set(&mut i, raw::modify_wq_in::wqn, rqn as u64);
-    set(&mut i[0x20..], raw::rqc::state, 1);
+    set(&mut i, l::modify_sq_in::sqn, rqn as u64);
+    set(&mut i[0x20..], l::rqc::state, 1);
     a.ok(&i, 16);
     for k in 0..16u64 {
         rq_buf.write_be32(k as usize * 16, 2048);
@@ -81,33 +78,33 @@ fn arp_out_of_raw_sq_reply_steered_into_raw_rq() {
     }
     rq_dbr.write_be32(0, 16);
     let mut i = inp(op::CREATE_TIR, 0, 0x120);
-    set(&mut i[0x20..], raw::tirc::inline_rqn, rqn as u64);
-    set(&mut i[0x20..], raw::tirc::transport_domain, ua.td as u64);
+    set(&mut i[0x20..], l::tirc::inline_rqn, rqn as u64);
+    set(&mut i[0x20..], l::tirc::transport_domain, ua.td as u64);
     let tir = id(&a.ok(&i, 16));
     let mut i = inp(op::CREATE_FLOW_TABLE, 0, 0x40);
-    set(&mut i[0x18..], raw::flow_table_context::log_size, 4);
+    set(&mut i[0x18..], l::flow_table_context::log_size, 4);
     let ft = id(&a.ok(&i, 16));
     let mut i = inp(op::CREATE_FLOW_GROUP, 0, 0x400);
-    set(&mut i, raw::flow_cmd::table_id, ft as u64);
-    set(&mut i, raw::create_flow_group_in::start_flow_index, 0);
-    set(&mut i, raw::create_flow_group_in::end_flow_index, 0);
-    set(&mut i, raw::create_flow_group_in::match_criteria_enable, 1);
-    set(&mut i[0x40..], raw::lyr_2_4::ethertype, 0xffff);
+    set(&mut i, l::destroy_flow_table_in::table_id, ft as u64);
+    set(&mut i, l::create_flow_group_in::start_flow_index, 0);
+    set(&mut i, l::create_flow_group_in::end_flow_index, 0);
+    set(&mut i, l::create_flow_group_in::match_criteria_enable, 1);
+    set(&mut i[0x40..], l::fte_match_set_lyr_2_4::ethertype, 0xffff);
     let o = a.ok(&i, 16);
-    let fg = get(&o, f(0x40, 32)) as u32;
+    let fg = get(&o, l::create_flow_group_out::group_id) as u32;
     let mut i = inp(op::SET_FLOW_TABLE_ENTRY, 0, 0x348);
-    set(&mut i, raw::flow_cmd::table_id, ft as u64);
-    set(&mut i, raw::set_fte_in::flow_index, 0);
+    set(&mut i, l::destroy_flow_table_in::table_id, ft as u64);
+    set(&mut i, l::set_fte_in::flow_index, 0);
     let fc = &mut i[0x40..];
-    set(fc, raw::flow_context::group_id, fg as u64);
-    set(fc, raw::flow_context::action, 4);
-    set(fc, raw::flow_context::destination_list_size, 1);
-    set(&mut fc[0x40..], raw::lyr_2_4::ethertype, 0x0806);
-    set(&mut fc[0x300..], raw::dest_format::destination_type, 2);
-    set(&mut fc[0x300..], raw::dest_format::destination_id, tir as u64);
+    set(fc, l::flow_context::group_id, fg as u64);
+    set(fc, l::flow_context::action, 4);
+    set(fc, l::flow_context::destination_list_size, 1);
+    set(&mut fc[0x40..], l::fte_match_set_lyr_2_4::ethertype, 0x0806);
+    set(&mut fc[0x300..], l::dest_format_struct::destination_type, 2);
+    set(&mut fc[0x300..], l::dest_format_struct::destination_id, tir as u64);
     a.ok(&i, 16);
     let mut i = inp(op::SET_FLOW_TABLE_ROOT, 0, 0x40);
-    set(&mut i, raw::flow_cmd::table_id, ft as u64);
+    set(&mut i, l::destroy_flow_table_in::table_id, ft as u64);
     a.ok(&i, 16);
     assert_eq!(a.cx.counters().raw_objects, 7); // tis sq rq tir table group entry
 
@@ -169,18 +166,18 @@ fn arp_out_of_raw_sq_reply_steered_into_raw_rq() {
     assert_eq!(&reply[28..32], &[10, 0, 0, 2]);
     // Tear the raw path down, then everything: nothing left.
     let mut i = inp(op::DELETE_FLOW_TABLE_ENTRY, 0, 0x40);
-    set(&mut i, raw::flow_cmd::table_id, ft as u64);
+    set(&mut i, l::destroy_flow_table_in::table_id, ft as u64);
     a.ok(&i, 16);
     let mut i = inp(op::DESTROY_FLOW_GROUP, 0, 0x40);
-    set(&mut i, raw::flow_cmd::table_id, ft as u64);
-    set(&mut i, f(0xc0, 32), fg as u64);
+    set(&mut i, l::destroy_flow_table_in::table_id, ft as u64);
+    set(&mut i, l::destroy_flow_group_in::group_id, fg as u64);
     a.ok(&i, 16);
     let mut i = inp(op::DESTROY_FLOW_TABLE, 0, 0x40);
-    set(&mut i, raw::flow_cmd::table_id, ft as u64);
+    set(&mut i, l::destroy_flow_table_in::table_id, ft as u64);
     a.ok(&i, 16);
     for (opc, x) in [(op::DESTROY_TIR, tir), (op::DESTROY_RQ, rqn), (op::DESTROY_SQ, sqn), (op::DESTROY_TIS, tis)] {
         let mut i = inp(opc, 0, 16);
-        set(&mut i, emu_connectx::layout::obj_id_24::id, x as u64);
+        set(&mut i, OBJ_ID, x as u64);
         a.ok(&i, 16);
     }
     tear_down(&mut a, ua);

@@ -4,7 +4,8 @@
 mod common;
 use common::*;
 use emu_connectx::consts::{event, op};
-use emu_connectx::layout::{self as l, get, set};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set};
 use emu_connectx::profile::PageDemand;
 use emu_connectx::{Config, Profile};
 use hal::{DmaRegion, Hal, Mmio};
@@ -22,7 +23,7 @@ fn command_held_until_pages_given_on_another_slot() {
     let up = bring_up(&mut r);
     let eqes_before = r.cx.counters().eqes;
     let mut i = inp(op::QUERY_CQ, 0, 16);
-    set(&mut i, l::obj_id_24::id, up.cq as u64);
+    set(&mut i, OBJ_ID, up.cq as u64);
     let d = r.cmd_slot(0, &i, l::query_cq_out::SIZE);
     assert!(r.owned_by_hw(0), "QUERY_CQ held: {d:?}");
     assert_eq!(r.cx.counters().eqes, eqes_before + 1, "one page-request EQE");
@@ -43,7 +44,7 @@ fn command_held_until_pages_given_on_another_slot() {
     set(&mut g, l::manage_pages_in::input_num_entries, 3);
     for k in 0..3 {
         let pg = r.hal.dma_alloc(4096, 4096).unwrap();
-        set(&mut g, l::manage_pages_in::pas.at(8 * k), pg.paddr());
+        set(&mut g, l::manage_pages_in::pas.at_byte(8 * k), pg.paddr());
         keep.push(pg);
     }
     let d = r.cmd_slot(31, &g, 16);

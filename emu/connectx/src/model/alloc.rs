@@ -3,7 +3,8 @@
 
 use super::{fail, lowest_free, out, CmdResult, Device, FIRST_UAR};
 use crate::consts::{op, status as st, synd};
-use crate::layout::{self as l, get, set};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set};
 
 impl Device {
     /// ALLOC_UAR: the lowest free UAR index from `FIRST_UAR`.
@@ -12,13 +13,13 @@ impl Device {
             .ok_or((st::NO_RES, synd::OUT_OF_OBJECTS))?;
         self.uars.insert(id);
         let mut o = out(16);
-        set(&mut o, l::obj_id_24::id, id as u64);
+        set(&mut o, l::alloc_uar_out::uar, id as u64);
         Ok(o)
     }
 
     /// DEALLOC_UAR: refused while an EQ, CQ or send queue rings through it.
     pub(super) fn dealloc_uar(&mut self, inp: &[u8]) -> CmdResult {
-        let id = get(inp, l::obj_id_24::id) as u32;
+        let id = get(inp, l::dealloc_uar_in::uar) as u32;
         if !self.uars.contains(&id) {
             return fail(st::BAD_RES, synd::NO_SUCH_UAR);
         }
@@ -35,13 +36,13 @@ impl Device {
         let id = lowest_free(set_, 1, 1 << 20).ok_or((st::NO_RES, synd::OUT_OF_OBJECTS))?;
         set_.insert(id);
         let mut o = out(16);
-        set(&mut o, l::obj_id_24::id, id as u64);
+        set(&mut o, if opcode == op::ALLOC_PD { l::alloc_pd_out::pd } else { l::alloc_transport_domain_out::transport_domain }, id as u64);
         Ok(o)
     }
 
     /// DEALLOC_PD: refused while a QP, mkey or raw queue uses it.
     pub(super) fn dealloc_pd(&mut self, inp: &[u8]) -> CmdResult {
-        let id = get(inp, l::obj_id_24::id) as u32;
+        let id = get(inp, l::dealloc_pd_in::pd) as u32;
         if !self.pds.contains(&id) {
             return fail(st::BAD_RES, synd::NO_SUCH_PD);
         }
@@ -57,7 +58,7 @@ impl Device {
 
     /// DEALLOC_TRANSPORT_DOMAIN: refused while a TIS uses it.
     pub(super) fn dealloc_td(&mut self, inp: &[u8]) -> CmdResult {
-        let id = get(inp, l::obj_id_24::id) as u32;
+        let id = get(inp, l::dealloc_transport_domain_in::transport_domain) as u32;
         if self.raw.tises.values().any(|&t| t == id) {
             return fail(st::RES_BUSY, synd::IN_USE);
         }

@@ -3,7 +3,8 @@
 
 use super::{fail, need, out, CmdResult, Device, FuncState, GID_TABLE};
 use crate::consts::{status as st, synd};
-use crate::layout::{self as l, get, set, Field};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set, Field};
 
 impl Device {
     pub(super) fn reset_caps(&mut self) {

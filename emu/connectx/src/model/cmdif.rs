@@ -7,7 +7,8 @@ use log::{debug, warn};
 
 use super::{Device, MAILBOX_ALIGN, MAX_CMD_LEN};
 use crate::consts::{delivery, event, op, status as st, synd};
-use crate::layout::{self as l, get, set};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set};
 
 impl Device {
     fn cmdq_pa(&self) -> u64 {
@@ -46,10 +47,10 @@ impl Device {
             self.ctr.stray_doorbells += 1;
             return;
         }
-        let opcode = get(&e, l::cmd_in::opcode.at(0x10)) as u16;
+        let opcode = get(&e, l::mbox_in::opcode.at(l::cmd_layout::r#in)) as u16;
         if self.faults.hang_all || self.faults.hang_opcodes.contains(&opcode) || self.health_synd != 0 {
             self.ctr.hung_commands += 1;
-            debug!("cx: {} (slot {slot}) will never complete", op::name(opcode));
+            debug!("cx: {} (slot {slot}) will never complete", op::name(opcode).unwrap_or("UNKNOWN"));
             return;
         }
         if may_park && self.parked == Some(slot) {
@@ -58,7 +59,7 @@ impl Device {
             return;
         }
         if may_park && self.park_for_pages(slot, opcode) {
-            debug!("cx: {} (slot {slot}) waits for pages", op::name(opcode));
+            debug!("cx: {} (slot {slot}) waits for pages", op::name(opcode).unwrap_or("UNKNOWN"));
             return;
         }
         self.ctr.commands += 1;
@@ -92,13 +93,13 @@ impl Device {
                 self.ctr.dma_faults += 1;
                 return Err(bad_ptr);
             }
-            if get(&b, l::cmd_mailbox::block_num) != i as u64 {
+            if get(&b, l::cmd_prot_block::block_num) != i as u64 {
                 return Err(delivery::BAD_BLOCK_NUMBER);
             }
-            if get(&b, l::cmd_mailbox::token) != token as u64 {
+            if get(&b, l::cmd_prot_block::token) != token as u64 {
                 return Err(delivery::TOKEN_ERR);
             }
-            let next = get(&b, l::cmd_mailbox::next);
+            let next = get(&b, l::cmd_prot_block::next);
             v.push((ptr, b));
             ptr = next;
         }
@@ -108,11 +109,11 @@ impl Device {
     /// Deliver one command; returns the delivery status. Output goes into `e` and mailboxes.
     fn deliver(&mut self, e: &mut [u8; 64], _slot: u32) -> u8 {
         use l::cmd_layout as c;
-        if get(e, c::type_) != 7 {
+        if get(e, c::r#type) != 7 {
             return delivery::BAD_COMMAND_TYPE;
         }
-        let inlen = get(e, c::inlen) as u32;
-        let outlen = get(e, c::outlen) as u32;
+        let inlen = get(e, c::ilen) as u32;
+        let outlen = get(e, c::olen) as u32;
         let token = get(e, c::token) as u8;
         if !(8..=MAX_CMD_LEN).contains(&inlen) {
             return delivery::INPUT_LEN_ERR;
@@ -123,7 +124,7 @@ impl Device {
         let mut input = e[0x10..0x20].to_vec();
         if inlen > 16 {
             let nb = (inlen as usize - 16).div_ceil(512);
-            match self.walk_mailboxes(get(e, c::in_ptr), nb, token, delivery::BAD_INPUT_POINTER) {
+            match self.walk_mailboxes(get(e, c::iptr), nb, token, delivery::BAD_INPUT_POINTER) {
                 Ok(blocks) => {
                     for (_, b) in &blocks {
                         input.extend_from_slice(&b[..512]);
@@ -135,15 +136,15 @@ impl Device {
         input.truncate(inlen as usize);
         let out_blocks = if outlen > 16 {
             let nb = (outlen as usize - 16).div_ceil(512);
-            match self.walk_mailboxes(get(e, c::out_ptr), nb, token, delivery::BAD_OUTPUT_POINTER) {
+            match self.walk_mailboxes(get(e, c::optr), nb, token, delivery::BAD_OUTPUT_POINTER) {
                 Ok(b) => b,
                 Err(d) => return d,
             }
         } else {
             Vec::new()
         };
-        let opcode = get(&input, l::cmd_in::opcode) as u16;
-        let op_mod = get(&input, l::cmd_in::op_mod) as u16;
+        let opcode = get(&input, l::mbox_in::opcode) as u16;
+        let op_mod = get(&input, l::mbox_in::op_mod) as u16;
         let res = match self.faults.forced.get(&opcode) {
             Some(&(s, y)) => Err((s, y)),
             None => self.exec(opcode, op_mod, &input),
@@ -151,15 +152,15 @@ impl Device {
         let mut outb = vec![0u8; outlen as usize];
         match res {
             Ok(o) if o.len() > outlen as usize => {
-                set(&mut outb, l::cmd_out::status, st::BAD_OUTP_LEN as u64);
-                set(&mut outb, l::cmd_out::syndrome, synd::OUTPUT_TOO_SHORT as u64);
+                set(&mut outb, l::mbox_out::status, st::BAD_OUTP_LEN as u64);
+                set(&mut outb, l::mbox_out::syndrome, synd::OUTPUT_TOO_SHORT as u64);
                 self.ctr.cmd_failures += 1;
             }
             Ok(o) => outb[..o.len()].copy_from_slice(&o),
             Err((s, y)) => {
-                debug!("cx: {}({opcode:#x}) op_mod {op_mod:#x} failed: status {s:#x} syndrome {y:#x}", op::name(opcode));
-                set(&mut outb, l::cmd_out::status, s as u64);
-                set(&mut outb, l::cmd_out::syndrome, y as u64);
+                debug!("cx: {}({opcode:#x}) op_mod {op_mod:#x} failed: status {s:#x} syndrome {y:#x}", op::name(opcode).unwrap_or("UNKNOWN"));
+                set(&mut outb, l::mbox_out::status, s as u64);
+                set(&mut outb, l::mbox_out::syndrome, y as u64);
                 self.ctr.cmd_failures += 1;
             }
         }

@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 
 use super::{fail, lowest_free, need, out, CmdResult, Device, QBuf};
 use crate::consts::{event, status as st, synd};
-use crate::layout::{self as l, get, set};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set};
 use hal::PhysAddr;
 
 #[derive(Debug, Clone)]
@@ -70,13 +71,13 @@ impl Device {
             broken: false,
         });
         let mut o = out(16);
-        set(&mut o, l::obj_id_24::id, cqn as u64);
+        set(&mut o, l::create_cq_out::cqn, cqn as u64);
         Ok(o)
     }
 
     /// DESTROY_CQ: refused while a QP or raw queue completes to it.
     pub(super) fn destroy_cq(&mut self, inp: &[u8]) -> CmdResult {
-        let n = get(inp, l::obj_id_24::id) as u32;
+        let n = get(inp, l::destroy_cq_in::cqn) as u32;
         if !self.cqs.contains_key(&n) {
             return fail(st::BAD_RES, synd::NO_SUCH_CQ);
         }
@@ -91,7 +92,7 @@ impl Device {
 
     /// QUERY_CQ: the context fields the model keeps.
     pub(super) fn query_cq(&self, inp: &[u8]) -> CmdResult {
-        let n = get(inp, l::obj_id_24::id) as u32;
+        let n = get(inp, l::query_cq_in::cqn) as u32;
         let cq = self.cqs.get(&n).ok_or((st::BAD_RES, synd::NO_SUCH_CQ))?;
         let mut o = out(l::query_cq_out::SIZE);
         let c = &mut o[0x10..0x50];

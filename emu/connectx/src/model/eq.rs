@@ -7,7 +7,8 @@ use log::warn;
 
 use super::{fail, lowest_free, need, out, CmdResult, Device, QBuf};
 use crate::consts::{event, status as st, synd};
-use crate::layout::{self as l, get, set};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set};
 
 #[derive(Debug, Clone)]
 pub struct Eq {
@@ -40,7 +41,7 @@ impl Device {
         let offset = get(c, eqc::page_offset) * 64;
         let np = Self::npages((1u64 << log_size) * 64, lps, offset);
         let pas = Self::read_pas(inp, 0x110, np, lps)?;
-        let mask = get(inp, l::create_eq_in::event_bitmask_0);
+        let mask = get(inp, l::create_eq_in::event_bitmask.element(64, 0));
         if mask == 0 {
             return fail(st::BAD_PARAM, synd::BAD_EVENT_MASK);
         }

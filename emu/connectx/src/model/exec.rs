@@ -14,7 +14,7 @@ impl Device {
                 | op::SET_HCA_CAP | op::ACCESS_REG | op::INIT_HCA | op::DISABLE_HCA | op::SET_DRIVER_VERSION
                 | op::TEARDOWN_HCA
         );
-        if op::name(opcode) == "UNKNOWN" {
+        if op::name(opcode).is_none() {
             return fail(st::BAD_OP, synd::UNKNOWN_OPCODE);
         }
         match (opcode, self.func) {

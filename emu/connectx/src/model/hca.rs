@@ -5,7 +5,8 @@ use log::warn;
 
 use super::{fail, need, out, CmdResult, Device, FuncState, Vport, GID_TABLE};
 use crate::consts::{reg, status as st, synd};
-use crate::layout::{self as l, get, set};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set};
 
 impl Device {
     /// ENABLE_HCA: the function starts afresh (ISSI, caps, vport, GIDs).

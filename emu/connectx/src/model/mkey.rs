@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 
 use super::{fail, lowest_free, need, out, CmdResult, Device};
 use crate::consts::{status as st, synd};
-use crate::layout::{self as l, get, set};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set};
 use hal::PhysAddr;
 
 pub const RESD_LKEY: u32 = 0x0000_0200;
@@ -130,13 +131,13 @@ impl Device {
             umr_en: get(c, mkc::umr_en) == 1,
         });
         let mut o = out(16);
-        set(&mut o, l::obj_id_24::id, index as u64);
+        set(&mut o, l::create_mkey_out::mkey_index, index as u64);
         Ok(o)
     }
 
     /// DESTROY_MKEY.
     pub(super) fn destroy_mkey(&mut self, inp: &[u8]) -> CmdResult {
-        let idx = get(inp, l::obj_id_24::id) as u32;
+        let idx = get(inp, l::destroy_mkey_in::mkey_index) as u32;
         if self.mkeys.remove(&idx).is_none() {
             return fail(st::BAD_RES, synd::NO_SUCH_MKEY);
         }

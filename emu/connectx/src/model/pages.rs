@@ -5,7 +5,8 @@ use log::warn;
 
 use super::{fail, need, out, CmdResult, Device, FuncState, FW_PAGE_FILL, MAX_CMD_LEN, PAGE};
 use crate::consts::{event, status as st, synd};
-use crate::layout::{self as l, get, set};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set};
 
 impl Device {
     /// QUERY_PAGES: boot (op_mod 1), init (2) or regular (3) pages still wanted; negative to give back.
@@ -42,7 +43,7 @@ impl Device {
                 need(inp, 16 + 8 * n)?;
                 let mut new = Vec::with_capacity(n);
                 for i in 0..n {
-                    let pa = get(inp, l::manage_pages_in::pas.at(8 * i));
+                    let pa = get(inp, l::manage_pages_in::pas.at_byte(8 * i));
                     if !pa.is_multiple_of(PAGE) || !self.mem.is_mapped(pa, PAGE as usize) {
                         if pa.is_multiple_of(PAGE) {
                             self.ctr.dma_faults += 1;
@@ -81,7 +82,7 @@ impl Device {
                         self.ctr.fw_page_corruptions += 1;
                         warn!("cx: firmware page {pa:#x} was modified by the host while firmware owned it");
                     }
-                    set(&mut o, l::manage_pages_out::pas.at(8 * i), *pa);
+                    set(&mut o, l::manage_pages_out::pas.at_byte(8 * i), *pa);
                 }
                 set(&mut o, l::manage_pages_out::output_num_entries, give as u64);
                 if self.page_req_outstanding == u32::MAX {

@@ -6,7 +6,20 @@ use std::collections::BTreeSet;
 
 use super::{fail, lowest_free, need, out, CmdResult, Device, QBuf, GID_TABLE};
 use crate::consts::{op, qp as qps, status as st, synd};
-use crate::layout::{self as l, get, set, Field};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set, Field};
+
+/// The QP number of every QP state-transition command [mlx5_ifc.h *2*_qp_in.qpn]; the model
+/// handles them in one place, so they must agree.
+const MODIFY_QP_QPN: Field = l::rst2init_qp_in::qpn;
+const _: () = {
+    let all = [l::init2rtr_qp_in::qpn, l::rtr2rts_qp_in::qpn, l::qp_2err_in::qpn, l::qp_2rst_in::qpn];
+    let mut i = 0;
+    while i < all.len() {
+        assert!(all[i].off == MODIFY_QP_QPN.off && all[i].width == MODIFY_QP_QPN.width);
+        i += 1;
+    }
+};
 use hal::PhysAddr;
 
 #[derive(Debug, Clone)]
@@ -136,12 +149,12 @@ impl Device {
         }
         self.qps.insert(qpn, q);
         let mut o = out(16);
-        set(&mut o, l::qp_cmd::qpn, qpn as u64);
+        set(&mut o, l::create_qp_out::qpn, qpn as u64);
         Ok(o)
     }
 
     pub(super) fn modify_qp(&mut self, opcode: u16, inp: &[u8]) -> CmdResult {
-        let qpn = get(inp, l::qp_cmd::qpn) as u32;
+        let qpn = get(inp, MODIFY_QP_QPN) as u32;
         if !self.qps.contains_key(&qpn) {
             return fail(st::BAD_RES, synd::NO_SUCH_QP);
         }
@@ -174,7 +187,7 @@ impl Device {
         need(inp, 0x110)?;
         let c = &inp[0x18..0x18 + l::qpc::SIZE];
         use l::qpc;
-        let path = |f: Field| f.at(qpc::primary_address_path.byte());
+        let path = |f: Field| f.at(qpc::primary_address_path);
         let stype = self.qps[&qpn].st;
         let mut copy: Vec<Field> = Vec::new();
         match opcode {
@@ -235,7 +248,7 @@ impl Device {
 
     /// DESTROY_QP: the engine QP and pending doorbells go with it.
     pub(super) fn destroy_qp(&mut self, inp: &[u8]) -> CmdResult {
-        let n = get(inp, l::qp_cmd::qpn) as u32;
+        let n = get(inp, l::destroy_qp_in::qpn) as u32;
         if self.qps.remove(&n).is_none() {
             return fail(st::BAD_RES, synd::NO_SUCH_QP);
         }
@@ -248,7 +261,7 @@ impl Device {
 
     /// QUERY_QP: the stored context with the adapter's WQE counters.
     pub(super) fn query_qp(&self, inp: &[u8]) -> CmdResult {
-        let n = get(inp, l::qp_cmd::qpn) as u32;
+        let n = get(inp, l::query_qp_in::qpn) as u32;
         let q = self.qps.get(&n).ok_or((st::BAD_RES, synd::NO_SUCH_QP))?;
         let mut o = out(0x110);
         o[0x18..0x18 + l::qpc::SIZE].copy_from_slice(&q.qpc);

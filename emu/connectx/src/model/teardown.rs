@@ -18,22 +18,11 @@ use log::warn;
 
 use super::{fail, out, CmdResult, Device, FuncState};
 use crate::consts::{status as st, synd};
-use crate::layout::{self as l, get, set};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set};
 
-/// TEARDOWN_HCA profiles [mlx5_ifc MLX5_TEARDOWN_HCA_IN_PROFILE_*].
-pub mod profile {
-    pub const GRACEFUL_CLOSE: u64 = 0;
-    pub const FORCE_CLOSE: u64 = 1;
-    pub const PREPARE_FAST_TEARDOWN: u64 = 2;
-}
-/// `teardown_hca_out.state` [mlx5_ifc MLX5_TEARDOWN_HCA_OUT_FORCE_STATE_*].
-pub const FORCE_STATE_SUCCESS: u64 = 0;
-pub const FORCE_STATE_FAIL: u64 = 1;
-/// `nic_interface` values [mlx5_ifc MLX5_INITIAL_SEG_NIC_INTERFACE_*].
-pub mod nic_ifc {
-    pub const FULL_DRIVER: u8 = 0;
-    pub const DISABLED: u8 = 1;
-}
+pub use mlx5_ifc::nic_interface as nic_ifc;
+pub use mlx5_ifc::teardown::{profile, FORCE_STATE_FAIL, FORCE_STATE_SUCCESS};
 /// Virtual time the firmware takes to close the function after `nic_interface` = DISABLED
 /// (representative: Linux waits up to its TEARDOWN timeout, 3 s by default, polling).
 pub const FAST_TEARDOWN_NS: u64 = 200_000;

@@ -3,7 +3,12 @@
 
 use super::{fail, need, out, CmdResult, Device, GID_TABLE};
 use crate::consts::{event, status as st, synd};
-use crate::layout::{self as l, get, set};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set, Field};
+
+/// The permanent MAC inside `nic_vport_context` [mlx5_ifc.h mac_address_layout].
+const PERM_MAC_47_32: Field = l::mac_address_layout::mac_addr_47_32.at(l::nic_vport_context::permanent_address);
+const PERM_MAC_31_0: Field = l::mac_address_layout::mac_addr_31_0.at(l::nic_vport_context::permanent_address);
 
 #[derive(Debug, Clone, Default)]
 pub struct Vport {
@@ -38,8 +43,8 @@ impl Device {
         set(c, v::disable_uc_local_lb, self.vport.disable_uc_local_lb as u64);
         set(c, v::disable_mc_local_lb, self.vport.disable_mc_local_lb as u64);
         let m = self.vport.mac;
-        set(c, v::permanent_address_47_32, u16::from_be_bytes([m[0], m[1]]) as u64);
-        set(c, v::permanent_address_31_0, u32::from_be_bytes([m[2], m[3], m[4], m[5]]) as u64);
+        set(c, PERM_MAC_47_32, u16::from_be_bytes([m[0], m[1]]) as u64);
+        set(c, PERM_MAC_31_0, u32::from_be_bytes([m[2], m[3], m[4], m[5]]) as u64);
         Ok(o)
     }
 
@@ -52,28 +57,28 @@ impl Device {
         }
         need(inp, 0x200)?;
         let c = &inp[0x100..0x200];
-        if get(inp, m::field_select_roce_en) == 1 {
+        if get(inp, l::modify_nic_vport_field_select::roce_en.at(m::field_select)) == 1 {
             self.vport.roce_en = get(c, v::roce_en) == 1;
         }
-        if get(inp, m::field_select_mtu) == 1 {
+        if get(inp, l::modify_nic_vport_field_select::mtu.at(m::field_select)) == 1 {
             let mtu = get(c, v::mtu);
             self.check_port_mtu(mtu)?;
             self.vport.mtu = mtu as u16;
         }
-        if get(inp, m::field_select_disable_uc_local_lb) == 1 {
+        if get(inp, l::modify_nic_vport_field_select::disable_uc_local_lb.at(m::field_select)) == 1 {
             self.vport.disable_uc_local_lb = get(c, v::disable_uc_local_lb) == 1;
         }
-        if get(inp, m::field_select_disable_mc_local_lb) == 1 {
+        if get(inp, l::modify_nic_vport_field_select::disable_mc_local_lb.at(m::field_select)) == 1 {
             self.vport.disable_mc_local_lb = get(c, v::disable_mc_local_lb) == 1;
         }
-        if get(inp, m::field_select_promisc) == 1 {
+        if get(inp, l::modify_nic_vport_field_select::promisc.at(m::field_select)) == 1 {
             self.vport.promisc_uc = get(c, v::promisc_uc) == 1;
             self.vport.promisc_mc = get(c, v::promisc_mc) == 1;
             self.vport.promisc_all = get(c, v::promisc_all) == 1;
         }
-        if get(inp, m::field_select_permanent_address) == 1 {
-            let hi = (get(c, v::permanent_address_47_32) as u16).to_be_bytes();
-            let lo = (get(c, v::permanent_address_31_0) as u32).to_be_bytes();
+        if get(inp, l::modify_nic_vport_field_select::permanent_address.at(m::field_select)) == 1 {
+            let hi = (get(c, PERM_MAC_47_32) as u16).to_be_bytes();
+            let lo = (get(c, PERM_MAC_31_0) as u32).to_be_bytes();
             self.vport.mac = [hi[0], hi[1], lo[0], lo[1], lo[2], lo[3]];
             self.port_changed();
         }

@@ -2,7 +2,12 @@
 //! command queue page and mailboxes in `PhysMem` and rings the doorbell through BAR0.
 #![allow(dead_code)]
 use emu_connectx::consts::op;
-use emu_connectx::layout::{self as l, get, set};
+use mlx5_ifc::ifc as l;
+use mlx5_ifc::layout::{get, set, Field};
+
+/// Where every alloc/create output and dealloc/destroy input these tests send carries the
+/// object number: dword 2 bits 23:0 (mlx5_ifc.h alloc_pd_out.pd, destroy_cq_in.cqn, ...).
+pub const OBJ_ID: Field = l::alloc_pd_out::pd;
 use emu_connectx::*;
 use emu_connectx::consts::{event, qp, reg};
 use hal::{DmaRegion, Hal, Mmio};
@@ -62,9 +67,9 @@ impl Rig {
         let e = slot * 64;
         self.cmdq.fill(e, 64, 0);
         let mut ent = [0u8; 64];
-        set(&mut ent, l::cmd_layout::type_, 7);
-        set(&mut ent, l::cmd_layout::inlen, input.len() as u64);
-        set(&mut ent, l::cmd_layout::outlen, outlen as u64);
+        set(&mut ent, l::cmd_layout::r#type, 7);
+        set(&mut ent, l::cmd_layout::ilen, input.len() as u64);
+        set(&mut ent, l::cmd_layout::olen, outlen as u64);
         set(&mut ent, l::cmd_layout::token, t as u64);
         let n = input.len().min(16);
         ent[0x10..0x10 + n].copy_from_slice(&input[..n]);
@@ -81,7 +86,7 @@ impl Rig {
                 mb.write_be32(0x238, i as u32);
                 mb.write_u8(0x23d, t);
             }
-            set(&mut ent, l::cmd_layout::in_ptr, self.in_mb[0].paddr());
+            set(&mut ent, l::cmd_layout::iptr, self.in_mb[0].paddr());
         }
         if outlen > 16 {
             let nb = (outlen - 16).div_ceil(512);
@@ -93,7 +98,7 @@ impl Rig {
                 mb.write_be32(0x238, i as u32);
                 mb.write_u8(0x23d, t);
             }
-            set(&mut ent, l::cmd_layout::out_ptr, self.out_mb[0].paddr());
+            set(&mut ent, l::cmd_layout::optr, self.out_mb[0].paddr());
         }
         set(&mut ent, l::cmd_layout::ownership, 1);
         self.cmdq.write(e, &ent);
@@ -124,8 +129,8 @@ impl Rig {
         out.truncate(outlen.max(16));
         Done {
             delivery: get(&ent, l::cmd_layout::status) as u8,
-            status: get(&out, l::cmd_out::status) as u8,
-            syndrome: get(&out, l::cmd_out::syndrome) as u32,
+            status: get(&out, l::mbox_out::status) as u8,
+            syndrome: get(&out, l::mbox_out::syndrome) as u32,
             out,
         }
     }
@@ -137,8 +142,8 @@ impl Rig {
     /// Run a command that must succeed; returns its output.
     pub fn ok(&mut self, input: &[u8], outlen: usize) -> Vec<u8> {
         let d = self.cmd(input, outlen);
-        let opc = get(input, l::cmd_in::opcode) as u16;
-        assert_eq!((d.delivery, d.status, d.syndrome), (0, 0, 0), "{} failed", op::name(opc));
+        let opc = get(input, l::mbox_in::opcode) as u16;
+        assert_eq!((d.delivery, d.status, d.syndrome), (0, 0, 0), "{} failed", op::name(opc).unwrap_or("UNKNOWN"));
         d.out
     }
 }
@@ -146,8 +151,8 @@ impl Rig {
 /// A zeroed input of `len` bytes with opcode and op_mod set.
 pub fn inp(opcode: u16, op_mod: u16, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
-    set(&mut v, l::cmd_in::opcode, opcode as u64);
-    set(&mut v, l::cmd_in::op_mod, op_mod as u64);
+    set(&mut v, l::mbox_in::opcode, opcode as u64);
+    set(&mut v, l::mbox_in::op_mod, op_mod as u64);
     v
 }
 
@@ -157,7 +162,7 @@ pub fn give_pages(r: &mut Rig, keep: &mut Vec<SimDma>, n: usize) {
     set(&mut i, l::manage_pages_in::input_num_entries, n as u64);
     for k in 0..n {
         let p = r.hal.dma_alloc(4096, 4096).unwrap();
-        set(&mut i, l::manage_pages_in::pas.at(8 * k), p.paddr());
+        set(&mut i, l::manage_pages_in::pas.at_byte(8 * k), p.paddr());
         keep.push(p);
     }
     r.ok(&i, 16);
@@ -178,7 +183,7 @@ pub fn reclaim(r: &mut Rig, keep: &mut Vec<SimDma>) -> usize {
         let o = r.ok(&i, 16 + 8 * n as usize);
         let got = get(&o, l::manage_pages_out::output_num_entries) as usize;
         for k in 0..got {
-            let pa = get(&o, l::manage_pages_out::pas.at(8 * k));
+            let pa = get(&o, l::manage_pages_out::pas.at_byte(8 * k));
             let pos = keep.iter().position(|p| p.paddr() == pa).expect("page we gave");
             keep.swap_remove(pos);
         }
@@ -218,9 +223,9 @@ pub fn create_eq(r: &mut Rig, uar: u32, mask: u64, log: u8) -> (u8, SimDma) {
     let c = &mut i[0x10..0x50];
     set(c, l::eqc::log_eq_size, log as u64);
     set(c, l::eqc::uar_page, uar as u64);
-    set(&mut i, l::create_eq_in::event_bitmask_0, mask);
+    set(&mut i, l::create_eq_in::event_bitmask.element(64, 0), mask);
     for k in 0..np {
-        set(&mut i, l::create_eq_in::pas.at(8 * k), buf.paddr() + 4096 * k as u64);
+        set(&mut i, l::create_eq_in::pas.at_byte(8 * k), buf.paddr() + 4096 * k as u64);
     }
     let o = r.ok(&i, 16);
     (get(&o, l::create_eq_out::eq_number) as u8, buf)
@@ -240,10 +245,10 @@ pub fn create_cq(r: &mut Rig, uar: u32, eqn: u8, log: u8) -> (u32, SimDma, SimDm
     set(c, l::cqc::c_eqn, eqn as u64);
     set(c, l::cqc::dbr_addr, dbr.paddr());
     for k in 0..np {
-        set(&mut i, l::create_cq_in::pas.at(8 * k), buf.paddr() + 4096 * k as u64);
+        set(&mut i, l::create_cq_in::pas.at_byte(8 * k), buf.paddr() + 4096 * k as u64);
     }
     let o = r.ok(&i, 16);
-    (get(&o, l::obj_id_24::id) as u32, buf, dbr)
+    (get(&o, OBJ_ID) as u32, buf, dbr)
 }
 
 pub fn create_qp(r: &mut Rig, st_: u8, pd: u32, uar: u32, cq: u32, bufs: &mut Vec<SimDma>) -> Done {
@@ -264,8 +269,8 @@ pub fn create_qp(r: &mut Rig, st_: u8, pd: u32, uar: u32, cq: u32, bufs: &mut Ve
     set(c, l::qpc::cqn_snd, cq as u64);
     set(c, l::qpc::cqn_rcv, cq as u64);
     set(c, l::qpc::dbr_addr, dbr.paddr());
-    set(&mut i, l::qp_cmd::pas, buf.paddr());
-    set(&mut i, l::qp_cmd::pas.at(8), buf.paddr() + 4096);
+    set(&mut i, l::create_qp_in::pas, buf.paddr());
+    set(&mut i, l::create_qp_in::pas.at_byte(8), buf.paddr() + 4096);
     bufs.push(buf);
     bufs.push(dbr);
     r.cmd(&i, 16)
@@ -274,15 +279,15 @@ pub fn create_qp(r: &mut Rig, st_: u8, pd: u32, uar: u32, cq: u32, bufs: &mut Ve
 pub fn modify(r: &mut Rig, opcode: u16, qpn: u32, f: impl FnOnce(&mut [u8])) -> Done {
     let len = if matches!(opcode, op::QP_2ERR | op::QP_2RST) { 16 } else { 0x110 };
     let mut i = inp(opcode, 0, len);
-    set(&mut i, l::qp_cmd::qpn, qpn as u64);
+    set(&mut i, l::query_qp_in::qpn, qpn as u64);
     if len > 16 {
         f(&mut i[0x18..0x18 + l::qpc::SIZE]);
     }
     r.cmd(&i, 16)
 }
 
-pub fn path(f: l::Field) -> l::Field {
-    f.at(l::qpc::primary_address_path.byte())
+pub fn path(f: Field) -> Field {
+    f.at(l::qpc::primary_address_path)
 }
 
 pub fn bring_up(r: &mut Rig) -> Up {
@@ -339,7 +344,7 @@ pub fn bring_up_with(r: &mut Rig, ip: [u8; 4], peer: Peer) -> Up {
     give_pages(r, &mut pages, n as usize);
     assert_eq!(query_pages(r, 3), 0);
     let mut i = inp(op::MODIFY_NIC_VPORT_CONTEXT, 0, 0x200);
-    set(&mut i, l::modify_nic_vport_context_in::field_select_roce_en, 1);
+    set(&mut i, l::modify_nic_vport_field_select::roce_en.at(l::modify_nic_vport_context_in::field_select), 1);
     set(&mut i[0x100..], l::nic_vport_context::roce_en, 1);
     r.ok(&i, 16);
     let o = r.ok(&inp(op::QUERY_NIC_VPORT_CONTEXT, 0, 16), 0x110);
@@ -347,14 +352,14 @@ pub fn bring_up_with(r: &mut Rig, ip: [u8; 4], peer: Peer) -> Up {
     let mac = r.cx.device().cfg.mac;
     assert_eq!(&o[0x106..0x10c], &mac);
     let o = r.ok(&inp(op::ALLOC_UAR, 0, 16), 16);
-    let uar = get(&o, l::obj_id_24::id) as u32;
+    let uar = get(&o, OBJ_ID) as u32;
     let mask = (1 << event::PAGE_REQUEST) | (1 << event::CQ_ERROR) | (1 << event::PORT_CHANGE)
         | (1 << event::WQ_CATAS_ERROR) | (1 << event::WQ_ACCESS_ERROR);
     let (eqn, eq_buf) = create_eq(r, uar, mask, LOG_EQ);
     let o = r.ok(&inp(op::ALLOC_PD, 0, 16), 16);
-    let pd = get(&o, l::obj_id_24::id) as u32;
+    let pd = get(&o, OBJ_ID) as u32;
     let o = r.ok(&inp(op::ALLOC_TRANSPORT_DOMAIN, 0, 16), 16);
-    let td = get(&o, l::obj_id_24::id) as u32;
+    let td = get(&o, OBJ_ID) as u32;
     let o = r.ok(&inp(op::QUERY_SPECIAL_CONTEXTS, 0, 16), 16);
     assert_ne!(get(&o, l::query_special_contexts_out::resd_lkey), 0);
     // PA mkey over everything.
@@ -367,7 +372,7 @@ pub fn bring_up_with(r: &mut Rig, ip: [u8; 4], peer: Peer) -> Up {
     set(m, l::mkc::mkey_7_0, 0x42);
     set(m, l::mkc::pd, pd as u64);
     let o = r.ok(&i, 16);
-    let mkey_pa = get(&o, l::obj_id_24::id) as u32;
+    let mkey_pa = get(&o, OBJ_ID) as u32;
     // MTT mkey over 3 pages.
     let mut i = inp(op::CREATE_MKEY, 0, 0x110 + 32);
     let m = &mut i[0x10..0x50];
@@ -381,10 +386,10 @@ pub fn bring_up_with(r: &mut Rig, ip: [u8; 4], peer: Peer) -> Up {
     set(m, l::mkc::translations_octword_size, 2);
     set(&mut i, l::create_mkey_in::translations_octword_actual_size, 2);
     for k in 0..3u64 {
-        set(&mut i, l::create_mkey_in::klm_pas_mtt.at(8 * k as usize), 0x2_0000_0000 + k * 0x1_0000 + 3);
+        set(&mut i, l::create_mkey_in::klm_pas_mtt.element(64, k as u32), 0x2_0000_0000 + k * 0x1_0000 + 3);
     }
     let o = r.ok(&i, 16);
-    let mkey_mtt = get(&o, l::obj_id_24::id) as u32;
+    let mkey_mtt = get(&o, OBJ_ID) as u32;
     // GID 0 = ::ffff:10.0.0.1, RoCEv2.
     let mut i = inp(op::SET_ROCE_ADDRESS, 0, 0x30);
     let g = &mut i[0x10..0x30];
@@ -397,10 +402,10 @@ pub fn bring_up_with(r: &mut Rig, ip: [u8; 4], peer: Peer) -> Up {
     let mut qp_bufs = Vec::new();
     let d = create_qp(r, qp::ST_RC, pd, uar, cq, &mut qp_bufs);
     assert_eq!(d.status, 0, "{d:?}");
-    let qp_rc = get(&d.out, l::qp_cmd::qpn) as u32;
+    let qp_rc = get(&d.out, l::query_qp_in::qpn) as u32;
     let d = create_qp(r, qp::ST_QP1, pd, uar, cq, &mut qp_bufs);
     assert_eq!(d.status, 0);
-    let qp1 = get(&d.out, l::qp_cmd::qpn) as u32;
+    let qp1 = get(&d.out, l::query_qp_in::qpn) as u32;
     assert_eq!(qp1, 1);
     // RC: RST -> INIT -> RTR -> RTS.
     let d = modify(r, op::RST2INIT_QP, qp_rc, |c| {
@@ -444,7 +449,7 @@ pub fn destroy(r: &mut Rig, opcode: u16, id: u32) {
     if opcode == op::DESTROY_EQ {
         set(&mut i, l::destroy_eq_in::eq_number, id as u64);
     } else {
-        set(&mut i, l::obj_id_24::id, id as u64);
+        set(&mut i, OBJ_ID, id as u64);
     }
     r.ok(&i, 16);
 }

@@ -2,7 +2,7 @@
 //! reference (/work/shared/reference/mlx5.md §1.6–1.12, itself citing mlx5_ifc.h), in the PRM's
 //! "byte [hi:lo]" notation. Converted here with bit = byte*8 + (31 - hi), width = hi - lo + 1.
 
-use mlx5::{ifc, layout};
+use mlx5_ifc::{ifc, layout};
 
 /// (name, byte offset of the dword, hi, lo)
 const DW: &[(&str, u32, u32, u32)] = &[

@@ -1,4 +1,4 @@
-//! Holds the driver's layout tables against bit offsets taken from the public headers.
+//! Holds the shared layout tables (driver and emulated adapter) against bit offsets taken from the public headers.
 //!
 //! The numbers below were computed by walking the `_bits` pseudo-structs (one array element per
 //! bit) of:
@@ -13,7 +13,7 @@
 //! They are facts copied as numbers; nothing here is derived from the driver's declarations.
 //! Format: (dotted name, bit offset from the start of the outermost struct, bit width).
 
-use mlx5::{ifc, layout};
+use mlx5_ifc::{ifc, layout};
 
 const FROM_RDMA_CORE: &[(&str, u32, u32)] = &[
     ("access_register_in.argument", 96, 32),
@@ -782,6 +782,22 @@ const FROM_RDMA_CORE: &[(&str, u32, u32)] = &[
 ];
 
 const FROM_LINUX_2017: &[(&str, u32, u32)] = &[
+    // Structs the emulated adapter reads (same header; numbers as in rdma-core mlx5_ifc.h where
+    // it has them): ACCESS_REG HOST_ENDIANNESS data, QUERY_ROCE_ADDRESS, QUERY_CQ, QUERY_QP.
+    ("host_endianness_reg.he", 0, 1),
+    ("query_roce_address_in.opcode", 0, 16),
+    ("query_roce_address_in.op_mod", 48, 16),
+    ("query_roce_address_in.roce_address_index", 64, 16),
+    ("query_roce_address_in.vhca_port_num", 92, 4),
+    ("query_roce_address_out.roce_address.source_l3_address", 128, 128),
+    ("set_roce_address_in.vhca_port_num", 92, 4),
+    ("query_cq_in.cqn", 72, 24),
+    ("query_cq_out.cq_context.log_cq_size", 227, 5),
+    ("query_cq_out.pas", 2176, 64),
+    ("query_qp_in.qpn", 72, 24),
+    ("query_qp_out.opt_param_mask", 128, 32),
+    ("query_qp_out.qpc.state", 192, 4),
+    ("query_qp_out.pas", 2176, 64),
     ("alloc_transport_domain_in.op_mod", 48, 16),
     ("alloc_transport_domain_in.opcode", 0, 16),
     ("alloc_transport_domain_out.status", 0, 8),

@@ -23,6 +23,15 @@ impl Field {
     pub const fn bytes(self) -> usize {
         self.width.div_ceil(8) as usize
     }
+    /// The same field inside a struct embedded `byte` bytes from the start (array elements,
+    /// entries of a command's inline part).
+    pub const fn at_byte(self, byte: usize) -> Field {
+        Field { off: self.off + byte as u32 * 8, width: self.width }
+    }
+    /// Element `i` of `width` bits of an array field (e.g. one u64 of `event_bitmask[4]`).
+    pub const fn element(self, width: u32, i: u32) -> Field {
+        Field { off: self.off + i * width, width }
+    }
     /// The `i`-th element of an array whose first element is this field.
     pub const fn index(self, i: u32) -> Field {
         Field { off: self.off + i * self.width, width: self.width }
@@ -62,35 +71,42 @@ pub(crate) const fn S(byte: u32, l: &'static Layout) -> Entry {
     Entry { field: Field { off: byte * 8, width: (l.size * 8) as u32 }, sub: Some(l) }
 }
 
-/// Read a field of at most 64 bits. Panics if `buf` is too short (a driver bug).
+/// Read a field of at most 64 bits. Bytes past the end of `buf` read as zero, so a short
+/// buffer (a command output the other side cut short) never panics.
 /// Whole-byte fields (most WQE/CQE fields) take a direct big-endian load; with the field a
 /// constant, the branch folds away at compile time.
 #[inline]
 pub fn get(buf: &[u8], f: Field) -> u64 {
     if f.off % 8 == 0 && f.width % 8 == 0 && f.width <= 64 && f.width > 0 {
         let (first, n) = ((f.off / 8) as usize, (f.width / 8) as usize);
-        let mut be = [0u8; 8];
-        be[8 - n..].copy_from_slice(&buf[first..first + n]);
-        return u64::from_be_bytes(be);
-    }
-    if f.width > 0 && f.off % 8 + f.width <= 8 {
+        if let Some(src) = buf.get(first..first + n) {
+            let mut be = [0u8; 8];
+            be[8 - n..].copy_from_slice(src);
+            return u64::from_be_bytes(be);
+        }
+    } else if f.width > 0 && f.off % 8 + f.width <= 8 {
         // Inside one byte (opcode/owner nibbles and flags): shift and mask that byte.
-        let tail = 8 - (f.off % 8 + f.width);
-        return ((buf[(f.off / 8) as usize] >> tail) as u64) & ((1u64 << f.width) - 1);
+        if let Some(b) = buf.get((f.off / 8) as usize) {
+            let tail = 8 - (f.off % 8 + f.width);
+            return ((b >> tail) as u64) & ((1u64 << f.width) - 1);
+        }
     }
     get_bits(buf, f)
 }
 
 fn get_bits(buf: &[u8], f: Field) -> u64 {
     debug_assert!(f.width <= 64 && f.width > 0);
+    if f.width == 0 {
+        return 0;
+    }
     let first = (f.off / 8) as usize;
     let last = ((f.off + f.width - 1) / 8) as usize;
     let mut acc: u128 = 0;
-    for b in &buf[first..=last] {
-        acc = (acc << 8) | *b as u128;
+    for i in first..=last {
+        acc = (acc << 8) | buf.get(i).copied().unwrap_or(0) as u128;
     }
     let tail = (last as u32 + 1) * 8 - (f.off + f.width);
-    let mask: u128 = (1u128 << f.width) - 1;
+    let mask: u128 = 1u128.checked_shl(f.width.min(64)).map_or(u128::MAX, |m| m - 1);
     ((acc >> tail) & mask) as u64
 }
 
@@ -202,6 +218,9 @@ mod tests {
         set(&mut b, w, 0x0102030405060708);
         assert_eq!(&b[8..16], &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(get(&b, w), 0x0102030405060708);
+        assert_eq!(get(&b[..9], w), 0x0100_0000_0000_0000, "bytes past the end read as zero");
+        assert_eq!(get(&b[..0], f), 0);
+        assert_eq!(get(&b, w.at_byte(8)), 0);
         let odd = Field { off: 3, width: 64 };
         set(&mut b, odd, u64::MAX - 5);
         assert_eq!(get(&b, odd), u64::MAX - 5);

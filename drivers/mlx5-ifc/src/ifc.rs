@@ -27,6 +27,8 @@ macro_rules! layouts {
                 use super::*;
                 use crate::layout::{B, F, S};
                 $( pub const $f: Field = { const E: Entry = $e; E.field }; )*
+                /// Size of the struct in bytes.
+                pub const SIZE: usize = $size;
                 /// This struct's table.
                 pub const LAYOUT: Layout = Layout {
                     name: stringify!($s),
@@ -110,6 +112,10 @@ layouts! {
     mbox_out [0x10] {
         status = F(0x00, 31, 24),
         syndrome = F(0x04, 31, 0),
+    }
+    // ACCESS_REG register data (mlx5_ifc host_endianness_reg)
+    host_endianness_reg [0x10] {
+        he = F(0x00, 31, 31),
     }
     // ---- EQE (device.h mlx5_eqe and its event-data views) ----
     eqe_page_req [0x1c] {
@@ -852,11 +858,23 @@ layouts! {
         opcode = F(0x00, 31, 16),
         op_mod = F(0x04, 15, 0),
         roce_address_index = F(0x08, 31, 16),
+        vhca_port_num = F(0x08, 3, 0),
         roce_address = S(0x10, &roce_addr_layout::LAYOUT),
     }
     set_roce_address_out [0x10] {
         status = F(0x00, 31, 24),
         syndrome = F(0x04, 31, 0),
+    }
+    query_roce_address_in [0x10] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        roce_address_index = F(0x08, 31, 16),
+        vhca_port_num = F(0x08, 3, 0),
+    }
+    query_roce_address_out [0x30] {
+        status = F(0x00, 31, 24),
+        syndrome = F(0x04, 31, 0),
+        roce_address = S(0x10, &roce_addr_layout::LAYOUT),
     }
     create_cq_in [0x110] {
         opcode = F(0x00, 31, 16),
@@ -878,6 +896,29 @@ layouts! {
     destroy_cq_out [0x10] {
         status = F(0x00, 31, 24),
         syndrome = F(0x04, 31, 0),
+    }
+    query_cq_in [0x10] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        cqn = F(0x08, 23, 0),
+    }
+    query_cq_out [0x110] {
+        status = F(0x00, 31, 24),
+        syndrome = F(0x04, 31, 0),
+        cq_context = S(0x10, &cqc::LAYOUT),
+        pas = B(0x110, 0x8),
+    }
+    query_qp_in [0x10] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        qpn = F(0x08, 23, 0),
+    }
+    query_qp_out [0x110] {
+        status = F(0x00, 31, 24),
+        syndrome = F(0x04, 31, 0),
+        opt_param_mask = F(0x10, 31, 0),
+        qpc = S(0x18, &qpc::LAYOUT),
+        pas = B(0x110, 0x8),
     }
     create_qp_in [0x110] {
         opcode = F(0x00, 31, 16),

@@ -1,0 +1,103 @@
+//! Queue numbers: event types [mlx5_ifc.h / device.h MLX5_EVENT_TYPE_*], QP service types and
+//! states [mlx5_ifc.h], send WQE, CQE and UMR codes [rdma-core mlx5dv.h, Linux qp.h], and the
+//! fixed sizes of the rings.
+
+/// Send WQE basic block (bytes); every SQ slot is one [mlx5dv.h MLX5_SEND_WQE_BB].
+pub const WQEBB: usize = 64;
+/// Data segment lkey that ends a shorter-than-stride scatter list [mlx5dv.h MLX5_INVALID_LKEY].
+pub const INVALID_LKEY: u32 = 0x100;
+/// Inline segment flag in `byte_count` [mlx5dv.h MLX5_INLINE_SEG].
+pub const INLINE_SEG: u32 = 0x8000_0000;
+
+/// EQE types [device.h MLX5_EVENT_TYPE_*].
+pub mod event {
+    pub const COMPLETION: u8 = 0x00;
+    pub const PATH_MIG: u8 = 0x01;
+    pub const COMM_EST: u8 = 0x02;
+    pub const SQ_DRAINED: u8 = 0x03;
+    pub const CQ_ERROR: u8 = 0x04;
+    pub const WQ_CATAS_ERROR: u8 = 0x05;
+    pub const PATH_MIG_FAILED: u8 = 0x07;
+    pub const INTERNAL_ERROR: u8 = 0x08;
+    pub const PORT_CHANGE: u8 = 0x09;
+    pub const CMD: u8 = 0x0a;
+    pub const PAGE_REQUEST: u8 = 0x0b;
+    pub const WQ_INVAL_REQ_ERROR: u8 = 0x10;
+    pub const WQ_ACCESS_ERROR: u8 = 0x11;
+}
+
+/// QP service types (`qpc.st`) and states (`qpc.state`) [mlx5_ifc.h MLX5_QPC_ST_*, MLX5_QP_STATE_*].
+pub mod qp {
+    pub const ST_RC: u8 = 0x0;
+    pub const ST_UC: u8 = 0x1;
+    pub const ST_UD: u8 = 0x2;
+    pub const ST_QP1: u8 = 0x8;
+    pub const RST: u8 = 0x0;
+    pub const INIT: u8 = 0x1;
+    pub const RTR: u8 = 0x2;
+    pub const RTS: u8 = 0x3;
+    pub const SQER: u8 = 0x4;
+    pub const SQD: u8 = 0x5;
+    pub const ERR: u8 = 0x6;
+}
+
+/// Send WQE opcodes, ctrl segment byte 3 [mlx5dv.h MLX5_OPCODE_*].
+pub mod wqe_op {
+    pub const NOP: u8 = 0x00;
+    pub const SEND_INVAL: u8 = 0x01;
+    pub const RDMA_WRITE: u8 = 0x08;
+    pub const RDMA_WRITE_IMM: u8 = 0x09;
+    pub const SEND: u8 = 0x0a;
+    pub const SEND_IMM: u8 = 0x0b;
+    pub const RDMA_READ: u8 = 0x10;
+    pub const LOCAL_INVAL: u8 = 0x1b;
+    pub const UMR: u8 = 0x25;
+}
+
+/// UMR control-segment flag and mkey-mask bits [Linux qp.h MLX5_UMR_INLINE, MLX5_MKEY_MASK_*;
+/// rdma-core mlx5dv.h MLX5_WQE_UMR_CTRL_MKEY_MASK_*].
+pub mod umr {
+    /// Translations follow inline.
+    pub const FLAG_INLINE: u8 = 1 << 7;
+    pub const MASK_LEN: u64 = 1 << 0;
+    pub const MASK_PAGE_SIZE: u64 = 1 << 1;
+    pub const MASK_START_ADDR: u64 = 1 << 6;
+    pub const MASK_PD: u64 = 1 << 7;
+    pub const MASK_EN_RINVAL: u64 = 1 << 8;
+    pub const MASK_KEY: u64 = 1 << 13;
+    pub const MASK_LR: u64 = 1 << 17;
+    pub const MASK_LW: u64 = 1 << 18;
+    pub const MASK_RR: u64 = 1 << 19;
+    pub const MASK_RW: u64 = 1 << 20;
+    pub const MASK_A: u64 = 1 << 21;
+    pub const MASK_FREE: u64 = 1 << 29;
+}
+
+/// CQE opcodes, `op_own` bits 7:4 [mlx5dv.h MLX5_CQE_*].
+pub mod cqe_op {
+    pub const REQ: u8 = 0x0;
+    pub const RESP_WR_IMM: u8 = 0x1;
+    pub const RESP_SEND: u8 = 0x2;
+    pub const RESP_SEND_IMM: u8 = 0x3;
+    pub const RESP_SEND_INV: u8 = 0x4;
+    pub const REQ_ERR: u8 = 0xd;
+    pub const RESP_ERR: u8 = 0xe;
+    pub const INVALID: u8 = 0xf;
+}
+
+/// Error CQE syndromes [mlx5dv.h MLX5_CQE_SYNDROME_*].
+pub mod cqe_synd {
+    pub const LOCAL_LENGTH_ERR: u8 = 0x01;
+    pub const LOCAL_QP_OP_ERR: u8 = 0x02;
+    pub const LOCAL_PROT_ERR: u8 = 0x04;
+    pub const WR_FLUSH_ERR: u8 = 0x05;
+    pub const MW_BIND_ERR: u8 = 0x06;
+    pub const BAD_RESP_ERR: u8 = 0x10;
+    pub const LOCAL_ACCESS_ERR: u8 = 0x11;
+    pub const REMOTE_INVAL_REQ_ERR: u8 = 0x12;
+    pub const REMOTE_ACCESS_ERR: u8 = 0x13;
+    pub const REMOTE_OP_ERR: u8 = 0x14;
+    pub const TRANSPORT_RETRY_EXC_ERR: u8 = 0x15;
+    pub const RNR_RETRY_EXC_ERR: u8 = 0x16;
+    pub const REMOTE_ABORTED_ERR: u8 = 0x22;
+}

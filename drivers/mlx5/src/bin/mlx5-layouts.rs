@@ -1,6 +1,0 @@
-//! Prints every declared mlx5 layout field: `struct.field.subfield bit_offset bit_width`.
-fn main() {
-    for l in mlx5::ifc::ALL {
-        mlx5::layout::walk(l, |path, f| println!("{} {} {}", path.join("."), f.off, f.width));
-    }
-}
