@@ -192,8 +192,8 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     /// Namespace memory registered for zero-copy reads.
     ns_mrs: Vec<NsMr>,
     ns_registered: bool,
-    /// Zero-copy reads being sent: (namespace address, end, key = conn/gen/slot/seq).
-    direct_reads: Vec<(u64, u64, u64)>,
+    /// Zero-copy reads being sent.
+    direct_reads: Vec<DirectRead>,
     /// Commands held until an overlapping zero-copy read is sent: (conn, gen, slot).
     blocked: alloc::collections::VecDeque<(usize, u16, u16)>,
     /// Queues with sends written this turn, to ring at its end (overflow: scan them all).
@@ -206,14 +206,24 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     pub stats: TransportStats,
 }
 
-fn data_dir(sqe: &Sqe) -> (bool, bool) {
-    // (host→controller, controller→host)
+/// A zero-copy read whose RDMA WRITE is still being sent from namespace memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DirectRead {
+    /// Namespace memory being read: `[start, end)`.
+    start: u64,
+    end: u64,
+    /// The response's send `wr_id` (conn/gen/slot/seq) whose completion ends it.
+    wr_id: u64,
+}
+
+/// Whether the command carries host→controller data (Fabrics Connect / Auth Send, or a
+/// command whose opcode's data-transfer bits say host to controller).
+fn host_to_ctrl(sqe: &Sqe) -> bool {
     if sqe.opcode == FABRICS_OPCODE {
         let t = sqe.fctype();
-        return (t == fctype::CONNECT || t == fctype::AUTH_SEND, t == fctype::AUTH_RECV);
+        return t == fctype::CONNECT || t == fctype::AUTH_SEND;
     }
-    let d = sqe.opcode & 3;
-    (d == 1, d == 2)
+    sqe.opcode & 3 == 1
 }
 
 impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
@@ -531,7 +541,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         c.draining = true;
         let gen = c.gen;
         // Its QP is gone with everything in flight: forget its zero-copy reads and held commands.
-        self.direct_reads.retain(|r| wr_parts(r.2).0 != ci || wr_parts(r.2).1 != gen);
+        self.direct_reads.retain(|r| wr_parts(r.wr_id).0 != ci || wr_parts(r.wr_id).1 != gen);
         self.blocked.retain(|b| b.0 != ci || b.1 != gen);
         let c = self.conns[ci].as_mut().expect("live");
         let _ = verbs.qp_to_error(c.qpn);
@@ -686,10 +696,10 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             work += 1;
             let admin = self.conns.iter().position(|c| c.as_ref().is_some_and(|c| !c.draining && c.q.qid == 0 && c.q.cntlid == Some(id)));
             match admin {
+                // Tearing down the admin queue frees the controller (Core::queue_gone).
                 Some(ci) => self.teardown(verbs, ci, true),
                 None => self.core.remove_ctrl(id),
             }
-            self.core.remove_ctrl(id);
         }
         work
     }
@@ -730,7 +740,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                     // The response went out, so did the RDMA WRITE before it (RC order): the
                     // namespace memory it read may change now.
                     let key = wr_id(ci, gen, 0, s) | (wc.wr_id & 0xFF_0000);
-                    if let Some(i) = self.direct_reads.iter().position(|r| r.2 == key) {
+                    if let Some(i) = self.direct_reads.iter().position(|r| r.wr_id == key) {
                         self.direct_reads.swap_remove(i);
                     }
                 }
@@ -796,7 +806,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             // Nothing but Connect before Connect (and no data moved for anything else).
             return Err(Status::CMD_SEQ_ERROR);
         }
-        let (to_ctrl, to_host) = data_dir(sqe);
+        let to_ctrl = host_to_ctrl(sqe);
         let sgl = Sgl::decode(&sqe.dptr)?;
         match sgl {
             Sgl::Inline { offset, len } if len > 0 => {
@@ -820,7 +830,6 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         c.slots[s as usize].sgl = Some(sgl);
         let keyed = matches!(sgl, Sgl::Keyed { len, .. } if len > 0);
-        let _ = to_host;
         Ok(to_ctrl && keyed)
     }
 
@@ -858,7 +867,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         let c = self.conns[ci].as_mut().expect("live");
         let Some((a, n)) = self.core.modifies_direct(&c.q, &c.slots[s as usize].sqe) else { return false };
         let end = a.saturating_add(n);
-        if !self.direct_reads.iter().any(|r| r.0 < end && a < r.1) {
+        if !self.direct_reads.iter().any(|r| r.start < end && a < r.end) {
             return false;
         }
         let slot = &mut c.slots[s as usize];
@@ -903,7 +912,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         // Small host→controller payloads that the core parses (not namespace data).
         let small = &mut self.scratch_in;
         let mut small_len = 0;
-        let (to_ctrl, _) = data_dir(&sqe);
+        let to_ctrl = host_to_ctrl(&sqe);
         if to_ctrl && sqe.opcode != io_op::WRITE && sgl.len() > 0 {
             small_len = core::cmp::min(sgl.len() as usize, small.len());
             match sgl {
@@ -962,7 +971,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 // From now until the response's completion, the adapter will read this
                 // namespace memory: writes to it wait (`blocked_by_read`).
                 let key = wr_id(ci, c.gen, 0, s) | (c.slots[s as usize].seq as u64) << 16;
-                self.direct_reads.push((addr, addr + sgl.len() as u64, key));
+                self.direct_reads.push(DirectRead { start: addr, end: addr + sgl.len() as u64, wr_id: key });
                 let slot = &mut c.slots[s as usize];
                 slot.state = SlotState::Executing;
                 slot.pending = 1;
