@@ -136,7 +136,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             set(av, wqe_av::hop_limit, 64);
             // grh_gid_fl: GRH present (bit 30), source GID index 0, flow label 0.
             set(av, wqe_av::grh_gid_fl, 1 << 30);
-            set_bytes(av, wqe_av::rgid, &crate::device::ipv4_gid(ud.dest_ip));
+            set_bytes(av, wqe_av::rgid, &rdma::cm_wire::gid_from_ipv4(ud.dest_ip));
             len += wqe_av::LAYOUT.size;
         }
         match wr.op {

@@ -4,6 +4,7 @@
 //! handled in `poll`), plus static entries ([`Mlx5Verbs::add_neighbor`]).
 
 use crate::arp;
+use crate::device::log2_ceil;
 use crate::device::{Mlx5, QpKind, QpState};
 use crate::error::Error;
 use hal::{Hal, Mmio, PhysAddr};
@@ -37,14 +38,6 @@ pub struct Mlx5Verbs<H: Hal, M: Mmio> {
     pub arp_requests_sent: u64,
     pub arp_replies_sent: u64,
     pub arp_replies_dropped: u64,
-}
-
-fn log2_ceil(n: u32) -> u8 {
-    if n <= 1 {
-        0
-    } else {
-        (32 - (n - 1).leading_zeros()) as u8
-    }
 }
 
 impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {

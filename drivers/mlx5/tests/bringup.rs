@@ -43,7 +43,7 @@ fn bringup_to_rts_and_teardown_leaves_nothing() {
     {
         let d = rig.cx.device();
         let g = d.gids[0].expect("GID 0 set");
-        assert_eq!(&g[..16], &mlx5::device::ipv4_gid([192, 168, 7, 2]));
+        assert_eq!(&g[..16], &rdma::cm_wire::gid_from_ipv4([192, 168, 7, 2]));
         assert_eq!(d.host_endianness_le, Some(true));
     }
 

@@ -161,7 +161,7 @@ fn ud_send_on_qp1_carries_an_address_vector() {
     assert_eq!(u16::from_be_bytes([av[0x0e], av[0x0f]]), 0xc123, "udp_sport");
     assert_eq!(&av[0x14..0x1a], &[2, 0, 0, 0, 0, 0x33]);
     assert_eq!(av[0x1b], 64, "hop limit");
-    assert_eq!(&av[0x20..0x30], &mlx5::device::ipv4_gid([192, 168, 7, 3]));
+    assert_eq!(&av[0x20..0x30], &rdma::cm_wire::gid_from_ipv4([192, 168, 7, 3]));
     assert_eq!((be32(&w, 64), be32(&w, 68), be64(&w, 72)), (256, 3, 0x1_0000_a000));
 }
 

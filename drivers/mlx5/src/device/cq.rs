@@ -1,0 +1,58 @@
+//! Completion queues: CREATE_CQ with its ring and doorbell record, DESTROY_CQ, lookup.
+
+use super::*;
+
+impl<H: Hal, M: Mmio> Mlx5<H, M> {
+    /// Create a CQ of 2^log_size 64-byte CQEs reporting to the driver's EQ.
+    pub fn create_cq(&mut self, log_size: u8) -> Result<Cqn, Error> {
+        if log_size > self.caps.log_max_cq_sz || log_size > 16 {
+            return Err(Error::InvalidArgument("CQ size"));
+        }
+        let eqn = self.eq.as_ref().map(|e| e.eqn).ok_or(Error::InvalidArgument("no EQ"))?;
+        let bytes = (1usize << log_size) * cqe64::LAYOUT.size;
+        let npages = bytes.div_ceil(PAGE);
+        let in_len = create_cq_in::pas.byte() + 8 * npages;
+        if in_len > MAX_MSG {
+            return Err(Error::InvalidArgument("CQ too large"));
+        }
+        let buf = self.hal.dma_alloc(npages * PAGE, PAGE)?;
+        let dbr = self.hal.dma_alloc(64, 64)?;
+        for i in 0..(1usize << log_size) {
+            // opcode INVALID (0xF) in op_own, owner 0.
+            buf.write_u8(i * cqe64::LAYOUT.size + cqe64::op_own.byte(), 0xf0);
+        }
+        self.begin(op::CREATE_CQ, 0, in_len);
+        let c = create_cq_in::cq_context;
+        set(&mut self.inb, cqc::cqe_sz.at(c), 0);
+        set(&mut self.inb, cqc::log_cq_size.at(c), log_size as u64);
+        set(&mut self.inb, cqc::uar_page.at(c), self.uar.unwrap_or(0) as u64);
+        set(&mut self.inb, cqc::c_eqn.at(c), eqn as u64);
+        set(&mut self.inb, cqc::log_page_size.at(c), 0);
+        set(&mut self.inb, cqc::dbr_addr.at(c), dbr.paddr());
+        for i in 0..npages {
+            set(&mut self.inb, create_cq_in::pas.index(i as u32), buf.paddr() + (i * PAGE) as u64);
+        }
+        // Doorbell record: set_ci = 0; arm word = sequence 2, no command: "polling mode", so the
+        // adapter's doorbell recovery leaves the CQ alone (Linux dr_send.c dr_create_cq).
+        dbr.write_be32(0, 0);
+        dbr.write_be32(4, CQ_DB_POLLING_ARM);
+        self.run(in_len, create_cq_out::LAYOUT.size)?;
+        let cqn = Cqn(self.out(create_cq_out::cqn) as u32);
+        self.cqs.push(Cq { cqn, buf, dbr, log_size, ci: 0 });
+        Ok(cqn)
+    }
+
+    pub fn destroy_cq(&mut self, cqn: Cqn) -> Result<(), Error> {
+        let i = self.cqs.iter().position(|c| c.cqn == cqn).ok_or(Error::NoSuchObject { kind: "CQ", id: cqn.0 })?;
+        if self.qps.iter().any(|q| q.send_cq == cqn || q.recv_cq == cqn) {
+            return Err(Error::InvalidArgument("CQ still used by a QP"));
+        }
+        self.simple(op::DESTROY_CQ, 0, destroy_cq_in::LAYOUT.size, &[(destroy_cq_in::cqn, cqn.0 as u64)])?;
+        self.cqs.remove(i);
+        Ok(())
+    }
+
+    pub fn cq(&self, cqn: Cqn) -> Option<&Cq<H::Dma>> {
+        self.cqs.iter().find(|c| c.cqn == cqn)
+    }
+}

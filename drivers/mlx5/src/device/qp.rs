@@ -1,0 +1,244 @@
+//! Queue pairs: CREATE_QP (RC and QP1), the state machine (RST->INIT->RTR->RTS, ERR, RST), DESTROY_QP.
+
+use super::*;
+use rdma::cm_wire::{gid_from_ipv4, mtu_bytes_to_enum};
+
+impl<H: Hal, M: Mmio> Mlx5<H, M> {
+    /// Create a QP in RESET with 2^log_sq send WQEBBs and 2^log_rq receive WQEs of
+    /// 2^(log_rq_stride+4) bytes.
+    pub fn create_qp(
+        &mut self,
+        kind: QpKind,
+        send_cq: Cqn,
+        recv_cq: Cqn,
+        log_sq: u8,
+        log_rq: u8,
+        log_rq_stride: u8,
+    ) -> Result<Qpn, Error> {
+        let pd = self.pd.ok_or(Error::InvalidArgument("no PD"))?;
+        if self.cq(send_cq).is_none() {
+            return Err(Error::NoSuchObject { kind: "CQ", id: send_cq.0 });
+        }
+        if self.cq(recv_cq).is_none() {
+            return Err(Error::NoSuchObject { kind: "CQ", id: recv_cq.0 });
+        }
+        if log_sq > 15 || log_rq > 15 || log_rq_stride > 7 || log_sq > self.caps.log_max_qp_sz || log_rq > self.caps.log_max_qp_sz {
+            return Err(Error::InvalidArgument("QP size"));
+        }
+        if kind == QpKind::Gsi && self.qps.iter().any(|q| q.kind == QpKind::Gsi) {
+            return Err(Error::InvalidArgument("GSI QP exists"));
+        }
+        // The SQ starts right after the RQ in the buffer and must start on a WQEBB (64 B):
+        // like rdma-core (mlx5 verbs.c: RQ size at least MLX5_SEND_WQE_BB), grow a smaller RQ.
+        let mut log_rq = log_rq;
+        while ((1usize << log_rq) << (log_rq_stride + 4)) < 64 {
+            log_rq += 1;
+        }
+        let rq_bytes = (1usize << log_rq) << (log_rq_stride + 4);
+        let sq_bytes = (1usize << log_sq) * 64;
+        let npages = (rq_bytes + sq_bytes).div_ceil(PAGE);
+        let in_len = create_qp_in::pas.byte() + 8 * npages;
+        if in_len > MAX_MSG {
+            return Err(Error::InvalidArgument("QP too large"));
+        }
+        let buf = self.hal.dma_alloc(npages * PAGE, PAGE)?;
+        let dbr = self.hal.dma_alloc(64, 64)?;
+        self.begin(op::CREATE_QP, 0, in_len);
+        let q = create_qp_in::qpc;
+        let s = match kind {
+            QpKind::Rc => qp_fact::ST_RC as u64,
+            QpKind::Gsi => qp_fact::ST_QP1 as u64,
+        };
+        set(&mut self.inb, qpc::st.at(q), s);
+        set(&mut self.inb, qpc::pm_state.at(q), 3);
+        set(&mut self.inb, qpc::pd.at(q), pd.0 as u64);
+        set(&mut self.inb, qpc::uar_page.at(q), self.uar.unwrap_or(0) as u64);
+        set(&mut self.inb, qpc::log_page_size.at(q), 0);
+        set(&mut self.inb, qpc::rlky.at(q), 1);
+        set(&mut self.inb, qpc::fre.at(q), 1);
+        set(&mut self.inb, qpc::log_rq_size.at(q), log_rq as u64);
+        set(&mut self.inb, qpc::log_rq_stride.at(q), log_rq_stride as u64);
+        set(&mut self.inb, qpc::log_sq_size.at(q), log_sq as u64);
+        set(&mut self.inb, qpc::rq_type.at(q), 0);
+        set(&mut self.inb, qpc::cqn_snd.at(q), send_cq.0 as u64);
+        set(&mut self.inb, qpc::cqn_rcv.at(q), recv_cq.0 as u64);
+        set(&mut self.inb, qpc::user_index.at(q), 0xff_ffff);
+        set(&mut self.inb, qpc::ts_format.at(q), ts_format(self.caps.qp_ts_format));
+        set(&mut self.inb, qpc::dbr_addr.at(q), dbr.paddr());
+        for i in 0..npages {
+            set(&mut self.inb, create_qp_in::pas.index(i as u32), buf.paddr() + (i * PAGE) as u64);
+        }
+        self.run(in_len, create_qp_out::LAYOUT.size)?;
+        let qpn = Qpn(self.out(create_qp_out::qpn) as u32);
+        self.qps.push(Qp {
+            qpn,
+            kind,
+            buf,
+            dbr,
+            log_sq,
+            log_rq,
+            log_rq_stride,
+            send_cq,
+            recv_cq,
+            state: QpState::Reset,
+            sq_pi: 0,
+            sq_ci: 0,
+            rq_head: 0,
+            rq_tail: 0,
+            sq_slots: alloc::vec![SqSlot::default(); 1 << log_sq],
+            rq_wrid: alloc::vec![0; 1 << log_rq],
+            sq_unrung: None,
+            next_fence: false,
+        });
+        Ok(qpn)
+    }
+
+    pub fn qp(&self, qpn: Qpn) -> Option<&Qp<H::Dma>> {
+        self.qps.iter().find(|q| q.qpn == qpn)
+    }
+
+    pub(super) fn qp_index(&self, qpn: Qpn) -> Result<usize, Error> {
+        self.qps.iter().position(|q| q.qpn == qpn).ok_or(Error::NoSuchObject { kind: "QP", id: qpn.0 })
+    }
+
+    /// Start a modify command whose input is `*_qp_in` with a qpc at 0x18 (RST2INIT, INIT2RTR, RTR2RTS).
+    pub(super) fn begin_modify(&mut self, opcode: u16, qpn: Qpn) -> usize {
+        let len = rst2init_qp_in::LAYOUT.size;
+        self.begin(opcode, 0, len);
+        set(&mut self.inb, rst2init_qp_in::qpn, qpn.0 as u64);
+        set(&mut self.inb, rst2init_qp_in::opt_param_mask, 0);
+        len
+    }
+
+    /// RESET → INIT.
+    pub fn qp_rst2init(&mut self, qpn: Qpn, access: Access) -> Result<(), Error> {
+        let i = self.qp_index(qpn)?;
+        let (kind, scq, rcq) = (self.qps[i].kind, self.qps[i].send_cq, self.qps[i].recv_cq);
+        let dbr = self.qps[i].dbr.paddr();
+        let pd = self.pd.map(|p| p.0).unwrap_or(0);
+        let len = self.begin_modify(op::RST2INIT_QP, qpn);
+        let q = rst2init_qp_in::qpc;
+        let path = qpc::primary_address_path.at(q);
+        set(&mut self.inb, qpc::st.at(q), if kind == QpKind::Gsi { qp_fact::ST_QP1 } else { qp_fact::ST_RC } as u64);
+        set(&mut self.inb, qpc::pm_state.at(q), 3);
+        set(&mut self.inb, qpc::pd.at(q), pd as u64);
+        set(&mut self.inb, qpc::cqn_snd.at(q), scq.0 as u64);
+        set(&mut self.inb, qpc::cqn_rcv.at(q), rcq.0 as u64);
+        set(&mut self.inb, qpc::rlky.at(q), 1);
+        set(&mut self.inb, qpc::dbr_addr.at(q), dbr);
+        set(&mut self.inb, ads::pkey_index.at(path), 0);
+        set(&mut self.inb, ads::vhca_port_num.at(path), 1);
+        match kind {
+            QpKind::Gsi => set(&mut self.inb, qpc::q_key.at(q), GSI_QKEY as u64),
+            QpKind::Rc => {
+                set(&mut self.inb, qpc::rre.at(q), access.remote_read as u64);
+                set(&mut self.inb, qpc::rwe.at(q), access.remote_write as u64);
+            }
+        }
+        self.run(len, rst2init_qp_out::LAYOUT.size)?;
+        self.qps[i].state = QpState::Init;
+        Ok(())
+    }
+
+    /// INIT → RTR for an RC QP towards a RoCEv2 peer.
+    pub fn qp_init2rtr(&mut self, qpn: Qpn, a: &RcConnectAttrs) -> Result<(), Error> {
+        let i = self.qp_index(qpn)?;
+        let kind = self.qps[i].kind;
+        mtu_bytes_to_enum(a.mtu).map(u64::from).ok_or(Error::InvalidArgument("path MTU"))?;
+        // Never more than the port carries (firmware refuses a path MTU over the port's max).
+        let mtu = mtu_bytes_to_enum(a.mtu.min(self.port_mtu.max_path_mtu())).map(u64::from).ok_or(Error::InvalidArgument("path MTU"))?;
+        let len = self.begin_modify(op::INIT2RTR_QP, qpn);
+        let q = init2rtr_qp_in::qpc;
+        let path = qpc::primary_address_path.at(q);
+        set(&mut self.inb, ads::vhca_port_num.at(path), 1);
+        if kind == QpKind::Gsi {
+            set(&mut self.inb, qpc::mtu.at(q), 1);
+            set(&mut self.inb, qpc::log_msg_max.at(q), 8);
+            set(&mut self.inb, qpc::q_key.at(q), GSI_QKEY as u64);
+        } else {
+            set(&mut self.inb, qpc::mtu.at(q), mtu);
+            set(&mut self.inb, qpc::log_msg_max.at(q), self.caps.log_max_msg as u64);
+            set(&mut self.inb, qpc::remote_qpn.at(q), a.remote_qpn.0 as u64 & 0xff_ffff);
+            set(&mut self.inb, qpc::next_rcv_psn.at(q), a.rq_psn as u64 & 0xff_ffff);
+            let rra = log2_ceil(a.max_dest_rd_atomic as u32).min(self.caps.log_max_ra_res_qp);
+            set(&mut self.inb, qpc::log_rra_max.at(q), rra as u64);
+            set(&mut self.inb, qpc::min_rnr_nak.at(q), a.min_rnr_timer as u64);
+            set(&mut self.inb, qpc::rre.at(q), a.access.remote_read as u64);
+            set(&mut self.inb, qpc::rwe.at(q), a.access.remote_write as u64);
+            set_bytes(&mut self.inb, ads::rgid_rip.at(path), &gid_from_ipv4(a.remote_ip));
+            let m = a.remote_mac;
+            set(&mut self.inb, ads::rmac_47_32.at(path), u16::from_be_bytes([m[0], m[1]]) as u64);
+            set(&mut self.inb, ads::rmac_31_0.at(path), u32::from_be_bytes([m[2], m[3], m[4], m[5]]) as u64);
+            set(&mut self.inb, ads::src_addr_index.at(path), 0);
+            set(&mut self.inb, ads::hop_limit.at(path), 64);
+            let sport = if a.udp_sport >= 0xc000 { a.udp_sport } else { rocev2_sport(qpn, a.remote_qpn) };
+            set(&mut self.inb, ads::udp_sport.at(path), sport as u64);
+        }
+        self.run(len, init2rtr_qp_out::LAYOUT.size)?;
+        self.qps[i].state = QpState::Rtr;
+        Ok(())
+    }
+
+    /// RTR → RTS.
+    pub fn qp_rtr2rts(&mut self, qpn: Qpn, a: &RcConnectAttrs) -> Result<(), Error> {
+        let i = self.qp_index(qpn)?;
+        let kind = self.qps[i].kind;
+        let len = self.begin_modify(op::RTR2RTS_QP, qpn);
+        let q = rtr2rts_qp_in::qpc;
+        let path = qpc::primary_address_path.at(q);
+        set(&mut self.inb, qpc::pm_state.at(q), 3);
+        set(&mut self.inb, qpc::next_send_psn.at(q), a.sq_psn as u64 & 0xff_ffff);
+        if kind == QpKind::Rc {
+            set(&mut self.inb, qpc::retry_count.at(q), a.retry_cnt.min(7) as u64);
+            set(&mut self.inb, qpc::rnr_retry.at(q), a.rnr_retry.min(7) as u64);
+            let sra = log2_ceil(a.max_rd_atomic as u32).min(self.caps.log_max_ra_req_qp);
+            set(&mut self.inb, qpc::log_sra_max.at(q), sra as u64);
+            set(&mut self.inb, ads::ack_timeout.at(path), a.timeout.min(31) as u64);
+        }
+        self.run(len, rtr2rts_qp_out::LAYOUT.size)?;
+        self.qps[i].state = QpState::Rts;
+        Ok(())
+    }
+
+    /// RESET → INIT → RTR → RTS for an RC QP.
+    pub fn connect_rc(&mut self, qpn: Qpn, a: &RcConnectAttrs) -> Result<(), Error> {
+        self.qp_rst2init(qpn, a.access)?;
+        self.qp_init2rtr(qpn, a)?;
+        self.qp_rtr2rts(qpn, a)
+    }
+
+    /// Bring the GSI QP (QP1) to RTS.
+    pub fn activate_gsi(&mut self, qpn: Qpn) -> Result<(), Error> {
+        let a = RcConnectAttrs { mtu: 256, ..Default::default() };
+        self.qp_rst2init(qpn, Access::default())?;
+        self.qp_init2rtr(qpn, &a)?;
+        self.qp_rtr2rts(qpn, &a)
+    }
+
+    /// Any state → ERROR.
+    pub fn qp_to_error(&mut self, qpn: Qpn) -> Result<(), Error> {
+        let i = self.qp_index(qpn)?;
+        self.simple(op::QP_2ERR, 0, qp_2err_in::LAYOUT.size, &[(qp_2err_in::qpn, qpn.0 as u64)])?;
+        self.qps[i].state = QpState::Error;
+        Ok(())
+    }
+
+    /// Any state → RESET.
+    pub fn qp_to_reset(&mut self, qpn: Qpn) -> Result<(), Error> {
+        let i = self.qp_index(qpn)?;
+        self.simple(op::QP_2RST, 0, qp_2rst_in::LAYOUT.size, &[(qp_2rst_in::qpn, qpn.0 as u64)])?;
+        let q = &mut self.qps[i];
+        q.state = QpState::Reset;
+        (q.sq_pi, q.sq_ci, q.rq_head, q.rq_tail) = (0, 0, 0, 0);
+        q.sq_unrung = None;
+        q.dbr.write(0, &[0u8; 8]);
+        Ok(())
+    }
+
+    pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), Error> {
+        let i = self.qp_index(qpn)?;
+        self.simple(op::DESTROY_QP, 0, destroy_qp_in::LAYOUT.size, &[(destroy_qp_in::qpn, qpn.0 as u64)])?;
+        self.qps.remove(i);
+        Ok(())
+    }
+}
