@@ -12,7 +12,8 @@
 //! - [`datapath`]: `post_send`/`post_recv`/`poll_cq` straight on the rings.
 //! - [`fastreg`]: UMR WQEs: per-I/O key registration and invalidation through the send queue.
 //! - [`verbs`]: [`Mlx5Verbs`], the `rdma::Verbs` implementation apps use; [`arp`]: the ARP
-//!   frames it feeds its neighbour table (`rdma::neigh`) with.
+//!   frames it feeds its neighbour table (`rdma::neigh`) with; [`mgmt_tap`]: the bounded queue of
+//!   other raw frames for a management network stack.
 //! - [`selftest`]: RC traffic between two QPs over the port's local loopback, verified.
 //! - [`vport`]: the NIC vport context (MTU, local loopback) for the validation kit.
 #![no_std]
@@ -27,6 +28,7 @@ pub mod device;
 pub mod error;
 pub mod fastreg;
 pub mod health;
+pub mod mgmt_tap;
 pub mod pages;
 pub mod raw;
 pub mod selftest;
@@ -42,6 +44,7 @@ pub use device::{AsyncEvent, Caps, Config, Mkey, Mlx5, QpKind, QpState, Stats};
 pub use error::Error;
 pub use health::{FwVersion, HealthReport};
 pub use trace::TraceMode;
+pub use raw::MAX_INLINE_FRAME;
 pub use verbs::Mlx5Verbs;
 pub use vport::VportInfo;
 

@@ -1,12 +1,15 @@
 //! `rdma::Verbs` for an mlx5 adapter: the GSI QP and its CQ at creation, a neighbour table
 //! (`rdma::neigh`: bounded, ageing, learning only replies to our requests and requests for our
 //! address) fed by ARP over the raw Ethernet path (requests sent by `resolve_mac`, received ARP
-//! handled in `poll`), plus static entries ([`Mlx5Verbs::add_neighbor`]).
+//! handled in `poll`), plus static entries ([`Mlx5Verbs::add_neighbor`]). With a management
+//! stack attached ([`Mlx5Verbs::enable_mgmt_frames`]) the other raw frames, and copies of ARP,
+//! are queued for it ([`crate::mgmt_tap`]).
 
 use crate::arp;
 use crate::device::log2_ceil;
 use crate::device::{Mlx5, QpKind, QpState};
 use crate::error::Error;
+use crate::mgmt_tap::FrameTap;
 use hal::{Hal, Mmio, PhysAddr};
 use rdma::neigh::{NeighConfig, NeighStats, NeighTable};
 use rdma::{Access, Completion, Cqn, Ipv4, Lkey, Mac, Qpn, RcConnectAttrs, RecvWr, Rkey, SendWr, Verbs};
@@ -38,6 +41,11 @@ pub struct Mlx5Verbs<H: Hal, M: Mmio> {
     pub arp_requests_sent: u64,
     pub arp_replies_sent: u64,
     pub arp_replies_dropped: u64,
+    /// Frames for the management stack (`None`: none attached).
+    mgmt: Option<FrameTap>,
+    /// The management stack answers ARP requests for our address (it serves on it), so
+    /// `poll` only lets the neighbour table learn from them.
+    mgmt_answers_arp: bool,
 }
 
 impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
@@ -81,6 +89,8 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
             arp_requests_sent: 0,
             arp_replies_sent: 0,
             arp_replies_dropped: 0,
+            mgmt: None,
+            mgmt_answers_arp: false,
         })
     }
 
@@ -107,9 +117,14 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
         let mut answer = [([0u8; 6], [0u8; 4]); REPLIES_PER_POLL];
         let (mut k, mut dropped) = (0, 0u64);
         let neigh = &mut self.neigh;
+        let mut mgmt = self.mgmt.as_mut();
+        let mgmt_answers = self.mgmt_answers_arp;
         self.dev.poll_frames(|f| {
+            if let Some(t) = mgmt.as_deref_mut() {
+                t.push(f);
+            }
             let Some(a) = arp::parse(f) else { return };
-            if neigh.on_arp(&a, my_ip, now) {
+            if neigh.on_arp(&a, my_ip, now) && !mgmt_answers {
                 match answer.get_mut(k) {
                     Some(slot) => {
                         *slot = (a.sha, a.spa);
@@ -130,6 +145,29 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
 }
 
 impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
+    /// Queue the raw frames (up to `slots` waiting) for a management network stack, which
+    /// takes them with [`Mlx5Verbs::mgmt_recv`] and sends with [`Mlx5Verbs::mgmt_send`]. ARP
+    /// frames still feed the neighbour table (RoCE resolution); with `answers_arp` (the stack
+    /// serves on the adapter's address) only the stack answers requests for it.
+    pub fn enable_mgmt_frames(&mut self, slots: usize, answers_arp: bool) {
+        self.mgmt = Some(FrameTap::new(slots));
+        self.mgmt_answers_arp = answers_arp;
+    }
+
+    /// The oldest queued frame for the management stack, copied into `buf`.
+    pub fn mgmt_recv(&mut self, buf: &mut [u8]) -> Option<usize> {
+        self.mgmt.as_mut()?.pop(buf)
+    }
+
+    /// Send a frame for the management stack; false when the raw path is down or full.
+    pub fn mgmt_send(&mut self, frame: &[u8]) -> bool {
+        self.raw_eth && self.dev.send_frame(frame).is_ok()
+    }
+
+    /// Management queue counters: frames queued, dropped (queue full), too long.
+    pub fn mgmt_tap_stats(&self) -> Option<(u64, u64, u64)> {
+        self.mgmt.as_ref().map(|t| (t.queued, t.dropped, t.too_long))
+    }
 
     /// Record `ip` → `mac` (static neighbour entry: never ages, never changed by ARP; replaces
     /// a learnt one).

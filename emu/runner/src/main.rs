@@ -13,6 +13,8 @@
 //!            (the bench's fio JSON (json+ shape) into PATH instead of stdout; on a terminal a
 //!             progress line every second)
 //! The `--nvmf` words are the appliance image's kernel command line words (nvmeof::cmdline).
+//! --mgmt "WORDS": (nvmf-target) also run the management stack (mgmt::config words, e.g.
+//!            `mgmt.listen=9100`, or `on`): ping, http://IP:PORT/metrics and / on the node's port.
 //! --trace 1|full: the driver's firmware command trace on stderr (mlx5::trace: one
 //!            `mlx5_cmd:` line per command; full adds the hex of inputs and outputs).
 //! --profile NAME: the emulated adapter's device profile (emu_connectx::profile::NAMES:
@@ -47,12 +49,13 @@ struct Args {
     seed: u64,
     serve_ctrls: u64,
     spin: bool,
+    mgmt: Option<mgmt::MgmtConfig>,
     opts: Options,
 }
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("emu-runner: {msg}");
-    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--serve-ctrls N] [--spin] [--seed N] [--bench-json PATH] [--trace 1|full] [--profile NAME|list]");
+    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--serve-ctrls N] [--spin] [--mgmt \"WORDS\"] [--seed N] [--bench-json PATH] [--trace 1|full] [--profile NAME|list]");
     ExitCode::from(2)
 }
 
@@ -76,6 +79,7 @@ fn parse() -> Result<Args, String> {
         seed: 1,
         serve_ctrls: 0,
         spin: false,
+        mgmt: None,
         opts: Options::default(),
     };
     let mut it = std::env::args().skip(1);
@@ -102,6 +106,7 @@ fn parse() -> Result<Args, String> {
                 a.port_given = true;
             }
             "--nvmf" => a.nvmf = v,
+            "--mgmt" => a.mgmt = Some(mgmt::config::parse(&v)?),
             "--stop-file" => a.stop_file = Some(v.into()),
             "--bench-json" => a.bench_json = Some(v.into()),
             "--seed" => a.seed = v.parse().map_err(|_| bad())?,
@@ -160,7 +165,7 @@ fn run_nvmf(a: &Args) -> ExitCode {
     println!("RUNNER adapter profile={} pci={:04x}:{:04x} vf={vf} firmware {} issi {}", pf.name, pf.pci_vendor_id, pf.pci_device_id, d.fw, d.issi);
     let port = if a.port_given { a.port } else { 4420 };
     let r = if a.app == "nvmf-target" {
-        emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref(), a.serve_ctrls, a.spin)
+        emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref(), a.serve_ctrls, a.spin, a.mgmt)
     } else {
         let t0 = Instant::now();
         let r = emu_runner::nvmf::run_initiator(&mut node, &a.nvmf, a.count as u64, a.seed, a.bench_json.as_deref());

@@ -109,19 +109,42 @@ pub fn build_core(node: &Node, words: &str, ip: [u8; 4], port: u16) -> Result<(C
 
 /// Serve until `timeout` passes, `stop_file` appears, or (with `serve_ctrls` > 0) that many
 /// controllers have been created and every one is gone again; prints the counters at the end.
-/// `spin`: never sleep (lowest latency; takes a whole core).
-pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout: Duration, stop_file: Option<&Path>, serve_ctrls: u64, spin: bool) -> Result<(), String> {
+/// `spin`: never sleep (lowest latency; takes a whole core). With `mgmt` the management stack
+/// runs in the same loop (a bounded budget per turn): ping, `/metrics`, `/`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_target(
+    node: &mut Node,
+    words: &str,
+    ip: [u8; 4],
+    port: u16,
+    timeout: Duration,
+    stop_file: Option<&Path>,
+    serve_ctrls: u64,
+    spin: bool,
+    mgmt: Option<mgmt::MgmtConfig>,
+) -> Result<(), String> {
     let (core, port) = build_core(node, words, ip, port)?;
     let clock = node.clock.clone();
     let mut svc = TargetService::new(&mut node.v, core, 64, port).map_err(|e| format!("listen: {e:?}"))?;
     svc.target.set_turnaround_clock(host_clock_ns);
     println!("RUNNER listening nvmf port {port}");
     let t0 = Instant::now();
+    let mut mg = mgmt.filter(|c| c.enabled).map(|c| {
+        node.v.enable_mgmt_frames(16, c.ip.unwrap_or(ip) == ip);
+        let seed = u64::from_le_bytes(os_seed()[..8].try_into().unwrap_or_default());
+        let m = mgmt::Mgmt::new(&c, ip, rdma::Verbs::local_mac(&node.v), mlx5::MAX_INLINE_FRAME, mgmt::Budget::default(), seed, host_clock_ns());
+        let a = m.ip();
+        println!("RUNNER listening mgmt {}.{}.{}.{} port {}", a[0], a[1], a[2], a[3], m.port());
+        m
+    });
     let mut turns = 0u64;
     let mut next_check = Instant::now();
     loop {
-        let n = svc.poll(&mut node.v, clock.now_ns());
+        let mut n = svc.poll(&mut node.v, clock.now_ns());
         node.poll();
+        if let Some(m) = mg.as_mut() {
+            n += serve_mgmt(m, node, &svc, t0);
+        }
         turns += 1;
         // Nap a little when idle so a shared core stays usable, unless asked to spin (benchmarks).
         if !spin && n == 0 && turns % 256 == 0 {
@@ -165,6 +188,25 @@ pub fn run_target(node: &mut Node, words: &str, ip: [u8; 4], port: u16, timeout:
         t0.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// One bounded turn of the management stack; pages read the target and the adapter.
+fn serve_mgmt(m: &mut mgmt::Mgmt, node: &mut Node, svc: &TargetService<crate::Verbs, RunnerNs>, t0: Instant) -> usize {
+    let rx = m.take_frames(&mut node.v);
+    let (stats, open) = (m.stats(), m.open_connections());
+    let v = &node.v;
+    m.run(host_clock_ns(), &mut |page, w| match page {
+        mgmt::Page::Metrics => {
+            let mut e = mgmt::prom::Exposition::new(w);
+            e.single("appliance_uptime_seconds", mgmt::prom::Kind::Gauge, "Seconds since the node started serving.", t0.elapsed().as_secs());
+            mgmt::report::target_metrics(&mut e, svc);
+            mgmt::report::adapter_metrics(&mut e, v);
+            mgmt::report::mgmt_metrics(&mut e, &stats, open);
+            e.error.map_or(Ok(()), Err)
+        }
+        mgmt::Page::Status => mgmt::report::status_page(w, "emu-runner NVMe-oF target", t0.elapsed().as_secs(), v, svc),
+    });
+    rx + m.give_frames(&mut node.v)
 }
 
 /// Initiator: discover, connect, identify, `count` verified I/Os at the connect's queue depth,

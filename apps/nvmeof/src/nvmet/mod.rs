@@ -495,6 +495,16 @@ impl<B: BlockDevice> Core<B> {
         self.inflight != 0
     }
 
+    /// Block I/Os submitted and not yet reported (for reports).
+    pub fn block_inflight_count(&self) -> u64 {
+        self.inflight
+    }
+
+    /// The subsystems as configured (for reports: NQN, hosts, namespaces).
+    pub fn subsystems(&self) -> impl Iterator<Item = &SubsystemConfig<B>> {
+        self.subsystems.iter().map(|s| &s.cfg)
+    }
+
     /// Poll the namespaces for finished I/O; `f(tag, status)` per completion, at most `max`
     /// of them: the devices keep the rest for the next call (nothing is taken that the
     /// caller has no room for). Returns how many were reported; fewer than `max` means every

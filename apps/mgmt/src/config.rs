@@ -1,0 +1,86 @@
+//! config: the management plane's command-line words (`mgmt.listen=[IP:]PORT`, `mgmt.prefix=N`,
+//! `mgmt=off`), the same words in the image's kernel command line and `emu-runner --mgmt`.
+
+use alloc::format;
+use alloc::string::String;
+
+/// Default metrics port (the Prometheus node-exporter convention).
+pub const DEFAULT_PORT: u16 = 9100;
+
+/// What the words set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MgmtConfig {
+    /// Serve at all (`mgmt=off` turns the stack off; ARP then stays with the driver alone).
+    pub enabled: bool,
+    /// Address the stack answers on (`None`: the adapter's own address).
+    pub ip: Option<[u8; 4]>,
+    /// Prefix length of the management subnet (ARP is answered only for senders on it).
+    pub prefix: u8,
+    /// TCP port of the HTTP server.
+    pub port: u16,
+}
+
+impl Default for MgmtConfig {
+    fn default() -> Self {
+        MgmtConfig { enabled: true, ip: None, prefix: 24, port: DEFAULT_PORT }
+    }
+}
+
+fn parse_ip(s: &str) -> Option<[u8; 4]> {
+    let mut o = [0u8; 4];
+    let mut it = s.split('.');
+    for b in &mut o {
+        *b = it.next()?.parse().ok()?;
+    }
+    it.next().is_none().then_some(o)
+}
+
+/// Apply every `mgmt.*` / `mgmt=` word of a space-separated command line; other words are
+/// ignored (they belong to other parts). An unknown `mgmt.` word or a bad value is an error
+/// naming the word.
+pub fn parse(cmdline: &str) -> Result<MgmtConfig, String> {
+    let mut c = MgmtConfig::default();
+    for w in cmdline.split_ascii_whitespace() {
+        let Some((k, v)) = w.split_once('=') else { continue };
+        match k {
+            "mgmt" => {
+                c.enabled = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("{w}: expected mgmt=on or mgmt=off")),
+                }
+            }
+            "mgmt.listen" => {
+                let (ip, port) = match v.rsplit_once(':') {
+                    Some((ip, port)) => (Some(parse_ip(ip).ok_or_else(|| format!("{w}: bad IPv4 address {ip:?}"))?), port),
+                    None => (None, v),
+                };
+                c.port = port.parse().ok().filter(|&p| p != 0).ok_or_else(|| format!("{w}: bad TCP port {port:?}"))?;
+                c.ip = ip;
+            }
+            "mgmt.prefix" => c.prefix = v.parse().ok().filter(|&p| (1..=32).contains(&p)).ok_or_else(|| format!("{w}: prefix length 1-32"))?,
+            k if k.starts_with("mgmt.") => return Err(format!("{w}: unknown management word (known: mgmt=on|off, mgmt.listen=[IP:]PORT, mgmt.prefix=N)")),
+            _ => {}
+        }
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words() {
+        assert_eq!(parse("ip=10.0.0.5 nvmet.subsys=x").unwrap(), MgmtConfig::default());
+        let c = parse("mgmt.listen=9200").unwrap();
+        assert_eq!((c.port, c.ip), (9200, None));
+        let c = parse("mgmt.listen=10.0.0.7:80 mgmt.prefix=16").unwrap();
+        assert_eq!((c.port, c.ip, c.prefix), (80, Some([10, 0, 0, 7]), 16));
+        assert!(!parse("mgmt=off").unwrap().enabled);
+        assert!(parse("mgmt.listen=0").unwrap_err().contains("mgmt.listen=0"));
+        assert!(parse("mgmt.listen=1.2.3:80").is_err());
+        assert!(parse("mgmt.prefix=33").is_err());
+        assert!(parse("mgmt.lisen=80").unwrap_err().contains("unknown"));
+    }
+}

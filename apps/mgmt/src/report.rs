@@ -1,0 +1,207 @@
+//! report: what the appliance's parts already count, as Prometheus families and as the HTML
+//! status page: the NVMe-oF target ([`nvmeof::nvmet::service::TargetService`]), the adapter
+//! ([`mlx5::Mlx5Verbs`]) and the management stack itself. Read from the slow path only (an
+//! HTTP request), never from the data path.
+
+use core::fmt::{self, Write};
+
+use blockdev::BlockDevice;
+use hal::{Hal, Mmio};
+use nvmeof::bench::Histogram;
+use nvmeof::nvmet::service::TargetService;
+use rdma::Verbs;
+
+use crate::prom::{Exposition, Kind, LATENCY_BOUNDS_S};
+use crate::stack::MgmtStats;
+
+/// A nanosecond histogram as cumulative Prometheus buckets (seconds). The source buckets are
+/// log-linear (≤ 3.2 % wide); a sample counts under the first bound its bucket lies below.
+fn write_hist_ns(e: &mut Exposition<'_>, name: &'static str, help: &str, h: &Histogram) {
+    let mut cum = [0u64; LATENCY_BOUNDS_S.len()];
+    for (_lo, hi, n) in h.buckets() {
+        let hi_s = hi as f64 / 1e9;
+        for (c, &b) in cum.iter_mut().zip(LATENCY_BOUNDS_S.iter()) {
+            if hi_s <= b {
+                *c += n;
+            }
+        }
+    }
+    // The histogram keeps its exact mean; mean × count is its sum to within `count` ns.
+    let sum_s = h.mean() as f64 * h.count() as f64 / 1e9;
+    e.family(name, Kind::Histogram, help).histogram(&[], LATENCY_BOUNDS_S.iter().copied().zip(cum), sum_s, h.count());
+}
+
+/// The NVMe-oF target's families (`nvmf_*`).
+pub fn target_metrics<V: Verbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: &TargetService<V, B>) {
+    let core = &svc.target.core;
+    let (c, t, s, b, a) = (core.stats, svc.target.stats, svc.stats, core.bound_stats(), core.auth.stats);
+    e.single("nvmf_connections", Kind::Gauge, "RDMA queues (connections) open now.", svc.connections());
+    e.single("nvmf_controllers", Kind::Gauge, "Controllers live now.", core.live_ctrls());
+    e.single("nvmf_in_flight", Kind::Gauge, "Block I/Os submitted to namespaces and not yet completed.", core.block_inflight_count());
+    e.single("nvmf_controllers_created_total", Kind::Counter, "Controllers created (admitted Connect on an admin queue).", c.ctrls_created);
+    e.single("nvmf_commands_total", Kind::Counter, "NVMe commands executed (admin and I/O).", c.commands);
+    e.single("nvmf_command_errors_total", Kind::Counter, "Commands completed with an error status.", c.errors);
+    e.family("nvmf_io_commands_total", Kind::Counter, "I/O commands by direction.").sample(&[("op", "read")], c.reads).sample(&[("op", "write")], c.writes);
+    e.single("nvmf_keep_alive_expired_total", Kind::Counter, "Controllers torn down because no Keep Alive came within KATO.", c.ka_expired);
+    e.single("nvmf_connects_refused_total", Kind::Counter, "Connect commands refused (host not allowed, bad parameters, bounds).", c.connects_refused);
+    e.family("nvmf_bound_refusals_total", Kind::Counter, "Refusals at a resource bound, by bound.")
+        .sample(&[("reason", "ctrls")], b.ctrls)
+        .sample(&[("reason", "ctrls_per_host")], b.ctrls_per_host)
+        .sample(&[("reason", "unadmitted_per_source")], b.unadmitted_per_source)
+        .sample(&[("reason", "unadmitted")], b.unadmitted)
+        .sample(&[("reason", "queues")], b.queues)
+        .sample(&[("reason", "memory")], b.memory)
+        .sample(&[("reason", "connect_deadline")], b.connect_deadline)
+        .sample(&[("reason", "foreign_queue")], b.foreign_queue);
+    e.family("nvmf_cm_requests_total", Kind::Counter, "RDMA CM connection requests, by outcome.")
+        .sample(&[("result", "accepted")], s.accepted)
+        .sample(&[("result", "rejected")], s.rejected)
+        .sample(&[("result", "cm_error")], s.cm_errors);
+    e.family("nvmf_queues_closed_total", Kind::Counter, "Queues closed, by side.").sample(&[("by", "peer")], s.closed_by_peer).sample(&[("by", "target")], s.closed_by_target);
+    e.family("nvmf_auth_total", Kind::Counter, "DH-HMAC-CHAP transactions, by outcome.")
+        .sample(&[("result", "succeeded")], a.succeeded)
+        .sample(&[("result", "failed")], a.failed)
+        .sample(&[("result", "refused_command")], a.refused_cmds);
+    e.single("nvmf_capsules_total", Kind::Counter, "Command capsules received.", t.capsules);
+    e.single("nvmf_bad_capsules_total", Kind::Counter, "Capsules refused as malformed.", t.bad_capsules);
+    e.family("nvmf_responses_total", Kind::Counter, "Response capsules sent, by status.").sample(&[("status", "success")], t.responses.saturating_sub(t.error_responses)).sample(&[("status", "error")], t.error_responses);
+    e.family("nvmf_rdma_operations_total", Kind::Counter, "RDMA data transfers the target posted.").sample(&[("op", "read")], t.rdma_reads).sample(&[("op", "write")], t.rdma_writes);
+    e.single("nvmf_work_completion_errors_total", Kind::Counter, "RDMA work completions with an error status.", t.wc_errors);
+    write_hist_ns(e, "nvmf_turnaround_seconds", "Target turnaround per command: receive completion seen to response posted.", &svc.target.turnaround);
+    let mut f = e.family("nvmf_subsystem_namespaces", Kind::Gauge, "Namespaces per subsystem.");
+    for sub in core.subsystems() {
+        f.sample(&[("subnqn", sub.nqn.as_str())], sub.namespaces.len());
+    }
+}
+
+/// The adapter's families (`mlx5_*`) and the neighbour table's (`neigh_*`).
+pub fn adapter_metrics<H: Hal, M: Mmio>(e: &mut Exposition<'_>, v: &mlx5::Mlx5Verbs<H, M>) {
+    let d = v.dev.stats();
+    let link = match v.dev.link_up() {
+        Some(true) => 1,
+        Some(false) => 0,
+        None => -1,
+    };
+    e.single("mlx5_link_up", Kind::Gauge, "Port state: 1 up, 0 down, -1 not yet known.", link);
+    let h = v.dev.health_report();
+    e.single("mlx5_health_syndrome", Kind::Gauge, "Firmware health syndrome (0: healthy).", h.synd);
+    e.single("mlx5_health_counter", Kind::Gauge, "Firmware health counter (advances while the firmware runs).", h.counter);
+    e.single("mlx5_firmware_commands_total", Kind::Counter, "Firmware commands issued.", d.commands);
+    e.single("mlx5_firmware_pages", Kind::Gauge, "Pages given to the firmware and not reclaimed.", v.dev.pages_held());
+    e.single("mlx5_error_events_total", Kind::Counter, "Asynchronous error events (CQ/QP/port errors).", d.error_events);
+    e.single("mlx5_bad_cqes_total", Kind::Counter, "CQEs naming an unknown QP or a WQE not outstanding (dropped).", d.bad_cqes);
+    e.single("mlx5_send_doorbells_total", Kind::Counter, "Send doorbells rung by the data path.", d.sq_doorbells);
+    e.single("mlx5_queue_pairs", Kind::Gauge, "Queue pairs live.", v.dev.live_qps());
+    if let Some((tx, rx, err)) = v.dev.raw_stats() {
+        e.family("mlx5_raw_frames_total", Kind::Counter, "Frames on the raw Ethernet queue (ARP, management).").sample(&[("dir", "rx")], rx).sample(&[("dir", "tx")], tx);
+        e.single("mlx5_raw_rx_errors_total", Kind::Counter, "Raw receive completions with an error.", err);
+    }
+    if let Some((_q, dropped, long)) = v.mgmt_tap_stats() {
+        e.family("mgmt_frames_dropped_total", Kind::Counter, "Frames for the management stack dropped before it saw them.").sample(&[("reason", "queue_full")], dropped).sample(&[("reason", "too_long")], long);
+    }
+    let n = v.neigh_stats();
+    e.single("neigh_entries", Kind::Gauge, "RoCE neighbour table entries.", v.neigh_len());
+    e.family("neigh_events_total", Kind::Counter, "RoCE neighbour table events.")
+        .sample(&[("event", "request_sent")], n.requests)
+        .sample(&[("event", "confirmed")], n.confirmed)
+        .sample(&[("event", "heard")], n.heard)
+        .sample(&[("event", "refused")], n.refused)
+        .sample(&[("event", "evicted")], n.evicted)
+        .sample(&[("event", "expired")], n.expired);
+}
+
+/// The management stack's own families (`mgmt_*`).
+pub fn mgmt_metrics(e: &mut Exposition<'_>, m: &MgmtStats, open: usize) {
+    e.family("mgmt_frames_total", Kind::Counter, "Frames the management stack took and gave.").sample(&[("dir", "rx")], m.rx_frames).sample(&[("dir", "tx")], m.tx_frames);
+    e.single("mgmt_tx_dropped_total", Kind::Counter, "Frames the port refused (queue full).", m.tx_dropped);
+    e.single("mgmt_http_connections", Kind::Gauge, "HTTP connections open now.", open);
+    e.single("mgmt_http_connections_total", Kind::Counter, "HTTP connections accepted.", m.http.connections);
+    e.family("mgmt_http_requests_total", Kind::Counter, "HTTP requests, by page or outcome.")
+        .sample(&[("page", "metrics")], m.http.metrics_requests)
+        .sample(&[("page", "status")], m.http.status_requests)
+        .sample(&[("page", "client_error")], m.http.client_errors)
+        .sample(&[("page", "too_large")], m.http.too_large);
+    e.single("mgmt_http_timeouts_total", Kind::Counter, "HTTP connections aborted at the connection deadline.", m.http.timeouts);
+}
+
+/// Memory figures the platform knows (heap and DMA pool, bytes).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Memory {
+    pub heap_used: u64,
+    pub heap_free: u64,
+    pub dma_used: u64,
+    pub dma_free: u64,
+}
+
+pub fn memory_metrics(e: &mut Exposition<'_>, m: &Memory) {
+    e.family("appliance_memory_bytes", Kind::Gauge, "Heap and DMA pool, used and free.")
+        .sample(&[("pool", "heap"), ("state", "used")], m.heap_used)
+        .sample(&[("pool", "heap"), ("state", "free")], m.heap_free)
+        .sample(&[("pool", "dma"), ("state", "used")], m.dma_used)
+        .sample(&[("pool", "dma"), ("state", "free")], m.dma_free);
+}
+
+fn html_escape(w: &mut dyn Write, s: &str) -> fmt::Result {
+    for c in s.chars() {
+        match c {
+            '<' => w.write_str("&lt;")?,
+            '>' => w.write_str("&gt;")?,
+            '&' => w.write_str("&amp;")?,
+            '"' => w.write_str("&quot;")?,
+            c => w.write_char(c)?,
+        }
+    }
+    Ok(())
+}
+
+/// The one-page HTML status: identity, uptime, link, subsystems with their namespaces and
+/// allowed hosts, connections and controllers, command counts.
+pub fn status_page<H: Hal, M: Mmio, V: Verbs, B: BlockDevice>(w: &mut dyn Write, name: &str, uptime_s: u64, v: &mlx5::Mlx5Verbs<H, M>, svc: &TargetService<V, B>) -> fmt::Result {
+    let ip = v.dev.ipv4();
+    let mac = v.dev.mac();
+    let link = match v.dev.link_up() {
+        Some(true) => "up",
+        Some(false) => "down",
+        None => "unknown",
+    };
+    let core = &svc.target.core;
+    w.write_str("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>")?;
+    html_escape(w, name)?;
+    w.write_str("</title></head><body>\n<h1>")?;
+    html_escape(w, name)?;
+    writeln!(w, "</h1>\n<p>uptime {}d {:02}:{:02}:{:02} &middot; <a href=\"/metrics\">metrics</a></p>", uptime_s / 86400, uptime_s / 3600 % 24, uptime_s / 60 % 60, uptime_s % 60)?;
+    writeln!(
+        w,
+        "<h2>Adapter</h2>\n<table><tr><td>address</td><td>{}.{}.{}.{}</td></tr><tr><td>MAC</td><td>{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}</td></tr><tr><td>link</td><td>{link}</td></tr><tr><td>health syndrome</td><td>{}</td></tr></table>",
+        ip[0], ip[1], ip[2], ip[3], mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], v.dev.health_report().synd
+    )?;
+    w.write_str("<h2>Subsystems</h2>\n<table><tr><th>NQN</th><th>namespaces</th><th>hosts</th></tr>\n")?;
+    for s in core.subsystems() {
+        w.write_str("<tr><td>")?;
+        html_escape(w, &s.nqn)?;
+        w.write_str("</td><td>")?;
+        for n in &s.namespaces {
+            write!(w, "{}: {} &times; {} B<br>", n.nsid, n.dev.num_blocks(), n.dev.block_size())?;
+        }
+        w.write_str("</td><td>")?;
+        if s.allow_any_host {
+            w.write_str("any host")?;
+        }
+        for h in &s.hosts {
+            html_escape(w, h)?;
+            w.write_str("<br>")?;
+        }
+        w.write_str("</td></tr>\n")?;
+    }
+    let c = core.stats;
+    writeln!(
+        w,
+        "</table>\n<h2>Activity</h2>\n<table><tr><td>connections</td><td>{}</td></tr><tr><td>controllers</td><td>{}</td></tr><tr><td>commands</td><td>{}</td></tr><tr><td>errors</td><td>{}</td></tr><tr><td>reads / writes</td><td>{} / {}</td></tr></table>\n</body></html>",
+        svc.connections(),
+        core.live_ctrls(),
+        c.commands,
+        c.errors,
+        c.reads,
+        c.writes
+    )
+}
