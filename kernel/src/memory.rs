@@ -166,6 +166,19 @@ pub fn init(boot: &crate::bootinfo::BootData) {
 #[cfg(not(target_os = "none"))]
 pub fn init(_boot: &crate::bootinfo::BootData) {}
 
+/// Bytes in use and free: (heap used, heap free, DMA pool used, DMA pool free), for reports.
+pub fn usage() -> (u64, u64, u64, u64) {
+    #[cfg(all(target_os = "none", not(test)))]
+    let (hu, hf) = {
+        let h = HEAP.0.lock();
+        (h.used() as u64, h.free() as u64)
+    };
+    #[cfg(not(all(target_os = "none", not(test))))]
+    let (hu, hf) = (0, 0);
+    let d = DMA_POOL.lock();
+    (hu, hf, d.used() as u64, d.free() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,11 +51,14 @@ pub struct Config {
     /// `nvmf.verify=N`: before the bench the initiator reads the discovery log (the subsystem
     /// must be listed) and runs N verified random I/Os; 0 = neither.
     pub verify: u64,
+    /// `mgmt=on|off`, `mgmt.listen=[IP:]PORT`, `mgmt.prefix=N`: the management plane (ping,
+    /// `http://IP:9100/metrics`, status page `/`) on the target's adapter; on by default.
+    pub mgmt: mgmt::MgmtConfig,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, connectx_emu_device: None, roce_mtu: 1024, mlx5_trace: None, selftest_connectx: false, nvmeof: Default::default(), serve_ctrls: 0, verify: 0 }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, connectx_emu_device: None, roce_mtu: 1024, mlx5_trace: None, selftest_connectx: false, nvmeof: Default::default(), serve_ctrls: 0, verify: 0, mgmt: mgmt::MgmtConfig::default() }
     }
 }
 
@@ -95,6 +98,9 @@ fn nvmeof_word(c: &mut Config, key: &str, v: &str) -> Result<(), &'static str> {
 
 /// The option table.
 pub const OPTIONS: &[Opt<Config>] = &[
+    Opt { name: "mgmt", help: "on|off: the management plane (ping, /metrics, status page) on the target's adapter (default on)", set: |c, v| mgmt::config::apply(&mut c.mgmt, "mgmt", v) },
+    Opt { name: "mgmt.listen", help: "[A.B.C.D:]PORT: address (default the adapter's) and TCP port (default 9100) of /metrics and /", set: |c, v| mgmt::config::apply(&mut c.mgmt, "mgmt.listen", v) },
+    Opt { name: "mgmt.prefix", help: "N: prefix length of the management subnet (default 24)", set: |c, v| mgmt::config::apply(&mut c.mgmt, "mgmt.prefix", v) },
     Opt {
         name: "ip",
         help: "A.B.C.D: the ConnectX adapter's IPv4 address (default: the nvmet.listen address)",

@@ -10,6 +10,7 @@ extern crate alloc;
 mod adapter;
 mod config;
 mod emu;
+mod mgmt_plane;
 mod nvmf;
 mod selftest;
 mod storage;
@@ -101,7 +102,7 @@ fn main(boot: kernel::Boot) -> ! {
         (Some(t), Some(a)) => {
             // serve() returns when nvmet.serve-ctrls= was met or the service could not start;
             // either way it shut the adapter down.
-            if let Err(why) = nvmf::serve(a, t, cfg.serve_ctrls) {
+            if let Err(why) = nvmf::serve(a, t, cfg.serve_ctrls, &cfg.mgmt) {
                 log::error!("appliance: NVMe-oF target: {why}");
                 end(&mut storage, false);
             }

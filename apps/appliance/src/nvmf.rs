@@ -206,7 +206,7 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
 /// counters reported and the adapter shut down (every firmware page reclaimed). Returns Ok
 /// after such an end, Err if the service could not start.
 #[inline(never)]
-pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64) -> Result<(), String> {
+pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64, mgmt: &::mgmt::MgmtConfig) -> Result<(), String> {
     use rdma::Verbs as _;
     let crate::adapter::Adapter { bdf, mut verbs } = adapter;
     let cm = cm_config(t.mtu, t.addr);
@@ -227,6 +227,8 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64)
     // The power button (or a BMC's soft off) ends the target the same clean way.
     let button = kernel::power::arm();
     info!("nvmf: power button {}", if button { "armed: a press closes the connections and shuts the adapter down" } else { "not available (no ACPI PM1 registers)" });
+    // The management plane runs on housekeeping turns only: a bounded budget every 100 µs.
+    let mut plane = crate::mgmt_plane::start(mgmt, &mut verbs, t.addr);
     let mut last_report = kernel::time::now_ns();
     let mut last_conns = 0;
     let mut adapter_errors = 0u64;
@@ -245,6 +247,11 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64)
         }
         let now = kernel::time::now_ns();
         svc.poll(&mut *verbs, now);
+        if slow_turn {
+            if let Some(p) = plane.as_mut() {
+                p.turn(&mut verbs, &svc);
+            }
+        }
         let conns = svc.connections();
         if conns != last_conns || now - last_report > 60_000_000_000 {
             info!("nvmf: target: {conns} connection(s) (was {last_conns})");

@@ -35,32 +35,46 @@ fn parse_ip(s: &str) -> Option<[u8; 4]> {
     it.next().is_none().then_some(o)
 }
 
-/// Apply every `mgmt.*` / `mgmt=` word of a space-separated command line; other words are
-/// ignored (they belong to other parts). An unknown `mgmt.` word or a bad value is an error
-/// naming the word.
+/// Whether `key` is one of this module's words.
+pub fn is_word(key: &str) -> bool {
+    key == "mgmt" || key.starts_with("mgmt.")
+}
+
+/// Apply one word `key=value` (the image's command-line table calls this per option).
+pub fn apply(c: &mut MgmtConfig, key: &str, v: &str) -> Result<(), &'static str> {
+    match key {
+        "mgmt" => {
+            c.enabled = match v {
+                "on" => true,
+                "off" => false,
+                _ => return Err("expected mgmt=on or mgmt=off"),
+            }
+        }
+        "mgmt.listen" => {
+            let (ip, port) = match v.rsplit_once(':') {
+                Some((ip, port)) => (Some(parse_ip(ip).ok_or("expected [A.B.C.D:]PORT (bad IPv4 address)")?), port),
+                None => (None, v),
+            };
+            c.port = port.parse().ok().filter(|&p| p != 0).ok_or("expected [A.B.C.D:]PORT (TCP port 1-65535)")?;
+            c.ip = ip;
+        }
+        "mgmt.prefix" => c.prefix = v.parse().ok().filter(|&p| (1..=32).contains(&p)).ok_or("expected a prefix length 1-32")?,
+        _ => return Err("unknown management word (known: mgmt=on|off, mgmt.listen=[IP:]PORT, mgmt.prefix=N)"),
+    }
+    Ok(())
+}
+
+/// Apply every `mgmt.*` / `mgmt=` word of a space-separated command line (`on` alone stands
+/// for the defaults); other words are ignored (they belong to other parts). An unknown
+/// `mgmt.` word or a bad value is an error naming the word.
 pub fn parse(cmdline: &str) -> Result<MgmtConfig, String> {
     let mut c = MgmtConfig::default();
     for w in cmdline.split_ascii_whitespace() {
-        let Some((k, v)) = w.split_once('=') else { continue };
-        match k {
-            "mgmt" => {
-                c.enabled = match v {
-                    "on" => true,
-                    "off" => false,
-                    _ => return Err(format!("{w}: expected mgmt=on or mgmt=off")),
-                }
-            }
-            "mgmt.listen" => {
-                let (ip, port) = match v.rsplit_once(':') {
-                    Some((ip, port)) => (Some(parse_ip(ip).ok_or_else(|| format!("{w}: bad IPv4 address {ip:?}"))?), port),
-                    None => (None, v),
-                };
-                c.port = port.parse().ok().filter(|&p| p != 0).ok_or_else(|| format!("{w}: bad TCP port {port:?}"))?;
-                c.ip = ip;
-            }
-            "mgmt.prefix" => c.prefix = v.parse().ok().filter(|&p| (1..=32).contains(&p)).ok_or_else(|| format!("{w}: prefix length 1-32"))?,
-            k if k.starts_with("mgmt.") => return Err(format!("{w}: unknown management word (known: mgmt=on|off, mgmt.listen=[IP:]PORT, mgmt.prefix=N)")),
-            _ => {}
+        let (k, v) = w.split_once('=').unwrap_or((w, ""));
+        if w == "on" || w == "off" {
+            apply(&mut c, "mgmt", w).map_err(|why| format!("{w}: {why}"))?;
+        } else if is_word(k) {
+            apply(&mut c, k, v).map_err(|why| format!("{w}: {why}"))?;
         }
     }
     Ok(c)
@@ -78,6 +92,7 @@ mod tests {
         let c = parse("mgmt.listen=10.0.0.7:80 mgmt.prefix=16").unwrap();
         assert_eq!((c.port, c.ip, c.prefix), (80, Some([10, 0, 0, 7]), 16));
         assert!(!parse("mgmt=off").unwrap().enabled);
+        assert!(parse("on").unwrap().enabled);
         assert!(parse("mgmt.listen=0").unwrap_err().contains("mgmt.listen=0"));
         assert!(parse("mgmt.listen=1.2.3:80").is_err());
         assert!(parse("mgmt.prefix=33").is_err());
