@@ -293,7 +293,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             return Err(Error::InvalidArgument("frame size"));
         }
         let len = frame.len().max(60);
-        let mut w = [0u8; 16 + 16 + MAX_INLINE_FRAME + 16];
+        // Whole WQEBBs: the copy below takes 64 bytes per basic block.
+        let mut w = [0u8; (16 + 16 + MAX_INLINE_FRAME + 16).div_ceil(WQEBB) * WQEBB];
         let eth = &mut w[16..32];
         set(eth, wqe_eth_seg::inline_hdr_sz, len as u64);
         let at = 16 + wqe_eth_seg::inline_hdr_start.byte();

@@ -1,0 +1,92 @@
+//! The management stack's frames over the raw Ethernet path between two adapters: every size
+//! up to `MAX_INLINE_FRAME` arrives byte-identical in the receiver's bounded queue, the queue
+//! drops (and counts) what does not fit, ARP still feeds the neighbour table, and with
+//! `answers_arp` the driver leaves answering to the stack.
+
+use emu_connectx::{ConnectX, PhysMem, SimClock, SimHal};
+use emu_roce::{Impairments, Link, MemLink};
+use mlx5::{Config, Mlx5, Mlx5Verbs, MAX_INLINE_FRAME};
+use rdma::Verbs;
+
+type V = Mlx5Verbs<SimHal, emu_connectx::Bar0>;
+
+struct Clocked(MemLink, SimClock);
+impl Link for Clocked {
+    fn send(&mut self, f: &[u8]) {
+        self.0.set_now(self.1.now_ns());
+        self.0.send(f)
+    }
+    fn poll(&mut self) -> Option<Vec<u8>> {
+        self.0.set_now(self.1.now_ns());
+        self.0.poll()
+    }
+}
+
+fn side(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64) -> (ConnectX, V) {
+    let mem = PhysMem::with_base(base);
+    let hal = SimHal::new(mem.clone(), clock.clone());
+    let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac, port_answers_arp: false, ..Default::default() });
+    let dev = Mlx5::bring_up(hal, cx.bar0(), Config { ipv4: ip, ..Config::default() }).expect("bring-up");
+    (cx, Mlx5Verbs::new(dev).expect("verbs"))
+}
+
+fn ipv4_frame(dst: [u8; 6], src: [u8; 6], len: usize, fill: u8) -> Vec<u8> {
+    let mut f = vec![fill; len];
+    f[..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&src);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    // IPv4, protocol 6 (TCP): not RoCE, so the adapter steers it to the raw queue.
+    if len >= 34 {
+        f[14] = 0x45;
+        f[23] = 6;
+    }
+    f
+}
+
+#[test]
+fn frames_of_every_size_cross_and_the_queue_is_bounded() {
+    let clock = SimClock::new();
+    let (amac, bmac) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let (acx, mut a) = side(&clock, [10, 0, 0, 1], amac, 0x1_0000_0000);
+    let (bcx, mut b) = side(&clock, [10, 0, 0, 2], bmac, 0x2_0000_0000);
+    let (la, lb) = MemLink::pair(Impairments::default(), 3);
+    acx.attach_link(Box::new(Clocked(la, clock.clone())));
+    bcx.attach_link(Box::new(Clocked(lb, clock.clone())));
+    b.enable_mgmt_frames(4, true);
+    let turn = |a: &mut V, b: &mut V| {
+        for _ in 0..20 {
+            acx.poll();
+            bcx.poll();
+            a.poll();
+            b.poll();
+            clock.advance(10_000);
+        }
+    };
+    let mut buf = [0u8; 2048];
+    for len in [60, 100, 200, 241, 242, 255, MAX_INLINE_FRAME] {
+        let f = ipv4_frame(bmac, amac, len, len as u8);
+        assert!(a.mgmt_send(&f), "send {len}");
+        turn(&mut a, &mut b);
+        let n = b.mgmt_recv(&mut buf).unwrap_or_else(|| panic!("frame of {len} bytes arrived"));
+        assert_eq!(&buf[..n], &f[..], "frame of {len} bytes byte-identical");
+        assert_eq!(b.mgmt_recv(&mut buf), None);
+    }
+    assert!(!a.mgmt_send(&[0u8; MAX_INLINE_FRAME + 1]), "longer than the inline limit: refused, no panic");
+    // Six frames into a queue of four: four kept, two dropped and counted.
+    for i in 0..6 {
+        assert!(a.mgmt_send(&ipv4_frame(bmac, amac, 80, i)));
+    }
+    turn(&mut a, &mut b);
+    let (_q, dropped, _long) = b.mgmt_tap_stats().unwrap();
+    assert_eq!(dropped, 2);
+    let kept: Vec<u8> = std::iter::from_fn(|| b.mgmt_recv(&mut buf).map(|_| buf[20])).collect();
+    assert_eq!(kept, [0, 1, 2, 3]);
+    // ARP still resolves for RoCE: A asks, B's table hears it, B's driver does not answer
+    // (the management stack does, and none runs here), so A learns nothing.
+    assert_eq!(a.resolve_mac([10, 0, 0, 2]), None);
+    turn(&mut a, &mut b);
+    assert_eq!(b.neigh_stats().heard, 1, "{:?}", b.neigh_stats());
+    assert_eq!(b.arp_replies_sent, 0);
+    assert_eq!(a.resolve_mac([10, 0, 0, 2]), None);
+    assert!(b.mgmt_recv(&mut buf).is_some(), "the request was queued for the stack too");
+}
