@@ -85,7 +85,7 @@ pub fn adapter_metrics<H: Hal, M: Mmio>(e: &mut Exposition<'_>, v: &mlx5::Mlx5Ve
     e.single("mlx5_link_up", Kind::Gauge, "Port state: 1 up, 0 down, -1 not yet known.", link);
     let h = v.dev.health_report();
     e.single("mlx5_health_syndrome", Kind::Gauge, "Firmware health syndrome (0: healthy).", h.synd);
-    e.single("mlx5_health_counter", Kind::Gauge, "Firmware health counter (advances while the firmware runs).", h.counter);
+    e.single("mlx5_health_heartbeat", Kind::Gauge, "Firmware health counter (advances while the firmware runs).", h.counter);
     e.single("mlx5_firmware_commands_total", Kind::Counter, "Firmware commands issued.", d.commands);
     e.single("mlx5_firmware_pages", Kind::Gauge, "Pages given to the firmware and not reclaimed.", v.dev.pages_held());
     e.single("mlx5_error_events_total", Kind::Counter, "Asynchronous error events (CQ/QP/port errors).", d.error_events);
