@@ -32,7 +32,7 @@ pub fn start(cfg: &mgmt::MgmtConfig, verbs: &mut Verbs, adapter_ip: [u8; 4]) -> 
 
 impl Plane {
     /// One bounded turn.
-    pub fn turn(&mut self, verbs: &mut Verbs, svc: &nvmeof::serve::TargetService<Verbs, Backing>) {
+    pub fn turn(&mut self, verbs: &mut Verbs, svc: &nvmeof::nvmet::service::TargetService<Verbs, Backing>) {
         self.m.take_frames(verbs);
         let (stats, open) = (self.m.stats(), self.m.open_connections());
         let now = kernel::time::now_ns();
