@@ -93,8 +93,45 @@ fn nvmeof_word(c: &mut Config, key: &str, v: &str) -> Result<(), &'static str> {
         }
         n.bench = a.bench;
     }
-    Ok(())
+    nvmeof::cmdline::bounds::merge(&mut n.bounds, &a.bounds)
 }
+
+/// The option entry of a bound word (`nvmet.kato-min=`, `cm.max-conns=`, ...), whose range and
+/// field live in `nvmeof::cmdline::bounds::WORDS` (every row has an entry: checked below).
+macro_rules! bound_opt {
+    ($name:literal) => {
+        Opt { name: $name, help: "bound on what a peer may pin: see the README word table (nvmeof::cmdline::bounds)", set: |c, v| nvmeof_word(c, $name, v) }
+    };
+}
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+// Every bound word of the grammar has its option entry.
+const _: () = {
+    let words = nvmeof::cmdline::bounds::WORDS;
+    let mut i = 0;
+    while i < words.len() {
+        let mut j = 0;
+        while j < OPTIONS.len() && !same(words[i].name, OPTIONS[j].name) {
+            j += 1;
+        }
+        assert!(j < OPTIONS.len(), "a bound word of nvmeof::cmdline::bounds has no option entry");
+        i += 1;
+    }
+};
 
 /// The option table.
 pub const OPTIONS: &[Opt<Config>] = &[
@@ -272,4 +309,20 @@ pub const OPTIONS: &[Opt<Config>] = &[
             Ok(())
         },
     },
+    bound_opt!("nvmet.connect-deadline"),
+    bound_opt!("nvmet.kato-min"),
+    bound_opt!("nvmet.kato-max"),
+    bound_opt!("nvmet.max-ctrls-per-host"),
+    bound_opt!("nvmet.max-unadmitted-per-source"),
+    bound_opt!("nvmet.max-unadmitted"),
+    bound_opt!("cm.max-conns"),
+    bound_opt!("cm.max-conns-per-source"),
+    bound_opt!("cm.req-rate"),
+    bound_opt!("cm.req-burst"),
+    bound_opt!("cm.rnr-retry-max"),
+    bound_opt!("cm.ack-timeout-min"),
+    bound_opt!("cm.ack-timeout-max"),
+    bound_opt!("cm.response-timeout-max"),
+    bound_opt!("cm.retries-max"),
+    bound_opt!("cm.service-timeout-max"),
 ];

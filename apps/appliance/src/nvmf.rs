@@ -60,6 +60,9 @@ pub fn check(cfg: &Config) -> Result<Role, String> {
     if cfg.selftest_connectx && (target || initiator) {
         return Err(String::from("selftest=connectx runs alone: drop nvmet.subsys= / nvmf.connect="));
     }
+    if let Err(e) = nvmeof::cmdline::bounds::cm_config(&n.bounds, rdma::cm::CmConfig::default()) {
+        return Err(format!("{}: {}", e.word, e.why));
+    }
     if n.listen.is_some() && !target {
         return Err(String::from("nvmet.listen= without any nvmet.subsys= (nothing to serve)"));
     }
@@ -116,10 +119,12 @@ impl Every {
 
 /// The CM settings of this boot: `roce.mtu=`, and a seed (comm IDs, starting PSNs, source
 /// ports) from the TSC and the address, so a rebooted appliance does not reuse the previous
-/// boot's connection identities (a peer would reject them as stale).
-pub fn cm_config(mtu: u32, ip: [u8; 4]) -> rdma::cm::CmConfig {
+/// boot's connection identities (a peer would reject them as stale); the `cm.*` bound words
+/// (already checked by [`check`]; on an error the defaults stay).
+pub fn cm_config(mtu: u32, ip: [u8; 4], bounds: &[nvmeof::cmdline::BoundWord]) -> rdma::cm::CmConfig {
     let seed = kernel::time::rdtsc().rotate_left(17) ^ ((u32::from_be_bytes(ip) as u64) << 32);
-    rdma::cm::CmConfig { mtu, seed, ..rdma::cm::CmConfig::default() }
+    let base = rdma::cm::CmConfig { mtu, seed, ..rdma::cm::CmConfig::default() };
+    nvmeof::cmdline::bounds::cm_config(bounds, base).unwrap_or(base)
 }
 
 /// A configured target, ready to serve.
@@ -131,6 +136,8 @@ pub struct Target {
     pub max_queues: usize,
     /// RoCE path MTU for the CM (`roce.mtu=`).
     pub mtu: u32,
+    /// The `nvmet.*`/`cm.*` bound words (the CM's are applied when the service starts).
+    pub bounds: Vec<nvmeof::cmdline::BoundWord>,
 }
 
 /// Build the target from the `nvmet.*` words: namespaces, subsystems, the core. Local NVMe
@@ -198,7 +205,7 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
     }
     let mut core = Core::new(tcfg, subs).map_err(|why| format!("target configuration refused: {why}"))?;
     core.auth.seed(kernel::entropy::seed32());
-    Ok(Box::new(Target { core, addr, port, max_queues, mtu: cfg.roce_mtu }))
+    Ok(Box::new(Target { core, addr, port, max_queues, mtu: cfg.roce_mtu, bounds: args.bounds.clone() }))
 }
 
 /// Serve the target on the adapter: until the power button is pressed, or with `serve_ctrls` > 0
@@ -209,7 +216,7 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
 pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64, mgmt: &::mgmt::MgmtConfig) -> Result<(), String> {
     use rdma::Verbs as _;
     let crate::adapter::Adapter { bdf, mut verbs } = adapter;
-    let cm = cm_config(t.mtu, t.addr);
+    let cm = cm_config(t.mtu, t.addr, &t.bounds);
     let svc = nvmeof::nvmet::service::TargetService::with_cm_config(&mut *verbs, t.core, t.max_queues, t.port, cm);
     let mut svc = match svc {
         Ok(s) => Box::new(s),
@@ -313,7 +320,7 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
     use nvmeof::host::HostConfig;
     use rdma::Verbs as _;
     let Some(spec) = args.connect.as_ref() else { return false };
-    let cm = match rdma::cm::Cm::new(verbs, cm_config(mtu, verbs.local_ip())) {
+    let cm = match rdma::cm::Cm::new(verbs, cm_config(mtu, verbs.local_ip(), &args.bounds)) {
         Ok(c) => c,
         Err(e) => {
             error!("nvmf: initiator: CM setup on {bdf}: {e:?}");

@@ -17,12 +17,17 @@
 //!   INVALIDATE; `inval=local`: the host invalidates each key itself.
 //! - `nvmf.bench=PATTERN,bs=N,qd=N,time=N(ms|s)[,read=PCT]`  PATTERN: randread randwrite
 //!   read write randrw
+//! - bounds on what a peer may pin: `nvmet.connect-deadline=MS`, `nvmet.kato-min=MS`,
+//!   `cm.max-conns=N`, `cm.req-rate=N`, ... (the list is [`bounds::WORDS`])
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::bench::{BenchConfig, Pattern};
 use nvme_auth::{DhGroup, HashId, Secret};
+
+pub mod bounds;
+pub use bounds::BoundWord;
 
 /// A namespace backing requested on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +74,8 @@ pub struct NvmeofArgs {
     pub subsystems: Vec<SubsysSpec>,
     pub connect: Option<ConnectSpec>,
     pub bench: Option<BenchConfig>,
+    /// `nvmet.*`/`cm.*` bound words, in command-line order ([`bounds`]).
+    pub bounds: Vec<BoundWord>,
 }
 
 /// What was wrong, with the offending word.
@@ -125,9 +132,15 @@ pub fn parse(cmdline: &str) -> Result<NvmeofArgs, ArgError> {
             "nvmet.subsys" => out.subsystems.push(parse_subsys(word, val)?),
             "nvmf.connect" => out.connect = Some(parse_connect(word, val)?),
             "nvmf.bench" => out.bench = Some(parse_bench(word, val)?),
-            _ => {}
+            _ => {
+                if let Some(b) = bounds::parse_word(word, key, val)? {
+                    out.bounds.push(b);
+                }
+            }
         }
     }
+    // Cross-word rules of the bounds (min <= max, each word once).
+    bounds::cm_config(&out.bounds, rdma::cm::CmConfig::default())?;
     let mut nqns: Vec<&str> = out.subsystems.iter().map(|s| s.nqn.as_str()).collect();
     nqns.sort_unstable();
     if nqns.windows(2).any(|w| w[0] == w[1]) {
@@ -367,6 +380,7 @@ pub fn build_target<B: blockdev::BlockDevice>(
     mut make_ns: impl FnMut(&NsSpec) -> Result<B, &'static str>,
 ) -> Result<(crate::nvmet::TargetConfig, Vec<crate::nvmet::SubsystemConfig<B>>), ArgError> {
     let mut cfg = base;
+    cfg.limits = bounds::target_limits(&args.bounds, &cfg.limits)?;
     if let Some((addr, port)) = args.listen {
         cfg.ports = alloc::vec![crate::nvmet::PortConfig { portid: 1, traddr: addr, trsvcid: port }];
     }
@@ -483,5 +497,11 @@ mod build_tests {
         assert_ne!(subs[0].namespaces[0].nguid, subs[0].namespaces[1].nguid);
         assert_ne!(derive_nguid("nqn.a", 1), derive_nguid("nqn.b", 1));
         assert!(crate::nvmet::Core::new(cfg, subs).is_ok());
+        // Bound words reach the target's limits, over the caller's base (its cntlid seed kept).
+        let a = parse("nvmet.subsys=nqn.a,ns=null:1M,host=nqn.h nvmet.max-ctrls-per-host=2 nvmet.connect-deadline=300").unwrap();
+        let mut base = crate::nvmet::TargetConfig::default();
+        base.limits.cntlid_seed = 7;
+        let (cfg, _) = build_target(&a, base, make).unwrap();
+        assert_eq!((cfg.limits.max_ctrls_per_host, cfg.limits.connect_deadline_ms, cfg.limits.cntlid_seed), (2, 300, 7));
     }
 }

@@ -107,6 +107,12 @@ pub fn build_core(node: &Node, words: &str, ip: [u8; 4], port: u16) -> Result<(C
     Ok((core, listen.1))
 }
 
+/// The CM settings for `words`: the defaults with the `cm.*` bound words applied.
+pub fn cm_config(words: &str) -> Result<CmConfig, String> {
+    let args = nvmeof::cmdline::parse(words).map_err(|e| format!("{}: {}", e.word, e.why))?;
+    nvmeof::cmdline::bounds::cm_config(&args.bounds, CmConfig::default()).map_err(|e| format!("{}: {}", e.word, e.why))
+}
+
 /// Serve until `timeout` passes, `stop_file` appears, or (with `serve_ctrls` > 0) that many
 /// controllers have been created and every one is gone again; prints the counters at the end.
 /// `spin`: never sleep (lowest latency; takes a whole core). With `mgmt` the management stack
@@ -125,7 +131,7 @@ pub fn run_target(
 ) -> Result<(), String> {
     let (core, port) = build_core(node, words, ip, port)?;
     let clock = node.clock.clone();
-    let mut svc = TargetService::new(&mut node.v, core, 64, port).map_err(|e| format!("listen: {e:?}"))?;
+    let mut svc = TargetService::with_cm_config(&mut node.v, core, 64, port, cm_config(words)?).map_err(|e| format!("listen: {e:?}"))?;
     svc.target.set_turnaround_clock(host_clock_ns);
     println!("RUNNER listening nvmf port {port}");
     let t0 = Instant::now();
@@ -182,9 +188,13 @@ pub fn run_target(
     let c = svc.target.core.stats;
     let a = svc.target.core.auth.stats;
     println!(
-        "RUNNER RESULT nvmf-target PASS requests={} accepted={} rejected={} closed_by_peer={} closed_by_target={} ctrls_created={} ctrls_freed={} connects_refused={} commands={} errors={} reads={} writes={} bad_capsules={} wc_errors={} auth_required={} auth_ok={} auth_failed={} auth_refused_cmds={} seconds={:.1}",
+        "RUNNER RESULT nvmf-target PASS requests={} accepted={} rejected={} closed_by_peer={} closed_by_target={} ctrls_created={} ctrls_freed={} connects_refused={} commands={} errors={} reads={} writes={} bad_capsules={} wc_errors={} auth_required={} auth_ok={} auth_failed={} auth_refused_cmds={} cm_refused={} seconds={:.1}",
         s.requests, s.accepted, s.rejected, s.closed_by_peer, s.closed_by_target, c.ctrls_created, c.ctrls_freed, c.connects_refused, c.commands, c.errors, c.reads, c.writes, t.bad_capsules, t.wc_errors,
         a.required, a.succeeded, a.failed, a.refused_cmds,
+        {
+            let m = svc.cm.stats();
+            m.refused_rate + m.refused_per_source + m.refused_table_full
+        },
         t0.elapsed().as_secs_f64()
     );
     Ok(())
@@ -218,7 +228,8 @@ pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64, bench_
     let clock = node.clock.clone();
     let clk = clock.clone();
     let cx = node.cx.clone();
-    let cm = Cm::new(&mut node.v, CmConfig::default()).map_err(|e| format!("cm: {e:?}"))?;
+    let cm_cfg = nvmeof::cmdline::bounds::cm_config(&args.bounds, CmConfig::default()).map_err(|e| format!("{}: {}", e.word, e.why))?;
+    let cm = Cm::new(&mut node.v, cm_cfg).map_err(|e| format!("cm: {e:?}"))?;
     let mut env = CmHostEnv::new(
         cm,
         c.addr,

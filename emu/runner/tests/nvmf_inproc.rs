@@ -30,13 +30,19 @@ struct TargetSide {
 type Env = CmHostEnv<Verbs, Box<dyn FnMut() -> u64>, Box<dyn FnMut(&mut Verbs)>>;
 
 fn setup() -> (SimClock, Rc<RefCell<TargetSide>>, Node, Env) {
+    setup_with("")
+}
+
+/// As [`setup`], the target built from its command-line words plus `words` (bounds, ...).
+fn setup_with(words: &str) -> (SimClock, Rc<RefCell<TargetSide>>, Node, Env) {
     let clock = SimClock::new();
     clock.advance(1_000_000);
     let (a, b) = MemLink::pair(Impairments::default(), 11);
     let mut t = Node::new(clock.clone(), TARGET, [0x52, 0x54, 0, 0x77, 0, 1], 0x1_0000_0000, Box::new(Clocked(a, clock.clone()))).unwrap();
     let mut h = Node::new(clock.clone(), HOST, [0x52, 0x54, 0, 0x77, 0, 2], 0x4_0000_0000, Box::new(Clocked(b, clock.clone()))).unwrap();
-    let (core, port) = build_core(&t, &format!("nvmet.subsys={NQN},ns=ram:16M,host={HOSTNQN}"), TARGET, 4420).unwrap();
-    let svc = TargetService::new(&mut t.v, core, 64, port).unwrap();
+    let words = format!("nvmet.subsys={NQN},ns=ram:16M,host={HOSTNQN} {words}");
+    let (core, port) = build_core(&t, &words, TARGET, 4420).unwrap();
+    let svc = TargetService::with_cm_config(&mut t.v, core, 64, port, emu_runner::nvmf::cm_config(&words).unwrap()).unwrap();
     let side = Rc::new(RefCell::new(TargetSide { svc, node: t }));
     let cm = Cm::new(&mut h.v, CmConfig::default()).unwrap();
     let (c1, c2, s2, hcx) = (clock.clone(), clock.clone(), side.clone(), h.cx.clone());
@@ -56,6 +62,37 @@ fn setup() -> (SimClock, Rc<RefCell<TargetSide>>, Node, Env) {
 
 fn cfg() -> HostConfig {
     HostConfig { hostnqn: HOSTNQN.into(), io_queues: 2, io_depth: 32, max_io_bytes: 64 * 1024, kato_ms: 0, ..HostConfig::default() }
+}
+
+/// `cm.max-conns=2` on the target's command line: the admin queue and the first I/O queue are
+/// accepted, the second I/O queue's REQ gets REJ NO_RESOURCES, counted as table-full; a host
+/// with one I/O queue still connects and does verified I/O.
+#[test]
+fn cm_max_conns_word_refuses_the_third_connection() {
+    let (_clock, side, mut h, mut env) = setup_with("cm.max-conns=2");
+    assert_eq!(side.borrow().svc.cm.stats().refused_table_full, 0);
+    let r = Host::connect(&mut h.v, &mut env, cfg(), NQN);
+    assert!(r.is_err(), "a third connection must be refused");
+    for _ in 0..2_000 {
+        env.idle(&mut h.v);
+    }
+    {
+        let s = side.borrow();
+        let m = s.svc.cm.stats();
+        assert_eq!((m.refused_table_full, m.refused_rate, m.refused_per_source), (1, 0, 0), "{m:?}");
+        assert_eq!(s.svc.stats.accepted, 2, "{:?}", s.svc.stats);
+    }
+    // The refused host's entries age out of timewait (4 s), then two queues fit again.
+    _clock.advance(5_000_000_000);
+    for _ in 0..2_000 {
+        env.idle(&mut h.v);
+    }
+    let one = HostConfig { io_queues: 1, ..cfg() };
+    let mut host = Host::connect(&mut h.v, &mut env, one, NQN).expect("admin + one I/O queue fit in cm.max-conns=2");
+    let r = nvmeof::verify::run(&mut host, &mut h.v, &mut env, 1, 200, 1, 16, 3).expect("verified run");
+    assert_eq!((r.errors, r.mismatches), (0, 0), "{r:?}");
+    host.disconnect(&mut h.v, &mut env).expect("disconnect");
+    assert_eq!(side.borrow().svc.cm.stats().refused_table_full, 1);
 }
 
 #[test]
