@@ -512,6 +512,12 @@ impl Device {
     fn apply_umr(&mut self, qpn: u32, key: u32, b: &[u8]) -> Result<(), u8> {
         let q = &self.qps[&qpn];
         let (qpd, rlky) = (q.pd, get(&q.qpc, l::qpc::rlky) == 1);
+        // Only a QP created with qpc.fre (fast registration enable) may post UMR WQEs; on any
+        // other the WQE fails as a local QP operation error [PRM qpc.fre; Linux mlx5_ib sets it
+        // on the QPs that post registration work requests].
+        if get(&q.qpc, l::qpc::fre) != 1 {
+            return Err(cqe_synd::LOCAL_QP_OP_ERR);
+        }
         let flags = b[0];
         let octw = u16::from_be_bytes([b[4], b[5]]) as usize;
         let mask = u64::from_be_bytes(b[8..16].try_into().unwrap());

@@ -314,11 +314,27 @@ fn sends_over_a_lossy_duplicating_link_arrive_once_in_order() {
 /// for an RDMA WRITE across a page boundary, invalidated by LOCAL_INVAL, then refused.
 #[test]
 fn umr_fast_register_then_local_invalidate() {
+    umr_case(true);
+}
+
+/// The same UMR WQE on a QP whose context has `fre` = 0 fails as a local QP operation error and
+/// leaves the mkey free: only fast-registration-enabled QPs may change a key.
+#[test]
+fn umr_on_a_qp_without_fre_is_a_local_qp_operation_error() {
+    umr_case(false);
+}
+
+fn umr_case(fre: bool) {
     use emu_connectx::consts::op;
     use emu_connectx::datapath::umr;
     use mlx5_ifc::ifc as l;
 use mlx5_ifc::layout::{get, set};
     let (mut a, mut b) = pair();
+    if !fre {
+        let qpn = b.u.qp_rc;
+        let mut d = b.r.cx.device_mut();
+        set(&mut d.qps.get_mut(&qpn).expect("B's RC QP").qpc, l::qpc::fre, 0);
+    }
     // B: CREATE_MKEY MTT, free, umr_en, room for 4 translations.
     let mut i = inp(op::CREATE_MKEY, 0, 0x110 + 32);
     let m = &mut i[0x10..0x50];
@@ -371,6 +387,12 @@ use mlx5_ifc::layout::{get, set};
     b.r.bar.write64_be(b.u.uar as usize * 4096 + 0x800, u64::from_be_bytes(first));
     let (_, cb) = run(&mut a, &mut b, 0, 1);
     assert_eq!(cb.len(), 1);
+    if !fre {
+        assert_eq!(cb[0][0x3f] >> 4, cqe_op::REQ_ERR, "UMR refused: {:x?}", &cb[0][0x30..]);
+        assert_eq!(cb[0][0x37], cqe_synd::LOCAL_QP_OP_ERR);
+        assert!(b.r.cx.device().mkeys[&idx].free, "the key stays free");
+        return;
+    }
     assert_eq!(cb[0][0x3f] >> 4, cqe_op::REQ, "UMR completed: {:x?}", &cb[0][0x30..]);
     // A writes 64 bytes straddling the two pages of the new registration.
     let data: Vec<u8> = (0..64u8).map(|x| x ^ 0xa5).collect();

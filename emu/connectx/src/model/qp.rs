@@ -195,8 +195,10 @@ impl Device {
                 if get(c, path(l::ads::vhca_port_num)) > 1 {
                     return fail(st::BAD_PARAM, synd::BAD_PORT);
                 }
+                // qpc.fre (fast registration enable) is a create-time attribute: Linux and rdma-core
+                // set it in CREATE_QP only, so a transition keeps the created value.
                 copy.extend([qpc::rre, qpc::rwe, qpc::rae, qpc::atomic_mode, qpc::q_key, qpc::counter_set_id,
-                    path(l::ads::pkey_index), path(l::ads::vhca_port_num), qpc::rlky, qpc::fre, qpc::pm_state]);
+                    path(l::ads::pkey_index), path(l::ads::vhca_port_num), qpc::rlky, qpc::pm_state]);
             }
             op::INIT2RTR_QP => {
                 let mtu = get(c, qpc::mtu);
