@@ -21,7 +21,7 @@ use crate::Error;
 
 mod auth;
 pub mod cm_env;
-mod validate;
+pub mod validate;
 use validate::CidCodec;
 pub use validate::{DiscField, TargetFault, MAX_CAPSULE, MAX_DISC_RECORDS, MAX_QUEUE_DEPTH};
 
