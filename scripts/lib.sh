@@ -23,11 +23,11 @@ OVMF_FD="${OVMF_FD:-/usr/share/ovmf/OVMF.fd}"
 QEMU_EXIT_SUCCESS=33
 QEMU_EXIT_FAILURE=35
 # Base QEMU command line for the appliance: q35, TCG (or KVM with ACCEL=kvm), serial on stdio,
-# no display, the test exit device. Extra devices are appended by the caller.
+# no display, the test exit device, QEMU_SMP CPUs (default 1). Extra devices are appended by the caller.
 qemu_base() {
     local accel="${ACCEL:-tcg}" cpu="max"
     [ "$accel" = kvm ] && cpu=host
-    echo qemu-system-x86_64 -M q35 -accel "$accel" -cpu "$cpu" -m "${QEMU_MEM:-512}" -smp 1 \
+    echo qemu-system-x86_64 -M q35 -accel "$accel" -cpu "$cpu" -m "${QEMU_MEM:-512}" -smp "${QEMU_SMP:-1}" \
         -serial stdio -display none -nodefaults -no-reboot \
         -device isa-debug-exit,iobase=0xf4,iosize=0x04
 }

@@ -197,6 +197,10 @@ pub fn init(from_loader: Option<u64>, force_pm_timer: bool) -> Option<AcpiInfo> 
                     let (id, flags) = (l.apic_id, l.flags);
                     if flags & 0b11 != 0 {
                         cpus += 1;
+                        if flags & 1 != 0 {
+                            // enabled now (bit 1 alone: online capable, a hot-plug slot)
+                            crate::smp::record_madt_cpu(u32::from(id));
+                        }
                         log::info!("acpi: cpu apic id {id}");
                     }
                 }
@@ -204,6 +208,10 @@ pub fn init(from_loader: Option<u64>, force_pm_timer: bool) -> Option<AcpiInfo> 
                     let (id, flags) = (l.x2apic_id, l.flags);
                     if flags & 0b11 != 0 {
                         cpus += 1;
+                        if flags & 1 != 0 {
+                            // enabled now (bit 1 alone: online capable, a hot-plug slot)
+                            crate::smp::record_madt_cpu(id);
+                        }
                         log::info!("acpi: cpu x2apic id {id}");
                     }
                 }

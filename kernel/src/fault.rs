@@ -1,5 +1,6 @@
-//! Deliberate faults for tests (`test.fault=` on the command line): they prove that the
-//! exception path reports vector, error code, RIP and CR2 and ends with a failure status.
+//! Deliberate faults for tests (`test.fault=` on the command line, on the CPU `test.fault-cpu=`
+//! names): they prove that the exception path reports the CPU, vector, error code, RIP and CR2
+//! and the panic path the CPU and message, and that both end with a failure status.
 
 /// Kinds of deliberate fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,6 +11,8 @@ pub enum Fault {
     InvalidOpcode,
     /// Load through a non-canonical address (vector 13).
     GeneralProtection,
+    /// A Rust panic.
+    Panic,
 }
 
 impl Fault {
@@ -18,6 +21,7 @@ impl Fault {
             "pagefault" => Some(Self::PageFault),
             "ud" => Some(Self::InvalidOpcode),
             "gpf" => Some(Self::GeneralProtection),
+            "panic" => Some(Self::Panic),
             _ => None,
         }
     }
@@ -28,7 +32,7 @@ pub const UNMAPPED: u64 = 0x4000_dead_b000;
 
 /// Trigger `f`. Returns only if the CPU did not fault (which the caller reports as failure).
 pub fn trigger(f: Fault) {
-    log::warn!("fault: triggering {f:?} as asked by test.fault");
+    log::warn!("fault: triggering {f:?} on cpu {} as asked by test.fault", crate::percpu::this_cpu());
     match f {
         // SAFETY: deliberately faulting accesses; the exception handler stops the machine.
         Fault::PageFault => unsafe {
@@ -41,5 +45,6 @@ pub fn trigger(f: Fault) {
         },
         // SAFETY: ud2 raises #UD, handled by the IDT.
         Fault::InvalidOpcode => unsafe { core::arch::asm!("ud2") },
+        Fault::Panic => panic!("deliberate panic (test.fault=panic)"),
     }
 }

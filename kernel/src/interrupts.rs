@@ -1,8 +1,9 @@
 //! GDT with a TSS whose IST stacks serve the faults that must not run on a broken stack
-//! (double fault, NMI, machine check, page fault), and an IDT covering every architectural
-//! exception (Intel SDM vol. 3A, table 6-1). Each handler prints vector, name, error code,
-//! RIP, CR2 and stops the image with a failure status. The legacy 8259 PICs are masked:
-//! the appliance polls and takes no device interrupts.
+//! (double fault, NMI, machine check, page fault), one pair per CPU, and one IDT for all CPUs
+//! covering every architectural exception (Intel SDM vol. 3A, table 6-1). Each handler prints
+//! the CPU number, vector, name, error code, RIP, CR2, stops the other CPUs and the image with
+//! a failure status. The legacy 8259 PICs are masked: the appliance polls and takes no device
+//! interrupts; the only interrupt is the IPI that wakes a parked CPU ([`crate::smp`]).
 use x86_64::instructions::port::Port;
 use x86_64::instructions::segmentation::{Segment, CS, DS, ES, SS};
 use x86_64::instructions::tables::load_tss;
@@ -17,6 +18,8 @@ const IST_NMI: u16 = 1;
 const IST_MACHINE_CHECK: u16 = 2;
 const IST_PAGE_FAULT: u16 = 3;
 const IST_STACK: usize = 16 * 1024;
+/// IST stack bytes per CPU (four stacks).
+pub const IST_BYTES: usize = 4 * IST_STACK;
 
 #[repr(C, align(16))]
 struct Stack([u8; IST_STACK]);
@@ -26,26 +29,33 @@ static TSS: spin::Once<TaskStateSegment> = spin::Once::new();
 static GDT: spin::Once<(GlobalDescriptorTable, [SegmentSelector; 3])> = spin::Once::new();
 static IDT: spin::Once<InterruptDescriptorTable> = spin::Once::new();
 
-/// Load GDT, TSS and IDT; mask the PICs.
-pub fn init() {
-    let tss = TSS.call_once(|| {
-        let mut tss = TaskStateSegment::new();
-        for (i, slot) in [IST_DOUBLE_FAULT, IST_NMI, IST_MACHINE_CHECK, IST_PAGE_FAULT].iter().enumerate() {
-            // SAFETY: each IST stack is used only by the CPU for its vector; only its address is taken.
-            let top = unsafe { core::ptr::addr_of!(IST_STACKS[i]) as u64 } + IST_STACK as u64;
-            tss.interrupt_stack_table[*slot as usize] = VirtAddr::new(top);
-        }
-        tss
-    });
-    let (gdt, sel) = GDT.call_once(|| {
-        let mut gdt = GlobalDescriptorTable::new();
-        let code = gdt.append(Descriptor::kernel_code_segment());
-        let data = gdt.append(Descriptor::kernel_data_segment());
-        let tss_sel = gdt.append(Descriptor::tss_segment(tss));
-        (gdt, [code, data, tss_sel])
-    });
+/// One CPU's GDT (code, data, its TSS) and selectors.
+pub struct CpuTables {
+    gdt: &'static GlobalDescriptorTable,
+    sel: [SegmentSelector; 3],
+}
+
+/// A TSS whose IST entries are the tops of four stacks, in `stack_tops` order.
+fn tss_with(stack_tops: [u64; 4]) -> TaskStateSegment {
+    let mut tss = TaskStateSegment::new();
+    for (slot, top) in [IST_DOUBLE_FAULT, IST_NMI, IST_MACHINE_CHECK, IST_PAGE_FAULT].iter().zip(stack_tops) {
+        tss.interrupt_stack_table[*slot as usize] = VirtAddr::new(top);
+    }
+    tss
+}
+
+fn gdt_with(tss: &'static TaskStateSegment) -> (GlobalDescriptorTable, [SegmentSelector; 3]) {
+    let mut gdt = GlobalDescriptorTable::new();
+    let code = gdt.append(Descriptor::kernel_code_segment());
+    let data = gdt.append(Descriptor::kernel_data_segment());
+    let tss_sel = gdt.append(Descriptor::tss_segment(tss));
+    (gdt, [code, data, tss_sel])
+}
+
+fn load(gdt: &'static GlobalDescriptorTable, sel: [SegmentSelector; 3]) {
     gdt.load();
-    // SAFETY: the selectors index the GDT just loaded, which lives forever.
+    // SAFETY: the selectors index the GDT just loaded, which lives forever; its TSS is this
+    // CPU's own (a TSS descriptor is marked busy by `ltr`, so no two CPUs share one).
     unsafe {
         CS::set_reg(sel[0]);
         DS::set_reg(sel[1]);
@@ -53,6 +63,35 @@ pub fn init() {
         SS::set_reg(sel[1]);
         load_tss(sel[2]);
     }
+}
+
+/// Build an application processor's GDT and TSS, its IST stacks carved from `ist`
+/// ([`IST_BYTES`] bytes it owns for good). Built by the boot CPU, loaded by the AP ([`init_ap`]).
+pub fn ap_tables(ist: &'static mut [u8]) -> CpuTables {
+    let base = ist.as_ptr() as u64;
+    let tops = core::array::from_fn(|i| (base + ((i + 1) * IST_STACK) as u64) & !0xf);
+    let tss: &'static TaskStateSegment = alloc::boxed::Box::leak(alloc::boxed::Box::new(tss_with(tops)));
+    let (gdt, sel) = gdt_with(tss);
+    CpuTables { gdt: alloc::boxed::Box::leak(alloc::boxed::Box::new(gdt)), sel }
+}
+
+/// Load an AP's own GDT and TSS and the shared IDT (built by [`init`] on the boot CPU).
+pub fn init_ap(t: CpuTables) {
+    load(t.gdt, t.sel);
+    if let Some(idt) = IDT.get() {
+        idt.load();
+    }
+}
+
+/// Load GDT, TSS and IDT on the boot CPU; mask the PICs.
+pub fn init() {
+    let tss = TSS.call_once(|| {
+        // Each IST stack is used only by the boot CPU for its vector; only its address is taken.
+        let base = core::ptr::addr_of!(IST_STACKS) as u64;
+        tss_with(core::array::from_fn(|i| base + ((i + 1) * IST_STACK) as u64))
+    });
+    let (gdt, sel) = GDT.call_once(|| gdt_with(tss));
+    load(gdt, *sel);
     let idt = IDT.call_once(|| {
         let mut idt = InterruptDescriptorTable::new();
         idt.divide_error.set_handler_fn(divide_error);
@@ -81,6 +120,8 @@ pub fn init() {
             idt.machine_check.set_handler_fn(machine_check).set_stack_index(IST_MACHINE_CHECK);
             idt.page_fault.set_handler_fn(page_fault).set_stack_index(IST_PAGE_FAULT);
         }
+        idt[crate::smp::WAKE_VECTOR].set_handler_fn(wake);
+        idt[crate::apic::SPURIOUS_VECTOR].set_handler_fn(spurious);
         idt
     });
     idt.load();
@@ -97,20 +138,42 @@ fn mask_pics() {
     }
 }
 
-/// Print the exception and stop with a failure status.
+/// Print the exception with the CPU it happened on, stop the other CPUs, and end with a
+/// failure status. A CPU failing after another one already reports just halts.
 fn report(vector: u8, name: &str, error: Option<u64>, frame: &InterruptStackFrame) -> ! {
+    let cpu = crate::percpu::this_cpu();
+    if !crate::smp::claim_failure() {
+        crate::exit::halt();
+    }
+    crate::smp::stop_others();
     let cr2 = Cr2::read_raw();
     let rip = frame.instruction_pointer.as_u64();
     let rsp = frame.stack_pointer.as_u64();
     match error {
         Some(e) => crate::console::emergency_write(format_args!(
-            "EXCEPTION: vector {vector} ({name}) error code {e:#x} at RIP {rip:#018x} CR2 {cr2:#018x} RSP {rsp:#018x}\n"
+            "EXCEPTION on cpu {cpu}: vector {vector} ({name}) error code {e:#x} at RIP {rip:#018x} CR2 {cr2:#018x} RSP {rsp:#018x}\n"
         )),
         None => crate::console::emergency_write(format_args!(
-            "EXCEPTION: vector {vector} ({name}) error code none at RIP {rip:#018x} CR2 {cr2:#018x} RSP {rsp:#018x}\n"
+            "EXCEPTION on cpu {cpu}: vector {vector} ({name}) error code none at RIP {rip:#018x} CR2 {cr2:#018x} RSP {rsp:#018x}\n"
         )),
     }
     crate::exit::fail()
+}
+
+/// The wake IPI: its only job is to end a parked CPU's `hlt`.
+extern "x86-interrupt" fn wake(_frame: InterruptStackFrame) {
+    crate::apic::eoi();
+}
+
+/// A spurious local-APIC interrupt: no EOI (SDM vol. 3A §11.9).
+extern "x86-interrupt" fn spurious(_frame: InterruptStackFrame) {}
+
+/// NMI: the stop signal while another CPU fails ([`crate::smp::stop_others`]), else a fault.
+extern "x86-interrupt" fn nmi(frame: InterruptStackFrame) {
+    if crate::smp::stopping() {
+        crate::exit::halt();
+    }
+    report(2, "NMI", None, &frame)
 }
 
 macro_rules! plain {
@@ -130,7 +193,6 @@ macro_rules! with_code {
 
 plain!(divide_error, 0, "#DE divide error");
 plain!(debug, 1, "#DB debug");
-plain!(nmi, 2, "NMI");
 plain!(breakpoint, 3, "#BP breakpoint");
 plain!(overflow, 4, "#OF overflow");
 plain!(bound_range, 5, "#BR bound range exceeded");

@@ -1,10 +1,11 @@
 //! The platform: boot information, memory (frames, page tables, heap, DMA), exceptions,
-//! console + log, TSC clock, ACPI, PCIe, command line, and the driver [`hal::Hal`].
+//! console + log, TSC clock, ACPI, PCIe, CPUs (SMP, per-CPU data), command line, and the
+//! driver [`hal::Hal`].
 //!
 //! The only crate (beside `boot`) with `unsafe`; every block carries a `// SAFETY:` note.
 //! Start-up order (see [`init`]): console → boot information → clock → GDT/IDT → frames →
 //! page tables → heap + DMA pool; then the app parses its command line and calls
-//! [`devices`] (ACPI + PCIe). Pure logic (boot-info parsing, frame ranges, command-line
+//! [`devices`] (ACPI + PCIe) and [`smp::start`] (application processors). Pure logic (boot-info parsing, frame ranges, command-line
 //! parser) is unit tested on the host with `cargo test -p kernel --lib`.
 #![cfg_attr(not(test), no_std)]
 #![feature(abi_x86_interrupt)]
@@ -15,6 +16,7 @@
 extern crate alloc;
 
 pub mod acpi;
+pub mod apic;
 pub mod bootinfo;
 pub mod cmdline;
 pub mod console;
@@ -27,8 +29,11 @@ pub mod interrupts;
 pub mod memory;
 pub mod paging;
 pub mod pci;
+pub mod percpu;
 pub mod power;
+pub mod smp;
 pub mod time;
+pub mod trampoline;
 pub mod vga;
 
 pub use hal::{KernelDma, KernelHal, KernelMmio};
@@ -62,6 +67,7 @@ pub static STATS: spin::Mutex<BootStats> = spin::Mutex::new(BootStats {
 /// registers the boot code passed; never returns an error: a machine without a memory map
 /// cannot run the appliance, so it stops with a failure status.
 pub fn init(info_paddr: u64, protocol_magic: u64) -> Boot {
+    percpu::install(percpu::CpuId::BOOT);
     console::init();
     let boot = match bootinfo::parse_from_boot(info_paddr, protocol_magic) {
         Ok(b) => b,
@@ -135,6 +141,11 @@ pub extern "C" fn kernel_entry(info_paddr: u64, protocol_magic: u64) -> ! {
 #[cfg(all(target_os = "none", not(test)))]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
-    console::emergency_write(format_args!("PANIC: {info}\n"));
+    let cpu = percpu::this_cpu();
+    if !smp::claim_failure() {
+        exit::halt(); // another CPU already reports and ends the run
+    }
+    smp::stop_others();
+    console::emergency_write(format_args!("PANIC on cpu {cpu}: {info}\n"));
     exit::fail()
 }

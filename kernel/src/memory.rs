@@ -96,6 +96,32 @@ impl FrameRanges {
     }
 }
 
+/// Lowest page a start-up IPI can name that is not page 0 (real-mode IVT and BIOS data area).
+const LOW_PAGE_MIN: u64 = 0x1000;
+/// End of conventional memory: the EBDA, VGA memory and ROMs sit above (PC/AT layout).
+const LOW_PAGE_END: u64 = 0xa_0000;
+
+/// A page of usable RAM below 1 MiB for the application processors' start-up trampoline: the
+/// highest page the memory map marks as RAM in [4 KiB, 640 KiB). None if the map lists none.
+pub fn low_page_in(regions: &[Region]) -> Option<u64> {
+    regions
+        .iter()
+        .filter(|r| r.kind == MEM_TYPE_RAM)
+        .filter_map(|r| {
+            let s = align_up(r.start.max(LOW_PAGE_MIN), PAGE);
+            let e = r.end().min(LOW_PAGE_END) & !(PAGE - 1);
+            (s < e).then(|| e - PAGE)
+        })
+        .max()
+}
+
+static LOW_PAGE: spin::Once<Option<u64>> = spin::Once::new();
+
+/// The trampoline page chosen at start-up (see [`low_page_in`]).
+pub fn low_page() -> Option<u64> {
+    LOW_PAGE.get().copied().flatten()
+}
+
 /// Free frames after start-up (page tables for BAR mappings come from here).
 pub static FRAMES: spin::Mutex<FrameRanges> = spin::Mutex::new(FrameRanges { free: heapless::Vec::new() });
 
@@ -127,6 +153,7 @@ static HEAP: KernelHeap = KernelHeap(spin::Mutex::new(Heap::empty()));
 #[cfg(target_os = "none")]
 pub fn init(boot: &crate::bootinfo::BootData) {
     let image = boot::image_range();
+    LOW_PAGE.call_once(|| low_page_in(&boot.regions));
     let mut frames = FrameRanges::from_regions(&boot.regions, image);
     let ram: u64 = boot.regions.iter().filter(|r| r.kind == MEM_TYPE_RAM).map(|r| r.len).sum();
     crate::STATS.lock().ram_bytes = ram;
@@ -205,6 +232,15 @@ mod tests {
         assert!(f.alloc(0x2000_0000, 0x1000, u64::MAX).is_none());
         assert!(f.alloc(0x1000, 0x1000, 0x101000).is_none());
         assert!(f.alloc(0x1000, 0x3000, u64::MAX).is_none(), "non power of two");
+    }
+
+    #[test]
+    fn low_page_is_below_640k_in_ram_and_not_page_0() {
+        let regs = [ram(0, 0x9fc00), Region { start: 0x9fc00, len: 0x400, kind: 2 }, ram(0x100000, 0x7f00000)];
+        assert_eq!(low_page_in(&regs), Some(0x9e000));
+        assert_eq!(low_page_in(&[ram(0, 0x1000), ram(0x100000, 0x100000)]), None);
+        assert_eq!(low_page_in(&[ram(0x800, 0x1800)]), Some(0x1000));
+        assert_eq!(low_page_in(&[Region { start: 0, len: 0xa0000, kind: 2 }]), None);
     }
 
     #[test]

@@ -14,8 +14,13 @@ pub struct Config {
     pub exit: EndAction,
     /// `log=error|warn|info|debug|trace` (default info).
     pub log: log::LevelFilter,
-    /// `test.fault=pagefault|ud|gpf`: raise this exception after start-up (tests).
+    /// `test.fault=pagefault|ud|gpf|panic`: raise this exception (or panic) after start-up (tests).
     pub fault: Option<Fault>,
+    /// `test.fault-cpu=N`: the CPU that raises `test.fault` (default 0, the boot CPU).
+    pub fault_cpu: u32,
+    /// `cpus=N`: run on at most N CPUs, the boot CPU included (default: every CPU the MADT
+    /// lists; 1 = the boot CPU only, the others left parked).
+    pub cpus: Option<usize>,
     /// `test.hal`: run the platform self-test (DMA, clock, BAR mappings) before "ready".
     pub selftest: bool,
     /// `test.clock=pmtimer`: re-measure the TSC against the ACPI PM timer and use that figure.
@@ -58,7 +63,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, connectx_emu_device: None, roce_mtu: 1024, mlx5_trace: None, selftest_connectx: false, nvmeof: Default::default(), serve_ctrls: 0, verify: 0, mgmt: mgmt::MgmtConfig::default() }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, fault_cpu: 0, cpus: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, connectx_emu_device: None, roce_mtu: 1024, mlx5_trace: None, selftest_connectx: false, nvmeof: Default::default(), serve_ctrls: 0, verify: 0, mgmt: mgmt::MgmtConfig::default() }
     }
 }
 
@@ -280,10 +285,29 @@ pub const OPTIONS: &[Opt<Config>] = &[
         },
     },
     Opt {
-        name: "test.fault",
-        help: "raise an exception after start-up: pagefault | ud | gpf",
+        name: "cpus",
+        help: "N: run on at most N CPUs, the boot CPU included (default: all the MADT lists; 1 = boot CPU only)",
         set: |c, v| {
-            c.fault = Some(Fault::parse(v).ok_or("expected pagefault, ud or gpf")?);
+            match kernel::cmdline::parse_u64(v) {
+                Some(n @ 1..=4096) => c.cpus = Some(n as usize),
+                _ => return Err("expected a count of CPUs from 1"),
+            }
+            Ok(())
+        },
+    },
+    Opt {
+        name: "test.fault",
+        help: "raise an exception or panic after start-up: pagefault | ud | gpf | panic",
+        set: |c, v| {
+            c.fault = Some(Fault::parse(v).ok_or("expected pagefault, ud, gpf or panic")?);
+            Ok(())
+        },
+    },
+    Opt {
+        name: "test.fault-cpu",
+        help: "N: the CPU that raises test.fault (default 0, the boot CPU)",
+        set: |c, v| {
+            c.fault_cpu = kernel::cmdline::parse_u64(v).and_then(|n| u32::try_from(n).ok()).ok_or("expected a CPU number")?;
             Ok(())
         },
     },

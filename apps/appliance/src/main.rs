@@ -42,12 +42,12 @@ fn main(boot: kernel::Boot) -> ! {
     kernel::exit::set_action(cfg.exit);
     log::set_max_level(cfg.log);
     kernel::devices(cfg.pm_timer);
+    kernel::smp::start(cfg.cpus);
     // Drivers attach here, through kernel::pci (find/find_class, enable, map_bar) and
     // kernel::KernelHal; see the API notes atop kernel/src/pci.rs.
     let mut storage = storage::attach(&cfg.storage);
     if let Some(f) = cfg.fault {
-        kernel::fault::trigger(f);
-        log::error!("appliance: test.fault={f:?} did not fault");
+        fault_on(f, kernel::percpu::CpuId(cfg.fault_cpu));
         end(&mut storage, false);
     }
     if cfg.selftest && selftest::run() != 0 {
@@ -117,6 +117,22 @@ fn main(boot: kernel::Boot) -> ! {
         _ => {}
     }
     end(&mut storage, true);
+}
+
+/// Raise `test.fault` on `cpu` (a job posted to an application processor, which the boot CPU
+/// waits for). Returns only if no fault ended the run, after saying so.
+fn fault_on(f: kernel::fault::Fault, cpu: kernel::percpu::CpuId) {
+    if cpu == kernel::percpu::CpuId::BOOT {
+        kernel::fault::trigger(f);
+    } else {
+        if let Err(e) = kernel::smp::post(cpu, alloc::boxed::Box::new(move || kernel::fault::trigger(f))) {
+            log::error!("appliance: test.fault-cpu: {e}");
+            return;
+        }
+        // The faulting CPU stops this one; waiting past the timeout means it did not fault.
+        kernel::smp::wait_idle(cpu, 5_000_000_000);
+    }
+    log::error!("appliance: test.fault={f:?} did not fault on cpu {cpu}");
 }
 
 /// The end path once storage is attached: the NVMe normal-shutdown notification to every local
