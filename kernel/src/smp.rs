@@ -36,6 +36,8 @@ pub enum SmpError {
     NotOnline(CpuId),
     /// The CPU is the caller: a CPU cannot post to itself.
     IsCaller(CpuId),
+    /// The boot CPU runs the app's main and never parks, so it takes no jobs.
+    BootCpu,
     /// A job is already waiting in its mailbox.
     Busy(CpuId),
     /// Its APIC ID cannot be named by an IPI in this APIC mode.
@@ -47,6 +49,7 @@ impl core::fmt::Display for SmpError {
         match self {
             Self::NotOnline(c) => write!(f, "cpu {c} is not online"),
             Self::IsCaller(c) => write!(f, "cpu {c} cannot post a job to itself"),
+            Self::BootCpu => write!(f, "the boot CPU takes no posted jobs"),
             Self::Busy(c) => write!(f, "cpu {c} already has a job waiting"),
             Self::Unreachable(c) => write!(f, "cpu {c}'s APIC cannot be reached by an IPI"),
         }
@@ -224,6 +227,9 @@ pub fn post(cpu: CpuId, job: Job) -> Result<(), SmpError> {
     let slot = percpu::slot(cpu).filter(|s| s.state() == CpuState::Online).ok_or(SmpError::NotOnline(cpu))?;
     if cpu == percpu::this_cpu() {
         return Err(SmpError::IsCaller(cpu));
+    }
+    if cpu == CpuId::BOOT {
+        return Err(SmpError::BootCpu);
     }
     slot.put_job(job).map_err(|_| SmpError::Busy(cpu))?;
     if !crate::apic::send_fixed(slot.apic_id(), WAKE_VECTOR) {
