@@ -12,7 +12,7 @@
 //! guests), which the INIT-SIPI-SIPI path stands in for on the machines the image runs on.
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::percpu::{self, CpuId, CpuState, Job, MAX_CPUS};
 
@@ -22,6 +22,8 @@ pub const WAKE_VECTOR: u8 = 0xf0;
 pub const AP_STACK: usize = 128 * 1024;
 /// How long the boot CPU waits for a started AP to report (TCG on a loaded host is slow).
 const START_TIMEOUT_NS: u64 = 3_000_000_000;
+/// How long the self-check's APs wait for each other at the barrier.
+const BARRIER_TIMEOUT_NS: u64 = 2_000_000_000;
 /// INIT to start-up IPI delay (SDM §9.4.4.1: 10 ms).
 const INIT_DELAY_NS: u64 = 10_000_000;
 /// Between the two start-up IPIs (SDM: 200 us).
@@ -93,7 +95,8 @@ pub struct SmpReport {
 
 /// Bring the boot CPU's slot up and start up to `limit - 1` APs (all with `None`). Prints one
 /// `smp: cpu N apic X online` line per CPU and the total, then checks that every AP runs a
-/// job posted to it (on itself: its CPU number and APIC ID as seen from that CPU).
+/// job posted to it (on itself: its CPU number and APIC ID as seen from that CPU) and that all
+/// of them run at once (they meet at a barrier).
 pub fn start(limit: Option<usize>) -> SmpReport {
     let bsp = percpu::slot(CpuId::BOOT).expect("slot 0 exists");
     let bsp_apic = crate::apic::id();
@@ -131,9 +134,9 @@ pub fn start(limit: Option<usize>) -> SmpReport {
     if report.parked > 0 {
         log::info!("smp: {} application processor(s) left parked (not started){}", report.parked, if limit.is_some() { " as cpus= asks" } else { "" });
     }
-    let checked = self_check();
+    let (checked, met) = self_check();
     log::info!(
-        "smp: {} CPUs online of {} in the MADT; {checked} application processor(s) ran a job posted to them",
+        "smp: {} CPUs online of {} in the MADT; {checked} application processor(s) ran a job posted to them, {met} at the same time (barrier)",
         report.online,
         report.present
     );
@@ -186,14 +189,23 @@ fn leak_zeroed(len: usize) -> Option<&'static mut [u8]> {
 }
 
 /// Post a job to every online AP that records, from that CPU, its CPU number (GS) and APIC ID
-/// (CPUID); count the APs whose answer matches their slot. A mismatch or a silent AP is logged.
-fn self_check() -> usize {
+/// (CPUID), then waits at a barrier for all the others (so they must run at the same time).
+/// Returns (APs whose answer matches their slot, APs that met at the barrier); a mismatch or a
+/// silent AP is logged.
+fn self_check() -> (usize, usize) {
+    let aps: Vec<CpuId> = online().filter(|&c| c != CpuId::BOOT).collect();
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let met = Arc::new(AtomicUsize::new(0));
     let mut seen = Vec::new();
-    for cpu in online().filter(|&c| c != CpuId::BOOT) {
+    for &cpu in &aps {
         let answer = Arc::new(AtomicU64::new(u64::MAX));
-        let a = answer.clone();
+        let (a, arrived, met, n) = (answer.clone(), arrived.clone(), met.clone(), aps.len());
         let job: Job = alloc::boxed::Box::new(move || {
             a.store((u64::from(percpu::this_cpu().0) << 32) | u64::from(crate::apic::id()), Ordering::Release);
+            arrived.fetch_add(1, Ordering::AcqRel);
+            if crate::time::wait_until(BARRIER_TIMEOUT_NS, || arrived.load(Ordering::Acquire) >= n) {
+                met.fetch_add(1, Ordering::AcqRel);
+            }
         });
         match post(cpu, job) {
             Ok(()) => seen.push((cpu, answer)),
@@ -204,7 +216,7 @@ fn self_check() -> usize {
     for (cpu, answer) in seen {
         let Some(slot) = percpu::slot(cpu) else { continue };
         let want = (u64::from(cpu.0) << 32) | u64::from(slot.apic_id());
-        if !crate::time::wait_until(START_TIMEOUT_NS, || answer.load(Ordering::Acquire) != u64::MAX) {
+        if !wait_idle(cpu, START_TIMEOUT_NS + BARRIER_TIMEOUT_NS) || answer.load(Ordering::Acquire) == u64::MAX {
             log::warn!("smp: self-check: cpu {cpu} did not run its job");
         } else if answer.load(Ordering::Acquire) != want {
             let got = answer.load(Ordering::Acquire);
@@ -213,7 +225,11 @@ fn self_check() -> usize {
             ok += 1;
         }
     }
-    ok
+    let met = met.load(Ordering::Acquire);
+    if met != aps.len() {
+        log::warn!("smp: self-check: {met} of {} application processors met at the barrier", aps.len());
+    }
+    (ok, met)
 }
 
 /// CPUs online, boot CPU first.
