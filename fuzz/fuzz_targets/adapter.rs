@@ -1,0 +1,194 @@
+//! The mlx5 driver against a broken or hostile adapter. The emulated ConnectX runs as usual, but
+//! values the driver reads from the adapter are altered as the input says: BAR words (init
+//! segment, health buffer) and every DMA read (command outputs and mailboxes, EQEs, CQEs, page
+//! requests: an adapter may write any memory it was given). Bring-up, the RC loopback self-test
+//! (CQs, QPs, keys, SEND / RDMA WRITE / RDMA READ) and shutdown must end in `Ok` or a typed
+//! error: never a panic, an out-of-range DMA access, an overflow or a hang.
+//!
+//! Input: byte 0 picks the device profile; then 6-byte steps, each `gap` (u16 LE: how many reads
+//! to let through) and `xor` (u32 LE: what the next read's first bytes are xored with).
+#![no_main]
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+
+use emu_connectx::{ConnectX, PhysMem, Profile, SimClock, SimDma, SimHal};
+use hal::{DmaRegion, Hal, HalError, Mmio, PhysAddr};
+use mlx5::selftest::{loopback_rc, LoopbackConfig};
+use mlx5::{Config, Mlx5, Mlx5Verbs, Timeouts};
+
+/// Which reads to alter: (reads to let through first, xor mask), consumed in order.
+struct Plan {
+    steps: RefCell<Vec<(u32, u32)>>,
+    next: Cell<usize>,
+    countdown: Cell<u32>,
+}
+
+impl Plan {
+    fn new(data: &[u8]) -> Rc<Plan> {
+        let steps: Vec<(u32, u32)> = data
+            .chunks_exact(6)
+            .map(|c| (u16::from_le_bytes([c[0], c[1]]) as u32, u32::from_le_bytes([c[2], c[3], c[4], c[5]])))
+            .collect();
+        let first = steps.first().map_or(u32::MAX, |s| s.0);
+        Rc::new(Plan { steps: RefCell::new(steps), next: Cell::new(0), countdown: Cell::new(first) })
+    }
+
+    /// One read happened: the mask to apply to it, if this is the one the plan names.
+    fn on_read(&self) -> Option<u32> {
+        let left = self.countdown.get();
+        if left > 0 {
+            self.countdown.set(left - 1);
+            return None;
+        }
+        let steps = self.steps.borrow();
+        let i = self.next.get();
+        let mask = steps.get(i)?.1;
+        self.next.set(i + 1);
+        self.countdown.set(steps.get(i + 1).map_or(u32::MAX, |s| s.0));
+        Some(mask)
+    }
+}
+
+fn alter(buf: &mut [u8], mask: u32) {
+    for (b, m) in buf.iter_mut().zip(mask.to_be_bytes()) {
+        *b ^= m;
+    }
+}
+
+/// The DMA regions of one run, held here rather than in the handles the driver gets: the driver
+/// deliberately leaks pages it cannot get back from a broken adapter, and those must not keep a
+/// whole run's simulated memory alive across millions of runs.
+#[derive(Default)]
+struct Regions(RefCell<HashMap<PhysAddr, SimDma>>);
+
+/// A DMA region whose reads the plan may alter (what the adapter wrote there).
+struct HostileDma {
+    pa: PhysAddr,
+    len: usize,
+    regions: Weak<Regions>,
+    plan: Rc<Plan>,
+}
+
+impl HostileDma {
+    fn with<R>(&self, f: impl FnOnce(&SimDma) -> R) -> R {
+        let regions = self.regions.upgrade().expect("DMA region used after its run ended");
+        let map = regions.0.borrow();
+        f(map.get(&self.pa).expect("DMA region freed twice"))
+    }
+}
+
+impl DmaRegion for HostileDma {
+    fn paddr(&self) -> PhysAddr {
+        self.pa
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn read(&self, offset: usize, buf: &mut [u8]) {
+        self.with(|d| d.read(offset, buf));
+        if let Some(m) = self.plan.on_read() {
+            alter(buf, m);
+        }
+    }
+    fn write(&self, offset: usize, data: &[u8]) {
+        self.with(|d| d.write(offset, data))
+    }
+}
+
+impl Drop for HostileDma {
+    fn drop(&mut self) {
+        if let Some(r) = self.regions.upgrade() {
+            r.0.borrow_mut().remove(&self.pa);
+        }
+    }
+}
+
+#[derive(Clone)]
+struct HostileHal {
+    inner: SimHal,
+    regions: Rc<Regions>,
+    plan: Rc<Plan>,
+}
+
+impl Hal for HostileHal {
+    type Dma = HostileDma;
+    fn dma_alloc(&self, size: usize, align: usize) -> Result<HostileDma, HalError> {
+        let d = self.inner.dma_alloc(size, align)?;
+        let pa = d.paddr();
+        self.regions.0.borrow_mut().insert(pa, d);
+        Ok(HostileDma { pa, len: size, regions: Rc::downgrade(&self.regions), plan: self.plan.clone() })
+    }
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+    fn copy_phys(&self, dst: PhysAddr, src: PhysAddr, len: usize) -> bool {
+        self.inner.copy_phys(dst, src, len)
+    }
+    fn relax(&self) {
+        self.inner.relax()
+    }
+}
+
+/// BAR 0 whose reads the plan may alter.
+struct HostileBar {
+    inner: emu_connectx::Bar0,
+    plan: Rc<Plan>,
+}
+
+impl Mmio for HostileBar {
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+    fn read32(&self, offset: usize) -> u32 {
+        let v = self.inner.read32(offset);
+        self.plan.on_read().map_or(v, |m| v ^ m)
+    }
+    fn write32(&self, offset: usize, value: u32) {
+        self.inner.write32(offset, value)
+    }
+    fn write64(&self, offset: usize, value: u64) {
+        self.inner.write64(offset, value)
+    }
+}
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let Some((&pick, steps)) = data.split_first() else { return };
+    let profiles = Profile::all();
+    let profile = profiles[pick as usize % profiles.len()].clone();
+    let vf = mlx5::pci_id(profile.pci_vendor_id, profile.pci_device_id).is_some_and(|i| i.vf);
+    let plan = Plan::new(steps);
+    let mem = PhysMem::new();
+    let clock = SimClock::new();
+    let sim = SimHal::new(mem.clone(), clock.clone());
+    let cx = ConnectX::new(mem, clock, emu_connectx::Config { profile, ..Default::default() });
+    let poller = cx.clone();
+    sim.set_relax_hook(Box::new(move || {
+        poller.poll();
+    }));
+    let hal = HostileHal { inner: sim, regions: Rc::default(), plan: plan.clone() };
+    let bar = HostileBar { inner: cx.bar0(), plan };
+    let cfg = Config {
+        ipv4: [192, 168, 7, 2],
+        vf,
+        timeouts: Timeouts { init_ns: 500_000_000, cmd_ns: 200_000_000, health_stall_ns: 50_000_000 },
+        ..Config::default()
+    };
+    // An adapter the plan leaves alone must pass everything, with every page given back.
+    let honest = steps.len() < 6;
+    let dev = match Mlx5::bring_up(hal, bar, cfg) {
+        Ok(d) => d,
+        Err(e) => return assert!(!honest, "honest bring-up failed: {e:?}"),
+    };
+    let mut v = match Mlx5Verbs::new(dev) {
+        Ok(v) => v,
+        Err(e) => return assert!(!honest, "honest verbs setup failed: {e:?}"),
+    };
+    let r = loopback_rc(&mut v, &LoopbackConfig { rounds: 1, size: 512, ..Default::default() });
+    assert!(!honest || r.is_ok(), "honest loopback failed: {r:?}");
+    match v.shutdown() {
+        Ok(st) => assert!(!honest || st.pages_given == st.pages_reclaimed, "honest shutdown kept pages: {st:?}"),
+        Err(e) => assert!(!honest, "honest shutdown failed: {e:?}"),
+    }
+});
