@@ -2,9 +2,23 @@
 //! DMA regions (alignment, physical address, volatile read/write, reuse after drop), the
 //! clock (a timed busy-wait), and every memory BAR mapped as `hal::Mmio` (read; a RAM-backed
 //! ivshmem BAR is also written and read back, proving 64-bit BARs above 4 GiB are mapped).
+//! With several CPUs online, every CPU at once also allocates, fills, checks and frees DMA
+//! regions and heap memory, so the shared allocators are exercised under contention and a
+//! region handed to two CPUs shows up as a pattern mismatch.
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, Ordering};
+
 use hal::{DmaRegion, Hal, Mmio};
 use kernel::pci::BarKind;
+use kernel::percpu::CpuId;
 use kernel::KernelHal;
+
+/// Allocation rounds each CPU runs in the SMP part.
+const SMP_ROUNDS: usize = 300;
+/// DMA regions each CPU keeps alive at once (so regions of different CPUs coexist).
+const SMP_HELD: usize = 4;
 
 /// IVSHMEM (QEMU docs/specs/ivshmem-spec): BAR2 is the shared RAM.
 const IVSHMEM: (u16, u16) = (0x1af4, 0x1110);
@@ -90,6 +104,77 @@ pub fn run() -> u32 {
             }
         }
     }
+    let smp = smp_allocators();
+    if smp > 0 {
+        fail("allocators on several CPUs at once");
+    }
     log::info!("selftest: read {read} memory BARs ({high} above 4 GiB), {fails} failures");
     fails
+}
+
+/// One CPU's share of the SMP part: DMA regions of varying size filled with a pattern unique to
+/// (CPU, round), up to [`SMP_HELD`] alive at once, each checked before it is freed; plus a heap
+/// vector per round. Returns the mismatches and failed allocations.
+fn allocator_rounds(cpu: CpuId) -> u32 {
+    let hal = KernelHal;
+    let mut bad = 0;
+    let mut held: Vec<(<KernelHal as Hal>::Dma, u8)> = Vec::new();
+    let check = |r: &<KernelHal as Hal>::Dma, p: u8| {
+        let mut back = alloc::vec![0u8; r.len()];
+        r.read(0, &mut back);
+        back.iter().any(|&b| b != p)
+    };
+    for round in 0..SMP_ROUNDS {
+        let p = (cpu.0 as u8).wrapping_mul(61).wrapping_add(round as u8) | 1;
+        match hal.dma_alloc(512 + (round % 7) * 1024, 4096) {
+            Ok(r) => {
+                r.write(0, &alloc::vec![p; r.len()]);
+                held.push((r, p));
+            }
+            Err(_) => bad += 1,
+        }
+        if held.len() > SMP_HELD {
+            let (r, p) = held.remove(0);
+            bad += u32::from(check(&r, p));
+        }
+        let v: Vec<u64> = (0..256u64).map(|i| i ^ u64::from(p)).collect();
+        bad += u32::from(v.iter().enumerate().any(|(i, &x)| x != i as u64 ^ u64::from(p)));
+    }
+    for (r, p) in held {
+        bad += u32::from(check(&r, p));
+    }
+    bad
+}
+
+/// Run [`allocator_rounds`] on every online CPU at once (jobs posted to the APs, the boot CPU's
+/// share inline); returns the failures, 0 with a single CPU.
+fn smp_allocators() -> u32 {
+    let aps: Vec<CpuId> = kernel::smp::online().filter(|&c| c != CpuId::BOOT).collect();
+    if aps.is_empty() {
+        return 0;
+    }
+    let bad = Arc::new(AtomicU32::new(0));
+    let mut posted = Vec::new();
+    for &cpu in &aps {
+        let b = bad.clone();
+        match kernel::smp::post(cpu, Box::new(move || {
+            b.fetch_add(allocator_rounds(cpu), Ordering::AcqRel);
+        })) {
+            Ok(()) => posted.push(cpu),
+            Err(e) => {
+                log::error!("selftest: smp: {e}");
+                bad.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+    }
+    bad.fetch_add(allocator_rounds(CpuId::BOOT), Ordering::AcqRel);
+    for &cpu in &posted {
+        if !kernel::smp::wait_idle(cpu, 30_000_000_000) {
+            log::error!("selftest: smp: cpu {cpu} did not finish its rounds");
+            bad.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+    let bad = bad.load(Ordering::Acquire);
+    log::info!("selftest: smp: {} CPUs x {SMP_ROUNDS} DMA + heap allocation rounds at once, {bad} failures", posted.len() + 1);
+    bad
 }
