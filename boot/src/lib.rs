@@ -60,11 +60,13 @@ mb2_header_end:
 boot_first_tsc:
     .quad 0
     .balign 8
+    .global boot_gdt64, boot_gdt64_limit      /* also the application processors' first GDT (kernel trampoline) */
 boot_gdt64:
     .quad 0
     .quad 0x00af9a000000ffff                  /* 0x08: 64-bit code, DPL 0 */
     .quad 0x00cf92000000ffff                  /* 0x10: data */
 boot_gdt64_end:
+    .set boot_gdt64_limit, boot_gdt64_end - boot_gdt64 - 1
 boot_gdt64_ptr:
     .short boot_gdt64_end - boot_gdt64 - 1
     .quad boot_gdt64

@@ -1,5 +1,5 @@
 //! The application processors' way in: a real-mode blob, copied to a free page below 1 MiB,
-//! that a start-up IPI points at. It loads a 64-bit GDT, the boot CPU's CR4, CR3 (the one set
+//! that a start-up IPI points at. It loads the boot CPU's first GDT (`boot_gdt64`), the boot CPU's CR4, CR3 (the one set
 //! of page tables) and EFER, sets CR0 (protection and paging at once: real mode straight to
 //! long mode), and far-jumps into the image's `ap_entry64`, which takes the stack and CPU
 //! number the boot CPU left in [`AP_STACK_TOP`] / [`AP_CPU`] and calls `crate::smp::ap_main`.
@@ -38,9 +38,9 @@ ap_tramp_start:
     mov %eax, %cr0
     ljmpl *(ap_tramp_far - ap_tramp_start)
     .balign 8
-ap_tramp_gdtr:
-    .short ap_gdt64_end - ap_gdt64 - 1
-    .long ap_gdt64
+ap_tramp_gdtr:                            /* the boot CPU's first GDT (boot/src/lib.rs): 0x08 code, 0x10 data */
+    .short boot_gdt64_limit
+    .long boot_gdt64
     .balign 4
 ap_tramp_far:
     .long ap_entry64
@@ -52,14 +52,6 @@ ap_tramp_cr4: .long 0
 ap_tramp_cr0: .long 0
 ap_tramp_efer: .long 0
 ap_tramp_end:
-
-    .section .data.ap_gdt64, "aw"
-    .balign 8
-ap_gdt64:
-    .quad 0
-    .quad 0x00af9a000000ffff                  /* 0x08: 64-bit code, DPL 0 */
-    .quad 0x00cf92000000ffff                  /* 0x10: data */
-ap_gdt64_end:
 
     .section .text.ap_entry64, "ax"
     .code64
