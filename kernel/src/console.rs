@@ -1,5 +1,6 @@
 //! Serial console on COM1 (uart_16550, port 0x3f8) behind the `log` facade, each line
-//! stamped with the uptime since the image's first instruction: `[   0.012345] INFO  pci: msg`.
+//! stamped with the uptime since the image's first instruction: `[   0.012345] INFO  pci: msg`
+//! (`[   0.012345 cpu 2] ...` when an application processor logs).
 //! Every line also goes to the VGA text screen or the framebuffer once the boot information
 //! names one ([`crate::vga`], [`crate::fbcon`]).
 use core::fmt::Write;
@@ -27,11 +28,11 @@ impl log::Log for Logger {
         let ns = crate::time::uptime_ns();
         let (s, us) = (ns / 1_000_000_000, (ns / 1000) % 1_000_000);
         // Messages carry their own module prefix ("pci: ..."), per the team's logging rule.
-        write_fmt(format_args!(
-            "[{s:4}.{us:06}] {:<5} {}\n",
-            r.level(),
-            r.args()
-        ));
+        // Lines from an application processor name it inside the stamp: `[   0.061156 cpu 3]`.
+        match crate::percpu::this_cpu() {
+            crate::percpu::CpuId::BOOT => write_fmt(format_args!("[{s:4}.{us:06}] {:<5} {}\n", r.level(), r.args())),
+            cpu => write_fmt(format_args!("[{s:4}.{us:06} cpu {cpu}] {:<5} {}\n", r.level(), r.args())),
+        }
     }
     fn flush(&self) {}
 }
