@@ -188,6 +188,12 @@ layouts! {
         lkey = F(0x04, 31, 0),
         addr = B(0x08, 8),
     }
+    // mlx5_wqe_srq_next_seg (Linux qp.h, rdma-core mlx5dv.h): the first 16 bytes of every SRQ/RMP
+    // receive WQE; the WQEs form a linked list through next_wqe_index.
+    wqe_srq_next_seg [0x10] {
+        next_wqe_index = F(0x00, 15, 0),
+        signature = F(0x04, 31, 24),
+    }
     // mlx5_wqe_umr_ctrl_seg (qp.h): the segment after ctrl in a UMR WQE; the mkey context
     // segment that follows it has the `mkc` layout (mlx5_mkey_seg).
     wqe_umr_ctrl_seg [0x30] {
@@ -1133,6 +1139,51 @@ layouts! {
         uid = F(0x00, 15, 0),
         op_mod = F(0x04, 15, 0),
         rqn = F(0x08, 23, 0),
+    }
+    // ---- RMP: the shared receive queue as ISSI-1 firmware offers it (mlx5_ifc.h rmpc, *_rmp_*) ----
+    rmpc [0xf0] {
+        state = F(0x00, 23, 20),
+        basic_cyclic_rcv_wqe = F(0x04, 31, 31),
+        wq = S(0x30, &wq::LAYOUT),
+    }
+    create_rmp_in [0x110] {
+        opcode = F(0x00, 31, 16),
+        uid = F(0x00, 15, 0),
+        op_mod = F(0x04, 15, 0),
+        ctx = S(0x20, &rmpc::LAYOUT),
+    }
+    create_rmp_out [0x10] {
+        status = F(0x00, 31, 24),
+        syndrome = F(0x04, 31, 0),
+        rmpn = F(0x08, 23, 0),
+    }
+    rmp_bitmask [0x8] {
+        lwm = F(0x04, 0, 0),
+    }
+    modify_rmp_in [0x110] {
+        opcode = F(0x00, 31, 16),
+        uid = F(0x00, 15, 0),
+        op_mod = F(0x04, 15, 0),
+        rmp_state = F(0x08, 31, 28),
+        rmpn = F(0x08, 23, 0),
+        bitmask = S(0x10, &rmp_bitmask::LAYOUT),
+        ctx = S(0x20, &rmpc::LAYOUT),
+    }
+    destroy_rmp_in [0x10] {
+        opcode = F(0x00, 31, 16),
+        uid = F(0x00, 15, 0),
+        op_mod = F(0x04, 15, 0),
+        rmpn = F(0x08, 23, 0),
+    }
+    query_rmp_in [0x10] {
+        opcode = F(0x00, 31, 16),
+        op_mod = F(0x04, 15, 0),
+        rmpn = F(0x08, 23, 0),
+    }
+    query_rmp_out [0x110] {
+        status = F(0x00, 31, 24),
+        syndrome = F(0x04, 31, 0),
+        rmp_context = S(0x20, &rmpc::LAYOUT),
     }
     rx_hash_field_select [0x4] {
         l3_prot_type = F(0x00, 31, 31),

@@ -17,4 +17,4 @@ pub mod layout;
 pub mod queue;
 
 pub use cmd::{cap_type, delivery, nic_interface, op, reg, status, teardown};
-pub use queue::{cqe_op, cqe_synd, event, qp, umr, wqe_op};
+pub use queue::{cqe_op, cqe_synd, event, qp, rmp_state, rq_type, umr, wq_type, wqe_op};

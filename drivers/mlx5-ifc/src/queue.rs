@@ -24,6 +24,32 @@ pub mod event {
     pub const PAGE_REQUEST: u8 = 0x0b;
     pub const WQ_INVAL_REQ_ERROR: u8 = 0x10;
     pub const WQ_ACCESS_ERROR: u8 = 0x11;
+    /// An SRQ/RMP went to error; `qp_srq_n` names it.
+    pub const SRQ_CATAS_ERROR: u8 = 0x12;
+    /// A QP attached to an SRQ in error will take no more receive WQEs; `qp_srq_n` names the QP.
+    pub const SRQ_LAST_WQE: u8 = 0x13;
+    /// An armed SRQ/RMP dropped below its limit (`wq.lwm`); `qp_srq_n` names it. Fires once per arming.
+    pub const SRQ_RQ_LIMIT: u8 = 0x14;
+}
+
+/// `qpc.rq_type` [mlx5_ifc.h / Linux qp.h MLX5_NON_ZERO_RQ, MLX5_SRQ_RQ, MLX5_CRQ_RQ, MLX5_ZERO_LEN_RQ].
+pub mod rq_type {
+    pub const REGULAR: u8 = 0x0;
+    /// Receives come from the SRQ/RMP named in `qpc.srqn_rmpn_xrqn`.
+    pub const SRQ: u8 = 0x1;
+    pub const ZERO_LEN: u8 = 0x3;
+}
+
+/// `wq.wq_type` [mlx5_ifc.h MLX5_WQ_TYPE_*]: an RMP's WQEs are a linked list.
+pub mod wq_type {
+    pub const LINKED_LIST: u8 = 0x0;
+    pub const CYCLIC: u8 = 0x1;
+}
+
+/// `rmpc.state` [mlx5_ifc.h MLX5_RMPC_STATE_*].
+pub mod rmp_state {
+    pub const RDY: u8 = 0x1;
+    pub const ERR: u8 = 0x3;
 }
 
 /// QP service types (`qpc.st`) and states (`qpc.state`) [mlx5_ifc.h MLX5_QPC_ST_*, MLX5_QP_STATE_*].

@@ -944,6 +944,37 @@ const FROM_LINUX_2017: &[(&str, u32, u32)] = &[
     ("set_roce_address_out.syndrome", 32, 32),
 ];
 
+/// RMP (shared receive queue) commands and the SRQ WQE's next segment: Linux
+/// `include/linux/mlx5/mlx5_ifc.h` (mlx5_ifc_rmpc_bits, *_rmp_in/out_bits) and `qp.h`
+/// (struct mlx5_wqe_srq_next_seg: rsvd0[2], __be16 next_wqe_index, u8 signature).
+const RMP: &[(&str, u32, u32)] = &[
+    ("rmpc.state", 8, 4),
+    ("rmpc.basic_cyclic_rcv_wqe", 32, 1),
+    ("rmpc.wq.lwm", 0x180 + 48, 16),
+    ("create_rmp_in.opcode", 0, 16),
+    ("create_rmp_in.ctx.state", 0x100 + 8, 4),
+    ("create_rmp_in.ctx.wq.wq_type", 0x100 + 0x180, 4),
+    ("create_rmp_in.ctx.wq.lwm", 0x100 + 0x180 + 48, 16),
+    ("create_rmp_in.ctx.wq.log_wq_sz", 0x100 + 0x180 + 0x100 + 27, 5),
+    ("create_rmp_in.ctx.wq.pas.pa_h", 0x100 + 0x180 + 0x600, 32),
+    ("create_rmp_out.rmpn", 72, 24),
+    ("modify_rmp_in.rmp_state", 64, 4),
+    ("modify_rmp_in.rmpn", 72, 24),
+    ("modify_rmp_in.bitmask.lwm", 0x80 + 0x3f, 1),
+    ("modify_rmp_in.ctx.wq.lwm", 0x100 + 0x180 + 48, 16),
+    ("destroy_rmp_in.rmpn", 72, 24),
+    ("query_rmp_in.rmpn", 72, 24),
+    ("query_rmp_out.rmp_context.state", 0x100 + 8, 4),
+    ("wqe_srq_next_seg.next_wqe_index", 16, 16),
+    ("wqe_srq_next_seg.signature", 32, 8),
+];
+
+#[test]
+fn rmp_structs_match_public_headers() {
+    let bad = check(RMP);
+    assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));
+}
+
 /// Raw Ethernet and steering commands (A = rdma-core, B = Linux 2017 copy, same commits as above).
 const RAW_ETH: &[(&str, u32, u32)] = &[
     ("sqc.ts_format", 26, 2), // A

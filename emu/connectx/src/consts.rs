@@ -1,7 +1,7 @@
 //! The model's own syndromes; the interface's numbers (opcodes, statuses, event types, QP
 //! states, register ids) come from the shared `mlx5-ifc` facts and are re-exported here.
 
-pub use mlx5_ifc::{delivery, event, op, qp, reg, status};
+pub use mlx5_ifc::{delivery, event, op, qp, reg, rmp_state, rq_type, status, wq_type};
 
 /// The model's syndromes. Real firmware syndromes are not published; the model gives every
 /// check its own stable value so a test (or a driver log) can tell exactly which check fired.
@@ -42,6 +42,15 @@ pub mod synd {
     pub const VF_REGISTER: u32 = s(BAD_PARAM, 28);
     /// Port MTU (PMTU admin_mtu, vport context mtu) or QP path MTU over the port's max_mtu.
     pub const MTU_OVER_MAX: u32 = s(BAD_PARAM, 31);
+    /// CREATE_RMP with a wq_type other than linked list.
+    pub const BAD_WQ_TYPE: u32 = s(BAD_PARAM, 40);
+    /// RMP stride too small for the next segment and one data segment, or over max_wqe_sz_rq.
+    pub const BAD_RMP_STRIDE: u32 = s(BAD_PARAM, 41);
+    /// MODIFY_RMP lwm not below the RMP's size.
+    pub const BAD_LWM: u32 = s(BAD_PARAM, 42);
+    /// MODIFY_RMP rmp_state is not the RMP's current state, or the new state is unknown.
+    pub const BAD_RMP_STATE: u32 = s(BAD_RES_STATE, 1);
+    pub const NO_SUCH_RMP: u32 = s(BAD_RES, 8);
     pub const TEARDOWN_REFUSED: u32 = s(INT_ERR, 1);
     pub const NOT_ENABLED: u32 = s(BAD_SYS_STATE, 1);
     pub const ALREADY_ENABLED: u32 = s(BAD_SYS_STATE, 2);

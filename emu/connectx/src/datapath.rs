@@ -187,7 +187,7 @@ impl Device {
         if let Some(e) = &self.engine {
             let want = self.port_config();
             if *e.config() != want {
-                if e.qp_count() == 0 {
+                if e.qp_count() == 0 && self.rmps.is_empty() {
                     self.engine = Some(Engine::new(want));
                 } else {
                     log::warn!("cx: port address changed with QPs alive; engine keeps {:?}", e.config().ip);
@@ -228,6 +228,7 @@ impl Device {
         let (mac, local_lb) = (self.vport.mac, !self.vport.disable_uc_local_lb);
         let mut work = self.process_sq_doorbells(&mut lb.link(wire_of(&mut link), mac, local_lb));
         work += self.scan_rqs();
+        work += self.scan_rmps();
         let mut eng = self.engine.take().expect("engine");
         let now = self.clock.now_ns();
         let mem = self.mem.clone();
@@ -258,6 +259,7 @@ impl Device {
             .collect();
         self.engine = Some(eng);
         self.link = link;
+        self.check_rmp_limits();
         for f in raw {
             work += 1;
             self.raw_receive(&f);

@@ -12,6 +12,8 @@
 //! eng.modify_qp(qpn, QpState::Rtr, &attrs)?;          //   the model keeps one QpAttrs per QP, updates
 //! eng.modify_qp(qpn, QpState::Rts, &attrs)?;          //   the fields each command carries, passes it all
 //! eng.post_recv(qpn, RecvWr { wr_id, sges })?;        // RQ doorbell: one call per new RQ WQE
+//! eng.create_srq(srqn)?; eng.attach_srq(qpn, Some(srqn))?; // RMP + QP with rq_type SRQ (in RESET)
+//! eng.post_srq_recv(srqn, RecvWr { wr_id, sges })?;   // RMP WQEs, fetched along the list
 //! eng.post_send(qpn, SendWr { wr_id, op, data, signaled, solicited, ud })?; // SQ doorbell, per WQE
 //! loop {
 //!     eng.poll(now_ns, &mut link, &mut phys_mem, &mut mkeys);  // rx, timers, tx
@@ -63,6 +65,6 @@ pub mod link;
 pub mod types;
 pub mod wire;
 
-pub use engine::{ack_timeout_ns, Counters, Engine, QpInfo, RNR_TIMER_NS};
+pub use engine::{ack_timeout_ns, Counters, Engine, QpInfo, SrqInfo, RNR_TIMER_NS};
 pub use link::{Impairments, Link, MemLink, PcapLink, PcapWriter, UdpLink, UnixDgramLink};
 pub use types::*;

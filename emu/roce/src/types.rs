@@ -16,6 +16,8 @@ macro_rules! handle {
 }
 handle!(/// Queue pair number (24 bits).
     Qpn);
+handle!(/// Shared receive queue number: receive WQEs several QPs take from.
+    Srqn);
 handle!(/// Local key (scatter/gather entries of our own work requests).
     Lkey);
 handle!(/// Remote key (carried in RETH/IETH by the peer).
@@ -322,6 +324,8 @@ pub trait Keys {
 pub enum EngineError {
     NoSuchQp(Qpn),
     QpExists(Qpn),
+    NoSuchSrq(Srqn),
+    SrqExists(Srqn),
     /// QPN 0 or above 24 bits.
     BadQpn(Qpn),
     /// Transition not allowed from the current state.

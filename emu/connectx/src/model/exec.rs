@@ -73,6 +73,10 @@ impl Device {
             op::RST2INIT_QP | op::INIT2INIT_QP | op::INIT2RTR_QP | op::RTR2RTS_QP | op::RTS2RTS_QP
             | op::SQERR2RTS_QP | op::QP_2ERR | op::QP_2RST => self.modify_qp(opcode, inp),
             op::QUERY_QP => self.query_qp(inp),
+            op::CREATE_RMP => self.create_rmp(inp),
+            op::MODIFY_RMP => self.modify_rmp(inp),
+            op::DESTROY_RMP => self.destroy_rmp(inp),
+            op::QUERY_RMP => self.query_rmp(inp),
             _ => self.exec_raw(opcode, inp).unwrap_or(Err((st::BAD_OP, synd::UNKNOWN_OPCODE))),
         }
     }

@@ -33,6 +33,7 @@ mod hca;
 mod mkey;
 mod pages;
 mod qp;
+mod srq;
 pub mod teardown;
 mod vport;
 
@@ -40,6 +41,7 @@ pub use cq::Cq;
 pub use eq::Eq;
 pub use mkey::{Mkey, DUMP_FILL_MKEY, NULL_MKEY, RESD_LKEY};
 pub use qp::Qp;
+pub use srq::Rmp;
 pub use vport::Vport;
 
 /// Page size the adapter uses for everything (pages given to firmware, PAS entries).
@@ -129,6 +131,8 @@ pub struct Counters {
     pub mkeys: usize,
     pub cqs: usize,
     pub qps: usize,
+    /// Live RMPs (shared receive queues).
+    pub rmps: usize,
     pub gids: usize,
     /// Pages currently held by the firmware.
     pub pages_held: usize,
@@ -183,12 +187,15 @@ pub struct Counters {
     /// CQ arm doorbells (UAR+0x20) and EQ doorbells (UAR+0x40/0x48).
     pub cq_arm_doorbells: u64,
     pub eq_doorbells: u64,
+    /// SRQ limit events raised (EQE SRQ_RQ_LIMIT) and SRQs that went to error (SRQ_CATAS_ERROR).
+    pub srq_limit_events: u64,
+    pub srq_errors: u64,
 }
 
 impl Counters {
     /// Live objects of every kind together.
     pub fn live_objects(&self) -> usize {
-        self.uars + self.eqs + self.pds + self.tds + self.mkeys + self.cqs + self.qps + self.raw_objects
+        self.uars + self.eqs + self.pds + self.tds + self.mkeys + self.cqs + self.qps + self.rmps + self.raw_objects
     }
 }
 
@@ -268,6 +275,8 @@ pub struct Device {
     pub eqs: BTreeMap<u8, Eq>,
     pub cqs: BTreeMap<u32, Cq>,
     pub qps: BTreeMap<u32, Qp>,
+    /// Shared receive queues (RMPs) by number.
+    pub rmps: BTreeMap<u32, Rmp>,
     pub mkeys: BTreeMap<u32, Mkey>,
     pub vport: Vport,
     pub gids: Vec<Option<[u8; 0x20]>>,
@@ -319,6 +328,7 @@ impl Device {
             eqs: BTreeMap::new(),
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),
+            rmps: BTreeMap::new(),
             mkeys: BTreeMap::new(),
             gids: vec![None; GID_TABLE],
             health_frozen_at: None,
@@ -343,6 +353,7 @@ impl Device {
         c.mkeys = self.mkeys.len();
         c.cqs = self.cqs.len();
         c.qps = self.qps.len();
+        c.rmps = self.rmps.len();
         c.gids = self.gids.iter().filter(|g| g.is_some()).count();
         c.pages_held = self.pages.len();
         c.raw_objects = self.raw.live();

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::{fail, lowest_free, need, out, CmdResult, Device, QBuf, GID_TABLE};
-use crate::consts::{op, qp as qps, status as st, synd};
+use crate::consts::{op, qp as qps, rq_type as rqt, status as st, synd};
 use mlx5_ifc::ifc as l;
 use mlx5_ifc::layout::{get, set, Field};
 
@@ -36,6 +36,8 @@ pub struct Qp {
     pub log_rq_size: u8,
     pub log_rq_stride: u8,
     pub rq_type: u8,
+    /// The RMP this QP takes its receives from (`rq_type` SRQ).
+    pub srqn: Option<u32>,
     pub no_sq: bool,
     pub log_sq_size: u8,
     /// The stored QP context (what QUERY_QP returns), state field kept current.
@@ -86,14 +88,27 @@ impl Device {
         let (cs, cr) = (get(c, qpc::cqn_snd) as u32, get(c, qpc::cqn_rcv) as u32);
         let no_sq = get(c, qpc::no_sq) == 1;
         let rq_type = get(c, qpc::rq_type) as u8;
-        if (!no_sq && !self.cqs.contains_key(&cs)) || (rq_type == 0 && !self.cqs.contains_key(&cr)) {
+        // A QP on an RMP has no receive queue of its own but its receive completions go to cqn_rcv.
+        let recv_cq = matches!(rq_type, rqt::REGULAR | rqt::SRQ);
+        if (!no_sq && !self.cqs.contains_key(&cs)) || (recv_cq && !self.cqs.contains_key(&cr)) {
             return fail(st::BAD_RES, synd::NO_SUCH_CQ);
         }
+        let srqn = if rq_type == rqt::SRQ {
+            let n = get(c, qpc::srqn_rmpn_xrqn) as u32;
+            match self.rmps.get(&n) {
+                // Only RC and UD QPs of the RMP's own PD may share it.
+                Some(r) if r.pd == pd && stype != qps::ST_QP1 => Some(n),
+                Some(_) => return fail(st::BAD_PARAM, synd::BAD_QP_TYPE),
+                None => return fail(st::BAD_RES, synd::NO_SUCH_RMP),
+            }
+        } else {
+            None
+        };
         let dbr = get(c, qpc::dbr_addr);
         if !dbr.is_multiple_of(8) {
             return fail(st::BAD_PARAM, synd::UNALIGNED_DBR);
         }
-        if !matches!(rq_type, 0 | 3) {
+        if !matches!(rq_type, rqt::REGULAR | rqt::SRQ | rqt::ZERO_LEN) {
             return fail(st::BAD_PARAM, synd::BAD_RQ_SIZE);
         }
         let max_sz = get(&self.cap_cur, l::cmd_hca_cap::log_max_qp_sz);
@@ -115,12 +130,13 @@ impl Device {
             pd,
             uar,
             cqn_snd: if no_sq { 0 } else { cs },
-            cqn_rcv: if rq_type == 0 { cr } else { 0 },
+            cqn_rcv: if recv_cq { cr } else { 0 },
             dbr,
             buf: QBuf { pas: Vec::new(), log_page_size: lps, offset },
             log_rq_size: log_rq,
             log_rq_stride: stride,
             rq_type,
+            srqn,
             no_sq,
             log_sq_size: log_sq,
             qpc: c.to_vec(),
@@ -145,6 +161,12 @@ impl Device {
             let ty = if stype == qps::ST_RC { emu_roce::QpType::Rc } else { emu_roce::QpType::Ud };
             if e.create_qp(emu_roce::Qpn(qpn), ty).is_err() {
                 return fail(st::INT_ERR, synd::OUT_OF_OBJECTS);
+            }
+            if let Some(n) = srqn {
+                if e.attach_srq(emu_roce::Qpn(qpn), Some(emu_roce::Srqn(n))).is_err() {
+                    let _ = e.destroy_qp(emu_roce::Qpn(qpn));
+                    return fail(st::INT_ERR, synd::NO_SUCH_RMP);
+                }
             }
         }
         self.qps.insert(qpn, q);

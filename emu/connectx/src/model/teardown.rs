@@ -132,6 +132,7 @@ impl Device {
         self.eqs.clear();
         self.cqs.clear();
         self.qps.clear();
+        self.rmps.clear();
         self.mkeys.clear();
         self.gids = vec![None; super::GID_TABLE];
         self.sq_doorbells.clear();

@@ -13,6 +13,7 @@ mod dma;
 mod qp;
 mod req;
 mod resp;
+mod srq;
 mod ud;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -22,6 +23,8 @@ use crate::types::*;
 use crate::wire::{self, Frame, RocePacket};
 use dma::NoMem;
 use qp::{flushed, npkts, qp_error, wc_opcode_of, Ctx, Qp, SqEntry, TxOut};
+pub use srq::SrqInfo;
+use srq::Srq;
 
 /// Requester window: at most this many PSNs unacknowledged (rxe RXE_MAX_UNACKED_PSNS).
 pub const MAX_UNACKED_PSNS: i32 = 128;
@@ -129,6 +132,8 @@ struct Shared {
     completions: VecDeque<Completion>,
     counters: Counters,
     scratch: Vec<u8>,
+    /// Shared receive queues by number (QPs attached with [`Engine::attach_srq`] take from them).
+    srqs: BTreeMap<u32, Srq>,
 }
 
 impl Shared {
@@ -142,6 +147,7 @@ impl Shared {
             mem,
             keys,
             scratch: &mut self.scratch,
+            srqs: &mut self.srqs,
         }
     }
 }
@@ -149,7 +155,7 @@ impl Shared {
 impl Engine {
     pub fn new(cfg: PortConfig) -> Self {
         Engine {
-            sh: Shared { cfg, completions: VecDeque::new(), counters: Counters::default(), scratch: Vec::with_capacity(4096) },
+            sh: Shared { cfg, completions: VecDeque::new(), counters: Counters::default(), scratch: Vec::with_capacity(4096), srqs: BTreeMap::new() },
             qps: BTreeMap::new(),
             raw_rx: VecDeque::new(),
             ip_id: 1,
@@ -304,9 +310,13 @@ impl Engine {
         Ok(())
     }
 
-    /// Queue a receive work request (any state but RESET; in ERROR it is flushed at once).
+    /// Queue a receive work request (any state but RESET; in ERROR it is flushed at once). A QP
+    /// attached to an SRQ has no receive queue of its own: `BadOp`.
     pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), EngineError> {
         let qp = self.qps.get_mut(&qpn.0).ok_or(EngineError::NoSuchQp(qpn))?;
+        if qp.srq.is_some() {
+            return Err(EngineError::BadOp);
+        }
         match qp.state {
             QpState::Reset => Err(EngineError::BadState(QpState::Reset)),
             QpState::Error => {

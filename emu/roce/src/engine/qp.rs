@@ -72,6 +72,8 @@ pub(super) struct Qp {
     pub(super) read_retry_at: Option<u32>,
     // responder
     pub(super) rq: VecDeque<RecvWr>,
+    /// The SRQ this QP takes its receives from instead of `rq`.
+    pub(super) srq: Option<Srqn>,
     pub(super) epsn: u32,
     pub(super) msn: u32,
     pub(super) nak_sent: bool,
@@ -100,6 +102,7 @@ impl Qp {
             rnr_until: None,
             read_retry_at: None,
             rq: VecDeque::new(),
+            srq: None,
             epsn: 0,
             msn: 0,
             nak_sent: false,
@@ -110,8 +113,9 @@ impl Qp {
         }
     }
     pub(super) fn reset(&mut self) {
-        let (qpn, ty) = (self.qpn, self.ty);
+        let (qpn, ty, srq) = (self.qpn, self.ty, self.srq);
         *self = Qp::new(qpn, ty);
+        self.srq = srq;
     }
 }
 
@@ -124,6 +128,7 @@ pub(super) struct Ctx<'a> {
     pub(super) mem: &'a mut dyn Memory,
     pub(super) keys: &'a mut dyn Keys,
     pub(super) scratch: &'a mut Vec<u8>,
+    pub(super) srqs: &'a mut std::collections::BTreeMap<u32, super::srq::Srq>,
 }
 
 pub(super) fn npkts(len: u64, pmtu: u32) -> u32 {

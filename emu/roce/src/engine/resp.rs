@@ -3,6 +3,7 @@
 //! READ resources, RNR and error NAKs, and the transmit of ACKs and READ responses.
 
 use super::dma::{check_range, dma_read, dma_write, scatter};
+use super::srq::{has_recv, take_recv};
 use super::qp::{npkts, pick, push_completion, qp_error, rc_spec, Ctx, InMsg, Qp, ReadRes, RespItem, TxOut};
 use super::MAX_MSG_LEN;
 use crate::types::*;
@@ -92,7 +93,7 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
     match op.kind {
         OpKind::Send => {
             if op.is_first() {
-                let Some(wr) = qp.rq.pop_front() else {
+                let Some(wr) = take_recv(qp, ctx) else {
                     // Class B: RNR NAK, drop until the retry (one NAK only).
                     ctx.c.rnr_nak_sent += 1;
                     qp.nak_sent = true;
@@ -162,7 +163,7 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
                 return responder_fatal(qp, ctx, wire::AETH_NAK_INVALID_REQ, psn, fatal);
             }
             // WRITE with immediate consumes a receive WQE: check before touching memory (rxe CHK_RESOURCE).
-            if op.imm && op.is_last() && qp.rq.is_empty() {
+            if op.imm && op.is_last() && !has_recv(qp, ctx) {
                 if op.seg == Seg::Only {
                     qp.cur = None;
                 }
@@ -177,7 +178,7 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
             if op.is_last() {
                 qp.cur = None;
                 if let Some(imm) = pkt.imm {
-                    let wr = qp.rq.pop_front().expect("checked above");
+                    let Some(wr) = take_recv(qp, ctx) else { return };
                     push_completion(ctx, Completion {
                         qpn: qp.qpn,
                         queue: WorkQueue::Recv,

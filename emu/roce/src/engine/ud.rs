@@ -3,6 +3,7 @@
 
 use super::dma::{gather, scatter};
 use super::qp::{push_completion, Ctx, Qp, TxOut};
+use super::srq::take_recv;
 use crate::types::*;
 use crate::wire::{self, opcode as opc, Deth, PacketSpec, RocePacket};
 
@@ -71,7 +72,7 @@ pub(super) fn receive(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>) {
         ctx.c.ud_dropped += 1;
         return;
     }
-    let Some(wr) = qp.rq.pop_front() else {
+    let Some(wr) = take_recv(qp, ctx) else {
         ctx.c.ud_dropped += 1;
         return;
     };
