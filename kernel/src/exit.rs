@@ -1,5 +1,6 @@
 //! How a run ends: QEMU's isa-debug-exit (iobase 0xf4) for tests, or on bare metal a halt
-//! or a reboot, as `exit=qemu|halt|reboot` on the command line says.
+//! or a reboot, as `exit=qemu|halt|reboot` on the command line says; the other CPUs are
+//! stopped first.
 //!
 //! isa-debug-exit makes QEMU exit with status `(value << 1) | 1`: [`SUCCESS`] → 33,
 //! [`FAILURE`] → 35. If the device is absent (bare metal), the `qemu` action falls back to halting.
@@ -64,6 +65,9 @@ pub fn fail() -> ! {
 }
 
 fn finish(code: u32) -> ! {
+    // Application processors stop first (NMI, then halt with interrupts off), so none keeps
+    // polling a device that the end of the run leaves behind.
+    crate::smp::stop_others();
     match action() {
         EndAction::Qemu => {
             let mut port: Port<u32> = Port::new(DEBUG_EXIT_PORT);
