@@ -371,8 +371,9 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
             ..Default::default()
         };
         let dw0 = self.admin_cmd(sqe, false)?;
-        let nsqa = (dw0 & 0xFFFF) as u16 + 1;
-        let ncqa = (dw0 >> 16) as u16 + 1;
+        // 0's based counts from the drive: 0xFFFF must not overflow (a broken drive's value).
+        let nsqa = ((dw0 & 0xFFFF) as u16).saturating_add(1);
+        let ncqa = ((dw0 >> 16) as u16).saturating_add(1);
         Ok(core::cmp::min(nsqa, ncqa))
     }
 
