@@ -110,16 +110,25 @@ pub fn start(limit: Option<usize>) -> SmpReport {
     if want > 0 && !aps.is_empty() {
         match crate::memory::low_page() {
             Some(page) if crate::trampoline::install(page) => {
-                for (i, &apic) in aps.iter().take(want).enumerate() {
-                    let cpu = CpuId(i as u32 + 1);
-                    if !start_one(cpu, apic, page) {
+                // INIT every AP to be started, then one wait for all of them (SDM: 10 ms after
+                // INIT), then start-up IPIs one AP at a time (they share the trampoline).
+                let targets: Vec<(u32, bool)> = aps.iter().take(want).map(|&apic| (apic, crate::apic::send_init(apic))).collect();
+                crate::time::spin_ns(INIT_DELAY_NS);
+                let mut next = 1;
+                for (apic, reachable) in targets {
+                    if !reachable {
+                        log::warn!("smp: apic {apic} cannot be addressed in xAPIC mode; left parked");
+                        continue;
+                    }
+                    if !start_one(CpuId(next), apic, page) {
                         report.failed += 1;
-                        report.parked += aps.len().min(want) - i - 1;
                         log::warn!("smp: no further application processors started");
                         break;
                     }
+                    next += 1;
                     report.online += 1;
                 }
+                report.parked = aps.len() - (report.online - 1) - report.failed;
             }
             Some(page) => {
                 log::warn!("smp: trampoline cannot be placed at {page:#x}; application processors left parked");
@@ -144,7 +153,8 @@ pub fn start(limit: Option<usize>) -> SmpReport {
     report
 }
 
-/// INIT-SIPI-SIPI one AP and wait for it to report; false (and its slot marked failed) if not.
+/// SIPI-SIPI one AP (INIT already sent and waited for) and wait for it to report; false (and
+/// its slot marked failed) if not.
 fn start_one(cpu: CpuId, apic: u32, page: u64) -> bool {
     let Some(slot) = percpu::slot(cpu) else { return false };
     let (Some(stack), Some(ist)) = (leak_zeroed(AP_STACK), leak_zeroed(crate::interrupts::IST_BYTES)) else {
@@ -159,20 +169,13 @@ fn start_one(cpu: CpuId, apic: u32, page: u64) -> bool {
     slot.set_state(CpuState::Starting);
     let vector = (page >> 12) as u8;
     let t0 = crate::time::now_ns();
-    if !crate::apic::send_init(apic) {
-        log::warn!("smp: apic {apic} cannot be addressed in xAPIC mode");
-        slot.set_state(CpuState::Absent);
-        return false;
-    }
-    crate::time::spin_ns(INIT_DELAY_NS);
     crate::apic::send_startup(apic, vector);
     if !crate::time::wait_until(SIPI_DELAY_NS, || slot.state() == CpuState::Online) {
         crate::apic::send_startup(apic, vector);
     }
     // Online within the timeout, or just after it (the transition to Failed then loses).
     if crate::time::wait_until(START_TIMEOUT_NS, || slot.state() == CpuState::Online) || !slot.transition(CpuState::Starting, CpuState::Failed) {
-        // The INIT wait (10 ms) is most of it; the rest is the trampoline and the AP's set-up.
-        log::info!("smp: cpu {cpu} apic {apic} online ({} us after INIT)", crate::time::now_ns().wrapping_sub(t0) / 1000);
+        log::info!("smp: cpu {cpu} apic {apic} online ({} us after the start-up IPI)", crate::time::now_ns().wrapping_sub(t0) / 1000);
         true
     } else {
         log::warn!("smp: cpu {cpu} apic {apic} did not come up within {} ms", START_TIMEOUT_NS / 1_000_000);
