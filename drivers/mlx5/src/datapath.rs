@@ -204,6 +204,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     pub fn post_recv_batch(&mut self, qpn: Qpn, wrs: &[RecvWr]) -> Result<(), Error> {
         let i = self.qp_slot(qpn)?;
         let q = &mut self.qps[i];
+        if q.srq.is_some() {
+            return Err(Error::InvalidArgument("QP takes its receives from an SRQ"));
+        }
         let mut r = Ok(());
         for wr in wrs {
             r = Self::write_recv(q, wr);
@@ -307,6 +310,16 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                 crate::fastreg::SLOT_LOCAL_INVAL => WcOpcode::LocalInvalidate,
                 _ => WcOpcode::Send,
             };
+        } else if let Some(s) = q.srq {
+            // The WQE came from the QP's SRQ: its wr_id, and the WQE goes back on the list.
+            let Some(wr_id) = self.srqs.get_mut(s.0 as usize).and_then(|s| s.as_mut()).and_then(|s| s.complete(counter)) else {
+                self.stats.bad_cqes += 1;
+                return None;
+            };
+            wc.wr_id = wr_id;
+            wc.byte_len = get(e, cqe64::byte_cnt) as u32;
+            wc.src_qp = Qpn(get(e, cqe64::rqpn) as u32);
+            wc.opcode = WcOpcode::Recv;
         } else {
             let ring = 1usize << q.log_rq;
             if counter.wrapping_sub(q.rq_tail) >= q.rq_head.wrapping_sub(q.rq_tail) {

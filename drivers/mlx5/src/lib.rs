@@ -7,7 +7,8 @@
 //! - [`trace`]: the firmware command trace (`mlx5_cmd` tracepoint lines, hex dumps).
 //! - [`health`]: init segment, `initializing` wait, health buffer/counter.
 //! - [`device`]: [`Mlx5::bring_up`] in firmware order, EQ polling (page requests, errors),
-//!   PD/TD/UAR/MKeys/CQs/QPs, QP state transitions, [`Mlx5::shutdown`] reclaiming every page.
+//!   PD/TD/UAR/MKeys/CQs/QPs, SRQs (RMP: `create_srq`, `post_srq_recv`, `arm_srq`, QPs on them by
+//!   `create_qp_srq`, many QPs per CQ), QP state transitions, [`Mlx5::shutdown`] reclaiming every page.
 //! - [`teardown`]: the TEARDOWN_HCA ladder (graceful, fast teardown, force close).
 //! - [`datapath`]: `post_send`/`post_recv`/`poll_cq` straight on the rings.
 //! - [`fastreg`]: UMR WQEs: per-I/O key registration and invalidation through the send queue.
@@ -40,7 +41,7 @@ pub mod vport;
 pub use cmd::Timeouts;
 /// The interface facts this driver is written against (shared with the emulated adapter).
 pub use mlx5_ifc::{ifc, layout, op};
-pub use device::{AsyncEvent, Caps, Config, Mkey, Mlx5, QpKind, QpState, Stats};
+pub use device::{AsyncEvent, Caps, Config, Mkey, Mlx5, QpKind, QpState, Srq, SrqId, Stats};
 pub use error::Error;
 pub use health::{FwVersion, HealthReport};
 pub use trace::TraceMode;

@@ -76,6 +76,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.caps = Caps {
             log_max_qp: c(self, cmd_hca_cap::log_max_qp),
             log_max_qp_sz: c(self, cmd_hca_cap::log_max_qp_sz),
+            log_max_srq_sz: c(self, cmd_hca_cap::log_max_srq_sz),
             log_max_cq: c(self, cmd_hca_cap::log_max_cq),
             log_max_cq_sz: c(self, cmd_hca_cap::log_max_cq_sz),
             log_max_eq: c(self, cmd_hca_cap::log_max_eq),

@@ -49,6 +49,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             event::PAGE_REQUEST,
             event::WQ_INVAL_REQ_ERROR,
             event::WQ_ACCESS_ERROR,
+            event::SRQ_CATAS_ERROR,
+            event::SRQ_LAST_WQE,
+            event::SRQ_RQ_LIMIT,
         ]
         .iter()
         .fold(0, |m, &t| m | (1u64 << t));
@@ -142,7 +145,17 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                     syndrome: get(e, eqe_cq_err::syndrome.at(eqe::cq_err)) as u8,
                 });
             }
+            event::SRQ_RQ_LIMIT => {
+                // Not an error: the owner should post more receives. Counted on the SRQ and
+                // queued for the app like the others.
+                let n = get(e, eqe_qp_srq::qp_srq_n.at(eqe::qp_srq)) as u32;
+                self.srq_event(ty, n);
+                self.push_event(AsyncEvent { event_type: ty, sub_type: sub, object: n, syndrome: 0 });
+            }
             _ => {
+                if ty == event::SRQ_CATAS_ERROR {
+                    self.srq_event(ty, get(e, eqe_qp_srq::qp_srq_n.at(eqe::qp_srq)) as u32);
+                }
                 self.stats.error_events += 1;
                 self.push_event(AsyncEvent {
                     event_type: ty,

@@ -1,5 +1,5 @@
 //! The device: configuration, state, bring-up in firmware order and the command helpers; each
-//! object the bring-up creates lives in its own file (caps, eq, port, keys, cq, qp, teardown).
+//! object the bring-up creates lives in its own file (caps, eq, port, keys, cq, qp, srq, teardown).
 
 mod caps;
 mod cq;
@@ -7,7 +7,10 @@ mod eq;
 mod keys;
 mod port;
 mod qp;
+mod srq;
 mod teardown;
+
+pub use srq::{Srq, SrqId};
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -90,6 +93,8 @@ impl Default for Config {
 pub struct Caps {
     pub log_max_qp: u8,
     pub log_max_qp_sz: u8,
+    /// Largest SRQ (RMP) in WQEs, log2.
+    pub log_max_srq_sz: u8,
     pub log_max_cq: u8,
     pub log_max_cq_sz: u8,
     pub log_max_eq: u8,
@@ -220,6 +225,8 @@ pub struct Qp<D> {
     pub(crate) sq_unrung: Option<u64>,
     /// The next send WQE must carry a small fence (it follows a UMR).
     pub(crate) next_fence: bool,
+    /// The SRQ this QP takes its receives from (then it has no RQ: `log_rq` is 0 and unused).
+    pub srq: Option<SrqId>,
 }
 
 /// What the driver remembers about a posted send WQE until it completes.
@@ -233,6 +240,9 @@ pub(crate) struct SqSlot {
 impl<D: DmaRegion> Qp<D> {
     /// Byte offset of the SQ inside `buf`.
     pub fn sq_offset(&self) -> usize {
+        if self.srq.is_some() {
+            return 0;
+        }
         (1usize << self.log_rq) << (self.log_rq_stride + 4)
     }
 }
@@ -287,6 +297,8 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     mkeys: Vec<Mkey>,
     pub(crate) cqs: Vec<Cq<H::Dma>>,
     pub(crate) qps: Vec<Qp<H::Dma>>,
+    /// Shared receive queues by [`SrqId`] slot (None: destroyed).
+    pub(crate) srqs: Vec<Option<Srq<H::Dma>>>,
     events: Vec<AsyncEvent>,
     mkey_variant: u8,
     /// Port state from the last PORT_CHANGE event (None: no event seen yet).
@@ -345,6 +357,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             mkeys: Vec::new(),
             cqs: Vec::new(),
             qps: Vec::new(),
+            srqs: Vec::new(),
             events: Vec::new(),
             mkey_variant: 0,
             port_up: None,

@@ -15,6 +15,30 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         log_rq: u8,
         log_rq_stride: u8,
     ) -> Result<Qpn, Error> {
+        self.create_qp_on(kind, send_cq, recv_cq, log_sq, log_rq, log_rq_stride, None)
+    }
+
+    /// Create an RC QP in RESET with 2^log_sq send WQEBBs whose receives come from `srq`
+    /// (qpc.rq_type SRQ); its receive completions go to `recv_cq`, which other QPs may share.
+    pub fn create_qp_srq(&mut self, send_cq: Cqn, recv_cq: Cqn, log_sq: u8, srq: SrqId) -> Result<Qpn, Error> {
+        self.create_qp_on(QpKind::Rc, send_cq, recv_cq, log_sq, 0, 0, Some(srq))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create_qp_on(
+        &mut self,
+        kind: QpKind,
+        send_cq: Cqn,
+        recv_cq: Cqn,
+        log_sq: u8,
+        log_rq: u8,
+        log_rq_stride: u8,
+        srq: Option<SrqId>,
+    ) -> Result<Qpn, Error> {
+        let rmpn = match srq {
+            Some(id) => Some(self.srq(id).ok_or(Error::NoSuchObject { kind: "SRQ", id: id.0 })?.rmpn),
+            None => None,
+        };
         let pd = self.pd.ok_or(Error::InvalidArgument("no PD"))?;
         if self.cq(send_cq).is_none() {
             return Err(Error::NoSuchObject { kind: "CQ", id: send_cq.0 });
@@ -31,10 +55,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         // The SQ starts right after the RQ in the buffer and must start on a WQEBB (64 B):
         // like rdma-core (mlx5 verbs.c: RQ size at least MLX5_SEND_WQE_BB), grow a smaller RQ.
         let mut log_rq = log_rq;
-        while ((1usize << log_rq) << (log_rq_stride + 4)) < 64 {
+        while srq.is_none() && ((1usize << log_rq) << (log_rq_stride + 4)) < 64 {
             log_rq += 1;
         }
-        let rq_bytes = (1usize << log_rq) << (log_rq_stride + 4);
+        let rq_bytes = if srq.is_some() { 0 } else { (1usize << log_rq) << (log_rq_stride + 4) };
         let sq_bytes = (1usize << log_sq) * 64;
         let npages = (rq_bytes + sq_bytes).div_ceil(PAGE);
         let in_len = create_qp_in::pas.byte() + 8 * npages;
@@ -59,7 +83,15 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut self.inb, qpc::log_rq_size.at(q), log_rq as u64);
         set(&mut self.inb, qpc::log_rq_stride.at(q), log_rq_stride as u64);
         set(&mut self.inb, qpc::log_sq_size.at(q), log_sq as u64);
-        set(&mut self.inb, qpc::rq_type.at(q), 0);
+        match rmpn {
+            Some(n) => {
+                set(&mut self.inb, qpc::rq_type.at(q), mlx5_ifc::rq_type::SRQ as u64);
+                set(&mut self.inb, qpc::srqn_rmpn_xrqn.at(q), n as u64);
+                set(&mut self.inb, qpc::log_rq_size.at(q), 0);
+                set(&mut self.inb, qpc::log_rq_stride.at(q), 0);
+            }
+            None => set(&mut self.inb, qpc::rq_type.at(q), mlx5_ifc::rq_type::REGULAR as u64),
+        }
         set(&mut self.inb, qpc::cqn_snd.at(q), send_cq.0 as u64);
         set(&mut self.inb, qpc::cqn_rcv.at(q), recv_cq.0 as u64);
         set(&mut self.inb, qpc::user_index.at(q), 0xff_ffff);
@@ -89,6 +121,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             rq_wrid: alloc::vec![0; 1 << log_rq],
             sq_unrung: None,
             next_fence: false,
+            srq,
         });
         Ok(qpn)
     }

@@ -28,6 +28,11 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                 self.qps.pop();
                 note(r);
             }
+            while let Some(s) = self.srqs.pop() {
+                if let Some(s) = s {
+                    note(self.simple(op::DESTROY_RMP, 0, destroy_rmp_in::LAYOUT.size, &[(destroy_rmp_in::rmpn, s.rmpn as u64)]));
+                }
+            }
             while let Some(m) = self.mkeys.pop() {
                 note(self.simple(op::DESTROY_MKEY, 0, destroy_mkey_in::LAYOUT.size, &[(destroy_mkey_in::mkey_index, m.index as u64)]));
             }

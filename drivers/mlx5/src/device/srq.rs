@@ -1,0 +1,219 @@
+//! Shared receive queues: an RMP (the object ISSI-1 firmware offers for an SRQ, as Linux
+//! mlx5_ib `srq_cmd.c` uses it) whose receive WQEs any number of RC QPs take from, so receive
+//! memory grows with poll groups, not connections.
+//!
+//! Facts [Linux mlx5_ifc.h rmpc/wq/*_rmp_*, qp.h mlx5_wqe_srq_next_seg, ibv_modify_srq(3)]:
+//! WQEs of 2^log_wq_stride bytes form a linked list through `next_wqe_index` (a 16-byte next
+//! segment, then the data segments); the adapter takes them along the list and software counts
+//! the WQEs it posted in doorbell record dword 0. A receive CQE of a QP on the RMP names the
+//! WQE in `wqe_counter`; software links that WQE back after the list's tail. One WQE is always
+//! held back (software never posts the tail), so an RMP of 2^n WQEs holds 2^n - 1 receives.
+//! MODIFY_RMP with `bitmask.lwm` arms the limit: the adapter raises SRQ_RQ_LIMIT once when fewer
+//! than `lwm` receives remain, then the limit reads 0 until armed again.
+
+use super::*;
+use mlx5_ifc::{rmp_state, wq_type};
+use rdma::RecvWr;
+
+/// log2 of a WQE: the next segment and one data segment.
+const LOG_STRIDE: u8 = 5;
+const STRIDE: usize = 1 << LOG_STRIDE;
+/// Where `next_wqe_index` sits in a WQE (`wqe_srq_next_seg`).
+const NEXT: Field = wqe_srq_next_seg::next_wqe_index;
+const _: () = assert!(wqe_srq_next_seg::LAYOUT.size + wqe_data_seg::LAYOUT.size == STRIDE);
+
+/// A shared receive queue of this device, by slot (no search on the data path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SrqId(pub u32);
+
+/// One RMP and the driver's view of its list.
+pub struct Srq<D> {
+    /// The firmware's RMP number (what SRQ events name).
+    pub rmpn: u32,
+    buf: D,
+    dbr: D,
+    log_size: u8,
+    /// Next WQE to post; the list's last WQE.
+    head: u16,
+    tail: u16,
+    /// WQEs posted (doorbell record dword 0).
+    counter: u16,
+    /// Per WQE: its successor (a copy of what is written in the buffer), the posted wr_id, and
+    /// whether it is posted and not yet completed.
+    next: Vec<u16>,
+    wrid: Vec<u64>,
+    busy: Vec<bool>,
+    /// SRQ_RQ_LIMIT events seen for this RMP.
+    pub limit_events: u64,
+    /// The RMP went to error (SRQ_CATAS_ERROR).
+    pub failed: bool,
+}
+
+impl<D: DmaRegion> Srq<D> {
+    /// Receives that can still be posted.
+    pub fn free_slots(&self) -> usize {
+        self.busy.iter().filter(|b| !**b).count().saturating_sub(1)
+    }
+    /// Capacity in receives (one WQE stays back).
+    pub fn capacity(&self) -> usize {
+        (1usize << self.log_size) - 1
+    }
+    fn set_next(&mut self, i: u16, next: u16) {
+        let mut b = [0u8; 2];
+        set(&mut b, Field { off: 0, width: 16 }, next as u64);
+        self.buf.write(i as usize * STRIDE + NEXT.byte(), &b);
+        self.next[i as usize] = next;
+    }
+
+    /// A receive CQE named WQE `counter`: its wr_id, and the WQE goes back after the tail.
+    /// None if that WQE was not posted (a CQE the driver cannot trust).
+    pub(crate) fn complete(&mut self, counter: u16) -> Option<u64> {
+        let i = counter as usize;
+        if !self.busy.get(i).copied().unwrap_or(false) {
+            return None;
+        }
+        self.busy[i] = false;
+        let tail = self.tail;
+        self.set_next(tail, counter);
+        self.tail = counter;
+        Some(self.wrid[i])
+    }
+}
+
+impl<H: Hal, M: Mmio> Mlx5<H, M> {
+    /// CREATE_RMP of 2^log_size WQEs of one scatter entry each (2^log_size - 1 receives), limit
+    /// `lwm` armed at once when non-zero.
+    pub fn create_srq(&mut self, log_size: u8, lwm: u16) -> Result<SrqId, Error> {
+        let pd = self.pd.ok_or(Error::InvalidArgument("no PD"))?;
+        if !(1..=15).contains(&log_size) || log_size > self.caps.log_max_srq_sz {
+            return Err(Error::InvalidArgument("SRQ size"));
+        }
+        if u32::from(lwm) >= 1u32 << log_size {
+            return Err(Error::InvalidArgument("SRQ limit"));
+        }
+        let size = 1usize << log_size;
+        let npages = (size * STRIDE).div_ceil(PAGE);
+        let in_len = create_rmp_in::LAYOUT.size + 8 * npages;
+        if in_len > MAX_MSG {
+            return Err(Error::InvalidArgument("SRQ too large"));
+        }
+        let buf = self.hal.dma_alloc(npages * PAGE, PAGE)?;
+        let dbr = self.hal.dma_alloc(64, 64)?;
+        dbr.write_be32(0, 0);
+        let mut srq = Srq {
+            rmpn: 0,
+            buf,
+            dbr,
+            log_size,
+            head: 0,
+            tail: (size - 1) as u16,
+            counter: 0,
+            next: alloc::vec![0; size],
+            wrid: alloc::vec![0; size],
+            busy: alloc::vec![false; size],
+            limit_events: 0,
+            failed: false,
+        };
+        for i in 0..size {
+            srq.set_next(i as u16, ((i + 1) % size) as u16);
+        }
+        self.begin(op::CREATE_RMP, 0, in_len);
+        let c = create_rmp_in::ctx;
+        let w = |f: Field| f.at(rmpc::wq).at(c);
+        set(&mut self.inb, rmpc::state.at(c), rmp_state::RDY as u64);
+        set(&mut self.inb, w(wq::wq_type), wq_type::LINKED_LIST as u64);
+        set(&mut self.inb, w(wq::pd), pd.0 as u64);
+        set(&mut self.inb, w(wq::dbr_addr), srq.dbr.paddr());
+        set(&mut self.inb, w(wq::log_wq_stride), LOG_STRIDE as u64);
+        set(&mut self.inb, w(wq::log_wq_pg_sz), 0);
+        set(&mut self.inb, w(wq::log_wq_sz), log_size as u64);
+        set(&mut self.inb, w(wq::lwm), lwm as u64);
+        for i in 0..npages {
+            let f = Field { off: (8 * (create_rmp_in::LAYOUT.size + 8 * i)) as u32, width: 64 };
+            set(&mut self.inb, f, srq.buf.paddr() + (i * PAGE) as u64);
+        }
+        self.run(in_len, create_rmp_out::LAYOUT.size)?;
+        srq.rmpn = self.out(create_rmp_out::rmpn) as u32;
+        let slot = match self.srqs.iter().position(|s| s.is_none()) {
+            Some(i) => {
+                self.srqs[i] = Some(srq);
+                i
+            }
+            None => {
+                self.srqs.push(Some(srq));
+                self.srqs.len() - 1
+            }
+        };
+        Ok(SrqId(slot as u32))
+    }
+
+    pub fn srq(&self, id: SrqId) -> Option<&Srq<H::Dma>> {
+        self.srqs.get(id.0 as usize).and_then(|s| s.as_ref())
+    }
+
+    /// Post one receive on the SRQ (one scatter entry): written at the list's head, announced by
+    /// the doorbell record (no MMIO). Fails when every receive is posted.
+    pub fn post_srq_recv(&mut self, id: SrqId, wr: &RecvWr) -> Result<(), Error> {
+        let s = self.srqs.get_mut(id.0 as usize).and_then(|s| s.as_mut()).ok_or(Error::NoSuchObject { kind: "SRQ", id: id.0 })?;
+        if s.head == s.tail {
+            return Err(Error::InvalidArgument("SRQ full"));
+        }
+        let h = s.head as usize;
+        let mut d = [0u8; 16];
+        set(&mut d, wqe_data_seg::byte_count, wr.sge.len as u64);
+        set(&mut d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
+        set(&mut d, wqe_data_seg::addr, wr.sge.addr);
+        s.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
+        s.wrid[h] = wr.wr_id;
+        s.busy[h] = true;
+        s.head = s.next[h];
+        s.counter = s.counter.wrapping_add(1);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+        s.dbr.write_be32(0, s.counter as u32);
+        Ok(())
+    }
+
+    /// Arm the SRQ limit: one SRQ_RQ_LIMIT event when fewer than `lwm` receives remain.
+    pub fn arm_srq(&mut self, id: SrqId, lwm: u16) -> Result<(), Error> {
+        let s = self.srq(id).ok_or(Error::NoSuchObject { kind: "SRQ", id: id.0 })?;
+        if lwm == 0 || u32::from(lwm) >= 1u32 << s.log_size {
+            return Err(Error::InvalidArgument("SRQ limit"));
+        }
+        let rmpn = s.rmpn;
+        let len = modify_rmp_in::LAYOUT.size;
+        self.begin(op::MODIFY_RMP, 0, len);
+        set(&mut self.inb, modify_rmp_in::rmpn, rmpn as u64);
+        set(&mut self.inb, modify_rmp_in::rmp_state, rmp_state::RDY as u64);
+        set(&mut self.inb, rmpc::state.at(modify_rmp_in::ctx), rmp_state::RDY as u64);
+        set(&mut self.inb, rmp_bitmask::lwm.at(modify_rmp_in::bitmask), 1);
+        set(&mut self.inb, wq::lwm.at(rmpc::wq).at(modify_rmp_in::ctx), lwm as u64);
+        self.run(len, 16)
+    }
+
+    /// DESTROY_RMP; refused while a QP takes its receives from it.
+    pub fn destroy_srq(&mut self, id: SrqId) -> Result<(), Error> {
+        let s = self.srq(id).ok_or(Error::NoSuchObject { kind: "SRQ", id: id.0 })?;
+        if self.qps.iter().any(|q| q.srq == Some(id)) {
+            return Err(Error::InvalidArgument("SRQ still used by a QP"));
+        }
+        let rmpn = s.rmpn;
+        self.simple(op::DESTROY_RMP, 0, destroy_rmp_in::LAYOUT.size, &[(destroy_rmp_in::rmpn, rmpn as u64)])?;
+        self.srqs[id.0 as usize] = None;
+        Ok(())
+    }
+
+    /// Live SRQs (leak checks).
+    pub fn live_srqs(&self) -> usize {
+        self.srqs.iter().filter(|s| s.is_some()).count()
+    }
+
+    /// An SRQ event from the EQ (slow path): count it on the RMP it names.
+    pub(super) fn srq_event(&mut self, ty: u8, rmpn: u32) {
+        if let Some(s) = self.srqs.iter_mut().flatten().find(|s| s.rmpn == rmpn) {
+            match ty {
+                event::SRQ_RQ_LIMIT => s.limit_events += 1,
+                _ => s.failed = true,
+            }
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Shared receive queues through the driver, against the emulated ConnectX over the port's local
+//! loopback: N RC connections whose receiving QPs share one SRQ (RMP) with fewer receives than
+//! connections and one receive CQ; traffic completes through RNR retries while the owner
+//! reposts; the SRQ limit event arrives once per arming; nothing is left behind.
+mod common;
+use common::*;
+use hal::{DmaRegion, Hal};
+use mlx5::device::event;
+use mlx5::{Mlx5, Mlx5Verbs, SrqId};
+use rdma::{Access, Completion, Cqn, Lkey, Qpn, RcConnectAttrs, RecvWr, SendOp, SendWr, Sge, Verbs, WcOpcode, WcStatus};
+
+type V = Mlx5Verbs<emu_connectx::SimHal, emu_connectx::Bar0>;
+const SLOT: u64 = 256;
+
+struct Bench {
+    rig: Rig,
+    v: V,
+    srq: SrqId,
+    rcq: Cqn,
+    scq: Cqn,
+    senders: Vec<Qpn>,
+    receivers: Vec<Qpn>,
+    buf: emu_connectx::SimDma,
+    lkey: Lkey,
+    /// Receive slots not posted.
+    free: Vec<u64>,
+}
+
+fn connect(v: &mut V, qp: Qpn, peer: Qpn) {
+    let attrs = RcConnectAttrs {
+        remote_qpn: peer,
+        remote_ip: v.local_ip(),
+        remote_mac: v.local_mac(),
+        rq_psn: 0x100,
+        sq_psn: 0x100,
+        mtu: 1024,
+        udp_sport: 0,
+        retry_cnt: 7,
+        rnr_retry: 7, // infinite: the sender waits for the owner to repost
+        timeout: 14,
+        min_rnr_timer: 1,
+        max_rd_atomic: 1,
+        max_dest_rd_atomic: 1,
+        access: Access { local_write: true, remote_read: false, remote_write: false },
+    };
+    v.connect_rc_qp(qp, &attrs).unwrap();
+}
+
+fn bench(n: usize, log_srq: u8) -> Bench {
+    let (rig, hal, bar) = rig();
+    let cx = rig.cx.clone();
+    hal.set_relax_hook(Box::new(move || {
+        cx.poll();
+    }));
+    let mut v = Mlx5Verbs::new(Mlx5::bring_up(hal, bar, cfg()).unwrap()).unwrap();
+    let srq = v.dev.create_srq(log_srq, 0).unwrap();
+    let rcq = v.create_cq(64).unwrap();
+    let scq = v.create_cq(64).unwrap();
+    let buf = v.alloc_buf(1 << 20).unwrap();
+    let (lkey, _) = v.reg_mr(buf.paddr(), 1 << 20, Access { local_write: true, ..Default::default() }).unwrap();
+    let (mut senders, mut receivers) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let s = v.create_rc_qp(scq, scq, 16, 1).unwrap();
+        let r = v.dev.create_qp_srq(rcq, rcq, 2, srq).unwrap();
+        connect(&mut v, s, r);
+        connect(&mut v, r, s);
+        senders.push(s);
+        receivers.push(r);
+    }
+    let cap = v.dev.srq(srq).unwrap().capacity() as u64;
+    Bench { rig, v, srq, rcq, scq, senders, receivers, buf, lkey, free: (0..cap).collect() }
+}
+
+impl Bench {
+    /// Post a receive into a free slot (its index is the wr_id).
+    fn post(&mut self) {
+        let slot = self.free.pop().expect("a free slot");
+        let wr = RecvWr { wr_id: slot, sge: Sge { addr: self.buf.paddr() + slot * SLOT, len: SLOT as u32, lkey: self.lkey } };
+        self.v.dev.post_srq_recv(self.srq, &wr).unwrap();
+    }
+    /// SEND `len` bytes of `fill` from sender `k` (payload area above the receive slots).
+    fn send(&mut self, k: usize, id: u64, fill: u8, len: u32) {
+        let at = 0x8_0000 + (k as u64 * 16 + id % 16) * SLOT;
+        self.buf.write(at as usize, &vec![fill; len as usize]);
+        let wr = SendWr { wr_id: id, op: SendOp::Send, sge: Sge { addr: self.buf.paddr() + at, len, lkey: self.lkey }, signaled: true, ud: None };
+        self.v.post_send(self.senders[k], &wr).unwrap();
+    }
+    fn step(&mut self) {
+        self.v.poll();
+        self.v.dev.hal().relax();
+    }
+    fn rnr_naks(&self) -> u64 {
+        self.rig.cx.device().engine.as_ref().unwrap().counters().rnr_nak_sent
+    }
+    fn finish(mut self) {
+        assert!(self.v.dev.destroy_srq(self.srq).is_err(), "refused while QPs use it");
+        for q in self.senders.iter().chain(&self.receivers) {
+            self.v.destroy_qp(*q).unwrap();
+        }
+        self.v.dev.destroy_srq(self.srq).unwrap();
+        assert_eq!(self.v.dev.live_srqs(), 0);
+        self.v.destroy_cq(self.rcq).unwrap();
+        self.v.destroy_cq(self.scq).unwrap();
+        self.v.dereg_mr(self.lkey).unwrap();
+        let st = self.v.shutdown().unwrap();
+        assert_eq!(st.pages_given, st.pages_reclaimed);
+        assert_eq!(self.rig.cx.counters().objects_abandoned, 0);
+    }
+}
+
+#[test]
+fn connections_outnumbering_the_srq_buffers_complete_through_rnr_retry_and_reposts() {
+    let (n, per) = (6usize, 4u64);
+    let mut b = bench(n, 3); // 7 receives for 6 connections x 4 messages
+    assert_eq!(b.v.dev.srq(b.srq).unwrap().capacity(), 7);
+    for _ in 0..3 {
+        b.post();
+    }
+    for k in 0..n {
+        for m in 0..per {
+            b.send(k, m, (k * 16) as u8 + m as u8, 64 + k as u32);
+        }
+    }
+    let mut got = vec![0u64; n];
+    let mut sent = 0;
+    let mut wc = [Completion::default(); 16];
+    for _ in 0..200_000 {
+        b.step();
+        let (rcq, scq) = (b.rcq, b.scq);
+        let k = b.v.poll_cq(rcq, &mut wc);
+        for c in wc[..k].to_vec() {
+            assert_eq!((c.status, c.opcode), (WcStatus::Success, WcOpcode::Recv), "{c:?}");
+            let q = b.receivers.iter().position(|&r| r == c.qpn).expect("a receiver QP");
+            assert_eq!(c.byte_len, 64 + q as u32);
+            let mut data = vec![0u8; c.byte_len as usize];
+            b.buf.read((c.wr_id * SLOT) as usize, &mut data);
+            let want = (q * 16) as u8 + got[q] as u8;
+            assert!(data.iter().all(|&x| x == want), "connection {q} message {} in order", got[q]);
+            got[q] += 1;
+            b.free.push(c.wr_id);
+            b.post();
+        }
+        let k = b.v.poll_cq(scq, &mut wc);
+        for c in &wc[..k] {
+            assert_eq!(c.status, WcStatus::Success, "{c:?}");
+            sent += 1;
+        }
+        if sent == n as u64 * per && got.iter().all(|&g| g == per) {
+            break;
+        }
+    }
+    assert_eq!(got, vec![per; n]);
+    assert_eq!(sent, n as u64 * per);
+    assert!(b.rnr_naks() > 0, "the SRQ ran dry and senders were told to retry");
+    assert_eq!(b.v.dev.stats().bad_cqes, 0);
+    b.finish();
+}
+
+#[test]
+fn srq_limit_event_arrives_once_per_arming() {
+    let mut b = bench(2, 3);
+    for _ in 0..7 {
+        b.post();
+    }
+    b.v.dev.arm_srq(b.srq, 3).unwrap();
+    let mut received = 0u64;
+    let deliver = |b: &mut Bench, count: u64, received: &mut u64| {
+        for _ in 0..count {
+            let k = (*received % 2) as usize;
+            b.send(k, *received, 0x5a, 32);
+            *received += 1;
+        }
+        let mut seen = 0;
+        let mut wc = [Completion::default(); 16];
+        for _ in 0..50_000 {
+            b.step();
+            let rcq = b.rcq;
+            seen += b.v.poll_cq(rcq, &mut wc);
+            let scq = b.scq;
+            b.v.poll_cq(scq, &mut wc);
+            if seen as u64 == count {
+                break;
+            }
+        }
+        assert_eq!(seen as u64, count);
+        // One more turn so the EQ is read after the last completion.
+        b.step();
+        b.v.poll();
+        b.v.dev.srq(b.srq).unwrap().limit_events
+    };
+    assert_eq!(deliver(&mut b, 4, &mut received), 0, "3 left: not below the limit");
+    assert_eq!(deliver(&mut b, 1, &mut received), 1, "2 left: the event");
+    assert_eq!(deliver(&mut b, 1, &mut received), 1, "disarmed until armed again");
+    b.v.dev.arm_srq(b.srq, 1).unwrap();
+    assert_eq!(deliver(&mut b, 1, &mut received), 2, "re-armed: the next drop below fires again");
+    let rmpn = b.v.dev.srq(b.srq).unwrap().rmpn;
+    let mut limits = 0;
+    while let Some(e) = b.v.dev.take_event() {
+        if e.event_type == event::SRQ_RQ_LIMIT {
+            assert_eq!(e.object, rmpn);
+            limits += 1;
+        }
+    }
+    assert_eq!(limits, 2);
+    assert!(b.v.dev.arm_srq(b.srq, 8).is_err(), "a limit beyond the SRQ is refused");
+    b.finish();
+}
