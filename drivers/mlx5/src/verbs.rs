@@ -7,12 +7,12 @@
 
 use crate::arp;
 use crate::device::log2_ceil;
-use crate::device::{Mlx5, QpKind, QpState};
+use crate::device::{Mlx5, QpKind, QpState, SrqId};
 use crate::error::Error;
 use crate::mgmt_tap::FrameTap;
 use hal::{Hal, Mmio, PhysAddr};
 use rdma::neigh::{NeighConfig, NeighStats, NeighTable};
-use rdma::{Access, Completion, Cqn, Ipv4, Lkey, Mac, Qpn, RcConnectAttrs, RecvWr, Rkey, SendWr, Verbs};
+use rdma::{Access, Completion, Cqn, Ipv4, Lkey, Mac, Qpn, RcConnectAttrs, RecvWr, Rkey, SendWr, Srqn, SrqVerbs, Verbs};
 
 /// GSI CQ: 2^8 CQEs; GSI SQ/RQ: 2^6 WQEBBs / 2^6 WQEs of 32 bytes (data segment + terminator).
 const GSI_LOG_CQ: u8 = 8;
@@ -281,5 +281,29 @@ impl<H: Hal, M: Mmio> Verbs for Mlx5Verbs<H, M> {
             self.last_poll_error = Some(e);
         }
         self.poll_arp();
+    }
+}
+
+impl<H: Hal, M: Mmio> SrqVerbs for Mlx5Verbs<H, M> {
+    fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, Error> {
+        // One WQE of the RMP always stays back.
+        let log = log2_ceil(max_wr.saturating_add(1).max(2));
+        self.dev.create_srq(log, 0).map(|s| Srqn(s.0))
+    }
+    fn destroy_srq(&mut self, srq: Srqn) -> Result<(), Error> {
+        self.dev.destroy_srq(SrqId(srq.0))
+    }
+    fn create_rc_qp_srq(&mut self, send_cq: Cqn, recv_cq: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, Error> {
+        self.dev.create_qp_srq(send_cq, recv_cq, log2_ceil(sq.max(1)), SrqId(srq.0))
+    }
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), Error> {
+        self.dev.post_srq_recv(SrqId(srq.0), wr)
+    }
+    fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), Error> {
+        let l = u16::try_from(limit).map_err(|_| Error::InvalidArgument("SRQ limit"))?;
+        self.dev.arm_srq(SrqId(srq.0), l)
+    }
+    fn srq_limit_reached(&mut self, srq: Srqn) -> bool {
+        self.dev.take_srq_limit(SrqId(srq.0))
     }
 }

@@ -7,7 +7,7 @@ use common::*;
 use hal::{DmaRegion, Hal};
 use mlx5::device::event;
 use mlx5::{Mlx5, Mlx5Verbs, SrqId};
-use rdma::{Access, Completion, Cqn, Lkey, Qpn, RcConnectAttrs, RecvWr, SendOp, SendWr, Sge, Verbs, WcOpcode, WcStatus};
+use rdma::{Access, Completion, Cqn, Lkey, Qpn, RcConnectAttrs, RecvWr, SendOp, SendWr, Sge, SrqVerbs, Srqn, Verbs, WcOpcode, WcStatus};
 
 type V = Mlx5Verbs<emu_connectx::SimHal, emu_connectx::Bar0>;
 const SLOT: u64 = 256;
@@ -202,6 +202,10 @@ fn srq_limit_event_arrives_once_per_arming() {
         }
     }
     assert_eq!(limits, 2);
+    // Through the verbs seam: reported once, then nothing new.
+    let id = Srqn(b.srq.0);
+    assert!(b.v.srq_limit_reached(id));
+    assert!(!b.v.srq_limit_reached(id));
     assert!(b.v.dev.arm_srq(b.srq, 8).is_err(), "a limit beyond the SRQ is refused");
     b.finish();
 }

@@ -8,7 +8,8 @@
 //! `ring_send` rings once for all of them (`post_send_batch` does both for a slice), so a
 //! consumer that posts several WRs per turn pays one doorbell (one MMIO write on mlx5).
 //! `post_recv_batch` posts receives with one doorbell-record update. The defaults post one
-//! by one, so every implementation stays correct without them.
+//! by one, so every implementation stays correct without them. [`SrqVerbs`] adds shared
+//! receive queues; many QPs may complete to one CQ on every implementation.
 
 use hal::PhysAddr;
 
@@ -28,6 +29,8 @@ handle!(/// Queue pair number (24 bits on the wire).
     Qpn);
 handle!(/// Completion queue number.
     Cqn);
+handle!(/// Shared receive queue of a device ([`SrqVerbs`]).
+    Srqn);
 handle!(/// Protection domain number.
     Pdn);
 handle!(/// Local memory key (used in local scatter/gather entries).
@@ -290,4 +293,24 @@ pub trait Verbs {
     fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac>;
     /// Slow-path housekeeping (EQ, ARP, timers). Called from the app's poll loop.
     fn poll(&mut self);
+}
+
+/// Shared receive queues, for poll groups (SPDK's model: one SRQ per poller whose receives all
+/// its QPs share, so receive memory grows with pollers, not connections). A QP created on an
+/// SRQ has no receive queue of its own (`post_recv` on it fails); its receive completions go to
+/// its receive CQ (which other QPs may share) with the `wr_id` posted to the SRQ. With the SRQ
+/// empty an RC sender is told to retry (RNR NAK) until a receive is posted.
+pub trait SrqVerbs: Verbs {
+    /// An SRQ holding at least `max_wr` receives (one scatter entry each).
+    fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, Self::Error>;
+    /// Refused while a QP takes its receives from it.
+    fn destroy_srq(&mut self, srq: Srqn) -> Result<(), Self::Error>;
+    /// An RC QP in RESET (like `create_rc_qp`) whose receives come from `srq`.
+    fn create_rc_qp_srq(&mut self, send_cq: Cqn, recv_cq: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, Self::Error>;
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), Self::Error>;
+    /// Arm the SRQ limit: the first time fewer than `limit` receives remain posted, the SRQ
+    /// reports it once ([`srq_limit_reached`](Self::srq_limit_reached)) and disarms.
+    fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), Self::Error>;
+    /// Whether the armed limit was reached since the last call (consumes the report; slow path).
+    fn srq_limit_reached(&mut self, srq: Srqn) -> bool;
 }

@@ -39,6 +39,9 @@ use std::rc::{Rc, Weak};
 use hal::{DmaRegion, PhysAddr};
 use rdma::*;
 
+mod srq;
+use srq::SoftSrq;
+
 /// Q_Key of the GSI QP (IBA; rxe `GSI_QKEY`).
 pub const GSI_QKEY: u32 = 0x8001_0000;
 /// Size of the GRH area in front of every UD receive.
@@ -148,6 +151,8 @@ impl SoftFabric {
             gsi_cq: Cqn(0),
             ud_dropped: 0,
             doorbells: 0,
+            srqs: BTreeMap::new(),
+            next_srqn: 1,
         };
         let cq = d.create_cq(1024).expect("fresh device");
         d.gsi_cq = cq;
@@ -242,6 +247,8 @@ struct Qp {
     parked: VecDeque<Packet>,
     /// Send WRs written with `post_send_deferred`, not yet rung.
     deferred: VecDeque<SendWr>,
+    /// The SRQ this QP takes its receives from instead of `rq`.
+    srq: Option<u32>,
 }
 
 impl Qp {
@@ -259,6 +266,7 @@ impl Qp {
             next_id: 0,
             parked: VecDeque::new(),
             deferred: VecDeque::new(),
+            srq: None,
         }
     }
 }
@@ -312,6 +320,9 @@ pub struct SoftDevice {
     gsi_cq: Cqn,
     ud_dropped: u64,
     doorbells: u64,
+    /// Shared receive queues ([`SrqVerbs`]).
+    srqs: BTreeMap<u32, SoftSrq>,
+    next_srqn: u32,
 }
 
 impl SoftDevice {
@@ -529,13 +540,13 @@ impl SoftDevice {
     fn handle_req(&mut self, src_ip: Ipv4, src_qpn: Qpn, dst_qpn: Qpn, id: u64, op: RcOp) -> Option<Packet> {
         let q = dst_qpn.0;
         let needs_recv = matches!(op, RcOp::Send { .. } | RcOp::Write { imm: Some(_), .. });
-        if needs_recv && self.qps.get(&q).is_none_or(|qp| qp.rq.is_empty()) {
+        if needs_recv && !self.has_recv(q) {
             return Some(Packet::RcReq { src_ip, src_qpn, dst_qpn, id, op });
         }
         let rcq = self.qps.get(&q).map(|qp| qp.recv_cq).unwrap_or_default();
         let result: Result<Vec<u8>, Nak> = match op {
             RcOp::Send { data, imm, inv } => {
-                let r = self.qps.get_mut(&q).and_then(|qp| qp.rq.pop_front()).expect("checked non-empty");
+                let r = self.take_recv(q).expect("checked non-empty");
                 if data.len() as u64 > r.sge.len as u64 || !self.check_local(&r.sge, true) {
                     self.complete(rcq, Completion { wr_id: r.wr_id, status: WcStatus::LocalLength, opcode: WcOpcode::Recv, qpn: dst_qpn, ..Default::default() });
                     self.error_qp(q);
@@ -570,7 +581,7 @@ impl SoftDevice {
                             Err(Nak::RemoteOperation)
                         } else {
                             if imm.is_some() {
-                                let r = self.qps.get_mut(&q).and_then(|qp| qp.rq.pop_front()).expect("checked non-empty");
+                                let r = self.take_recv(q).expect("checked non-empty");
                                 self.complete(rcq, Completion { wr_id: r.wr_id, opcode: WcOpcode::RecvRdmaWithImm, qpn: dst_qpn, byte_len: data.len() as u32, imm, src_qp: src_qpn, ..Default::default() });
                             }
                             Ok(Vec::new())
@@ -660,9 +671,10 @@ impl SoftDevice {
     fn unpark(&mut self, qpn: u32) {
         loop {
             let Some(qp) = self.qps.get_mut(&qpn) else { return };
-            if qp.rq.is_empty() || qp.state != QpState::Rts {
+            if qp.state != QpState::Rts || !self.has_recv(qpn) {
                 return;
             }
+            let Some(qp) = self.qps.get_mut(&qpn) else { return };
             let Some(Packet::RcReq { src_ip, src_qpn, dst_qpn, id, op }) = qp.parked.pop_front() else { return };
             if let Some(back) = self.handle_req(src_ip, src_qpn, dst_qpn, id, op) {
                 if let Some(qp) = self.qps.get_mut(&qpn) {
@@ -956,7 +968,7 @@ impl SoftDevice {
 
     fn post_recv_one(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<(), SoftError> {
         let q = self.qps.get_mut(&qpn.0).ok_or(SoftError::NoSuchQp(qpn))?;
-        if q.state == QpState::Error {
+        if q.state == QpState::Error || q.srq.is_some() {
             return Err(SoftError::BadState(qpn));
         }
         if q.rq.len() as u32 >= q.rq_cap {

@@ -45,6 +45,8 @@ pub struct Srq<D> {
     busy: Vec<bool>,
     /// SRQ_RQ_LIMIT events seen for this RMP.
     pub limit_events: u64,
+    /// Limit events already reported by [`Mlx5::take_srq_limit`].
+    limit_reported: u64,
     /// The RMP went to error (SRQ_CATAS_ERROR).
     pub failed: bool,
 }
@@ -112,6 +114,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             wrid: alloc::vec![0; size],
             busy: alloc::vec![false; size],
             limit_events: 0,
+            limit_reported: 0,
             failed: false,
         };
         for i in 0..size {
@@ -200,6 +203,17 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.simple(op::DESTROY_RMP, 0, destroy_rmp_in::LAYOUT.size, &[(destroy_rmp_in::rmpn, rmpn as u64)])?;
         self.srqs[id.0 as usize] = None;
         Ok(())
+    }
+
+    /// Whether a limit event arrived since the last call (slow path).
+    pub fn take_srq_limit(&mut self, id: SrqId) -> bool {
+        match self.srqs.get_mut(id.0 as usize).and_then(|s| s.as_mut()) {
+            Some(s) if s.limit_events > s.limit_reported => {
+                s.limit_reported = s.limit_events;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Live SRQs (leak checks).
