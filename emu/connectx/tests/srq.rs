@@ -89,10 +89,11 @@ fn create_rmp(r: &mut Rig, pd: u32, log: u8, lwm: u16) -> Result<Rmp, (u8, u32)>
     let bytes = (1usize << log) << LOG_STRIDE;
     let buf = r.hal.dma_alloc(bytes.max(4096), 4096).unwrap();
     let dbr = r.hal.dma_alloc(64, 64).unwrap();
-    let size = 1u16 << log;
-    let mut rmp = Rmp { rmpn: 0, buf, dbr, size, head: 0, tail: size - 1, counter: 0 };
+    // u32: the oversize case (log 16) must not overflow here; the adapter refuses it.
+    let size = 1u32 << log;
+    let mut rmp = Rmp { rmpn: 0, buf, dbr, size: size.min(u16::MAX as u32) as u16, head: 0, tail: (size - 1) as u16, counter: 0 };
     for i in 0..size {
-        rmp.set_next(i, (i + 1) % size);
+        rmp.set_next(i as u16, ((i + 1) % size) as u16);
     }
     let np = bytes.div_ceil(4096);
     let mut i = inp(op::CREATE_RMP, 0, l::create_rmp_in::SIZE + 8 * np);
