@@ -299,6 +299,9 @@ impl<H: Hal, M: Mmio> SrqVerbs for Mlx5Verbs<H, M> {
     fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), Error> {
         self.dev.post_srq_recv(SrqId(srq.0), wr)
     }
+    fn post_srq_recv_batch(&mut self, srq: Srqn, wrs: &[RecvWr]) -> Result<(), Error> {
+        self.dev.post_srq_recv_batch(SrqId(srq.0), wrs)
+    }
     fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), Error> {
         let l = u16::try_from(limit).map_err(|_| Error::InvalidArgument("SRQ limit"))?;
         self.dev.arm_srq(SrqId(srq.0), l)

@@ -159,9 +159,10 @@ fn connections_outnumbering_the_srq_buffers_complete_through_rnr_retry_and_repos
 #[test]
 fn srq_limit_event_arrives_once_per_arming() {
     let mut b = bench(2, 3);
-    for _ in 0..7 {
-        b.post();
-    }
+    // All 7 in one batch (one doorbell-record update), through the verbs seam; an 8th is refused.
+    let wrs: Vec<RecvWr> = b.free.drain(..).map(|s| RecvWr { wr_id: s, sge: Sge { addr: b.buf.paddr() + s * SLOT, len: SLOT as u32, lkey: b.lkey } }).collect();
+    b.v.post_srq_recv_batch(Srqn(b.srq.0), &wrs).unwrap();
+    assert!(b.v.post_srq_recv(Srqn(b.srq.0), &wrs[0]).is_err(), "SRQ full");
     b.v.dev.arm_srq(b.srq, 3).unwrap();
     let mut received = 0u64;
     let deliver = |b: &mut Bench, count: u64, received: &mut u64| {
@@ -207,5 +208,45 @@ fn srq_limit_event_arrives_once_per_arming() {
     assert!(b.v.srq_limit_reached(id));
     assert!(!b.v.srq_limit_reached(id));
     assert!(b.v.dev.arm_srq(b.srq, 8).is_err(), "a limit beyond the SRQ is refused");
+    b.finish();
+}
+
+/// The adapter finds the SRQ's WQE list broken (a next_wqe_index outside the queue): the driver
+/// hears SRQ_CATAS_ERROR for the SRQ (marked failed) and SRQ_LAST_WQE for every QP on it, and
+/// everything still tears down cleanly.
+#[test]
+fn srq_in_error_is_reported_with_its_qps() {
+    let mut b = bench(3, 3);
+    let rmpn = b.v.dev.srq(b.srq).unwrap().rmpn;
+    // Corrupt the WQE the adapter fetches next, behind the driver's back.
+    let (pa, next) = {
+        let d = b.rig.cx.device();
+        let r = &d.rmps[&rmpn];
+        (r.buf.pas[0], r.next)
+    };
+    b.rig.mem.write(pa + next as u64 * 32 + 2, &0x7777u16.to_be_bytes());
+    b.post();
+    for _ in 0..10 {
+        b.step();
+    }
+    b.v.poll();
+    assert!(b.v.dev.srq(b.srq).unwrap().failed);
+    let mut catas = 0;
+    let mut last = Vec::new();
+    while let Some(e) = b.v.dev.take_event() {
+        match e.event_type {
+            event::SRQ_CATAS_ERROR => {
+                assert_eq!(e.object, rmpn);
+                catas += 1;
+            }
+            event::SRQ_LAST_WQE => last.push(Qpn(e.object)),
+            _ => {}
+        }
+    }
+    assert_eq!(catas, 1);
+    last.sort();
+    let mut want = b.receivers.clone();
+    want.sort();
+    assert_eq!(last, want);
     b.finish();
 }

@@ -308,6 +308,14 @@ pub trait SrqVerbs: Verbs {
     /// An RC QP in RESET (like `create_rc_qp`) whose receives come from `srq`.
     fn create_rc_qp_srq(&mut self, send_cq: Cqn, recv_cq: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, Self::Error>;
     fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), Self::Error>;
+    /// Post several receives (one doorbell-record update on mlx5); on an error the ones before
+    /// it are posted. The default posts one by one.
+    fn post_srq_recv_batch(&mut self, srq: Srqn, wrs: &[RecvWr]) -> Result<(), Self::Error> {
+        for wr in wrs {
+            self.post_srq_recv(srq, wr)?;
+        }
+        Ok(())
+    }
     /// Arm the SRQ limit: the first time fewer than `limit` receives remain posted, the SRQ
     /// reports it once ([`srq_limit_reached`](Self::srq_limit_reached)) and disarms.
     fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), Self::Error>;

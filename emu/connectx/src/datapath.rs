@@ -279,6 +279,7 @@ impl Device {
             data[0x18..0x1c].copy_from_slice(&(qpn & 0xff_ffff).to_be_bytes());
             self.raise_event(crate::consts::event::WQ_ACCESS_ERROR, 0, &data);
         }
+        self.report_last_wqe();
         work
     }
 

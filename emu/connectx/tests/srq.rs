@@ -531,3 +531,31 @@ fn shared_cq_overrun_raises_the_cq_error_event() {
     let ev = main_eq.drain();
     assert!(ev.contains(&(event::CQ_ERROR, cq)), "{ev:?}");
 }
+
+/// A QP on an RMP moved to ERROR by command gets SRQ_LAST_WQE once (not again while it stays in
+/// ERROR; again after RESET and a new error); the other QPs on the RMP are untouched.
+#[test]
+fn qp_on_an_rmp_moved_to_error_gets_last_wqe_reached_once() {
+    let mut b = bench(2, 3, 6);
+    let (q0, q1) = (b.qps[0], b.qps[1]);
+    assert_eq!(modify(&mut b.r, op::QP_2ERR, q0, |_| {}).status, 0);
+    assert_eq!(b.srq_eq.drain(), vec![(event::SRQ_LAST_WQE, q0)]);
+    assert_eq!(modify(&mut b.r, op::QP_2ERR, q0, |_| {}).status, 0);
+    b.step();
+    assert!(b.srq_eq.drain().is_empty(), "once per error");
+    assert_eq!(modify(&mut b.r, op::QP_2RST, q0, |_| {}).status, 0);
+    assert_eq!(modify(&mut b.r, op::QP_2ERR, q0, |_| {}).status, 0);
+    assert_eq!(b.srq_eq.drain(), vec![(event::SRQ_LAST_WQE, q0)]);
+    // The other connection still receives from the RMP.
+    b.fill(1);
+    b.peer.send(PEER_QPN0 + 1, 0, vec![3; 8]);
+    for _ in 0..1_000 {
+        b.step();
+        if let Some(c) = b.cqr.next() {
+            assert_eq!(be32(&c, 0x38) & 0xff_ffff, q1);
+            assert_eq!(c[0x3f] >> 4, cqe_op::RESP_SEND);
+            return;
+        }
+    }
+    panic!("no receive on the QP that stayed up");
+}

@@ -157,23 +157,36 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Post one receive on the SRQ (one scatter entry): written at the list's head, announced by
     /// the doorbell record (no MMIO). Fails when every receive is posted.
     pub fn post_srq_recv(&mut self, id: SrqId, wr: &RecvWr) -> Result<(), Error> {
+        self.post_srq_recv_batch(id, core::slice::from_ref(wr))
+    }
+
+    /// Post receives in order with one doorbell-record update for all of them. On an error (SRQ
+    /// full) the ones before it are posted.
+    pub fn post_srq_recv_batch(&mut self, id: SrqId, wrs: &[RecvWr]) -> Result<(), Error> {
         let s = self.srqs.get_mut(id.0 as usize).and_then(|s| s.as_mut()).ok_or(Error::NoSuchObject { kind: "SRQ", id: id.0 })?;
-        if s.head == s.tail {
-            return Err(Error::InvalidArgument("SRQ full"));
+        let mut r = Ok(());
+        let before = s.counter;
+        for wr in wrs {
+            if s.head == s.tail {
+                r = Err(Error::InvalidArgument("SRQ full"));
+                break;
+            }
+            let h = s.head as usize;
+            let mut d = [0u8; 16];
+            set(&mut d, wqe_data_seg::byte_count, wr.sge.len as u64);
+            set(&mut d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
+            set(&mut d, wqe_data_seg::addr, wr.sge.addr);
+            s.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
+            s.wrid[h] = wr.wr_id;
+            s.busy[h] = true;
+            s.head = s.next[h];
+            s.counter = s.counter.wrapping_add(1);
         }
-        let h = s.head as usize;
-        let mut d = [0u8; 16];
-        set(&mut d, wqe_data_seg::byte_count, wr.sge.len as u64);
-        set(&mut d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
-        set(&mut d, wqe_data_seg::addr, wr.sge.addr);
-        s.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
-        s.wrid[h] = wr.wr_id;
-        s.busy[h] = true;
-        s.head = s.next[h];
-        s.counter = s.counter.wrapping_add(1);
-        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-        s.dbr.write_be32(0, s.counter as u32);
-        Ok(())
+        if s.counter != before {
+            core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+            s.dbr.write_be32(0, s.counter as u32);
+        }
+        r
     }
 
     /// Arm the SRQ limit: one SRQ_RQ_LIMIT event when fewer than `lwm` receives remain.

@@ -38,6 +38,8 @@ pub struct Qp {
     pub rq_type: u8,
     /// The RMP this QP takes its receives from (`rq_type` SRQ).
     pub srqn: Option<u32>,
+    /// SRQ_LAST_WQE was raised for this QP's current ERROR state.
+    pub last_wqe_reported: bool,
     pub no_sq: bool,
     pub log_sq_size: u8,
     /// The stored QP context (what QUERY_QP returns), state field kept current.
@@ -137,6 +139,7 @@ impl Device {
             log_rq_stride: stride,
             rq_type,
             srqn,
+            last_wqe_reported: false,
             no_sq,
             log_sq_size: log_sq,
             qpc: c.to_vec(),
@@ -202,8 +205,10 @@ impl Device {
             if to == qps::RST {
                 q.sq_hw = 0;
                 q.rq_hw = 0;
+                q.last_wqe_reported = false;
             }
             set(&mut q.qpc, l::qpc::state, to as u64);
+            self.report_last_wqe();
             return Ok(out(16));
         }
         need(inp, 0x110)?;

@@ -261,6 +261,9 @@ impl Device {
     /// After the engine ran: an armed RMP from which WQEs were taken and that now holds fewer
     /// than its limit raises SRQ_RQ_LIMIT once and disarms.
     pub(crate) fn check_rmp_limits(&mut self) {
+        if self.rmps.is_empty() {
+            return;
+        }
         let Some(e) = self.engine.as_ref() else { return };
         let mut fire = Vec::new();
         for r in self.rmps.values_mut() {
@@ -295,6 +298,28 @@ impl Device {
                 let q = self.qps.get_mut(&qpn).expect("qp");
                 q.state = qps::ERR;
                 set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
+            }
+        }
+        self.report_last_wqe();
+    }
+
+    /// SRQ_LAST_WQE once for every QP on an RMP that is in ERROR, however it got there (a modify
+    /// command, a transport error, its RMP in error): it will take no more WQEs from the RMP
+    /// (IBTA vol. 1 11.6.3 "Last WQE Reached"; software may then destroy it without losing
+    /// receives it still held).
+    pub(crate) fn report_last_wqe(&mut self) {
+        if self.rmps.is_empty() {
+            return; // no QP can be on one
+        }
+        let due: Vec<u32> = self
+            .qps
+            .values()
+            .filter(|q| q.srqn.is_some() && q.state == qps::ERR && !q.last_wqe_reported)
+            .map(|q| q.qpn)
+            .collect();
+        for qpn in due {
+            if let Some(q) = self.qps.get_mut(&qpn) {
+                q.last_wqe_reported = true;
             }
             self.raise_event(event::SRQ_LAST_WQE, 0, &qp_srq_data(qpn));
         }
