@@ -250,3 +250,52 @@ fn srq_in_error_is_reported_with_its_qps() {
     assert_eq!(last, want);
     b.finish();
 }
+
+/// A receiving QP destroyed while its receive CQEs still sit in the shared CQ: they are reported
+/// (with the destroyed QP's number) and their SRQ WQEs come back, so the SRQ leaks nothing; the
+/// other connections keep receiving.
+#[test]
+fn destroying_a_qp_on_the_srq_gives_back_the_wqes_it_consumed() {
+    let mut b = bench(2, 3);
+    for _ in 0..4 {
+        b.post();
+    }
+    b.send(0, 0, 0x11, 16);
+    b.send(0, 1, 0x12, 16);
+    // Run until the sender saw both ACKs, without reading the receive CQ.
+    let mut wc = [Completion::default(); 16];
+    let mut acked = 0;
+    for _ in 0..10_000 {
+        b.step();
+        let scq = b.scq;
+        acked += b.v.poll_cq(scq, &mut wc);
+        if acked == 2 {
+            break;
+        }
+    }
+    assert_eq!(acked, 2);
+    let gone = b.receivers.remove(0);
+    b.v.destroy_qp(gone).unwrap();
+    let rcq = b.rcq;
+    let n = b.v.poll_cq(rcq, &mut wc);
+    assert_eq!(n, 2, "the destroyed QP's receives are still reported");
+    for c in &wc[..n] {
+        assert_eq!((c.qpn, c.status), (gone, WcStatus::Success));
+        b.free.push(c.wr_id);
+    }
+    let s = b.v.dev.srq(b.srq).unwrap();
+    assert_eq!(s.free_slots(), s.capacity() - 2, "2 still posted, the rest free again");
+    assert_eq!(b.v.dev.stats().bad_cqes, 0);
+    // The other connection still receives.
+    b.send(1, 0, 0x21, 16);
+    let mut got = 0;
+    for _ in 0..10_000 {
+        b.step();
+        got += b.v.poll_cq(rcq, &mut wc[..1]);
+        if got == 1 {
+            break;
+        }
+    }
+    assert_eq!((got, wc[0].qpn), (1, b.receivers[0]));
+    b.finish();
+}

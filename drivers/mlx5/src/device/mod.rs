@@ -32,6 +32,9 @@ use mlx5_ifc::{cap_type, qp as qp_fact};
 /// EQE event types, re-exported for [`AsyncEvent::event_type`] users.
 pub use mlx5_ifc::event;
 
+/// How many destroyed SRQ QPs the driver remembers for their late receive CQEs.
+pub const RETIRED_SRQ_QPS: usize = 64;
+
 /// The well-known QP1 Q_Key.
 pub const GSI_QKEY: u32 = 0x8001_0000;
 /// UAR page offsets: EQ doorbell without arm (mlx5 eq.c / vfio).
@@ -299,6 +302,9 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     pub(crate) qps: Vec<Qp<H::Dma>>,
     /// Shared receive queues by [`SrqId`] slot (None: destroyed).
     pub(crate) srqs: Vec<Option<Srq<H::Dma>>>,
+    /// QPs destroyed while on an SRQ (newest last, at most [`RETIRED_SRQ_QPS`]): receive CQEs
+    /// of theirs still in a CQ give their SRQ WQE back.
+    pub(crate) retired_srq_qps: Vec<(Qpn, SrqId)>,
     events: Vec<AsyncEvent>,
     mkey_variant: u8,
     /// Port state from the last PORT_CHANGE event (None: no event seen yet).
@@ -358,6 +364,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             cqs: Vec::new(),
             qps: Vec::new(),
             srqs: Vec::new(),
+            retired_srq_qps: Vec::new(),
             events: Vec::new(),
             mkey_variant: 0,
             port_up: None,

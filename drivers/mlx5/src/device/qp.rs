@@ -102,6 +102,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         self.run(in_len, create_qp_out::LAYOUT.size)?;
         let qpn = Qpn(self.out(create_qp_out::qpn) as u32);
+        self.retired_srq_qps.retain(|(q, _)| *q != qpn);
         self.qps.push(Qp {
             qpn,
             kind,
@@ -268,10 +269,23 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         Ok(())
     }
 
+    /// DESTROY_QP. A QP on an SRQ goes to ERROR first, so a receive it had started comes back as
+    /// a flushed completion; its receive CQEs still in the CQ then give their SRQ WQEs back
+    /// (reported with the destroyed QP's number) instead of leaking them.
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), Error> {
         let i = self.qp_index(qpn)?;
+        let srq = self.qps[i].srq;
+        if srq.is_some() && !matches!(self.qps[i].state, QpState::Error | QpState::Reset) {
+            self.qp_to_error(qpn)?;
+        }
         self.simple(op::DESTROY_QP, 0, destroy_qp_in::LAYOUT.size, &[(destroy_qp_in::qpn, qpn.0 as u64)])?;
         self.qps.remove(i);
+        if let Some(s) = srq {
+            if self.retired_srq_qps.len() >= RETIRED_SRQ_QPS {
+                self.retired_srq_qps.remove(0);
+            }
+            self.retired_srq_qps.push((qpn, s));
+        }
         Ok(())
     }
 }

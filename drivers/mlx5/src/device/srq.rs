@@ -215,6 +215,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let rmpn = s.rmpn;
         self.simple(op::DESTROY_RMP, 0, destroy_rmp_in::LAYOUT.size, &[(destroy_rmp_in::rmpn, rmpn as u64)])?;
         self.srqs[id.0 as usize] = None;
+        self.retired_srq_qps.retain(|(_, s)| *s != id);
         Ok(())
     }
 
