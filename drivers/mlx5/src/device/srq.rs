@@ -43,6 +43,8 @@ pub struct Srq<D> {
     next: Vec<u16>,
     wrid: Vec<u64>,
     busy: Vec<bool>,
+    /// WQEs posted and not completed.
+    posted: usize,
     /// SRQ_RQ_LIMIT events seen for this RMP.
     pub limit_events: u64,
     /// Limit events already reported by [`Mlx5::take_srq_limit`].
@@ -54,7 +56,7 @@ pub struct Srq<D> {
 impl<D: DmaRegion> Srq<D> {
     /// Receives that can still be posted.
     pub fn free_slots(&self) -> usize {
-        self.busy.iter().filter(|b| !**b).count().saturating_sub(1)
+        self.capacity().saturating_sub(self.posted)
     }
     /// Capacity in receives (one WQE stays back).
     pub fn capacity(&self) -> usize {
@@ -75,6 +77,7 @@ impl<D: DmaRegion> Srq<D> {
             return None;
         }
         self.busy[i] = false;
+        self.posted = self.posted.saturating_sub(1);
         let tail = self.tail;
         self.set_next(tail, counter);
         self.tail = counter;
@@ -113,6 +116,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             next: alloc::vec![0; size],
             wrid: alloc::vec![0; size],
             busy: alloc::vec![false; size],
+            posted: 0,
             limit_events: 0,
             limit_reported: 0,
             failed: false,
@@ -179,6 +183,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             s.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
             s.wrid[h] = wr.wr_id;
             s.busy[h] = true;
+            s.posted += 1;
             s.head = s.next[h];
             s.counter = s.counter.wrapping_add(1);
         }
