@@ -38,8 +38,8 @@ pub enum NsSpec {
     Nvme { nsid: u32 },
 }
 
-/// One subsystem from `nvmet.subsys=`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One subsystem from `nvmet.subsys=` (or from a configuration file, [`crate::nvmetcli`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SubsysSpec {
     pub nqn: String,
     pub namespaces: Vec<NsSpec>,
@@ -47,6 +47,19 @@ pub struct SubsysSpec {
     pub allow_any_host: bool,
     /// Hosts that must pass DH-HMAC-CHAP, with what they must present.
     pub host_auth: Vec<(String, nvme_auth::ctrl::HostPolicy)>,
+    /// The namespaces' identities, one per entry of `namespaces`, when a configuration file
+    /// gave them; empty from the command line (NSIDs 1, 2, … and derived NGUIDs).
+    pub ns_ident: Vec<NsIdent>,
+    /// Serial number and model to report (Identify Controller SN, MN); `None`: the defaults.
+    pub serial: Option<String>,
+    pub model: Option<String>,
+}
+
+/// A namespace's NSID and, if given and non-zero, its NGUID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NsIdent {
+    pub nsid: u32,
+    pub nguid: Option<[u8; 16]>,
 }
 
 /// The initiator's target from `nvmf.connect=`.
@@ -118,7 +131,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
     num.parse::<u64>().ok()?.checked_mul(mul)
 }
 
-fn nqn_ok(n: &str) -> bool {
+pub(crate) fn nqn_ok(n: &str) -> bool {
     !n.is_empty() && n.len() <= 223 && n.is_ascii() && !n.contains(' ')
 }
 
@@ -155,7 +168,7 @@ fn parse_subsys(word: &str, val: &str) -> Result<SubsysSpec, ArgError> {
     if !nqn_ok(nqn) || nqn == crate::wire::DISCOVERY_NQN {
         return Err(err(word, "bad subsystem NQN"));
     }
-    let mut s = SubsysSpec { nqn: nqn.to_string(), namespaces: Vec::new(), hosts: Vec::new(), allow_any_host: false, host_auth: Vec::new() };
+    let mut s = SubsysSpec { nqn: nqn.to_string(), ..Default::default() };
     // DH-HMAC-CHAP options of the last host= (secret, controller secret, hash, group).
     let mut auth: Vec<(usize, Option<Secret>, Option<Secret>, HashId, DhGroup)> = Vec::new();
     let mut bs = 512u32;
@@ -393,16 +406,21 @@ pub fn build_target<B: blockdev::BlockDevice>(
     for (i, s) in args.subsystems.iter().enumerate() {
         let mut namespaces = Vec::new();
         for (j, spec) in s.namespaces.iter().enumerate() {
-            let nsid = j as u32 + 1;
+            let ident = s.ns_ident.get(j);
+            let nsid = ident.map_or(j as u32 + 1, |n| n.nsid);
+            let nguid = ident.and_then(|n| n.nguid).unwrap_or_else(|| derive_nguid(&s.nqn, nsid));
             let dev = make_ns(spec).map_err(|why| err(&s.nqn, why))?;
-            namespaces.push(crate::nvmet::NamespaceConfig { nsid, dev, nguid: derive_nguid(&s.nqn, nsid) });
+            namespaces.push(crate::nvmet::NamespaceConfig { nsid, dev, nguid });
         }
-        let mut serial = String::new();
-        let _ = core::fmt::write(&mut serial, format_args!("APPL{:08X}", i as u32 + 1));
+        let serial = s.serial.clone().unwrap_or_else(|| {
+            let mut serial = String::new();
+            let _ = core::fmt::write(&mut serial, format_args!("APPL{:08X}", i as u32 + 1));
+            serial
+        });
         subs.push(crate::nvmet::SubsystemConfig {
             nqn: s.nqn.clone(),
             serial,
-            model: "appliance nvme-of".to_string(),
+            model: s.model.clone().unwrap_or_else(|| "appliance nvme-of".to_string()),
             hosts: s.hosts.clone(),
             allow_any_host: s.allow_any_host,
             namespaces,

@@ -27,6 +27,7 @@ pub mod fio_json;
 pub mod host;
 pub mod verify;
 pub mod nvmet;
+pub mod nvmetcli;
 pub mod wire;
 
 pub use wire::Status;

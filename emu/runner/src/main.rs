@@ -50,12 +50,14 @@ struct Args {
     serve_ctrls: u64,
     spin: bool,
     mgmt: Option<mgmt::MgmtConfig>,
+    /// `--config FILE`: an nvmetcli-saved configuration, read before the node starts.
+    config: Option<nvmeof::cmdline::NvmeofArgs>,
     opts: Options,
 }
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("emu-runner: {msg}");
-    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--stop-file PATH] [--serve-ctrls N] [--spin] [--mgmt \"WORDS\"] [--seed N] [--bench-json PATH] [--trace 1|full] [--profile NAME|list]");
+    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--config NVMETCLI.json] [--stop-file PATH] [--serve-ctrls N] [--spin] [--mgmt \"WORDS\"] [--seed N] [--bench-json PATH] [--trace 1|full] [--profile NAME|list]");
     ExitCode::from(2)
 }
 
@@ -80,6 +82,7 @@ fn parse() -> Result<Args, String> {
         serve_ctrls: 0,
         spin: false,
         mgmt: None,
+        config: None,
         opts: Options::default(),
     };
     let mut it = std::env::args().skip(1);
@@ -106,6 +109,10 @@ fn parse() -> Result<Args, String> {
                 a.port_given = true;
             }
             "--nvmf" => a.nvmf = v,
+            "--config" => {
+                let text = std::fs::read(&v).map_err(|e| format!("--config {v}: {e}"))?;
+                a.config = Some(nvmeof::nvmetcli::parse(&text).map_err(|e| format!("--config {v}: {e}"))?);
+            }
             "--mgmt" => a.mgmt = Some(mgmt::config::parse(&v)?),
             "--stop-file" => a.stop_file = Some(v.into()),
             "--bench-json" => a.bench_json = Some(v.into()),
@@ -165,7 +172,7 @@ fn run_nvmf(a: &Args) -> ExitCode {
     println!("RUNNER adapter profile={} pci={:04x}:{:04x} vf={vf} firmware {} issi {}", pf.name, pf.pci_vendor_id, pf.pci_device_id, d.fw, d.issi);
     let port = if a.port_given { a.port } else { 4420 };
     let r = if a.app == "nvmf-target" {
-        emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref(), a.serve_ctrls, a.spin, a.mgmt)
+        emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref(), a.serve_ctrls, a.spin, a.mgmt, a.config.as_ref())
     } else {
         let t0 = Instant::now();
         let r = emu_runner::nvmf::run_initiator(&mut node, &a.nvmf, a.count as u64, a.seed, a.bench_json.as_deref());

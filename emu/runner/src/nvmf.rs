@@ -76,11 +76,15 @@ fn host_clock_ns() -> u64 {
     T0.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
-/// Build the target's core from command-line words; the listen address defaults to the node's.
-pub fn build_core(node: &Node, words: &str, ip: [u8; 4], port: u16) -> Result<(Core<RunnerNs>, u16), String> {
+/// Build the target's core from command-line words and, if given, an nvmetcli configuration
+/// (`--config FILE`, [`nvmeof::nvmetcli`]); the listen address defaults to the node's.
+pub fn build_core(node: &Node, words: &str, config: Option<&NvmeofArgs>, ip: [u8; 4], port: u16) -> Result<(Core<RunnerNs>, u16), String> {
     let mut args: NvmeofArgs = nvmeof::cmdline::parse(words).map_err(|e| format!("{}: {}", e.word, e.why))?;
+    if let Some(c) = config {
+        nvmeof::nvmetcli::apply(&mut args, c.clone()).map_err(|e| format!("--config: {e}"))?;
+    }
     if args.subsystems.is_empty() {
-        return Err("no subsystem: give nvmet.subsys=NQN,ns=ram:SIZE,host=HOSTNQN|allow_any".into());
+        return Err("no subsystem: give nvmet.subsys=NQN,ns=ram:SIZE,host=HOSTNQN|allow_any or --config FILE.json".into());
     }
     let listen = *args.listen.get_or_insert((ip, port));
     if listen.0 != ip {
@@ -128,8 +132,9 @@ pub fn run_target(
     serve_ctrls: u64,
     spin: bool,
     mgmt: Option<mgmt::MgmtConfig>,
+    config: Option<&NvmeofArgs>,
 ) -> Result<(), String> {
-    let (core, port) = build_core(node, words, ip, port)?;
+    let (core, port) = build_core(node, words, config, ip, port)?;
     let clock = node.clock.clone();
     let mut svc = TargetService::with_cm_config(&mut node.v, core, 64, port, cm_config(words)?).map_err(|e| format!("listen: {e:?}"))?;
     svc.target.set_turnaround_clock(host_clock_ns);

@@ -41,7 +41,7 @@ fn setup_with(words: &str) -> (SimClock, Rc<RefCell<TargetSide>>, Node, Env) {
     let mut t = Node::new(clock.clone(), TARGET, [0x52, 0x54, 0, 0x77, 0, 1], 0x1_0000_0000, Box::new(Clocked(a, clock.clone()))).unwrap();
     let mut h = Node::new(clock.clone(), HOST, [0x52, 0x54, 0, 0x77, 0, 2], 0x4_0000_0000, Box::new(Clocked(b, clock.clone()))).unwrap();
     let words = format!("nvmet.subsys={NQN},ns=ram:16M,host={HOSTNQN} {words}");
-    let (core, port) = build_core(&t, &words, TARGET, 4420).unwrap();
+    let (core, port) = build_core(&t, &words, None, TARGET, 4420).unwrap();
     let svc = TargetService::with_cm_config(&mut t.v, core, 64, port, emu_runner::nvmf::cm_config(&words).unwrap()).unwrap();
     let side = Rc::new(RefCell::new(TargetSide { svc, node: t }));
     let cm = Cm::new(&mut h.v, CmConfig::default()).unwrap();
