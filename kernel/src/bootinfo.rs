@@ -31,18 +31,27 @@ mod pvh {
     pub const MAGIC: u32 = 0x336e_c578;
     pub const OFF_MAGIC: u64 = 0;
     pub const OFF_VERSION: u64 = 4;
+    pub const OFF_NR_MODULES: u64 = 12;
+    pub const OFF_MODLIST_PADDR: u64 = 16;
     pub const OFF_CMDLINE_PADDR: u64 = 24;
     pub const OFF_RSDP_PADDR: u64 = 32;
     pub const OFF_MEMMAP_PADDR: u64 = 40;
     pub const OFF_MEMMAP_ENTRIES: u64 = 48;
     /// `hvm_memmap_table_entry`: addr u64 @0, size u64 @8, type u32 @16, reserved u32 @20.
     pub const MEMMAP_ENTRY_SIZE: u64 = 24;
+    /// `hvm_modlist_entry`: paddr u64 @0, size u64 @8, cmdline_paddr u64 @16, reserved u64 @24.
+    pub const MODLIST_PADDR: u64 = 0;
+    pub const MODLIST_SIZE: u64 = 8;
 }
 
 /// Multiboot2 information layout (Multiboot2 spec §3.6).
 mod mb2 {
     pub const TAG_END: u32 = 0;
     pub const TAG_CMDLINE: u32 = 1;
+    /// Module tag: mod_start u32 @8, mod_end u32 @12, then its string.
+    pub const TAG_MODULE: u32 = 3;
+    pub const MOD_START: u64 = 8;
+    pub const MOD_END: u64 = 12;
     pub const TAG_MMAP: u32 = 6;
     pub const TAG_ACPI_OLD: u32 = 14;
     pub const TAG_ACPI_NEW: u32 = 15;
@@ -81,6 +90,8 @@ pub const MEM_TYPE_ACPI: u32 = 3;
 pub const MAX_REGIONS: usize = 64;
 /// Longest command line kept (longer ones are an error, not silently cut).
 pub const MAX_CMDLINE: usize = 1024;
+/// The largest boot module the image copies (a configuration file: nvmetcli's JSON).
+pub const MAX_MODULE: usize = 64 * 1024;
 
 /// One memory-map entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -122,6 +133,10 @@ pub enum BootInfoError {
     CmdlineTooLong,
     CmdlineNotUtf8,
     BadTag { offset: u64, size: u32 },
+    /// A boot module larger than the image keeps ([`MAX_MODULE`] bytes).
+    ModuleTooLarge(u64),
+    /// A boot module the loader placed where it cannot be read.
+    ModuleUnreadable(u64),
 }
 
 impl fmt::Display for BootInfoError {
@@ -133,6 +148,8 @@ impl fmt::Display for BootInfoError {
             Self::NoMemoryMap => write!(f, "the loader gave no memory map"),
             Self::CmdlineTooLong => write!(f, "command line longer than {MAX_CMDLINE} bytes"),
             Self::CmdlineNotUtf8 => write!(f, "command line is not UTF-8"),
+            Self::ModuleTooLarge(n) => write!(f, "boot module of {n} bytes is larger than {MAX_MODULE}"),
+            Self::ModuleUnreadable(pa) => write!(f, "boot module at {pa:#x} unreadable"),
             Self::BadTag { offset, size } => {
                 write!(f, "malformed Multiboot2 tag at +{offset:#x} (size {size})")
             }
@@ -155,6 +172,15 @@ pub struct Parsed {
     pub text: Option<crate::vga::TextMode>,
     /// The linear framebuffer to draw the console on (Multiboot2 framebuffer tag of type RGB).
     pub frame: Option<crate::fbcon::FrameMode>,
+    /// The first boot module (QEMU `-initrd`, a GRUB `module2` line): where the loader put it.
+    pub module: Option<Module>,
+}
+
+/// A boot module's place in physical memory, as the loader reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Module {
+    pub paddr: u64,
+    pub len: u64,
 }
 
 fn read_cstr(mem: &dyn PhysRead, pa: u64, out: &mut [u8]) -> Result<usize, BootInfoError> {
@@ -220,6 +246,14 @@ fn parse_pvh(mem: &dyn PhysRead, si: u64, cmdline: &mut [u8]) -> Result<Parsed, 
     let cl = rd64(pvh::OFF_CMDLINE_PADDR)?;
     let cmdline_len = if cl != 0 { read_cstr(mem, cl, cmdline)? } else { 0 };
     let rsdp = rd64(pvh::OFF_RSDP_PADDR)?;
+    let module = if rd32(pvh::OFF_NR_MODULES)? > 0 {
+        let list = rd64(pvh::OFF_MODLIST_PADDR)?;
+        let paddr = mem.u64(list + pvh::MODLIST_PADDR).ok_or(BootInfoError::Unreadable(list))?;
+        let len = mem.u64(list + pvh::MODLIST_SIZE).ok_or(BootInfoError::Unreadable(list))?;
+        Some(Module { paddr, len })
+    } else {
+        None
+    };
     Ok(Parsed {
         protocol: Protocol::Pvh,
         regions,
@@ -228,6 +262,7 @@ fn parse_pvh(mem: &dyn PhysRead, si: u64, cmdline: &mut [u8]) -> Result<Parsed, 
         rsdp_copy_len: 0,
         text: Some(crate::vga::TextMode::PC),
         frame: None,
+        module,
     })
 }
 
@@ -247,6 +282,7 @@ fn parse_multiboot2(
     let mut have_new_rsdp = false;
     let mut text = None;
     let mut frame = None;
+    let mut module = None;
     let mut off = mb2::FIXED;
     while off + mb2::TAG_HEADER <= total as u64 {
         let tag = info + off;
@@ -260,6 +296,12 @@ fn parse_multiboot2(
         }
         match ty {
             mb2::TAG_CMDLINE => cmdline_len = read_cstr(mem, tag + mb2::TAG_HEADER, cmdline)?,
+            mb2::TAG_MODULE if module.is_none() && size as u64 >= mb2::MOD_END + 4 => {
+                let start = mem.u32(tag + mb2::MOD_START).ok_or(BootInfoError::Unreadable(tag))?;
+                let end = mem.u32(tag + mb2::MOD_END).ok_or(BootInfoError::Unreadable(tag))?;
+                let len = end.checked_sub(start).ok_or(BootInfoError::BadTag { offset: off, size })?;
+                module = Some(Module { paddr: start as u64, len: len as u64 });
+            }
             mb2::TAG_MMAP => {
                 let esize = mem.u32(tag + 8).ok_or(BootInfoError::Unreadable(tag))? as u64;
                 if esize < 20 {
@@ -317,7 +359,7 @@ fn parse_multiboot2(
     if regions.is_empty() {
         return Err(BootInfoError::NoMemoryMap);
     }
-    Ok(Parsed { protocol: Protocol::Multiboot2, regions, cmdline_len, rsdp_paddr: None, rsdp_copy_len, text, frame })
+    Ok(Parsed { protocol: Protocol::Multiboot2, regions, cmdline_len, rsdp_paddr: None, rsdp_copy_len, text, frame, module })
 }
 
 /// Drop a leading image path (GRUB passes `/boot/appliance key=value ...` on some versions).
@@ -341,6 +383,22 @@ pub struct BootData {
     pub text: Option<crate::vga::TextMode>,
     /// The framebuffer the loader set up, if any (see [`Parsed::frame`]).
     pub frame: Option<crate::fbcon::FrameMode>,
+    /// A copy of the first boot module (the loader's memory becomes free RAM), if there was one.
+    pub module: Option<&'static [u8]>,
+}
+
+/// Where the boot module is copied, once, before memory is handed to the allocators.
+#[cfg_attr(not(target_os = "none"), allow(dead_code))]
+static MODULE: spin::Mutex<[u8; MAX_MODULE]> = spin::Mutex::new([0; MAX_MODULE]);
+
+/// Copy `m` out of the loader's memory while it is still untouched.
+#[cfg_attr(not(target_os = "none"), allow(dead_code))]
+fn copy_module(mem: &dyn PhysRead, m: Module, buf: &mut [u8; MAX_MODULE]) -> Result<usize, BootInfoError> {
+    let len = usize::try_from(m.len).ok().filter(|&n| n <= MAX_MODULE).ok_or(BootInfoError::ModuleTooLarge(m.len))?;
+    if !mem.read(m.paddr, &mut buf[..len]) {
+        return Err(BootInfoError::ModuleUnreadable(m.paddr));
+    }
+    Ok(len)
 }
 
 static CMDLINE: spin::Once<heapless::String<MAX_CMDLINE>> = spin::Once::new();
@@ -389,7 +447,16 @@ pub fn parse_from_boot(info: u64, magic: u64) -> Result<BootData, BootInfoError>
     let cmdline = CMDLINE.call_once(|| hs).as_str();
     let rsdp = if p.rsdp_copy_len > 0 { Some(copy.0.as_ptr() as u64) } else { p.rsdp_paddr };
     RSDP.call_once(|| rsdp);
-    Ok(BootData { protocol: p.protocol, regions: p.regions, cmdline, text: p.text, frame: p.frame })
+    let module = match p.module {
+        Some(m) => {
+            // Taken once for the image's life: the copy stays readable as long as the image runs.
+            let buf: &'static mut [u8; MAX_MODULE] = spin::MutexGuard::leak(MODULE.try_lock().ok_or(BootInfoError::ModuleUnreadable(m.paddr))?);
+            let n = copy_module(&Identity, m, buf)?;
+            Some(&buf[..n])
+        }
+        None => None,
+    };
+    Ok(BootData { protocol: p.protocol, regions: p.regions, cmdline, text: p.text, frame: p.frame, module })
 }
 
 #[cfg(not(target_os = "none"))]

@@ -44,6 +44,8 @@ pub struct Boot {
     pub cmdline: &'static str,
     /// How the image was entered.
     pub protocol: bootinfo::Protocol,
+    /// A copy of the first boot module (QEMU `-initrd`, GRUB `module2`), if the loader gave one.
+    pub module: Option<&'static [u8]>,
 }
 
 /// Platform figures reported on the "ready" line (and used by `scripts/bench-boot`).
@@ -99,7 +101,10 @@ pub fn init(info_paddr: u64, protocol_magic: u64) -> Boot {
     );
     interrupts::init();
     memory::init(&boot);
-    Boot { cmdline: boot.cmdline, protocol: boot.protocol }
+    if let Some(m) = boot.module {
+        log::info!("boot: module of {} bytes", m.len());
+    }
+    Boot { cmdline: boot.cmdline, protocol: boot.protocol, module: boot.module }
 }
 
 /// Discover the machine's devices: ACPI tables (FADT PM timer, MCFG, MADT) then every PCIe

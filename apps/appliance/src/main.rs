@@ -32,6 +32,18 @@ fn main(boot: kernel::Boot) -> ! {
         }
         kernel::exit::fail();
     }
+    // A configuration in nvmetcli's saved shape given as a boot module (QEMU -initrd, GRUB
+    // module2): read whole before any device is touched; any error stops the image here.
+    if let Some(m) = boot.module {
+        let applied = nvmeof::nvmetcli::parse(m).and_then(|file| nvmeof::nvmetcli::apply(&mut cfg.nvmeof, file));
+        match applied {
+            Ok(()) => log::info!("appliance: configuration module read ({} bytes, nvmetcli JSON)", m.len()),
+            Err(e) => {
+                log::error!("appliance: configuration module: {e}");
+                kernel::exit::fail();
+            }
+        }
+    }
     let role = match nvmf::check(&cfg) {
         Ok(r) => r,
         Err(e) => {
