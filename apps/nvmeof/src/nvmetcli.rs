@@ -13,7 +13,8 @@
 //! - `subsystems[]`: `nqn`, `allowed_hosts`, `attr.allow_any_host` ("0"/"1"), `attr.serial`,
 //!   `attr.model` (reported in Identify Controller); the other `attr` keys (`version`,
 //!   `cntlid_min/max`, `firmware`, `ieee_oui`, `pi_enable`, `qid_max`) are read and not applied.
-//!   `passthru` is refused.
+//!   An enabled `passthru` is refused (a disabled one, as kernels with passthru support save for
+//!   every subsystem, is read and ignored).
 //! - `namespaces[]`: `nsid`, `enable` (0: not served), `device.path` as an appliance backing:
 //!   `ram:SIZE`, `null:SIZE` (K/M/G suffixes) or `nvme:NSID` (a local NVMe namespace); a Linux
 //!   path such as `/dev/nvme0n1` is refused, naming it. `device.nguid` is reported when not all
@@ -136,8 +137,15 @@ pub fn apply(args: &mut NvmeofArgs, file: NvmeofArgs) -> Result<(), ConfigError>
 fn subsystem(v: &Value, at: &str) -> Result<SubsysSpec, ConfigError> {
     let s = object(v, at)?;
     known(s, at, &["nqn", "allowed_hosts", "attr", "namespaces", "passthru", "enable"])?;
-    if s.contains_key("passthru") {
-        return Err(bad(&format!("{at}.passthru"), "passthru subsystems are not supported"));
+    // Kernels with passthru support give every subsystem a (disabled) passthru node, and
+    // nvmetcli saves it; only an enabled one asks for something the appliance does not do.
+    for (j, p) in array(s.get("passthru"), &format!("{at}.passthru"))?.iter().enumerate() {
+        let pat = format!("{at}.passthru[{j}]");
+        let p = object(p, &pat)?;
+        known(p, &pat, &["device", "enable", "clear_ids", "admin_timeout", "io_timeout"])?;
+        if number(p.get("enable").or(Some(&Value::from(0u8))), &format!("{pat}.enable"), 0, 1)? == 1 {
+            return Err(bad(&format!("{pat}.enable"), "passthru subsystems are not supported"));
+        }
     }
     let mut spec = SubsysSpec { nqn: nqn(s.get("nqn"), &format!("{at}.nqn"))?, ..Default::default() };
     for (j, h) in array(s.get("allowed_hosts"), &format!("{at}.allowed_hosts"))?.iter().enumerate() {

@@ -103,6 +103,15 @@ fn linux_device_paths_other_transports_and_wrong_types_are_refused_clearly() {
 }
 
 #[test]
+fn a_disabled_passthru_node_is_ignored_an_enabled_one_refused() {
+    let node = |en: u8| format!("\"passthru\": [{{\"admin_timeout\": 0, \"clear_ids\": 1, \"device\": {{\"path\": \"\"}}, \"enable\": {en}, \"io_timeout\": 0}}], \"nqn\": \"nqn.2026-11.io.example:db\"");
+    let j = SAVED.replacen("\"nqn\": \"nqn.2026-11.io.example:db\"", &node(0), 1);
+    assert_eq!(parse(j.as_bytes()).unwrap().subsystems.len(), 2);
+    let j = SAVED.replacen("\"nqn\": \"nqn.2026-11.io.example:db\"", &node(1), 1);
+    assert_eq!(err_at(&j).0, "subsystems[0].passthru[0].enable");
+}
+
+#[test]
 fn never_panics_on_mangled_files() {
     let b = SAVED.as_bytes();
     for i in (0..b.len()).step_by(7) {
