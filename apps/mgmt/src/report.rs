@@ -3,6 +3,7 @@
 //! ([`mlx5::Mlx5Verbs`]) and the management stack itself. Read from the slow path only (an
 //! HTTP request), never from the data path.
 
+use alloc::format;
 use core::fmt::{self, Write};
 
 use blockdev::BlockDevice;
@@ -71,6 +72,63 @@ pub fn target_metrics<V: Verbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: &Ta
     let mut f = e.family("nvmf_subsystem_namespaces", Kind::Gauge, "Namespaces per subsystem.");
     for sub in core.subsystems() {
         f.sample(&[("subnqn", sub.nqn.as_str())], sub.namespaces.len());
+    }
+    per_subsystem_and_controller(e, core);
+    let mut f = e.family("nvmf_command_errors_by_status_total", Kind::Counter, "Commands completed with an error, by NVMe status (SCT, SC in hex).");
+    for (sct, sc, n) in c.by_status.iter() {
+        let (sct, sc) = (format!("{sct:#x}"), format!("{sc:#04x}"));
+        f.sample(&[("sct", sct.as_str()), ("sc", sc.as_str())], n);
+    }
+    if c.by_status.other > 0 {
+        f.sample(&[("sct", "other"), ("sc", "other")], c.by_status.other);
+    }
+}
+
+/// Per subsystem (cumulative) and per live controller (host NQN, controller ID) series.
+fn sub<'a>(c: &nvmeof::nvmet::CtrlReport<'a>) -> &'a str {
+    c.subnqn.unwrap_or(nvmeof::wire::DISCOVERY_NQN)
+}
+
+fn per_subsystem_and_controller<B: BlockDevice>(e: &mut Exposition<'_>, core: &nvmeof::nvmet::Core<B>) {
+    let mut f = e.family("nvmf_subsystem_io_total", Kind::Counter, "I/O commands per subsystem, by direction.");
+    for (nqn, st) in core.subsystem_stats() {
+        f.sample(&[("subnqn", nqn), ("op", "read")], st.reads).sample(&[("subnqn", nqn), ("op", "write")], st.writes);
+    }
+    let mut f = e.family("nvmf_subsystem_bytes_total", Kind::Counter, "Bytes moved per subsystem, by direction.");
+    for (nqn, st) in core.subsystem_stats() {
+        f.sample(&[("subnqn", nqn), ("op", "read")], st.bytes_read).sample(&[("subnqn", nqn), ("op", "write")], st.bytes_written);
+    }
+    let mut f = e.family("nvmf_subsystem_errors_total", Kind::Counter, "Commands completed with an error per subsystem.");
+    for (nqn, st) in core.subsystem_stats() {
+        f.sample(&[("subnqn", nqn)], st.errors);
+    }
+    let id = |c: &nvmeof::nvmet::CtrlReport<'_>| format!("{}", c.cntlid);
+    let mut f = e.family("nvmf_controller_commands_total", Kind::Counter, "Commands per live controller (host NQN, controller ID).");
+    for c in core.controllers() {
+        let cntlid = id(&c);
+        f.sample(&[("subnqn", sub(&c)), ("hostnqn", c.hostnqn), ("cntlid", cntlid.as_str())], c.commands);
+    }
+    let mut f = e.family("nvmf_controller_io_total", Kind::Counter, "I/O commands per live controller, by direction.");
+    for c in core.controllers() {
+        let cntlid = id(&c);
+        let l = |op| [("subnqn", sub(&c)), ("hostnqn", c.hostnqn), ("cntlid", cntlid.as_str()), ("op", op)];
+        f.sample(&l("read"), c.reads).sample(&l("write"), c.writes);
+    }
+    let mut f = e.family("nvmf_controller_bytes_total", Kind::Counter, "Bytes moved per live controller, by direction.");
+    for c in core.controllers() {
+        let cntlid = id(&c);
+        let l = |op| [("subnqn", sub(&c)), ("hostnqn", c.hostnqn), ("cntlid", cntlid.as_str()), ("op", op)];
+        f.sample(&l("read"), c.bytes_read).sample(&l("write"), c.bytes_written);
+    }
+    let mut f = e.family("nvmf_controller_errors_total", Kind::Counter, "Commands completed with an error per live controller.");
+    for c in core.controllers() {
+        let cntlid = id(&c);
+        f.sample(&[("subnqn", sub(&c)), ("hostnqn", c.hostnqn), ("cntlid", cntlid.as_str())], c.errors);
+    }
+    let mut f = e.family("nvmf_controller_io_queues", Kind::Gauge, "I/O queues granted per live controller.");
+    for c in core.controllers() {
+        let cntlid = id(&c);
+        f.sample(&[("subnqn", sub(&c)), ("hostnqn", c.hostnqn), ("cntlid", cntlid.as_str())], c.io_queues);
     }
 }
 

@@ -163,6 +163,7 @@ impl<B: BlockDevice> Core<B> {
             changed_overflow: false,
             errors: [ErrorLogEntry::zeroed(); ERROR_LOG_ENTRIES],
             error_count: 0,
+            commands: 0,
             err_head: 0,
             host_reads: 0,
             host_writes: 0,

@@ -189,10 +189,67 @@ pub struct CoreStats {
     /// AEN completions or controller resets that did not fit their lists (must stay 0).
     pub aen_overflow: u64,
     pub reset_overflow: u64,
+    /// Failed commands by status (SCT, SC), for the metrics endpoint.
+    pub by_status: StatusCounts,
+}
+
+/// How many commands failed with each status: the first [`StatusCounts::SLOTS`] distinct
+/// (SCT, SC) pairs seen, then one overflow count. Updated on the error path only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatusCounts {
+    pub slots: [(u8, u8, u64); StatusCounts::SLOTS],
+    pub used: usize,
+    pub other: u64,
+}
+
+impl StatusCounts {
+    pub const SLOTS: usize = 16;
+    fn add(&mut self, st: Status) {
+        let used = self.used.min(Self::SLOTS);
+        if let Some(e) = self.slots[..used].iter_mut().find(|e| (e.0, e.1) == (st.sct, st.sc)) {
+            e.2 += 1;
+        } else if used < Self::SLOTS {
+            self.slots[used] = (st.sct, st.sc, 1);
+            self.used = used + 1;
+        } else {
+            self.other += 1;
+        }
+    }
+    /// (SCT, SC, count) of every status seen.
+    pub fn iter(&self) -> impl Iterator<Item = (u8, u8, u64)> + '_ {
+        self.slots[..self.used.min(Self::SLOTS)].iter().copied()
+    }
+}
+
+/// A subsystem's cumulative counters (they outlive its controllers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SubsysStats {
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub errors: u64,
+}
+
+/// One live controller as the metrics endpoint reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct CtrlReport<'a> {
+    pub cntlid: u16,
+    /// `None` for a discovery controller.
+    pub subnqn: Option<&'a str>,
+    pub hostnqn: &'a str,
+    pub commands: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub errors: u64,
+    pub io_queues: u16,
 }
 
 struct Subsystem<B> {
     cfg: SubsystemConfig<B>,
+    stats: SubsysStats,
 }
 
 /// CC register fields (the layout is `nvme_spec::props::Cc`).
@@ -241,6 +298,8 @@ struct Ctrl {
     errors: [ErrorLogEntry; ERROR_LOG_ENTRIES],
     error_count: u64,
     err_head: usize,
+    /// Commands executed on this controller's queues.
+    commands: u64,
     host_reads: u64,
     host_writes: u64,
     blocks_read_512: u64,
@@ -334,7 +393,7 @@ impl<B: BlockDevice> Core<B> {
         let mut ctrls = Vec::with_capacity(cfg.max_ctrls);
         ctrls.resize_with(cfg.max_ctrls, || None);
         Ok(Core {
-            subsystems: subsystems.into_iter().map(|cfg| Subsystem { cfg }).collect(),
+            subsystems: subsystems.into_iter().map(|cfg| Subsystem { cfg, stats: SubsysStats::default() }).collect(),
             cfg,
             ctrls,
             cntlids: CntlidGen::new(seed),
@@ -504,6 +563,25 @@ impl<B: BlockDevice> Core<B> {
     pub fn subsystems(&self) -> impl Iterator<Item = &SubsystemConfig<B>> {
         self.subsystems.iter().map(|s| &s.cfg)
     }
+    /// Each subsystem's cumulative counters, with its NQN.
+    pub fn subsystem_stats(&self) -> impl Iterator<Item = (&str, SubsysStats)> {
+        self.subsystems.iter().map(|s| (s.cfg.nqn.as_str(), s.stats))
+    }
+    /// The live controllers (slow path: the metrics endpoint).
+    pub fn controllers(&self) -> impl Iterator<Item = CtrlReport<'_>> {
+        self.ctrls.iter().flatten().map(|c| CtrlReport {
+            cntlid: c.cntlid,
+            subnqn: c.subsys.and_then(|i| self.subsystems.get(i)).map(|s| s.cfg.nqn.as_str()),
+            hostnqn: c.hostnqn.as_str(),
+            commands: c.commands,
+            reads: c.host_reads,
+            writes: c.host_writes,
+            bytes_read: c.blocks_read_512 * 512,
+            bytes_written: c.blocks_written_512 * 512,
+            errors: c.error_count,
+            io_queues: c.io_queues,
+        })
+    }
 
     /// Poll the namespaces for finished I/O; `f(tag, status)` per completion, at most `max`
     /// of them: the devices keep the rest for the next call (nothing is taken that the
@@ -541,9 +619,15 @@ impl<B: BlockDevice> Core<B> {
     /// errors they detect themselves, e.g. a bad SGL).
     pub fn record_error(&mut self, q: &QueueState, cid: u16, status: Status, nsid: u32) {
         self.stats.errors += 1;
+        self.stats.by_status.add(status);
         let Some(cntlid) = q.cntlid else { return };
         let Some(c) = self.ctrl_mut(cntlid) else { return };
         c.error_count += 1;
+        let subsys = c.subsys;
+        if let Some(s) = subsys.and_then(|i| self.subsystems.get_mut(i)) {
+            s.stats.errors += 1;
+        }
+        let Some(c) = self.ctrl_mut(cntlid) else { return };
         let mut e = ErrorLogEntry::zeroed();
         e.error_count = U64::new(c.error_count);
         e.sqid = U16::new(q.qid);
@@ -567,6 +651,7 @@ impl<B: BlockDevice> Core<B> {
             if q.auth.keeps_alive(auth_cmd) {
                 c.last_seen_ns = now_ns;
             }
+            c.commands += 1;
         }
         let a = if q.auth != auth::Gate::Open && !auth_cmd {
             // Until DH-HMAC-CHAP succeeds only Authentication Send/Receive pass (nvmet does the same).
@@ -1090,7 +1175,15 @@ impl<B: BlockDevice> Core<B> {
             io_op::DSM => return self.dsm(si, ni, sqe, data, cap),
             _ => return Action::status(Status::INVALID_OPCODE),
         };
-        let dev = &mut self.subsystems[si].cfg.namespaces[ni].dev;
+        let sub = &mut self.subsystems[si];
+        if op == BlockOp::Read {
+            sub.stats.reads += 1;
+            sub.stats.bytes_read += buf_len as u64;
+        } else if op == BlockOp::Write {
+            sub.stats.writes += 1;
+            sub.stats.bytes_written += buf_len as u64;
+        }
+        let dev = &mut sub.cfg.namespaces[ni].dev;
         // Zero copy: a Read from memory the transport can RDMA from directly names that
         // memory as its buffer (the device moves nothing).
         let direct = if op == BlockOp::Read && self.direct { dev.direct(slba, blocks) } else { None };
