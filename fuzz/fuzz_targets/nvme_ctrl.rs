@@ -13,11 +13,10 @@ use std::collections::HashSet;
 use std::rc::Rc;
 
 use blockdev::{BlockDevice, BlockDone, BlockIo, BlockOp};
-use hal::{DmaRegion, Hal, HalError, Mmio, PhysAddr};
+use emu_connectx::{PhysMem, SimClock, SimHal};
+use hal::{DmaRegion, Hal, Mmio};
 use nvme::{Config, Controller, NvmeNamespace};
 
-const BASE: u64 = 0x4000_0000;
-const MEM: usize = 1 << 20;
 const BS: usize = 512;
 
 /// The drive's decisions, one byte at a time; 0 (also when the input is used up) is honest.
@@ -39,73 +38,16 @@ impl Script {
     }
 }
 
-/// Simulated physical memory shared by the driver's DMA regions and the drive.
-struct Mem {
-    bytes: RefCell<Vec<u8>>,
-    next: Cell<usize>,
-}
+/// The drive's view of simulated physical memory (the same the driver's DMA regions come from:
+/// the emulated adapter's simulated platform, the one test Hal); a wild address is a DMA fault.
+#[derive(Clone)]
+struct Mem(PhysMem);
 impl Mem {
-    fn range(&self, pa: u64, len: usize) -> Option<core::ops::Range<usize>> {
-        let o = usize::try_from(pa.checked_sub(BASE)?).ok()?;
-        let end = o.checked_add(len).filter(|&e| e <= MEM)?;
-        Some(o..end)
-    }
     fn read(&self, pa: u64, out: &mut [u8]) -> bool {
-        let Some(r) = self.range(pa, out.len()) else { return false };
-        out.copy_from_slice(&self.bytes.borrow()[r]);
-        true
+        self.0.dma_read(pa, out).is_ok()
     }
     fn write(&self, pa: u64, data: &[u8]) -> bool {
-        let Some(r) = self.range(pa, data.len()) else { return false };
-        self.bytes.borrow_mut()[r].copy_from_slice(data);
-        true
-    }
-}
-
-struct Region {
-    mem: Rc<Mem>,
-    off: usize,
-    len: usize,
-}
-impl DmaRegion for Region {
-    fn paddr(&self) -> PhysAddr {
-        BASE + self.off as u64
-    }
-    fn len(&self) -> usize {
-        self.len
-    }
-    fn read(&self, offset: usize, buf: &mut [u8]) {
-        assert!(offset + buf.len() <= self.len, "driver read outside its DMA region");
-        buf.copy_from_slice(&self.mem.bytes.borrow()[self.off + offset..self.off + offset + buf.len()]);
-    }
-    fn write(&self, offset: usize, data: &[u8]) {
-        assert!(offset + data.len() <= self.len, "driver wrote outside its DMA region");
-        self.mem.bytes.borrow_mut()[self.off + offset..self.off + offset + data.len()].copy_from_slice(data);
-    }
-}
-
-#[derive(Clone)]
-struct FuzzHal {
-    mem: Rc<Mem>,
-    now: Rc<Cell<u64>>,
-}
-impl Hal for FuzzHal {
-    type Dma = Region;
-    fn dma_alloc(&self, size: usize, align: usize) -> Result<Region, HalError> {
-        let align = align.max(4096);
-        let off = self.mem.next.get().div_ceil(align) * align;
-        if off + size > MEM {
-            return Err(HalError::OutOfMemory { size, align });
-        }
-        self.mem.next.set(off + size);
-        self.mem.bytes.borrow_mut()[off..off + size].fill(0);
-        Ok(Region { mem: self.mem.clone(), off, len: size })
-    }
-    fn now_ns(&self) -> u64 {
-        self.now.get()
-    }
-    fn relax(&self) {
-        self.now.set(self.now.get() + 100_000);
+        self.0.dma_write(pa, data).is_ok()
     }
 }
 
@@ -132,7 +74,7 @@ struct State {
 
 #[derive(Clone)]
 struct Drive {
-    mem: Rc<Mem>,
+    mem: Mem,
     st: Rc<RefCell<State>>,
     script: Rc<Script>,
 }
@@ -319,9 +261,9 @@ impl Drive {
 }
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let mem = Rc::new(Mem { bytes: RefCell::new(vec![0; MEM]), next: Cell::new(0) });
-    let hal = FuzzHal { mem: mem.clone(), now: Rc::default() };
-    let drive = Drive { mem, st: Rc::default(), script: Rc::new(Script { data: data.to_vec(), at: Cell::new(0) }) };
+    let mem = PhysMem::new();
+    let hal = SimHal::new(mem.clone(), SimClock::new());
+    let drive = Drive { mem: Mem(mem), st: Rc::default(), script: Rc::new(Script { data: data.to_vec(), at: Cell::new(0) }) };
     let cfg = Config { admin_timeout_ns: 20_000_000, io_timeout_ns: 20_000_000, ..Config::default() };
     // An empty script is an honest drive: everything must work.
     let honest = data.is_empty();
