@@ -401,6 +401,7 @@ fn copy_module(mem: &dyn PhysRead, m: Module, buf: &mut [u8; MAX_MODULE]) -> Res
     Ok(len)
 }
 
+#[cfg_attr(not(target_os = "none"), allow(dead_code))]
 static CMDLINE: spin::Once<heapless::String<MAX_CMDLINE>> = spin::Once::new();
 static RSDP: spin::Once<Option<u64>> = spin::Once::new();
 
