@@ -37,9 +37,13 @@ impl Plane {
         let (stats, open) = (self.m.stats(), self.m.open_connections());
         let now = kernel::time::now_ns();
         let up = now.saturating_sub(self.start_ns) / 1_000_000_000;
-        let v = &*verbs;
+        let v = &mut *verbs;
         self.m.run(now, &mut |page, w| match page {
             mgmt::Page::Metrics => {
+                // The adapter's queue counters are read (one firmware command) only for a page.
+                if let Err(e) = v.dev.refresh_queue_counters() {
+                    log::warn!("mgmt: queue counters: {e}");
+                }
                 let mut e = Exposition::new(w);
                 e.single("appliance_uptime_seconds", Kind::Gauge, "Seconds since the management plane started.", up);
                 let (hu, hf, du, df) = kernel::memory::usage();

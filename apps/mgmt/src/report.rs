@@ -150,6 +150,17 @@ pub fn adapter_metrics<H: Hal, M: Mmio>(e: &mut Exposition<'_>, v: &mlx5::Mlx5Ve
     e.single("mlx5_bad_cqes_total", Kind::Counter, "CQEs naming an unknown QP or a WQE not outstanding (dropped).", d.bad_cqes);
     e.single("mlx5_send_doorbells_total", Kind::Counter, "Send doorbells rung by the data path.", d.sq_doorbells);
     e.single("mlx5_queue_pairs", Kind::Gauge, "Queue pairs live.", v.dev.live_qps());
+    let qc = v.dev.queue_counters();
+    if !qc.is_empty() {
+        let mut f = e.family(
+            "mlx5_queue_counter_total",
+            Kind::Counter,
+            "The adapter's RoCE queue counters over every QP (QUERY_Q_COUNTER; mlx5_ifc.h names: out_of_sequence, duplicate_request, packet_seq_err, rnr_nak_retry_err, local_ack_timeout_err, ...), as of this page.",
+        );
+        for (name, val) in qc {
+            f.sample(&[("counter", name)], val);
+        }
+    }
     if let Some((tx, rx, err)) = v.dev.raw_stats() {
         e.family("mlx5_raw_frames_total", Kind::Counter, "Frames on the raw Ethernet queue (ARP, management).").sample(&[("dir", "rx")], rx).sample(&[("dir", "tx")], tx);
         e.single("mlx5_raw_rx_errors_total", Kind::Counter, "Raw receive completions with an error.", err);

@@ -1322,6 +1322,62 @@ const FROM_C_STRUCTS: &[(&str, u32, u32)] = &[
     ("wqe_av.rgid", 256, 128),
 ];
 
+/// Queue counters: Linux `include/linux/mlx5/mlx5_ifc.h` (v6.12: `alloc_q_counter_{in,out}`,
+/// `dealloc_q_counter_in`, `query_q_counter_{in,out}` with `req_rnr_retries_exceeded` at 0x380),
+/// the same offsets in DPDK `drivers/common/mlx5/mlx5_prm.h`; `cmd_hca_cap.max_qp_cnt` (10 bits
+/// after `rq_delay_drop`).
+const Q_COUNTERS: &[(&str, u32, u32)] = &[
+    ("cmd_hca_cap.max_qp_cnt", 390, 10),
+    ("cmd_hca_cap.retransmission_q_counters", 386, 1),
+    ("alloc_q_counter_in.opcode", 0, 16),
+    ("alloc_q_counter_in.uid", 16, 16),
+    ("alloc_q_counter_in.op_mod", 48, 16),
+    ("alloc_q_counter_out.status", 0, 8),
+    ("alloc_q_counter_out.syndrome", 32, 32),
+    ("alloc_q_counter_out.counter_set_id", 88, 8),
+    ("dealloc_q_counter_in.opcode", 0, 16),
+    ("dealloc_q_counter_in.op_mod", 48, 16),
+    ("dealloc_q_counter_in.counter_set_id", 88, 8),
+    ("query_q_counter_in.opcode", 0, 16),
+    ("query_q_counter_in.op_mod", 48, 16),
+    ("query_q_counter_in.other_vport", 64, 1),
+    ("query_q_counter_in.vport_number", 80, 16),
+    ("query_q_counter_in.clear", 192, 1),
+    ("query_q_counter_in.aggregate", 193, 1),
+    ("query_q_counter_in.counter_set_id", 248, 8),
+    ("query_q_counter_out.rx_write_requests", 0x80, 32),
+    ("query_q_counter_out.rx_read_requests", 0xc0, 32),
+    ("query_q_counter_out.rx_atomic_requests", 0x100, 32),
+    ("query_q_counter_out.rx_dct_connect", 0x140, 32),
+    ("query_q_counter_out.out_of_buffer", 0x180, 32),
+    ("query_q_counter_out.out_of_sequence", 0x1c0, 32),
+    ("query_q_counter_out.duplicate_request", 0x200, 32),
+    ("query_q_counter_out.rnr_nak_retry_err", 0x240, 32),
+    ("query_q_counter_out.packet_seq_err", 0x280, 32),
+    ("query_q_counter_out.implied_nak_seq_err", 0x2c0, 32),
+    ("query_q_counter_out.local_ack_timeout_err", 0x300, 32),
+    ("query_q_counter_out.req_rnr_retries_exceeded", 0x380, 32),
+    ("query_q_counter_out.resp_local_length_error", 0x3c0, 32),
+    ("query_q_counter_out.req_local_length_error", 0x3e0, 32),
+    ("query_q_counter_out.resp_local_qp_error", 0x400, 32),
+    ("query_q_counter_out.local_operation_error", 0x420, 32),
+    ("query_q_counter_out.resp_local_protection", 0x440, 32),
+    ("query_q_counter_out.req_local_protection", 0x460, 32),
+    ("query_q_counter_out.resp_cqe_error", 0x480, 32),
+    ("query_q_counter_out.req_cqe_error", 0x4a0, 32),
+    ("query_q_counter_out.req_mw_binding", 0x4c0, 32),
+    ("query_q_counter_out.req_bad_response", 0x4e0, 32),
+    ("query_q_counter_out.req_remote_invalid_request", 0x500, 32),
+    ("query_q_counter_out.resp_remote_invalid_request", 0x520, 32),
+    ("query_q_counter_out.req_remote_access_errors", 0x540, 32),
+    ("query_q_counter_out.resp_remote_access_errors", 0x560, 32),
+    ("query_q_counter_out.req_remote_operation_errors", 0x580, 32),
+    ("query_q_counter_out.req_transport_retries_exceeded", 0x5a0, 32),
+    ("query_q_counter_out.cq_overflow", 0x5c0, 32),
+    ("query_q_counter_out.resp_cqe_flush_error", 0x5e0, 32),
+    ("query_q_counter_out.req_cqe_flush_error", 0x600, 32),
+];
+
 fn check(table: &[(&str, u32, u32)]) -> Vec<String> {
     let mut bad = Vec::new();
     for &(name, off, width) in table {
@@ -1350,6 +1406,13 @@ fn raw_ethernet_structs_match_public_headers() {
     assert!(RAW_ETH.len() > 50);
     let bad = check(RAW_ETH);
     assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));
+}
+
+#[test]
+fn queue_counter_structs_match_public_headers() {
+    let bad = check(Q_COUNTERS);
+    assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));
+    assert_eq!(ifc::query_q_counter_out::SIZE * 8, 0x800, "query_q_counter_out ends with reserved_at_620[0x1e0]");
 }
 
 #[test]

@@ -267,6 +267,52 @@ fn sends_over_a_lossy_reordering_link_arrive_once_in_order() {
         clock.advance(1_000);
     }
     assert_eq!((acked, recvd), (N, N));
+    // The adapters' queue counters (QUERY_Q_COUNTER on the set every QP names) tell the same
+    // story as the RoCE engines' own port counters: what the loss cost, seen by each side.
+    for s in [&mut a, &mut b] {
+        s.v.dev.refresh_queue_counters().unwrap();
+    }
+    let qc = |s: &Side, name: &str| s.v.dev.queue_counters().iter().find(|(n, _)| *n == name).map(|&(_, v)| v).expect(name);
+    let (ea, eb) = (a.cx.engine_counters().unwrap(), b.cx.engine_counters().unwrap());
+    assert_eq!(qc(&b, "out_of_sequence"), eb.nak_seq_sent + eb.out_of_seq_dropped, "responder: PSNs ahead of the expected one");
+    assert_eq!(qc(&b, "duplicate_request"), eb.dup_requests);
+    assert_eq!(qc(&a, "packet_seq_err"), ea.nak_seq_rcvd, "requester: NAK-sequence errors received");
+    assert_eq!(qc(&a, "local_ack_timeout_err"), ea.timeouts);
+    assert_eq!(qc(&a, "rnr_nak_retry_err"), ea.rnr_nak_rcvd);
+    let lossy = qc(&b, "out_of_sequence") + qc(&b, "duplicate_request") + qc(&a, "packet_seq_err") + qc(&a, "local_ack_timeout_err");
+    assert!(lossy > 0, "2% loss over {N} messages left no trace in the queue counters");
+    for name in ["req_transport_retries_exceeded", "req_rnr_retries_exceeded", "req_remote_access_errors"] {
+        assert_eq!(qc(&a, name), 0, "{name}");
+    }
+    // A second read adds nothing new (the first one cleared the set).
+    let before = qc(&b, "out_of_sequence");
+    b.v.dev.refresh_queue_counters().unwrap();
+    assert_eq!(qc(&b, "out_of_sequence"), before);
+    drop((bufa, bufb));
+    leak_check(a, b);
+}
+
+#[test]
+fn queue_counters_count_rdma_writes_and_reads_received() {
+    let (clock, mut a, mut b) = pair(Impairments::default());
+    let (cqa, cqb, qa, _qb) = connected(&mut a, &mut b);
+    assert!(a.v.dev.queue_counter_set().is_some(), "the model offers max_qp_cnt: the driver takes a set");
+    let full = Access { local_write: true, remote_read: true, remote_write: true };
+    let bufa = a.v.alloc_buf(4096).unwrap();
+    let bufb = b.v.alloc_buf(4096).unwrap();
+    let (lka, _) = a.v.reg_mr(bufa.paddr(), 4096, full).unwrap();
+    let (_, rkb) = b.v.reg_mr(bufb.paddr(), 4096, full).unwrap();
+    let sge = Sge { addr: bufa.paddr(), len: 512, lkey: lka };
+    for i in 0..5u64 {
+        let op = if i < 3 { SendOp::RdmaWrite { remote_addr: bufb.paddr(), rkey: rkb } } else { SendOp::RdmaRead { remote_addr: bufb.paddr(), rkey: rkb } };
+        a.v.post_send(qa, &SendWr { wr_id: i, op, sge, signaled: true, ud: None }).unwrap();
+    }
+    let (ga, _) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (5, 0));
+    assert!(ga.iter().all(|c| c.status == WcStatus::Success), "{ga:?}");
+    b.v.dev.refresh_queue_counters().unwrap();
+    let qc = |s: &Side, name: &str| s.v.dev.queue_counters().iter().find(|(n, _)| *n == name).map(|&(_, v)| v).expect(name);
+    assert_eq!((qc(&b, "rx_write_requests"), qc(&b, "rx_read_requests")), (3, 2));
+    assert!(b.v.dev.queue_counters().iter().filter(|(n, _)| !n.starts_with("rx_")).all(|&(_, v)| v == 0), "{:?}", b.v.dev.queue_counters());
     drop((bufa, bufb));
     leak_check(a, b);
 }

@@ -51,6 +51,8 @@ pub mod synd {
     /// MODIFY_RMP rmp_state is not the RMP's current state, or the new state is unknown.
     pub const BAD_RMP_STATE: u32 = s(BAD_RES_STATE, 1);
     pub const NO_SUCH_RMP: u32 = s(BAD_RES, 8);
+    /// A queue counter set that was not allocated (QUERY/DEALLOC_Q_COUNTER, qpc.counter_set_id).
+    pub const NO_SUCH_Q_COUNTER: u32 = s(BAD_PARAM, 43);
     pub const TEARDOWN_REFUSED: u32 = s(INT_ERR, 1);
     pub const NOT_ENABLED: u32 = s(BAD_SYS_STATE, 1);
     pub const ALREADY_ENABLED: u32 = s(BAD_SYS_STATE, 2);

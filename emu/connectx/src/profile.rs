@@ -68,6 +68,9 @@ pub struct Caps {
     pub num_of_uars_per_page: u32,
     /// UARs the function may allocate (ALLOC_UAR refuses beyond).
     pub max_uars: u32,
+    /// Queue counter sets the function may allocate (`max_qp_cnt`; ALLOC_Q_COUNTER refuses beyond;
+    /// 0: no queue counters, as a driver must then not ask for any).
+    pub max_qp_cnt: u16,
     pub max_wqe_sz_sq: u16,
     pub max_wqe_sz_rq: u16,
     pub device_frequency_mhz: u32,
@@ -162,6 +165,7 @@ fn base_caps() -> Caps {
         log_bf_reg_size: 9, // representative: 512 B BlueFlame register (two 256 B halves; rdma-core mlx5 uses bf_reg_size/2)
         num_of_uars_per_page: 1, // 4 KiB UAR pages (uar_4k); one UAR per system page of 4 KiB
         max_uars: 64,       // representative (the model's BAR has room for this many)
+        max_qp_cnt: 64,     // representative (the field is 10 bits [ifc]; Linux keeps sets for the netdev and hands mlx5_ib the rest)
         max_wqe_sz_sq: 1024, // representative
         max_wqe_sz_rq: 512,  // representative
         device_frequency_mhz: 1000, // representative (free-running clock tick)
@@ -309,6 +313,7 @@ impl Profile {
             pci_device_id: 0x101e, // [DPDK-ids] CONNECTXVF ("ConnectX family mlx5Gen VF", used by 6 Dx and 7)
             caps: Caps {
                 max_uars: 16,      // representative: VFs get fewer UARs
+                max_qp_cnt: 8,     // representative: VFs get fewer counter sets
                 max_mtu: 1500,     // representative: the PF administrator left the VF at the Ethernet default (path MTU 1024 at most)
                 log_max_ra_req_qp: 4,
                 log_max_ra_res_qp: 4,

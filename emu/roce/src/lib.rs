@@ -65,6 +65,6 @@ pub mod link;
 pub mod types;
 pub mod wire;
 
-pub use engine::{ack_timeout_ns, Counters, Engine, QpInfo, SrqInfo, RNR_TIMER_NS};
+pub use engine::{ack_timeout_ns, Counters, Engine, QpEvents, QpInfo, SrqInfo, RNR_TIMER_NS};
 pub use link::{Impairments, Link, MemLink, PcapLink, PcapWriter, UdpLink, UnixDgramLink};
 pub use types::*;

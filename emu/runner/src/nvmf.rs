@@ -209,9 +209,13 @@ pub fn run_target(
 fn serve_mgmt(m: &mut mgmt::Mgmt, node: &mut Node, svc: &TargetService<crate::Verbs, RunnerNs>, t0: Instant) -> usize {
     let rx = m.take_frames(&mut node.v);
     let (stats, open) = (m.stats(), m.open_connections());
-    let v = &node.v;
+    let v = &mut node.v;
     m.run(host_clock_ns(), &mut |page, w| match page {
         mgmt::Page::Metrics => {
+            // The adapter's queue counters are read (one firmware command) only for a page.
+            if let Err(e) = v.dev.refresh_queue_counters() {
+                log::warn!("runner: queue counters: {e}");
+            }
             let mut e = mgmt::prom::Exposition::new(w);
             e.single("appliance_uptime_seconds", mgmt::prom::Kind::Gauge, "Seconds since the node started serving.", t0.elapsed().as_secs());
             mgmt::report::target_metrics(&mut e, svc);

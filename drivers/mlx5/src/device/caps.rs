@@ -97,6 +97,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             rq_ts_format: c(self, cmd_hca_cap::rq_ts_format),
             force_teardown: self.cap(cmd_hca_cap::force_teardown) != 0,
             fast_teardown: self.cap(cmd_hca_cap::fast_teardown) != 0,
+            max_qp_cnt: self.cap(cmd_hca_cap::max_qp_cnt) as u16,
             ..Caps::default()
         };
         if !self.caps.rc {

@@ -6,6 +6,7 @@ mod cq;
 mod eq;
 mod keys;
 mod port;
+mod qcounter;
 mod qp;
 mod srq;
 mod teardown;
@@ -125,6 +126,8 @@ pub struct Caps {
     pub rq_ts_format: u8,
     pub force_teardown: bool,
     pub fast_teardown: bool,
+    /// Queue counter sets the function may allocate (0: none).
+    pub max_qp_cnt: u16,
 }
 
 /// Counters of the command interface and page traffic.
@@ -313,6 +316,8 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     pub(crate) raw: Option<crate::raw::RawEth<H::Dma>>,
     /// The port's MTUs (PMTU register, read at bring-up); path MTUs are clamped to `max`.
     pub port_mtu: crate::vport::PortMtu,
+    /// The queue counter set every QP counts into, and its totals.
+    pub(crate) qcounters: Option<qcounter::QueueCounters>,
 }
 
 fn clear(b: &mut [u8]) {
@@ -370,6 +375,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             port_up: None,
             raw: None,
             port_mtu: Default::default(),
+            qcounters: None,
         };
         match dev.steps() {
             Ok(()) => Ok(dev),
@@ -401,6 +407,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.poll_eq()?;
         self.alloc_pd()?;
         self.alloc_td()?;
+        self.alloc_queue_counter();
         self.query_special_contexts()?;
         self.query_mac()?;
         self.port_mtu = self.query_port_mtu()?;

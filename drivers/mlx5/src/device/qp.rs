@@ -160,6 +160,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut self.inb, qpc::cqn_rcv.at(q), rcq.0 as u64);
         set(&mut self.inb, qpc::rlky.at(q), 1);
         set(&mut self.inb, qpc::dbr_addr.at(q), dbr);
+        if let Some(s) = self.queue_counter_set() {
+            set(&mut self.inb, qpc::counter_set_id.at(q), s as u64);
+        }
         set(&mut self.inb, ads::pkey_index.at(path), 0);
         set(&mut self.inb, ads::vhca_port_num.at(path), 1);
         match kind {

@@ -43,6 +43,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                 note(self.set_roce_gid(0, None));
                 self.roce_enabled = false;
             }
+            note(self.dealloc_queue_counter());
             if let Some(td) = self.td.take() {
                 note(self.simple(
                     op::DEALLOC_TRANSPORT_DOMAIN,

@@ -77,6 +77,9 @@ impl Device {
             op::MODIFY_RMP => self.modify_rmp(inp),
             op::DESTROY_RMP => self.destroy_rmp(inp),
             op::QUERY_RMP => self.query_rmp(inp),
+            op::ALLOC_Q_COUNTER => self.alloc_q_counter(),
+            op::DEALLOC_Q_COUNTER => self.dealloc_q_counter(inp),
+            op::QUERY_Q_COUNTER => self.query_q_counter(inp),
             _ => self.exec_raw(opcode, inp).unwrap_or(Err((st::BAD_OP, synd::UNKNOWN_OPCODE))),
         }
     }

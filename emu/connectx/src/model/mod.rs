@@ -32,6 +32,7 @@ mod exec;
 mod hca;
 mod mkey;
 mod pages;
+mod qcounter;
 mod qp;
 mod srq;
 pub mod teardown;
@@ -190,12 +191,14 @@ pub struct Counters {
     /// SRQ limit events raised (EQE SRQ_RQ_LIMIT) and SRQs that went to error (SRQ_CATAS_ERROR).
     pub srq_limit_events: u64,
     pub srq_errors: u64,
+    /// Live queue counter sets (ALLOC_Q_COUNTER).
+    pub q_counters: usize,
 }
 
 impl Counters {
     /// Live objects of every kind together.
     pub fn live_objects(&self) -> usize {
-        self.uars + self.eqs + self.pds + self.tds + self.mkeys + self.cqs + self.qps + self.rmps + self.raw_objects
+        self.uars + self.eqs + self.pds + self.tds + self.mkeys + self.cqs + self.qps + self.rmps + self.q_counters + self.raw_objects
     }
 }
 
@@ -277,6 +280,8 @@ pub struct Device {
     pub qps: BTreeMap<u32, Qp>,
     /// Shared receive queues (RMPs) by number.
     pub rmps: BTreeMap<u32, Rmp>,
+    /// Queue counter sets by id, each with what QPs that left it had counted ([`qcounter`]).
+    pub(crate) qcounters: BTreeMap<u8, qcounter::Vals>,
     pub mkeys: BTreeMap<u32, Mkey>,
     pub vport: Vport,
     pub gids: Vec<Option<[u8; 0x20]>>,
@@ -329,6 +334,7 @@ impl Device {
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),
             rmps: BTreeMap::new(),
+            qcounters: BTreeMap::new(),
             mkeys: BTreeMap::new(),
             gids: vec![None; GID_TABLE],
             health_frozen_at: None,
@@ -354,6 +360,7 @@ impl Device {
         c.cqs = self.cqs.len();
         c.qps = self.qps.len();
         c.rmps = self.rmps.len();
+        c.q_counters = self.qcounters.len();
         c.gids = self.gids.iter().filter(|g| g.is_some()).count();
         c.pages_held = self.pages.len();
         c.raw_objects = self.raw.live();

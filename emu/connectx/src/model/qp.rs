@@ -48,6 +48,10 @@ pub struct Qp {
     pub sq_hw: u16,
     /// RQ WQE counter consumed by the adapter.
     pub rq_hw: u16,
+    /// The queue counter set this QP counts into (qpc.counter_set_id; 0: none).
+    pub counter_set: u8,
+    /// What the engine had counted for this QP when it joined `counter_set`.
+    pub(crate) qc_base: super::qcounter::Vals,
 }
 
 impl Qp {
@@ -145,6 +149,8 @@ impl Device {
             qpc: c.to_vec(),
             sq_hw: 0,
             rq_hw: 0,
+            counter_set: 0,
+            qc_base: Default::default(),
         };
         Self::sq_start_ok(q.rq_bytes(), !no_sq)?;
         self.check_ts_format(self.cfg.profile.caps.qp_ts_format, get(c, qpc::ts_format))?;
@@ -267,7 +273,10 @@ impl Device {
         if stype == qps::ST_RC {
             self.ra_depth_ok(Some(get(&new, qpc::log_sra_max)), Some(get(&new, qpc::log_rra_max)))?;
         }
+        let counter_set = get(&new, qpc::counter_set_id) as u8;
+        self.q_counter_ok(counter_set)?;
         self.engine_modify(qpn, to, &new)?;
+        self.q_counter_leave(qpn, Some(counter_set));
         let q = self.qps.get_mut(&qpn).expect("qp");
         q.qpc = new;
         q.state = to;
@@ -278,9 +287,11 @@ impl Device {
     /// DESTROY_QP: the engine QP and pending doorbells go with it.
     pub(super) fn destroy_qp(&mut self, inp: &[u8]) -> CmdResult {
         let n = get(inp, l::destroy_qp_in::qpn) as u32;
-        if self.qps.remove(&n).is_none() {
+        if !self.qps.contains_key(&n) {
             return fail(st::BAD_RES, synd::NO_SUCH_QP);
         }
+        self.q_counter_leave(n, None);
+        self.qps.remove(&n);
         if let Some(e) = self.engine.as_mut() {
             let _ = e.destroy_qp(emu_roce::Qpn(n));
         }

@@ -133,6 +133,7 @@ impl Device {
         self.cqs.clear();
         self.qps.clear();
         self.rmps.clear();
+        self.qcounters.clear();
         self.mkeys.clear();
         self.gids = vec![None; super::GID_TABLE];
         self.sq_doorbells.clear();

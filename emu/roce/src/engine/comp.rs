@@ -10,6 +10,13 @@ use crate::wire::{self, OpKind, RocePacket, Seg};
 
 /// Complete the head send WQE with an error, then move the QP to ERROR.
 pub(super) fn requester_error(qp: &mut Qp, ctx: &mut Ctx<'_>, status: WcStatus, vendor: u8) {
+    match status {
+        WcStatus::RetryExceeded => qp.ev.req_transport_retries_exceeded += 1,
+        WcStatus::RnrRetryExceeded => qp.ev.req_rnr_retries_exceeded += 1,
+        WcStatus::RemoteAccess => qp.ev.req_remote_access_errors += 1,
+        WcStatus::RemoteInvalidRequest => qp.ev.req_remote_invalid_request += 1,
+        _ => {}
+    }
     if let Some(e) = qp.sq.pop_front() {
         push_completion(ctx, Completion {
             qpn: qp.qpn,
@@ -117,6 +124,7 @@ pub(super) fn run_timers(qp: &mut Qp, ctx: &mut Ctx<'_>) {
     }
     if qp.timer.is_some_and(|t| now >= t) {
         ctx.c.timeouts += 1;
+        qp.ev.local_ack_timeout_err += 1;
         if qp.retry_left == 0 {
             requester_error(qp, ctx, WcStatus::RetryExceeded, 0);
             return;
@@ -162,6 +170,7 @@ pub(super) fn receive(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>) {
                 }
                 wire::AETH_TYPE_RNR => {
                     ctx.c.rnr_nak_rcvd += 1;
+                    qp.ev.rnr_nak_retry_err += 1;
                     ack_upto(qp, wire::psn_add(psn, wire::MASK24)); // psn - 1
                     retire(qp, ctx);
                     if qp.rnr_left == 0 {
@@ -180,6 +189,7 @@ pub(super) fn receive(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>) {
                     retire(qp, ctx);
                     if syn == wire::AETH_NAK_PSN_SEQ {
                         ctx.c.nak_seq_rcvd += 1;
+                        qp.ev.packet_seq_err += 1;
                         if qp.retry_left == 0 {
                             requester_error(qp, ctx, WcStatus::RetryExceeded, syn);
                             return;

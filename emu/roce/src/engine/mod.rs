@@ -102,6 +102,39 @@ pub struct Counters {
     pub completions: u64,
 }
 
+/// What one QP saw, under the names ConnectX's queue counters give them (`mlx5_ifc.h`
+/// `query_q_counter_out`; meanings as Linux mlx5_ib's `hw_counters` documents them). Kept per QP for
+/// the QP's life; the adapter model sums them into the counter set the QP names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpEvents {
+    /// Responder: RDMA WRITE requests received (first packet of each).
+    pub rx_write_requests: u64,
+    /// Responder: RDMA READ requests received.
+    pub rx_read_requests: u64,
+    /// Responder: requests dropped for want of a receive WQE (RNR NAK sent).
+    pub out_of_buffer: u64,
+    /// Responder: packets with a PSN ahead of the expected one.
+    pub out_of_sequence: u64,
+    /// Responder: duplicate requests (PSN behind the expected one).
+    pub duplicate_request: u64,
+    /// Requester: RNR NAKs received (retry limit not yet exceeded).
+    pub rnr_nak_retry_err: u64,
+    /// Requester: NAK-sequence-error packets received.
+    pub packet_seq_err: u64,
+    /// Requester: local ACK timer expiries.
+    pub local_ack_timeout_err: u64,
+    /// Requester: RNR retries exhausted.
+    pub req_rnr_retries_exceeded: u64,
+    /// Requester: transport retries exhausted.
+    pub req_transport_retries_exceeded: u64,
+    /// Requester: NAK remote access error received.
+    pub req_remote_access_errors: u64,
+    /// Requester: NAK invalid request received.
+    pub req_remote_invalid_request: u64,
+    /// Responder: requests refused for a remote access error (NAK sent).
+    pub resp_remote_access_errors: u64,
+}
+
 /// Snapshot of a QP for the model (query) and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpInfo {
@@ -188,6 +221,11 @@ impl Engine {
     }
 
     /// Destroy a QP; outstanding work is dropped without completions (as after destroy in verbs).
+    /// What QP `qpn` saw since it was created ([`QpEvents`]).
+    pub fn qp_events(&self, qpn: Qpn) -> Option<QpEvents> {
+        self.qps.get(&qpn.0).map(|q| q.ev)
+    }
+
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), EngineError> {
         self.qps.remove(&qpn.0).map(|_| ()).ok_or(EngineError::NoSuchQp(qpn))
     }

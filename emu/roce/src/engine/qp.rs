@@ -81,6 +81,8 @@ pub(super) struct Qp {
     pub(super) reads: VecDeque<ReadRes>,
     pub(super) out: VecDeque<RespItem>,
     pub(super) ud_psn: u32,
+    /// What this QP saw (queue-counter events).
+    pub(super) ev: super::QpEvents,
 }
 
 impl Qp {
@@ -110,6 +112,7 @@ impl Qp {
             reads: VecDeque::new(),
             out: VecDeque::new(),
             ud_psn: 0,
+            ev: super::QpEvents::default(),
         }
     }
     pub(super) fn reset(&mut self) {

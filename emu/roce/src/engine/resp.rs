@@ -25,6 +25,9 @@ fn queue_ack(qp: &mut Qp, syndrome: u8, psn: u32) {
 /// Class C error at the responder: NAK and move the QP to ERROR once the NAK is out.
 fn responder_fatal(qp: &mut Qp, ctx: &mut Ctx<'_>, syndrome: u8, psn: u32, tx_now: &mut Vec<RespItem>) {
     ctx.c.nak_err_sent += 1;
+    if syndrome == wire::AETH_NAK_REM_ACCESS {
+        qp.ev.resp_remote_access_errors += 1;
+    }
     tx_now.push(RespItem::Ack { syndrome, psn });
     qp_error(qp, ctx);
 }
@@ -50,10 +53,12 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
         } else {
             ctx.c.out_of_seq_dropped += 1;
         }
+        qp.ev.out_of_sequence += 1;
         return;
     }
     if d < 0 {
         ctx.c.dup_requests += 1;
+        qp.ev.duplicate_request += 1;
         duplicate(qp, pkt);
         return;
     }
@@ -96,6 +101,7 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
                 let Some(wr) = take_recv(qp, ctx) else {
                     // Class B: RNR NAK, drop until the retry (one NAK only).
                     ctx.c.rnr_nak_sent += 1;
+                    qp.ev.out_of_buffer += 1;
                     qp.nak_sent = true;
                     queue_ack_nak(qp, wire::AETH_TYPE_RNR | qp.attrs.min_rnr_timer, psn);
                     return;
@@ -142,6 +148,7 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
         }
         OpKind::Write => {
             if op.is_first() {
+                qp.ev.rx_write_requests += 1;
                 let Some(reth) = pkt.reth else { return };
                 let (va, rkey, total) = (reth.va.get(), Rkey(reth.rkey.get()), u64::from(reth.len.get()));
                 if total > MAX_MSG_LEN || (op.seg == Seg::Only && total != plen as u64) || (op.seg == Seg::First && total <= pmtu as u64) {
@@ -168,6 +175,7 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
                     qp.cur = None;
                 }
                 ctx.c.rnr_nak_sent += 1;
+                qp.ev.out_of_buffer += 1;
                 qp.nak_sent = true;
                 queue_ack_nak(qp, wire::AETH_TYPE_RNR | qp.attrs.min_rnr_timer, psn);
                 return;
@@ -197,6 +205,7 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
             }
         }
         OpKind::ReadRequest => {
+            qp.ev.rx_read_requests += 1;
             let Some(reth) = pkt.reth else { return };
             let (va, rkey, len) = (reth.va.get(), Rkey(reth.rkey.get()), u64::from(reth.len.get()));
             if len > MAX_MSG_LEN {
