@@ -27,6 +27,6 @@ impl<H: Hal, M: Mmio> FramePort for mlx5::Mlx5Verbs<H, M> {
         rdma::Verbs::local_mac(self)
     }
     fn max_frame(&self) -> usize {
-        mlx5::MAX_INLINE_FRAME
+        mlx5::MAX_FRAME
     }
 }

@@ -24,8 +24,17 @@ const WQ_RDY: u64 = 1;
 const TABLE_NIC_RX: u64 = 0;
 const ACTION_FWD_DEST: u64 = 0x4;
 const DEST_TIR: u64 = 2;
-/// Largest frame `send_frame` takes (inline in one WQE).
+/// Frames up to this many bytes go whole inline in the WQE (one doorbell, no buffer).
 pub const MAX_INLINE_FRAME: usize = 256;
+/// Largest frame `send_frame` takes: an Ethernet frame for a 1,500-byte MTU, FCS excluded. Longer
+/// than [`MAX_INLINE_FRAME`], the frame's first [`INLINE_HDR`] bytes go inline and the rest is
+/// gathered from the send slot's buffer.
+pub const MAX_FRAME: usize = 1514;
+/// Bytes inlined ahead of a gathered frame: the L2 header (with a VLAN tag's room) that the
+/// strictest inline mode asks for (ConnectX-4 Lx, `wqe_inline_mode` L2: 18 bytes).
+const INLINE_HDR: usize = 18;
+/// Send buffer per SQ slot (a gathered frame's tail).
+const TX_BUF: usize = 2048;
 
 /// The raw Ethernet objects (ids as the firmware numbered them).
 pub struct RawEth<D> {
@@ -41,6 +50,8 @@ pub struct RawEth<D> {
     rq_buf: D,
     dbr: D,
     rx: D,
+    /// Send buffers, one per SQ WQEBB slot (a gathered frame uses the slot its WQE starts at).
+    tx: D,
     sq_pi: u16,
     sq_ci: u16,
     rq_head: u16,
@@ -77,6 +88,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let rq_buf = self.hal.dma_alloc((1 << LOG_RQ) * 16, 4096)?;
         let dbr = self.hal.dma_alloc(64, 64)?; // SQ DBR at 0, RQ DBR at 32
         let rx = self.hal.dma_alloc((1 << LOG_RQ) * RX_BUF, 4096)?;
+        let tx = self.hal.dma_alloc((1 << LOG_SQ) * TX_BUF, 4096)?;
 
         // TIS
         let tis_ctx = create_tis_in::ctx;
@@ -95,6 +107,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             rq_buf,
             dbr,
             rx,
+            tx,
             sq_pi: 0,
             sq_ci: 0,
             rq_head: 0,
@@ -284,28 +297,47 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         first
     }
 
-    /// Send one Ethernet frame (≤ MAX_INLINE_FRAME bytes, padded to 60), inline in the WQE.
+    /// Send one Ethernet frame (≤ [`MAX_FRAME`] bytes, padded to 60): inline in the WQE up to
+    /// [`MAX_INLINE_FRAME`] bytes, else its header inline and the rest gathered from the slot's
+    /// send buffer (reserved lkey: the queue takes physical addresses).
     pub fn send_frame(&mut self, frame: &[u8]) -> Result<(), Error> {
         self.reap_tx();
         let uar = self.uar_base();
         let raw = self.raw.as_mut().ok_or(Error::InvalidArgument("raw Ethernet not enabled"))?;
-        if frame.len() > MAX_INLINE_FRAME || frame.len() < 14 {
+        if frame.len() > MAX_FRAME || frame.len() < 14 {
             return Err(Error::InvalidArgument("frame size"));
         }
+        let ring = 1usize << LOG_SQ;
+        let pi = raw.sq_pi;
         let len = frame.len().max(60);
+        let gather = frame.len() > MAX_INLINE_FRAME;
+        let inline = if gather { INLINE_HDR } else { len };
         // Whole WQEBBs: the copy below takes 64 bytes per basic block.
         let mut w = [0u8; (16 + 16 + MAX_INLINE_FRAME + 16).div_ceil(WQEBB) * WQEBB];
         let eth = &mut w[16..32];
-        set(eth, wqe_eth_seg::inline_hdr_sz, len as u64);
+        set(eth, wqe_eth_seg::inline_hdr_sz, inline as u64);
         let at = 16 + wqe_eth_seg::inline_hdr_start.byte();
-        w[at..at + frame.len()].copy_from_slice(frame);
-        let total = (at + len).div_ceil(16) * 16;
+        let mut total = (at + inline).div_ceil(16) * 16;
+        if gather {
+            w[at..at + INLINE_HDR].copy_from_slice(&frame[..INLINE_HDR]);
+            let tail = &frame[INLINE_HDR..];
+            let slot = pi as usize & (ring - 1);
+            let d = &mut w[total..total + 16];
+            set(d, wqe_data_seg::byte_count, tail.len() as u64);
+            set(d, wqe_data_seg::lkey, raw.lkey as u64);
+            set(d, wqe_data_seg::addr, raw.tx.paddr() + (slot * TX_BUF) as u64);
+            total += 16;
+            if raw.sq_pi.wrapping_sub(raw.sq_ci) as usize + total.div_ceil(WQEBB) > ring {
+                return Err(Error::InvalidArgument("raw send queue full"));
+            }
+            raw.tx.write(slot * TX_BUF, tail);
+        } else {
+            w[at..at + frame.len()].copy_from_slice(frame);
+        }
         let nbb = total.div_ceil(WQEBB);
-        let ring = 1usize << LOG_SQ;
         if raw.sq_pi.wrapping_sub(raw.sq_ci) as usize + nbb > ring {
             return Err(Error::InvalidArgument("raw send queue full"));
         }
-        let pi = raw.sq_pi;
         set(&mut w, wqe_ctrl_seg::wqe_index, pi as u64);
         set(&mut w, wqe_ctrl_seg::opcode, wqe_op::SEND as u64);
         set(&mut w, wqe_ctrl_seg::qpn, raw.sqn as u64);

@@ -1,11 +1,12 @@
 //! The management stack's frames over the raw Ethernet path between two adapters: every size
-//! up to `MAX_INLINE_FRAME` arrives byte-identical in the receiver's bounded queue, the queue
+//! up to `MAX_FRAME` (inline up to `MAX_INLINE_FRAME`, header inline + gathered tail beyond,
+//! through every send slot) arrives byte-identical in the receiver's bounded queue, the queue
 //! drops (and counts) what does not fit, ARP still feeds the neighbour table, and with
 //! `answers_arp` the driver leaves answering to the stack.
 
 use emu_connectx::{ConnectX, PhysMem, SimClock, SimHal};
 use emu_roce::{Impairments, Link, MemLink};
-use mlx5::{Config, Mlx5, Mlx5Verbs, MAX_INLINE_FRAME};
+use mlx5::{Config, Mlx5, Mlx5Verbs, MAX_FRAME, MAX_INLINE_FRAME};
 use rdma::Verbs;
 
 type V = Mlx5Verbs<SimHal, emu_connectx::Bar0>;
@@ -40,6 +41,10 @@ fn ipv4_frame(dst: [u8; 6], src: [u8; 6], len: usize, fill: u8) -> Vec<u8> {
         f[14] = 0x45;
         f[23] = 6;
     }
+    // A payload that differs byte by byte, so a misplaced or stale chunk shows.
+    for (i, b) in f.iter_mut().enumerate().skip(34) {
+        *b = fill.wrapping_add((i * 7) as u8);
+    }
     f
 }
 
@@ -63,7 +68,7 @@ fn frames_of_every_size_cross_and_the_queue_is_bounded() {
         }
     };
     let mut buf = [0u8; 2048];
-    for len in [60, 100, 200, 241, 242, 255, MAX_INLINE_FRAME] {
+    for len in [60, 100, 200, 241, 242, 255, MAX_INLINE_FRAME, MAX_INLINE_FRAME + 1, 600, 1000, 1500, MAX_FRAME] {
         let f = ipv4_frame(bmac, amac, len, len as u8);
         assert!(a.mgmt_send(&f), "send {len}");
         turn(&mut a, &mut b);
@@ -71,7 +76,24 @@ fn frames_of_every_size_cross_and_the_queue_is_bounded() {
         assert_eq!(&buf[..n], &f[..], "frame of {len} bytes byte-identical");
         assert_eq!(b.mgmt_recv(&mut buf), None);
     }
-    assert!(!a.mgmt_send(&[0u8; MAX_INLINE_FRAME + 1]), "longer than the inline limit: refused, no panic");
+    assert!(!a.mgmt_send(&[0u8; MAX_FRAME + 1]), "longer than an Ethernet frame: refused, no panic");
+    // Gathered frames through every send slot more than once (64 WQEBBs), three per turn,
+    // sizes varying: each one byte-identical (no slot's buffer reused while its WQE is queued).
+    for round in 0..50usize {
+        let sent: Vec<Vec<u8>> = (0..3)
+            .map(|k| {
+                let len = MAX_INLINE_FRAME + 1 + (round * 97 + k * 331) % (MAX_FRAME - MAX_INLINE_FRAME);
+                let f = ipv4_frame(bmac, amac, len, (round * 3 + k) as u8);
+                assert!(a.mgmt_send(&f), "round {round} frame {k} ({len} bytes)");
+                f
+            })
+            .collect();
+        turn(&mut a, &mut b);
+        for (k, f) in sent.iter().enumerate() {
+            let n = b.mgmt_recv(&mut buf).unwrap_or_else(|| panic!("round {round} frame {k} arrived"));
+            assert_eq!(&buf[..n], &f[..], "round {round} frame {k} byte-identical");
+        }
+    }
     // Six frames into a queue of four: four kept, two dropped and counted.
     for i in 0..6 {
         assert!(a.mgmt_send(&ipv4_frame(bmac, amac, 80, i)));
