@@ -293,7 +293,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         let ops = [BlockOp::Write, BlockOp::Read, BlockOp::Flush, BlockOp::Read];
         for (tag, op) in ops.into_iter().enumerate() {
             let blocks = if op == BlockOp::Flush { 0 } else { 1 };
-            let io = BlockIo { op, lba: tag as u64, blocks, buf: buf.paddr(), buf_len: blocks as usize * BS, tag: tag as u64 };
+            let io = BlockIo { op, lba: tag as u64, blocks, buf: buf.paddr(), buf_len: blocks as usize * BS, tag: tag as u64, fua: false };
             match ns.submit(&io) {
                 Ok(()) => assert!(live.insert(io.tag)),
                 Err(e) => assert!(!honest, "honest drive: {op:?} refused: {e:?}"),

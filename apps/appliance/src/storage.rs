@@ -384,6 +384,25 @@ impl BlockDevice for Backing {
             _ => None,
         }
     }
+    // Durable semantics, identity and counters: only local NVMe namespaces have them.
+    fn volatile_write_cache(&self) -> bool {
+        match self {
+            Backing::Nvme(n) => n.volatile_write_cache(),
+            _ => false,
+        }
+    }
+    fn identity(&self) -> Option<blockdev::NsIdentity> {
+        match self {
+            Backing::Nvme(n) => n.identity(),
+            _ => None,
+        }
+    }
+    fn counters(&self) -> blockdev::DevCounters {
+        match self {
+            Backing::Nvme(n) => n.counters(),
+            _ => blockdev::DevCounters::default(),
+        }
+    }
 }
 
 /// The 8-byte pattern word at namespace byte offset `x` (splitmix64 of seed ^ x).
@@ -436,7 +455,7 @@ fn pattern<D: BlockDevice + ?Sized>(ns: &mut D, seed: u64, write: bool, verify: 
             let off = boff + done as usize * bs;
             let len = p as usize * bs;
             if write {
-                run(ns, &BlockIo { op: BlockOp::Write, lba: lba + done, blocks: p as u32, buf: buf.paddr() + off as u64, buf_len: len, tag: k as u64 })
+                run(ns, &BlockIo { op: BlockOp::Write, lba: lba + done, blocks: p as u32, buf: buf.paddr() + off as u64, buf_len: len, tag: k as u64, fua: false })
                     .map_err(|e| format!("write lba {} +{p}: {e:?}", lba + done))?;
                 ios += 1;
             }
@@ -444,7 +463,7 @@ fn pattern<D: BlockDevice + ?Sized>(ns: &mut D, seed: u64, write: bool, verify: 
                 if write {
                     buf.fill(off, len, 0);
                 }
-                run(ns, &BlockIo { op: BlockOp::Read, lba: lba + done, blocks: p as u32, buf: buf.paddr() + off as u64, buf_len: len, tag: k as u64 })
+                run(ns, &BlockIo { op: BlockOp::Read, lba: lba + done, blocks: p as u32, buf: buf.paddr() + off as u64, buf_len: len, tag: k as u64, fua: false })
                     .map_err(|e| format!("read lba {} +{p}: {e:?}", lba + done))?;
                 ios += 1;
             }
@@ -517,7 +536,7 @@ fn big(ns: &mut Ns, seed: u64) -> Result<String, String> {
         }
         rbuf.fill(0, bytes + 8192, 0);
         let before = ns.queue_stats().submitted;
-        let io = |op, buf: u64| BlockIo { op, lba: BIG_LBA, blocks, buf, buf_len: len, tag: round as u64 };
+        let io = |op, buf: u64| BlockIo { op, lba: BIG_LBA, blocks, buf, buf_len: len, tag: round as u64, fua: false };
         run(ns, &io(BlockOp::Write, wbuf.paddr() + wo as u64)).map_err(|e| format!("write {len} B from offset {wo:#x}: {e:?}"))?;
         run(ns, &io(BlockOp::Read, rbuf.paddr() + ro as u64)).map_err(|e| format!("read {len} B into offset {ro:#x}: {e:?}"))?;
         let cmds = ns.queue_stats().submitted - before;
@@ -549,16 +568,16 @@ fn bad_requests(ns: &mut Ns) -> Result<String, String> {
     let before = ns.queue_stats().submitted;
     let max = ns.max_transfer_blocks();
     let mut cases: Vec<(&str, BlockIo, fn(&BlockError) -> bool)> = alloc::vec![
-        ("LBA beyond the end", BlockIo { op: BlockOp::Read, lba: total, blocks: 1, buf: p, buf_len: bs, tag: 1 }, |e| matches!(e, BlockError::OutOfRange { .. })),
-        ("range crossing the end", BlockIo { op: BlockOp::Write, lba: total - 1, blocks: 2, buf: p, buf_len: 2 * bs, tag: 2 }, |e| matches!(e, BlockError::OutOfRange { .. })),
-        ("zero length", BlockIo { op: BlockOp::Read, lba: 0, blocks: 0, buf: p, buf_len: bs, tag: 3 }, |e| *e == BlockError::ZeroLength),
-        ("buffer too small", BlockIo { op: BlockOp::Read, lba: 0, blocks: 8, buf: p, buf_len: 4 * bs, tag: 4 }, |e| matches!(e, BlockError::BufferTooSmall { .. })),
-        ("buffer not dword aligned", BlockIo { op: BlockOp::Read, lba: 0, blocks: 1, buf: p + 1, buf_len: bs, tag: 5 }, |e| *e == BlockError::Unsupported),
+        ("LBA beyond the end", BlockIo { op: BlockOp::Read, lba: total, blocks: 1, buf: p, buf_len: bs, tag: 1, fua: false }, |e| matches!(e, BlockError::OutOfRange { .. })),
+        ("range crossing the end", BlockIo { op: BlockOp::Write, lba: total - 1, blocks: 2, buf: p, buf_len: 2 * bs, tag: 2, fua: false }, |e| matches!(e, BlockError::OutOfRange { .. })),
+        ("zero length", BlockIo { op: BlockOp::Read, lba: 0, blocks: 0, buf: p, buf_len: bs, tag: 3, fua: false }, |e| *e == BlockError::ZeroLength),
+        ("buffer too small", BlockIo { op: BlockOp::Read, lba: 0, blocks: 8, buf: p, buf_len: 4 * bs, tag: 4, fua: false }, |e| matches!(e, BlockError::BufferTooSmall { .. })),
+        ("buffer not dword aligned", BlockIo { op: BlockOp::Read, lba: 0, blocks: 1, buf: p + 1, buf_len: bs, tag: 5, fua: false }, |e| *e == BlockError::Unsupported),
     ];
     // One block more than the largest transfer (when the namespace is that large).
     if total > max as u64 {
         let len = (max as usize + 1) * bs;
-        cases.push(("above the maximum transfer", BlockIo { op: BlockOp::Read, lba: 0, blocks: max + 1, buf: p, buf_len: len, tag: 8 }, |e| matches!(e, BlockError::TooLarge { .. })));
+        cases.push(("above the maximum transfer", BlockIo { op: BlockOp::Read, lba: 0, blocks: max + 1, buf: p, buf_len: len, tag: 8, fua: false }, |e| matches!(e, BlockError::TooLarge { .. })));
     }
     for (what, io, ok) in cases.iter() {
         match ns.submit(io) {
@@ -571,9 +590,9 @@ fn bad_requests(ns: &mut Ns) -> Result<String, String> {
     }
     // The driver keeps working: write and read back one block at the last LBA.
     buf.fill(0, bs, 0xA5);
-    run(ns, &BlockIo { op: BlockOp::Write, lba: total - 1, blocks: 1, buf: p, buf_len: bs, tag: 6 }).map_err(|e| format!("write after bad requests: {e:?}"))?;
+    run(ns, &BlockIo { op: BlockOp::Write, lba: total - 1, blocks: 1, buf: p, buf_len: bs, tag: 6, fua: false }).map_err(|e| format!("write after bad requests: {e:?}"))?;
     buf.fill(0, bs, 0);
-    run(ns, &BlockIo { op: BlockOp::Read, lba: total - 1, blocks: 1, buf: p, buf_len: bs, tag: 7 }).map_err(|e| format!("read after bad requests: {e:?}"))?;
+    run(ns, &BlockIo { op: BlockOp::Read, lba: total - 1, blocks: 1, buf: p, buf_len: bs, tag: 7, fua: false }).map_err(|e| format!("read after bad requests: {e:?}"))?;
     let mut b = [0u8; 512];
     buf.read(0, &mut b);
     if b.iter().any(|x| *x != 0xA5) {
@@ -598,7 +617,7 @@ fn bench(ns: &mut Ns) -> Result<String, String> {
     let t0 = kernel::time::rdtsc();
     for i in 0..n1 {
         let lba = next_lba();
-        run(ns, &BlockIo { op: BlockOp::Read, lba, blocks: per as u32, buf: buf.paddr(), buf_len: 4096, tag: i }).map_err(|e| format!("{e:?}"))?;
+        run(ns, &BlockIo { op: BlockOp::Read, lba, blocks: per as u32, buf: buf.paddr(), buf_len: 4096, tag: i, fua: false }).map_err(|e| format!("{e:?}"))?;
     }
     let ns1 = kernel::time::ticks_to_ns(kernel::time::rdtsc() - t0);
     // QD32: keep 32 in flight.
@@ -611,7 +630,7 @@ fn bench(ns: &mut Ns) -> Result<String, String> {
         while sent < n32 && sent - done < QD as u64 {
             let slot = sent % QD as u64;
             let lba = next_lba();
-            ns.submit(&BlockIo { op: BlockOp::Read, lba, blocks: per as u32, buf: buf.paddr() + slot * 4096, buf_len: 4096, tag: sent })
+            ns.submit(&BlockIo { op: BlockOp::Read, lba, blocks: per as u32, buf: buf.paddr() + slot * 4096, buf_len: 4096, tag: sent, fua: false })
                 .map_err(|e| format!("{e:?}"))?;
             sent += 1;
         }
@@ -635,7 +654,7 @@ fn bench(ns: &mut Ns) -> Result<String, String> {
 fn ops(ns: &mut Ns) -> Result<String, String> {
     let bs = ns.block_size() as usize;
     let buf = KernelHal.dma_alloc(64 * bs, 4096).map_err(|e| format!("{e}"))?;
-    let io = |op, lba, blocks| BlockIo { op, lba, blocks, buf: buf.paddr(), buf_len: 64 * bs, tag: 0 };
+    let io = |op, lba, blocks| BlockIo { op, lba, blocks, buf: buf.paddr(), buf_len: 64 * bs, tag: 0, fua: false };
     buf.fill(0, 64 * bs, 0x5A);
     run(ns, &io(BlockOp::Write, 0, 64)).map_err(|e| format!("write: {e:?}"))?;
     let mut done = Vec::new();

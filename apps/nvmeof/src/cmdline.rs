@@ -366,23 +366,9 @@ mod tests {
 }
 
 /// A 128-bit namespace GUID derived from the subsystem NQN and NSID (stable across boots,
-/// unique per namespace, never zero): two FNV-1a 64 hashes with different offsets.
+/// unique per namespace, never zero; [`blockdev::derive_guid`]).
 pub fn derive_nguid(nqn: &str, nsid: u32) -> [u8; 16] {
-    let h = |seed: u64| {
-        let mut x = seed;
-        for b in nqn.bytes().chain(nsid.to_le_bytes()) {
-            x ^= b as u64;
-            x = x.wrapping_mul(0x0000_0100_0000_01B3);
-        }
-        x
-    };
-    let mut g = [0u8; 16];
-    g[..8].copy_from_slice(&h(0xcbf2_9ce4_8422_2325).to_be_bytes());
-    g[8..].copy_from_slice(&h(0x6c62_272e_07bb_0142).to_be_bytes());
-    if g == [0; 16] {
-        g[15] = 1;
-    }
-    g
+    blockdev::derive_guid(nqn.as_bytes(), nsid)
 }
 
 /// Build the target configuration from parsed arguments. `make_ns` turns each namespace spec
@@ -408,8 +394,13 @@ pub fn build_target<B: blockdev::BlockDevice>(
         for (j, spec) in s.namespaces.iter().enumerate() {
             let ident = s.ns_ident.get(j);
             let nsid = ident.map_or(j as u32 + 1, |n| n.nsid);
-            let nguid = ident.and_then(|n| n.nguid).unwrap_or_else(|| derive_nguid(&s.nqn, nsid));
             let dev = make_ns(spec).map_err(|why| err(&s.nqn, why))?;
+            // The configuration's NGUID, else the store's own (a drive's, passed through or
+            // derived from its serial), else one derived from the subsystem NQN.
+            let nguid = ident
+                .and_then(|n| n.nguid)
+                .or_else(|| dev.identity().map(|i| i.nguid).filter(|g| *g != [0; 16]))
+                .unwrap_or_else(|| derive_nguid(&s.nqn, nsid));
             namespaces.push(crate::nvmet::NamespaceConfig { nsid, dev, nguid });
         }
         let serial = s.serial.clone().unwrap_or_else(|| {

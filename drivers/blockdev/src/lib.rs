@@ -34,6 +34,10 @@ pub struct BlockIo {
     pub buf_len: usize,
     /// Caller's tag, echoed in the completion.
     pub tag: u64,
+    /// Force Unit Access (Read / Write): the write is on non-volatile media before it
+    /// completes; a read is served from non-volatile media. Stores without a volatile
+    /// cache ignore it.
+    pub fua: bool,
 }
 
 /// A finished I/O.
@@ -64,6 +68,43 @@ pub enum BlockError {
     Timeout,
 }
 
+/// What a namespace's store says about itself beyond size and block size, for Identify
+/// Namespace (fields as the NVM Command Set's Identify Namespace names them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NsIdentity {
+    /// Namespace Globally Unique Identifier; all zero when the store has none.
+    pub nguid: [u8; 16],
+    /// IEEE Extended Unique Identifier; all zero when the store has none.
+    pub eui64: [u8; 8],
+    /// Namespace Capacity and Utilization in blocks (thin provisioning).
+    pub ncap: u64,
+    pub nuse: u64,
+    /// NSFEAT bits passed through: bit 0 thin provisioning, bit 4 NPWG..NOWS valid.
+    pub nsfeat: u8,
+    /// DLFEAT bits 2:0: what a deallocated block reads as (0 not reported, 1 zeros, 2 ones).
+    pub dlfeat: u8,
+    /// Optimal I/O boundary, preferred write granularity/alignment, preferred deallocate
+    /// granularity/alignment, optimal write size (blocks, 0's based where the spec says so;
+    /// passed through unchanged).
+    pub noiob: u16,
+    pub npwg: u16,
+    pub npwa: u16,
+    pub npdg: u16,
+    pub npda: u16,
+    pub nows: u16,
+}
+
+/// Counters of a store's own work (slow path: reports and metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DevCounters {
+    /// Flush commands issued to the device (its volatile cache written to media).
+    pub flushes_issued: u64,
+    /// Flush commands the device completed (successfully or not).
+    pub flushes_completed: u64,
+    /// I/Os that completed with a device error status.
+    pub device_errors: u64,
+}
+
 /// A namespace's backing store.
 pub trait BlockDevice {
     /// Logical block size in bytes.
@@ -89,6 +130,42 @@ pub trait BlockDevice {
     fn direct_region(&self) -> Option<(PhysAddr, u64)> {
         None
     }
+    /// Whether completed writes may sit in a volatile cache (lost at power failure until a
+    /// Flush completes). Default: `false` (RAM, null: nothing survives power loss anyway,
+    /// and Flush is a no-op).
+    fn volatile_write_cache(&self) -> bool {
+        false
+    }
+    /// Identity and layout hints from the device (a drive's Identify Namespace). Default:
+    /// `None` (the target derives what it reports).
+    fn identity(&self) -> Option<NsIdentity> {
+        None
+    }
+    /// The store's counters. Default: all zero.
+    fn counters(&self) -> DevCounters {
+        DevCounters::default()
+    }
+}
+
+/// A 128-bit identifier derived from a name and a number (stable across boots, never
+/// zero): two FNV-1a 64 hashes of the name's bytes then the number's little-endian bytes,
+/// with different offsets. For namespaces whose store reports no NGUID.
+pub fn derive_guid(name: &[u8], id: u32) -> [u8; 16] {
+    let h = |seed: u64| {
+        let mut x = seed;
+        for b in name.iter().copied().chain(id.to_le_bytes()) {
+            x ^= b as u64;
+            x = x.wrapping_mul(0x0000_0100_0000_01B3);
+        }
+        x
+    };
+    let mut g = [0u8; 16];
+    g[..8].copy_from_slice(&h(0xcbf2_9ce4_8422_2325).to_be_bytes());
+    g[8..].copy_from_slice(&h(0x6c62_272e_07bb_0142).to_be_bytes());
+    if g == [0; 16] {
+        g[15] = 1;
+    }
+    g
 }
 
 /// Common argument checks every backing store applies before touching a device.

@@ -100,7 +100,7 @@ impl<H: Hal> RamNamespace<H> {
 
     /// Synchronous transfer between blocks and `buf[off..]` of a region the caller holds.
     pub fn copy_with(&mut self, op: BlockOp, lba: u64, blocks: u32, buf: &impl DmaRegion, off: usize) -> Result<(), BlockError> {
-        let io = BlockIo { op, lba, blocks, buf: buf.paddr() + off as u64, buf_len: buf.len().saturating_sub(off), tag: 0 };
+        let io = BlockIo { op, lba, blocks, buf: buf.paddr() + off as u64, buf_len: buf.len().saturating_sub(off), tag: 0, fua: false };
         check_io(&io, self.block_size, self.blocks, self.max_transfer_blocks())?;
         let base = (lba * self.block_size as u64) as usize;
         let len = blocks as usize * self.block_size as usize;

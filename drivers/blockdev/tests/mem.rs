@@ -73,7 +73,7 @@ fn ram_zero_copy_and_copy() {
     let (pa, len) = r.dma_range(10, 2).unwrap();
     assert_eq!((pa, len), (r.paddr_of(10), 1024));
     r.region().write((pa - r.paddr_of(0)) as usize, &[7u8; 1024]);
-    r.submit(&BlockIo { op: BlockOp::Write, lba: 10, blocks: 2, buf: pa, buf_len: len, tag: 1 }).unwrap();
+    r.submit(&BlockIo { op: BlockOp::Write, lba: 10, blocks: 2, buf: pa, buf_len: len, tag: 1, fua: false }).unwrap();
     assert_eq!(done(&mut r), vec![BlockDone { tag: 1, result: Ok(()) }]);
     assert_eq!(r.zero_copy, 1);
     // Copy out to a caller region and back in elsewhere.
@@ -87,18 +87,18 @@ fn ram_zero_copy_and_copy() {
     r.region().read(500 * 512, &mut b2);
     assert_eq!(b, b2);
     // A buffer inside the namespace but elsewhere: copied within the region.
-    r.submit(&BlockIo { op: BlockOp::Read, lba: 10, blocks: 2, buf: r.paddr_of(1000), buf_len: 1024, tag: 2 }).unwrap();
+    r.submit(&BlockIo { op: BlockOp::Read, lba: 10, blocks: 2, buf: r.paddr_of(1000), buf_len: 1024, tag: 2, fua: false }).unwrap();
     r.region().read(1000 * 512, &mut b2);
     assert!(b2.iter().all(|x| *x == 7));
     // A buffer outside the region, on a platform without copy_phys: refused.
-    assert_eq!(r.submit(&BlockIo { op: BlockOp::Read, lba: 0, blocks: 1, buf: buf.paddr(), buf_len: 512, tag: 3 }), Err(BlockError::Unsupported));
+    assert_eq!(r.submit(&BlockIo { op: BlockOp::Read, lba: 0, blocks: 1, buf: buf.paddr(), buf_len: 512, tag: 3, fua: false }), Err(BlockError::Unsupported));
     // Write zeroes.
-    r.submit(&BlockIo { op: BlockOp::WriteZeroes, lba: 10, blocks: 1, buf: 0, buf_len: 0, tag: 4 }).unwrap();
+    r.submit(&BlockIo { op: BlockOp::WriteZeroes, lba: 10, blocks: 1, buf: 0, buf_len: 0, tag: 4, fua: false }).unwrap();
     r.region().read(10 * 512, &mut b2[..512]);
     assert!(b2[..512].iter().all(|x| *x == 0));
     // Bad requests.
-    assert!(matches!(r.submit(&BlockIo { op: BlockOp::Read, lba: 2048, blocks: 1, buf: pa, buf_len: 512, tag: 5 }), Err(BlockError::OutOfRange { .. })));
-    assert_eq!(r.submit(&BlockIo { op: BlockOp::Read, lba: 0, blocks: 0, buf: pa, buf_len: 512, tag: 5 }), Err(BlockError::ZeroLength));
+    assert!(matches!(r.submit(&BlockIo { op: BlockOp::Read, lba: 2048, blocks: 1, buf: pa, buf_len: 512, tag: 5, fua: false }), Err(BlockError::OutOfRange { .. })));
+    assert_eq!(r.submit(&BlockIo { op: BlockOp::Read, lba: 0, blocks: 0, buf: pa, buf_len: 512, tag: 5, fua: false }), Err(BlockError::ZeroLength));
     assert_eq!(r.dma_range(2047, 2), None);
     assert_eq!(done(&mut r).len(), 2);
     // Counted copies: copy_with twice + the in-region read, 1 KiB each; zero-copy moved none.
@@ -114,16 +114,16 @@ fn ram_zero_copy_and_copy() {
 fn null_completes_at_once_and_checks() {
     let mut n = NullNamespace::new(100, 4096);
     for t in 0..5 {
-        n.submit(&BlockIo { op: BlockOp::Read, lba: t, blocks: 1, buf: 0x1000, buf_len: 4096, tag: t }).unwrap();
+        n.submit(&BlockIo { op: BlockOp::Read, lba: t, blocks: 1, buf: 0x1000, buf_len: 4096, tag: t, fua: false }).unwrap();
     }
     let d = done(&mut n);
     assert_eq!(d.iter().map(|d| d.tag).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
-    assert_eq!(n.submit(&BlockIo { op: BlockOp::Write, lba: 0, blocks: 2, buf: 0, buf_len: 4096, tag: 9 }), Err(BlockError::BufferTooSmall { need: 8192, have: 4096 }));
+    assert_eq!(n.submit(&BlockIo { op: BlockOp::Write, lba: 0, blocks: 2, buf: 0, buf_len: 4096, tag: 9, fua: false }), Err(BlockError::BufferTooSmall { need: 8192, have: 4096 }));
     // The completion ring reports QueueFull rather than losing completions.
     for t in 0..256 {
-        n.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: t }).unwrap();
+        n.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: t, fua: false }).unwrap();
     }
-    assert_eq!(n.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: 0 }), Err(BlockError::QueueFull));
+    assert_eq!(n.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: 0, fua: false }), Err(BlockError::QueueFull));
 }
 
 proptest! {
@@ -160,9 +160,9 @@ fn ram_copies_through_platform_copy() {
     let mut r = RamNamespace::new(h.clone(), 1 << 20, 4096).unwrap();
     let buf = h.dma_alloc(3 * 4096, 4096).unwrap();
     buf.write(4, &[9u8; 8192]);
-    r.submit(&BlockIo { op: BlockOp::Write, lba: 5, blocks: 2, buf: buf.paddr() + 4, buf_len: 8192, tag: 1 }).unwrap();
+    r.submit(&BlockIo { op: BlockOp::Write, lba: 5, blocks: 2, buf: buf.paddr() + 4, buf_len: 8192, tag: 1, fua: false }).unwrap();
     buf.fill(0, 3 * 4096, 0);
-    r.submit(&BlockIo { op: BlockOp::Read, lba: 5, blocks: 2, buf: buf.paddr(), buf_len: 8192, tag: 2 }).unwrap();
+    r.submit(&BlockIo { op: BlockOp::Read, lba: 5, blocks: 2, buf: buf.paddr(), buf_len: 8192, tag: 2, fua: false }).unwrap();
     let mut b = vec![0u8; 8192];
     buf.read(0, &mut b);
     assert!(b.iter().all(|x| *x == 9));

@@ -99,8 +99,31 @@ pub mod cns {
     pub const NS_DESC_LIST: u8 = 0x03;
 }
 
+/// Read / Write / Write Zeroes CDW12 fields (NVM Command Set spec, those commands' Command
+/// Dword 12): NLB in bits 15:0 (0's based), PRINFO in bits 29:26, FUA bit 30.
+pub mod rw_cdw12 {
+    /// Force Unit Access (bit 30): the data is on non-volatile media before the command
+    /// completes (writes), or read from non-volatile media (reads).
+    pub const FUA: u32 = 1 << 30;
+    /// PRINFO.PRACT (bit 29): the controller inserts (writes) or strips (reads) the
+    /// protection information; with 8-byte PI-only metadata nothing else is transferred.
+    pub const PRACT: u32 = 1 << 29;
+    /// PRINFO.PRCHK bit 2 (bit 28): check the guard (CRC) of the protection information.
+    pub const PRCHK_GUARD: u32 = 1 << 28;
+}
+
+/// Identify Controller VWC byte (Base spec, Identify Controller byte 525).
+pub mod vwc {
+    /// Bit 0: a volatile write cache is present.
+    pub const PRESENT: u8 = 1;
+    /// Bits 2:1 = 10b: Flush with NSID FFFFFFFFh is not supported.
+    pub const FLUSH_BROADCAST_UNSUPPORTED: u8 = 0b10 << 1;
+}
+
 /// Feature identifiers (Base §5.27.1, Figure 317).
 pub mod fid {
+    /// Volatile Write Cache: DW0 bit 0 WCE (write cache enabled).
+    pub const VOLATILE_WRITE_CACHE: u8 = 0x06;
     pub const NUM_QUEUES: u8 = 0x07;
     pub const ASYNC_EVENT_CONFIG: u8 = 0x0B;
     pub const KEEP_ALIVE_TIMER: u8 = 0x0F;

@@ -19,6 +19,10 @@ const SHN_NORMAL: u8 = 0b01;
 /// CSTS.SHST: shutdown processing complete (Base §3.1.4.6).
 const SHST_COMPLETE: u8 = 0b10;
 
+/// NSFEAT bits a namespace's identity carries: 0 thin provisioning (NCAP/NUSE meaningful),
+/// 4 OPTPERF (NPWG, NPWA, NPDG, NPDA, NOWS valid).
+const NSFEAT_PASSED: u8 = 1 | 1 << 4;
+
 /// Default cap on one command's transfer: 8 MiB. It applies when MDTS is larger or 0 (no
 /// limit). Each I/O queue slot reserves the chained PRP list pages this needs up front
 /// (5 pages = 20 KiB per slot at 8 MiB, 1.25 MiB for a 64-deep queue); larger I/Os are
@@ -57,7 +61,11 @@ pub struct ControllerInfo {
     /// Largest NSID.
     pub nn: u32,
     pub oncs: u16,
+    /// A volatile write cache is present (VWC bit 0).
     pub vwc: bool,
+    /// The volatile write cache is enabled (Get Features Volatile Write Cache, WCE); false
+    /// without one. When the feature cannot be read the cache is taken as enabled.
+    pub wce: bool,
     /// RTD3 Entry Latency in microseconds (0 = not reported).
     pub rtd3e_us: u32,
 }
@@ -89,6 +97,9 @@ pub struct NamespaceInfo {
     pub metadata: MetadataLayout,
     /// Protection information type (DPS bits 2:0; 0 = none).
     pub pi_type: u8,
+    /// Identifiers and layout hints as the drive reports them (NGUID/EUI-64 zero when it
+    /// has none).
+    pub identity: blockdev::NsIdentity,
 }
 
 /// How a namespace's per-block metadata is transferred (NVM Command Set spec, metadata region).
@@ -209,13 +220,28 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
         }
 
         let buf = hal.dma_alloc(PAGE, PAGE)?;
-        let dummy = ControllerInfo { vid: 0, ssvid: 0, sn: [0; 20], mn: [0; 40], fr: [0; 8], mdts: 0, cntlid: 0, nn: 0, oncs: 0, vwc: false, rtd3e_us: 0 };
+        let dummy = ControllerInfo { vid: 0, ssvid: 0, sn: [0; 20], mn: [0; 40], fr: [0; 8], mdts: 0, cntlid: 0, nn: 0, oncs: 0, vwc: false, wce: false, rtd3e_us: 0 };
         let mut c = Controller { hal, mmio, cap, vs, stride, cfg, admin, buf, info: dummy, next_qid: 1, max_io_queues: 0, admin_seq: 0, failed: AtomicBool::new(false) };
         c.info = c.identify_controller()?;
         c.max_io_queues = c.set_queue_count(16)?;
+        if c.info.vwc {
+            let get = Sqe { opcode: admin_op::GET_FEATURES, cdw10: (fid::VOLATILE_WRITE_CACHE as u32).into(), ..Default::default() };
+            c.info.wce = match c.admin_cmd(get, false) {
+                Ok(dw0) => dw0 & 1 != 0,
+                Err(e) => {
+                    log::warn!("nvme: volatile write cache present, its state unreadable ({e}): taken as enabled");
+                    true
+                }
+            };
+        }
         info!(
-            "nvme: up: NVMe {}.{} serial {:?} model {:?} fw {:?} mdts {} nn {} io queues {}",
-            vs.major(), vs.minor(), c.info.serial(), c.info.model(), c.info.firmware(), c.info.mdts, c.info.nn, c.max_io_queues
+            "nvme: up: NVMe {}.{} serial {:?} model {:?} fw {:?} mdts {} nn {} io queues {} volatile write cache {}",
+            vs.major(), vs.minor(), c.info.serial(), c.info.model(), c.info.firmware(), c.info.mdts, c.info.nn, c.max_io_queues,
+            match (c.info.vwc, c.info.wce) {
+                (false, _) => "none",
+                (true, false) => "present, disabled",
+                (true, true) => "enabled",
+            }
         );
         Ok(c)
     }
@@ -305,6 +331,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
             nn: id.nn.get(),
             oncs: id.oncs.get(),
             vwc: id.vwc & 1 != 0,
+            wce: false,
             rtd3e_us: id.rtd3e.get(),
         })
     }
@@ -358,6 +385,20 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
             lba_format: fmt_idx as u8,
             metadata: if id.extended_lba() { MetadataLayout::Extended } else { MetadataLayout::Separate },
             pi_type: id.pi_type(),
+            identity: blockdev::NsIdentity {
+                nguid: id.nguid,
+                eui64: id.eui64,
+                ncap: id.ncap.get(),
+                nuse: id.nuse.get(),
+                nsfeat: id.nsfeat & NSFEAT_PASSED,
+                dlfeat: id.dlfeat & 0x7,
+                noiob: id.noiob.get(),
+                npwg: id.npwg.get(),
+                npwa: id.npwa.get(),
+                npdg: id.npdg.get(),
+                npda: id.npda.get(),
+                nows: id.nows.get(),
+            },
         })
     }
 

@@ -19,7 +19,7 @@
 //! Extended LBA other than 8-byte PI (metadata interleaved in the caller's data buffer) is
 //! refused by [`NvmeNamespace::new`] with [`Error::MetadataUnsupported`].
 
-use blockdev::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
+use blockdev::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters, NsIdentity};
 use hal::{DmaRegion, Hal, Mmio};
 use zerocopy::IntoBytes;
 
@@ -150,12 +150,13 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
                 sqe.opcode = if io.op == BlockOp::Read { io_op::READ } else { io_op::WRITE };
                 sqe.cdw10 = (slba as u32).into();
                 sqe.cdw11 = ((slba >> 32) as u32).into();
-                sqe.cdw12 = nlb0.into();
+                let fua = if io.fua { rw_cdw12::FUA } else { 0 };
+                sqe.cdw12 = (nlb0 | fua).into();
                 data = Some((io.buf, io.blocks as usize * self.info.block_size as usize));
                 if self.meta.pract {
                     // Reads have the controller check the guard before it strips the PI.
                     let chk = if io.op == BlockOp::Read { rw_cdw12::PRCHK_GUARD } else { 0 };
-                    sqe.cdw12 = (nlb0 | rw_cdw12::PRACT | chk).into();
+                    sqe.cdw12 = (nlb0 | fua | rw_cdw12::PRACT | chk).into();
                     sqe.cdw14 = self.initial_ref_tag(slba).into();
                 }
                 if let Some((zeros, discard)) = &self.meta.bufs {
@@ -208,6 +209,33 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
     }
     fn max_transfer_blocks(&self) -> u32 {
         self.max_blocks
+    }
+
+    /// The drive's cache is volatile when present and enabled (Identify Controller VWC,
+    /// Get Features Volatile Write Cache).
+    fn volatile_write_cache(&self) -> bool {
+        let i = self.ctrl.info();
+        i.vwc && i.wce
+    }
+
+    /// The drive's Identify Namespace values; an all-zero NGUID is replaced by one derived
+    /// from the drive's model, serial and the NSID (stable across boots).
+    fn identity(&self) -> Option<NsIdentity> {
+        let mut id = self.info.identity;
+        if id.nguid == [0; 16] {
+            let c = self.ctrl.info();
+            let mut name = [0u8; 61];
+            let (m, s) = (c.model().as_bytes(), c.serial().as_bytes());
+            name[..m.len()].copy_from_slice(m);
+            name[m.len() + 1..m.len() + 1 + s.len()].copy_from_slice(s);
+            id.nguid = blockdev::derive_guid(&name[..m.len() + 1 + s.len()], self.info.nsid);
+        }
+        Some(id)
+    }
+
+    fn counters(&self) -> DevCounters {
+        let q = self.q.stats;
+        DevCounters { flushes_issued: q.flushes_submitted, flushes_completed: q.flushes_completed, device_errors: self.device_errors }
     }
 
     fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {

@@ -10,7 +10,7 @@ use zerocopy::IntoBytes;
 use crate::prp::{self, PrpError};
 use crate::regs::doorbell_offset;
 use crate::ring::{CqRing, SqRing};
-use crate::spec::{Cqe, DataPointer, Sqe, CQE_STATUS_OFFSET};
+use crate::spec::{io_op, Cqe, DataPointer, Sqe, CQE_STATUS_OFFSET};
 use crate::status::{Status, StatusField};
 
 /// Most commands one queue pair tracks.
@@ -22,6 +22,8 @@ const CQE_SIZE: usize = 16;
 struct Slot {
     tag: u64,
     busy: bool,
+    /// An NVM Flush (counted in [`QueueStats`] when it completes).
+    flush: bool,
 }
 
 /// Why a command could not be queued.
@@ -40,6 +42,9 @@ pub struct QueueStats {
     pub cq_doorbells: u64,
     /// Completions naming a command that is not outstanding (dropped).
     pub bogus_completions: u64,
+    /// NVM Flush commands queued and completed (I/O queues only).
+    pub flushes_submitted: u64,
+    pub flushes_completed: u64,
 }
 
 /// A queue pair.
@@ -166,7 +171,9 @@ impl<D: DmaRegion> QueuePair<D> {
         sqe.cid = cid.into();
         let at = self.sqr.push().ok_or(QueueError::Full)?;
         self.nfree -= 1;
-        self.slots[cid as usize] = Slot { tag, busy: true };
+        let flush = self.qid != 0 && sqe.opcode == io_op::FLUSH;
+        self.slots[cid as usize] = Slot { tag, busy: true, flush };
+        self.stats.flushes_submitted += flush as u64;
         self.sq.write(at as usize * SQE_SIZE, sqe.as_bytes());
         self.pending = true;
         self.stats.submitted += 1;
@@ -228,6 +235,7 @@ impl<D: DmaRegion> QueuePair<D> {
             self.free[self.nfree] = cid as u16;
             self.nfree += 1;
             self.stats.completed += 1;
+            self.stats.flushes_completed += self.slots[cid].flush as u64;
             f(self.slots[cid].tag, cqe.dw0.get(), sf.status());
             n += 1;
         }

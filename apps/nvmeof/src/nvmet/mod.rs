@@ -250,6 +250,30 @@ pub struct CtrlReport<'a> {
 struct Subsystem<B> {
     cfg: SubsystemConfig<B>,
     stats: SubsysStats,
+    /// Per namespace, in `cfg.namespaces` order.
+    ns_stats: Vec<NsStats>,
+}
+
+/// A namespace's counters kept by the core (cumulative).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NsStats {
+    /// Host Flush commands forwarded to the namespace's store.
+    pub flushes_forwarded: u64,
+    /// Reads / writes the host sent with FUA set.
+    pub fua_reads: u64,
+    pub fua_writes: u64,
+}
+
+/// One namespace as the metrics endpoint reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct NsReport<'a> {
+    pub subnqn: &'a str,
+    pub nsid: u32,
+    /// Whether the store has a volatile write cache (VWC reported for its subsystem).
+    pub volatile_write_cache: bool,
+    pub stats: NsStats,
+    /// The store's own counters (flushes the drive was given and completed).
+    pub dev: blockdev::DevCounters,
 }
 
 /// CC register fields (the layout is `nvme_spec::props::Cc`).
@@ -393,7 +417,10 @@ impl<B: BlockDevice> Core<B> {
         let mut ctrls = Vec::with_capacity(cfg.max_ctrls);
         ctrls.resize_with(cfg.max_ctrls, || None);
         Ok(Core {
-            subsystems: subsystems.into_iter().map(|cfg| Subsystem { cfg, stats: SubsysStats::default() }).collect(),
+            subsystems: subsystems
+                .into_iter()
+                .map(|cfg| Subsystem { ns_stats: alloc::vec![NsStats::default(); cfg.namespaces.len()], cfg, stats: SubsysStats::default() })
+                .collect(),
             cfg,
             ctrls,
             cntlids: CntlidGen::new(seed),
@@ -567,6 +594,19 @@ impl<B: BlockDevice> Core<B> {
     pub fn subsystem_stats(&self) -> impl Iterator<Item = (&str, SubsysStats)> {
         self.subsystems.iter().map(|s| (s.cfg.nqn.as_str(), s.stats))
     }
+    /// Every namespace with its counters (slow path: the metrics endpoint).
+    pub fn namespace_stats(&self) -> impl Iterator<Item = NsReport<'_>> {
+        self.subsystems.iter().flat_map(|s| {
+            s.cfg.namespaces.iter().zip(&s.ns_stats).map(move |(n, st)| NsReport {
+                subnqn: s.cfg.nqn.as_str(),
+                nsid: n.nsid,
+                volatile_write_cache: n.dev.volatile_write_cache(),
+                stats: *st,
+                dev: n.dev.counters(),
+            })
+        })
+    }
+
     /// The live controllers (slow path: the metrics endpoint).
     pub fn controllers(&self) -> impl Iterator<Item = CtrlReport<'_>> {
         self.ctrls.iter().flatten().map(|c| CtrlReport {
@@ -886,15 +926,7 @@ impl<B: BlockDevice> Core<B> {
                 let Some(n) = self.subsystems[si].cfg.namespaces.iter().find(|n| n.nsid == nsid) else {
                     return Action::status(Status::INVALID_NS);
                 };
-                let mut id = IdentifyNs::zeroed();
-                let blocks = n.dev.num_blocks();
-                id.nsze = U64::new(blocks);
-                id.ncap = U64::new(blocks);
-                id.nuse = U64::new(blocks);
-                id.nlbaf = 0;
-                id.flbas = 0;
-                id.nguid = n.nguid;
-                id.lbaf[0].lbads = n.dev.block_size().trailing_zeros() as u8;
+                let id = identify_ns(n);
                 self.out[..4096].copy_from_slice(id.as_bytes());
             }
             (cns::ACTIVE_NS_LIST, Some(si)) => {
@@ -914,11 +946,16 @@ impl<B: BlockDevice> Core<B> {
                     return Action::status(Status::INVALID_NS);
                 };
                 let mut off = 0;
-                for (t, id) in [(nidt::NGUID, &n.nguid), (nidt::UUID, &n.nguid)] {
-                    let h = NsIdDescHdr { nidt: t, nidl: 16, rsvd: U16::new(0) };
+                let eui64 = n.dev.identity().map_or([0; 8], |i| i.eui64);
+                let descs: [(u8, &[u8]); 3] = [(nidt::EUI64, &eui64), (nidt::NGUID, &n.nguid), (nidt::UUID, &n.nguid)];
+                for (t, id) in descs {
+                    if id.iter().all(|b| *b == 0) {
+                        continue;
+                    }
+                    let h = NsIdDescHdr { nidt: t, nidl: id.len() as u8, rsvd: U16::new(0) };
                     self.out[off..off + 4].copy_from_slice(h.as_bytes());
-                    self.out[off + 4..off + 20].copy_from_slice(id);
-                    off += 20;
+                    self.out[off + 4..off + 4 + id.len()].copy_from_slice(id);
+                    off += 4 + id.len();
                 }
                 let h = NsIdDescHdr { nidt: nidt::CSI, nidl: 1, rsvd: U16::new(0) };
                 self.out[off..off + 4].copy_from_slice(h.as_bytes());
@@ -943,7 +980,7 @@ impl<B: BlockDevice> Core<B> {
         put_str(&mut id.fr, env!("CARGO_PKG_VERSION"), b' ');
         put_str(&mut id.subnqn, nqn, 0);
         id.rab = 6;
-        id.mdts = (self.cfg.max_io_bytes / 4096).trailing_zeros() as u8;
+        id.mdts = (self.max_io_bytes(subsys) / 4096).trailing_zeros() as u8;
         id.cntlid = U16::new(cntlid);
         id.ver = U32::new(0x0001_0300);
         id.ctratt = U32::new(1 << 2); // TBKAS: any command resets the keep-alive timer
@@ -969,6 +1006,11 @@ impl<B: BlockDevice> Core<B> {
                 id.nn = U32::new(nn);
                 id.mnan = U32::new(nn);
                 id.oncs = U16::new(oncs::DSM | oncs::WRITE_ZEROES);
+                // A volatile write cache anywhere in the subsystem: hosts send Flush (to one
+                // namespace at a time) and FUA.
+                if self.subsystems[si].cfg.namespaces.iter().any(|n| n.dev.volatile_write_cache()) {
+                    id.vwc = vwc::PRESENT | vwc::FLUSH_BROADCAST_UNSUPPORTED;
+                }
             }
             None => {
                 id.cntrltype = cntrltype::DISCOVERY;
@@ -976,6 +1018,19 @@ impl<B: BlockDevice> Core<B> {
             }
         }
         id
+    }
+
+    /// The largest transfer a command of subsystem `subsys` may carry: the target's limit,
+    /// lowered to the smallest of its namespaces' stores (a power of two, at least 4 KiB).
+    fn max_io_bytes(&self, subsys: Option<usize>) -> u32 {
+        let mut max = self.cfg.max_io_bytes;
+        for n in subsys.map_or(&[][..], |si| &self.subsystems[si].cfg.namespaces[..]) {
+            let dev = n.dev.max_transfer_blocks() as u64 * n.dev.block_size() as u64;
+            if dev < max as u64 {
+                max = 1 << (63 - dev.max(4096).leading_zeros());
+            }
+        }
+        max
     }
 
     fn get_log_page(&mut self, cntlid: u16, sqe: &Sqe, sgl_len: u32) -> Action {
@@ -1113,24 +1168,8 @@ impl<B: BlockDevice> Core<B> {
         if !matches!(sqe.opcode, io_op::READ | io_op::WRITE | io_op::FLUSH | io_op::WRITE_ZEROES | io_op::DSM) {
             return Action::status(Status::INVALID_OPCODE);
         }
-        if sqe.opcode == io_op::FLUSH && nsid == 0xFFFF_FFFF {
-            let mut count = 0;
-            for n in self.subsystems[si].cfg.namespaces.iter_mut() {
-                let io = BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: data.tag };
-                match n.dev.submit(&io) {
-                    Ok(()) => {
-                        count += 1;
-                        self.inflight += 1;
-                    }
-                    Err(e) => {
-                        if count == 0 {
-                            return Action::status(blk_status(e));
-                        }
-                    }
-                }
-            }
-            return if count == 0 { Action::ok(0, 0) } else { Action::Submitted { count } };
-        }
+        // Identify Controller says Flush with NSID FFFFFFFFh is not supported (VWC bits
+        // 2:1 = 10b): such a command is aborted with Invalid Namespace (Base spec, Flush).
         let Some(ni) = self.subsystems[si].cfg.namespaces.iter().position(|n| n.nsid == nsid) else {
             return Action::status(Status::INVALID_NS);
         };
@@ -1165,7 +1204,10 @@ impl<B: BlockDevice> Core<B> {
                 };
                 (op, nlb, data.buf, bytes as usize)
             }
-            io_op::FLUSH => (BlockOp::Flush, 0, 0, 0),
+            io_op::FLUSH => {
+                self.subsystems[si].ns_stats[ni].flushes_forwarded += 1;
+                (BlockOp::Flush, 0, 0, 0)
+            }
             io_op::WRITE_ZEROES => {
                 if !range_ok {
                     return Action::status(Status::LBA_RANGE);
@@ -1175,7 +1217,16 @@ impl<B: BlockDevice> Core<B> {
             io_op::DSM => return self.dsm(si, ni, sqe, data, cap),
             _ => return Action::status(Status::INVALID_OPCODE),
         };
+        let fua = matches!(op, BlockOp::Read | BlockOp::Write) && sqe.cdw12.get() & rw_cdw12::FUA != 0;
         let sub = &mut self.subsystems[si];
+        if fua {
+            let st = &mut sub.ns_stats[ni];
+            if op == BlockOp::Read {
+                st.fua_reads += 1;
+            } else {
+                st.fua_writes += 1;
+            }
+        }
         if op == BlockOp::Read {
             sub.stats.reads += 1;
             sub.stats.bytes_read += buf_len as u64;
@@ -1187,7 +1238,7 @@ impl<B: BlockDevice> Core<B> {
         // Zero copy: a Read from memory the transport can RDMA from directly names that
         // memory as its buffer (the device moves nothing).
         let direct = if op == BlockOp::Read && self.direct { dev.direct(slba, blocks) } else { None };
-        let io = BlockIo { op, lba: if op == BlockOp::Flush { 0 } else { slba }, blocks, buf: direct.unwrap_or(buf), buf_len, tag: data.tag };
+        let io = BlockIo { op, lba: if op == BlockOp::Flush { 0 } else { slba }, blocks, buf: direct.unwrap_or(buf), buf_len, tag: data.tag, fua };
         if op == BlockOp::Read {
             self.stats.reads += 1;
         } else if op == BlockOp::Write {
@@ -1228,7 +1279,7 @@ impl<B: BlockDevice> Core<B> {
             if r.nlb.get() == 0 {
                 continue;
             }
-            let io = BlockIo { op: BlockOp::Deallocate, lba: r.slba.get(), blocks: r.nlb.get(), buf: 0, buf_len: 0, tag: data.tag };
+            let io = BlockIo { op: BlockOp::Deallocate, lba: r.slba.get(), blocks: r.nlb.get(), buf: 0, buf_len: 0, tag: data.tag, fua: false };
             match dev.submit(&io) {
                 Ok(()) => {
                     count += 1;
@@ -1246,6 +1297,37 @@ impl<B: BlockDevice> Core<B> {
             Action::Submitted { count }
         }
     }
+}
+
+/// Identify Namespace for `n`: size and block size from its store, the drive's identity
+/// and layout hints when the store has them (LBA format 0 is the data size the host sees;
+/// the driver handles any metadata itself), NGUID as configured.
+fn identify_ns<B: BlockDevice>(n: &NamespaceConfig<B>) -> IdentifyNs {
+    let mut id = IdentifyNs::zeroed();
+    let blocks = n.dev.num_blocks();
+    id.nsze = U64::new(blocks);
+    id.ncap = U64::new(blocks);
+    id.nuse = U64::new(blocks);
+    id.nlbaf = 0;
+    id.flbas = 0;
+    id.nguid = n.nguid;
+    id.lbaf[0].lbads = n.dev.block_size().trailing_zeros() as u8;
+    if let Some(d) = n.dev.identity() {
+        if d.ncap != 0 {
+            id.ncap = U64::new(d.ncap.min(blocks));
+            id.nuse = U64::new(d.nuse.min(blocks));
+        }
+        id.nsfeat = d.nsfeat;
+        id.dlfeat = d.dlfeat;
+        id.noiob = U16::new(d.noiob);
+        id.npwg = U16::new(d.npwg);
+        id.npwa = U16::new(d.npwa);
+        id.npdg = U16::new(d.npdg);
+        id.npda = U16::new(d.npda);
+        id.nows = U16::new(d.nows);
+        id.eui64 = d.eui64;
+    }
+    id
 }
 
 /// Copy the window of `page` starting at `off` into `out` (zero beyond the page).

@@ -1,0 +1,287 @@
+//! Durable semantics through the target core, straight on `Core::execute`: a subsystem with
+//! a namespace on a store with a volatile write cache (a scripted drive double) and one on a
+//! RAM disk. Identify Controller reports VWC (broadcast Flush not supported) only when a
+//! namespace sits on a volatile cache; a host Flush is forwarded and answered only after the
+//! store completes it; FUA reaches the store on Read and Write; the store's error status is
+//! the host's; Identify Namespace carries the store's identity and layout hints; MDTS is the
+//! smaller of the target's and the stores' limits; the counters show all of it.
+
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters, NsIdentity};
+use common::raw::*;
+use common::*;
+use nvmeof::host::property_set_sqe;
+use nvmeof::nvmet::{Action, Core, DataIn, NamespaceConfig, QueueState, SubsystemConfig, TargetConfig};
+use nvmeof::wire::*;
+use nvmeof::Status;
+use zerocopy::byteorder::little_endian::U32;
+use zerocopy::{FromBytes, IntoBytes};
+
+/// What the drive double saw and what it holds back.
+#[derive(Default)]
+struct DriveLog {
+    /// Every I/O submitted (op, lba, blocks, fua).
+    seen: Vec<(BlockOp, u64, u32, bool)>,
+    /// Submitted, not yet completed by the "drive".
+    held: Vec<u64>,
+    /// Completed by the drive, to be reported by the next poll.
+    done: Vec<BlockDone>,
+    counters: DevCounters,
+}
+
+/// A drive with a volatile write cache: completes an I/O only when the test releases it.
+struct Drive(Rc<RefCell<DriveLog>>);
+
+impl Drive {
+    /// The drive finishes every held I/O with `result`.
+    fn complete_all(log: &Rc<RefCell<DriveLog>>, result: Result<(), BlockError>) {
+        let mut l = log.borrow_mut();
+        let held: Vec<u64> = l.held.drain(..).collect();
+        for tag in held {
+            l.done.push(BlockDone { tag, result });
+        }
+    }
+}
+
+const NGUID: [u8; 16] = [0xD1; 16];
+const EUI64: [u8; 8] = [0x52, 0x54, 0, 0, 0, 0, 0, 7];
+
+impl BlockDevice for Drive {
+    fn block_size(&self) -> u32 {
+        4096
+    }
+    fn num_blocks(&self) -> u64 {
+        1024
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        16 // 64 KiB: below the target's 128 KiB
+    }
+    fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
+        blockdev::check_io(io, 4096, 1024, 16)?;
+        let mut l = self.0.borrow_mut();
+        l.seen.push((io.op, io.lba, io.blocks, io.fua));
+        l.held.push(io.tag);
+        if io.op == BlockOp::Flush {
+            l.counters.flushes_issued += 1;
+        }
+        Ok(())
+    }
+    fn poll(&mut self, out: &mut [BlockDone]) -> usize {
+        let mut l = self.0.borrow_mut();
+        let n = out.len().min(l.done.len());
+        for (o, d) in out.iter_mut().zip(l.done.drain(..n)) {
+            *o = d;
+        }
+        n
+    }
+    fn volatile_write_cache(&self) -> bool {
+        true
+    }
+    fn identity(&self) -> Option<NsIdentity> {
+        Some(NsIdentity { nguid: NGUID, eui64: EUI64, ncap: 1024, nuse: 1000, nsfeat: 0x10, dlfeat: 1, noiob: 32, npwg: 3, ..NsIdentity::default() })
+    }
+    fn counters(&self) -> DevCounters {
+        self.0.borrow().counters
+    }
+}
+
+enum Ns {
+    Drive(Drive),
+    Ram(RamDisk),
+}
+
+impl BlockDevice for Ns {
+    fn block_size(&self) -> u32 {
+        match self {
+            Ns::Drive(d) => d.block_size(),
+            Ns::Ram(r) => r.block_size(),
+        }
+    }
+    fn num_blocks(&self) -> u64 {
+        match self {
+            Ns::Drive(d) => d.num_blocks(),
+            Ns::Ram(r) => r.num_blocks(),
+        }
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        match self {
+            Ns::Drive(d) => d.max_transfer_blocks(),
+            Ns::Ram(r) => r.max_transfer_blocks(),
+        }
+    }
+    fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
+        match self {
+            Ns::Drive(d) => d.submit(io),
+            Ns::Ram(r) => r.submit(io),
+        }
+    }
+    fn poll(&mut self, out: &mut [BlockDone]) -> usize {
+        match self {
+            Ns::Drive(d) => d.poll(out),
+            Ns::Ram(r) => r.poll(out),
+        }
+    }
+    fn volatile_write_cache(&self) -> bool {
+        matches!(self, Ns::Drive(_))
+    }
+    fn identity(&self) -> Option<NsIdentity> {
+        match self {
+            Ns::Drive(d) => d.identity(),
+            Ns::Ram(_) => None,
+        }
+    }
+    fn counters(&self) -> DevCounters {
+        match self {
+            Ns::Drive(d) => d.counters(),
+            Ns::Ram(_) => DevCounters::default(),
+        }
+    }
+}
+
+const NONE: DataIn<'static> = DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 0, tag: 0 };
+
+fn respond(a: Action) -> (Status, u32) {
+    match a {
+        Action::Respond { status, dw0, .. } => (status, dw0),
+        other => panic!("expected a response, got {other:?}"),
+    }
+}
+
+/// A core with `namespaces`, an enabled controller, and one I/O queue.
+fn connected(namespaces: Vec<NamespaceConfig<Ns>>) -> (Core<Ns>, QueueState, QueueState) {
+    let subs = vec![SubsystemConfig {
+        nqn: SUBNQN.into(),
+        serial: "s".into(),
+        model: "m".into(),
+        hosts: vec![HOSTNQN.into()],
+        allow_any_host: false,
+        namespaces,
+    }];
+    let mut core = Core::new(TargetConfig { ports: vec![], ..TargetConfig::default() }, subs).unwrap();
+    let mut aq = QueueState::new(0);
+    let cd = connect_data(0xFFFF);
+    let (st, cntlid) = respond(core.execute(&mut aq, &connect_sqe(0, 31, 1), &DataIn { bytes: cd.as_bytes(), sgl_len: 1024, ..NONE }, 0));
+    assert!(st.is_success());
+    assert!(respond(core.execute(&mut aq, &property_set_sqe(prop::CC, 0x0046_0001), &NONE, 0)).0.is_success());
+    let mut iq = QueueState::new(1);
+    let idata = connect_data(cntlid as u16);
+    assert!(respond(core.execute(&mut iq, &connect_sqe(1, 31, 2), &DataIn { bytes: idata.as_bytes(), sgl_len: 1024, ..NONE }, 0)).0.is_success());
+    (core, aq, iq)
+}
+
+fn identify(core: &mut Core<Ns>, aq: &mut QueueState, cns: u8, nsid: u32) -> Vec<u8> {
+    let mut s = sqe(admin_op::IDENTIFY, 5);
+    s.cdw10 = U32::new(cns as u32);
+    s.nsid = U32::new(nsid);
+    assert!(respond(core.execute(aq, &s, &DataIn { sgl_len: 4096, ..NONE }, 0)).0.is_success());
+    core.out()[..4096].to_vec()
+}
+
+fn io_sqe(op: u8, nsid: u32, slba: u64, nlb: u32, fua: bool) -> Sqe {
+    let mut s = sqe(op, 7);
+    s.nsid = U32::new(nsid);
+    s.cdw10 = U32::new(slba as u32);
+    s.cdw11 = U32::new((slba >> 32) as u32);
+    s.cdw12 = U32::new((nlb - 1) | if fua { 1 << 30 } else { 0 });
+    s
+}
+
+/// Every completion the core reports now: (tag, status).
+fn reap(core: &mut Core<Ns>) -> Vec<(u64, Status)> {
+    let mut v = vec![];
+    core.poll_block(64, |t, s| v.push((t, s)));
+    v
+}
+
+fn drive_and_ram() -> (Rc<RefCell<DriveLog>>, Vec<NamespaceConfig<Ns>>) {
+    let log = Rc::new(RefCell::new(DriveLog::default()));
+    let mem = MemMap::default();
+    let nss = vec![
+        NamespaceConfig { nsid: 1, dev: Ns::Drive(Drive(log.clone())), nguid: NGUID },
+        NamespaceConfig { nsid: 2, dev: Ns::Ram(RamDisk::new(mem, 64, 512)), nguid: [2; 16] },
+    ];
+    (log, nss)
+}
+
+#[test]
+fn vwc_reported_only_with_a_volatile_cache_and_mdts_is_the_smaller_limit() {
+    let (_log, nss) = drive_and_ram();
+    let (mut core, mut aq, _iq) = connected(nss);
+    let id = IdentifyCtrl::read_from_bytes(&identify(&mut core, &mut aq, cns::CONTROLLER, 0)).unwrap();
+    assert_eq!(id.vwc, 0b101, "present; Flush with NSID FFFFFFFFh not supported");
+    assert_eq!(id.mdts, 4, "64 KiB (the drive's) < 128 KiB (the target's)");
+
+    let mem = MemMap::default();
+    let ram_only = vec![NamespaceConfig { nsid: 1, dev: Ns::Ram(RamDisk::new(mem, 64, 512)), nguid: [2; 16] }];
+    let (mut core, mut aq, _iq) = connected(ram_only);
+    let id = IdentifyCtrl::read_from_bytes(&identify(&mut core, &mut aq, cns::CONTROLLER, 0)).unwrap();
+    assert_eq!(id.vwc, 0, "RAM: no volatile cache");
+    assert_eq!(id.mdts, 5, "the target's 128 KiB");
+}
+
+#[test]
+fn host_flush_waits_for_the_drives_flush() {
+    let (log, nss) = drive_and_ram();
+    let (mut core, _aq, mut iq) = connected(nss);
+    let a = core.execute(&mut iq, &io_sqe(io_op::FLUSH, 1, 0, 1, false), &DataIn { tag: 77, ..NONE }, 0);
+    assert_eq!(a, Action::Submitted { count: 1 });
+    assert_eq!(log.borrow().seen, vec![(BlockOp::Flush, 0, 0, false)]);
+    for _ in 0..10 {
+        assert!(reap(&mut core).is_empty(), "no answer before the drive completes the Flush");
+    }
+    assert!(core.block_inflight());
+    Drive::complete_all(&log, Ok(()));
+    assert_eq!(reap(&mut core), vec![(77, Status::SUCCESS)]);
+    let ns: Vec<_> = core.namespace_stats().collect();
+    assert_eq!((ns[0].nsid, ns[0].volatile_write_cache, ns[0].stats.flushes_forwarded), (1, true, 1));
+    assert_eq!((ns[0].dev.flushes_issued, ns[1].volatile_write_cache), (1, false));
+    // Broadcast Flush: refused as Identify Controller says (Invalid Namespace).
+    let (st, _) = respond(core.execute(&mut iq, &io_sqe(io_op::FLUSH, 0xFFFF_FFFF, 0, 1, false), &NONE, 0));
+    assert_eq!(st, Status::INVALID_NS);
+    // Flush of the RAM namespace: completes at once (nothing volatile).
+    assert_eq!(core.execute(&mut iq, &io_sqe(io_op::FLUSH, 2, 0, 1, false), &DataIn { tag: 78, ..NONE }, 0), Action::Submitted { count: 1 });
+    assert_eq!(reap(&mut core), vec![(78, Status::SUCCESS)]);
+}
+
+#[test]
+fn fua_reaches_the_drive_and_drive_errors_reach_the_host() {
+    let (log, nss) = drive_and_ram();
+    let (mut core, _aq, mut iq) = connected(nss);
+    let data = |tag| DataIn { bytes: &[], buf: 0x10_0000, buf_len: 8192, sgl_len: 8192, tag };
+    for (op, fua, tag) in [(io_op::WRITE, true, 1), (io_op::WRITE, false, 2), (io_op::READ, true, 3)] {
+        assert_eq!(core.execute(&mut iq, &io_sqe(op, 1, 8, 2, fua), &data(tag), 0), Action::Submitted { count: 1 });
+    }
+    let seen: Vec<(BlockOp, bool)> = log.borrow().seen.iter().map(|s| (s.0, s.3)).collect();
+    assert_eq!(seen, vec![(BlockOp::Write, true), (BlockOp::Write, false), (BlockOp::Read, true)]);
+    // The drive fails them with Unrecovered Read Error (media error: SCT 2, SC 81h).
+    Drive::complete_all(&log, Err(BlockError::Device { sct: 2, sc: 0x81 }));
+    let got = reap(&mut core);
+    assert_eq!(got.len(), 3);
+    assert!(got.iter().all(|(_, s)| (s.sct, s.sc) == (2, 0x81)), "{got:?}");
+    let ns = core.namespace_stats().next().unwrap();
+    assert_eq!((ns.stats.fua_writes, ns.stats.fua_reads), (1, 1));
+}
+
+#[test]
+fn identify_namespace_carries_the_drives_identity() {
+    let (_log, nss) = drive_and_ram();
+    let (mut core, mut aq, _iq) = connected(nss);
+    let id = IdentifyNs::read_from_bytes(&identify(&mut core, &mut aq, cns::NAMESPACE, 1)).unwrap();
+    assert_eq!((id.nsze.get(), id.ncap.get(), id.nuse.get()), (1024, 1024, 1000));
+    assert_eq!(id.lbaf[0].lbads, 12);
+    assert_eq!((id.nguid, id.eui64), (NGUID, EUI64));
+    assert_eq!((id.nsfeat, id.dlfeat, id.noiob.get(), id.npwg.get()), (0x10, 1, 32, 3));
+    // Descriptor list: EUI-64, NGUID, UUID, CSI.
+    let d = identify(&mut core, &mut aq, cns::NS_DESC_LIST, 1);
+    assert_eq!((d[0], d[1]), (nidt::EUI64, 8));
+    assert_eq!(d[4..12], EUI64);
+    assert_eq!((d[12], d[13]), (nidt::NGUID, 16));
+    assert_eq!(d[16..32], NGUID);
+    // The RAM namespace has no EUI-64: the list starts with its NGUID.
+    let d = identify(&mut core, &mut aq, cns::NS_DESC_LIST, 2);
+    assert_eq!((d[0], d[1], d[4]), (nidt::NGUID, 16, 2));
+}

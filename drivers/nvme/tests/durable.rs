@@ -1,0 +1,133 @@
+//! Durable semantics of a drive namespace against the fake controller in `common`: the
+//! volatile write cache as Identify Controller VWC and Get Features WCE report it, Flush
+//! reaching the drive and completing only when the drive completes it, FUA in the SQE, the
+//! drive's error status handed up unchanged, and the namespace's identity (NGUID/EUI-64
+//! passed through, or derived stably from the drive's model, serial and NSID).
+
+mod common;
+
+use blockdev::{BlockDevice, BlockDone, BlockError, BlockOp};
+use common::*;
+use hal::{DmaRegion, Hal};
+use nvme::{Config, Controller, NvmeNamespace};
+
+/// Bring up a fake drive configured by `setup` before its controller starts.
+fn bring_up_with(setup: impl FnOnce(&mut Fake)) -> (TestHal, FakeBar, Controller<TestHal, FakeBar>) {
+    let hal = TestHal::new(64 << 20);
+    let bar = FakeBar::new(&hal);
+    setup(&mut bar.st.borrow_mut());
+    let c = Controller::init(hal.clone(), bar.clone(), Config { admin_timeout_ns: 10_000_000, io_timeout_ns: 10_000_000, ..Config::default() }).unwrap();
+    (hal, bar, c)
+}
+
+fn volatile(setup: impl FnOnce(&mut Fake)) -> bool {
+    let (_hal, _bar, mut c) = bring_up_with(setup);
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    NvmeNamespace::new(&c, info, q).unwrap().volatile_write_cache()
+}
+
+#[test]
+fn volatile_write_cache_from_vwc_and_wce() {
+    assert!(!volatile(|_| {}), "no cache reported");
+    assert!(volatile(|f| (f.vwc, f.wce) = (1, true)), "present and enabled");
+    assert!(!volatile(|f| (f.vwc, f.wce) = (1, false)), "present, disabled (write-through)");
+    // VWC bits 2:1 (broadcast flush support) do not change the answer.
+    assert!(volatile(|f| (f.vwc, f.wce) = (0b111, true)));
+}
+
+#[test]
+fn flush_reaches_the_drive_and_completes_only_when_the_drive_does() {
+    let (hal, bar, mut c) = bring_up_with(|f| (f.vwc, f.wce) = (1, true));
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    bar.st.borrow_mut().deferred = true;
+    ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 41)).unwrap();
+    let mut out = [BlockDone { tag: 0, result: Ok(()) }; 4];
+    // The doorbell is rung, but the drive has not executed the Flush: nothing completes.
+    for _ in 0..100 {
+        assert_eq!(ns.poll(&mut out), 0);
+        hal.relax();
+    }
+    assert_eq!(ns.counters().flushes_issued, 1);
+    assert_eq!(ns.counters().flushes_completed, 0);
+    assert_eq!(bar.st.borrow().pending.len(), 1, "one SQ doorbell waiting at the drive");
+    bar.run_pending();
+    assert_eq!(ns.poll(&mut out), 1);
+    assert_eq!(out[0], BlockDone { tag: 41, result: Ok(()) });
+    assert_eq!(ns.counters().flushes_completed, 1);
+    let log = bar.st.borrow().io_log.clone();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].0, 0x00, "opcode Flush");
+}
+
+#[test]
+fn fua_reaches_the_drives_sqe_on_read_and_write() {
+    let (hal, bar, mut c) = bring_up_with(|f| (f.vwc, f.wce) = (1, true));
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    let buf = hal.dma_alloc(8192, 4096).unwrap();
+    for (op, fua, tag) in [(BlockOp::Write, true, 1), (BlockOp::Write, false, 2), (BlockOp::Read, true, 3), (BlockOp::Read, false, 4)] {
+        let mut r = io(op, 16, 8, buf.paddr(), 4096, tag);
+        r.fua = fua;
+        ns.submit(&r).unwrap();
+        let d = wait(&mut ns, &hal, 1);
+        assert_eq!(d[0], BlockDone { tag, result: Ok(()) });
+    }
+    let log = bar.st.borrow().io_log.clone();
+    let fua: Vec<(u8, bool, u32)> = log.iter().map(|e| (e.0, e.2 & (1 << 30) != 0, e.2 & 0xFFFF)).collect();
+    assert_eq!(fua, vec![(0x01, true, 7), (0x01, false, 7), (0x02, true, 7), (0x02, false, 7)]);
+}
+
+#[test]
+fn drive_error_status_is_handed_up_unchanged() {
+    let (hal, bar, mut c) = bring_up_with(|f| (f.vwc, f.wce) = (1, true));
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    let buf = hal.dma_alloc(4096, 4096).unwrap();
+    // Flush failing with Internal Error; a read failing with Unrecovered Read Error (media,
+    // SCT 2 SC 81h); then both succeed again.
+    for (op, inject) in [(BlockOp::Flush, (0, 0x06)), (BlockOp::Read, (2, 0x81))] {
+        bar.st.borrow_mut().inject = Some(inject);
+        ns.submit(&io(op, 0, if op == BlockOp::Flush { 0 } else { 1 }, buf.paddr(), 512, 9)).unwrap();
+        let d = wait(&mut ns, &hal, 1);
+        assert_eq!(d[0].result, Err(BlockError::Device { sct: inject.0, sc: inject.1 }), "{op:?}");
+        ns.submit(&io(op, 0, if op == BlockOp::Flush { 0 } else { 1 }, buf.paddr(), 512, 10)).unwrap();
+        assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()));
+    }
+    assert_eq!(ns.counters().device_errors, 2);
+    assert_eq!((ns.counters().flushes_issued, ns.counters().flushes_completed), (2, 2));
+}
+
+#[test]
+fn identity_passed_through_or_derived_stably() {
+    let nguid = [0xA5; 16];
+    let eui = [1, 2, 3, 4, 5, 6, 7, 8];
+    let (_hal, _bar, mut c) = bring_up_with(|f| {
+        (f.nguid, f.eui64) = (nguid, eui);
+        f.hints = (0x11, 0x01, 64, 7);
+    });
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let id = NvmeNamespace::new(&c, info, q).unwrap().identity().unwrap();
+    assert_eq!((id.nguid, id.eui64), (nguid, eui));
+    assert_eq!((id.ncap, id.nuse), (2048, 2048));
+    assert_eq!((id.nsfeat, id.dlfeat, id.noiob, id.npwg), (0x11, 0x01, 64, 7));
+
+    // No NGUID from the drive: derived from model + serial + NSID, the same on every
+    // bring-up, different per namespace.
+    let derived = |nsid: u32| {
+        let (_hal, _bar, mut c) = bring_up_with(|_| {});
+        let info = c.identify_namespace(nsid).unwrap();
+        let q = c.create_io_queue_pair(8).unwrap();
+        NvmeNamespace::new(&c, info, q).unwrap().identity().unwrap().nguid
+    };
+    let (a, b) = (derived(1), derived(1));
+    assert_eq!(a, b);
+    assert_ne!(a, [0; 16]);
+    assert_ne!(a, derived(2));
+    assert_eq!(a, blockdev::derive_guid(b"Fake NVMe\0FAKESN01", 1));
+}
