@@ -257,11 +257,16 @@ fn fua_reaches_the_drive_and_drive_errors_reach_the_host() {
     }
     let seen: Vec<(BlockOp, bool)> = log.borrow().seen.iter().map(|s| (s.0, s.3)).collect();
     assert_eq!(seen, vec![(BlockOp::Write, true), (BlockOp::Write, false), (BlockOp::Read, true)]);
-    // The drive fails them with Unrecovered Read Error (media error: SCT 2, SC 81h).
-    Drive::complete_all(&log, Err(BlockError::Device { sct: 2, sc: 0x81 }));
+    // The drive fails them with Unrecovered Read Error (media error: SCT 2, SC 81h, Do Not
+    // Retry): the host gets exactly that, DNR included (no retries of a hopeless command).
+    Drive::complete_all(&log, Err(BlockError::Device { sct: 2, sc: 0x81, dnr: true }));
     let got = reap(&mut core);
     assert_eq!(got.len(), 3);
-    assert!(got.iter().all(|(_, s)| (s.sct, s.sc) == (2, 0x81)), "{got:?}");
+    assert!(got.iter().all(|(_, s)| *s == Status { sct: 2, sc: 0x81, dnr: true }), "{got:?}");
+    // A retryable drive error stays retryable.
+    assert_eq!(core.execute(&mut iq, &io_sqe(io_op::WRITE, 1, 8, 2, false), &data(4), 0), Action::Submitted { count: 1 });
+    Drive::complete_all(&log, Err(BlockError::Device { sct: 0, sc: 0x06, dnr: false }));
+    assert_eq!(reap(&mut core), vec![(4, Status { sct: 0, sc: 0x06, dnr: false })]);
     let ns = core.namespace_stats().next().unwrap();
     assert_eq!((ns.stats.fua_writes, ns.stats.fua_reads), (1, 1));
 }

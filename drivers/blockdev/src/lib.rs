@@ -62,8 +62,8 @@ pub enum BlockError {
     QueueFull,
     /// The operation is not supported by this backing store.
     Unsupported,
-    /// The device reported an NVMe status (status code type, status code).
-    Device { sct: u8, sc: u8 },
+    /// The device reported an NVMe status (status code type, status code, Do Not Retry).
+    Device { sct: u8, sc: u8, dnr: bool },
     /// The device stopped answering.
     Timeout,
 }

@@ -255,7 +255,7 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
                 None => Ok(()),
                 Some(s) => {
                     errs += 1;
-                    Err(BlockError::Device { sct: s.sct, sc: s.sc })
+                    Err(BlockError::Device { sct: s.sct, sc: s.sc, dnr: s.dnr })
                 }
             };
             out[n] = BlockDone { tag, result };

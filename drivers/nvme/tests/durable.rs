@@ -88,13 +88,14 @@ fn drive_error_status_is_handed_up_unchanged() {
     let q = c.create_io_queue_pair(8).unwrap();
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     let buf = hal.dma_alloc(4096, 4096).unwrap();
-    // Flush failing with Internal Error; a read failing with Unrecovered Read Error (media,
-    // SCT 2 SC 81h); then both succeed again.
-    for (op, inject) in [(BlockOp::Flush, (0, 0x06)), (BlockOp::Read, (2, 0x81))] {
+    // Flush failing with Internal Error (retryable); a read failing with Unrecovered Read
+    // Error (media, SCT 2 SC 81h, Do Not Retry); then both succeed again.
+    for (op, inject, dnr) in [(BlockOp::Flush, (0, 0x06), false), (BlockOp::Read, (2, 0x81), true)] {
         bar.st.borrow_mut().inject = Some(inject);
+        bar.st.borrow_mut().inject_dnr = dnr;
         ns.submit(&io(op, 0, if op == BlockOp::Flush { 0 } else { 1 }, buf.paddr(), 512, 9)).unwrap();
         let d = wait(&mut ns, &hal, 1);
-        assert_eq!(d[0].result, Err(BlockError::Device { sct: inject.0, sc: inject.1 }), "{op:?}");
+        assert_eq!(d[0].result, Err(BlockError::Device { sct: inject.0, sc: inject.1, dnr }), "{op:?}");
         ns.submit(&io(op, 0, if op == BlockOp::Flush { 0 } else { 1 }, buf.paddr(), 512, 10)).unwrap();
         assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()));
     }

@@ -129,7 +129,7 @@ fn bad_requests_never_reach_the_device() {
     bar.st.borrow_mut().inject = Some((2, 0x81));
     ns.submit(&io(BlockOp::Read, 0, 1, p, 512, 5)).unwrap();
     let d = wait(&mut ns, &hal, 1);
-    assert_eq!(d[0], BlockDone { tag: 5, result: Err(BlockError::Device { sct: 2, sc: 0x81 }) });
+    assert_eq!(d[0], BlockDone { tag: 5, result: Err(BlockError::Device { sct: 2, sc: 0x81, dnr: false }) });
     ns.submit(&io(BlockOp::Read, 0, 1, p, 512, 6)).unwrap();
     assert_eq!(wait(&mut ns, &hal, 1)[0], BlockDone { tag: 6, result: Ok(()) });
 }

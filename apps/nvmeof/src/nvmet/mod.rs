@@ -369,7 +369,9 @@ fn blk_status(e: BlockError) -> Status {
         BlockError::TooLarge { .. } => Status::INVALID_FIELD,
         BlockError::QueueFull => Status { sct: 0, sc: 0x82, dnr: false },
         BlockError::Unsupported => Status::INVALID_OPCODE,
-        BlockError::Device { sct, sc } => Status { sct, sc, dnr: false },
+        // The drive's status as it is, Do Not Retry included: a host does not retry what
+        // the drive says will fail again (media errors), and retries what it may not.
+        BlockError::Device { sct, sc, dnr } => Status { sct, sc, dnr },
         BlockError::Timeout => Status::DATA_XFER_ERROR,
     }
 }

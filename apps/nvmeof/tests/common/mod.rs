@@ -186,7 +186,7 @@ impl BlockDevice for RamDisk {
         if matches!(io.op, BlockOp::Read | BlockOp::Write) {
             self.dma_bytes += len as u64;
         }
-        let result = if ok { Ok(()) } else { Err(BlockError::Device { sct: 0, sc: 4 }) };
+        let result = if ok { Ok(()) } else { Err(BlockError::Device { sct: 0, sc: 4, dnr: false }) };
         self.done.push_back(BlockDone { tag: io.tag, result });
         Ok(())
     }

@@ -113,6 +113,8 @@ pub struct Fake {
     pub never_ready: bool,
     pub hung: bool,
     pub inject: Option<(u8, u8)>,
+    /// Set Do Not Retry in the injected status.
+    pub inject_dnr: bool,
     pub io_commands: u64,
     pub sq_doorbells: u64,
     /// Doorbells only record the tail; the test runs the device with `FakeBar::run_pending`
@@ -148,6 +150,8 @@ pub struct FakeBar {
 }
 
 pub const BS: usize = 512;
+/// Marks an SCT handed to `post` as carrying Do Not Retry (SCT itself is 3 bits).
+pub const DNR_MARK: u8 = 0x80;
 // CAP: MQES 255, CQR, TO 2 (1 s), DSTRD 0, CSS NVM.
 pub const CAP: u64 = 255 | (1 << 16) | (2 << 24) | (1 << 37);
 
@@ -316,7 +320,8 @@ impl FakeBar {
     pub fn post(&self, cqid: usize, sqid: u16, sqhd: u16, cid: u16, dw0: u32, sct: u8, sc: u8) {
         let mut s = self.st.borrow_mut();
         let cq = s.cqs[cqid].as_mut().unwrap();
-        let status = (cq.phase as u16) | ((sc as u16) << 1) | ((sct as u16) << 9);
+        let dnr = if sct & DNR_MARK != 0 { 1 << 15 } else { 0 };
+        let status = (cq.phase as u16) | ((sc as u16) << 1) | (((sct & 7) as u16) << 9) | dnr;
         let cqe = Cqe { dw0: dw0.into(), dw1: 0.into(), sqhd: sqhd.into(), sqid: sqid.into(), cid: cid.into(), status: status.into() };
         let at = cq.base + cq.tail as u64 * 16;
         cq.tail += 1;
@@ -419,7 +424,7 @@ impl FakeBar {
         let mut s = self.st.borrow_mut();
         s.io_commands += 1;
         if let Some((sct, sc)) = s.inject.take() {
-            return (0, sct, sc);
+            return (0, sct | if s.inject_dnr { DNR_MARK } else { 0 }, sc);
         }
         let nsid = c.nsid.get();
         s.io_log.push((c.opcode, c.mptr.get(), c.cdw12.get(), c.cdw14.get()));
