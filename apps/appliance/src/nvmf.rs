@@ -179,13 +179,16 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
         info!("nvmf: subsystem {}: serial {}, {} namespace(s), {hosts}", s.nqn, s.serial, s.namespaces.len());
         for ns in &s.namespaces {
             let d = &ns.dev;
+            let g = ns.nguid;
             info!(
-                "nvmf:   nsid {}: {} ({} blocks x {} B, {} MiB)",
+                "nvmf:   nsid {}: {} ({} blocks x {} B, {} MiB), {}, NGUID {:02x}{:02x}{:02x}{:02x}..{:02x}{:02x}",
                 ns.nsid,
                 d.describe(),
                 d.num_blocks(),
                 d.block_size(),
-                (d.num_blocks() * d.block_size() as u64) >> 20
+                (d.num_blocks() * d.block_size() as u64) >> 20,
+                if d.volatile_write_cache() { "volatile write cache (Flush forwarded, FUA passed through)" } else { "no volatile write cache" },
+                g[0], g[1], g[2], g[3], g[14], g[15]
             );
         }
     }

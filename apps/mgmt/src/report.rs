@@ -74,6 +74,7 @@ pub fn target_metrics<V: Verbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: &Ta
         f.sample(&[("subnqn", sub.nqn.as_str())], sub.namespaces.len());
     }
     per_subsystem_and_controller(e, core);
+    per_namespace(e, core);
     let mut f = e.family("nvmf_command_errors_by_status_total", Kind::Counter, "Commands completed with an error, by NVMe status (SCT, SC in hex).");
     for (sct, sc, n) in c.by_status.iter() {
         let (sct, sc) = (format!("{sct:#x}"), format!("{sc:#04x}"));
@@ -81,6 +82,34 @@ pub fn target_metrics<V: Verbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: &Ta
     }
     if c.by_status.other > 0 {
         f.sample(&[("sct", "other"), ("sc", "other")], c.by_status.other);
+    }
+}
+
+/// Per namespace: its store's volatile write cache, host Flushes forwarded, the store's own
+/// Flushes (issued to the drive, completed by it), FUA commands, device errors.
+fn per_namespace<B: BlockDevice>(e: &mut Exposition<'_>, core: &nvmeof::nvmet::Core<B>) {
+    let ids: alloc::vec::Vec<_> = core.namespace_stats().map(|n| (n.subnqn, format!("{}", n.nsid), n)).collect();
+    let mut f = e.family("nvmf_namespace_volatile_write_cache", Kind::Gauge, "1 when the namespace's store has a volatile write cache (Flush needed).");
+    for (nqn, nsid, n) in &ids {
+        f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.volatile_write_cache as u8);
+    }
+    let mut f = e.family("nvmf_namespace_host_flushes_total", Kind::Counter, "Host Flush commands forwarded to the namespace's store.");
+    for (nqn, nsid, n) in &ids {
+        f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.stats.flushes_forwarded);
+    }
+    let mut f = e.family("nvmf_namespace_device_flushes_total", Kind::Counter, "Flush commands the store gave its drive, by state.");
+    for (nqn, nsid, n) in &ids {
+        let l = |st| [("subnqn", *nqn), ("nsid", nsid.as_str()), ("state", st)];
+        f.sample(&l("issued"), n.dev.flushes_issued).sample(&l("completed"), n.dev.flushes_completed);
+    }
+    let mut f = e.family("nvmf_namespace_fua_total", Kind::Counter, "Host reads and writes with Force Unit Access, by direction.");
+    for (nqn, nsid, n) in &ids {
+        let l = |op| [("subnqn", *nqn), ("nsid", nsid.as_str()), ("op", op)];
+        f.sample(&l("read"), n.stats.fua_reads).sample(&l("write"), n.stats.fua_writes);
+    }
+    let mut f = e.family("nvmf_namespace_device_errors_total", Kind::Counter, "I/O the namespace's drive completed with an error status.");
+    for (nqn, nsid, n) in &ids {
+        f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.dev.device_errors);
     }
 }
 
