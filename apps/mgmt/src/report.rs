@@ -97,10 +97,14 @@ fn per_namespace<B: BlockDevice>(e: &mut Exposition<'_>, core: &nvmeof::nvmet::C
     for (nqn, nsid, n) in &ids {
         f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.stats.flushes_forwarded);
     }
-    let mut f = e.family("nvmf_namespace_device_flushes_total", Kind::Counter, "Flush commands the store gave its drive, by state.");
+    let mut f = e.family(
+        "nvmf_namespace_device_flushes_total",
+        Kind::Counter,
+        "Flushes at the namespace's drive: drive Flush commands issued and completed, and Flushes joined to one not yet issued (served by it).",
+    );
     for (nqn, nsid, n) in &ids {
         let l = |st| [("subnqn", *nqn), ("nsid", nsid.as_str()), ("state", st)];
-        f.sample(&l("issued"), n.dev.flushes_issued).sample(&l("completed"), n.dev.flushes_completed);
+        f.sample(&l("issued"), n.dev.flushes_issued).sample(&l("completed"), n.dev.flushes_completed).sample(&l("joined"), n.dev.flushes_joined);
     }
     let mut f = e.family("nvmf_namespace_fua_total", Kind::Counter, "Host reads and writes with Force Unit Access, by direction.");
     for (nqn, nsid, n) in &ids {

@@ -101,6 +101,9 @@ pub struct DevCounters {
     pub flushes_issued: u64,
     /// Flush commands the device completed (successfully or not).
     pub flushes_completed: u64,
+    /// Flushes answered by another Flush's device command (they arrived before it was
+    /// handed to the device, so it covers them).
+    pub flushes_joined: u64,
     /// I/Os that completed with a device error status.
     pub device_errors: u64,
 }

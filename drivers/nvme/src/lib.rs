@@ -12,6 +12,7 @@
 extern crate std;
 
 pub mod ctrl;
+pub mod flush;
 pub mod ns;
 pub mod prp;
 pub mod queue;

@@ -24,6 +24,7 @@ use hal::{DmaRegion, Hal, Mmio};
 use zerocopy::IntoBytes;
 
 use crate::ctrl::{Controller, MetadataLayout, NamespaceInfo};
+use crate::flush::FlushJoin;
 use crate::prp::PrpError;
 use crate::queue::{QueueError, QueuePair, QueueStats};
 use crate::spec::{io_op, oncs, rw_cdw12, DataPointer, DsmRange, Sqe};
@@ -57,6 +58,8 @@ pub struct NvmeNamespace<'c, H: Hal, M: Mmio> {
     pub refused: u64,
     /// I/Os that completed with an NVMe error status.
     pub device_errors: u64,
+    /// Flushes sharing one drive Flush.
+    flush: FlushJoin,
 }
 
 impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
@@ -99,6 +102,7 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
             last_progress_ns: 0,
             refused: 0,
             device_errors: 0,
+            flush: FlushJoin::default(),
         })
     }
 
@@ -108,8 +112,9 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
     pub fn queue_stats(&self) -> QueueStats {
         self.q.stats
     }
+    /// Commands at the drive plus Flushes waiting on another's drive Flush.
     pub fn outstanding(&self) -> usize {
-        self.q.outstanding()
+        self.q.outstanding() + self.flush.pending()
     }
     pub fn supports(&self, op: BlockOp) -> bool {
         match op {
@@ -235,22 +240,38 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
 
     fn counters(&self) -> DevCounters {
         let q = self.q.stats;
-        DevCounters { flushes_issued: q.flushes_submitted, flushes_completed: q.flushes_completed, device_errors: self.device_errors }
+        DevCounters {
+            flushes_issued: q.flushes_submitted,
+            flushes_completed: q.flushes_completed,
+            flushes_joined: self.flush.joined,
+            device_errors: self.device_errors,
+        }
     }
 
     fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
+        let flush = io.op == BlockOp::Flush;
+        if flush && !self.dead && !self.ctrl.is_failed() && self.flush.try_join(io.tag) {
+            return Ok(());
+        }
         let r = self.build(io);
-        if r.is_err() {
-            self.refused += 1;
+        match r {
+            Ok(()) if flush => self.flush.queued(io.tag),
+            Ok(()) => {}
+            Err(_) => self.refused += 1,
         }
         r
     }
 
     fn poll(&mut self, out: &mut [BlockDone]) -> usize {
+        // Joined Flushes completed earlier first; then the doorbell (the open Flush is the
+        // drive's from here: nothing joins it any more), then the drive's completions.
+        let mut n = self.flush.drain(out);
         self.q.ring(&self.ctrl.mmio);
-        let mut n = 0;
+        self.flush.rung();
         let mut errs = 0;
-        self.q.reap(&self.ctrl.mmio, out.len(), |tag, _dw0, st| {
+        let flush = &mut self.flush;
+        let reaped_from = n;
+        self.q.reap(&self.ctrl.mmio, out.len() - n, |tag, _dw0, st| {
             let result = match st {
                 None => Ok(()),
                 Some(s) => {
@@ -259,10 +280,13 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
                 }
             };
             out[n] = BlockDone { tag, result };
+            flush.completed(tag, result);
             n += 1;
         });
         self.device_errors += errs;
-        if n > 0 {
+        let reaped = n - reaped_from;
+        n += self.flush.drain(&mut out[n..]);
+        if reaped > 0 {
             self.empty_polls = 0;
             if self.q.outstanding() > 0 {
                 self.last_progress_ns = self.ctrl.hal.now_ns();
@@ -270,7 +294,7 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
             return n;
         }
         if self.q.outstanding() == 0 {
-            return 0;
+            return n;
         }
         self.empty_polls += 1;
         if self.ctrl.is_failed() {
@@ -285,13 +309,14 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
             self.dead = true;
         }
         if self.dead {
-            let mut k = 0;
-            self.q.abandon(out.len(), |tag| {
-                out[k] = BlockDone { tag, result: Err(BlockError::Timeout) };
-                k += 1;
+            let flush = &mut self.flush;
+            self.q.abandon(out.len() - n, |tag| {
+                out[n] = BlockDone { tag, result: Err(BlockError::Timeout) };
+                flush.completed(tag, Err(BlockError::Timeout));
+                n += 1;
             });
-            return k;
+            n += self.flush.drain(&mut out[n..]);
         }
-        0
+        n
     }
 }

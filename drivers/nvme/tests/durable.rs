@@ -63,6 +63,49 @@ fn flush_reaches_the_drive_and_completes_only_when_the_drive_does() {
 }
 
 #[test]
+fn flushes_before_the_doorbell_share_one_drive_flush() {
+    let (hal, bar, mut c) = bring_up_with(|f| (f.vwc, f.wce) = (1, true));
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    bar.st.borrow_mut().deferred = true;
+    // Three Flushes before the doorbell: one drive Flush serves them all.
+    for tag in [1, 2, 3] {
+        ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, tag)).unwrap();
+    }
+    let mut out = [BlockDone { tag: 0, result: Ok(()) }; 8];
+    assert_eq!(ns.poll(&mut out), 0, "rung, not executed by the drive yet");
+    // A Flush after the doorbell must not be answered by the earlier drive Flush.
+    ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 4)).unwrap();
+    assert_eq!(ns.outstanding(), 4);
+    bar.run_pending();
+    // Room for two completions only: the rest comes on the next poll.
+    let k = ns.poll(&mut out[..2]);
+    assert_eq!(k, 2);
+    let mut tags: Vec<u64> = out[..k].iter().map(|d| d.tag).collect();
+    for _ in 0..10 {
+        let k = ns.poll(&mut out);
+        tags.extend(out[..k].iter().map(|d| d.tag));
+        bar.run_pending();
+    }
+    tags.sort();
+    assert_eq!(tags, vec![1, 2, 3, 4]);
+    let flushes = bar.st.borrow().io_log.iter().filter(|e| e.0 == 0x00).count();
+    assert_eq!(flushes, 2, "tags 1-3 share one drive Flush, tag 4 has its own");
+    let cn = ns.counters();
+    assert_eq!((cn.flushes_issued, cn.flushes_completed, cn.flushes_joined), (2, 2, 2));
+    assert_eq!(ns.outstanding(), 0);
+    // The drive Flush fails: every Flush that joined it fails the same way.
+    bar.st.borrow_mut().deferred = false;
+    bar.st.borrow_mut().inject = Some((0, 0x06));
+    ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 5)).unwrap();
+    ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 6)).unwrap();
+    let d = wait(&mut ns, &hal, 2);
+    assert_eq!(d.len(), 2);
+    assert!(d.iter().all(|d| d.result == Err(BlockError::Device { sct: 0, sc: 0x06, dnr: false })), "{d:?}");
+}
+
+#[test]
 fn fua_reaches_the_drives_sqe_on_read_and_write() {
     let (hal, bar, mut c) = bring_up_with(|f| (f.vwc, f.wce) = (1, true));
     let info = c.identify_namespace(1).unwrap();
