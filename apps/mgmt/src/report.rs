@@ -186,12 +186,12 @@ pub fn adapter_metrics<H: Hal, M: Mmio>(e: &mut Exposition<'_>, v: &mlx5::Mlx5Ve
     let qc = v.dev.queue_counters();
     if !qc.is_empty() {
         let mut f = e.family(
-            "mlx5_queue_counter_total",
+            "mlx5_roce_qp_events_total",
             Kind::Counter,
             "The adapter's RoCE queue counters over every QP (QUERY_Q_COUNTER; mlx5_ifc.h names: out_of_sequence, duplicate_request, packet_seq_err, rnr_nak_retry_err, local_ack_timeout_err, ...), as of this page.",
         );
         for (name, val) in qc {
-            f.sample(&[("counter", name)], val);
+            f.sample(&[("event", name)], val);
         }
     }
     if let Some((tx, rx, err)) = v.dev.raw_stats() {
