@@ -397,6 +397,12 @@ impl BlockDevice for Backing {
             _ => None,
         }
     }
+    fn supports(&self, op: BlockOp) -> bool {
+        match self {
+            Backing::Nvme(n) => BlockDevice::supports(&**n, op),
+            _ => true,
+        }
+    }
     fn counters(&self) -> blockdev::DevCounters {
         match self {
             Backing::Nvme(n) => n.counters(),

@@ -87,6 +87,9 @@ impl BlockDevice for Drive {
     fn counters(&self) -> DevCounters {
         self.0.borrow().counters
     }
+    fn supports(&self, op: BlockOp) -> bool {
+        op != BlockOp::WriteZeroes // a drive without Write Zeroes
+    }
 }
 
 enum Ns {
@@ -138,6 +141,12 @@ impl BlockDevice for Ns {
         match self {
             Ns::Drive(d) => d.counters(),
             Ns::Ram(_) => DevCounters::default(),
+        }
+    }
+    fn supports(&self, op: BlockOp) -> bool {
+        match self {
+            Ns::Drive(d) => d.supports(op),
+            Ns::Ram(r) => r.supports(op),
         }
     }
 }
@@ -214,6 +223,7 @@ fn vwc_reported_only_with_a_volatile_cache_and_mdts_is_the_smaller_limit() {
     let id = IdentifyCtrl::read_from_bytes(&identify(&mut core, &mut aq, cns::CONTROLLER, 0)).unwrap();
     assert_eq!(id.vwc, 0b101, "present; Flush with NSID FFFFFFFFh not supported");
     assert_eq!(id.mdts, 4, "64 KiB (the drive's) < 128 KiB (the target's)");
+    assert_eq!(id.oncs.get(), oncs::DSM, "the drive lacks Write Zeroes: not offered");
 
     let mem = MemMap::default();
     let ram_only = vec![NamespaceConfig { nsid: 1, dev: Ns::Ram(RamDisk::new(mem, 64, 512)), nguid: [2; 16] }];
@@ -221,6 +231,7 @@ fn vwc_reported_only_with_a_volatile_cache_and_mdts_is_the_smaller_limit() {
     let id = IdentifyCtrl::read_from_bytes(&identify(&mut core, &mut aq, cns::CONTROLLER, 0)).unwrap();
     assert_eq!(id.vwc, 0, "RAM: no volatile cache");
     assert_eq!(id.mdts, 5, "the target's 128 KiB");
+    assert_eq!(id.oncs.get(), oncs::DSM | oncs::WRITE_ZEROES);
 }
 
 #[test]

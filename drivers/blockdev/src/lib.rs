@@ -144,6 +144,12 @@ pub trait BlockDevice {
     fn identity(&self) -> Option<NsIdentity> {
         None
     }
+    /// Whether the store carries out `op` (a drive may lack Write Zeroes or Dataset
+    /// Management). Default: every op.
+    fn supports(&self, op: BlockOp) -> bool {
+        let _ = op;
+        true
+    }
     /// The store's counters. Default: all zero.
     fn counters(&self) -> DevCounters {
         DevCounters::default()

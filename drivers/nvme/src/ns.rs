@@ -238,6 +238,10 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
         Some(id)
     }
 
+    fn supports(&self, op: BlockOp) -> bool {
+        NvmeNamespace::supports(self, op)
+    }
+
     fn counters(&self) -> DevCounters {
         let q = self.q.stats;
         DevCounters {

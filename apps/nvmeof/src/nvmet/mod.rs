@@ -1007,7 +1007,18 @@ impl<B: BlockDevice> Core<B> {
                 let nn = self.subsystems[si].cfg.namespaces.iter().map(|n| n.nsid).max().unwrap_or(0);
                 id.nn = U32::new(nn);
                 id.mnan = U32::new(nn);
-                id.oncs = U16::new(oncs::DSM | oncs::WRITE_ZEROES);
+                // Write Zeroes and Dataset Management where every namespace's store has them
+                // (a drive without them would fail the host's command).
+                let nss = &self.subsystems[si].cfg.namespaces;
+                let all = |op| nss.iter().all(|n| n.dev.supports(op));
+                let mut o = 0;
+                if all(BlockOp::Deallocate) {
+                    o |= oncs::DSM;
+                }
+                if all(BlockOp::WriteZeroes) {
+                    o |= oncs::WRITE_ZEROES;
+                }
+                id.oncs = U16::new(o);
                 // A volatile write cache anywhere in the subsystem: hosts send Flush (to one
                 // namespace at a time) and FUA.
                 if self.subsystems[si].cfg.namespaces.iter().any(|n| n.dev.volatile_write_cache()) {
