@@ -403,6 +403,12 @@ impl BlockDevice for Backing {
             _ => true,
         }
     }
+    fn failed(&self) -> bool {
+        match self {
+            Backing::Nvme(n) => n.failed(),
+            _ => false,
+        }
+    }
     fn counters(&self) -> blockdev::DevCounters {
         match self {
             Backing::Nvme(n) => n.counters(),

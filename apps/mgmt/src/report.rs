@@ -93,6 +93,10 @@ fn per_namespace<B: BlockDevice>(e: &mut Exposition<'_>, core: &nvmeof::nvmet::C
     for (nqn, nsid, n) in &ids {
         f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.volatile_write_cache as u8);
     }
+    let mut f = e.family("nvmf_namespace_failed", Kind::Gauge, "1 when the namespace is out of service because its store failed.");
+    for (nqn, nsid, n) in &ids {
+        f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.stats.failed as u8);
+    }
     let mut f = e.family("nvmf_namespace_host_flushes_total", Kind::Counter, "Host Flush commands forwarded to the namespace's store.");
     for (nqn, nsid, n) in &ids {
         f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.stats.flushes_forwarded);

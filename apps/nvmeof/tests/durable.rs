@@ -4,7 +4,9 @@
 //! namespace sits on a volatile cache; a host Flush is forwarded and answered only after the
 //! store completes it; FUA reaches the store on Read and Write; the store's error status is
 //! the host's; Identify Namespace carries the store's identity and layout hints; MDTS is the
-//! smaller of the target's and the stores' limits; the counters show all of it.
+//! smaller of the target's and the stores' limits; the counters show all of it. A store that
+//! fails takes only its namespace out of service, and hosts are told (Namespace Attribute
+//! Changed).
 
 mod common;
 
@@ -31,6 +33,8 @@ struct DriveLog {
     /// Completed by the drive, to be reported by the next poll.
     done: Vec<BlockDone>,
     counters: DevCounters,
+    /// The drive stopped answering (the driver stopped it).
+    failed: bool,
 }
 
 /// A drive with a volatile write cache: completes an I/O only when the test releases it.
@@ -90,6 +94,9 @@ impl BlockDevice for Drive {
     fn supports(&self, op: BlockOp) -> bool {
         op != BlockOp::WriteZeroes // a drive without Write Zeroes
     }
+    fn failed(&self) -> bool {
+        self.0.borrow().failed
+    }
 }
 
 enum Ns {
@@ -147,6 +154,12 @@ impl BlockDevice for Ns {
         match self {
             Ns::Drive(d) => d.supports(op),
             Ns::Ram(r) => r.supports(op),
+        }
+    }
+    fn failed(&self) -> bool {
+        match self {
+            Ns::Drive(d) => d.failed(),
+            Ns::Ram(r) => r.failed(),
         }
     }
 }
@@ -300,4 +313,42 @@ fn identify_namespace_carries_the_drives_identity() {
     // The RAM namespace has no EUI-64: the list starts with its NGUID.
     let d = identify(&mut core, &mut aq, cns::NS_DESC_LIST, 2);
     assert_eq!((d[0], d[1], d[4]), (nidt::NGUID, 16, 2));
+}
+
+#[test]
+fn a_failed_drive_takes_only_its_namespace_out_and_hosts_are_told() {
+    let (log, nss) = drive_and_ram();
+    let (mut core, mut aq, mut iq) = connected(nss);
+    // The host arms Namespace Attribute Notices and posts an Asynchronous Event Request.
+    let mut sf = sqe(admin_op::SET_FEATURES, 8);
+    sf.cdw10 = U32::new(fid::ASYNC_EVENT_CONFIG as u32);
+    sf.cdw11 = U32::new(AEC_NS_ATTR);
+    assert!(respond(core.execute(&mut aq, &sf, &NONE, 0)).0.is_success());
+    assert_eq!(core.execute(&mut aq, &sqe(admin_op::ASYNC_EVENT, 9), &DataIn { tag: 900, ..NONE }, 0), Action::Hold);
+    // A write is at the drive when the drive stops answering: the driver fails it.
+    let data = |tag| DataIn { bytes: &[], buf: 0x10_0000, buf_len: 8192, sgl_len: 8192, tag };
+    assert_eq!(core.execute(&mut iq, &io_sqe(io_op::WRITE, 1, 8, 2, false), &data(11), 0), Action::Submitted { count: 1 });
+    log.borrow_mut().failed = true;
+    Drive::complete_all(&log, Err(BlockError::Timeout));
+    assert_eq!(reap(&mut core), vec![(11, Status::DATA_XFER_ERROR)]);
+    // Hosts are told once: Namespace Attribute Changed, Changed Namespace List names nsid 1.
+    assert_eq!(core.take_aen(), Some((900, AEN_NS_CHANGED)));
+    assert_eq!(core.take_aen(), None);
+    let mut gl = sqe(admin_op::GET_LOG_PAGE, 10);
+    gl.cdw10 = U32::new(lid::CHANGED_NS as u32 | (1023 << 16));
+    assert!(respond(core.execute(&mut aq, &gl, &DataIn { sgl_len: 4096, ..NONE }, 0)).0.is_success());
+    assert_eq!(core.out()[..8], [1, 0, 0, 0, 0, 0, 0, 0]);
+    // The namespace is inactive: not listed, Identify all zero, I/O refused before the drive.
+    let list = identify(&mut core, &mut aq, cns::ACTIVE_NS_LIST, 0);
+    assert_eq!(list[..8], [2, 0, 0, 0, 0, 0, 0, 0]);
+    assert!(identify(&mut core, &mut aq, cns::NAMESPACE, 1).iter().all(|b| *b == 0));
+    let seen = log.borrow().seen.len();
+    let (st, _) = respond(core.execute(&mut iq, &io_sqe(io_op::READ, 1, 8, 2, false), &data(12), 0));
+    assert_eq!(st, Status::INVALID_NS);
+    assert_eq!(log.borrow().seen.len(), seen, "nothing reached the failed drive");
+    // The other namespace keeps serving.
+    assert_eq!(core.execute(&mut iq, &io_sqe(io_op::FLUSH, 2, 0, 1, false), &DataIn { tag: 13, ..NONE }, 0), Action::Submitted { count: 1 });
+    assert_eq!(reap(&mut core), vec![(13, Status::SUCCESS)]);
+    let ns: Vec<bool> = core.namespace_stats().map(|n| n.stats.failed).collect();
+    assert_eq!(ns, vec![true, false]);
 }

@@ -150,6 +150,11 @@ pub trait BlockDevice {
         let _ = op;
         true
     }
+    /// Whether the store stopped working for good (its drive stopped answering and was
+    /// stopped): every I/O fails from now on. Default: `false`.
+    fn failed(&self) -> bool {
+        false
+    }
     /// The store's counters. Default: all zero.
     fn counters(&self) -> DevCounters {
         DevCounters::default()

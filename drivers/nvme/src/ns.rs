@@ -242,6 +242,11 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
         NvmeNamespace::supports(self, op)
     }
 
+    /// The controller stopped answering and was stopped ([`Controller::fail_stop`]).
+    fn failed(&self) -> bool {
+        self.dead || self.ctrl.is_failed()
+    }
+
     fn counters(&self) -> DevCounters {
         let q = self.q.stats;
         DevCounters {

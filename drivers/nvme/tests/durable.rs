@@ -175,3 +175,18 @@ fn identity_passed_through_or_derived_stably() {
     assert_ne!(a, derived(2));
     assert_eq!(a, blockdev::derive_guid(b"Fake NVMe\0FAKESN01", 1));
 }
+
+#[test]
+fn a_drive_that_stops_answering_reports_failed() {
+    let (hal, bar, mut c) = bring_up_with(|_| {});
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    let buf = hal.dma_alloc(4096, 4096).unwrap();
+    assert!(!ns.failed());
+    bar.st.borrow_mut().hung = true;
+    ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 1)).unwrap();
+    let d = wait(&mut ns, &hal, 1);
+    assert_eq!(d[0].result, Err(BlockError::Timeout));
+    assert!(ns.failed(), "stopped after the I/O timeout: out of service for good");
+}

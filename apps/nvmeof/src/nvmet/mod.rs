@@ -262,6 +262,10 @@ pub struct NsStats {
     /// Reads / writes the host sent with FUA set.
     pub fua_reads: u64,
     pub fua_writes: u64,
+    /// Out of service since its store failed: inactive to hosts (gone from the active
+    /// namespace list, Identify Namespace all zero, I/O refused with Invalid Namespace),
+    /// announced by a Namespace Attribute Changed event.
+    pub failed: bool,
 }
 
 /// One namespace as the metrics endpoint reports it.
@@ -527,6 +531,12 @@ impl<B: BlockDevice> Core<B> {
     /// Report a namespace change in `subsys_nqn` (attach/resize/detach): changed-NS log + AEN.
     pub fn notify_ns_changed(&mut self, subsys_nqn: &str, nsid: u32) {
         let Some(si) = self.subsystems.iter().position(|s| s.cfg.nqn == subsys_nqn) else { return };
+        self.ns_changed_at(si, nsid);
+    }
+
+    /// Namespace `nsid` of subsystem index `si` changed: into each controller's Changed
+    /// Namespace List, and an AEN where one is armed.
+    fn ns_changed_at(&mut self, si: usize, nsid: u32) {
         for c in self.ctrls.iter_mut().flatten().filter(|c| c.subsys == Some(si)) {
             if !c.changed.contains(&nsid) && c.changed.push(nsid).is_err() {
                 c.changed_overflow = true;
@@ -635,12 +645,14 @@ impl<B: BlockDevice> Core<B> {
             return 0;
         }
         let mut total = 0;
-        for s in self.subsystems.iter_mut() {
-            for n in s.cfg.namespaces.iter_mut() {
+        // Namespaces whose store failed during this call: announced once, after the walk.
+        let mut newly_failed: heapless::Vec<(usize, u32), 8> = heapless::Vec::new();
+        'walk: for (si, s) in self.subsystems.iter_mut().enumerate() {
+            for (n, st) in s.cfg.namespaces.iter_mut().zip(s.ns_stats.iter_mut()) {
                 loop {
                     let room = core::cmp::min(self.done_buf.len(), max - total);
                     if room == 0 {
-                        return total;
+                        break 'walk;
                     }
                     let k = n.dev.poll(&mut self.done_buf[..room]).min(room);
                     for d in &self.done_buf[..k] {
@@ -648,11 +660,18 @@ impl<B: BlockDevice> Core<B> {
                     }
                     total += k;
                     self.inflight = self.inflight.saturating_sub(k as u64);
+                    if k > 0 && !st.failed && n.dev.failed() && newly_failed.push((si, n.nsid)).is_ok() {
+                        st.failed = true;
+                    }
                     if k < room {
                         break;
                     }
                 }
             }
+        }
+        for (si, nsid) in newly_failed {
+            log::error!("nvmeof: nvmet: {} nsid {nsid}: its store failed; namespace out of service, hosts told (Namespace Attribute Changed)", self.subsystems[si].cfg.nqn);
+            self.ns_changed_at(si, nsid);
         }
         total
     }
@@ -925,16 +944,22 @@ impl<B: BlockDevice> Core<B> {
                 self.out[..4096].copy_from_slice(id.as_bytes());
             }
             (cns::NAMESPACE, Some(si)) => {
-                let Some(n) = self.subsystems[si].cfg.namespaces.iter().find(|n| n.nsid == nsid) else {
+                let sub = &self.subsystems[si];
+                let Some(ni) = sub.cfg.namespaces.iter().position(|n| n.nsid == nsid) else {
                     return Action::status(Status::INVALID_NS);
                 };
-                let id = identify_ns(n);
+                if sub.ns_stats[ni].failed {
+                    // Inactive: an all-zero page.
+                    return Action::ok(0, 4096);
+                }
+                let id = identify_ns(&sub.cfg.namespaces[ni]);
                 self.out[..4096].copy_from_slice(id.as_bytes());
             }
             (cns::ACTIVE_NS_LIST, Some(si)) => {
                 let mut ids: heapless::Vec<u32, 1024> = heapless::Vec::new();
-                for n in &self.subsystems[si].cfg.namespaces {
-                    if n.nsid > nsid && nsid < 0xFFFF_FFFE {
+                let sub = &self.subsystems[si];
+                for (n, st) in sub.cfg.namespaces.iter().zip(&sub.ns_stats) {
+                    if n.nsid > nsid && nsid < 0xFFFF_FFFE && !st.failed {
                         let _ = ids.push(n.nsid);
                     }
                 }
@@ -944,9 +969,15 @@ impl<B: BlockDevice> Core<B> {
                 }
             }
             (cns::NS_DESC_LIST, Some(si)) => {
-                let Some(n) = self.subsystems[si].cfg.namespaces.iter().find(|n| n.nsid == nsid) else {
+                let sub = &self.subsystems[si];
+                let Some(ni) = sub.cfg.namespaces.iter().position(|n| n.nsid == nsid) else {
                     return Action::status(Status::INVALID_NS);
                 };
+                if sub.ns_stats[ni].failed {
+                    // Inactive: no descriptors.
+                    return Action::ok(0, 4096);
+                }
+                let n = &sub.cfg.namespaces[ni];
                 let mut off = 0;
                 let eui64 = n.dev.identity().map_or([0; 8], |i| i.eui64);
                 let descs: [(u8, &[u8]); 3] = [(nidt::EUI64, &eui64), (nidt::NGUID, &n.nguid), (nidt::UUID, &n.nguid)];
@@ -1186,6 +1217,9 @@ impl<B: BlockDevice> Core<B> {
         let Some(ni) = self.subsystems[si].cfg.namespaces.iter().position(|n| n.nsid == nsid) else {
             return Action::status(Status::INVALID_NS);
         };
+        if self.subsystems[si].ns_stats[ni].failed {
+            return Action::status(Status::INVALID_NS);
+        }
         let (bs, cap) = {
             let d = &self.subsystems[si].cfg.namespaces[ni].dev;
             (d.block_size() as u64, d.num_blocks())
