@@ -1294,6 +1294,12 @@ impl<B: BlockDevice> Core<B> {
         match dev.submit(&io) {
             Ok(()) => {
                 self.inflight += 1;
+                // Test-only mutation (emu/sim's demo, feature `sim-mutation`): acknowledge a
+                // write as soon as it is handed to the device, before its data is placed.
+                #[cfg(feature = "sim-mutation")]
+                if op == BlockOp::Write {
+                    return Action::ok(0, 0);
+                }
                 match direct {
                     Some(addr) => Action::SubmittedDirect { addr },
                     None => Action::Submitted { count: 1 },

@@ -1,0 +1,181 @@
+//! faults: the fault kinds the simulator injects and the plan of one seed (what happens when,
+//! to which port or node), drawn from the seed's own branch of the RNG tree.
+
+use emu_roce::link::SplitMix64;
+use emu_roce::Impairments;
+
+/// One kind of fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Loss,
+    Dup,
+    Reorder,
+    /// Delay and jitter.
+    Delay,
+    /// RoCEv2 frames corrupted on delivery (the ICRC must catch each).
+    Corrupt,
+    /// A port down for 1-20 ms.
+    Flap,
+    /// A port down for 50-800 ms (under the keep-alive timeout).
+    Partition,
+    /// A port down for longer than the keep-alive timeout.
+    Kato,
+    /// An initiator node crashes (dropped) and restarts 10-500 ms later.
+    InitCrash,
+    /// The target node crashes; its RAM namespace kept (as if battery-backed) or lost.
+    TargetCrash,
+}
+
+pub const ALL: [Kind; 10] = [Kind::Loss, Kind::Dup, Kind::Reorder, Kind::Delay, Kind::Corrupt, Kind::Flap, Kind::Partition, Kind::Kato, Kind::InitCrash, Kind::TargetCrash];
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Loss => "loss",
+            Kind::Dup => "dup",
+            Kind::Reorder => "reorder",
+            Kind::Delay => "delay",
+            Kind::Corrupt => "corrupt",
+            Kind::Flap => "flap",
+            Kind::Partition => "partition",
+            Kind::Kato => "kato",
+            Kind::InitCrash => "icrash",
+            Kind::TargetCrash => "tcrash",
+        }
+    }
+}
+
+/// `all`, `none` or a comma-separated list of kind names.
+pub fn parse_list(s: &str) -> Result<Vec<Kind>, String> {
+    match s {
+        "all" => Ok(ALL.to_vec()),
+        "none" | "" => Ok(Vec::new()),
+        _ => {
+            let mut v = Vec::new();
+            for w in s.split(',') {
+                let k = ALL.iter().copied().find(|k| k.name() == w).ok_or_else(|| {
+                    format!("unknown fault '{w}' (known: all, none, {})", ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "))
+                })?;
+                if !v.contains(&k) {
+                    v.push(k);
+                }
+            }
+            v.sort();
+            Ok(v)
+        }
+    }
+}
+
+/// The list back in canonical form (for the replay command line).
+pub fn list_name(kinds: &[Kind]) -> String {
+    if kinds.is_empty() {
+        "none".into()
+    } else if kinds.len() == ALL.len() {
+        "all".into()
+    } else {
+        kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// What happens at one instant. Port 0 is the target's, port k the k-th initiator's (1-based).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    Impair { port: usize, imp: Impairments },
+    Clear { port: usize },
+    Corrupt { port: usize, p: f64 },
+    Down { port: usize },
+    Up { port: usize },
+    /// Initiator `k` (0-based) crashes, restarts `down_ns` later.
+    CrashInit { k: usize, down_ns: u64 },
+    CrashTarget { keep: bool, down_ns: u64 },
+}
+
+/// A seed's faults: actions by virtual time; all windows closed by `end_ns`.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    pub actions: Vec<(u64, Action)>,
+    pub end_ns: u64,
+    /// The kinds drawn, in order (for the summary).
+    pub drawn: Vec<Kind>,
+}
+
+const MS: u64 = 1_000_000;
+
+fn range(rng: &mut SplitMix64, lo: u64, hi: u64) -> u64 {
+    lo + rng.below(hi - lo + 1)
+}
+
+fn frac(rng: &mut SplitMix64, lo: f64, hi: f64) -> f64 {
+    lo + (hi - lo) * (rng.below(1 << 20) as f64 / (1u64 << 20) as f64)
+}
+
+/// Draw 1-5 faults of `kinds` starting within `span_ns` (after the first 10 ms) over `ports`
+/// ports (target + initiators); `kato_ms` is the initiators' keep-alive timeout.
+pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], ports: usize, span_ns: u64, kato_ms: u64) -> Plan {
+    let mut plan = Plan::default();
+    if kinds.is_empty() {
+        return plan;
+    }
+    let n = 1 + rng.below(5);
+    for _ in 0..n {
+        let kind = kinds[rng.below(kinds.len() as u64) as usize];
+        plan.drawn.push(kind);
+        let t = 10 * MS + rng.below(span_ns);
+        let port = rng.below(ports as u64) as usize;
+        let mut window = |a: Action, b: Action, len: u64| {
+            plan.actions.push((t, a));
+            plan.actions.push((t + len, b));
+        };
+        match kind {
+            Kind::Loss | Kind::Dup | Kind::Reorder | Kind::Delay => {
+                let mut imp = Impairments::default();
+                match kind {
+                    Kind::Loss => imp.loss = frac(rng, 0.005, 0.15),
+                    Kind::Dup => imp.duplicate = frac(rng, 0.01, 0.2),
+                    Kind::Reorder => {
+                        imp.reorder = frac(rng, 0.05, 0.3);
+                        imp.reorder_delay_ns = range(rng, 2_000, 100_000);
+                    }
+                    _ => {
+                        imp.delay_ns = range(rng, 500, 50_000);
+                        imp.jitter_ns = range(rng, 0, 50_000);
+                    }
+                }
+                let len = range(rng, 20 * MS, 500 * MS);
+                window(Action::Impair { port, imp }, Action::Clear { port }, len);
+            }
+            Kind::Corrupt => {
+                let p = frac(rng, 0.01, 0.1);
+                let len = range(rng, 20 * MS, 500 * MS);
+                window(Action::Corrupt { port, p }, Action::Corrupt { port, p: 0.0 }, len);
+            }
+            Kind::Flap => {
+                let len = range(rng, MS, 20 * MS);
+                window(Action::Down { port }, Action::Up { port }, len);
+            }
+            Kind::Partition => {
+                let len = range(rng, 50 * MS, 800 * MS);
+                window(Action::Down { port }, Action::Up { port }, len);
+            }
+            Kind::Kato => {
+                let len = range(rng, kato_ms * MS * 5 / 4, kato_ms * MS * 2);
+                window(Action::Down { port }, Action::Up { port }, len);
+            }
+            Kind::InitCrash => {
+                let k = rng.below(ports as u64 - 1) as usize;
+                let down_ns = range(rng, 10 * MS, 500 * MS);
+                plan.actions.push((t, Action::CrashInit { k, down_ns }));
+                plan.end_ns = plan.end_ns.max(t + down_ns);
+            }
+            Kind::TargetCrash => {
+                let keep = rng.below(2) == 0;
+                let down_ns = range(rng, 10 * MS, 500 * MS);
+                plan.actions.push((t, Action::CrashTarget { keep, down_ns }));
+                plan.end_ns = plan.end_ns.max(t + down_ns);
+            }
+        }
+    }
+    plan.actions.sort_by_key(|a| a.0);
+    plan.end_ns = plan.end_ns.max(plan.actions.last().map_or(0, |a| a.0));
+    plan
+}

@@ -1,0 +1,102 @@
+//! simulate: run seeds of the deterministic whole-stack simulation (see the README's
+//! "Deterministic simulation"). One summary line per seed; on a failure the seed and the
+//! shortest command line that replays it, exit status 1.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use sim::faults;
+
+const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--initiators N] [--ops N] [--faults all|none|LIST] [--quiet]
+  LIST: comma-separated of loss,dup,reorder,delay,corrupt,flap,partition,kato,icrash,tcrash";
+
+struct Args {
+    from: u64,
+    to: u64,
+    until_failure: bool,
+    initiators: usize,
+    ops: u64,
+    faults: Vec<faults::Kind>,
+    quiet: bool,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args { from: 0, to: 1, until_failure: false, initiators: 2, ops: 400, faults: faults::ALL.to_vec(), quiet: false };
+    let mut it = std::env::args().skip(1);
+    let num = |v: Option<String>, what: &str| -> Result<u64, String> { v.ok_or(format!("{what} needs a value"))?.parse::<u64>().map_err(|e| format!("{what}: {e}")) };
+    while let Some(w) = it.next() {
+        match w.as_str() {
+            "--seed" => {
+                a.from = num(it.next(), "--seed")?;
+                a.to = a.from + 1;
+            }
+            "--seeds" => {
+                let v = it.next().ok_or("--seeds needs A..B")?;
+                let (x, y) = v.split_once("..").ok_or("--seeds takes A..B (B excluded)")?;
+                a.from = x.parse().map_err(|e| format!("--seeds: {e}"))?;
+                a.to = y.parse().map_err(|e| format!("--seeds: {e}"))?;
+            }
+            "--until-failure" => a.until_failure = true,
+            "--initiators" => a.initiators = num(it.next(), "--initiators")?.clamp(1, 8) as usize,
+            "--ops" => a.ops = num(it.next(), "--ops")?,
+            "--faults" => a.faults = faults::parse_list(&it.next().ok_or("--faults needs a list")?)?,
+            "--quiet" => a.quiet = true,
+            "-h" | "--help" => return Err(USAGE.into()),
+            _ => return Err(format!("unknown argument '{w}'\n{USAGE}")),
+        }
+    }
+    Ok(a)
+}
+
+fn main() -> ExitCode {
+    let a = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let t0 = Instant::now();
+    let (mut seeds, mut failures, mut ops) = (0u64, 0u64, 0u64);
+    let mut seed = a.from;
+    while a.until_failure || seed < a.to {
+        let cfg = sim::Config { seed, initiators: a.initiators, ops: a.ops, faults: a.faults.clone() };
+        let out = sim::run(cfg);
+        seeds += 1;
+        ops += out.ops;
+        if let Some(why) = &out.failure {
+            failures += 1;
+            println!("{}", out.line(seed));
+            println!("SIM-FAILURE seed={seed}: {why}");
+            let mut replay = format!("scripts/simulate{} --seed {seed}", if cfg!(feature = "sim-mutation") { " --mutation" } else { "" });
+            if a.initiators != 2 {
+                replay += &format!(" --initiators {}", a.initiators);
+            }
+            if a.ops != 400 {
+                replay += &format!(" --ops {}", a.ops);
+            }
+            if a.faults.len() != faults::ALL.len() {
+                replay += &format!(" --faults {}", faults::list_name(&a.faults));
+            }
+            println!("SIM-REPLAY {replay}");
+            if a.until_failure {
+                break;
+            }
+        } else if !a.quiet {
+            println!("{}", out.line(seed));
+        }
+        seed += 1;
+    }
+    let secs = t0.elapsed().as_secs_f64().max(1e-9);
+    println!(
+        "SIM-SUMMARY seeds={seeds} failures={failures} ops={ops} sim_ops_per_sec={} seeds_per_min={}",
+        (ops as f64 / secs) as u64,
+        (seeds as f64 * 60.0 / secs) as u64
+    );
+    if failures > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
