@@ -72,6 +72,8 @@ struct Port {
     sw: MemLink,
     imp: Impairments,
     down: bool,
+    /// A node is on the port (not crashed).
+    attached: bool,
     tap: Rc<Tap>,
     /// Link counters of the port's earlier pairs (replaced when a node is rebuilt).
     past: MemLinkStats,
@@ -102,7 +104,7 @@ impl Fabric {
     pub fn add_port(&mut self, mac: [u8; 6]) -> (usize, NodeLink) {
         let (node, sw) = self.pair(Impairments::default());
         let tap = Rc::new(Tap { corrupt: Cell::new(0.0), corrupted: Cell::new(0), rng: RefCell::new(SplitMix64::new(self.seeds.next_u64())) });
-        self.ports.push(Port { mac, sw, imp: Impairments::default(), down: false, tap: tap.clone(), past: MemLinkStats::default() });
+        self.ports.push(Port { mac, sw, imp: Impairments::default(), down: false, attached: true, tap: tap.clone(), past: MemLinkStats::default() });
         (self.ports.len() - 1, NodeLink { end: node, clock: self.clock.clone(), tap })
     }
 
@@ -115,8 +117,16 @@ impl Fabric {
         let s = p.sw.stats();
         p.past = add_stats(p.past, s);
         p.sw = sw;
+        p.attached = true;
         p.tap.corrupted.set(0);
         NodeLink { end: node, clock: self.clock.clone(), tap: p.tap.clone() }
+    }
+
+    /// The node on port `i` is gone (crashed): frames on its cable are lost, frames for it are
+    /// dropped at the switch until a node is back ([`Fabric::replace_port`]).
+    pub fn detach(&mut self, i: usize) {
+        drop(self.replace_port(i));
+        self.ports[i].attached = false;
     }
 
     /// Impairments of port `i` (both directions).
@@ -155,7 +165,7 @@ impl Fabric {
                 n += 1;
                 let Some(dst) = f.get(..6) else { continue };
                 for j in 0..self.ports.len() {
-                    if j != i && (self.ports[j].mac == dst || dst == [0xff; 6]) {
+                    if j != i && self.ports[j].attached && (self.ports[j].mac == dst || dst == [0xff; 6]) {
                         self.ports[j].sw.set_now(now);
                         self.ports[j].sw.send(&f);
                     }

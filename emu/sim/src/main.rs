@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use sim::faults;
 
-const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--initiators N] [--ops N] [--faults all|none|LIST] [--quiet]
+const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--initiators N] [--ops N] [--faults all|none|LIST] [--quiet] [--verbose]
   LIST: comma-separated of loss,dup,reorder,delay,corrupt,flap,partition,kato,icrash,tcrash";
 
 struct Args {
@@ -19,10 +19,11 @@ struct Args {
     ops: u64,
     faults: Vec<faults::Kind>,
     quiet: bool,
+    verbose: bool,
 }
 
 fn parse() -> Result<Args, String> {
-    let mut a = Args { from: 0, to: 1, until_failure: false, initiators: 2, ops: 400, faults: faults::ALL.to_vec(), quiet: false };
+    let mut a = Args { from: 0, to: 1, until_failure: false, initiators: 2, ops: 400, faults: faults::ALL.to_vec(), quiet: false, verbose: false };
     let mut it = std::env::args().skip(1);
     let num = |v: Option<String>, what: &str| -> Result<u64, String> { v.ok_or(format!("{what} needs a value"))?.parse::<u64>().map_err(|e| format!("{what}: {e}")) };
     while let Some(w) = it.next() {
@@ -42,6 +43,7 @@ fn parse() -> Result<Args, String> {
             "--ops" => a.ops = num(it.next(), "--ops")?,
             "--faults" => a.faults = faults::parse_list(&it.next().ok_or("--faults needs a list")?)?,
             "--quiet" => a.quiet = true,
+            "--verbose" => a.verbose = true,
             "-h" | "--help" => return Err(USAGE.into()),
             _ => return Err(format!("unknown argument '{w}'\n{USAGE}")),
         }
@@ -61,7 +63,7 @@ fn main() -> ExitCode {
     let (mut seeds, mut failures, mut ops) = (0u64, 0u64, 0u64);
     let mut seed = a.from;
     while a.until_failure || seed < a.to {
-        let cfg = sim::Config { seed, initiators: a.initiators, ops: a.ops, faults: a.faults.clone() };
+        let cfg = sim::Config { seed, initiators: a.initiators, ops: a.ops, faults: a.faults.clone(), verbose: a.verbose };
         let out = sim::run(cfg);
         seeds += 1;
         ops += out.ops;

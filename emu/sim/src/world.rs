@@ -61,6 +61,8 @@ pub struct Config {
     /// Operations over all initiators.
     pub ops: u64,
     pub faults: Vec<Kind>,
+    /// Print faults and connection events to stderr as they happen.
+    pub verbose: bool,
 }
 
 /// What one run found.
@@ -364,6 +366,7 @@ impl World {
                 if let Some(p) = init.parts.take() {
                     self.check_icrc(init.port, &p.node.cx);
                     drop(p);
+                    self.fabric.detach(init.port);
                     let mut ops = core::mem::take(&mut init.ops);
                     self.abandon(k, &mut ops);
                     init.restart_ns = Some(now + down_ns);
@@ -377,6 +380,7 @@ impl World {
                     self.check_icrc(0, &t.node.cx);
                     let saved = keep.then(|| t.svc.target.core.namespace_dev(SUBNQN, 1).expect("namespace").contents());
                     drop(t);
+                    self.fabric.detach(0);
                     if !keep {
                         self.seq += 1;
                         self.model.reset(self.seq, now);
@@ -387,6 +391,9 @@ impl World {
             }
         }
         self.trace(0xfa, format!("{a:?}").len() as u64);
+        if self.cfg.verbose {
+            eprintln!("sim: {}us {a:?}", now / 1000);
+        }
     }
 
     /// One turn of everything present; advances the clock.
@@ -435,7 +442,13 @@ impl World {
                     }
                 }
             }
-            wake = wake.min(init.wake_ns).min(init.restart_ns.unwrap_or(u64::MAX));
+            // A wake time already past belongs to an initiator waiting for a blocking step of
+            // another one to return; advancing slowly would not serve it.
+            for t in [init.wake_ns, init.restart_ns.unwrap_or(u64::MAX)] {
+                if t > now {
+                    wake = wake.min(t);
+                }
+            }
             self.inits[k] = Some(init);
         }
         work += self.fabric.forward();
@@ -601,13 +614,18 @@ impl Sim {
             w.out.connects += 1;
             match r {
                 Ok(h) => {
+                    if w.cfg.verbose {
+                        eprintln!("sim: {}us initiator {k} connected", self.clock.now_ns() / 1000);
+                    }
                     w.trace(0xc0, k as u64);
                     p.host = Some(h);
                     p.failed = false;
                 }
                 Err(e) => {
                     w.trace(0xcf, k as u64);
-                    log::info!("sim: initiator {k}: connect: {e:?}");
+                    if w.cfg.verbose {
+                        eprintln!("sim: {}us initiator {k} connect: {e:?}", self.clock.now_ns() / 1000);
+                    }
                     init.next_try_ns = self.clock.now_ns() + 50 * MS;
                 }
             }
@@ -621,12 +639,17 @@ impl Sim {
             w.out.reconnects += 1;
             match r {
                 Ok(()) => {
+                    if w.cfg.verbose {
+                        eprintln!("sim: {}us initiator {k} reconnected", self.clock.now_ns() / 1000);
+                    }
                     w.trace(0xc1, k as u64);
                     p.failed = false;
                 }
                 Err(e) => {
                     w.trace(0xcd, k as u64);
-                    log::info!("sim: initiator {k}: reconnect: {e:?}");
+                    if w.cfg.verbose {
+                        eprintln!("sim: {}us initiator {k} reconnect: {e:?}", self.clock.now_ns() / 1000);
+                    }
                     p.host = None;
                     init.next_try_ns = self.clock.now_ns() + 50 * MS;
                 }
@@ -722,8 +745,10 @@ impl Sim {
         w.trace(0xd0 + ok as u64, op.wid ^ op.lba << 20 ^ (d.queue as u64) << 40);
         w.out.ops += 1;
         if !ok {
+            // Faults here break connections (the host sees a transport failure); none makes a
+            // valid command fail with an NVMe status.
             w.out.error_status += 1;
-            log::info!("sim: initiator {k}: lba {} status {:?}", op.lba, d.status);
+            w.fail(format!("initiator {k}: queue {} {} lba {}+{} completed with status {:?}", d.queue, if op.write { "write" } else { "read" }, op.lba, op.n, d.status));
         }
         let current = op.epoch == w.model.epoch;
         if op.write {
@@ -763,12 +788,14 @@ impl Sim {
         }
     }
 
-    /// Initiator `k` did its share: disconnect (once the faults are over).
+    /// Initiator `k` did its share: disconnect, once the faults are over and two keep-alive
+    /// timeouts have passed (a connection a fault broke is found dead and made again by then,
+    /// so the orderly disconnect must succeed).
     fn finish(&self, k: usize, init: &mut Initiator) {
         let now = self.clock.now_ns();
-        let fault_end = self.w.borrow().plan.end_ns;
-        if now <= fault_end {
-            init.wake_ns = fault_end + 1;
+        let quiet = self.w.borrow().plan.end_ns + 2 * KATO_MS * MS;
+        if now <= quiet {
+            init.wake_ns = quiet + 1;
             return;
         }
         let Some(p) = init.parts.as_mut() else { return };
