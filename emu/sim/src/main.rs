@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use sim::faults;
 
-const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--initiators N] [--ops N] [--faults all|none|LIST] [--quiet] [--verbose]
+const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--initiators N] [--ops N] [--faults all|none|LIST] [--namespace-on-crash keep|lose] [--quiet] [--verbose]
   LIST: comma-separated of loss,dup,reorder,delay,corrupt,flap,partition,kato,icrash,tcrash";
 
 struct Args {
@@ -20,10 +20,11 @@ struct Args {
     faults: Vec<faults::Kind>,
     quiet: bool,
     verbose: bool,
+    keep_namespace: Option<bool>,
 }
 
 fn parse() -> Result<Args, String> {
-    let mut a = Args { from: 0, to: 1, until_failure: false, initiators: 2, ops: 400, faults: faults::ALL.to_vec(), quiet: false, verbose: false };
+    let mut a = Args { from: 0, to: 1, until_failure: false, initiators: 2, ops: 400, faults: faults::ALL.to_vec(), quiet: false, verbose: false, keep_namespace: None };
     let mut it = std::env::args().skip(1);
     let num = |v: Option<String>, what: &str| -> Result<u64, String> { v.ok_or(format!("{what} needs a value"))?.parse::<u64>().map_err(|e| format!("{what}: {e}")) };
     while let Some(w) = it.next() {
@@ -44,6 +45,13 @@ fn parse() -> Result<Args, String> {
             "--faults" => a.faults = faults::parse_list(&it.next().ok_or("--faults needs a list")?)?,
             "--quiet" => a.quiet = true,
             "--verbose" => a.verbose = true,
+            "--namespace-on-crash" => {
+                a.keep_namespace = match it.next().as_deref() {
+                    Some("keep") => Some(true),
+                    Some("lose") => Some(false),
+                    _ => return Err("--namespace-on-crash takes keep or lose (default: drawn per crash)".into()),
+                }
+            }
             "-h" | "--help" => return Err(USAGE.into()),
             _ => return Err(format!("unknown argument '{w}'\n{USAGE}")),
         }
@@ -63,7 +71,7 @@ fn main() -> ExitCode {
     let (mut seeds, mut failures, mut ops) = (0u64, 0u64, 0u64);
     let mut seed = a.from;
     while a.until_failure || seed < a.to {
-        let cfg = sim::Config { seed, initiators: a.initiators, ops: a.ops, faults: a.faults.clone(), verbose: a.verbose };
+        let cfg = sim::Config { seed, initiators: a.initiators, ops: a.ops, faults: a.faults.clone(), verbose: a.verbose, keep_namespace: a.keep_namespace };
         let out = sim::run(cfg);
         seeds += 1;
         ops += out.ops;
@@ -80,6 +88,9 @@ fn main() -> ExitCode {
             }
             if a.faults.len() != faults::ALL.len() {
                 replay += &format!(" --faults {}", faults::list_name(&a.faults));
+            }
+            if let Some(k) = a.keep_namespace {
+                replay += if k { " --namespace-on-crash keep" } else { " --namespace-on-crash lose" };
             }
             println!("SIM-REPLAY {replay}");
             if a.until_failure {

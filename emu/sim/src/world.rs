@@ -63,6 +63,8 @@ pub struct Config {
     pub faults: Vec<Kind>,
     /// Print faults and connection events to stderr as they happen.
     pub verbose: bool,
+    /// Whether a target crash keeps its RAM namespace (`Some`), or the seed decides (`None`).
+    pub keep_namespace: Option<bool>,
 }
 
 /// What one run found.
@@ -376,6 +378,7 @@ impl World {
                 self.inits[k] = Some(init);
             }
             Action::CrashTarget { keep, down_ns } => {
+                let keep = self.cfg.keep_namespace.unwrap_or(keep);
                 if let Some(mut t) = self.target.take() {
                     self.check_icrc(0, &t.node.cx);
                     let saved = keep.then(|| t.svc.target.core.namespace_dev(SUBNQN, 1).expect("namespace").contents());
@@ -632,6 +635,9 @@ impl Sim {
             return;
         }
         if p.failed {
+            if self.w.borrow().cfg.verbose {
+                eprintln!("sim: {}us initiator {k} connection failed ({} I/O outstanding); reconnecting", now / 1000, init.ops.len());
+            }
             self.w.borrow_mut().abandon(k, &mut init.ops);
             let h = p.host.as_mut().expect("checked");
             let r = h.reconnect(&mut p.node.v, &mut p.env);

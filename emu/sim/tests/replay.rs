@@ -6,7 +6,7 @@ use sim::faults::{self, Kind};
 use sim::{run, Config};
 
 fn cfg(seed: u64, faults: &[Kind]) -> Config {
-    Config { seed, initiators: 2, ops: 400, faults: faults.to_vec(), verbose: false }
+    Config { seed, initiators: 2, ops: 400, faults: faults.to_vec(), verbose: false, keep_namespace: None }
 }
 
 #[test]
@@ -38,6 +38,17 @@ fn each_fault_kind_alone_passes_and_shows() {
             Kind::InitCrash | Kind::TargetCrash => assert!(out.crashes > 0, "{}", out.line(seed)),
             Kind::Kato => assert!(out.reconnects + out.connects > 2, "{}", out.line(seed)),
             _ => {}
+        }
+    }
+}
+
+#[test]
+fn target_crashes_keeping_or_losing_the_namespace_pass() {
+    for keep in [true, false] {
+        for seed in 300..304 {
+            let out = run(Config { keep_namespace: Some(keep), ..cfg(seed, &[Kind::TargetCrash]) });
+            assert!(out.failure.is_none(), "keep {keep} seed {seed}: {:?}", out.failure);
+            assert!(out.crashes > 0);
         }
     }
 }
