@@ -74,6 +74,9 @@ struct Port {
     down: bool,
     /// A node is on the port (not crashed).
     attached: bool,
+    /// IP MTU of the port's switch side: larger frames towards or from the node are dropped
+    /// (a switch port configured smaller than the nodes: MTU mismatch).
+    mtu: Option<usize>,
     tap: Rc<Tap>,
     /// Link counters of the port's earlier pairs (replaced when a node is rebuilt).
     past: MemLinkStats,
@@ -83,6 +86,7 @@ struct Port {
 pub struct Fabric {
     clock: SimClock,
     ports: Vec<Port>,
+    mtu_drops: u64,
     seeds: SplitMix64,
 }
 
@@ -90,7 +94,7 @@ const DOWN: Impairments = Impairments { loss: 1.0, duplicate: 0.0, reorder: 0.0,
 
 impl Fabric {
     pub fn new(clock: SimClock, seed: u64) -> Self {
-        Fabric { clock, ports: Vec::new(), seeds: SplitMix64::new(seed) }
+        Fabric { clock, ports: Vec::new(), mtu_drops: 0, seeds: SplitMix64::new(seed) }
     }
 
     fn pair(&mut self, imp: Impairments) -> (MemLink, MemLink) {
@@ -104,7 +108,7 @@ impl Fabric {
     pub fn add_port(&mut self, mac: [u8; 6]) -> (usize, NodeLink) {
         let (node, sw) = self.pair(Impairments::default());
         let tap = Rc::new(Tap { corrupt: Cell::new(0.0), corrupted: Cell::new(0), rng: RefCell::new(SplitMix64::new(self.seeds.next_u64())) });
-        self.ports.push(Port { mac, sw, imp: Impairments::default(), down: false, attached: true, tap: tap.clone(), past: MemLinkStats::default() });
+        self.ports.push(Port { mac, sw, imp: Impairments::default(), down: false, attached: true, mtu: None, tap: tap.clone(), past: MemLinkStats::default() });
         (self.ports.len() - 1, NodeLink { end: node, clock: self.clock.clone(), tap })
     }
 
@@ -127,6 +131,16 @@ impl Fabric {
     pub fn detach(&mut self, i: usize) {
         drop(self.replace_port(i));
         self.ports[i].attached = false;
+    }
+
+    /// IP MTU of port `i` (`None`: no limit below the nodes' own).
+    pub fn set_mtu(&mut self, i: usize, mtu: Option<usize>) {
+        self.ports[i].mtu = mtu;
+    }
+
+    /// Frames the switch dropped for exceeding a port's MTU.
+    pub fn mtu_drops(&self) -> u64 {
+        self.mtu_drops
     }
 
     /// Impairments of port `i` (both directions).
@@ -164,8 +178,17 @@ impl Fabric {
             while let Some(f) = { let sw = &mut self.ports[i].sw; sw.poll() } {
                 n += 1;
                 let Some(dst) = f.get(..6) else { continue };
+                let fits = |m: Option<usize>| m.is_none_or(|m| f.len() <= m + 14);
+                if !fits(self.ports[i].mtu) {
+                    self.mtu_drops += 1;
+                    continue;
+                }
                 for j in 0..self.ports.len() {
                     if j != i && self.ports[j].attached && (self.ports[j].mac == dst || dst == [0xff; 6]) {
+                        if !fits(self.ports[j].mtu) {
+                            self.mtu_drops += 1;
+                            continue;
+                        }
                         self.ports[j].sw.set_now(now);
                         self.ports[j].sw.send(&f);
                     }

@@ -16,6 +16,8 @@ pub enum Kind {
     Corrupt,
     /// A port down for 1-20 ms.
     Flap,
+    /// A switch port's MTU below the frames the nodes send (512-1000 bytes) for 20-500 ms.
+    Mtu,
     /// A port down for 50-800 ms (under the keep-alive timeout).
     Partition,
     /// A port down for longer than the keep-alive timeout.
@@ -26,7 +28,7 @@ pub enum Kind {
     TargetCrash,
 }
 
-pub const ALL: [Kind; 10] = [Kind::Loss, Kind::Dup, Kind::Reorder, Kind::Delay, Kind::Corrupt, Kind::Flap, Kind::Partition, Kind::Kato, Kind::InitCrash, Kind::TargetCrash];
+pub const ALL: [Kind; 11] = [Kind::Loss, Kind::Dup, Kind::Reorder, Kind::Delay, Kind::Corrupt, Kind::Flap, Kind::Mtu, Kind::Partition, Kind::Kato, Kind::InitCrash, Kind::TargetCrash];
 
 impl Kind {
     pub fn name(self) -> &'static str {
@@ -37,6 +39,7 @@ impl Kind {
             Kind::Delay => "delay",
             Kind::Corrupt => "corrupt",
             Kind::Flap => "flap",
+            Kind::Mtu => "mtu",
             Kind::Partition => "partition",
             Kind::Kato => "kato",
             Kind::InitCrash => "icrash",
@@ -84,6 +87,8 @@ pub enum Action {
     Clear { port: usize },
     Corrupt { port: usize, p: f64 },
     Down { port: usize },
+    /// The port's IP MTU (0: back to no limit).
+    Mtu { port: usize, mtu: usize },
     Up { port: usize },
     /// Initiator `k` (0-based) crashes, restarts `down_ns` later.
     CrashInit { k: usize, down_ns: u64 },
@@ -148,6 +153,11 @@ pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], ports: usize, span_ns: u64, ka
                 let p = frac(rng, 0.01, 0.1);
                 let len = range(rng, 20 * MS, 500 * MS);
                 window(Action::Corrupt { port, p }, Action::Corrupt { port, p: 0.0 }, len);
+            }
+            Kind::Mtu => {
+                let mtu = range(rng, 512, 1000) as usize;
+                let len = range(rng, 20 * MS, 500 * MS);
+                window(Action::Mtu { port, mtu }, Action::Mtu { port, mtu: 0 }, len);
             }
             Kind::Flap => {
                 let len = range(rng, MS, 20 * MS);

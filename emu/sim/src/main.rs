@@ -3,13 +3,14 @@
 //! shortest command line that replays it, exit status 1.
 #![forbid(unsafe_code)]
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use sim::faults;
 
 const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--initiators N] [--ops N] [--faults all|none|LIST] [--namespace-on-crash keep|lose] [--quiet] [--verbose]
-  LIST: comma-separated of loss,dup,reorder,delay,corrupt,flap,partition,kato,icrash,tcrash";
+  LIST: comma-separated of loss,dup,reorder,delay,corrupt,flap,mtu,partition,kato,icrash,tcrash";
 
 struct Args {
     from: u64,
@@ -59,6 +60,13 @@ fn parse() -> Result<Args, String> {
     Ok(a)
 }
 
+/// A line on stdout; a closed pipe (`| head`) is not an error worth a panic.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 fn main() -> ExitCode {
     let a = match parse() {
         Ok(a) => a,
@@ -77,8 +85,8 @@ fn main() -> ExitCode {
         ops += out.ops;
         if let Some(why) = &out.failure {
             failures += 1;
-            println!("{}", out.line(seed));
-            println!("SIM-FAILURE seed={seed}: {why}");
+            say!("{}", out.line(seed));
+            say!("SIM-FAILURE seed={seed}: {why}");
             let mut replay = format!("scripts/simulate{} --seed {seed}", if cfg!(feature = "sim-mutation") { " --mutation" } else { "" });
             if a.initiators != 2 {
                 replay += &format!(" --initiators {}", a.initiators);
@@ -92,17 +100,17 @@ fn main() -> ExitCode {
             if let Some(k) = a.keep_namespace {
                 replay += if k { " --namespace-on-crash keep" } else { " --namespace-on-crash lose" };
             }
-            println!("SIM-REPLAY {replay}");
+            say!("SIM-REPLAY {replay}");
             if a.until_failure {
                 break;
             }
         } else if !a.quiet {
-            println!("{}", out.line(seed));
+            say!("{}", out.line(seed));
         }
         seed += 1;
     }
     let secs = t0.elapsed().as_secs_f64().max(1e-9);
-    println!(
+    say!(
         "SIM-SUMMARY seeds={seeds} failures={failures} ops={ops} sim_ops_per_sec={} seeds_per_min={}",
         (ops as f64 / secs) as u64,
         (seeds as f64 * 60.0 / secs) as u64

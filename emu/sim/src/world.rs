@@ -80,6 +80,8 @@ pub struct Outcome {
     pub reconnects: u64,
     pub crashes: u64,
     pub corrupted: u64,
+    /// Frames the switch dropped for exceeding a port's MTU.
+    pub mtu_drops: u64,
     pub frames: u64,
     pub virtual_ns: u64,
     pub turns: u64,
@@ -92,7 +94,7 @@ impl Outcome {
     pub fn line(&self, seed: u64) -> String {
         let faults = if self.drawn.is_empty() { "none".to_string() } else { self.drawn.iter().map(|k| k.name()).collect::<Vec<_>>().join(",") };
         format!(
-            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} corrupted={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
+            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
             if self.failure.is_some() { "FAIL" } else { "ok" },
             self.ops,
             self.blocks_verified,
@@ -103,6 +105,7 @@ impl Outcome {
             self.reconnects,
             self.crashes,
             self.corrupted,
+            self.mtu_drops,
             self.frames,
             self.virtual_ns / MS,
             self.turns,
@@ -359,6 +362,7 @@ impl World {
             Action::Corrupt { port, p } => self.fabric.set_corrupt(port, p),
             Action::Down { port } => self.fabric.set_down(port, true),
             Action::Up { port } => self.fabric.set_down(port, false),
+            Action::Mtu { port, mtu } => self.fabric.set_mtu(port, (mtu > 0).then_some(mtu)),
             Action::CrashInit { k, down_ns } => {
                 let Some(mut init) = self.inits[k].take() else {
                     // Busy in a blocking step: crash it when it is back.
@@ -564,6 +568,7 @@ impl Sim {
         let mut w = self.w.borrow_mut();
         let frames = w.fabric.stats().sent;
         w.out.frames = frames;
+        w.out.mtu_drops = w.fabric.mtu_drops();
         w.out.virtual_ns = self.clock.now_ns();
         let out = w.out.clone();
         // Break the cycle (initiator hooks hold a weak reference only; nothing to do).
