@@ -26,6 +26,11 @@ pub enum Kind {
     InitCrash,
     /// The target node crashes; its RAM namespace kept (as if battery-backed) or lost.
     TargetCrash,
+    /// The target's adapter takes CREATE_QP commands and never completes them for 200-800 ms
+    /// while an initiator crashes and reconnects. Not in `all`: the driver then declares its
+    /// command queue dead and nothing resets the device, so the target never accepts a
+    /// connection again (the simulator reports no progress; see the README).
+    CmdHang,
 }
 
 pub const ALL: [Kind; 11] = [Kind::Loss, Kind::Dup, Kind::Reorder, Kind::Delay, Kind::Corrupt, Kind::Flap, Kind::Mtu, Kind::Partition, Kind::Kato, Kind::InitCrash, Kind::TargetCrash];
@@ -44,9 +49,13 @@ impl Kind {
             Kind::Kato => "kato",
             Kind::InitCrash => "icrash",
             Kind::TargetCrash => "tcrash",
+            Kind::CmdHang => "cmdhang",
         }
     }
 }
+
+/// Kinds only given by name (known to fail for want of a device recovery path).
+pub const EXTRA: [Kind; 1] = [Kind::CmdHang];
 
 /// `all`, `none` or a comma-separated list of kind names.
 pub fn parse_list(s: &str) -> Result<Vec<Kind>, String> {
@@ -56,7 +65,7 @@ pub fn parse_list(s: &str) -> Result<Vec<Kind>, String> {
         _ => {
             let mut v = Vec::new();
             for w in s.split(',') {
-                let k = ALL.iter().copied().find(|k| k.name() == w).ok_or_else(|| {
+                let k = ALL.iter().chain(EXTRA.iter()).copied().find(|k| k.name() == w).ok_or_else(|| {
                     format!("unknown fault '{w}' (known: all, none, {})", ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "))
                 })?;
                 if !v.contains(&k) {
@@ -73,7 +82,7 @@ pub fn parse_list(s: &str) -> Result<Vec<Kind>, String> {
 pub fn list_name(kinds: &[Kind]) -> String {
     if kinds.is_empty() {
         "none".into()
-    } else if kinds.len() == ALL.len() {
+    } else if kinds == ALL {
         "all".into()
     } else {
         kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(",")
@@ -93,6 +102,8 @@ pub enum Action {
     /// Initiator `k` (0-based) crashes, restarts `down_ns` later.
     CrashInit { k: usize, down_ns: u64 },
     CrashTarget { keep: bool, down_ns: u64 },
+    /// The target adapter hangs CREATE_QP commands (or stops doing so).
+    HangCreateQp { on: bool },
 }
 
 /// A seed's faults: actions by virtual time; all windows closed by `end_ns`.
@@ -176,6 +187,14 @@ pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], ports: usize, span_ns: u64, ka
                 let down_ns = range(rng, 10 * MS, 500 * MS);
                 plan.actions.push((t, Action::CrashInit { k, down_ns }));
                 plan.end_ns = plan.end_ns.max(t + down_ns);
+            }
+            Kind::CmdHang => {
+                let k = rng.below(ports as u64 - 1) as usize;
+                let down_ns = range(rng, 10 * MS, 50 * MS);
+                let len = range(rng, 200 * MS, 800 * MS);
+                plan.actions.push((t, Action::HangCreateQp { on: true }));
+                plan.actions.push((t, Action::CrashInit { k, down_ns }));
+                plan.actions.push((t + len, Action::HangCreateQp { on: false }));
             }
             Kind::TargetCrash => {
                 let keep = rng.below(2) == 0;

@@ -362,6 +362,16 @@ impl World {
             Action::Corrupt { port, p } => self.fabric.set_corrupt(port, p),
             Action::Down { port } => self.fabric.set_down(port, true),
             Action::Up { port } => self.fabric.set_down(port, false),
+            Action::HangCreateQp { on } => {
+                if let Some(t) = &self.target {
+                    let mut f = t.node.cx.faults_mut();
+                    if on {
+                        f.hang_opcodes.insert(mlx5_ifc::op::CREATE_QP);
+                    } else {
+                        f.hang_opcodes.remove(&mlx5_ifc::op::CREATE_QP);
+                    }
+                }
+            }
             Action::Mtu { port, mtu } => self.fabric.set_mtu(port, (mtu > 0).then_some(mtu)),
             Action::CrashInit { k, down_ns } => {
                 let Some(mut init) = self.inits[k].take() else {
