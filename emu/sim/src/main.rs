@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use sim::faults;
 
-const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--initiators N] [--ops N] [--faults all|none|LIST] [--namespace-on-crash keep|lose] [--quiet] [--verbose]
+const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--initiators N] [--ops N] [--faults all|none|LIST] [--namespace-on-crash keep|lose] [--quiet] [--verbose] [--log LEVEL]
   LIST: comma-separated of loss,dup,reorder,delay,corrupt,flap,mtu,partition,kato,icrash,tcrash";
 
 struct Args {
@@ -46,6 +46,11 @@ fn parse() -> Result<Args, String> {
             "--faults" => a.faults = faults::parse_list(&it.next().ok_or("--faults needs a list")?)?,
             "--quiet" => a.quiet = true,
             "--verbose" => a.verbose = true,
+            "--log" => {
+                let l: log::LevelFilter = it.next().ok_or("--log needs a level")?.parse().map_err(|_| "--log takes error|warn|info|debug|trace")?;
+                let _ = log::set_logger(&LOGGER);
+                log::set_max_level(l);
+            }
             "--namespace-on-crash" => {
                 a.keep_namespace = match it.next().as_deref() {
                     Some("keep") => Some(true),
@@ -66,6 +71,19 @@ macro_rules! say {
         let _ = writeln!(std::io::stdout().lock(), $($t)*);
     }};
 }
+
+/// With `--log LEVEL`: the product's own log lines on stderr.
+struct StderrLog;
+impl log::Log for StderrLog {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+    fn log(&self, r: &log::Record) {
+        eprintln!("log {} {}", r.level(), r.args());
+    }
+    fn flush(&self) {}
+}
+static LOGGER: StderrLog = StderrLog;
 
 fn main() -> ExitCode {
     let a = match parse() {
