@@ -74,3 +74,17 @@ fn regressions() {
         assert!(out.failure.is_none(), "seed {seed}: {:?}", out.failure);
     }
 }
+
+#[test]
+fn a_failed_reconnect_does_not_close_another_hosts_queue() {
+    // Seed 23, 4 initiators (found with every kind but cmdhang): a partition longer than KATO
+    // and a restarted initiator. When a peer closed a controller's admin queue the target
+    // tore its I/O queues down without telling the CM, so their CM records and the service's
+    // CM-ID -> QPN entries outlived the QPs; once those QPNs were reused by other hosts'
+    // queues, the restarted initiator's stale REQs closed them: another host's admin queue
+    // vanished under it and its orderly disconnect timed out.
+    let then = faults::parse_list("loss,dup,reorder,delay,corrupt,flap,mtu,partition,kato,icrash,tcrash").unwrap();
+    let out = run(Config { initiators: 4, ..cfg(23, &then) });
+    assert!(out.failure.is_none(), "{:?}", out.failure);
+    assert_eq!(out.drawn.iter().map(|k| k.name()).collect::<Vec<_>>(), ["mtu", "icrash", "kato", "mtu", "dup"], "the plan of the time");
+}

@@ -565,7 +565,12 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 for j in 0..self.conns.len() {
                     let same = self.conns[j].as_ref().is_some_and(|o| !o.draining && o.q.cntlid == Some(id));
                     if same {
-                        self.teardown(verbs, j, notify_cm);
+                        // The target closes these itself, whoever closed the admin queue: the
+                        // CM must say so to the host (DREQ) and forget them, or its record and
+                        // the service's CM-ID -> QPN entry outlive the QP, and once the QPN is
+                        // reused a late event for the old connection closes another host's
+                        // queue (emu/sim seed 23 with 4 initiators).
+                        self.teardown(verbs, j, true);
                     }
                 }
             }
