@@ -87,4 +87,11 @@ fn a_failed_reconnect_does_not_close_another_hosts_queue() {
     let out = run(Config { initiators: 4, ..cfg(23, &then) });
     assert!(out.failure.is_none(), "{:?}", out.failure);
     assert_eq!(out.drawn.iter().map(|k| k.name()).collect::<Vec<_>>(), ["mtu", "icrash", "kato", "mtu", "dup"], "the plan of the time");
+    // The same bug from the 2-initiator campaign (seeds 1000..20000 at 25472c4: 7 failures,
+    // each "no progress": a restarted initiator's stale REQs closed the other host's queue).
+    for seed in [8149, 11965] {
+        let out = run(cfg(seed, &then));
+        assert!(out.failure.is_none(), "seed {seed}: {:?}", out.failure);
+        assert!(out.crashes >= 2, "seed {seed}: the plan of the time");
+    }
 }
