@@ -280,15 +280,21 @@ fn measure_target_over_mlx5_and_emulated_connectx() {
     let n1: u64 = std::env::var("NVMEOF_EMU_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
     let (db1, copied1) = measure(&mut w, &mut h, &mut host, Pattern::RandRead, 1, n1, "");
     let (db32, copied32) = measure(&mut w, &mut h, &mut host, Pattern::RandRead, 32, n1 * 2, "");
-    // Writes, for comparison (keyed SGL: RDMA READ then the response = 2 doorbells at QD1;
-    // the RAM device copies the data from the slot buffer into the namespace).
-    measure(&mut w, &mut h, &mut host, Pattern::RandWrite, 1, n1 / 2, "(keyed-SGL)");
+    // Keyed-SGL writes: the target RDMA READs the host's data.
+    let (wdb1, wcopied1) = measure(&mut w, &mut h, &mut host, Pattern::RandWrite, 1, n1 / 2, "(keyed-SGL)");
+    let (wdb32, wcopied32) = measure(&mut w, &mut h, &mut host, Pattern::RandWrite, 32, n1, "(keyed-SGL)");
     // In-capsule (inline) writes from a second controller: one doorbell (the response).
     let mut host2 = Host::connect(&mut h.v, &mut w, host_cfg(32), SUBNQN).expect("second controller");
     measure(&mut w, &mut h, &mut host2, Pattern::RandWrite, 1, n1 / 2, "(in-capsule)");
     host2.disconnect(&mut h.v, &mut w).expect("disconnect");
-    println!("NVMEOF-DOORBELLS-PER-IO QD1 {db1:.3} QD32 {db32:.3}");
-    println!("NVMEOF-BYTES-COPIED-PER-READ QD1 {copied1:.1} QD32 {copied32:.1}");
+    // The figure lines scripts/bench-nvmeof reports (doorbells = MMIO writes to the target
+    // adapter's BAR per I/O; bytes = CPU copies by the target and the RAM device per I/O).
+    for (op, qd, db) in [("read", 1, db1), ("read", 32, db32), ("write", 1, wdb1), ("write", 32, wdb32)] {
+        println!("NVMEOF-DOORBELLS-PER-IO op={op} qd={qd} {db:.3}");
+    }
+    let per_io = |a: f64, na: u64, b: f64, nb: u64| (a * na as f64 + b * nb as f64) / (na + nb) as f64;
+    println!("NVMEOF-BYTES-COPIED-PER-IO op=read {:.1}", per_io(copied1, n1, copied32, n1 * 2));
+    println!("NVMEOF-BYTES-COPIED-PER-IO op=write {:.1}", per_io(wcopied1, n1 / 2, wcopied32, n1));
     // The aims (counts, not timings): <= 1 doorbell per I/O at QD1, 0 bytes copied.
     assert!(db1 <= 1.01, "doorbells per I/O at QD1: {db1}");
     assert_eq!((copied1, copied32), (0.0, 0.0));
@@ -299,20 +305,28 @@ fn measure_target_over_mlx5_and_emulated_connectx() {
     assert_eq!(w.target.queues(), 0);
 }
 
-/// 4 KiB random reads at QD1 over mlx5 + emulated ConnectX with a RAM namespace: the workload
+/// 4 KiB random I/O over mlx5 + emulated ConnectX with a RAM namespace: the workload
 /// `scripts/bench-nvmeof` runs under callgrind (collecting only `RdmaTarget::poll`, i.e. the
 /// target, the mlx5 driver calls it makes and the namespace, not the adapter model's own loop).
+/// `NVMEOF_PROFILE_OP=read|write` (writes use keyed SGLs: RDMA READ of the host's data),
+/// `NVMEOF_PROFILE_QD` (default 1), `NVMEOF_PROFILE_IOS`.
 #[test]
-fn qd1_4k_reads_for_profiling_mlx5() {
+fn target_4k_for_profiling_mlx5() {
     let n: u64 = std::env::var("NVMEOF_PROFILE_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+    let qd: u16 = std::env::var("NVMEOF_PROFILE_QD").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let write = std::env::var("NVMEOF_PROFILE_OP").is_ok_and(|v| v == "write");
     let (mut w, mut h) = setup();
-    let mut host = Host::connect(&mut h.v, &mut w, host_cfg(1), SUBNQN).expect("connect");
-    let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: u64::MAX / 4, max_ios: n, seed: 3 };
+    let cfg = HostConfig { inline_writes: false, ..host_cfg(qd) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let pattern = if write { Pattern::RandWrite } else { Pattern::RandRead };
+    let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 3 };
     let zc0 = ns_of(&mut w).zero_copy;
     let r = host.bench(&mut h.v, &mut w, 1, &bc).unwrap();
     assert_eq!((r.ios, r.errors), (n, 0));
-    assert_eq!(ns_of(&mut w).zero_copy - zc0, n, "every read zero-copy");
-    println!("NVMEOF-PROFILE-IOS {n}");
+    if !write {
+        assert_eq!(ns_of(&mut w).zero_copy - zc0, n, "every read zero-copy");
+    }
+    println!("NVMEOF-PROFILE-IOS {n} op={} qd={qd}", if write { "write" } else { "read" });
 }
 
 /// A Write that lands while a zero-copy Read of the same blocks is still being sent from
