@@ -45,10 +45,6 @@ pub fn wc_status(syndrome: u8) -> WcStatus {
 }
 
 impl<H: Hal, M: Mmio> Mlx5<H, M> {
-    fn qp_slot(&self, qpn: Qpn) -> Result<usize, Error> {
-        self.qps.iter().position(|q| q.qpn == qpn).ok_or(Error::NoSuchObject { kind: "QP", id: qpn.0 })
-    }
-
     /// Write a send WQE for `wr` into the SQ, update the doorbell record, ring the UAR doorbell
     /// (which also announces any WQE written before by `post_send_deferred`).
     pub fn post_send(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), Error> {
@@ -66,7 +62,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Announce every WQE written by `post_send_deferred` on `qpn`: one doorbell record update
     /// and one 8-byte doorbell write (the newest WQE's ctrl segment) for all of them.
     pub fn ring_send(&mut self, qpn: Qpn) -> Result<(), Error> {
-        let i = self.qp_slot(qpn)?;
+        let i = self.qp_index(qpn)?;
         self.ring_sq(i);
         Ok(())
     }
@@ -97,7 +93,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 
     /// Write the WQE into the SQ (not announced); returns the QP's index.
     fn post_send_inner(&mut self, qpn: Qpn, wr: &SendWr, inline: Option<&[u8]>) -> Result<usize, Error> {
-        let i = self.qp_slot(qpn)?;
+        let i = self.qp_index(qpn)?;
         let q = &mut self.qps[i];
         if !matches!(q.state, QpState::Rts | QpState::Error) {
             return Err(Error::InvalidArgument("post_send before RTS"));
@@ -202,7 +198,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// adapter reads; receives need no MMIO doorbell). On an error (queue full) the WQEs
     /// before it are posted.
     pub fn post_recv_batch(&mut self, qpn: Qpn, wrs: &[RecvWr]) -> Result<(), Error> {
-        let i = self.qp_slot(qpn)?;
+        let i = self.qp_index(qpn)?;
         let q = &mut self.qps[i];
         if q.srq.is_some() {
             return Err(Error::InvalidArgument("QP takes its receives from an SRQ"));
@@ -244,7 +240,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 
     /// Take up to `out.len()` completions from CQ `cqn`; updates the CQ doorbell record.
     pub fn poll_cq(&mut self, cqn: rdma::Cqn, out: &mut [Completion]) -> Result<usize, Error> {
-        let ci_idx = self.cqs.iter().position(|c| c.cqn == cqn).ok_or(Error::NoSuchObject { kind: "CQ", id: cqn.0 })?;
+        let ci_idx = self.cq_index(cqn)?;
         let mut n = 0;
         let mut consumed = false;
         while n < out.len() {
@@ -285,7 +281,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let op = get(e, cqe64::opcode) as u8;
         let qpn = Qpn(get(e, cqe64::qpn) as u32);
         let counter = get(e, cqe64::wqe_counter) as u16;
-        let Ok(i) = self.qp_slot(qpn) else {
+        let Ok(i) = self.qp_index(qpn) else {
             // A receive CQE of a QP destroyed while on an SRQ (slow path): its WQE goes back
             // and the completion is reported (the app gets its buffer back by wr_id).
             if !matches!(op, cqe_op::REQ | cqe_op::REQ_ERR) {

@@ -30,6 +30,7 @@ pub mod error;
 pub mod fastreg;
 pub mod health;
 pub mod mgmt_tap;
+mod objindex;
 pub mod pages;
 pub mod raw;
 pub mod selftest;

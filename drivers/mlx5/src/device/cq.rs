@@ -39,20 +39,22 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.run(in_len, create_cq_out::LAYOUT.size)?;
         let cqn = Cqn(self.out(create_cq_out::cqn) as u32);
         self.cqs.push(Cq { cqn, buf, dbr, log_size, ci: 0 });
+        self.reindex();
         Ok(cqn)
     }
 
     pub fn destroy_cq(&mut self, cqn: Cqn) -> Result<(), Error> {
-        let i = self.cqs.iter().position(|c| c.cqn == cqn).ok_or(Error::NoSuchObject { kind: "CQ", id: cqn.0 })?;
+        let i = self.cq_index(cqn)?;
         if self.qps.iter().any(|q| q.send_cq == cqn || q.recv_cq == cqn) {
             return Err(Error::InvalidArgument("CQ still used by a QP"));
         }
         self.simple(op::DESTROY_CQ, 0, destroy_cq_in::LAYOUT.size, &[(destroy_cq_in::cqn, cqn.0 as u64)])?;
         self.cqs.remove(i);
+        self.reindex();
         Ok(())
     }
 
     pub fn cq(&self, cqn: Cqn) -> Option<&Cq<H::Dma>> {
-        self.cqs.iter().find(|c| c.cqn == cqn)
+        self.cq_index(cqn).ok().map(|i| &self.cqs[i])
     }
 }

@@ -303,6 +303,9 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     mkeys: Vec<Mkey>,
     pub(crate) cqs: Vec<Cq<H::Dma>>,
     pub(crate) qps: Vec<Qp<H::Dma>>,
+    /// CQN / QPN → position in `cqs` / `qps` (rebuilt by `reindex` when they change).
+    cq_pos: crate::objindex::ObjIndex,
+    qp_pos: crate::objindex::ObjIndex,
     /// Shared receive queues by [`SrqId`] slot (None: destroyed).
     pub(crate) srqs: Vec<Option<Srq<H::Dma>>>,
     /// QPs destroyed while on an SRQ (newest last, at most [`RETIRED_SRQ_QPS`]): receive CQEs
@@ -368,6 +371,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             mkeys: Vec::new(),
             cqs: Vec::new(),
             qps: Vec::new(),
+            cq_pos: crate::objindex::ObjIndex::new(),
+            qp_pos: crate::objindex::ObjIndex::new(),
             srqs: Vec::new(),
             retired_srq_qps: Vec::new(),
             events: Vec::new(),
@@ -523,6 +528,32 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     pub fn pages_held(&self) -> usize {
         self.pages.len()
     }
+    /// Rebuild the CQN/QPN → position maps after `cqs` or `qps` changed (slow path).
+    pub(crate) fn reindex(&mut self) {
+        self.cq_pos.rebuild(self.cqs.iter().map(|c| c.cqn.0));
+        self.qp_pos.rebuild(self.qps.iter().map(|q| q.qpn.0));
+    }
+
+    /// Position of QP `qpn` in `qps`: by its number's low bits, a search only on a collision.
+    #[inline]
+    pub(crate) fn qp_index(&self, qpn: Qpn) -> Result<usize, Error> {
+        let i = self.qp_pos.candidate(qpn.0);
+        if self.qps.get(i).is_some_and(|q| q.qpn == qpn) {
+            return Ok(i);
+        }
+        self.qps.iter().position(|q| q.qpn == qpn).ok_or(Error::NoSuchObject { kind: "QP", id: qpn.0 })
+    }
+
+    /// Position of CQ `cqn` in `cqs` (as [`qp_index`](Self::qp_index)).
+    #[inline]
+    pub(crate) fn cq_index(&self, cqn: Cqn) -> Result<usize, Error> {
+        let i = self.cq_pos.candidate(cqn.0);
+        if self.cqs.get(i).is_some_and(|c| c.cqn == cqn) {
+            return Ok(i);
+        }
+        self.cqs.iter().position(|c| c.cqn == cqn).ok_or(Error::NoSuchObject { kind: "CQ", id: cqn.0 })
+    }
+
     pub fn live_cqs(&self) -> usize {
         self.cqs.len()
     }

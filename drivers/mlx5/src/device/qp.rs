@@ -124,15 +124,12 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             next_fence: false,
             srq,
         });
+        self.reindex();
         Ok(qpn)
     }
 
     pub fn qp(&self, qpn: Qpn) -> Option<&Qp<H::Dma>> {
-        self.qps.iter().find(|q| q.qpn == qpn)
-    }
-
-    pub(super) fn qp_index(&self, qpn: Qpn) -> Result<usize, Error> {
-        self.qps.iter().position(|q| q.qpn == qpn).ok_or(Error::NoSuchObject { kind: "QP", id: qpn.0 })
+        self.qp_index(qpn).ok().map(|i| &self.qps[i])
     }
 
     /// Start a modify command whose input is `*_qp_in` with a qpc at 0x18 (RST2INIT, INIT2RTR, RTR2RTS).
@@ -283,6 +280,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         self.simple(op::DESTROY_QP, 0, destroy_qp_in::LAYOUT.size, &[(destroy_qp_in::qpn, qpn.0 as u64)])?;
         self.qps.remove(i);
+        self.reindex();
         if let Some(s) = srq {
             if self.retired_srq_qps.len() >= RETIRED_SRQ_QPS {
                 self.retired_srq_qps.remove(0);

@@ -26,6 +26,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                 let qpn = q.qpn;
                 let r = self.simple(op::DESTROY_QP, 0, destroy_qp_in::LAYOUT.size, &[(destroy_qp_in::qpn, qpn.0 as u64)]);
                 self.qps.pop();
+                self.reindex();
                 note(r);
             }
             while let Some(s) = self.srqs.pop() {
@@ -39,6 +40,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             while let Some(c) = self.cqs.pop() {
                 note(self.simple(op::DESTROY_CQ, 0, destroy_cq_in::LAYOUT.size, &[(destroy_cq_in::cqn, c.cqn.0 as u64)]));
             }
+            self.reindex();
             if self.roce_enabled {
                 note(self.set_roce_gid(0, None));
                 self.roce_enabled = false;
