@@ -282,7 +282,7 @@ fn core_with(limits: Limits, max_ctrls: usize) -> Core<RamDisk> {
 }
 
 fn none() -> DataIn<'static> {
-    DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 0, tag: 0 }
+    DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 0, tag: 0, fetched: true }
 }
 
 /// Connect on `q` with `data`; (status, DW0).
@@ -291,7 +291,7 @@ fn connect(core: &mut Core<RamDisk>, q: &mut QueueState, kato: u32, data: &Conne
     let mut c = ConnectCmd::read_from_bytes(s.as_bytes()).unwrap();
     c.kato = U32::new(kato);
     s = Sqe::read_from_bytes(c.as_bytes()).unwrap();
-    let d = DataIn { bytes: data.as_bytes(), buf: 0, buf_len: 0, sgl_len: 1024, tag: 0 };
+    let d = DataIn { bytes: data.as_bytes(), buf: 0, buf_len: 0, sgl_len: 1024, tag: 0, fetched: true };
     match core.execute(q, &s, &d, 1_000) {
         Action::Respond { status, dw0, .. } => (status, dw0),
         a => panic!("{a:?}"),

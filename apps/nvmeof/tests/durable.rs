@@ -164,7 +164,7 @@ impl BlockDevice for Ns {
     }
 }
 
-const NONE: DataIn<'static> = DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 0, tag: 0 };
+const NONE: DataIn<'static> = DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 0, tag: 0, fetched: true };
 
 fn respond(a: Action) -> (Status, u32) {
     match a {
@@ -275,7 +275,7 @@ fn host_flush_waits_for_the_drives_flush() {
 fn fua_reaches_the_drive_and_drive_errors_reach_the_host() {
     let (log, nss) = drive_and_ram();
     let (mut core, _aq, mut iq) = connected(nss);
-    let data = |tag| DataIn { bytes: &[], buf: 0x10_0000, buf_len: 8192, sgl_len: 8192, tag };
+    let data = |tag| DataIn { bytes: &[], buf: 0x10_0000, buf_len: 8192, sgl_len: 8192, tag, fetched: true };
     for (op, fua, tag) in [(io_op::WRITE, true, 1), (io_op::WRITE, false, 2), (io_op::READ, true, 3)] {
         assert_eq!(core.execute(&mut iq, &io_sqe(op, 1, 8, 2, fua), &data(tag), 0), Action::Submitted { count: 1 });
     }

@@ -64,6 +64,8 @@ struct World {
     clock: SimClock,
     t: Node,
     host_cx: ConnectX,
+    /// The initiator's QPs, in connection order (tests that act on the wire).
+    host_qps: Vec<Qpn>,
     target: RdmaTarget<V, RamNamespace<SimHal>>,
     conns: BTreeMap<u32, (Qpn, ConnectPoll)>,
     next: u32,
@@ -102,6 +104,7 @@ impl HostEnv<V> for World {
             Err(rej) => (Qpn(0), ConnectPoll::Rejected(rej.sts.get())),
         };
         self.conns.insert(h, st);
+        self.host_qps.push(qp);
         Ok(h)
     }
     fn cm_poll(&mut self, _verbs: &mut V, handle: u32) -> ConnectPoll {
@@ -173,7 +176,7 @@ fn setup_with(max_io_queues: u16) -> (World, Node) {
     let mut target = RdmaTarget::new(Core::new(cfg, subs).expect("config"), 8);
     target.set_turnaround_clock(tsc);
     let host_cx = h.cx.clone();
-    let w = World { clock, t, host_cx, target, conns: BTreeMap::new(), next: 1, psn: 0x10_0000 };
+    let w = World { clock, t, host_cx, target, conns: BTreeMap::new(), host_qps: Vec::new(), next: 1, psn: 0x10_0000 };
     (w, h)
 }
 
@@ -382,6 +385,118 @@ fn overlapping_write_waits_for_zero_copy_read() {
     let (buf, off, _) = host.slot_buf(1, r2);
     buf.read(off, &mut got);
     assert!(got[..2048].iter().all(|&b| b == 0xAA) && got[2048..].iter().all(|&b| b == 0xBB));
+}
+
+/// Run the world until `want` I/Os completed; returns them (all must succeed).
+fn wait_done(w: &mut World, h: &mut Node, host: &mut Host<V>, want: usize) -> Vec<IoDone> {
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
+    let mut got = vec![];
+    for _ in 0..100_000 {
+        h.v.poll();
+        let k = host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll");
+        got.extend_from_slice(&done[..k]);
+        if got.len() >= want {
+            break;
+        }
+        w.turn();
+    }
+    assert_eq!(got.len(), want);
+    assert!(got.iter().all(|d| d.status.is_success()), "{got:?}");
+    got
+}
+
+/// Namespace bytes of blocks `[lba, lba + 8)`, read from its memory.
+fn ns_block4k(w: &mut World, lba: u64) -> Vec<u8> {
+    let ns = ns_of(w);
+    let off = (ns.paddr_of(lba) - ns.region().paddr()) as usize;
+    let mut out = vec![0u8; 4096];
+    ns.region().read(off, &mut out);
+    out
+}
+
+/// Keyed-SGL Writes land straight in namespace memory (no CPU copy), and commands touching
+/// the same blocks while such a Write's RDMA READ is in flight are ordered after it: a Read
+/// sent with it returns the new data whole, a second Write sent with it is held and lands
+/// last.
+#[test]
+fn zero_copy_writes_are_ordered_with_overlapping_commands() {
+    let (mut w, mut h) = setup();
+    let cfg = HostConfig { inline_writes: false, ..host_cfg(8) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let lba = 1600;
+    let fill = |host: &mut Host<V>, slot: u16, byte: u8| {
+        let (buf, off, _) = host.slot_buf(1, slot);
+        buf.write(off, &[byte; 4096]);
+    };
+    let copied0 = ns_of(&mut w).copied_bytes;
+    let (direct0, held_r0, held_w0) = (w.target.stats.direct_writes, w.target.stats.held_reads, w.target.stats.held_writes);
+    // A Write of 0xC1 and a Read of the same blocks, sent together.
+    let (wr, r) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
+    fill(&mut host, wr, 0xC1);
+    fill(&mut host, r, 0);
+    host.submit(&mut h.v, 1, wr, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
+    host.submit(&mut h.v, 1, r, IoKind::Read, 1, lba, 8, w.clock.now_ns()).unwrap();
+    wait_done(&mut w, &mut h, &mut host, 2);
+    assert_eq!(w.target.stats.held_reads - held_r0, 1, "the read waited for the write's data");
+    let (buf, off, _) = host.slot_buf(1, r);
+    let mut got = vec![0u8; 4096];
+    buf.read(off, &mut got);
+    assert!(got.iter().all(|&b| b == 0xC1), "the read returned the new data whole");
+    // Two Writes of the same blocks (0xD2 then 0xE3, overlapping by half), sent together.
+    let (w1, w2) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
+    fill(&mut host, w1, 0xD2);
+    fill(&mut host, w2, 0xE3);
+    host.submit(&mut h.v, 1, w1, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
+    host.submit(&mut h.v, 1, w2, IoKind::Write, 1, lba + 4, 8, w.clock.now_ns()).unwrap();
+    wait_done(&mut w, &mut h, &mut host, 2);
+    assert_eq!(w.target.stats.held_writes - held_w0, 1, "the second write waited for the first");
+    let got = ns_block4k(&mut w, lba);
+    assert!(got[..2048].iter().all(|&b| b == 0xD2) && got[2048..].iter().all(|&b| b == 0xE3), "the later write landed last");
+    assert_eq!(w.target.stats.direct_writes - direct0, 3, "every keyed write went straight to namespace memory");
+    assert_eq!(ns_of(&mut w).copied_bytes, copied0, "no CPU copy");
+}
+
+/// A keyed-SGL Write whose RDMA READ fails (the host's key was invalidated before the target
+/// read with it: remote access error) is never answered with success: the target fails the
+/// queue, and the namespace keeps its old data (nothing arrived to land). Had the READ
+/// failed part way, the bytes that landed would be data of a write the host never saw
+/// succeed, which NVMe allows for a failed write.
+#[test]
+fn failed_rdma_read_fails_the_write_and_leaves_the_namespace() {
+    let (mut w, mut h) = setup();
+    let cfg = HostConfig { inline_writes: false, ..host_cfg(4) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let lba = 2400;
+    let s0 = host.alloc_slot(1).unwrap();
+    let (buf, off, _) = host.slot_buf(1, s0);
+    buf.write(off, &[0x5A; 4096]);
+    host.submit(&mut h.v, 1, s0, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
+    wait_done(&mut w, &mut h, &mut host, 1);
+    assert!(ns_block4k(&mut w, lba).iter().all(|&b| b == 0x5A));
+    let (errors0, queues0) = (w.target.stats.wc_errors, w.target.queues());
+    // The next Write's key is invalidated by the host right behind its capsule.
+    let s1 = host.alloc_slot(1).unwrap();
+    let (buf, off, _) = host.slot_buf(1, s1);
+    buf.write(off, &[0xF0; 4096]);
+    host.submit(&mut h.v, 1, s1, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
+    let key = host.slot_key(1, s1);
+    let hqp = *w.host_qps.last().expect("I/O queue QP");
+    let inv = rdma::SendWr { wr_id: 0x1bad, op: rdma::SendOp::LocalInvalidate(key), sge: rdma::Sge { addr: 0, len: 0, lkey: rdma::Lkey(0) }, signaled: false, ud: None };
+    h.v.post_send(hqp, &inv).unwrap();
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
+    let mut answered = vec![];
+    for _ in 0..3000 {
+        w.turn();
+        h.v.poll();
+        if let Ok(k) = host.poll(&mut h.v, w.clock.now_ns(), &mut done) {
+            answered.extend_from_slice(&done[..k]);
+        }
+    }
+    assert!(answered.iter().all(|d| !d.status.is_success()), "the failed write was not answered with success: {answered:?}");
+    assert_eq!(w.target.stats.wc_errors - errors0, 1, "the READ failed at the target");
+    assert_eq!(w.target.queues(), queues0 - 1, "the target failed the queue");
+    assert!(w.target.take_closed().is_some(), "and asked the CM to disconnect it");
+    assert!(ns_block4k(&mut w, lba).iter().all(|&b| b == 0x5A), "the namespace kept its data");
 }
 
 /// The lost-completion case over mlx5 + the emulated ConnectX and the RAM namespace's

@@ -14,7 +14,7 @@ use blockdev::BlockDevice;
 use zerocopy::{FromBytes, IntoBytes};
 
 use super::limits::Bound;
-use super::{Action, Core, Ctrl, DataIn, QueueState, ADMIN_QUEUE_DEPTH, ERROR_LOG_ENTRIES};
+use super::{Action, Core, Ctrl, CtrlSlot, DataIn, QueueState, ADMIN_QUEUE_DEPTH, ERROR_LOG_ENTRIES};
 use crate::wire::*;
 
 impl<B: BlockDevice> Core<B> {
@@ -74,15 +74,20 @@ impl<B: BlockDevice> Core<B> {
                 return invalid(connect_off::IATTR_DATA | connect_off::DATA_CNTLID);
             }
             match self.new_ctrl(q, subsys, hostnqn, &cd.hostid, cmd.kato.get(), now_ns) {
-                Ok(id) => id,
+                Ok((id, slot)) => {
+                    q.ctrl_slot = CtrlSlot(slot as u16);
+                    id
+                }
                 Err(a) => return a,
             }
         } else {
             let want = cd.cntlid.get();
             let gid = q.peer_gid;
-            let Some(c) = self.ctrl_mut(want) else {
+            let Some(slot) = self.ctrls.iter().position(|c| c.as_ref().is_some_and(|c| c.cntlid == want)) else {
                 return invalid(connect_off::IATTR_DATA | connect_off::DATA_CNTLID);
             };
+            q.ctrl_slot = CtrlSlot(slot as u16);
+            let c = self.ctrls[slot].as_mut().expect("found");
             if c.subsys != subsys || c.subsys.is_none() || c.hostnqn != hostnqn || c.hostid != cd.hostid || c.source_gid != gid {
                 self.bounds.hit(Bound::ForeignQueue, now_ns, &hostnqn);
                 return invalid(connect_off::IATTR_DATA | connect_off::DATA_CNTLID);
@@ -115,7 +120,8 @@ impl<B: BlockDevice> Core<B> {
     }
 
     /// Create the controller of an admitted admin-queue Connect, within the bounds.
-    fn new_ctrl(&mut self, q: &QueueState, subsys: Option<usize>, hostnqn: &str, hostid: &[u8; 16], kato: u32, now_ns: u64) -> Result<u16, Action> {
+    /// Returns its controller ID and its slot in the table.
+    fn new_ctrl(&mut self, q: &QueueState, subsys: Option<usize>, hostnqn: &str, hostid: &[u8; 16], kato: u32, now_ns: u64) -> Result<(u16, usize), Action> {
         let busy = Action::status(Status::CONNECT_CTRL_BUSY);
         let Some(free) = self.ctrls.iter().position(|c| c.is_none()) else {
             self.bounds.hit(Bound::Ctrls, now_ns, &hostnqn);
@@ -173,6 +179,6 @@ impl<B: BlockDevice> Core<B> {
         self.stats.ctrls_created += 1;
         let subnqn = subsys.map_or(DISCOVERY_NQN, |si| self.subsystems[si].cfg.nqn.as_str());
         log::info!("nvmeof: target: controller {cntlid} for {hostnqn} on {subnqn}, keep-alive {kato_ms} ms");
-        Ok(cntlid)
+        Ok((cntlid, free))
     }
 }

@@ -120,7 +120,14 @@ pub struct QueueState {
     pub peer_qpn: u32,
     /// In-band authentication: open, pending a DH-HMAC-CHAP transaction, or failed.
     pub auth: auth::Gate,
+    /// Where the controller sits in the core's table (set by Connect with `cntlid`): the I/O
+    /// path reaches it by index, checked against `cntlid`.
+    pub ctrl_slot: CtrlSlot,
 }
+
+/// A controller's slot in the core's controller table (opaque; set by Connect).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CtrlSlot(u16);
 
 impl QueueState {
     pub fn new(qid: u16) -> Self {
@@ -149,6 +156,10 @@ pub struct DataIn<'a> {
     pub sgl_len: u32,
     /// Tag echoed in block completions (the transport's slot identity).
     pub tag: u64,
+    /// The command's host→controller data is in `bytes`/`buf` (in-capsule, or already moved
+    /// by the transport). `false` for a keyed SGL not read yet: the core answers
+    /// [`Action::Fetch`] for commands that carry host data.
+    pub fetched: bool,
 }
 
 /// The core's answer to a command.
@@ -164,6 +175,54 @@ pub enum Action {
     /// [`Core::set_direct`]): the device moves no data; when it completes, the transport
     /// sends the data to the host straight from `addr`.
     SubmittedDirect { addr: PhysAddr },
+    /// The command carries host data that is not here yet ([`DataIn::fetched`] false): move
+    /// it in (RDMA READ) as [`Fetch`] says, then go on.
+    Fetch(Fetch),
+}
+
+/// Where a command's host data goes before it can go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fetch {
+    /// A payload the core parses (Connect data, DSM ranges, admin data): into the
+    /// transport's buffer, then [`Core::execute`] again with the data fetched.
+    Payload,
+    /// A Write, decoded, checked and counted: move its data to [`PendingWrite::direct_addr`]
+    /// (namespace memory, zero copy) or else the transport's buffer, then
+    /// [`Core::write_fetched`] submits it.
+    Write(PendingWrite),
+}
+
+/// A decoded Write waiting for its data ([`Fetch::Write`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingWrite {
+    subsys: u16,
+    ns: u16,
+    io: BlockIo,
+    direct: bool,
+}
+
+impl PendingWrite {
+    /// Namespace memory the data goes straight into (`None`: the transport's buffer).
+    #[inline]
+    pub fn direct_addr(&self) -> Option<PhysAddr> {
+        self.direct.then_some(self.io.buf)
+    }
+    /// Bytes of data.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.io.buf_len
+    }
+}
+
+/// Whether the command carries host→controller data (Fabrics Connect / Auth Send, or a
+/// command whose opcode's data-transfer bits say host to controller).
+#[inline]
+pub fn host_to_ctrl(sqe: &Sqe) -> bool {
+    if sqe.opcode == FABRICS_OPCODE {
+        let t = sqe.fctype();
+        return t == fctype::CONNECT || t == fctype::AUTH_SEND;
+    }
+    sqe.opcode & 3 == 1
 }
 
 impl Action {
@@ -485,6 +544,18 @@ impl<B: BlockDevice> Core<B> {
         s.cfg.namespaces.iter_mut().find(|n| n.nsid == nsid).map(|n| &mut n.dev)
     }
 
+    /// The controller of queue `q`, by the slot Connect recorded (no search).
+    #[inline]
+    fn q_ctrl(&self, q: &QueueState) -> Option<&Ctrl> {
+        let id = q.cntlid?;
+        self.ctrls.get(q.ctrl_slot.0 as usize)?.as_ref().filter(|c| c.cntlid == id)
+    }
+    #[inline]
+    fn q_ctrl_mut(&mut self, q: &QueueState) -> Option<&mut Ctrl> {
+        let id = q.cntlid?;
+        self.ctrls.get_mut(q.ctrl_slot.0 as usize)?.as_mut().filter(|c| c.cntlid == id)
+    }
+
     fn ctrl_mut(&mut self, cntlid: u16) -> Option<&mut Ctrl> {
         self.ctrls.iter_mut().flatten().find(|c| c.cntlid == cntlid)
     }
@@ -568,7 +639,7 @@ impl<B: BlockDevice> Core<B> {
             io_op::DSM => return Some((0, u64::MAX)),
             _ => return None,
         }
-        let si = self.ctrl(q.cntlid?)?.subsys?;
+        let si = self.q_ctrl(q)?.subsys?;
         let n = self.subsystems[si].cfg.namespaces.iter().find(|n| n.nsid == sqe.nsid.get())?;
         let slba = sqe.cdw10.get() as u64 | ((sqe.cdw11.get() as u64) << 32);
         let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
@@ -681,14 +752,13 @@ impl<B: BlockDevice> Core<B> {
     pub fn record_error(&mut self, q: &QueueState, cid: u16, status: Status, nsid: u32) {
         self.stats.errors += 1;
         self.stats.by_status.add(status);
-        let Some(cntlid) = q.cntlid else { return };
-        let Some(c) = self.ctrl_mut(cntlid) else { return };
+        let Some(c) = self.q_ctrl_mut(q) else { return };
         c.error_count += 1;
         let subsys = c.subsys;
         if let Some(s) = subsys.and_then(|i| self.subsystems.get_mut(i)) {
             s.stats.errors += 1;
         }
-        let Some(c) = self.ctrl_mut(cntlid) else { return };
+        let Some(c) = self.q_ctrl_mut(q) else { return };
         let mut e = ErrorLogEntry::zeroed();
         e.error_count = U64::new(c.error_count);
         e.sqid = U16::new(q.qid);
@@ -703,10 +773,15 @@ impl<B: BlockDevice> Core<B> {
 
     /// Execute one command received on queue `q`.
     pub fn execute(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64) -> Action {
+        // Host data still at the host: payloads the core parses come in first (the command is
+        // executed again then); I/O Writes are decoded now and their data placed after.
+        if !data.fetched && data.sgl_len > 0 && host_to_ctrl(sqe) && !(q.qid != 0 && sqe.opcode == io_op::WRITE) {
+            return Action::Fetch(Fetch::Payload);
+        }
         self.stats.commands += 1;
         self.now_ns = now_ns;
         let auth_cmd = sqe.opcode == FABRICS_OPCODE && matches!(sqe.fctype(), fctype::AUTH_SEND | fctype::AUTH_RECV);
-        if let Some(c) = q.cntlid.and_then(|id| self.ctrl_mut(id)) {
+        if let Some(c) = self.q_ctrl_mut(q) {
             // Traffic-based keep-alive (CTRATT.TBKAS): any command counts once authenticated,
             // a bounded number of authentication steps before (auth::Gate::keeps_alive).
             if q.auth.keeps_alive(auth_cmd) {
@@ -723,7 +798,7 @@ impl<B: BlockDevice> Core<B> {
         } else if q.cntlid.is_none() {
             // Nothing but Connect before Connect.
             Action::status(Status::CMD_SEQ_ERROR)
-        } else if !self.ctrl(q.cntlid.unwrap_or(0)).is_some_and(|c| c.enabled()) {
+        } else if !self.q_ctrl(q).is_some_and(|c| c.enabled()) {
             Action::status(Status::CMD_SEQ_ERROR)
         } else if q.qid == 0 {
             self.exec_admin(q, sqe, data)
@@ -1206,8 +1281,7 @@ impl<B: BlockDevice> Core<B> {
     // -----------------------------------------------------------------------------------------
 
     fn exec_io(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>) -> Action {
-        let cntlid = q.cntlid.unwrap_or(0);
-        let Some(si) = self.ctrl(cntlid).and_then(|c| c.subsys) else { return Action::status(Status::INVALID_OPCODE) };
+        let Some(si) = self.q_ctrl(q).and_then(|c| c.subsys) else { return Action::status(Status::INVALID_OPCODE) };
         let nsid = sqe.nsid.get();
         if !matches!(sqe.opcode, io_op::READ | io_op::WRITE | io_op::FLUSH | io_op::WRITE_ZEROES | io_op::DSM) {
             return Action::status(Status::INVALID_OPCODE);
@@ -1239,7 +1313,7 @@ impl<B: BlockDevice> Core<B> {
                 if !range_ok {
                     return Action::status(Status::LBA_RANGE);
                 }
-                let c = self.ctrl_mut(cntlid).expect("checked");
+                let c = self.q_ctrl_mut(q).expect("checked");
                 let op = if sqe.opcode == io_op::READ {
                     c.host_reads += 1;
                     c.blocks_read_512 += bytes / 512;
@@ -1282,14 +1356,19 @@ impl<B: BlockDevice> Core<B> {
             sub.stats.bytes_written += buf_len as u64;
         }
         let dev = &mut sub.cfg.namespaces[ni].dev;
-        // Zero copy: a Read from memory the transport can RDMA from directly names that
-        // memory as its buffer (the device moves nothing).
-        let direct = if op == BlockOp::Read && self.direct { dev.direct(slba, blocks) } else { None };
+        // Zero copy: a Read from (a keyed-SGL Write into) memory the transport can RDMA from
+        // (into) directly names that memory as its buffer (the device moves nothing). Data
+        // already here (in-capsule) is copied by the device.
+        let zero_copy = op == BlockOp::Read || (op == BlockOp::Write && !data.fetched);
+        let direct = if zero_copy && self.direct { dev.direct(slba, blocks) } else { None };
         let io = BlockIo { op, lba: if op == BlockOp::Flush { 0 } else { slba }, blocks, buf: direct.unwrap_or(buf), buf_len, tag: data.tag, fua };
         if op == BlockOp::Read {
             self.stats.reads += 1;
         } else if op == BlockOp::Write {
             self.stats.writes += 1;
+            if !data.fetched {
+                return Action::Fetch(Fetch::Write(PendingWrite { subsys: si as u16, ns: ni as u16, io, direct: direct.is_some() }));
+            }
         }
         match dev.submit(&io) {
             Ok(()) => {
@@ -1304,6 +1383,23 @@ impl<B: BlockDevice> Core<B> {
                     Some(addr) => Action::SubmittedDirect { addr },
                     None => Action::Submitted { count: 1 },
                 }
+            }
+            Err(e) => Action::status(blk_status(e)),
+        }
+    }
+
+    /// Submit a Write whose data the transport moved in ([`Fetch::Write`]): into namespace
+    /// memory (`direct_addr`; the device moves nothing) or into `buf`. Answers
+    /// [`Action::Submitted`] or an error status (recorded by the caller's `record_error`).
+    pub fn write_fetched(&mut self, w: &PendingWrite, buf: PhysAddr, tag: u64) -> Action {
+        let Some(n) = self.subsystems.get_mut(w.subsys as usize).and_then(|s| s.cfg.namespaces.get_mut(w.ns as usize)) else {
+            return Action::status(Status::INTERNAL);
+        };
+        let io = BlockIo { buf: if w.direct { w.io.buf } else { buf }, tag, ..w.io };
+        match n.dev.submit(&io) {
+            Ok(()) => {
+                self.inflight += 1;
+                Action::Submitted { count: 1 }
             }
             Err(e) => Action::status(blk_status(e)),
         }

@@ -4,8 +4,12 @@
 //!
 //! Each queue has `depth` slots; slot `i` owns receive buffer `i`, response buffer `i` and
 //! data buffer `i` (all DMA memory registered once). I/O data moves between the namespace and
-//! the host only by DMA (block device ↔ data buffer ↔ RDMA); the CPU copies only the 64-byte
-//! SQE, the 16-byte CQE, and admin payloads. Facts: Linux drivers/nvme/target/rdma.c
+//! the host only by DMA: with namespace memory registered, keyed-SGL Reads are RDMA WRITTEN
+//! from it and Writes RDMA READ into it (zero copy; overlapping commands ordered by
+//! `ranges`); otherwise through the slot's data buffer (block device ↔ data buffer ↔ RDMA).
+//! The CPU copies only the 64-byte SQE, the 16-byte CQE, and admin payloads. One state
+//! machine per command (`Slot` + `SlotState`), driven by the core's `Action`s; completions
+//! reach queue and slot by index (`WrId`). Facts: Linux drivers/nvme/target/rdma.c
 //! behaviour, include/linux/nvme-rdma.h, shared/reference/wire.md §3.
 
 use alloc::collections::VecDeque;
@@ -18,28 +22,26 @@ use zerocopy::byteorder::little_endian::{U16, U32};
 use zerocopy::{FromBytes, IntoBytes};
 
 use super::limits::Bound;
-use super::{Action, Core, DataIn, QueueState, ADMIN_MAX_XFER, ADMIN_QUEUE_DEPTH, MAX_AERS};
+use super::{host_to_ctrl, Action, Core, DataIn, Fetch, PendingWrite, QueueState, ADMIN_MAX_XFER, ADMIN_QUEUE_DEPTH, MAX_AERS};
 use admit::Ip;
 use rdma::cm_wire::gid_from_ipv4;
 use crate::bench::Histogram;
 use crate::wire::*;
 
 mod admit;
+mod ranges;
+mod wr_id;
 pub use admit::Pinned;
+use ranges::{InFlight, RangeId};
+use wr_id::{Kind, WrId};
 
-const KIND_RECV: u64 = 1;
-const KIND_SEND: u64 = 2;
-const KIND_READ: u64 = 3;
-const KIND_WRITE: u64 = 4;
-const KIND_AER: u64 = 5;
 /// Block completions handled per batch (the core is asked for no more than this at once).
 const BLOCK_BATCH: usize = 64;
 
-fn wr_id(conn: usize, gen: u16, kind: u64, slot: u16) -> u64 {
-    ((conn as u64) << 48) | ((gen as u64) << 32) | (kind << 24) | slot as u64
-}
-fn wr_parts(id: u64) -> (usize, u16, u64, u16) {
-    ((id >> 48) as usize, (id >> 32) as u16, (id >> 24) & 0xFF, id as u16)
+/// `wr_id` of work request `kind` for slot `slot` of queue `conn` (generation `gen`).
+#[inline(always)]
+fn wr_id(conn: usize, gen: u16, kind: Kind, slot: u16) -> u64 {
+    WrId::new(conn, gen, kind, slot, RangeId::NONE).raw()
 }
 
 /// Transport counters (never reset).
@@ -64,8 +66,15 @@ pub struct TransportStats {
     pub post_errors: u64,
     /// Work requests posted (receives and sends).
     pub posts: u64,
-    /// Writes held until an overlapping zero-copy read had been sent.
+    /// Commands changing namespace memory held until overlapping zero-copy transfers
+    /// (reads being sent, writes landing) were done.
     pub held_writes: u64,
+    /// Zero-copy reads held until an overlapping zero-copy write had landed.
+    pub held_reads: u64,
+    /// Keyed-SGL writes whose data the adapter placed straight into namespace memory.
+    pub direct_writes: u64,
+    /// Zero-copy transfers that did not fit the range table (must stay 0; failed INTERNAL).
+    pub range_overflow: u64,
     /// Send doorbells asked of the device: sends are written with `post_send_deferred` and
     /// each QP is rung at most once per `poll` turn.
     pub send_doorbells: u64,
@@ -88,8 +97,20 @@ enum SlotState {
     Reading,
     /// Block I/O in flight.
     Executing,
-    /// Held: it would change namespace memory a zero-copy read is still sending.
+    /// Held: it overlaps namespace memory a zero-copy transfer is still using; `Slot::resume`
+    /// says what it does once free.
     Blocked,
+}
+
+/// What a held slot does when nothing overlaps it any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resume {
+    /// Execute the command (in-capsule Write, Write Zeroes, DSM).
+    Execute,
+    /// RDMA READ a Write's data into namespace memory.
+    Fetch,
+    /// RDMA WRITE a zero-copy Read's data and respond.
+    Send,
 }
 
 #[derive(Clone, Copy)]
@@ -102,12 +123,18 @@ struct Slot {
     pending: u16,
     status: Status,
     t0: u64,
-    /// Read served from namespace memory: where the data is (0 = the slot's data buffer).
+    /// Zero-copy Read (Write): namespace memory the data is sent from (lands in); 0 = the
+    /// slot's data buffer.
     direct_addr: u64,
     direct_lkey: Lkey,
-    /// Command sequence in this slot (mod 256), carried in the response's wr_id so its
-    /// completion names the command even after the slot took the next capsule.
-    seq: u8,
+    /// Host data is in the slot's buffer (a fetched payload).
+    fetched: bool,
+    /// A decoded Write waiting for (or placing) its data.
+    write: Option<PendingWrite>,
+    /// The zero-copy range this command holds (carried in the response's `wr_id`, whose
+    /// completion ends a Read's range even after the slot took its next capsule).
+    range: RangeId,
+    resume: Resume,
 }
 
 struct Conn<V: Verbs> {
@@ -192,9 +219,9 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     /// Namespace memory registered for zero-copy reads.
     ns_mrs: Vec<NsMr>,
     ns_registered: bool,
-    /// Zero-copy reads being sent.
-    direct_reads: Vec<DirectRead>,
-    /// Commands held until an overlapping zero-copy read is sent: (conn, gen, slot).
+    /// Namespace memory zero-copy transfers are using.
+    inflight: InFlight,
+    /// Commands held until overlapping zero-copy transfers are done: (conn, gen, slot).
     blocked: alloc::collections::VecDeque<(usize, u16, u16)>,
     /// Queues with sends written this turn, to ring at its end (overflow: scan them all).
     unrung: heapless::Vec<u16, 64>,
@@ -206,29 +233,11 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     pub stats: TransportStats,
 }
 
-/// A zero-copy read whose RDMA WRITE is still being sent from namespace memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct DirectRead {
-    /// Namespace memory being read: `[start, end)`.
-    start: u64,
-    end: u64,
-    /// The response's send `wr_id` (conn/gen/slot/seq) whose completion ends it.
-    wr_id: u64,
-}
-
-/// Whether the command carries host→controller data (Fabrics Connect / Auth Send, or a
-/// command whose opcode's data-transfer bits say host to controller).
-fn host_to_ctrl(sqe: &Sqe) -> bool {
-    if sqe.opcode == FABRICS_OPCODE {
-        let t = sqe.fctype();
-        return t == fctype::CONNECT || t == fctype::AUTH_SEND;
-    }
-    sqe.opcode & 3 == 1
-}
-
 impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     /// A target serving `core` on at most `max_queues` RDMA queues.
     pub fn new(core: Core<B>, max_queues: usize) -> Self {
+        // A work request names its queue in 12 bits.
+        let max_queues = max_queues.min(wr_id::MAX_QUEUES);
         let mut conns = Vec::with_capacity(max_queues);
         conns.resize_with(max_queues, || None);
         // Every slot of every queue, twice (a slot may take its next read before the previous
@@ -247,7 +256,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             now_ns: 0,
             ns_mrs: Vec::new(),
             ns_registered: false,
-            direct_reads: Vec::with_capacity(2 * slots),
+            inflight: InFlight::with_capacity(2 * slots),
             blocked: alloc::collections::VecDeque::with_capacity(slots),
             unrung: heapless::Vec::new(),
             unrung_overflow: false,
@@ -263,8 +272,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     /// Register the namespaces' direct memory ([`Core::direct_regions`]) with `verbs` once,
-    /// so Reads are sent to the host straight from the namespace (no copy into a slot
-    /// buffer). Done by the first `accept`; if a registration fails, reads keep using the
+    /// so Reads are sent to the host straight from the namespace and keyed-SGL Writes land
+    /// straight in it (no copy through a slot buffer). Done by the first `accept`; if a registration fails, reads keep using the
     /// slot buffers. Returns whether zero-copy reads are on.
     pub fn register_namespaces(&mut self, verbs: &mut V) -> bool {
         if self.ns_registered {
@@ -296,7 +305,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Register `[base, base+len)` as chunks of `chunk` bytes (+ `overlap`); all or none.
     fn reg_chunks(verbs: &mut V, base: u64, len: u64, chunk: u64, overlap: u64) -> Option<Vec<Lkey>> {
-        let access = Access { local_write: false, remote_read: false, remote_write: false };
+        // Local write: keyed-SGL Writes RDMA READ host data straight into namespace memory.
+        // No remote access: the host never gets a key to it.
+        let access = Access { local_write: true, remote_read: false, remote_write: false };
         let mut lkeys = Vec::new();
         let mut off = 0;
         while off < len {
@@ -411,7 +422,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         let c = self.conns[idx].as_ref().expect("just stored");
         wrs.extend((0..depth).map(|s| RecvWr {
-            wr_id: wr_id(idx, c.gen, KIND_RECV, s),
+            wr_id: wr_id(idx, c.gen, Kind::Recv, s),
             sge: Sge { addr: c.recv.paddr() + (s as usize * c.capsule) as u64, len: c.capsule as u32, lkey: c.recv_lkey },
         }));
         self.stats.posts += depth as u64;
@@ -459,7 +470,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 return Err(());
             }
         };
-        self.gen = self.gen.wrapping_add(1).max(1);
+        // 12 bits of generation in a `WrId`.
+        self.gen = ((self.gen + 1) & 0xFFF).max(1);
         let slot = Slot {
             state: SlotState::Posted,
             sqe: Sqe::zeroed(),
@@ -470,7 +482,10 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             t0: 0,
             direct_addr: 0,
             direct_lkey: Lkey(0),
-            seq: 0,
+            fetched: false,
+            write: None,
+            range: RangeId::NONE,
+            resume: Resume::Execute,
         };
         slots.resize(depth as usize, slot);
         Ok(Conn {
@@ -513,7 +528,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     fn post_recv(&mut self, verbs: &mut V, ci: usize, s: u16) -> Result<(), V::Error> {
         let c = self.conns[ci].as_mut().expect("live conn");
         let wr = RecvWr {
-            wr_id: wr_id(ci, c.gen, KIND_RECV, s),
+            wr_id: wr_id(ci, c.gen, Kind::Recv, s),
             sge: Sge { addr: c.recv.paddr() + (s as usize * c.capsule) as u64, len: c.capsule as u32, lkey: c.recv_lkey },
         };
         c.slots[s as usize].state = SlotState::Posted;
@@ -540,8 +555,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         c.draining = true;
         let gen = c.gen;
-        // Its QP is gone with everything in flight: forget its zero-copy reads and held commands.
-        self.direct_reads.retain(|r| wr_parts(r.wr_id).0 != ci || wr_parts(r.wr_id).1 != gen);
+        // Its QP is gone with everything in flight: forget its zero-copy ranges and held commands.
+        self.inflight.remove_queue(ci, gen);
         self.blocked.retain(|b| b.0 != ci || b.1 != gen);
         let c = self.conns[ci].as_mut().expect("live");
         let _ = verbs.qp_to_error(c.qpn);
@@ -710,44 +725,44 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     fn on_completion(&mut self, verbs: &mut V, wc: &Completion, now_ns: u64) {
-        let (ci, gen, kind, s) = wr_parts(wc.wr_id);
+        let id = WrId::from_raw(wc.wr_id);
+        let (ci, gen, s) = (id.conn(), id.gen(), id.slot());
         let Some(c) = self.conns.get(ci).and_then(|c| c.as_ref()) else { return };
         if c.gen != gen || c.draining {
             return;
         }
+        let kind = id.kind();
         if wc.status != WcStatus::Success {
             if wc.status != WcStatus::WrFlushed {
                 self.stats.wc_errors += 1;
-                log::warn!("nvmeof: rdma: {} completion error {:?} (kind {kind})", c.qpn, wc.status);
+                log::warn!("nvmeof: rdma: {} completion error {:?} ({kind:?})", c.qpn, wc.status);
             }
+            // A failed RDMA READ of a zero-copy Write leaves the command unanswered with its
+            // queue: the host never sees success for data that may have landed in part.
             self.teardown(verbs, ci, true);
             return;
         }
-        if s >= c.depth && kind != KIND_AER {
+        if s >= c.depth && kind != Some(Kind::Aer) {
             return;
         }
         match kind {
-            KIND_RECV if wc.opcode == WcOpcode::Recv || wc.opcode == WcOpcode::RecvWithImm => {
-                self.on_capsule(verbs, ci, s, wc.byte_len, now_ns)
-            }
-            KIND_READ => {
+            Some(Kind::Recv) if wc.opcode == WcOpcode::Recv || wc.opcode == WcOpcode::RecvWithImm => self.on_capsule(verbs, ci, s, wc.byte_len, now_ns),
+            Some(Kind::Read) => {
                 let c = self.conns[ci].as_mut().expect("live");
                 c.reads_in_flight = c.reads_in_flight.saturating_sub(1);
                 if let Some(next) = c.read_wait.pop_front() {
                     self.post_read(verbs, ci, next);
                 }
                 if self.conns[ci].as_ref().is_some_and(|c| c.slots[s as usize].state == SlotState::Reading) {
-                    self.execute(verbs, ci, s, now_ns);
+                    self.data_in(verbs, ci, s, now_ns);
                 }
             }
-            KIND_SEND => {
-                if !self.direct_reads.is_empty() {
-                    // The response went out, so did the RDMA WRITE before it (RC order): the
-                    // namespace memory it read may change now.
-                    let key = wr_id(ci, gen, 0, s) | (wc.wr_id & 0xFF_0000);
-                    if let Some(i) = self.direct_reads.iter().position(|r| r.wr_id == key) {
-                        self.direct_reads.swap_remove(i);
-                    }
+            Some(Kind::Send) => {
+                // The response went out, so did the RDMA WRITE before it (RC order): the
+                // namespace memory a zero-copy Read sent from may change now.
+                let r = id.range();
+                if !r.is_none() {
+                    self.inflight.remove(r, ci, gen);
                 }
                 if self.conns[ci].as_ref().is_some_and(|c| c.close_after_send) {
                     self.teardown(verbs, ci, true);
@@ -755,6 +770,27 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             }
             _ => {}
         }
+    }
+
+    /// Slot `s`'s RDMA READ completed: a Write's data is in place (submit it), or a payload
+    /// is in the slot buffer (execute the command with it).
+    fn data_in(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
+        let c = self.conns[ci].as_mut().expect("live");
+        let gen = c.gen;
+        let buf = c.data.paddr() + c.data_off(s) as u64;
+        let slot = &mut c.slots[s as usize];
+        let Some(w) = slot.write else {
+            slot.fetched = true;
+            self.execute(verbs, ci, s, now_ns);
+            return;
+        };
+        // The data has landed: overlapping commands may go on.
+        if !slot.range.is_none() {
+            let r = core::mem::replace(&mut slot.range, RangeId::NONE);
+            self.inflight.remove(r, ci, gen);
+        }
+        let action = self.core.write_fetched(&w, buf, wr_id(ci, gen, Kind::Block, s));
+        self.on_action(verbs, ci, s, action);
     }
 
     fn on_capsule(&mut self, verbs: &mut V, ci: usize, s: u16, byte_len: u32, now_ns: u64) {
@@ -775,7 +811,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         slot.status = Status::SUCCESS;
         slot.t0 = t0;
         slot.direct_addr = 0;
-        slot.seq = slot.seq.wrapping_add(1);
+        slot.fetched = false;
+        slot.write = None;
+        slot.range = RangeId::NONE;
         match self.check_capsule(ci, s, byte_len) {
             Err(st) => {
                 self.stats.bad_capsules += 1;
@@ -786,18 +824,12 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 self.core.record_error(&q, cid, st, nsid);
                 self.respond(verbs, ci, s, st, 0, 0, 0);
             }
-            Ok(need_read) => {
-                if need_read {
-                    self.post_read(verbs, ci, s);
-                } else {
-                    self.execute(verbs, ci, s, now_ns);
-                }
-            }
+            Ok(()) => self.execute(verbs, ci, s, now_ns),
         }
     }
 
-    /// Validate the capsule's framing and SGL; Ok(true) when host data must be RDMA READ first.
-    fn check_capsule(&mut self, ci: usize, s: u16, byte_len: u32) -> Result<bool, Status> {
+    /// Validate the capsule's framing and SGL (the slot keeps the decoded SGL).
+    fn check_capsule(&mut self, ci: usize, s: u16, byte_len: u32) -> Result<(), Status> {
         let c = self.conns[ci].as_mut().expect("live");
         let sqe = &c.slots[s as usize].sqe;
         if (byte_len as usize) < Sqe::SIZE || byte_len as usize > c.capsule {
@@ -811,11 +843,11 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             // Nothing but Connect before Connect (and no data moved for anything else).
             return Err(Status::CMD_SEQ_ERROR);
         }
-        let to_ctrl = host_to_ctrl(sqe);
         let sgl = Sgl::decode(&sqe.dptr)?;
         match sgl {
             Sgl::Inline { offset, len } if len > 0 => {
-                if !to_ctrl || c.q.qid == 0 {
+                // In-capsule data only flows host to controller, on I/O queues.
+                if !host_to_ctrl(sqe) || c.q.qid == 0 {
                     return Err(Status::INVALID_FIELD);
                 }
                 let room = (byte_len as u64).saturating_sub(Sqe::SIZE as u64);
@@ -834,13 +866,15 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             _ => {}
         }
         c.slots[s as usize].sgl = Some(sgl);
-        let keyed = matches!(sgl, Sgl::Keyed { len, .. } if len > 0);
-        Ok(to_ctrl && keyed)
+        Ok(())
     }
 
+    /// RDMA READ slot `s`'s host data: into namespace memory (a zero-copy Write) or the
+    /// slot's buffer; queued while the QP has its most READs outstanding.
     fn post_read(&mut self, verbs: &mut V, ci: usize, s: u16) {
         let c = self.conns[ci].as_mut().expect("live");
-        let Some(Sgl::Keyed { addr, len, key, .. }) = c.slots[s as usize].sgl else { return };
+        let slot = &c.slots[s as usize];
+        let Some(Sgl::Keyed { addr, len, key, .. }) = slot.sgl else { return };
         if c.reads_in_flight >= c.max_reads {
             if c.read_wait.len() >= c.read_wait.capacity() {
                 // Cannot happen (a slot waits at most once); counted, and the queue is failed
@@ -853,61 +887,75 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             c.read_wait.push_back(s);
             return;
         }
+        let sge = if slot.direct_addr != 0 {
+            Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey }
+        } else {
+            Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey }
+        };
         c.slots[s as usize].state = SlotState::Reading;
         c.reads_in_flight += 1;
-        let wr = SendWr {
-            wr_id: wr_id(ci, c.gen, KIND_READ, s),
-            op: SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) },
-            sge: Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey },
-            signaled: true,
-            ud: None,
-        };
+        let wr = SendWr { wr_id: wr_id(ci, c.gen, Kind::Read, s), op: SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) }, sge, signaled: true, ud: None };
         self.stats.rdma_reads += 1;
         self.defer_send(verbs, ci, &wr);
     }
 
-    /// Whether command `s` would change namespace memory that a zero-copy read is still
-    /// sending; if so it is held (`Blocked`) and runs when that read's response completed.
-    fn blocked_by_read(&mut self, ci: usize, s: u16) -> bool {
+    /// Hold slot `s` until nothing in flight overlaps it; `resume` is what it does then.
+    fn hold(&mut self, ci: usize, s: u16, resume: Resume) {
         let c = self.conns[ci].as_mut().expect("live");
-        let Some((a, n)) = self.core.modifies_direct(&c.q, &c.slots[s as usize].sqe) else { return false };
-        let end = a.saturating_add(n);
-        if !self.direct_reads.iter().any(|r| r.start < end && a < r.end) {
-            return false;
-        }
         let slot = &mut c.slots[s as usize];
         if slot.state != SlotState::Blocked {
             slot.state = SlotState::Blocked;
-            self.stats.held_writes += 1;
+            slot.resume = resume;
+            if resume == Resume::Send {
+                self.stats.held_reads += 1;
+            } else {
+                self.stats.held_writes += 1;
+            }
         }
         self.blocked.push_back((ci, c.gen, s));
-        true
     }
 
     /// Retry held commands (each may be held again).
     fn run_blocked(&mut self, verbs: &mut V, now_ns: u64) {
         for _ in 0..self.blocked.len() {
             let Some((ci, gen, s)) = self.blocked.pop_front() else { break };
-            let live = self.conns.get(ci).and_then(|c| c.as_ref()).is_some_and(|c| c.gen == gen && !c.draining && c.slots[s as usize].state == SlotState::Blocked);
-            if live {
-                self.execute(verbs, ci, s, now_ns);
+            let Some(c) = self.conns.get(ci).and_then(|c| c.as_ref()) else { continue };
+            let slot = &c.slots[s as usize];
+            if c.gen != gen || c.draining || slot.state != SlotState::Blocked {
+                continue;
+            }
+            let resume = slot.resume;
+            match resume {
+                Resume::Execute => self.execute(verbs, ci, s, now_ns),
+                Resume::Fetch => self.fetch_direct(verbs, ci, s),
+                Resume::Send => self.send_read(verbs, ci, s),
             }
         }
     }
 
     fn execute(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
-        if !self.direct_reads.is_empty() && self.blocked_by_read(ci, s) {
-            return;
-        }
         let c = self.conns[ci].as_mut().expect("live");
         let slot = c.slots[s as usize];
         let sqe = slot.sqe;
         let sgl = slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 });
+        // A keyed SGL's data is at the host until fetched (the core says when it wants it).
+        let fetched = slot.fetched || !matches!(sgl, Sgl::Keyed { len, .. } if len > 0);
+        if fetched && !self.inflight.is_empty() {
+            // An in-capsule Write, Write Zeroes or DSM changes memory zero-copy transfers may
+            // be using: it waits for them.
+            if let Some((a, n)) = self.core.modifies_direct(&c.q, &sqe) {
+                if self.inflight.overlaps(a, a.saturating_add(n), false) {
+                    self.hold(ci, s, Resume::Execute);
+                    return;
+                }
+            }
+        }
+        let c = self.conns[ci].as_mut().expect("live");
         // AERs are completed by CID later (their slot is reused at once); others by slot.
         let tag = if sqe.opcode == admin_op::ASYNC_EVENT && c.q.qid == 0 {
-            wr_id(ci, c.gen, KIND_AER, sqe.cid.get())
+            wr_id(ci, c.gen, Kind::Aer, sqe.cid.get())
         } else {
-            wr_id(ci, c.gen, 0, s)
+            wr_id(ci, c.gen, Kind::Block, s)
         };
         let data_pa = c.data.paddr() + c.data_off(s) as u64;
         let (buf, buf_len) = match sgl {
@@ -917,8 +965,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         // Small host→controller payloads that the core parses (not namespace data).
         let small = &mut self.scratch_in;
         let mut small_len = 0;
-        let to_ctrl = host_to_ctrl(&sqe);
-        if to_ctrl && sqe.opcode != io_op::WRITE && sgl.len() > 0 {
+        if fetched && sqe.opcode != io_op::WRITE && sgl.len() > 0 && host_to_ctrl(&sqe) {
             small_len = core::cmp::min(sgl.len() as usize, small.len());
             match sgl {
                 Sgl::Inline { offset, .. } => c.recv.read(s as usize * c.capsule + 64 + offset as usize, &mut small[..small_len]),
@@ -933,9 +980,17 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         if matches!(sgl, Sgl::Inline { len, .. } if len > 0) {
             self.stats.inline_writes += 1;
         }
-        let c = self.conns[ci].as_mut().expect("live");
-        let data = DataIn { bytes: &small[..small_len], buf, buf_len, sgl_len: sgl.len(), tag };
+        let data = DataIn { bytes: &small[..small_len], buf, buf_len, sgl_len: sgl.len(), tag, fetched };
         let action = self.core.execute(&mut c.q, &sqe, &data, now_ns);
+        self.on_action(verbs, ci, s, action);
+    }
+
+    /// Carry out the core's answer for slot `s`.
+    fn on_action(&mut self, verbs: &mut V, ci: usize, s: u16, action: Action) {
+        let c = self.conns[ci].as_mut().expect("live");
+        let slot = c.slots[s as usize];
+        let sqe = slot.sqe;
+        let sgl = slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 });
         match action {
             Action::Respond { status, dw0, dw1, out_len } => {
                 let connect = sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::CONNECT;
@@ -945,7 +1000,13 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 if status.is_success() && sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::DISCONNECT {
                     c.close_after_send = true;
                 }
+                if slot.write.is_some() && !status.is_success() {
+                    // `write_fetched` failed: the core leaves recording to its caller.
+                    let q = c.q;
+                    self.core.record_error(&q, sqe.cid.get(), status, sqe.nsid.get());
+                }
                 if status.is_success() && out_len > 0 {
+                    let c = self.conns[ci].as_mut().expect("live");
                     let n = core::cmp::min(out_len as usize, sgl.len() as usize);
                     if let Sgl::Keyed { .. } = sgl {
                         c.data.write(c.data_off(s), &self.core.out()[..n]);
@@ -973,19 +1034,40 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             Action::SubmittedDirect { addr } => {
                 let lkey = self.ns_lkey(addr);
                 let c = self.conns[ci].as_mut().expect("live");
-                // From now until the response's completion, the adapter will read this
-                // namespace memory: writes to it wait (`blocked_by_read`).
-                let key = wr_id(ci, c.gen, 0, s) | (c.slots[s as usize].seq as u64) << 16;
-                self.direct_reads.push(DirectRead { start: addr, end: addr + sgl.len() as u64, wr_id: key });
+                let gen = c.gen;
                 let slot = &mut c.slots[s as usize];
                 slot.state = SlotState::Executing;
                 slot.pending = 1;
                 slot.direct_addr = addr;
-                match lkey {
-                    Some(k) => slot.direct_lkey = k,
-                    // Cannot happen (direct is on only with every region registered); fail
-                    // the command rather than send stale slot memory.
-                    None => slot.status = Status::INTERNAL,
+                // From now until the response's completion, the adapter will read this
+                // namespace memory: writes to it wait.
+                match lkey.map(|k| (k, self.inflight.insert(addr, addr + sgl.len() as u64, false, ci, gen))) {
+                    Some((k, Some(r))) => {
+                        slot.direct_lkey = k;
+                        slot.range = r;
+                    }
+                    // Cannot happen (direct is on only with every region registered, the
+                    // range table has room for every slot twice); fail the command rather
+                    // than send stale slot memory.
+                    other => {
+                        if matches!(other, Some((_, None))) {
+                            self.stats.range_overflow += 1;
+                        }
+                        slot.status = Status::INTERNAL;
+                    }
+                }
+            }
+            Action::Fetch(Fetch::Payload) => self.post_read(verbs, ci, s),
+            Action::Fetch(Fetch::Write(w)) => {
+                let c = self.conns[ci].as_mut().expect("live");
+                c.slots[s as usize].write = Some(w);
+                match w.direct_addr() {
+                    Some(addr) => {
+                        self.stats.direct_writes += 1;
+                        c.slots[s as usize].direct_addr = addr;
+                        self.fetch_direct(verbs, ci, s);
+                    }
+                    None => self.post_read(verbs, ci, s),
                 }
             }
             Action::Hold => {
@@ -998,12 +1080,46 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
+    /// A zero-copy Write: once nothing in flight overlaps its blocks, claim them and RDMA
+    /// READ the host's data straight into namespace memory.
+    fn fetch_direct(&mut self, verbs: &mut V, ci: usize, s: u16) {
+        let c = self.conns[ci].as_ref().expect("live");
+        let slot = &c.slots[s as usize];
+        let (addr, len) = (slot.direct_addr, slot.write.map_or(0, |w| w.len()) as u64);
+        if self.inflight.overlaps(addr, addr + len, false) {
+            self.hold(ci, s, Resume::Fetch);
+            return;
+        }
+        let gen = c.gen;
+        let lkey = self.ns_lkey(addr);
+        let range = self.inflight.insert(addr, addr + len, true, ci, gen);
+        let c = self.conns[ci].as_mut().expect("live");
+        let slot = &mut c.slots[s as usize];
+        match (lkey, range) {
+            (Some(k), Some(r)) => {
+                slot.direct_lkey = k;
+                slot.range = r;
+                self.post_read(verbs, ci, s);
+            }
+            _ => {
+                // Cannot happen (see `SubmittedDirect`): the command fails, memory untouched.
+                if let Some(r) = range {
+                    self.inflight.remove(r, ci, gen);
+                }
+                self.stats.range_overflow += range.is_none() as u64;
+                let (q, cid, nsid, t0) = (c.q, slot.sqe.cid.get(), slot.sqe.nsid.get(), slot.t0);
+                self.core.record_error(&q, cid, Status::INTERNAL, nsid);
+                self.respond(verbs, ci, s, Status::INTERNAL, 0, 0, t0);
+            }
+        }
+    }
+
     /// RDMA WRITE `src` to the host buffer of slot `s`'s keyed SGL.
     fn post_write(&mut self, verbs: &mut V, ci: usize, s: u16, src: Sge) -> bool {
         let c = self.conns[ci].as_mut().expect("live");
         let Some(Sgl::Keyed { addr, key, .. }) = c.slots[s as usize].sgl else { return true };
         let wr = SendWr {
-            wr_id: wr_id(ci, c.gen, KIND_WRITE, s),
+            wr_id: wr_id(ci, c.gen, Kind::Write, s),
             op: SendOp::RdmaWrite { remote_addr: addr, rkey: Rkey(key) },
             sge: src,
             signaled: false,
@@ -1035,7 +1151,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     fn on_block_done(&mut self, verbs: &mut V, tag: u64, st: Status) {
-        let (ci, gen, _, s) = wr_parts(tag);
+        let id = WrId::from_raw(tag);
+        let (ci, gen, s) = (id.conn(), id.gen(), id.slot());
         let Some(c) = self.conns.get_mut(ci).and_then(|c| c.as_mut()) else { return };
         if c.gen != gen || s >= c.depth {
             return;
@@ -1061,22 +1178,36 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             let q = c.q;
             self.core.record_error(&q, slot.sqe.cid.get(), slot.status, slot.sqe.nsid.get());
         } else if slot.sqe.opcode == io_op::READ {
-            let len = slot.sgl.map_or(0, |g| g.len());
-            let src = if slot.direct_addr != 0 {
-                Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey }
-            } else {
-                Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey }
-            };
-            if !self.post_write(verbs, ci, s, src) {
+            self.send_read(verbs, ci, s);
+            return;
+        }
+        self.respond(verbs, ci, s, slot.status, 0, 0, slot.t0);
+    }
+
+    /// A Read's data is ready: RDMA WRITE it to the host and respond. A zero-copy Read waits
+    /// while a zero-copy Write is still landing in its blocks.
+    fn send_read(&mut self, verbs: &mut V, ci: usize, s: u16) {
+        let c = self.conns[ci].as_ref().expect("live");
+        let slot = c.slots[s as usize];
+        let len = slot.sgl.map_or(0, |g| g.len());
+        let src = if slot.direct_addr != 0 {
+            if self.inflight.overlaps(slot.direct_addr, slot.direct_addr + len as u64, true) {
+                self.hold(ci, s, Resume::Send);
                 return;
             }
+            Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey }
+        } else {
+            Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey }
+        };
+        if !self.post_write(verbs, ci, s, src) {
+            return;
         }
         self.respond(verbs, ci, s, slot.status, 0, 0, slot.t0);
     }
 
     fn complete_aer(&mut self, verbs: &mut V, tag: u64, dw0: u32) {
-        let (ci, gen, _, cid) = wr_parts(tag);
-        let _ = cid;
+        let id = WrId::from_raw(tag);
+        let (ci, gen, cid) = (id.conn(), id.gen(), id.slot());
         let Some(c) = self.conns.get_mut(ci).and_then(|c| c.as_mut()) else { return };
         if c.gen != gen || c.draining {
             return;
@@ -1088,12 +1219,12 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             dw1: U32::new(0),
             sqhd: U16::new(c.q.next_sqhd()),
             sqid: U16::new(c.q.qid),
-            cid: U16::new((tag & 0xFFFF) as u16),
+            cid: U16::new(cid),
             status: U16::new(0),
         };
         c.rsp.write(idx as usize * Cqe::SIZE, cqe.as_bytes());
         let wr = SendWr {
-            wr_id: wr_id(ci, c.gen, KIND_AER, idx),
+            wr_id: wr_id(ci, c.gen, Kind::Aer, idx),
             op: SendOp::Send,
             sge: Sge { addr: c.rsp.paddr() + (idx as usize * Cqe::SIZE) as u64, len: Cqe::SIZE as u32, lkey: c.rsp_lkey },
             signaled: true,
@@ -1106,9 +1237,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     #[allow(clippy::too_many_arguments)]
     fn respond(&mut self, verbs: &mut V, ci: usize, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
         let c = self.conns[ci].as_mut().expect("live");
-        let (cid, sgl, seq) = {
+        let (cid, sgl, range) = {
             let sl = &c.slots[s as usize];
-            (sl.sqe.cid, sl.sgl, sl.seq)
+            (sl.sqe.cid, sl.sgl, sl.range)
         };
         let cqe = Cqe {
             dw0: U32::new(dw0),
@@ -1127,7 +1258,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             _ => SendOp::Send,
         };
         let wr = SendWr {
-            wr_id: wr_id(ci, c.gen, KIND_SEND, s) | (seq as u64) << 16,
+            // A zero-copy Read's range ends with this completion.
+            wr_id: WrId::new(ci, c.gen, Kind::Send, s, range).raw(),
             op,
             sge: Sge { addr: c.rsp.paddr() + (s as usize * Cqe::SIZE) as u64, len: Cqe::SIZE as u32, lkey: c.rsp_lkey },
             signaled: true,

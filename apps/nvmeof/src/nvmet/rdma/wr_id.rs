@@ -1,0 +1,88 @@
+//! The transport's work-request identity: which queue (index + generation), which slot, what
+//! kind of work, and the zero-copy range it holds, packed into the 64-bit `wr_id` (and the
+//! block I/O tag) so a completion reaches its queue and slot by index, never by a search.
+
+use super::ranges::RangeId;
+
+/// What a work request (or block I/O) was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum Kind {
+    /// A block I/O tag (not a work request).
+    Block = 0,
+    Recv = 1,
+    /// A response capsule (SEND or SEND WITH INVALIDATE).
+    Send = 2,
+    /// An RDMA READ of host data.
+    Read = 3,
+    /// An RDMA WRITE of data to the host (unsignaled).
+    Write = 4,
+    /// An AER: its block tag carries the CID, its response the AER response buffer.
+    Aer = 5,
+}
+
+/// Bits: slot 0..16, range 16..32, kind 32..36, generation 36..52, queue index 52..64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct WrId(u64);
+
+/// Queues a `WrId` can name (12 bits).
+pub(super) const MAX_QUEUES: usize = 1 << 12;
+
+impl WrId {
+    #[inline(always)]
+    pub(super) fn new(conn: usize, gen: u16, kind: Kind, slot: u16, range: RangeId) -> WrId {
+        debug_assert!(conn < MAX_QUEUES && gen < 1 << 12);
+        WrId(((conn as u64) << 52) | ((gen as u64 & 0xFFF) << 36) | ((kind as u64) << 32) | ((range.raw() as u64) << 16) | slot as u64)
+    }
+    #[inline(always)]
+    pub(super) fn from_raw(v: u64) -> WrId {
+        WrId(v)
+    }
+    #[inline(always)]
+    pub(super) fn raw(self) -> u64 {
+        self.0
+    }
+    #[inline(always)]
+    pub(super) fn conn(self) -> usize {
+        (self.0 >> 52) as usize
+    }
+    #[inline(always)]
+    pub(super) fn gen(self) -> u16 {
+        ((self.0 >> 36) & 0xFFF) as u16
+    }
+    /// `None` for a value no `WrId::new` produced (a corrupted completion).
+    #[inline(always)]
+    pub(super) fn kind(self) -> Option<Kind> {
+        Some(match (self.0 >> 32) & 0xF {
+            0 => Kind::Block,
+            1 => Kind::Recv,
+            2 => Kind::Send,
+            3 => Kind::Read,
+            4 => Kind::Write,
+            5 => Kind::Aer,
+            _ => return None,
+        })
+    }
+    #[inline(always)]
+    pub(super) fn slot(self) -> u16 {
+        self.0 as u16
+    }
+    #[inline(always)]
+    pub(super) fn range(self) -> RangeId {
+        RangeId::from_raw((self.0 >> 16) as u16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_round_trip() {
+        let r = RangeId::from_raw(0x1234);
+        let w = WrId::new(4095, 0xABC, Kind::Aer, 0xFFFE, r);
+        assert_eq!((w.conn(), w.gen(), w.kind(), w.slot(), w.range()), (4095, 0xABC, Some(Kind::Aer), 0xFFFE, r));
+        assert_eq!(WrId::from_raw(w.raw()), w);
+        assert_eq!(WrId::from_raw(0xF << 32).kind(), None);
+    }
+}
