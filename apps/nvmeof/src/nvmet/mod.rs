@@ -187,8 +187,8 @@ pub enum Fetch {
     /// transport's buffer, then [`Core::execute`] again with the data fetched.
     Payload,
     /// A Write, decoded, checked and counted: move its data to [`PendingWrite::direct_addr`]
-    /// (namespace memory, zero copy) or else the transport's buffer, then
-    /// [`Core::write_fetched`] submits it.
+    /// (namespace memory, zero copy: once it is there the write is done, the device would
+    /// move nothing) or else the transport's buffer, then [`Core::write_fetched`] submits it.
     Write(PendingWrite),
 }
 

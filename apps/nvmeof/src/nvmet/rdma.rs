@@ -772,8 +772,9 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
-    /// Slot `s`'s RDMA READ completed: a Write's data is in place (submit it), or a payload
-    /// is in the slot buffer (execute the command with it).
+    /// Slot `s`'s RDMA READ completed: a zero-copy Write's data is in namespace memory
+    /// (respond), a Write's data in the slot buffer (submit it), or a payload in the slot
+    /// buffer (execute the command with it).
     fn data_in(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
         let c = self.conns[ci].as_mut().expect("live");
         let gen = c.gen;
@@ -784,10 +785,13 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             self.execute(verbs, ci, s, now_ns);
             return;
         };
-        // The data has landed: overlapping commands may go on.
-        if !slot.range.is_none() {
-            let r = core::mem::replace(&mut slot.range, RangeId::NONE);
+        if w.direct_addr().is_some() {
+            // The data has landed in the namespace's own memory: the write is done (the device
+            // would move nothing, `BlockDevice::direct`), overlapping commands may go on.
+            let (r, t0) = (core::mem::replace(&mut slot.range, RangeId::NONE), slot.t0);
             self.inflight.remove(r, ci, gen);
+            self.respond(verbs, ci, s, Status::SUCCESS, 0, 0, t0);
+            return;
         }
         let action = self.core.write_fetched(&w, buf, wr_id(ci, gen, Kind::Block, s));
         self.on_action(verbs, ci, s, action);
@@ -987,12 +991,12 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Carry out the core's answer for slot `s`.
     fn on_action(&mut self, verbs: &mut V, ci: usize, s: u16, action: Action) {
-        let c = self.conns[ci].as_mut().expect("live");
-        let slot = c.slots[s as usize];
-        let sqe = slot.sqe;
-        let sgl = slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 });
         match action {
             Action::Respond { status, dw0, dw1, out_len } => {
+                let c = self.conns[ci].as_ref().expect("live");
+                let slot = &c.slots[s as usize];
+                let (sqe, t0, fetched_write) = (slot.sqe, slot.t0, slot.write.is_some());
+                let sgl = slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 });
                 let connect = sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::CONNECT;
                 // Admitted: now the queue gets its data buffers (refused if there are none).
                 let (status, dw0) = if connect && status.is_success() && !self.admit(verbs, ci) { (Status::CONNECT_CTRL_BUSY, 0) } else { (status, dw0) };
@@ -1000,7 +1004,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 if status.is_success() && sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::DISCONNECT {
                     c.close_after_send = true;
                 }
-                if slot.write.is_some() && !status.is_success() {
+                if fetched_write && !status.is_success() {
                     // `write_fetched` failed: the core leaves recording to its caller.
                     let q = c.q;
                     self.core.record_error(&q, sqe.cid.get(), status, sqe.nsid.get());
@@ -1018,7 +1022,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                         }
                     }
                 }
-                self.respond(verbs, ci, s, status, dw0, dw1, slot.t0);
+                self.respond(verbs, ci, s, status, dw0, dw1, t0);
                 if sqe.opcode == FABRICS_OPCODE {
                     // A Property Set may have reset the controller: drop its I/O queues.
                     while let Some(id) = self.core.take_reset() {
@@ -1039,9 +1043,10 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 slot.state = SlotState::Executing;
                 slot.pending = 1;
                 slot.direct_addr = addr;
+                let len = slot.sgl.map_or(0, |g| g.len()) as u64;
                 // From now until the response's completion, the adapter will read this
                 // namespace memory: writes to it wait.
-                match lkey.map(|k| (k, self.inflight.insert(addr, addr + sgl.len() as u64, false, ci, gen))) {
+                match lkey.map(|k| (k, self.inflight.insert(addr, addr + len, false, ci, gen))) {
                     Some((k, Some(r))) => {
                         slot.direct_lkey = k;
                         slot.range = r;
