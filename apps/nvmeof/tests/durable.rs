@@ -326,7 +326,7 @@ fn a_failed_drive_takes_only_its_namespace_out_and_hosts_are_told() {
     assert!(respond(core.execute(&mut aq, &sf, &NONE, 0)).0.is_success());
     assert_eq!(core.execute(&mut aq, &sqe(admin_op::ASYNC_EVENT, 9), &DataIn { tag: 900, ..NONE }, 0), Action::Hold);
     // A write is at the drive when the drive stops answering: the driver fails it.
-    let data = |tag| DataIn { bytes: &[], buf: 0x10_0000, buf_len: 8192, sgl_len: 8192, tag };
+    let data = |tag| DataIn { bytes: &[], buf: 0x10_0000, buf_len: 8192, sgl_len: 8192, tag, fetched: true };
     assert_eq!(core.execute(&mut iq, &io_sqe(io_op::WRITE, 1, 8, 2, false), &data(11), 0), Action::Submitted { count: 1 });
     log.borrow_mut().failed = true;
     Drive::complete_all(&log, Err(BlockError::Timeout));
