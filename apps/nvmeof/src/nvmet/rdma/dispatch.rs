@@ -1,0 +1,339 @@
+//! Receive and dispatch on the RDMA transport: a completion reaches its queue and slot by
+//! index (`WrId`), a capsule is checked and handed to the core, and the core's `Action` is
+//! carried out (held commands retried once nothing overlaps them).
+
+use super::*;
+
+impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
+    pub(super) fn on_completion(&mut self, verbs: &mut V, wc: &Completion, now_ns: u64) {
+        let id = WrId::from_raw(wc.wr_id);
+        let (ci, gen, s) = (id.conn(), id.gen(), id.slot());
+        let Some(c) = self.conns.get(ci).and_then(|c| c.as_ref()) else { return };
+        if c.gen != gen || c.draining {
+            return;
+        }
+        let kind = id.kind();
+        if wc.status != WcStatus::Success {
+            if wc.status != WcStatus::WrFlushed {
+                self.stats.wc_errors += 1;
+                log::warn!("nvmeof: rdma: {} completion error {:?} ({kind:?})", c.qpn, wc.status);
+            }
+            // A failed RDMA READ of a zero-copy Write leaves the command unanswered with its
+            // queue: the host never sees success for data that may have landed in part.
+            self.teardown(verbs, ci, true);
+            return;
+        }
+        if s >= c.depth && kind != Some(Kind::Aer) {
+            return;
+        }
+        match kind {
+            Some(Kind::Recv) if wc.opcode == WcOpcode::Recv || wc.opcode == WcOpcode::RecvWithImm => self.on_capsule(verbs, ci, s, wc.byte_len, now_ns),
+            Some(Kind::Read) => {
+                let c = self.conns[ci].as_mut().expect("live");
+                c.reads_in_flight = c.reads_in_flight.saturating_sub(1);
+                if let Some(next) = c.read_wait.pop_front() {
+                    self.post_read(verbs, ci, next);
+                }
+                if self.conns[ci].as_ref().is_some_and(|c| c.slots[s as usize].state == SlotState::Reading) {
+                    self.data_in(verbs, ci, s, now_ns);
+                }
+            }
+            Some(Kind::Send) => {
+                // The response went out, so did the RDMA WRITE before it (RC order): the
+                // namespace memory a zero-copy Read sent from may change now.
+                let r = id.range();
+                if !r.is_none() {
+                    self.inflight.remove(r, ci, gen);
+                }
+                if self.conns[ci].as_ref().is_some_and(|c| c.close_after_send) {
+                    self.teardown(verbs, ci, true);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Slot `s`'s RDMA READ completed: a zero-copy Write's data is in namespace memory
+    /// (respond), a Write's data in the slot buffer (submit it), or a payload in the slot
+    /// buffer (execute the command with it).
+    pub(super) fn data_in(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
+        let c = self.conns[ci].as_mut().expect("live");
+        let gen = c.gen;
+        let buf = c.data.paddr() + c.data_off(s) as u64;
+        let slot = &mut c.slots[s as usize];
+        let Some(w) = slot.write else {
+            slot.fetched = true;
+            self.execute(verbs, ci, s, now_ns);
+            return;
+        };
+        if w.direct_addr().is_some() {
+            // The data has landed in the namespace's own memory: the write is done (the device
+            // would move nothing, `BlockDevice::direct`), overlapping commands may go on.
+            let (r, t0) = (core::mem::replace(&mut slot.range, RangeId::NONE), slot.t0);
+            self.inflight.remove(r, ci, gen);
+            self.respond(verbs, ci, s, Status::SUCCESS, 0, 0, t0);
+            return;
+        }
+        let action = self.core.write_fetched(&w, buf, wr_id(ci, gen, Kind::Block, s));
+        self.on_action(verbs, ci, s, action);
+    }
+
+    pub(super) fn on_capsule(&mut self, verbs: &mut V, ci: usize, s: u16, byte_len: u32, now_ns: u64) {
+        self.stats.capsules += 1;
+        let t0 = self.turnaround_clock.map_or(0, |f| f());
+        let c = self.conns[ci].as_mut().expect("live");
+        let base = s as usize * c.capsule;
+        let n = core::cmp::min(byte_len as usize, 64).min(c.capsule);
+        let slot = &mut c.slots[s as usize];
+        if n < Sqe::SIZE {
+            slot.sqe = Sqe::zeroed();
+        }
+        // The SQE goes straight from the receive buffer into the slot (one 64-byte copy).
+        c.recv.read(base, &mut slot.sqe.as_mut_bytes()[..n]);
+        slot.byte_len = byte_len;
+        slot.sgl = None;
+        slot.pending = 0;
+        slot.status = Status::SUCCESS;
+        slot.t0 = t0;
+        slot.direct_addr = 0;
+        slot.fetched = false;
+        slot.write = None;
+        slot.range = RangeId::NONE;
+        match self.check_capsule(ci, s, byte_len) {
+            Err(st) => {
+                self.stats.bad_capsules += 1;
+                let c = self.conns[ci].as_ref().expect("live");
+                let q = c.q;
+                let sqe = &c.slots[s as usize].sqe;
+                let (cid, nsid) = (sqe.cid.get(), sqe.nsid.get());
+                self.core.record_error(&q, cid, st, nsid);
+                self.respond(verbs, ci, s, st, 0, 0, 0);
+            }
+            Ok(()) => self.execute(verbs, ci, s, now_ns),
+        }
+    }
+
+    /// Validate the capsule's framing and SGL (the slot keeps the decoded SGL).
+    pub(super) fn check_capsule(&mut self, ci: usize, s: u16, byte_len: u32) -> Result<(), Status> {
+        let c = self.conns[ci].as_mut().expect("live");
+        let sqe = &c.slots[s as usize].sqe;
+        if (byte_len as usize) < Sqe::SIZE || byte_len as usize > c.capsule {
+            return Err(Status::INVALID_FIELD);
+        }
+        if sqe.flags & 0xC0 != PSDT_SGL || sqe.flags & 0x03 != 0 {
+            // PRPs or fused commands are not supported on fabrics.
+            return Err(Status::INVALID_FIELD);
+        }
+        if c.q.cntlid.is_none() && !(sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::CONNECT) {
+            // Nothing but Connect before Connect (and no data moved for anything else).
+            return Err(Status::CMD_SEQ_ERROR);
+        }
+        let sgl = Sgl::decode(&sqe.dptr)?;
+        match sgl {
+            Sgl::Inline { offset, len } if len > 0 => {
+                // In-capsule data only flows host to controller, on I/O queues.
+                if !host_to_ctrl(sqe) || c.q.qid == 0 {
+                    return Err(Status::INVALID_FIELD);
+                }
+                let room = (byte_len as u64).saturating_sub(Sqe::SIZE as u64);
+                if offset > room || len as u64 > room - offset {
+                    return Err(Status::SGL_INVALID_OFFSET);
+                }
+            }
+            Sgl::Keyed { len, .. } if len > 0 => {
+                if len as usize > c.xfer {
+                    return Err(Status::SGL_INVALID_DATA);
+                }
+                if byte_len as usize != Sqe::SIZE && c.q.qid == 0 {
+                    return Err(Status::INVALID_FIELD);
+                }
+            }
+            _ => {}
+        }
+        c.slots[s as usize].sgl = Some(sgl);
+        Ok(())
+    }
+
+    /// Hold slot `s` until nothing in flight overlaps it; `resume` is what it does then.
+    pub(super) fn hold(&mut self, ci: usize, s: u16, resume: Resume) {
+        let c = self.conns[ci].as_mut().expect("live");
+        let slot = &mut c.slots[s as usize];
+        if slot.state != SlotState::Blocked {
+            slot.state = SlotState::Blocked;
+            slot.resume = resume;
+            if resume == Resume::Send {
+                self.stats.held_reads += 1;
+            } else {
+                self.stats.held_writes += 1;
+            }
+        }
+        self.blocked.push_back((ci, c.gen, s));
+    }
+
+    /// Retry held commands (each may be held again).
+    pub(super) fn run_blocked(&mut self, verbs: &mut V, now_ns: u64) {
+        for _ in 0..self.blocked.len() {
+            let Some((ci, gen, s)) = self.blocked.pop_front() else { break };
+            let Some(c) = self.conns.get(ci).and_then(|c| c.as_ref()) else { continue };
+            let slot = &c.slots[s as usize];
+            if c.gen != gen || c.draining || slot.state != SlotState::Blocked {
+                continue;
+            }
+            let resume = slot.resume;
+            match resume {
+                Resume::Execute => self.execute(verbs, ci, s, now_ns),
+                Resume::Fetch => self.fetch_direct(verbs, ci, s),
+                Resume::Send => self.send_read(verbs, ci, s),
+            }
+        }
+    }
+
+    pub(super) fn execute(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
+        let c = self.conns[ci].as_mut().expect("live");
+        let slot = c.slots[s as usize];
+        let sqe = slot.sqe;
+        let sgl = slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 });
+        // A keyed SGL's data is at the host until fetched (the core says when it wants it).
+        let fetched = slot.fetched || !matches!(sgl, Sgl::Keyed { len, .. } if len > 0);
+        if fetched && !self.inflight.is_empty() {
+            // An in-capsule Write, Write Zeroes or DSM changes memory zero-copy transfers may
+            // be using: it waits for them.
+            if let Some((a, n)) = self.core.modifies_direct(&c.q, &sqe) {
+                if self.inflight.overlaps(a, a.saturating_add(n), false) {
+                    self.hold(ci, s, Resume::Execute);
+                    return;
+                }
+            }
+        }
+        let c = self.conns[ci].as_mut().expect("live");
+        // AERs are completed by CID later (their slot is reused at once); others by slot.
+        let tag = if sqe.opcode == admin_op::ASYNC_EVENT && c.q.qid == 0 {
+            wr_id(ci, c.gen, Kind::Aer, sqe.cid.get())
+        } else {
+            wr_id(ci, c.gen, Kind::Block, s)
+        };
+        let data_pa = c.data.paddr() + c.data_off(s) as u64;
+        let (buf, buf_len) = match sgl {
+            Sgl::Inline { offset, len } => (c.recv.paddr() + (s as usize * c.capsule) as u64 + 64 + offset, len as usize),
+            Sgl::Keyed { .. } => (data_pa, c.xfer),
+        };
+        // Small host→controller payloads that the core parses (not namespace data).
+        let small = &mut self.scratch_in;
+        let mut small_len = 0;
+        if fetched && sqe.opcode != io_op::WRITE && sgl.len() > 0 && host_to_ctrl(&sqe) {
+            small_len = core::cmp::min(sgl.len() as usize, small.len());
+            match sgl {
+                Sgl::Inline { offset, .. } => c.recv.read(s as usize * c.capsule + 64 + offset as usize, &mut small[..small_len]),
+                Sgl::Keyed { .. } => c.data.read(c.data_off(s), &mut small[..small_len]),
+            }
+            if c.q.qid == 0 || sqe.opcode == FABRICS_OPCODE {
+                self.stats.admin_copy_bytes += small_len as u64;
+            } else {
+                self.stats.io_copy_bytes += small_len as u64;
+            }
+        }
+        if matches!(sgl, Sgl::Inline { len, .. } if len > 0) {
+            self.stats.inline_writes += 1;
+        }
+        let data = DataIn { bytes: &small[..small_len], buf, buf_len, sgl_len: sgl.len(), tag, fetched };
+        let action = self.core.execute(&mut c.q, &sqe, &data, now_ns);
+        self.on_action(verbs, ci, s, action);
+    }
+
+    /// Carry out the core's answer for slot `s`.
+    pub(super) fn on_action(&mut self, verbs: &mut V, ci: usize, s: u16, action: Action) {
+        match action {
+            Action::Respond { status, dw0, dw1, out_len } => {
+                let c = self.conns[ci].as_ref().expect("live");
+                let slot = &c.slots[s as usize];
+                let (sqe, t0, fetched_write) = (slot.sqe, slot.t0, slot.write.is_some());
+                let sgl = slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 });
+                let connect = sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::CONNECT;
+                // Admitted: now the queue gets its data buffers (refused if there are none).
+                let (status, dw0) = if connect && status.is_success() && !self.admit(verbs, ci) { (Status::CONNECT_CTRL_BUSY, 0) } else { (status, dw0) };
+                let c = self.conns[ci].as_mut().expect("live");
+                if status.is_success() && sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::DISCONNECT {
+                    c.close_after_send = true;
+                }
+                if fetched_write && !status.is_success() {
+                    // `write_fetched` failed: the core leaves recording to its caller.
+                    let q = c.q;
+                    self.core.record_error(&q, sqe.cid.get(), status, sqe.nsid.get());
+                }
+                if status.is_success() && out_len > 0 {
+                    let c = self.conns[ci].as_mut().expect("live");
+                    let n = core::cmp::min(out_len as usize, sgl.len() as usize);
+                    if let Sgl::Keyed { .. } = sgl {
+                        c.data.write(c.data_off(s), &self.core.out()[..n]);
+                        self.stats.admin_copy_bytes += n as u64;
+                        let c = self.conns[ci].as_ref().expect("live");
+                        let src = Sge { addr: c.data.paddr() + c.data_off(s) as u64, len: n as u32, lkey: c.data_lkey };
+                        if !self.post_write(verbs, ci, s, src) {
+                            return;
+                        }
+                    }
+                }
+                self.respond(verbs, ci, s, status, dw0, dw1, t0);
+                if sqe.opcode == FABRICS_OPCODE {
+                    // A Property Set may have reset the controller: drop its I/O queues.
+                    while let Some(id) = self.core.take_reset() {
+                        self.reset_io_queues(verbs, id);
+                    }
+                }
+            }
+            Action::Submitted { count } => {
+                let c = self.conns[ci].as_mut().expect("live");
+                c.slots[s as usize].state = SlotState::Executing;
+                c.slots[s as usize].pending = count;
+            }
+            Action::SubmittedDirect { addr } => {
+                let lkey = self.ns_lkey(addr);
+                let c = self.conns[ci].as_mut().expect("live");
+                let gen = c.gen;
+                let slot = &mut c.slots[s as usize];
+                slot.state = SlotState::Executing;
+                slot.pending = 1;
+                slot.direct_addr = addr;
+                let len = slot.sgl.map_or(0, |g| g.len()) as u64;
+                // From now until the response's completion, the adapter will read this
+                // namespace memory: writes to it wait.
+                match lkey.map(|k| (k, self.inflight.insert(addr, addr + len, false, ci, gen))) {
+                    Some((k, Some(r))) => {
+                        slot.direct_lkey = k;
+                        slot.range = r;
+                    }
+                    // Cannot happen (direct is on only with every region registered, the
+                    // range table has room for every slot twice); fail the command rather
+                    // than send stale slot memory.
+                    other => {
+                        if matches!(other, Some((_, None))) {
+                            self.stats.range_overflow += 1;
+                        }
+                        slot.status = Status::INTERNAL;
+                    }
+                }
+            }
+            Action::Fetch(Fetch::Payload) => self.post_read(verbs, ci, s),
+            Action::Fetch(Fetch::Write(w)) => {
+                let c = self.conns[ci].as_mut().expect("live");
+                c.slots[s as usize].write = Some(w);
+                match w.direct_addr() {
+                    Some(addr) => {
+                        self.stats.direct_writes += 1;
+                        c.slots[s as usize].direct_addr = addr;
+                        self.fetch_direct(verbs, ci, s);
+                    }
+                    None => self.post_read(verbs, ci, s),
+                }
+            }
+            Action::Hold => {
+                // The AER keeps only its CID; the receive buffer goes straight back.
+                if self.post_recv(verbs, ci, s).is_err() {
+                    self.stats.post_errors += 1;
+                    self.teardown(verbs, ci, true);
+                }
+            }
+        }
+    }
+
+}

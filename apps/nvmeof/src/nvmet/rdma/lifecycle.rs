@@ -1,0 +1,274 @@
+//! Queue lifecycle on the RDMA transport: CM accept (QP, CQ, buffers, receives posted), host
+//! or target disconnect, controller reset, keep-alive expiry, teardown and freeing once block
+//! I/O has drained.
+
+use super::*;
+
+impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
+    /// A CM connect request arrived. `private` is the NVMe-RDMA REQ private data (after
+    /// rdma_cm's header); `attrs` are the RC attributes the CM derived from the REQ. On success
+    /// the QP is in RTS with its receives posted; the CM sends a REP with the returned private
+    /// data and our QPN. On failure the CM sends REJ (reason 28) with the returned private data.
+    pub fn accept(&mut self, verbs: &mut V, private: &[u8], attrs: &RcConnectAttrs) -> Result<(Qpn, RdmaCmRep), RdmaCmRej> {
+        let rej = |sts: u16| RdmaCmRej { recfmt: U16::new(0), sts: U16::new(sts) };
+        let r = self.accept_inner(verbs, private, attrs);
+        match r {
+            Ok(x) => {
+                self.stats.conns_accepted += 1;
+                Ok(x)
+            }
+            Err(sts) => {
+                self.stats.conns_rejected += 1;
+                log::warn!("nvmeof: rdma: connect request rejected (nvme-rdma status {sts})");
+                Err(rej(sts))
+            }
+        }
+    }
+
+    pub(super) fn accept_inner(&mut self, verbs: &mut V, private: &[u8], attrs: &RcConnectAttrs) -> Result<(Qpn, RdmaCmRep), u16> {
+        if private.len() < RdmaCmReq::SIZE {
+            return Err(cm_rej::INVALID_LEN);
+        }
+        let req = RdmaCmReq::read_from_bytes(&private[..RdmaCmReq::SIZE]).map_err(|_| cm_rej::INVALID_LEN)?;
+        if req.recfmt.get() != 0 {
+            return Err(cm_rej::INVALID_RECFMT);
+        }
+        let qid = req.qid.get();
+        if qid != 0 && !self.ns_registered {
+            self.register_namespaces(verbs);
+        }
+        self.admission_room(attrs.remote_ip)?;
+        let cfg = self.core.config();
+        if qid > cfg.max_io_queues {
+            return Err(cm_rej::INVALID_QID);
+        }
+        let depth = req.hsqsize.get() as u32 + 1;
+        let max = if qid == 0 { ADMIN_QUEUE_DEPTH as u32 } else { cfg.io_queue_depth as u32 };
+        if depth < 2 || depth > max {
+            return Err(cm_rej::INVALID_HSQSIZE);
+        }
+        if req.hrqsize.get() == 0 {
+            return Err(cm_rej::INVALID_HRQSIZE);
+        }
+        let Some(idx) = self.conns.iter().position(|c| c.is_none()) else {
+            self.core.bound_hit(Bound::Queues, self.now_ns, &Ip(attrs.remote_ip));
+            return Err(cm_rej::NO_RESOURCES);
+        };
+        let depth = depth as u16;
+        let capsule = if qid == 0 { 64 } else { self.core.io_capsule_size() };
+        let xfer = if qid == 0 { ADMIN_MAX_XFER } else { cfg.max_io_bytes as usize };
+        let Ok(conn) = self.build_conn(verbs, qid, depth, capsule, xfer, attrs) else {
+            self.core.bound_hit(Bound::Memory, self.now_ns, &Ip(attrs.remote_ip));
+            return Err(cm_rej::NO_RESOURCES);
+        };
+        let qpn = conn.qpn;
+        self.conns[idx] = Some(conn);
+        self.hi = self.hi.max(idx + 1);
+        // Post every receive buffer before the REP goes out (one batch).
+        let mut wrs = Vec::new();
+        if wrs.try_reserve_exact(depth as usize).is_err() {
+            self.teardown(verbs, idx, false);
+            return Err(cm_rej::NO_RESOURCES);
+        }
+        let c = self.conns[idx].as_ref().expect("just stored");
+        wrs.extend((0..depth).map(|s| RecvWr {
+            wr_id: wr_id(idx, c.gen, Kind::Recv, s),
+            sge: Sge { addr: c.recv.paddr() + (s as usize * c.capsule) as u64, len: c.capsule as u32, lkey: c.recv_lkey },
+        }));
+        self.stats.posts += depth as u64;
+        if verbs.post_recv_batch(qpn, &wrs).is_err() {
+            self.teardown(verbs, idx, false);
+            return Err(cm_rej::NO_RESOURCES);
+        }
+        log::info!("nvmeof: rdma: queue {qid} accepted on {qpn}, depth {depth}");
+        let rep = RdmaCmRep { recfmt: U16::new(0), crqsize: U16::new(depth), rsvd: [0; 28] };
+        Ok((qpn, rep))
+    }
+
+    pub(super) fn build_conn(&mut self, verbs: &mut V, qid: u16, depth: u16, capsule: usize, xfer: usize, attrs: &RcConnectAttrs) -> Result<Conn<V>, ()> {
+        // Heap first (fallible: an exhausted heap is a refusal, not a panic), then the device.
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(depth as usize).map_err(|_| ())?;
+        let mut read_wait = VecDeque::new();
+        read_wait.try_reserve_exact(depth as usize).map_err(|_| ())?;
+        let d = depth as u32;
+        let cq = verbs.create_cq(4 * d + 2 * MAX_AERS as u32 + 4).map_err(|_| ())?;
+        let qpn = match verbs.create_rc_qp(cq, cq, 3 * d + MAX_AERS as u32 + 1, d) {
+            Ok(q) => q,
+            Err(_) => {
+                let _ = verbs.destroy_cq(cq);
+                return Err(());
+            }
+        };
+        let res = (|| {
+            verbs.connect_rc_qp(qpn, attrs)?;
+            let local = Access { local_write: true, remote_read: false, remote_write: false };
+            let recv = verbs.alloc_buf(depth as usize * capsule)?;
+            let (recv_lkey, _) = verbs.reg_mr(recv.paddr(), recv.len() as u64, local)?;
+            let rsp = verbs.alloc_buf((depth as usize + MAX_AERS) * Cqe::SIZE)?;
+            let (rsp_lkey, _) = verbs.reg_mr(rsp.paddr(), rsp.len() as u64, local)?;
+            // Until Connect admits the queue, only the Connect data buffer (see `admit`).
+            let data = verbs.alloc_buf(ConnectData::SIZE)?;
+            let (data_lkey, _) = verbs.reg_mr(data.paddr(), data.len() as u64, local)?;
+            Ok::<_, V::Error>((recv, recv_lkey, rsp, rsp_lkey, data, data_lkey))
+        })();
+        let (recv, recv_lkey, rsp, rsp_lkey, data, data_lkey) = match res {
+            Ok(x) => x,
+            Err(_) => {
+                let _ = verbs.destroy_qp(qpn);
+                let _ = verbs.destroy_cq(cq);
+                return Err(());
+            }
+        };
+        // 12 bits of generation in a `WrId`.
+        self.gen = ((self.gen + 1) & 0xFFF).max(1);
+        let slot = Slot {
+            state: SlotState::Posted,
+            sqe: Sqe::zeroed(),
+            sgl: None,
+            byte_len: 0,
+            pending: 0,
+            status: Status::SUCCESS,
+            t0: 0,
+            direct_addr: 0,
+            direct_lkey: Lkey(0),
+            fetched: false,
+            write: None,
+            range: RangeId::NONE,
+            resume: Resume::Execute,
+        };
+        slots.resize(depth as usize, slot);
+        Ok(Conn {
+            gen: self.gen,
+            qpn,
+            cq,
+            q: QueueState { peer_gid: gid_from_ipv4(attrs.remote_ip), peer_qpn: attrs.remote_qpn.0, ..QueueState::new(qid) },
+            depth,
+            capsule,
+            xfer: ConnectData::SIZE,
+            stride: 0,
+            full_xfer: xfer,
+            recv,
+            recv_lkey,
+            rsp,
+            rsp_lkey,
+            data,
+            data_lkey,
+            pre_data: None,
+            accepted_ns: self.now_ns,
+            source: attrs.remote_ip,
+            slots,
+            read_wait,
+            reads_in_flight: 0,
+            max_reads: attrs.max_rd_atomic.clamp(1, 16),
+            aer_rsp_next: 0,
+            draining: false,
+            close_after_send: false,
+            unrung: false,
+        })
+    }
+
+    /// The host (or the CM) closed the connection of `qpn`.
+    pub fn disconnected(&mut self, verbs: &mut V, qpn: Qpn) {
+        if let Some(i) = self.conns.iter().position(|c| c.as_ref().is_some_and(|c| c.qpn == qpn && !c.draining)) {
+            self.teardown(verbs, i, false);
+        }
+    }
+
+    pub(super) fn post_recv(&mut self, verbs: &mut V, ci: usize, s: u16) -> Result<(), V::Error> {
+        let c = self.conns[ci].as_mut().expect("live conn");
+        let wr = RecvWr {
+            wr_id: wr_id(ci, c.gen, Kind::Recv, s),
+            sge: Sge { addr: c.recv.paddr() + (s as usize * c.capsule) as u64, len: c.capsule as u32, lkey: c.recv_lkey },
+        };
+        c.slots[s as usize].state = SlotState::Posted;
+        self.stats.posts += 1;
+        verbs.post_recv(c.qpn, &wr)
+    }
+
+    /// Controller `cntlid` was reset (CC.EN 1 -> 0): tear down its I/O queues (the CM sends
+    /// DREQ for each, `take_closed`); its admin queue stays.
+    pub(super) fn reset_io_queues(&mut self, verbs: &mut V, cntlid: u16) {
+        for j in 0..self.hi {
+            let io = self.conns[j].as_ref().is_some_and(|o| !o.draining && o.q.qid != 0 && o.q.cntlid == Some(cntlid));
+            if io {
+                self.teardown(verbs, j, true);
+            }
+        }
+    }
+
+    /// Tear a queue down (and, for an admin queue, every queue of its controller).
+    pub(super) fn teardown(&mut self, verbs: &mut V, ci: usize, notify_cm: bool) {
+        let Some(c) = self.conns[ci].as_mut() else { return };
+        if c.draining {
+            return;
+        }
+        c.draining = true;
+        let gen = c.gen;
+        // Its QP is gone with everything in flight: forget its zero-copy ranges and held commands.
+        self.inflight.remove_queue(ci, gen);
+        self.blocked.retain(|b| b.0 != ci || b.1 != gen);
+        let c = self.conns[ci].as_mut().expect("live");
+        let _ = verbs.qp_to_error(c.qpn);
+        let _ = verbs.destroy_qp(c.qpn);
+        let _ = verbs.destroy_cq(c.cq);
+        if notify_cm {
+            if self.closed.len() < self.closed.capacity() {
+                self.closed.push_back(c.qpn);
+            } else {
+                // Cannot happen (one entry per queue); counted, the host's DREQ/timeout frees it.
+                self.stats.closed_overflow += 1;
+            }
+        }
+        let q = c.q;
+        self.stats.conns_closed += 1;
+        log::info!("nvmeof: rdma: queue {} on {} closed", q.qid, c.qpn);
+        self.core.queue_gone(&q);
+        self.maybe_free(verbs, ci);
+        if q.qid == 0 {
+            if let Some(id) = q.cntlid {
+                for j in 0..self.conns.len() {
+                    let same = self.conns[j].as_ref().is_some_and(|o| !o.draining && o.q.cntlid == Some(id));
+                    if same {
+                        // The target closes these itself, whoever closed the admin queue: the
+                        // CM must say so to the host (DREQ) and forget them, or its record and
+                        // the service's CM-ID -> QPN entry outlive the QP, and once the QPN is
+                        // reused a late event for the old connection closes another host's
+                        // queue (emu/sim seed 23 with 4 initiators).
+                        self.teardown(verbs, j, true);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn maybe_free(&mut self, verbs: &mut V, ci: usize) {
+        let Some(c) = self.conns[ci].as_ref() else { return };
+        if c.draining && c.slots.iter().all(|s| s.state != SlotState::Executing) {
+            let c = self.conns[ci].take().expect("checked");
+            self.hi = self.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
+            let _ = verbs.dereg_mr(c.recv_lkey);
+            let _ = verbs.dereg_mr(c.rsp_lkey);
+            let _ = verbs.dereg_mr(c.data_lkey);
+            if let Some((_, k)) = c.pre_data {
+                let _ = verbs.dereg_mr(k);
+            }
+            // Buffers drop here: memory returns to the platform.
+        }
+    }
+
+    pub(super) fn check_keep_alive(&mut self, verbs: &mut V, now_ns: u64) -> usize {
+        let mut work = 0;
+        while let Some(id) = self.core.expired_ctrl(now_ns) {
+            work += 1;
+            let admin = self.conns.iter().position(|c| c.as_ref().is_some_and(|c| !c.draining && c.q.qid == 0 && c.q.cntlid == Some(id)));
+            match admin {
+                // Tearing down the admin queue frees the controller (Core::queue_gone).
+                Some(ci) => self.teardown(verbs, ci, true),
+                None => self.core.remove_ctrl(id),
+            }
+        }
+        work
+    }
+
+}
