@@ -1,0 +1,179 @@
+//! I/O commands: Read, Write (zero copy where the namespace's memory allows), Flush, Write
+//! Zeroes, Dataset Management; checks (namespace in service, LBA range, transfer size) before
+//! anything reaches the store. Facts: NVM Command Set 1.0 §3 (I/O commands).
+
+use blockdev::BlockDevice;
+use zerocopy::FromBytes;
+
+use super::*;
+use crate::wire::*;
+
+impl<B: BlockDevice> Core<B> {
+
+    pub(super) fn exec_io(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>) -> Action {
+        let Some(si) = self.q_ctrl(q).and_then(|c| c.subsys) else { return Action::status(Status::INVALID_OPCODE) };
+        let nsid = sqe.nsid.get();
+        if !matches!(sqe.opcode, io_op::READ | io_op::WRITE | io_op::FLUSH | io_op::WRITE_ZEROES | io_op::DSM) {
+            return Action::status(Status::INVALID_OPCODE);
+        }
+        // Identify Controller says Flush with NSID FFFFFFFFh is not supported (VWC bits
+        // 2:1 = 10b): such a command is aborted with Invalid Namespace (Base spec, Flush).
+        let Some(ni) = self.subsystems[si].cfg.namespaces.iter().position(|n| n.nsid == nsid) else {
+            return Action::status(Status::INVALID_NS);
+        };
+        if self.subsystems[si].ns_stats[ni].failed {
+            return Action::status(Status::INVALID_NS);
+        }
+        let (bs, cap) = {
+            let d = &self.subsystems[si].cfg.namespaces[ni].dev;
+            (d.block_size() as u64, d.num_blocks())
+        };
+        let slba = sqe.cdw10.get() as u64 | ((sqe.cdw11.get() as u64) << 32);
+        let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
+        let range_ok = slba.checked_add(nlb as u64).is_some_and(|e| e <= cap);
+        let (op, blocks, buf, buf_len) = match sqe.opcode {
+            io_op::READ | io_op::WRITE => {
+                let bytes = nlb as u64 * bs;
+                if bytes != data.sgl_len as u64 {
+                    return Action::status(Status::SGL_INVALID_DATA);
+                }
+                if bytes > self.cfg.max_io_bytes as u64 || bytes > data.buf_len as u64 {
+                    return Action::status(Status::INVALID_FIELD);
+                }
+                if !range_ok {
+                    return Action::status(Status::LBA_RANGE);
+                }
+                let c = self.q_ctrl_mut(q).expect("checked");
+                let op = if sqe.opcode == io_op::READ {
+                    c.host_reads += 1;
+                    c.blocks_read_512 += bytes / 512;
+                    BlockOp::Read
+                } else {
+                    c.host_writes += 1;
+                    c.blocks_written_512 += bytes / 512;
+                    BlockOp::Write
+                };
+                (op, nlb, data.buf, bytes as usize)
+            }
+            io_op::FLUSH => {
+                self.subsystems[si].ns_stats[ni].flushes_forwarded += 1;
+                (BlockOp::Flush, 0, 0, 0)
+            }
+            io_op::WRITE_ZEROES => {
+                if !range_ok {
+                    return Action::status(Status::LBA_RANGE);
+                }
+                (BlockOp::WriteZeroes, nlb, 0, 0)
+            }
+            io_op::DSM => return self.dsm(si, ni, sqe, data, cap),
+            _ => return Action::status(Status::INVALID_OPCODE),
+        };
+        let fua = matches!(op, BlockOp::Read | BlockOp::Write) && sqe.cdw12.get() & rw_cdw12::FUA != 0;
+        let sub = &mut self.subsystems[si];
+        if fua {
+            let st = &mut sub.ns_stats[ni];
+            if op == BlockOp::Read {
+                st.fua_reads += 1;
+            } else {
+                st.fua_writes += 1;
+            }
+        }
+        if op == BlockOp::Read {
+            sub.stats.reads += 1;
+            sub.stats.bytes_read += buf_len as u64;
+        } else if op == BlockOp::Write {
+            sub.stats.writes += 1;
+            sub.stats.bytes_written += buf_len as u64;
+        }
+        let dev = &mut sub.cfg.namespaces[ni].dev;
+        // Zero copy: a Read from (a keyed-SGL Write into) memory the transport can RDMA from
+        // (into) directly names that memory as its buffer (the device moves nothing). Data
+        // already here (in-capsule) is copied by the device.
+        let zero_copy = op == BlockOp::Read || (op == BlockOp::Write && !data.fetched);
+        let direct = if zero_copy && self.direct { dev.direct(slba, blocks) } else { None };
+        let io = BlockIo { op, lba: if op == BlockOp::Flush { 0 } else { slba }, blocks, buf: direct.unwrap_or(buf), buf_len, tag: data.tag, fua };
+        if op == BlockOp::Read {
+            self.stats.reads += 1;
+        } else if op == BlockOp::Write {
+            self.stats.writes += 1;
+            if !data.fetched {
+                return Action::Fetch(Fetch::Write(PendingWrite { subsys: si as u16, ns: ni as u16, io, direct: direct.is_some() }));
+            }
+        }
+        match dev.submit(&io) {
+            Ok(()) => {
+                self.inflight += 1;
+                // Test-only mutation (emu/sim's demo, feature `sim-mutation`): acknowledge a
+                // write as soon as it is handed to the device, before its data is placed.
+                #[cfg(feature = "sim-mutation")]
+                if op == BlockOp::Write {
+                    return Action::ok(0, 0);
+                }
+                match direct {
+                    Some(addr) => Action::SubmittedDirect { addr },
+                    None => Action::Submitted { count: 1 },
+                }
+            }
+            Err(e) => Action::status(blk_status(e)),
+        }
+    }
+
+    /// Submit a Write whose data the transport moved in ([`Fetch::Write`]): into namespace
+    /// memory (`direct_addr`; the device moves nothing) or into `buf`. Answers
+    /// [`Action::Submitted`] or an error status (recorded by the caller's `record_error`).
+    pub fn write_fetched(&mut self, w: &PendingWrite, buf: PhysAddr, tag: u64) -> Action {
+        let Some(n) = self.subsystems.get_mut(w.subsys as usize).and_then(|s| s.cfg.namespaces.get_mut(w.ns as usize)) else {
+            return Action::status(Status::INTERNAL);
+        };
+        let io = BlockIo { buf: if w.direct { w.io.buf } else { buf }, tag, ..w.io };
+        match n.dev.submit(&io) {
+            Ok(()) => {
+                self.inflight += 1;
+                Action::Submitted { count: 1 }
+            }
+            Err(e) => Action::status(blk_status(e)),
+        }
+    }
+
+    pub(super) fn dsm(&mut self, si: usize, ni: usize, sqe: &Sqe, data: &DataIn<'_>, cap: u64) -> Action {
+        let nr = (sqe.cdw10.get() & 0xFF) as usize + 1;
+        let need = nr * DsmRange::SIZE;
+        if (data.sgl_len as usize) < need || data.bytes.len() < need {
+            return Action::status(Status::SGL_INVALID_DATA);
+        }
+        if sqe.cdw11.get() & DSM_ATTR_DEALLOCATE == 0 {
+            // Only hints: nothing to do.
+            return Action::ok(0, 0);
+        }
+        for r in data.bytes[..need].chunks_exact(DsmRange::SIZE) {
+            let r = DsmRange::read_from_bytes(r).expect("16 bytes");
+            if !r.slba.get().checked_add(r.nlb.get() as u64).is_some_and(|e| e <= cap) {
+                return Action::status(Status::LBA_RANGE);
+            }
+        }
+        let mut count = 0u16;
+        let dev = &mut self.subsystems[si].cfg.namespaces[ni].dev;
+        for r in data.bytes[..need].chunks_exact(DsmRange::SIZE) {
+            let r = DsmRange::read_from_bytes(r).expect("16 bytes");
+            if r.nlb.get() == 0 {
+                continue;
+            }
+            let io = BlockIo { op: BlockOp::Deallocate, lba: r.slba.get(), blocks: r.nlb.get(), buf: 0, buf_len: 0, tag: data.tag, fua: false };
+            match dev.submit(&io) {
+                Ok(()) => {
+                    count += 1;
+                    self.inflight += 1;
+                }
+                // Deallocate is advisory: a store that cannot do it simply keeps the data.
+                Err(BlockError::Unsupported) => {}
+                Err(e) if count == 0 => return Action::status(blk_status(e)),
+                Err(_) => {}
+            }
+        }
+        if count == 0 {
+            Action::ok(0, 0)
+        } else {
+            Action::Submitted { count }
+        }
+    }
+}
