@@ -182,6 +182,16 @@ pub fn adapter_metrics<H: Hal, M: Mmio>(e: &mut Exposition<'_>, v: &mlx5::Mlx5Ve
     e.single("mlx5_health_syndrome", Kind::Gauge, "Firmware health syndrome (0: healthy).", h.synd);
     e.single("mlx5_health_heartbeat", Kind::Gauge, "Firmware health counter (advances while the firmware runs).", h.counter);
     e.single("mlx5_firmware_commands_total", Kind::Counter, "Firmware commands issued.", d.commands);
+    let ce = v.dev.command_errors();
+    e.family("mlx5_firmware_command_errors_total", Kind::Counter, "Firmware commands that failed: refused with a status, delivery error, abandoned (timeout or dead firmware).")
+        .sample(&[("kind", "refused")], ce.refused)
+        .sample(&[("kind", "delivery")], ce.delivery)
+        .sample(&[("kind", "abandoned")], ce.abandoned);
+    let mtu = v.dev.port_mtu;
+    e.family("mlx5_port_mtu_bytes", Kind::Gauge, "Port MTU (PMTU register): operational, administrative, largest the port takes.")
+        .sample(&[("kind", "oper")], mtu.oper)
+        .sample(&[("kind", "admin")], mtu.admin)
+        .sample(&[("kind", "max")], mtu.max);
     e.single("mlx5_firmware_pages", Kind::Gauge, "Pages given to the firmware and not reclaimed.", v.dev.pages_held());
     e.single("mlx5_error_events_total", Kind::Counter, "Asynchronous error events (CQ/QP/port errors).", d.error_events);
     e.single("mlx5_bad_cqes_total", Kind::Counter, "CQEs naming an unknown QP or a WQE not outstanding (dropped).", d.bad_cqes);

@@ -96,8 +96,21 @@ pub struct CmdQueue<D: DmaRegion> {
     health: Option<HealthMonitor>,
     /// Commands posted since creation.
     pub issued: u64,
+    /// Commands that failed, by how ([`CmdErrors`]).
+    pub errors: CmdErrors,
     /// Command trace ([`crate::trace`]); off by default.
     pub trace: crate::trace::TraceMode,
+}
+
+/// Command-interface failures since the queue was created, by kind (for metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CmdErrors {
+    /// The firmware executed the command and returned a non-zero status.
+    pub refused: u64,
+    /// The command entry came back with a non-zero delivery status (bad signature, token, ...).
+    pub delivery: u64,
+    /// The command never came back (timeout or dead firmware): the queue is abandoned.
+    pub abandoned: u64,
 }
 
 fn bar_write_field<M: Mmio + ?Sized>(bar: &M, f: Field, v: u32) {
@@ -149,6 +162,7 @@ impl<D: DmaRegion> CmdQueue<D> {
             timeouts,
             health: None,
             issued: 0,
+            errors: CmdErrors::default(),
             trace: crate::trace::TraceMode::Off,
         })
     }
@@ -303,6 +317,7 @@ impl<D: DmaRegion> CmdQueue<D> {
     /// not service): the slot stays owned by firmware, so the queue is dead from now on.
     pub fn abandon(&mut self, slot: Slot, input: &[u8], output: &[u8], err: Error) -> Error {
         self.dead = true;
+        self.errors.abandoned += 1;
         let idx = self.slot(slot).index;
         self.slot_mut(slot).pending = None;
         let r = Err(err);
@@ -330,6 +345,7 @@ impl<D: DmaRegion> CmdQueue<D> {
         self.queue.read(st.index * self.stride, &mut e);
         let delivery = get(&e, ent::status) as u8;
         if delivery != 0 {
+            self.errors.delivery += 1;
             return Err(Error::Delivery { opcode, op_mod, status: delivery });
         }
         output[..INLINE].copy_from_slice(&e[ent::out.byte()..ent::out.byte() + INLINE]);
@@ -341,6 +357,7 @@ impl<D: DmaRegion> CmdQueue<D> {
         }
         let status = get(output, mbox_out::status) as u8;
         if status != 0 {
+            self.errors.refused += 1;
             let syndrome = get(output, mbox_out::syndrome) as u32;
             log::warn!(
                 "mlx5: {}(0x{opcode:x}) op_mod {op_mod}: status {} (0x{status:x}) syndrome 0x{syndrome:08x}",

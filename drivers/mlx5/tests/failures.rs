@@ -66,6 +66,7 @@ fn every_status_is_reported_with_opcode_status_and_syndrome() {
         );
         assert!(err.to_string().contains(mlx5::error::status_name(status)));
         assert_eq!(dev.live_cqs(), 0);
+        assert_eq!(dev.command_errors(), mlx5::cmd::CmdErrors { refused: 1, delivery: 0, abandoned: 0 });
         // The device keeps working once the fault is gone.
         rig.cx.faults_mut().forced.clear();
         dev.create_cq(6).unwrap();
@@ -129,6 +130,7 @@ fn command_that_never_completes_times_out() {
     let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
     rig.cx.faults_mut().hang_opcodes.insert(op::CREATE_CQ);
     assert!(matches!(dev.create_cq(6), Err(Error::CmdTimeout { opcode: op::CREATE_CQ, .. })));
+    assert_eq!(dev.command_errors().abandoned, 1);
     assert!(matches!(dev.create_cq(6), Err(Error::CmdQueueDead)));
     assert!(dev.shutdown().is_err());
 }

@@ -524,6 +524,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     pub fn stats(&self) -> Stats {
         self.stats
     }
+    /// Command-interface failures so far (refused by firmware, delivery errors, abandoned).
+    pub fn command_errors(&self) -> crate::cmd::CmdErrors {
+        self.cmd.errors
+    }
     /// Pages the firmware holds now.
     pub fn pages_held(&self) -> usize {
         self.pages.len()
