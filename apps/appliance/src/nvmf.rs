@@ -229,7 +229,8 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64,
             return Err(why);
         }
     };
-    svc.target.set_turnaround_clock(kernel::time::rdtsc);
+    // Nanoseconds (TSC scaled): /metrics and the log read the histogram as ns.
+    svc.target.set_turnaround_clock(kernel::time::now_ns);
     info!("nvmf: target serving on {bdf} ({}:{}, RoCE MTU {}); counters every 60 s and on connection changes", ip_str(t.addr), t.port, t.mtu);
     if serve_ctrls > 0 {
         info!("nvmf: target ends once {serve_ctrls} controller(s) came and went (nvmet.serve-ctrls)");
@@ -268,14 +269,14 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64,
             svc.report();
             let h = &svc.target.turnaround;
             if h.count() > 0 {
-                let ns = |p: f64| kernel::time::ticks_to_ns(h.percentile(p));
+                let ns = |p: f64| h.percentile(p);
                 info!(
                     "nvmf: target turnaround (receive CQE seen -> response posted): {} commands, p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns",
                     h.count(),
                     ns(50.0),
                     ns(99.0),
                     ns(99.9),
-                    kernel::time::ticks_to_ns(h.max())
+                    h.max()
                 );
             }
             last_conns = conns;
