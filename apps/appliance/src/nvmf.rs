@@ -231,6 +231,7 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64,
     };
     // Nanoseconds (TSC scaled): /metrics and the log read the histogram as ns.
     svc.target.set_turnaround_clock(kernel::time::now_ns);
+    svc.target.core.set_device_clock(kernel::time::now_ns);
     info!("nvmf: target serving on {bdf} ({}:{}, RoCE MTU {}); counters every 60 s and on connection changes", ip_str(t.addr), t.port, t.mtu);
     if serve_ctrls > 0 {
         info!("nvmf: target ends once {serve_ctrls} controller(s) came and went (nvmet.serve-ctrls)");

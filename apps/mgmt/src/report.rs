@@ -18,6 +18,13 @@ use crate::stack::MgmtStats;
 /// A nanosecond histogram as cumulative Prometheus buckets (seconds). The source buckets are
 /// log-linear (≤ 3.2 % wide); a sample counts under the first bound its bucket lies below.
 fn write_hist_ns(e: &mut Exposition<'_>, name: &'static str, help: &str, h: &Histogram) {
+    let (cum, sum_s) = cumulative_s(h);
+    e.family(name, Kind::Histogram, help).histogram(&[], LATENCY_BOUNDS_S.iter().copied().zip(cum), sum_s, h.count());
+}
+
+/// A nanosecond histogram as Prometheus buckets: cumulative counts at [`LATENCY_BOUNDS_S`],
+/// and the sum in seconds.
+fn cumulative_s(h: &Histogram) -> ([u64; LATENCY_BOUNDS_S.len()], f64) {
     let mut cum = [0u64; LATENCY_BOUNDS_S.len()];
     for (_lo, hi, n) in h.buckets() {
         let hi_s = hi as f64 / 1e9;
@@ -28,8 +35,7 @@ fn write_hist_ns(e: &mut Exposition<'_>, name: &'static str, help: &str, h: &His
         }
     }
     // The histogram keeps its exact mean; mean × count is its sum to within `count` ns.
-    let sum_s = h.mean() as f64 * h.count() as f64 / 1e9;
-    e.family(name, Kind::Histogram, help).histogram(&[], LATENCY_BOUNDS_S.iter().copied().zip(cum), sum_s, h.count());
+    (cum, h.mean() as f64 * h.count() as f64 / 1e9)
 }
 
 /// The NVMe-oF target's families (`nvmf_*`).
@@ -118,6 +124,17 @@ fn per_namespace<B: BlockDevice>(e: &mut Exposition<'_>, core: &nvmeof::nvmet::C
     let mut f = e.family("nvmf_namespace_device_errors_total", Kind::Counter, "I/O the namespace's drive completed with an error status.");
     for (nqn, nsid, n) in &ids {
         f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.dev.device_errors);
+    }
+    let mut f = e.family(
+        "nvmf_namespace_device_latency_seconds",
+        Kind::Histogram,
+        "Per namespace: time from handing an I/O to the namespace's store to its completion (the drive's latency as the target sees it).",
+    );
+    for (nqn, nsid, n) in &ids {
+        if let Some(h) = n.device_latency {
+            let (buckets, sum_s) = cumulative_s(h);
+            f.histogram(&[("subnqn", *nqn), ("nsid", nsid.as_str())], LATENCY_BOUNDS_S.iter().copied().zip(buckets), sum_s, h.count());
+        }
     }
 }
 

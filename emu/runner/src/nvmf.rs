@@ -138,6 +138,7 @@ pub fn run_target(
     let clock = node.clock.clone();
     let mut svc = TargetService::with_cm_config(&mut node.v, core, 64, port, cm_config(words)?).map_err(|e| format!("listen: {e:?}"))?;
     svc.target.set_turnaround_clock(host_clock_ns);
+    svc.target.core.set_device_clock(host_clock_ns);
     println!("RUNNER listening nvmf port {port}");
     let t0 = Instant::now();
     let mut mg = mgmt.filter(|c| c.enabled).map(|c| {

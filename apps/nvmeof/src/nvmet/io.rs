@@ -100,7 +100,7 @@ impl<B: BlockDevice> Core<B> {
                 return Action::Fetch(Fetch::Write(PendingWrite { subsys: si as u16, ns: ni as u16, io, direct: direct.is_some() }));
             }
         }
-        match dev.submit(&io) {
+        match devlat::submit(dev, sub.ns_lat[ni].as_mut(), &io) {
             Ok(()) => {
                 self.inflight += 1;
                 // Test-only mutation (emu/sim's demo, feature `sim-mutation`): acknowledge a
@@ -122,11 +122,14 @@ impl<B: BlockDevice> Core<B> {
     /// memory (`direct_addr`; the device moves nothing) or into `buf`. Answers
     /// [`Action::Submitted`] or an error status (recorded by the caller's `record_error`).
     pub fn write_fetched(&mut self, w: &PendingWrite, buf: PhysAddr, tag: u64) -> Action {
-        let Some(n) = self.subsystems.get_mut(w.subsys as usize).and_then(|s| s.cfg.namespaces.get_mut(w.ns as usize)) else {
+        let Some(s) = self.subsystems.get_mut(w.subsys as usize) else {
+            return Action::status(Status::INTERNAL);
+        };
+        let (Some(n), Some(lat)) = (s.cfg.namespaces.get_mut(w.ns as usize), s.ns_lat.get_mut(w.ns as usize)) else {
             return Action::status(Status::INTERNAL);
         };
         let io = BlockIo { buf: if w.direct { w.io.buf } else { buf }, tag, ..w.io };
-        match n.dev.submit(&io) {
+        match devlat::submit(&mut n.dev, lat.as_mut(), &io) {
             Ok(()) => {
                 self.inflight += 1;
                 Action::Submitted { count: 1 }
@@ -152,14 +155,16 @@ impl<B: BlockDevice> Core<B> {
             }
         }
         let mut count = 0u16;
-        let dev = &mut self.subsystems[si].cfg.namespaces[ni].dev;
+        let sub = &mut self.subsystems[si];
+        let dev = &mut sub.cfg.namespaces[ni].dev;
+        let mut lat = sub.ns_lat[ni].as_mut();
         for r in data.bytes[..need].chunks_exact(DsmRange::SIZE) {
             let r = DsmRange::read_from_bytes(r).expect("16 bytes");
             if r.nlb.get() == 0 {
                 continue;
             }
             let io = BlockIo { op: BlockOp::Deallocate, lba: r.slba.get(), blocks: r.nlb.get(), buf: 0, buf_len: 0, tag: data.tag, fua: false };
-            match dev.submit(&io) {
+            match devlat::submit(dev, lat.as_deref_mut(), &io) {
                 Ok(()) => {
                     count += 1;
                     self.inflight += 1;

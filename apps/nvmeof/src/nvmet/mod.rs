@@ -11,6 +11,7 @@
 mod admin;
 mod cntlid;
 mod connect;
+pub mod devlat;
 mod fabrics;
 mod identify;
 mod io;
@@ -314,6 +315,8 @@ struct Subsystem<B> {
     stats: SubsysStats,
     /// Per namespace, in `cfg.namespaces` order.
     ns_stats: Vec<NsStats>,
+    /// Per namespace: its device-latency table, when the core has a clock ([`devlat`]).
+    ns_lat: Vec<Option<devlat::DevLatency>>,
 }
 
 /// A namespace's counters kept by the core (cumulative).
@@ -340,6 +343,9 @@ pub struct NsReport<'a> {
     pub stats: NsStats,
     /// The store's own counters (flushes the drive was given and completed).
     pub dev: blockdev::DevCounters,
+    /// Submit-to-completion time of the I/O the store was given (nanoseconds of the clock
+    /// given to [`Core::set_device_clock`]); `None` without one.
+    pub device_latency: Option<&'a crate::bench::Histogram>,
 }
 
 /// CC register fields (the layout is `nvme_spec::props::Cc`).
@@ -487,7 +493,12 @@ impl<B: BlockDevice> Core<B> {
         Ok(Core {
             subsystems: subsystems
                 .into_iter()
-                .map(|cfg| Subsystem { ns_stats: alloc::vec![NsStats::default(); cfg.namespaces.len()], cfg, stats: SubsysStats::default() })
+                .map(|cfg| Subsystem {
+                    ns_stats: alloc::vec![NsStats::default(); cfg.namespaces.len()],
+                    ns_lat: cfg.namespaces.iter().map(|_| None).collect(),
+                    cfg,
+                    stats: SubsysStats::default(),
+                })
                 .collect(),
             cfg,
             ctrls,
@@ -661,6 +672,21 @@ impl<B: BlockDevice> Core<B> {
         self.aen_ready.pop_front()
     }
 
+    /// Time every namespace's I/O at its store with `clock` (nanoseconds), from now on
+    /// ([`devlat`]; the metrics' device latency). Refused (false) while I/O is outstanding:
+    /// its completions carry the caller's tags, not the table's.
+    pub fn set_device_clock(&mut self, clock: fn() -> u64) -> bool {
+        if self.inflight != 0 {
+            return false;
+        }
+        for s in &mut self.subsystems {
+            for l in &mut s.ns_lat {
+                *l = Some(devlat::DevLatency::new(clock));
+            }
+        }
+        true
+    }
+
     /// Whether block I/O was submitted and not yet reported by [`Core::poll_block`].
     #[inline]
     pub fn block_inflight(&self) -> bool {
@@ -683,12 +709,13 @@ impl<B: BlockDevice> Core<B> {
     /// Every namespace with its counters (slow path: the metrics endpoint).
     pub fn namespace_stats(&self) -> impl Iterator<Item = NsReport<'_>> {
         self.subsystems.iter().flat_map(|s| {
-            s.cfg.namespaces.iter().zip(&s.ns_stats).map(move |(n, st)| NsReport {
+            s.cfg.namespaces.iter().zip(&s.ns_stats).zip(&s.ns_lat).map(move |((n, st), lat)| NsReport {
                 subnqn: s.cfg.nqn.as_str(),
                 nsid: n.nsid,
                 volatile_write_cache: n.dev.volatile_write_cache(),
                 stats: *st,
                 dev: n.dev.counters(),
+                device_latency: lat.as_ref().map(|l| &*l.hist),
             })
         })
     }
@@ -722,7 +749,7 @@ impl<B: BlockDevice> Core<B> {
         // Namespaces whose store failed during this call: announced once, after the walk.
         let mut newly_failed: heapless::Vec<(usize, u32), 8> = heapless::Vec::new();
         'walk: for (si, s) in self.subsystems.iter_mut().enumerate() {
-            for (n, st) in s.cfg.namespaces.iter_mut().zip(s.ns_stats.iter_mut()) {
+            for ((n, st), lat) in s.cfg.namespaces.iter_mut().zip(s.ns_stats.iter_mut()).zip(s.ns_lat.iter_mut()) {
                 loop {
                     let room = core::cmp::min(self.done_buf.len(), max - total);
                     if room == 0 {
@@ -730,7 +757,14 @@ impl<B: BlockDevice> Core<B> {
                     }
                     let k = n.dev.poll(&mut self.done_buf[..room]).min(room);
                     for d in &self.done_buf[..k] {
-                        f(d.tag, block_result_status(d.result));
+                        let tag = match lat {
+                            Some(l) => match l.complete(d.tag) {
+                                Some(t) => t,
+                                None => continue,
+                            },
+                            None => d.tag,
+                        };
+                        f(tag, block_result_status(d.result));
                     }
                     total += k;
                     self.inflight = self.inflight.saturating_sub(k as u64);
