@@ -103,6 +103,22 @@ fn per_namespace<B: BlockDevice>(e: &mut Exposition<'_>, core: &nvmeof::nvmet::C
     for (nqn, nsid, n) in &ids {
         f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.stats.failed as u8);
     }
+    let mut f = e.family("nvmf_namespace_io_total", Kind::Counter, "Reads and Writes per namespace.");
+    for (nqn, nsid, n) in &ids {
+        let l = |op| [("subnqn", *nqn), ("nsid", nsid.as_str()), ("op", op)];
+        f.sample(&l("read"), n.stats.reads).sample(&l("write"), n.stats.writes);
+    }
+    let mut f = e.family("nvmf_namespace_bytes_total", Kind::Counter, "Bytes read and written per namespace.");
+    for (nqn, nsid, n) in &ids {
+        let l = |op| [("subnqn", *nqn), ("nsid", nsid.as_str()), ("op", op)];
+        f.sample(&l("read"), n.stats.bytes_read).sample(&l("write"), n.stats.bytes_written);
+    }
+    let mut f = e.family("nvmf_namespace_in_flight", Kind::Gauge, "I/Os at the namespace's store now (while device latency is timed).");
+    for (nqn, nsid, n) in &ids {
+        if let Some(k) = n.in_flight {
+            f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], k);
+        }
+    }
     let mut f = e.family("nvmf_namespace_host_flushes_total", Kind::Counter, "Host Flush commands forwarded to the namespace's store.");
     for (nqn, nsid, n) in &ids {
         f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.stats.flushes_forwarded);

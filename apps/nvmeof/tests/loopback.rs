@@ -424,5 +424,11 @@ fn device_latency_is_timed_per_namespace() {
     let timed: u64 = ns.iter().map(|n| n.device_latency.expect("timed").count()).sum();
     assert_eq!(timed, c.reads + c.writes);
     assert!(timed >= 400);
+    let per_ns: u64 = ns.iter().map(|n| n.stats.reads + n.stats.writes).sum();
+    assert_eq!(per_ns, c.reads + c.writes);
+    let sub_bytes: u64 = w.target.core.subsystem_stats().map(|(_, s)| s.bytes_read + s.bytes_written).sum();
+    assert_eq!(ns.iter().map(|n| n.stats.bytes_read + n.stats.bytes_written).sum::<u64>(), sub_bytes);
+    assert!(sub_bytes >= 400 * 512);
+    assert!(ns.iter().all(|n| n.in_flight == Some(0)));
     assert_eq!(w.target.core.block_inflight_count(), 0);
 }

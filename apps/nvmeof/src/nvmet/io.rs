@@ -78,12 +78,17 @@ impl<B: BlockDevice> Core<B> {
                 st.fua_writes += 1;
             }
         }
+        let st = &mut sub.ns_stats[ni];
         if op == BlockOp::Read {
             sub.stats.reads += 1;
             sub.stats.bytes_read += buf_len as u64;
+            st.reads += 1;
+            st.bytes_read += buf_len as u64;
         } else if op == BlockOp::Write {
             sub.stats.writes += 1;
             sub.stats.bytes_written += buf_len as u64;
+            st.writes += 1;
+            st.bytes_written += buf_len as u64;
         }
         let dev = &mut sub.cfg.namespaces[ni].dev;
         // Zero copy: a Read from (a keyed-SGL Write into) memory the transport can RDMA from

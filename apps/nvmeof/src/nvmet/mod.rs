@@ -322,6 +322,11 @@ struct Subsystem<B> {
 /// A namespace's counters kept by the core (cumulative).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NsStats {
+    /// Reads and Writes executed on the namespace, and their bytes.
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
     /// Host Flush commands forwarded to the namespace's store.
     pub flushes_forwarded: u64,
     /// Reads / writes the host sent with FUA set.
@@ -346,6 +351,8 @@ pub struct NsReport<'a> {
     /// Submit-to-completion time of the I/O the store was given (nanoseconds of the clock
     /// given to [`Core::set_device_clock`]); `None` without one.
     pub device_latency: Option<&'a crate::bench::Histogram>,
+    /// I/Os at the store now (known while timed; `None` without a clock).
+    pub in_flight: Option<usize>,
 }
 
 /// CC register fields (the layout is `nvme_spec::props::Cc`).
@@ -716,6 +723,7 @@ impl<B: BlockDevice> Core<B> {
                 stats: *st,
                 dev: n.dev.counters(),
                 device_latency: lat.as_ref().map(|l| &*l.hist),
+                in_flight: lat.as_ref().map(|l| l.outstanding()),
             })
         })
     }
