@@ -352,3 +352,20 @@ fn a_failed_drive_takes_only_its_namespace_out_and_hosts_are_told() {
     let ns: Vec<bool> = core.namespace_stats().map(|n| n.stats.failed).collect();
     assert_eq!(ns, vec![true, false]);
 }
+
+#[test]
+fn transfers_over_mdts_are_refused_before_any_data_moves() {
+    let (log, nss) = drive_and_ram();
+    let (mut core, _aq, mut iq) = connected(nss);
+    let data = |len: u32, tag, fetched| DataIn { bytes: &[], buf: 0x10_0000, buf_len: 128 * 1024, sgl_len: len, tag, fetched };
+    // 64 KiB (16 blocks) is the drive's limit, so the subsystem's MDTS: served.
+    assert_eq!(core.execute(&mut iq, &io_sqe(io_op::READ, 1, 0, 16, false), &data(16 * 4096, 1, true), 0), Action::Submitted { count: 1 });
+    // One block more (still under the target's own 128 KiB): Invalid Field in Command, as the
+    // spec has for a transfer over MDTS; the drive never sees it, and a Write is refused
+    // before its data is fetched from the host (no RDMA READ for a doomed command).
+    let (st, _) = respond(core.execute(&mut iq, &io_sqe(io_op::READ, 1, 0, 17, false), &data(17 * 4096, 2, true), 0));
+    assert_eq!(st, Status::INVALID_FIELD);
+    let (st, _) = respond(core.execute(&mut iq, &io_sqe(io_op::WRITE, 1, 0, 17, false), &data(17 * 4096, 3, false), 0));
+    assert_eq!(st, Status::INVALID_FIELD);
+    assert_eq!(log.borrow().seen.len(), 1, "only the 64 KiB Read reached the drive");
+}

@@ -93,7 +93,8 @@ impl<B: BlockDevice> Core<B> {
         put_str(&mut id.fr, env!("CARGO_PKG_VERSION"), b' ');
         put_str(&mut id.subnqn, nqn, 0);
         id.rab = 6;
-        id.mdts = (self.max_io_bytes(subsys) / 4096).trailing_zeros() as u8;
+        let max_io = subsys.map_or(self.cfg.max_io_bytes, |si| self.subsystems[si].max_io_bytes);
+        id.mdts = (max_io / 4096).trailing_zeros() as u8;
         id.cntlid = U16::new(cntlid);
         id.ver = U32::new(0x0001_0300);
         id.ctratt = U32::new(1 << 2); // TBKAS: any command resets the keep-alive timer
@@ -142,19 +143,6 @@ impl<B: BlockDevice> Core<B> {
             }
         }
         id
-    }
-
-    /// The largest transfer a command of subsystem `subsys` may carry: the target's limit,
-    /// lowered to the smallest of its namespaces' stores (a power of two, at least 4 KiB).
-    pub(super) fn max_io_bytes(&self, subsys: Option<usize>) -> u32 {
-        let mut max = self.cfg.max_io_bytes;
-        for n in subsys.map_or(&[][..], |si| &self.subsystems[si].cfg.namespaces[..]) {
-            let dev = n.dev.max_transfer_blocks() as u64 * n.dev.block_size() as u64;
-            if dev < max as u64 {
-                max = 1 << (63 - dev.max(4096).leading_zeros());
-            }
-        }
-        max
     }
 }
 

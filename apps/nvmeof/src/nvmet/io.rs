@@ -37,7 +37,8 @@ impl<B: BlockDevice> Core<B> {
                 if bytes != data.sgl_len as u64 {
                     return Action::status(Status::SGL_INVALID_DATA);
                 }
-                if bytes > self.cfg.max_io_bytes as u64 || bytes > data.buf_len as u64 {
+                // Over MDTS (Identify Controller): Invalid Field, before any data moves.
+                if bytes > self.subsystems[si].max_io_bytes as u64 || bytes > data.buf_len as u64 {
                     return Action::status(Status::INVALID_FIELD);
                 }
                 if !range_ok {

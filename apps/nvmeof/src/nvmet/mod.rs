@@ -312,6 +312,9 @@ pub struct CtrlReport<'a> {
 
 struct Subsystem<B> {
     cfg: SubsystemConfig<B>,
+    /// The largest transfer one command may carry (MDTS): the target's limit lowered to the
+    /// smallest of its namespaces' stores; larger Reads/Writes are refused, not split.
+    max_io_bytes: u32,
     stats: SubsysStats,
     /// Per namespace, in `cfg.namespaces` order.
     ns_stats: Vec<NsStats>,
@@ -455,6 +458,19 @@ fn blk_status(e: BlockError) -> Status {
     }
 }
 
+/// The largest transfer a command to `namespaces` may carry: `target_max`, lowered to the
+/// smallest of the stores' limits (a power of two, at least 4 KiB).
+fn max_io_bytes<B: BlockDevice>(target_max: u32, namespaces: &[NamespaceConfig<B>]) -> u32 {
+    let mut max = target_max;
+    for n in namespaces {
+        let dev = n.dev.max_transfer_blocks() as u64 * n.dev.block_size() as u64;
+        if dev < max as u64 {
+            max = 1 << (63 - dev.max(4096).leading_zeros());
+        }
+    }
+    max
+}
+
 /// The status a block completion maps to.
 pub fn block_result_status(r: Result<(), BlockError>) -> Status {
     match r {
@@ -500,10 +516,11 @@ impl<B: BlockDevice> Core<B> {
         Ok(Core {
             subsystems: subsystems
                 .into_iter()
-                .map(|cfg| Subsystem {
-                    ns_stats: alloc::vec![NsStats::default(); cfg.namespaces.len()],
-                    ns_lat: cfg.namespaces.iter().map(|_| None).collect(),
-                    cfg,
+.map(|s| Subsystem {
+                    ns_stats: alloc::vec![NsStats::default(); s.namespaces.len()],
+                    ns_lat: s.namespaces.iter().map(|_| None).collect(),
+                    max_io_bytes: max_io_bytes(cfg.max_io_bytes, &s.namespaces),
+                    cfg: s,
                     stats: SubsysStats::default(),
                 })
                 .collect(),
