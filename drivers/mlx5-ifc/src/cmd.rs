@@ -161,6 +161,9 @@ pub mod teardown {
 pub mod nic_interface {
     pub const FULL_DRIVER: u8 = 0;
     pub const DISABLED: u8 = 1;
+    /// Written by the driver: the firmware resets the function (every object and page lost,
+    /// `initializing` set until it is ready again) [MLX5_INITIAL_SEG_NIC_INTERFACE_SW_RESET].
+    pub const SW_RESET: u8 = 7;
 }
 
 #[cfg(test)]

@@ -44,6 +44,17 @@ pub fn wc_status(syndrome: u8) -> WcStatus {
     }
 }
 
+/// The completion opcode of a send WQE by the opcode its slot recorded.
+pub(crate) fn slot_wc_opcode(opcode: u8) -> WcOpcode {
+    match opcode {
+        wqe_op::RDMA_WRITE | wqe_op::RDMA_WRITE_IMM => WcOpcode::RdmaWrite,
+        wqe_op::RDMA_READ => WcOpcode::RdmaRead,
+        crate::fastreg::OPCODE_UMR => WcOpcode::RegMr,
+        crate::fastreg::SLOT_LOCAL_INVAL => WcOpcode::LocalInvalidate,
+        _ => WcOpcode::Send,
+    }
+}
+
 impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Write a send WQE for `wr` into the SQ, update the doorbell record, ring the UAR doorbell
     /// (which also announces any WQE written before by `post_send_deferred`).
@@ -93,6 +104,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 
     /// Write the WQE into the SQ (not announced); returns the QP's index.
     fn post_send_inner(&mut self, qpn: Qpn, wr: &SendWr, inline: Option<&[u8]>) -> Result<usize, Error> {
+        if self.failed.is_some() {
+            return Err(Error::DeviceFailed);
+        }
         let i = self.qp_index(qpn)?;
         let q = &mut self.qps[i];
         if !matches!(q.state, QpState::Rts | QpState::Error) {
@@ -198,6 +212,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// adapter reads; receives need no MMIO doorbell). On an error (queue full) the WQEs
     /// before it are posted.
     pub fn post_recv_batch(&mut self, qpn: Qpn, wrs: &[RecvWr]) -> Result<(), Error> {
+        if self.failed.is_some() {
+            return Err(Error::DeviceFailed);
+        }
         let i = self.qp_index(qpn)?;
         let q = &mut self.qps[i];
         if q.srq.is_some() {
@@ -241,6 +258,11 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Take up to `out.len()` completions from CQ `cqn`; updates the CQ doorbell record.
     pub fn poll_cq(&mut self, cqn: rdma::Cqn, out: &mut [Completion]) -> Result<usize, Error> {
         let ci_idx = self.cq_index(cqn)?;
+        if self.failed.is_some() || self.cqs[ci_idx].broken {
+            // The adapter was reset, or writes no more CQEs here: what was outstanding is
+            // flushed by the driver.
+            return Ok(self.flush_cq(cqn, out));
+        }
         let mut n = 0;
         let mut consumed = false;
         while n < out.len() {
@@ -309,13 +331,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             let slot = q.sq_slots[counter as usize & (ring - 1)];
             wc.wr_id = slot.wr_id;
             q.sq_ci = counter.wrapping_add(slot.wqebbs.max(1) as u16);
-            wc.opcode = match slot.opcode {
-                wqe_op::RDMA_WRITE | wqe_op::RDMA_WRITE_IMM => WcOpcode::RdmaWrite,
-                wqe_op::RDMA_READ => WcOpcode::RdmaRead,
-                crate::fastreg::OPCODE_UMR => WcOpcode::RegMr,
-                crate::fastreg::SLOT_LOCAL_INVAL => WcOpcode::LocalInvalidate,
-                _ => WcOpcode::Send,
-            };
+            wc.opcode = slot_wc_opcode(slot.opcode);
         } else if let Some(s) = q.srq {
             // The WQE came from the QP's SRQ: its wr_id, and the WQE goes back on the list.
             let Some(wr_id) = self.srqs.get_mut(s.0 as usize).and_then(|s| s.as_mut()).and_then(|s| s.complete(counter)) else {

@@ -31,6 +31,11 @@ pub enum Error {
     HealthStalled(HealthReport),
     /// The health buffer reports a firmware assertion / syndrome.
     Firmware(HealthReport),
+    /// The adapter reported an internal-error event (EQE type and sub-type): the device is dead.
+    FatalEvent { event_type: u8, sub_type: u8 },
+    /// The device failed (see [`crate::Mlx5::failed`]) and is not recovered yet: nothing can be
+    /// posted or created until [`crate::Mlx5::recover`] has brought it up again.
+    DeviceFailed,
     /// A capability the bring-up requires is missing.
     Unsupported(&'static str),
     /// A request the driver refuses (sizes, unknown handles).
@@ -43,6 +48,14 @@ pub enum Error {
     WorkCompletion { qpn: u32, vendor_err: u8 },
     /// The self-test read back something else than it sent (`what`, at byte/count `at`).
     Verify { what: &'static str, at: u64 },
+}
+
+impl Error {
+    /// Whether this error means the device is dead (a command never completed, the firmware
+    /// reports a syndrome or stopped its health counter, a fatal event): only a reset helps.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Error::CmdTimeout { .. } | Error::CmdQueueDead | Error::HealthStalled(_) | Error::Firmware(_) | Error::FatalEvent { .. })
+    }
 }
 
 impl From<HalError> for Error {
@@ -96,6 +109,10 @@ impl core::fmt::Display for Error {
             }
             Error::HealthStalled(r) => write!(f, "mlx5: health counter stopped; {r}"),
             Error::Firmware(r) => write!(f, "mlx5: firmware error; {r}"),
+            Error::FatalEvent { event_type, sub_type } => {
+                write!(f, "mlx5: fatal event 0x{event_type:02x} (sub-type 0x{sub_type:02x})")
+            }
+            Error::DeviceFailed => write!(f, "mlx5: device failed, not recovered yet"),
             Error::Unsupported(w) => write!(f, "mlx5: adapter lacks {w}"),
             Error::InvalidArgument(w) => write!(f, "mlx5: invalid argument: {w}"),
             Error::NoSuchObject { kind, id } => write!(f, "mlx5: no live {kind} 0x{id:x}"),

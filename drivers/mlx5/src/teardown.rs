@@ -98,7 +98,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     }
 
     /// Write `nic_interface` into init-segment dword 0x14, keeping the command queue address.
-    fn set_nic_interface(&self, v: u32) {
+    pub(crate) fn set_nic_interface(&self, v: u32) {
         let dw = (init_seg::nic_interface.off / 32 * 4) as usize;
         let mut b = self.bar.read32_be(dw).to_be_bytes();
         let f = Field { off: init_seg::nic_interface.off % 32, width: init_seg::nic_interface.width };

@@ -185,6 +185,32 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
         self.neigh.len()
     }
 
+    /// Bring a failed device up again ([`Mlx5::recover`]), then the GSI CQ and QP and the raw
+    /// Ethernet path as [`Mlx5Verbs::new`] does (neighbour entries are kept).
+    pub fn recover(&mut self) -> Result<(), Error> {
+        if self.dev.failed().is_none() {
+            return Ok(());
+        }
+        // Released without the adapter (it was reset); new ones after the bring-up.
+        let _ = self.dev.destroy_qp(self.gsi);
+        let _ = self.dev.destroy_cq(self.gsi_cq);
+        let raw_eth = self.raw_eth;
+        let mut gsi = (self.gsi_cq, self.gsi);
+        let r = self.dev.recover_with(|dev| {
+            gsi = Self::create_gsi(dev)?;
+            if raw_eth {
+                dev.enable_raw_eth()?;
+            }
+            Ok(())
+        });
+        (self.gsi_cq, self.gsi) = gsi;
+        if r.is_ok() {
+            // What poll saw of the failed device is history now.
+            self.last_poll_error = None;
+        }
+        r
+    }
+
     /// Destroy everything and hand the adapter back to firmware control.
     pub fn shutdown(self) -> Result<crate::device::Stats, Error> {
         self.dev.shutdown()
@@ -277,10 +303,29 @@ impl<H: Hal, M: Mmio> Verbs for Mlx5Verbs<H, M> {
         l.mac
     }
     fn poll(&mut self) {
+        if self.dev.failed().is_some() {
+            return;
+        }
         if let Err(e) = self.dev.poll_eq().map(|_| ()).and_then(|_| self.dev.check_health()) {
+            self.dev.note_failure(&e);
             self.last_poll_error = Some(e);
         }
         self.poll_arp();
+    }
+    fn device_failed(&self) -> bool {
+        self.dev.failed().is_some()
+    }
+    fn recover_device(&mut self) -> bool {
+        if self.dev.failed().is_none() {
+            return true;
+        }
+        match self.recover() {
+            Ok(()) => true,
+            Err(e) => {
+                self.last_poll_error = Some(e);
+                false
+            }
+        }
     }
 }
 

@@ -293,6 +293,18 @@ pub trait Verbs {
     fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac>;
     /// Slow-path housekeeping (EQ, ARP, timers). Called from the app's poll loop.
     fn poll(&mut self);
+    /// The device failed (dead firmware, a fatal event) and was reset: every work request
+    /// outstanding completes with a flush error, posts and creates fail, releases succeed
+    /// without the device. The app releases what it holds on it, then calls
+    /// [`Verbs::recover_device`].
+    fn device_failed(&self) -> bool {
+        false
+    }
+    /// Bring a failed device up again (a new GSI QP and CQ: [`Verbs::gsi_qp`] changes). Returns
+    /// whether the device is up; false: not back yet, try again on a later turn.
+    fn recover_device(&mut self) -> bool {
+        !self.device_failed()
+    }
 }
 
 /// Shared receive queues, for poll groups (SPDK's model: one SRQ per poller whose receives all

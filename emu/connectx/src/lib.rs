@@ -79,6 +79,22 @@ impl ConnectX {
         self.dev.borrow_mut().set_port_up(up)
     }
 
+    /// Raise an internal-error event (the adapter reporting itself broken). Returns whether an
+    /// EQ subscribed to it took the event.
+    pub fn raise_internal_error(&self) -> bool {
+        self.dev.borrow_mut().raise_event(consts::event::INTERNAL_ERROR, 0, &[0u8; 28])
+    }
+
+    /// Fault: drive one RC QP in RTS to ERROR ([`Device::inject_qp_error`]).
+    pub fn inject_qp_error(&self, pick: u64) -> Option<u32> {
+        self.dev.borrow_mut().inject_qp_error(pick)
+    }
+
+    /// Fault: overrun one RC QP's receive CQ ([`Device::inject_cq_overrun`]).
+    pub fn inject_cq_overrun(&self, pick: u64) -> Option<u32> {
+        self.dev.borrow_mut().inject_cq_overrun(pick)
+    }
+
     /// Firmware asks for `n` more pages (n > 0) or offers `-n` back (n < 0) through a
     /// page-request EQE. Returns whether an EQ subscribed to page requests took it.
     pub fn request_pages(&self, n: i32) -> bool {

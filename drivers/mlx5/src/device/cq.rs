@@ -5,6 +5,7 @@ use super::*;
 impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Create a CQ of 2^log_size 64-byte CQEs reporting to the driver's EQ.
     pub fn create_cq(&mut self, log_size: u8) -> Result<Cqn, Error> {
+        self.alive()?;
         if log_size > self.caps.log_max_cq_sz || log_size > 16 {
             return Err(Error::InvalidArgument("CQ size"));
         }
@@ -38,7 +39,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         dbr.write_be32(4, CQ_DB_POLLING_ARM);
         self.run(in_len, create_cq_out::LAYOUT.size)?;
         let cqn = Cqn(self.out(create_cq_out::cqn) as u32);
-        self.cqs.push(Cq { cqn, buf, dbr, log_size, ci: 0 });
+        self.cqs.push(Cq { cqn, buf, dbr, log_size, ci: 0, broken: false });
         self.reindex();
         Ok(cqn)
     }

@@ -45,6 +45,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             event::CQ_ERROR,
             event::WQ_CATAS_ERROR,
             event::PATH_MIG_FAILED,
+            event::INTERNAL_ERROR,
             event::PORT_CHANGE,
             event::PAGE_REQUEST,
             event::WQ_INVAL_REQ_ERROR,
@@ -138,12 +139,19 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             }
             event::CQ_ERROR => {
                 self.stats.error_events += 1;
+                let cqn = get(e, eqe_cq_err::cqn.at(eqe::cq_err)) as u32;
+                self.cq_failed(Cqn(cqn));
                 self.push_event(AsyncEvent {
                     event_type: ty,
                     sub_type: sub,
-                    object: get(e, eqe_cq_err::cqn.at(eqe::cq_err)) as u32,
+                    object: cqn,
                     syndrome: get(e, eqe_cq_err::syndrome.at(eqe::cq_err)) as u8,
                 });
+            }
+            event::INTERNAL_ERROR => {
+                // The adapter says it is broken: the caller's funnel resets it.
+                self.stats.error_events += 1;
+                return Err(Error::FatalEvent { event_type: ty, sub_type: sub });
             }
             event::SRQ_RQ_LIMIT => {
                 // Not an error: the owner should post more receives. Counted on the SRQ and

@@ -18,6 +18,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Register `len` bytes of physically contiguous memory at `addr` in MTT mode (4 KiB
     /// translation entries, addressed by physical address). For per-I/O keys and bounded rkeys.
     pub fn reg_mr(&mut self, addr: PhysAddr, len: u64, access: Access) -> Result<Mkey, Error> {
+        self.alive()?;
         let pd = self.pd.ok_or(Error::InvalidArgument("no PD"))?;
         if len == 0 {
             return Err(Error::InvalidArgument("empty registration"));
@@ -64,6 +65,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// room for the two translation entries every registration writes. `max_len` is checked
     /// against what one registration can map.
     pub fn alloc_fast_mr(&mut self, max_len: u64) -> Result<Mkey, Error> {
+        self.alive()?;
         let pd = self.pd.ok_or(Error::InvalidArgument("no PD"))?;
         if max_len == 0 || max_len > crate::fastreg::MAX_LEN {
             return Err(Error::InvalidArgument("fast registration length out of range"));

@@ -8,6 +8,7 @@ mod keys;
 mod port;
 mod qcounter;
 mod qp;
+mod recovery;
 mod srq;
 mod teardown;
 
@@ -154,6 +155,17 @@ pub struct Stats {
     pub sq_doorbells: u64,
     /// Send WQEs written (a doorbell may announce several).
     pub send_wqes: u64,
+    /// Times the device was found dead (command timeout, health syndrome or stall, fatal
+    /// event) and reset ([`recovery`]).
+    pub device_failures: u64,
+    /// Bring-ups after a reset that succeeded.
+    pub recoveries: u64,
+    /// Bring-ups after a reset that failed (the device reset again; tried again later).
+    pub failed_recoveries: u64,
+    /// Work requests completed with a flush error because the device failed.
+    pub flushed_on_failure: u64,
+    /// Objects (QPs, CQs, SRQs, keys) the app still held when the device was brought up again.
+    pub objects_forgotten: u64,
 }
 
 /// An asynchronous error event the app may want (CQ / QP errors).
@@ -182,6 +194,9 @@ pub struct Cq<D> {
     pub log_size: u8,
     /// Consumer counter (CQEs taken).
     pub ci: u32,
+    /// The adapter reported a CQ error (overrun, access violation): it writes no more CQEs
+    /// here; the work outstanding on its QPs completes as flush errors ([`recovery`]).
+    pub broken: bool,
 }
 
 /// Kind of QP created.
@@ -321,6 +336,8 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     pub port_mtu: crate::vport::PortMtu,
     /// The queue counter set every QP counts into, and its totals.
     pub(crate) qcounters: Option<qcounter::QueueCounters>,
+    /// Why the device failed, while it is failed ([`recovery`]).
+    pub(crate) failed: Option<Error>,
 }
 
 fn clear(b: &mut [u8]) {
@@ -381,6 +398,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             raw: None,
             port_mtu: Default::default(),
             qcounters: None,
+            failed: None,
         };
         match dev.steps() {
             Ok(()) => Ok(dev),
@@ -437,6 +455,17 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// (create/destroy loops, a busy control path) still keeps the async EQ consumed: an
     /// overrun is fatal on the adapter.
     pub(crate) fn run(&mut self, in_len: usize, out_len: usize) -> Result<(), Error> {
+        if self.failed.is_some() {
+            return self.run_failed(out_len);
+        }
+        let r = self.run_live(in_len, out_len);
+        if let Err(e) = &r {
+            self.note_failure(e);
+        }
+        r
+    }
+
+    fn run_live(&mut self, in_len: usize, out_len: usize) -> Result<(), Error> {
         self.poll_eq()?;
         clear(&mut self.outb[..out_len]);
         self.cmd.post(&self.bar, Slot::Main, &self.inb[..in_len], out_len)?;

@@ -35,6 +35,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         log_rq_stride: u8,
         srq: Option<SrqId>,
     ) -> Result<Qpn, Error> {
+        self.alive()?;
         let rmpn = match srq {
             Some(id) => Some(self.srq(id).ok_or(Error::NoSuchObject { kind: "SRQ", id: id.0 })?.rmpn),
             None => None,

@@ -85,10 +85,21 @@ impl<D: DmaRegion> Srq<D> {
     }
 }
 
+impl<D: DmaRegion> Srq<D> {
+    /// The device failed: one posted WQE's wr_id, forgotten (flushed), if any is left.
+    pub(crate) fn flush_one(&mut self) -> Option<u64> {
+        let i = self.busy.iter().position(|&b| b)?;
+        self.busy[i] = false;
+        self.posted = self.posted.saturating_sub(1);
+        Some(self.wrid[i])
+    }
+}
+
 impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// CREATE_RMP of 2^log_size WQEs of one scatter entry each (2^log_size - 1 receives), limit
     /// `lwm` armed at once when non-zero.
     pub fn create_srq(&mut self, log_size: u8, lwm: u16) -> Result<SrqId, Error> {
+        self.alive()?;
         let pd = self.pd.ok_or(Error::InvalidArgument("no PD"))?;
         if !(1..=15).contains(&log_size) || log_size > self.caps.log_max_srq_sz {
             return Err(Error::InvalidArgument("SRQ size"));
@@ -167,6 +178,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Post receives in order with one doorbell-record update for all of them. On an error (SRQ
     /// full) the ones before it are posted.
     pub fn post_srq_recv_batch(&mut self, id: SrqId, wrs: &[RecvWr]) -> Result<(), Error> {
+        if self.failed.is_some() {
+            return Err(Error::DeviceFailed);
+        }
         let s = self.srqs.get_mut(id.0 as usize).and_then(|s| s.as_mut()).ok_or(Error::NoSuchObject { kind: "SRQ", id: id.0 })?;
         let mut r = Ok(());
         let before = s.counter;

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::{fail, lowest_free, need, out, CmdResult, Device, QBuf};
-use crate::consts::{event, status as st, synd};
+use crate::consts::{event, op, status as st, synd};
 use mlx5_ifc::ifc as l;
 use mlx5_ifc::layout::{get, set};
 use hal::PhysAddr;
@@ -188,5 +188,26 @@ impl Device {
         d[11] = syndrome;
         self.raise_event(event::CQ_ERROR, 0, &d);
         false
+    }
+}
+
+impl Device {
+    /// Fault: the completion queue of one connected RC QP (the `pick`-th in RTS, modulo their
+    /// number; its receive CQ) overruns: CQ error event (syndrome 1), the CQ takes no more
+    /// CQEs, and every QP reporting to it goes to ERROR (its flush CQEs have nowhere to go).
+    /// Returns the CQ number, or None when no RC QP is in RTS.
+    pub fn inject_cq_overrun(&mut self, pick: u64) -> Option<u32> {
+        use crate::consts::qp as qps;
+        let rts: Vec<u32> = self.qps.values().filter(|q| q.st == qps::ST_RC && q.state == qps::RTS).map(|q| q.cqn_rcv).collect();
+        let cqn = *rts.get((pick % rts.len().max(1) as u64) as usize)?;
+        self.ctr.cq_overruns += 1;
+        self.cq_error(cqn, 1);
+        let on: Vec<u32> = self.qps.values().filter(|q| q.cqn_snd == cqn || q.cqn_rcv == cqn).map(|q| q.qpn).collect();
+        for qpn in on {
+            let mut inp = vec![0u8; l::qp_2err_in::SIZE];
+            set(&mut inp, l::qp_2err_in::qpn, qpn as u64);
+            let _ = self.modify_qp(op::QP_2ERR, &inp);
+        }
+        Some(cqn)
     }
 }

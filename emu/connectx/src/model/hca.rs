@@ -119,7 +119,8 @@ impl Device {
         let live = self.ctr_live().live_objects();
         self.ctr.objects_abandoned += live as u64;
         self.ctr.pages_abandoned += self.pages.len() as u64;
-        let (faults, ctr, link) = (self.faults.clone(), self.ctr.clone(), self.link.take());
+        let (faults, mut ctr, link) = (self.faults.clone(), self.ctr.clone(), self.link.take());
+        ctr.rx_bad_icrc_before_resets += self.engine.as_ref().map_or(0, |e| e.counters().rx_bad_icrc);
         let (mem, clock, cfg) = (self.mem.clone(), self.clock.clone(), self.cfg.clone());
         *self = Device::new(mem, clock, cfg);
         self.faults = faults;

@@ -163,6 +163,12 @@ pub struct Counters {
     pub pages_released_by_fast_teardown: u64,
     /// `nic_interface` = DISABLED written without a prepared fast teardown (not acted on).
     pub ignored_nic_interface_writes: u64,
+    /// Software resets (`nic_interface` = SW_RESET) carried out.
+    pub sw_resets: u64,
+    /// QPs the adapter drove to ERROR on its own (fault injection).
+    pub injected_qp_errors: u64,
+    /// Frames the RoCE engine dropped for a bad ICRC before a function reset replaced it.
+    pub rx_bad_icrc_before_resets: u64,
     /// Commands held until the driver gave pages asked for in the middle of them.
     pub mid_command_page_requests: u64,
     /// Doorbells that named no object or a slot software still owned.

@@ -311,3 +311,22 @@ impl Device {
         Ok(o)
     }
 }
+
+impl Device {
+    /// Fault: the adapter drives one connected RC QP (the `pick`-th of those in RTS, modulo
+    /// their number) to ERROR on its own, as on a catastrophic work-queue error: its
+    /// outstanding work is flushed (flush-error CQEs) and a WQ_CATAS_ERROR event names it.
+    /// Returns its number, or None when no RC QP is in RTS.
+    pub fn inject_qp_error(&mut self, pick: u64) -> Option<u32> {
+        let rts: Vec<u32> = self.qps.values().filter(|q| q.st == qps::ST_RC && q.state == qps::RTS).map(|q| q.qpn).collect();
+        let qpn = *rts.get((pick % rts.len().max(1) as u64) as usize)?;
+        let mut inp = vec![0u8; l::qp_2err_in::SIZE];
+        set(&mut inp, l::qp_2err_in::qpn, qpn as u64);
+        self.modify_qp(op::QP_2ERR, &inp).ok()?;
+        let mut d = [0u8; 28];
+        set(&mut d, l::eqe_qp_srq::qp_srq_n, u64::from(qpn & 0xff_ffff));
+        self.raise_event(crate::consts::event::WQ_CATAS_ERROR, 0, &d);
+        self.ctr.injected_qp_errors += 1;
+        Some(qpn)
+    }
+}

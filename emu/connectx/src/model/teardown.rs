@@ -10,7 +10,8 @@
 //!   `nic_interface` = DISABLED (1) into dword 0x14 (address bits kept) and polls that field
 //!   until it reads DISABLED: the function is then closed and its DMA stopped, without the
 //!   driver returning pages or disabling the HCA (Linux's error-state path frees them itself).
-//! - `nic_interface` values: 0 FULL_DRIVER, 1 DISABLED, 2 NO_DRAM_NIC, 7 SW_RESET.
+//! - `nic_interface` values: 0 FULL_DRIVER, 1 DISABLED, 2 NO_DRAM_NIC, 7 SW_RESET (the
+//!   function resets as by FLR; the driver's device recovery writes it).
 //!
 //! The model's own choices (no public source fixes them) say so where they are made.
 
@@ -96,6 +97,14 @@ impl Device {
     pub(super) fn nic_interface_write(&mut self, v: u8) {
         match (v, self.fast_teardown) {
             (nic_ifc::FULL_DRIVER, _) => self.fast_teardown = FastTeardown::Idle,
+            // A software reset request (the driver's recovery of a dead function): the
+            // function resets as by FLR: every object and page lost, the command queue
+            // address cleared, `initializing` set until the firmware is ready again.
+            (nic_ifc::SW_RESET, _) => {
+                warn!("cx: software reset requested through nic_interface");
+                self.function_reset();
+                self.ctr.sw_resets += 1;
+            }
             (nic_ifc::DISABLED, FastTeardown::Prepared) if !self.faults.stuck_fast_teardown => {
                 // The function closes: objects dropped, DMA stopped, every page released back
                 // to the host (the firmware no longer touches them).
