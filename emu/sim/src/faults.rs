@@ -27,13 +27,37 @@ pub enum Kind {
     /// The target node crashes; its RAM namespace kept (as if battery-backed) or lost.
     TargetCrash,
     /// The target's adapter takes CREATE_QP commands and never completes them for 200-800 ms
-    /// while an initiator crashes and reconnects. Not in `all`: the driver then declares its
-    /// command queue dead and nothing resets the device, so the target never accepts a
-    /// connection again (the simulator reports no progress; see the README).
+    /// while an initiator crashes and reconnects: the driver finds the command hung, resets
+    /// the function and brings it up again (retrying while the hang lasts); the target
+    /// service listens anew and the initiators reconnect.
     CmdHang,
+    /// The target's firmware raises a fatal health syndrome: the same recovery.
+    Health,
+    /// The target's adapter drives one connected RC QP to ERROR (flushes its work, raises a
+    /// catastrophic work-queue event): the target closes that queue, its host reconnects.
+    QpError,
+    /// One of the target's CQs overruns (CQ error event; its QPs to ERROR, the driver flushes
+    /// their work): the target closes those queues, their hosts reconnect.
+    CqOverrun,
 }
 
-pub const ALL: [Kind; 11] = [Kind::Loss, Kind::Dup, Kind::Reorder, Kind::Delay, Kind::Corrupt, Kind::Flap, Kind::Mtu, Kind::Partition, Kind::Kato, Kind::InitCrash, Kind::TargetCrash];
+pub const ALL: [Kind; 15] = [
+    Kind::Loss,
+    Kind::Dup,
+    Kind::Reorder,
+    Kind::Delay,
+    Kind::Corrupt,
+    Kind::Flap,
+    Kind::Mtu,
+    Kind::Partition,
+    Kind::Kato,
+    Kind::InitCrash,
+    Kind::TargetCrash,
+    Kind::CmdHang,
+    Kind::Health,
+    Kind::QpError,
+    Kind::CqOverrun,
+];
 
 impl Kind {
     pub fn name(self) -> &'static str {
@@ -50,12 +74,12 @@ impl Kind {
             Kind::InitCrash => "icrash",
             Kind::TargetCrash => "tcrash",
             Kind::CmdHang => "cmdhang",
+            Kind::Health => "health",
+            Kind::QpError => "qperr",
+            Kind::CqOverrun => "cqoverrun",
         }
     }
 }
-
-/// Kinds only given by name (known to fail for want of a device recovery path).
-pub const EXTRA: [Kind; 1] = [Kind::CmdHang];
 
 /// `all`, `none` or a comma-separated list of kind names.
 pub fn parse_list(s: &str) -> Result<Vec<Kind>, String> {
@@ -65,7 +89,7 @@ pub fn parse_list(s: &str) -> Result<Vec<Kind>, String> {
         _ => {
             let mut v = Vec::new();
             for w in s.split(',') {
-                let k = ALL.iter().chain(EXTRA.iter()).copied().find(|k| k.name() == w).ok_or_else(|| {
+                let k = ALL.iter().copied().find(|k| k.name() == w).ok_or_else(|| {
                     format!("unknown fault '{w}' (known: all, none, {})", ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "))
                 })?;
                 if !v.contains(&k) {
@@ -104,6 +128,12 @@ pub enum Action {
     CrashTarget { keep: bool, down_ns: u64 },
     /// The target adapter hangs CREATE_QP commands (or stops doing so).
     HangCreateQp { on: bool },
+    /// The target's firmware sets this fatal health syndrome.
+    HealthSyndrome { synd: u8 },
+    /// The target's adapter drives the `pick`-th connected RC QP to ERROR.
+    QpError { pick: u64 },
+    /// The target's adapter overruns the receive CQ of the `pick`-th connected RC QP.
+    CqOverrun { pick: u64 },
 }
 
 /// A seed's faults: actions by virtual time; all windows closed by `end_ns`.
@@ -196,6 +226,14 @@ pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], ports: usize, span_ns: u64, ka
                 plan.actions.push((t, Action::CrashInit { k, down_ns }));
                 plan.actions.push((t + len, Action::HangCreateQp { on: false }));
             }
+            Kind::Health => {
+                // Fatal syndromes (Linux health.c MLX5_INITIAL_SEG_HEALTH_SYNDROME_*).
+                const SYND: [u8; 7] = [0x1, 0x7, 0x8, 0x9, 0xa, 0xb, 0xd];
+                let synd = SYND[rng.below(SYND.len() as u64) as usize];
+                plan.actions.push((t, Action::HealthSyndrome { synd }));
+            }
+            Kind::QpError => plan.actions.push((t, Action::QpError { pick: rng.next_u64() })),
+            Kind::CqOverrun => plan.actions.push((t, Action::CqOverrun { pick: rng.next_u64() })),
             Kind::TargetCrash => {
                 let keep = rng.below(2) == 0;
                 let down_ns = range(rng, 10 * MS, 500 * MS);

@@ -79,6 +79,10 @@ pub struct Outcome {
     pub connects: u64,
     pub reconnects: u64,
     pub crashes: u64,
+    /// Target device recoveries (reset and brought up again after a hung command or a health
+    /// syndrome) and injected QP errors / CQ overruns that hit a connected QP.
+    pub recoveries: u64,
+    pub adapter_faults: u64,
     pub corrupted: u64,
     /// Frames the switch dropped for exceeding a port's MTU.
     pub mtu_drops: u64,
@@ -94,7 +98,7 @@ impl Outcome {
     pub fn line(&self, seed: u64) -> String {
         let faults = if self.drawn.is_empty() { "none".to_string() } else { self.drawn.iter().map(|k| k.name()).collect::<Vec<_>>().join(",") };
         format!(
-            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
+            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} recoveries={} adapter_faults={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
             if self.failure.is_some() { "FAIL" } else { "ok" },
             self.ops,
             self.blocks_verified,
@@ -104,6 +108,8 @@ impl Outcome {
             self.connects,
             self.reconnects,
             self.crashes,
+            self.recoveries,
+            self.adapter_faults,
             self.corrupted,
             self.mtu_drops,
             self.frames,
@@ -347,7 +353,7 @@ impl World {
     /// Check the ICRC caught every frame corrupted on the way to the node on `port`.
     fn check_icrc(&mut self, port: usize, cx: &testbed::ConnectX) {
         let corrupted = self.fabric.corrupted(port);
-        let caught = cx.engine_counters().map_or(0, |c| c.rx_bad_icrc);
+        let caught = cx.engine_counters().map_or(0, |c| c.rx_bad_icrc) + cx.counters().rx_bad_icrc_before_resets;
         self.out.corrupted += corrupted;
         if corrupted != caught {
             self.fail(format!("port {port}: {corrupted} frames corrupted on delivery, the engine's ICRC check caught {caught}"));
@@ -370,6 +376,23 @@ impl World {
                     } else {
                         f.hang_opcodes.remove(&mlx5_ifc::op::CREATE_QP);
                     }
+                }
+            }
+            Action::HealthSyndrome { synd } => {
+                if let Some(t) = &self.target {
+                    t.node.cx.set_health_syndrome(synd);
+                }
+            }
+            Action::QpError { pick } => {
+                if let Some(qpn) = self.target.as_ref().and_then(|t| t.node.cx.inject_qp_error(pick)) {
+                    self.out.adapter_faults += 1;
+                    self.trace(0xe1, qpn as u64);
+                }
+            }
+            Action::CqOverrun { pick } => {
+                if let Some(cqn) = self.target.as_ref().and_then(|t| t.node.cx.inject_cq_overrun(pick)) {
+                    self.out.adapter_faults += 1;
+                    self.trace(0xe2, cqn as u64);
                 }
             }
             Action::Mtu { port, mtu } => self.fabric.set_mtu(port, (mtu > 0).then_some(mtu)),
@@ -395,6 +418,7 @@ impl World {
                 let keep = self.cfg.keep_namespace.unwrap_or(keep);
                 if let Some(mut t) = self.target.take() {
                     self.check_icrc(0, &t.node.cx);
+                    self.out.recoveries += t.svc.stats.device_recoveries;
                     let saved = keep.then(|| t.svc.target.core.namespace_dev(SUBNQN, 1).expect("namespace").contents());
                     drop(t);
                     self.fabric.detach(0);
@@ -576,6 +600,8 @@ impl Sim {
             self.settle();
         }
         let mut w = self.w.borrow_mut();
+        let recoveries = w.target.as_ref().map_or(0, |t| t.svc.stats.device_recoveries);
+        w.out.recoveries += recoveries;
         let frames = w.fabric.stats().sent;
         w.out.frames = frames;
         w.out.mtu_drops = w.fabric.mtu_drops();

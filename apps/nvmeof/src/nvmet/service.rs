@@ -7,6 +7,11 @@
 //! accepted → REP with crqsize, refused → REJ reason 28 (consumer defined) with the 4-byte
 //! NVMe-RDMA status. A DREQ (or REP timeout, REJ) closes that queue on the target; a queue the
 //! target closes itself (keep-alive expiry, Fabrics Disconnect, transport error) gets a DREQ.
+//!
+//! When the adapter fails ([`Verbs::device_failed`]: the driver reset it), every queue is
+//! closed (its work flushed), the namespace keys released, and once the block I/O of those
+//! queues is over the device is brought up again and the service listens anew (a new CM on the
+//! new GSI QP); hosts find their connections dead and reconnect.
 
 use alloc::collections::BTreeMap;
 
@@ -38,6 +43,10 @@ pub struct ServiceStats {
     pub closed_by_peer: u64,
     /// Queues the target closed (DREQ sent).
     pub closed_by_target: u64,
+    /// Queues closed because the device failed.
+    pub closed_by_device_failure: u64,
+    /// Times the device was brought up again after a failure and the service listened anew.
+    pub device_recoveries: u64,
 }
 
 /// A listening NVMe-oF target: the CM on `port` and the RDMA transport.
@@ -47,6 +56,8 @@ pub struct TargetService<V: Verbs, B: BlockDevice> {
     port: u16,
     /// Live connections: CM id → the target's QP.
     live: BTreeMap<u32, Qpn>,
+    /// The CM's settings (a new CM after a device recovery).
+    cm_cfg: CmConfig,
     pub stats: ServiceStats,
 }
 
@@ -62,7 +73,7 @@ impl<V: Verbs, B: BlockDevice> TargetService<V, B> {
         let mut cm = Cm::new(verbs, cfg).map_err(cm_err)?;
         cm.listen(listen_port).map_err(cm_err)?;
         log::info!("nvmeof: service: listening on {}.{}.{}.{} port {listen_port}", verbs.local_ip()[0], verbs.local_ip()[1], verbs.local_ip()[2], verbs.local_ip()[3]);
-        Ok(TargetService { cm, target: RdmaTarget::new(core, max_queues), port: listen_port, live: BTreeMap::new(), stats: ServiceStats::default() })
+        Ok(TargetService { cm, target: RdmaTarget::new(core, max_queues), port: listen_port, live: BTreeMap::new(), cm_cfg: cfg, stats: ServiceStats::default() })
     }
 
     /// Connections with a live queue.
@@ -73,6 +84,9 @@ impl<V: Verbs, B: BlockDevice> TargetService<V, B> {
     /// One turn: transport completions and block I/O, then CM events, then queues the
     /// target closed. Returns the number of things done (0 = idle).
     pub fn poll(&mut self, verbs: &mut V, now_ns: u64) -> usize {
+        if verbs.device_failed() {
+            return self.recover(verbs, now_ns);
+        }
         let mut n = self.target.poll(verbs, now_ns);
         while let Some(ev) = self.cm.poll(verbs, now_ns) {
             n += 1;
@@ -138,6 +152,42 @@ impl<V: Verbs, B: BlockDevice> TargetService<V, B> {
                 }
             }
         }
+    }
+
+    /// The device failed: close every queue, let their block I/O finish, release the
+    /// namespace keys, then bring the device up and listen again (slow path, once per turn).
+    fn recover(&mut self, verbs: &mut V, now_ns: u64) -> usize {
+        let mut n = 0;
+        while let Some((id, qpn)) = self.live.pop_first() {
+            log::warn!("nvmeof: service: device failed: closing connection {id:#x} ({qpn})");
+            self.stats.closed_by_device_failure += 1;
+            self.target.disconnected(verbs, qpn);
+            n += 1;
+        }
+        while self.target.take_closed().is_some() {}
+        // Queues whose commands are still in the block device free their keys when it answers.
+        n += self.target.poll(verbs, now_ns);
+        if self.target.core.block_inflight() {
+            return n.max(1);
+        }
+        self.target.release_namespaces(verbs);
+        if !verbs.recover_device() {
+            return n;
+        }
+        // Another seed for the new CM: its IDs must not repeat the old one's.
+        let mut cfg = self.cm_cfg;
+        cfg.seed ^= (self.stats.device_recoveries + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        match Cm::new(verbs, cfg).and_then(|mut cm| cm.listen(self.port).map(|()| cm)) {
+            Ok(cm) => self.cm = cm,
+            Err(e) => {
+                log::error!("nvmeof: service: listening again after the device recovered: {e:?}");
+                return n;
+            }
+        }
+        self.target.register_namespaces(verbs);
+        self.stats.device_recoveries += 1;
+        log::info!("nvmeof: service: device recovered; listening on port {} again", self.port);
+        n + 1
     }
 
     /// Log the slow-path counters (service, CM, transport, core).
