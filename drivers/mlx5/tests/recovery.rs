@@ -83,6 +83,7 @@ fn hung_command_resets_flushes_and_recovers() {
     // The hang is a property of this firmware; after the reset it is gone in this test.
     rig.cx.faults_mut().hang_opcodes.clear();
     flush_release_recover(&rig, &mut v, h);
+    assert_eq!(v.dev.command_errors().abandoned, 1, "the hung command stays counted across the new queue");
     let st = v.shutdown().unwrap();
     assert_eq!(st.recoveries, 1);
     assert_eq!(rig.mem.stats().regions, 0, "no DMA memory left behind");

@@ -177,6 +177,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         cmd.watch_health(&self.hal, &self.bar);
         cmd.trace = self.cfg.trace;
         cmd.issued = self.cmd.issued;
+        // Counters stay monotonic across the new queue (metrics read them as counters).
+        cmd.errors = self.cmd.errors;
         self.cmd = cmd;
         self.failed = None;
         self.stage = Stage::CmdQueue;
