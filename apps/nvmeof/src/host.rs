@@ -57,6 +57,11 @@ pub trait HostEnv<V: Verbs> {
     fn cm_connect(&mut self, verbs: &mut V, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()>;
     fn cm_poll(&mut self, verbs: &mut V, handle: u32) -> ConnectPoll;
     fn cm_disconnect(&mut self, verbs: &mut V, handle: u32);
+    /// The device failed and the initiator released everything it held on it: bring it up
+    /// again, with whatever the env keeps on it. Returns whether it is back.
+    fn recover_device(&mut self, verbs: &mut V) -> bool {
+        verbs.recover_device()
+    }
 }
 
 /// Initiator settings.
@@ -324,6 +329,11 @@ impl<V: Verbs> Host<V> {
     }
 
     fn setup(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
+        // A failed device (its queues already released: a fresh host, or after teardown)
+        // comes back first.
+        if verbs.device_failed() && !env.recover_device(verbs) {
+            return Err(Error::DeviceFailed);
+        }
         // Admin queue.
         let q = self.connect_queue(verbs, env, 0, 32, 64, 8192)?;
         self.admin = Some(q);

@@ -58,6 +58,8 @@ pub enum Error<E> {
     Config(&'static str),
     /// In-band authentication (DH-HMAC-CHAP) failed or was refused.
     Auth(nvme_auth::Error),
+    /// The local RDMA device failed and is not back yet (`rdma::Verbs::device_failed`).
+    DeviceFailed,
 }
 
 impl<E> From<host::TargetFault> for Error<E> {

@@ -227,6 +227,11 @@ impl<V: Verbs> Cm<V> {
         Ok(cm)
     }
 
+    /// The settings this CM was made with.
+    pub fn config(&self) -> CmConfig {
+        self.cfg
+    }
+
     /// Release the MAD buffer registration and destroy every QP still held.
     pub fn shutdown(mut self, v: &mut V) {
         for i in 0..self.conns.scan_end() {

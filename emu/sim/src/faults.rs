@@ -31,7 +31,9 @@ pub enum Kind {
     /// the function and brings it up again (retrying while the hang lasts); the target
     /// service listens anew and the initiators reconnect.
     CmdHang,
-    /// The target's firmware raises a fatal health syndrome: the same recovery.
+    /// A node's firmware (the target's or an initiator's) raises a fatal health syndrome: the
+    /// same recovery on the target; an initiator's driver resets its adapter, its host finds
+    /// its connections dead, brings the device up again and reconnects.
     Health,
     /// The target's adapter drives one connected RC QP to ERROR (flushes its work, raises a
     /// catastrophic work-queue event): the target closes that queue, its host reconnects.
@@ -128,8 +130,9 @@ pub enum Action {
     CrashTarget { keep: bool, down_ns: u64 },
     /// The target adapter hangs CREATE_QP commands (or stops doing so).
     HangCreateQp { on: bool },
-    /// The target's firmware sets this fatal health syndrome.
-    HealthSyndrome { synd: u8 },
+    /// The firmware of node `port` (0: the target, k: initiator k-1) sets this fatal health
+    /// syndrome.
+    HealthSyndrome { port: usize, synd: u8 },
     /// The target's adapter drives the `pick`-th connected RC QP to ERROR.
     QpError { pick: u64 },
     /// The target's adapter overruns the receive CQ of the `pick`-th connected RC QP.
@@ -230,7 +233,7 @@ pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], ports: usize, span_ns: u64, ka
                 // Fatal syndromes (Linux health.c MLX5_INITIAL_SEG_HEALTH_SYNDROME_*).
                 const SYND: [u8; 7] = [0x1, 0x7, 0x8, 0x9, 0xa, 0xb, 0xd];
                 let synd = SYND[rng.below(SYND.len() as u64) as usize];
-                plan.actions.push((t, Action::HealthSyndrome { synd }));
+                plan.actions.push((t, Action::HealthSyndrome { port, synd }));
             }
             Kind::QpError => plan.actions.push((t, Action::QpError { pick: rng.next_u64() })),
             Kind::CqOverrun => plan.actions.push((t, Action::CqOverrun { pick: rng.next_u64() })),

@@ -79,9 +79,11 @@ pub struct Outcome {
     pub connects: u64,
     pub reconnects: u64,
     pub crashes: u64,
-    /// Target device recoveries (reset and brought up again after a hung command or a health
-    /// syndrome) and injected QP errors / CQ overruns that hit a connected QP.
+    /// Device recoveries (an adapter reset and brought up again after a hung command or a
+    /// health syndrome) of the target and of the initiators, and injected QP errors / CQ
+    /// overruns that hit a connected QP.
     pub recoveries: u64,
+    pub init_recoveries: u64,
     pub adapter_faults: u64,
     pub corrupted: u64,
     /// Frames the switch dropped for exceeding a port's MTU.
@@ -98,7 +100,7 @@ impl Outcome {
     pub fn line(&self, seed: u64) -> String {
         let faults = if self.drawn.is_empty() { "none".to_string() } else { self.drawn.iter().map(|k| k.name()).collect::<Vec<_>>().join(",") };
         format!(
-            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} recoveries={} adapter_faults={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
+            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} recoveries={} init_recoveries={} adapter_faults={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
             if self.failure.is_some() { "FAIL" } else { "ok" },
             self.ops,
             self.blocks_verified,
@@ -109,6 +111,7 @@ impl Outcome {
             self.reconnects,
             self.crashes,
             self.recoveries,
+            self.init_recoveries,
             self.adapter_faults,
             self.corrupted,
             self.mtu_drops,
@@ -378,11 +381,23 @@ impl World {
                     }
                 }
             }
-            Action::HealthSyndrome { synd } => {
+            Action::HealthSyndrome { port: 0, synd } => {
                 if let Some(t) = &self.target {
                     t.node.cx.set_health_syndrome(synd);
                 }
             }
+            Action::HealthSyndrome { port, synd } => match self.inits[port - 1].as_ref() {
+                Some(i) => {
+                    if let Some(p) = &i.parts {
+                        p.node.cx.set_health_syndrome(synd);
+                    }
+                }
+                // Busy in a blocking step: when it is back.
+                None => {
+                    self.deferred.push(a);
+                    return;
+                }
+            },
             Action::QpError { pick } => {
                 if let Some(qpn) = self.target.as_ref().and_then(|t| t.node.cx.inject_qp_error(pick)) {
                     self.out.adapter_faults += 1;
@@ -404,6 +419,7 @@ impl World {
                 };
                 if let Some(p) = init.parts.take() {
                     self.check_icrc(init.port, &p.node.cx);
+                    self.out.init_recoveries += p.env.recoveries;
                     drop(p);
                     self.fabric.detach(init.port);
                     let mut ops = core::mem::take(&mut init.ops);
@@ -601,6 +617,8 @@ impl Sim {
         }
         let mut w = self.w.borrow_mut();
         let recoveries = w.target.as_ref().map_or(0, |t| t.svc.stats.device_recoveries);
+        let init_recoveries = w.inits.iter().flatten().filter_map(|i| i.parts.as_ref()).map(|p| p.env.recoveries).sum::<u64>();
+        w.out.init_recoveries += init_recoveries;
         w.out.recoveries += recoveries;
         let frames = w.fabric.stats().sent;
         w.out.frames = frames;

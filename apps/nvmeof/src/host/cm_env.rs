@@ -5,7 +5,9 @@
 //! Rules followed (Linux nvme-rdma behaviour, NVMe-oF RDMA transport spec §3.2): the REQ
 //! carries the 32-byte NVMe-RDMA private data; a REP's private data gives crqsize; a REJ with
 //! reason 28 (consumer defined) carries the 4-byte NVMe-RDMA status; a DREQ from the target
-//! fails the queue (its QP is moved to error so outstanding work flushes).
+//! fails the queue (its QP is moved to error so outstanding work flushes). When the local
+//! device failed, [`HostEnv::recover_device`] forgets the connections, brings the device up
+//! again and makes a new CM on it.
 
 use alloc::collections::BTreeMap;
 
@@ -35,11 +37,13 @@ pub struct CmHostEnv<V: Verbs, C: FnMut() -> u64, P: FnMut(&mut V)> {
     dest_port: u16,
     /// CM id → (our QP, state).
     conns: BTreeMap<u32, (Qpn, HState)>,
+    /// Device recoveries this env took part in (each made a new CM).
+    pub recoveries: u64,
 }
 
 impl<V: Verbs, C: FnMut() -> u64, P: FnMut(&mut V)> CmHostEnv<V, C, P> {
     pub fn new(cm: Cm<V>, dest_ip: [u8; 4], dest_port: u16, clock: C, device_poll: P) -> Self {
-        CmHostEnv { cm, clock, device_poll, dest_ip, dest_port, conns: BTreeMap::new() }
+        CmHostEnv { cm, clock, device_poll, dest_ip, dest_port, conns: BTreeMap::new(), recoveries: 0 }
     }
 
     /// Point later connects at another target (discovery referrals, reconnect elsewhere).
@@ -152,6 +156,29 @@ impl<V: Verbs, C: FnMut() -> u64, P: FnMut(&mut V)> HostEnv<V> for CmHostEnv<V, 
     fn cm_disconnect(&mut self, verbs: &mut V, handle: u32) {
         if self.conns.remove(&handle).is_some() {
             let _ = self.cm.disconnect(verbs, ConnId(handle));
+        }
+    }
+
+    fn recover_device(&mut self, verbs: &mut V) -> bool {
+        // The connections died with the device; the CM's QP and buffers went with it too.
+        self.conns.clear();
+        if !verbs.recover_device() {
+            return false;
+        }
+        let mut cfg = self.cm.config();
+        self.recoveries += 1;
+        // Another seed for the new CM: its IDs must not repeat the old one's.
+        cfg.seed ^= self.recoveries.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        match Cm::new(verbs, cfg) {
+            Ok(cm) => {
+                self.cm = cm;
+                log::info!("nvmeof: host: device recovered; new CM");
+                true
+            }
+            Err(e) => {
+                log::error!("nvmeof: host: CM after the device recovered: {e:?}");
+                false
+            }
         }
     }
 }

@@ -41,7 +41,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         if self.failed.is_some() {
             return;
         }
-        log::error!("mlx5: device failed ({cause}); {}; resetting the function", HealthReport::read(&self.bar));
+        match cause {
+            Error::Firmware(_) | Error::HealthStalled(_) => log::error!("mlx5: device failed ({cause}); resetting the function"),
+            _ => log::error!("mlx5: device failed ({cause}); {}; resetting the function", HealthReport::read(&self.bar)),
+        }
         self.failed = Some(cause);
         self.stats.device_failures += 1;
         self.set_nic_interface(mlx5_ifc::nic_interface::SW_RESET as u32);
