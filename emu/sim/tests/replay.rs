@@ -104,7 +104,8 @@ fn the_target_recovers_from_its_adapter_and_serves_again() {
     // retrying while the hang lasts) and fatal health syndromes: the target service closes
     // every queue, listens anew once the device is back, the hosts reconnect and every
     // operation completes and verifies; nothing leaks (the run's settle check).
-    for (kind, seeds) in [(Kind::CmdHang, 0..4), (Kind::Health, 0..4)] {
+    // (Health seeds whose syndromes hit the target's adapter; the others hit initiators.)
+    for (kind, seeds) in [(Kind::CmdHang, [0, 1, 2, 3]), (Kind::Health, [1, 2, 5, 6])] {
         for seed in seeds {
             let out = run(cfg(seed, &[kind]));
             assert!(out.failure.is_none(), "{} seed {seed}: {:?}", kind.name(), out.failure);
