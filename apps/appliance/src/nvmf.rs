@@ -138,6 +138,8 @@ pub struct Target {
     pub mtu: u32,
     /// The `nvmet.*`/`cm.*` bound words (the CM's are applied when the service starts).
     pub bounds: Vec<nvmeof::cmdline::BoundWord>,
+    /// Poll groups the queues are spread over (`nvmet.poll_groups=`, default 1).
+    pub poll_groups: usize,
 }
 
 /// Build the target from the `nvmet.*` words: namespaces, subsystems, the core. Local NVMe
@@ -208,7 +210,7 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
     }
     let mut core = Core::new(tcfg, subs).map_err(|why| format!("target configuration refused: {why}"))?;
     core.auth.seed(kernel::entropy::seed32());
-    Ok(Box::new(Target { core, addr, port, max_queues, mtu: cfg.roce_mtu, bounds: args.bounds.clone() }))
+    Ok(Box::new(Target { core, addr, port, max_queues, mtu: cfg.roce_mtu, bounds: args.bounds.clone(), poll_groups: args.poll_groups.unwrap_or(1) }))
 }
 
 /// Serve the target on the adapter: until the power button is pressed, or with `serve_ctrls` > 0
@@ -232,6 +234,8 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64,
     // Nanoseconds (TSC scaled): /metrics and the log read the histogram as ns.
     svc.target.set_turnaround_clock(kernel::time::now_ns);
     svc.target.core.set_device_clock(kernel::time::now_ns);
+    svc.target.set_poll_groups(t.poll_groups);
+    info!("nvmf: target: queues spread over {} poll group(s), polled in turn on this CPU", svc.target.poll_groups());
     info!("nvmf: target serving on {bdf} ({}:{}, RoCE MTU {}); counters every 60 s and on connection changes", ip_str(t.addr), t.port, t.mtu);
     if serve_ctrls > 0 {
         info!("nvmf: target ends once {serve_ctrls} controller(s) came and went (nvmet.serve-ctrls)");

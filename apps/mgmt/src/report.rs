@@ -10,7 +10,7 @@ use blockdev::BlockDevice;
 use hal::{Hal, Mmio};
 use nvmeof::bench::Histogram;
 use nvmeof::nvmet::service::TargetService;
-use rdma::Verbs;
+use rdma::SrqVerbs;
 
 use crate::prom::{Exposition, Kind, LATENCY_BOUNDS_S};
 use crate::stack::MgmtStats;
@@ -39,7 +39,7 @@ fn cumulative_s(h: &Histogram) -> ([u64; LATENCY_BOUNDS_S.len()], f64) {
 }
 
 /// The NVMe-oF target's families (`nvmf_*`).
-pub fn target_metrics<V: Verbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: &TargetService<V, B>) {
+pub fn target_metrics<V: SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: &TargetService<V, B>) {
     let core = &svc.target.core;
     let (c, t, s, b, a) = (core.stats, svc.target.stats, svc.stats, core.bound_stats(), core.auth.stats);
     e.single("nvmf_connections", Kind::Gauge, "RDMA queues (connections) open now.", svc.connections());
@@ -305,7 +305,7 @@ fn html_escape(w: &mut dyn Write, s: &str) -> fmt::Result {
 
 /// The one-page HTML status: identity, uptime, link, subsystems with their namespaces and
 /// allowed hosts, connections and controllers, command counts.
-pub fn status_page<H: Hal, M: Mmio, V: Verbs, B: BlockDevice>(w: &mut dyn Write, name: &str, uptime_s: u64, v: &mlx5::Mlx5Verbs<H, M>, svc: &TargetService<V, B>) -> fmt::Result {
+pub fn status_page<H: Hal, M: Mmio, V: SrqVerbs, B: BlockDevice>(w: &mut dyn Write, name: &str, uptime_s: u64, v: &mlx5::Mlx5Verbs<H, M>, svc: &TargetService<V, B>) -> fmt::Result {
     let ip = v.dev.ipv4();
     let mac = v.dev.mac();
     let link = match v.dev.link_up() {

@@ -3,6 +3,8 @@
 //!
 //! Grammar (space-separated words; unknown words are ignored for other subsystems):
 //! - `nvmet.listen=A.B.C.D[:PORT]`                 listen address (port 4420 by default)
+//! - `nvmet.poll_groups=N`                          queues spread round-robin over N poll groups
+//!   (1..64, default 1), each with one CQ and one SRQ; polled in turn by one CPU
 //! - `nvmet.subsys=NQN,ns=KIND:SIZE|nvme:N,...,host=HOSTNQN,...[,allow_any]`
 //!   KIND is `ram` or `null`, SIZE takes K/M/G suffixes (bytes); `nvme:N` is local NVMe
 //!   namespace N; `bs=512|4096` sets the block size for the ram/null namespaces that follow.
@@ -89,6 +91,8 @@ pub struct NvmeofArgs {
     pub bench: Option<BenchConfig>,
     /// `nvmet.*`/`cm.*` bound words, in command-line order ([`bounds`]).
     pub bounds: Vec<BoundWord>,
+    /// `nvmet.poll_groups=N` (None: 1).
+    pub poll_groups: Option<usize>,
 }
 
 /// What was wrong, with the offending word.
@@ -143,6 +147,7 @@ pub fn parse(cmdline: &str) -> Result<NvmeofArgs, ArgError> {
         match key {
             "nvmet.listen" => out.listen = Some(parse_addr(val).ok_or_else(|| err(word, "expected A.B.C.D[:PORT]"))?),
             "nvmet.subsys" => out.subsystems.push(parse_subsys(word, val)?),
+            "nvmet.poll_groups" => out.poll_groups = Some(val.parse::<usize>().ok().filter(|n| (1..=64).contains(n)).ok_or_else(|| err(word, "expected 1..64"))?),
             "nvmf.connect" => out.connect = Some(parse_connect(word, val)?),
             "nvmf.bench" => out.bench = Some(parse_bench(word, val)?),
             _ => {
@@ -328,6 +333,8 @@ mod tests {
         assert!(c.per_io_keys && c.invalidate, "per-I/O keys, remote invalidation by default");
         let c = parse("nvmf.connect=10.0.0.2,nqn=nqn.t:b,keys=static,inval=local").unwrap().connect.unwrap();
         assert!(!c.per_io_keys && !c.invalidate);
+        assert_eq!(a.poll_groups, None);
+        assert_eq!(parse("nvmet.poll_groups=4").unwrap().poll_groups, Some(4));
         let b = a.bench.unwrap();
         assert_eq!(b.pattern, Pattern::RandMix { read_pct: 70 });
         assert_eq!((b.block_size, b.queue_depth, b.duration_ns), (4096, 32, 5_000_000_000));
@@ -338,6 +345,9 @@ mod tests {
         for bad in [
             "nvmet.listen=10.0.0",
             "nvmet.listen=10.0.0.1:0",
+            "nvmet.poll_groups=0",
+            "nvmet.poll_groups=65",
+            "nvmet.poll_groups=two",
             "nvmet.subsys=nqn.a,ns=ram:1M",
             "nvmet.subsys=nqn.a,ns=ram:100,host=h",
             "nvmet.subsys=nqn.a,ns=disk:1M,allow_any",

@@ -43,7 +43,7 @@ struct Evil {
     data: Option<DataHook>,
     cqe: Option<CqeHook>,
     cmd: Option<CmdHook>,
-    /// Receive buffers the target posted: (QPN, wr_id) → address.
+    /// Receive buffers the target posted: (QPN, wr_id) → address (QPN 0: to an SRQ).
     recvs: HashMap<(u32, u64), u64>,
     /// Queue ID of each target QP (from its Fabrics Connect).
     qids: HashMap<u32, u16>,
@@ -189,7 +189,7 @@ impl Verbs for Evil {
             if c.status != WcStatus::Success || c.opcode != WcOpcode::Recv {
                 continue;
             }
-            let Some(&addr) = self.recvs.get(&(c.qpn.0, c.wr_id)) else { continue };
+            let Some(&addr) = self.recvs.get(&(c.qpn.0, c.wr_id)).or_else(|| self.recvs.get(&(0, c.wr_id))) else { continue };
             let mut b = [0u8; 64];
             self.dev.mem.read(addr, &mut b);
             let sqe = Sqe::read_from_bytes(&b).unwrap();
@@ -211,6 +211,29 @@ impl Verbs for Evil {
     }
     fn poll(&mut self) {
         self.dev.poll()
+    }
+}
+
+impl SrqVerbs for Evil {
+    fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, SoftError> {
+        self.dev.create_srq(max_wr)
+    }
+    fn destroy_srq(&mut self, srq: Srqn) -> Result<(), SoftError> {
+        self.dev.destroy_srq(srq)
+    }
+    fn create_rc_qp_srq(&mut self, s: Cqn, r: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, SoftError> {
+        self.dev.create_rc_qp_srq(s, r, sq, srq)
+    }
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
+        // SRQ receives are not the QP's own: keyed by QPN 0 (a wr_id names the group's buffer).
+        self.recvs.insert((0, wr.wr_id), wr.sge.addr);
+        self.dev.post_srq_recv(srq, wr)
+    }
+    fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), SoftError> {
+        self.dev.arm_srq(srq, limit)
+    }
+    fn srq_limit_reached(&mut self, srq: Srqn) -> bool {
+        self.dev.srq_limit_reached(srq)
     }
 }
 

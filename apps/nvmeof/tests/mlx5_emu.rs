@@ -12,181 +12,15 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use blockdev::RamNamespace;
-use emu_roce::Impairments;
 use hal::DmaRegion;
 use nvmeof::bench::{BenchConfig, Pattern, Rng};
-use nvmeof::host::{ConnectPoll, Host, HostConfig, HostEnv, IoDone, IoKind};
-use nvmeof::nvmet::rdma::RdmaTarget;
-use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
+use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
 use nvmeof::Status;
-use rdma::{Access, Qpn, RcConnectAttrs, Verbs};
-use testbed::{Clocked, ConnectX, Node, Options, SimClock, SimHal};
+use rdma::{Access, Verbs};
+use testbed::Node;
 
-type V = testbed::Verbs;
-
-const SUBNQN: &str = "nqn.2026-01.io.appliance:ram0";
-const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa";
-const T_IP: [u8; 4] = [10, 88, 0, 1];
-const H_IP: [u8; 4] = [10, 88, 0, 2];
-const T_MAC: [u8; 6] = [0x52, 0x54, 0, 0x88, 0, 1];
-const H_MAC: [u8; 6] = [0x52, 0x54, 0, 0x88, 0, 2];
-/// Namespace: 64 MiB of 512-byte blocks.
-const NS_BYTES: u64 = 64 << 20;
-
-fn node(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64, link: Clocked) -> Node {
-    // The port answers ARP, as before the shared harness.
-    let opts = Options { port_answers_arp: true, ..Options::default() };
-    Node::with_options(clock.clone(), ip, mac, base, Box::new(link), opts).expect("bring-up")
-}
-
-fn rc_attrs(remote_qpn: Qpn, ip: [u8; 4], mac: [u8; 6], rq_psn: u32, sq_psn: u32) -> RcConnectAttrs {
-    RcConnectAttrs {
-        remote_qpn,
-        remote_ip: ip,
-        remote_mac: mac,
-        rq_psn,
-        sq_psn,
-        mtu: 4096,
-        udp_sport: 0xC123,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        timeout: 14,
-        min_rnr_timer: 1,
-        max_rd_atomic: 16,
-        max_dest_rd_atomic: 16,
-        access: Access { local_write: true, remote_read: true, remote_write: true },
-    }
-}
-
-/// Target side (node + RdmaTarget), driven from the initiator's waits; a direct "CM".
-struct World {
-    clock: SimClock,
-    t: Node,
-    host_cx: ConnectX,
-    /// The initiator's QPs, in connection order (tests that act on the wire).
-    host_qps: Vec<Qpn>,
-    target: RdmaTarget<V, RamNamespace<SimHal>>,
-    conns: BTreeMap<u32, (Qpn, ConnectPoll)>,
-    next: u32,
-    psn: u32,
-}
-
-impl World {
-    fn turn(&mut self) {
-        self.clock.advance(500);
-        let now = self.clock.now_ns();
-        self.target.poll(&mut self.t.v, now);
-        self.t.v.poll();
-        self.t.cx.poll();
-        self.host_cx.poll();
-    }
-}
-
-impl HostEnv<V> for World {
-    fn now_ns(&mut self) -> u64 {
-        self.clock.now_ns()
-    }
-    fn idle(&mut self, verbs: &mut V) {
-        verbs.poll();
-        self.turn();
-    }
-    fn cm_connect(&mut self, verbs: &mut V, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()> {
-        let h = self.next;
-        self.next += 1;
-        self.psn += 0x1000;
-        let (hp, tp) = (self.psn, self.psn + 0x800);
-        let st = match self.target.accept(&mut self.t.v, private, &rc_attrs(qp, H_IP, H_MAC, hp, tp)) {
-            Ok((tqp, rep)) => {
-                verbs.connect_rc_qp(qp, &rc_attrs(tqp, T_IP, T_MAC, tp, hp)).map_err(|_| ())?;
-                (tqp, ConnectPoll::Connected { crqsize: rep.crqsize.get() })
-            }
-            Err(rej) => (Qpn(0), ConnectPoll::Rejected(rej.sts.get())),
-        };
-        self.conns.insert(h, st);
-        self.host_qps.push(qp);
-        Ok(h)
-    }
-    fn cm_poll(&mut self, _verbs: &mut V, handle: u32) -> ConnectPoll {
-        self.conns.get(&handle).map_or(ConnectPoll::Failed, |c| c.1)
-    }
-    fn cm_disconnect(&mut self, _verbs: &mut V, handle: u32) {
-        if let Some((tqp, _)) = self.conns.remove(&handle) {
-            if tqp.0 != 0 {
-                self.target.disconnected(&mut self.t.v, tqp);
-            }
-        }
-    }
-}
-
-fn tsc() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // Safe to call: RDTSC has no preconditions.
-        #[allow(unused_unsafe)]
-        unsafe {
-            core::arch::x86_64::_rdtsc()
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        use std::sync::OnceLock;
-        static T0: OnceLock<std::time::Instant> = OnceLock::new();
-        T0.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
-    }
-}
-
-/// TSC ticks per nanosecond, measured over 20 ms of wall time.
-fn tsc_per_ns() -> f64 {
-    let (t0, i0) = (tsc(), std::time::Instant::now());
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    (tsc() - t0) as f64 / i0.elapsed().as_nanos() as f64
-}
-
-fn setup() -> (World, Node) {
-    setup_with(2)
-}
-
-fn setup_with(max_io_queues: u16) -> (World, Node) {
-    let clock = SimClock::new();
-    clock.advance(1_000_000);
-    let (a, b) = Clocked::pair(&clock, Impairments::default(), 11);
-    let mut t = node(&clock, T_IP, T_MAC, 0x1_0000_0000, a);
-    let mut h = node(&clock, H_IP, H_MAC, 0x2_0000_0000, b);
-    t.v.add_neighbor(H_IP, H_MAC).unwrap();
-    h.v.add_neighbor(T_IP, T_MAC).unwrap();
-    let ns = RamNamespace::new(t.hal.clone(), NS_BYTES, 512).expect("namespace memory");
-    let cfg = TargetConfig {
-        ports: vec![PortConfig { portid: 1, traddr: T_IP, trsvcid: 4420 }],
-        inline_data_size: 4096,
-        max_io_bytes: 128 * 1024,
-        io_queue_depth: 128,
-        max_io_queues,
-        max_ctrls: 4,
-        ..TargetConfig::default()
-    };
-    let subs = vec![SubsystemConfig {
-        nqn: SUBNQN.into(),
-        serial: "EMU0001".into(),
-        model: "appliance ram (emulated ConnectX)".into(),
-        hosts: vec![HOSTNQN.into()],
-        allow_any_host: false,
-        namespaces: vec![NamespaceConfig { nsid: 1, dev: ns, nguid: [0x5a; 16] }],
-    }];
-    let mut target = RdmaTarget::new(Core::new(cfg, subs).expect("config"), 8);
-    target.set_turnaround_clock(tsc);
-    let host_cx = h.cx.clone();
-    let w = World { clock, t, host_cx, target, conns: BTreeMap::new(), host_qps: Vec::new(), next: 1, psn: 0x10_0000 };
-    (w, h)
-}
-
-fn host_cfg(depth: u16) -> HostConfig {
-    HostConfig { hostnqn: HOSTNQN.into(), io_queues: 1, io_depth: depth, max_io_bytes: 128 * 1024, ..Default::default() }
-}
-
-fn ns_of(w: &mut World) -> &mut RamNamespace<SimHal> {
-    w.target.core.namespace_dev(SUBNQN, 1).expect("namespace")
-}
+mod emu_pair;
+use emu_pair::*;
 
 /// Snapshot of what one measurement reads.
 #[derive(Clone, Copy)]
@@ -226,10 +60,6 @@ fn measure(w: &mut World, h: &mut Node, host: &mut Host<V>, pattern: Pattern, qd
     writeln!(s, "  (TSC ~{:.2} ticks/ns on this host; host CPU time of the target's software path incl. the mlx5 driver, not a hardware latency)", tsc_per_ns()).unwrap();
     println!("{s}");
     (mmio, copied)
-}
-
-fn pattern(lba: u64, i: usize) -> u8 {
-    (lba.wrapping_mul(131) as usize ^ i.wrapping_mul(7)) as u8
 }
 
 /// Write then read back `n` random 4 KiB blocks at QD1 (inline writes off: keyed SGLs, RDMA

@@ -117,6 +117,12 @@ pub fn cm_config(words: &str) -> Result<CmConfig, String> {
     nvmeof::cmdline::bounds::cm_config(&args.bounds, CmConfig::default()).map_err(|e| format!("{}: {}", e.word, e.why))
 }
 
+/// The `nvmet.poll_groups=N` word (1 if absent).
+pub fn poll_groups(words: &str) -> Result<usize, String> {
+    let args = nvmeof::cmdline::parse(words).map_err(|e| format!("{}: {}", e.word, e.why))?;
+    Ok(args.poll_groups.unwrap_or(1))
+}
+
 /// Serve until `timeout` passes, `stop_file` appears, or (with `serve_ctrls` > 0) that many
 /// controllers have been created and every one is gone again; prints the counters at the end.
 /// `spin`: never sleep (lowest latency; takes a whole core). With `mgmt` the management stack
@@ -139,7 +145,9 @@ pub fn run_target(
     let mut svc = TargetService::with_cm_config(&mut node.v, core, 64, port, cm_config(words)?).map_err(|e| format!("listen: {e:?}"))?;
     svc.target.set_turnaround_clock(host_clock_ns);
     svc.target.core.set_device_clock(host_clock_ns);
+    svc.target.set_poll_groups(poll_groups(words)?);
     println!("RUNNER listening nvmf port {port}");
+    println!("RUNNER poll groups {}", svc.target.poll_groups());
     let t0 = Instant::now();
     let mut mg = mgmt.filter(|c| c.enabled).map(|c| {
         node.v.enable_mgmt_frames(16, c.ip.unwrap_or(ip) == ip);

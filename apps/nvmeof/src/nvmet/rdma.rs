@@ -1,23 +1,27 @@
-//! The NVMe-RDMA transport of the target, over `rdma::Verbs`: one RC QP and CQ per NVMe queue,
-//! receive buffers sized from IOCCSZ, in-capsule data, keyed SGLs served by RDMA READ/WRITE,
-//! SEND WITH INVALIDATE for 0x4F keys, receive re-posted before the response SEND.
+//! The NVMe-RDMA transport of the target, over `rdma::SrqVerbs`: one RC QP per NVMe queue,
+//! queues handed round-robin to poll groups (`group`: one CQ and one SRQ each, SPDK's poller
+//! model), receive buffers sized from IOCCSZ, in-capsule data, keyed SGLs served by RDMA
+//! READ/WRITE, SEND WITH INVALIDATE for 0x4F keys, receive buffers re-posted (in one batch per
+//! turn) before the turn's response SENDs are rung.
 //!
-//! Each queue has `depth` slots; slot `i` owns receive buffer `i`, response buffer `i` and
-//! data buffer `i` (all DMA memory registered once). I/O data moves between the namespace and
+//! Each queue has `depth` slots; a capsule takes the oldest free slot, which holds its SRQ
+//! buffer until the command is answered; slot `i` owns response buffer `i` and data buffer
+//! `i` (all DMA memory registered once). I/O data moves between the namespace and
 //! the host only by DMA: with namespace memory registered, keyed-SGL Reads are RDMA WRITTEN
 //! from it and Writes RDMA READ into it (zero copy; overlapping commands ordered by
 //! `ranges`); otherwise through the slot's data buffer (block device ↔ data buffer ↔ RDMA).
 //! The CPU copies only the 64-byte SQE, the 16-byte CQE, and admin payloads. One state
 //! machine per command (`Slot` + `SlotState`), driven by the core's `Action`s; completions
-//! reach queue and slot by index (`WrId`). Facts: Linux drivers/nvme/target/rdma.c
-//! behaviour, include/linux/nvme-rdma.h, shared/reference/wire.md §3.
+//! reach queue and slot by index (`WrId`; a receive by its QPN in the group's table). Facts:
+//! Linux drivers/nvme/target/rdma.c behaviour, include/linux/nvme-rdma.h,
+//! shared/reference/wire.md §3.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use blockdev::BlockDevice;
 use hal::DmaRegion;
-use rdma::{Access, Completion, Cqn, Lkey, Qpn, RcConnectAttrs, RecvWr, Rkey, SendOp, SendWr, Sge, Verbs, WcOpcode, WcStatus};
+use rdma::{Access, Completion, Lkey, Qpn, RcConnectAttrs, Rkey, SendOp, SendWr, Sge, SrqVerbs, WcOpcode, WcStatus};
 use zerocopy::byteorder::little_endian::{U16, U32};
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -31,12 +35,18 @@ use crate::wire::*;
 mod admit;
 mod data;
 mod dispatch;
+mod group;
 mod lifecycle;
 mod ranges;
 mod wr_id;
 pub use admit::Pinned;
+pub use group::GroupStats;
+use group::PollGroup;
 use ranges::{InFlight, RangeId};
 use wr_id::{Kind, WrId};
+
+/// Receive buffers in each poll group's SRQ unless set (`set_srq_bufs`).
+pub const DEFAULT_SRQ_BUFS: u16 = 512;
 
 /// Block completions handled per batch (the core is asked for no more than this at once).
 const BLOCK_BATCH: usize = 64;
@@ -92,8 +102,8 @@ pub struct TransportStats {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SlotState {
-    /// Receive buffer posted, waiting for a capsule.
-    Posted,
+    /// Free: on the queue's free list, waiting for a capsule.
+    Idle,
     /// Waiting for an RDMA READ slot (outstanding READ limit).
     ReadWait,
     /// RDMA READ of host data in flight.
@@ -138,12 +148,18 @@ struct Slot {
     /// completion ends a Read's range even after the slot took its next capsule).
     range: RangeId,
     resume: Resume,
+    /// The group's SRQ buffer holding this command's capsule (`NO_BUF`: none).
+    rbuf: u16,
 }
 
-struct Conn<V: Verbs> {
+/// `Slot::rbuf` of a slot holding no receive buffer.
+const NO_BUF: u16 = u16::MAX;
+
+struct Conn<V: SrqVerbs> {
     gen: u16,
     qpn: Qpn,
-    cq: Cqn,
+    /// The poll group whose CQ and SRQ this queue's QP uses.
+    group: u16,
     q: QueueState,
     depth: u16,
     capsule: usize,
@@ -153,8 +169,6 @@ struct Conn<V: Verbs> {
     stride: usize,
     /// The per-slot transfer size granted once Connect admitted the queue.
     full_xfer: usize,
-    recv: V::Buf,
-    recv_lkey: Lkey,
     rsp: V::Buf,
     rsp_lkey: Lkey,
     data: V::Buf,
@@ -167,6 +181,9 @@ struct Conn<V: Verbs> {
     accepted_ns: u64,
     source: rdma::Ipv4,
     slots: Vec<Slot>,
+    /// Free slots, oldest first: a slot is taken again only after the others (its last
+    /// response's SEND, written in its response buffer, is on the wire by then).
+    free: VecDeque<u16>,
     /// Slots waiting for an RDMA READ slot; room for every slot, reserved at accept.
     read_wait: VecDeque<u16>,
     reads_in_flight: u8,
@@ -180,7 +197,7 @@ struct Conn<V: Verbs> {
     unrung: bool,
 }
 
-impl<V: Verbs> Conn<V> {
+impl<V: SrqVerbs> Conn<V> {
     /// Offset of slot `s`'s data in `data`.
     #[inline(always)]
     fn data_off(&self, s: u16) -> usize {
@@ -199,12 +216,17 @@ struct NsMr {
     lkeys: Vec<Lkey>,
 }
 
+/// The SRQ low-water mark armed for a group of `bufs` buffers (an eighth).
+fn srq_limit(bufs: u16) -> u32 {
+    (bufs as u32 / 8).max(1)
+}
+
 /// Chunk sizes tried when a device refuses to register a whole namespace at once (an mlx5
 /// MTT list fits about 18 MiB of 4 KiB pages in one command).
 const NS_CHUNKS: [u64; 4] = [16 << 20, 4 << 20, 1 << 20, 256 << 10];
 
 /// The RDMA target: the core plus its queues.
-pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
+pub struct RdmaTarget<V: SrqVerbs, B: BlockDevice> {
     pub core: Core<B>,
     conns: Vec<Option<Conn<V>>>,
     gen: u16,
@@ -231,14 +253,26 @@ pub struct RdmaTarget<V: Verbs, B: BlockDevice> {
     unrung_overflow: bool,
     /// One past the highest live queue index.
     hi: usize,
+    /// Poll groups (created with the first queue, released with the last); how many, the
+    /// group the next queue goes to, and each group's SRQ size.
+    groups: Vec<PollGroup<V>>,
+    n_groups: usize,
+    next_group: usize,
+    srq_bufs: u16,
     /// Receive CQE seen → response SEND posted, in clock units (when a clock is set).
     pub turnaround: Histogram,
     pub stats: TransportStats,
 }
 
-impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
-    /// A target serving `core` on at most `max_queues` RDMA queues.
+impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
+    /// A target serving `core` on at most `max_queues` RDMA queues, in one poll group.
     pub fn new(core: Core<B>, max_queues: usize) -> Self {
+        Self::with_poll_groups(core, max_queues, 1)
+    }
+
+    /// A target serving `core` on at most `max_queues` RDMA queues spread round-robin over
+    /// `groups` poll groups (at least 1), each with an SRQ of [`DEFAULT_SRQ_BUFS`] buffers.
+    pub fn with_poll_groups(core: Core<B>, max_queues: usize, groups: usize) -> Self {
         // A work request names its queue in 12 bits.
         let max_queues = max_queues.min(wr_id::MAX_QUEUES);
         let mut conns = Vec::with_capacity(max_queues);
@@ -264,9 +298,35 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             unrung: heapless::Vec::new(),
             unrung_overflow: false,
             hi: 0,
+            groups: Vec::new(),
+            n_groups: groups.clamp(1, max_queues.max(1)),
+            next_group: 0,
+            srq_bufs: DEFAULT_SRQ_BUFS,
             turnaround: Histogram::new(),
             stats: TransportStats::default(),
         }
+    }
+
+    /// Receive buffers per poll group's SRQ (at least 2; takes effect when the groups are
+    /// next created, i.e. with no queue open).
+    pub fn set_srq_bufs(&mut self, bufs: u16) {
+        self.srq_bufs = bufs.clamp(2, NO_BUF - 1);
+    }
+
+    /// Spread queues over `groups` poll groups (at least 1; takes effect when the groups are
+    /// next created, i.e. with no queue open).
+    pub fn set_poll_groups(&mut self, groups: usize) {
+        self.n_groups = groups.clamp(1, self.conns.len().max(1));
+    }
+
+    /// Poll groups configured.
+    pub fn poll_groups(&self) -> usize {
+        self.n_groups
+    }
+
+    /// Counters of poll group `g` (zero before the groups exist).
+    pub fn group_stats(&self, g: usize) -> GroupStats {
+        self.groups.get(g).map_or(GroupStats::default(), |p| p.stats)
     }
 
     /// Measure per-command turnaround with `clock` (e.g. the TSC).
@@ -363,19 +423,15 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
     pub fn poll(&mut self, verbs: &mut V, now_ns: u64) -> usize {
         self.now_ns = now_ns;
         let mut work = 0;
-        for ci in 0..self.hi {
-            let Some(c) = self.conns[ci].as_ref() else { continue };
-            if c.draining {
-                continue;
-            }
-            let cq = c.cq;
-            let n = verbs.poll_cq(cq, &mut self.wc);
+        for gi in 0..self.groups.len() {
+            let n = verbs.poll_cq(self.groups[gi].cq, &mut self.wc);
             work += n;
+            self.groups[gi].stats.completions += n as u64;
             for k in 0..n {
                 let wc = self.wc[k];
-                self.on_completion(verbs, &wc, now_ns);
+                self.on_completion(verbs, gi, &wc, now_ns);
             }
-            // Report what this queue's capsules finished before the next queue submits more
+            // Report what this group's capsules finished before the next group submits more
             // (keeps the devices' completion rings short).
             if n > 0 {
                 work += self.drain_block(verbs);
@@ -391,13 +447,41 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             self.next_ka_check_ns = now_ns.saturating_add(1_000_000);
             work += self.check_keep_alive(verbs, now_ns);
             work += self.expire_unadmitted(verbs, now_ns);
+            self.check_srq_limits(verbs);
         }
         // Held writes whose overlapping reads have been sent (or whose queues went away).
         if !self.blocked.is_empty() {
             self.run_blocked(verbs, now_ns);
         }
+        // Receive buffers go back before the responses are rung (the host's next capsules
+        // find them).
+        self.repost_buffers(verbs);
         self.ring_doorbells(verbs);
         work
+    }
+
+    /// Post every group's buffers given back this turn (one batch per group).
+    fn repost_buffers(&mut self, verbs: &mut V) {
+        for g in self.groups.iter_mut() {
+            match g.flush(verbs) {
+                Ok(n) => self.stats.posts += n as u64,
+                Err(e) => {
+                    // The buffers are lost to the SRQ (it shrinks); counted and logged.
+                    self.stats.post_errors += 1;
+                    log::warn!("nvmeof: rdma: SRQ re-post failed: {e:?}");
+                }
+            }
+        }
+    }
+
+    /// Count and re-arm SRQ limit events (slow path: once per millisecond).
+    fn check_srq_limits(&mut self, verbs: &mut V) {
+        for g in self.groups.iter_mut() {
+            if verbs.srq_limit_reached(g.srq) {
+                g.stats.srq_limit_events += 1;
+                let _ = verbs.arm_srq(g.srq, srq_limit(self.srq_bufs));
+            }
+        }
     }
 
     /// Block completions: taken in batches no larger than the list they go to (the core

@@ -144,6 +144,27 @@ impl Verbs for TDev {
     }
 }
 
+impl SrqVerbs for TDev {
+    fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, SoftError> {
+        self.dev.create_srq(max_wr)
+    }
+    fn destroy_srq(&mut self, srq: Srqn) -> Result<(), SoftError> {
+        self.dev.destroy_srq(srq)
+    }
+    fn create_rc_qp_srq(&mut self, s: Cqn, r: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, SoftError> {
+        self.dev.create_rc_qp_srq(s, r, sq, srq)
+    }
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
+        self.dev.post_srq_recv(srq, wr)
+    }
+    fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), SoftError> {
+        self.dev.arm_srq(srq, limit)
+    }
+    fn srq_limit_reached(&mut self, srq: Srqn) -> bool {
+        self.dev.srq_limit_reached(srq)
+    }
+}
+
 /// A RAM namespace whose "DMA" goes through the node's memory map.
 pub struct RamDisk {
     pub mem: MemMap,
@@ -213,7 +234,7 @@ pub const HOST_IP: Ipv4 = [10, 0, 0, 2];
 
 /// The target side of a test, driven by the host's waits. `D` is the target's device: the
 /// soft device itself, or a wrapper that tampers with the target's traffic (tests/hostile.rs).
-pub struct World<D: Verbs = TDev> {
+pub struct World<D: SrqVerbs = TDev> {
     pub target: RdmaTarget<D, RamDisk>,
     pub tdev: D,
     pub now: u64,
@@ -264,7 +285,7 @@ pub fn make_world_with(fabric: &SoftFabric, blocks: u64, allowed: &[&str], cfg: 
 }
 
 /// [`make_world_with`] with the target's device wrapped by `wrap`.
-pub fn make_world_on<D: Verbs>(fabric: &SoftFabric, blocks: u64, allowed: &[&str], cfg: TargetConfig, max_queues: usize, wrap: impl FnOnce(TDev) -> D) -> World<D> {
+pub fn make_world_on<D: SrqVerbs>(fabric: &SoftFabric, blocks: u64, allowed: &[&str], cfg: TargetConfig, max_queues: usize, wrap: impl FnOnce(TDev) -> D) -> World<D> {
     let mem = MemMap::default();
     let tdev = wrap(TDev { dev: fabric.add_device(TARGET_IP), mem: mem.clone() });
     let subs = vec![
@@ -289,7 +310,7 @@ pub fn make_world_on<D: Verbs>(fabric: &SoftFabric, blocks: u64, allowed: &[&str
     World { target: RdmaTarget::new(core, max_queues), tdev, now: 1_000_000, tick_ns: 1_000, conns: BTreeMap::new(), next: 1, idle_calls: 0, peer_ip: HOST_IP }
 }
 
-impl<D: Verbs> HostEnv<TDev> for World<D> {
+impl<D: SrqVerbs> HostEnv<TDev> for World<D> {
     fn now_ns(&mut self) -> u64 {
         self.now += 50;
         self.now

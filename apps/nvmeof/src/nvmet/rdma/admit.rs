@@ -10,7 +10,7 @@ use core::fmt;
 
 use blockdev::BlockDevice;
 use hal::DmaRegion;
-use rdma::{Access, Verbs};
+use rdma::{Access, SrqVerbs};
 
 use super::{Conn, RdmaTarget, Slot};
 use crate::nvmet::limits::Bound;
@@ -32,19 +32,20 @@ pub struct Pinned {
     /// Live queues (not draining), and those of them not admitted by Connect.
     pub queues: usize,
     pub unadmitted: usize,
-    /// DMA memory held by all queues (receive, response, data, Connect buffers), bytes.
+    /// DMA memory held by all queues (response, data, Connect buffers) and the poll groups'
+    /// shared receive buffers, bytes.
     pub dma_bytes: u64,
     /// Heap held by all queues (queue record, slots, wait list), bytes.
     pub heap_bytes: u64,
 }
 
-impl<V: Verbs> Conn<V> {
+impl<V: SrqVerbs> Conn<V> {
     fn admitted(&self) -> bool {
         self.q.cntlid.is_some()
     }
 }
 
-impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
+impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Whether a queue from `source` may be accepted: unadmitted queues are bounded per
     /// source and in total. Err is the NVMe-RDMA REJ status.
     pub(super) fn admission_room(&mut self, source: rdma::Ipv4) -> Result<(), u16> {
@@ -121,9 +122,10 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 p.queues += 1;
                 p.unadmitted += !c.admitted() as usize;
             }
-            p.dma_bytes += (c.recv.len() + c.rsp.len() + c.data.len() + c.pre_data.as_ref().map_or(0, |d| d.0.len())) as u64;
-            p.heap_bytes += (core::mem::size_of::<Conn<V>>() + c.slots.capacity() * core::mem::size_of::<Slot>() + c.read_wait.capacity() * 2) as u64;
+            p.dma_bytes += (c.rsp.len() + c.data.len() + c.pre_data.as_ref().map_or(0, |d| d.0.len())) as u64;
+            p.heap_bytes += (core::mem::size_of::<Conn<V>>() + c.slots.capacity() * core::mem::size_of::<Slot>() + (c.read_wait.capacity() + c.free.capacity()) * 2) as u64;
         }
+        p.dma_bytes += self.groups.iter().map(|g| g.dma_bytes()).sum::<u64>();
         p
     }
 }

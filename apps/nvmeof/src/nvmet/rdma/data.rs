@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
+impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// RDMA READ slot `s`'s host data: into namespace memory (a zero-copy Write) or the
     /// slot's buffer; queued while the QP has its most READs outstanding.
     pub(super) fn post_read(&mut self, verbs: &mut V, ci: usize, s: u16) {
@@ -125,7 +125,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         let slot = *slot;
         if c.draining {
-            c.slots[s as usize].state = SlotState::Posted;
+            c.slots[s as usize].state = SlotState::Idle;
             self.maybe_free(verbs, ci);
             return;
         }
@@ -224,18 +224,31 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         if !status.is_success() {
             self.stats.error_responses += 1;
         }
-        // Re-post the receive buffer before the response so the host's next capsule finds it
-        // (receives need no doorbell); the SEND is rung with the rest of this turn's sends.
-        if self.post_recv(verbs, ci, s).is_err() {
-            self.stats.post_errors += 1;
-            self.teardown(verbs, ci, true);
-            return;
-        }
+        // The slot and its receive buffer are free again: the buffer is re-posted to the SRQ
+        // at the end of this turn, before the SEND is rung with the rest of the turn's sends.
+        self.release_slot(ci, s);
         if !self.defer_send(verbs, ci, &wr) {
             return;
         }
         if let Some(f) = self.turnaround_clock {
             self.turnaround.record(f().wrapping_sub(t0));
+        }
+    }
+
+    /// Slot `s` of queue `ci` is done with its command: back on the queue's free list, its
+    /// receive buffer given back to the group (re-posted in this turn's batch).
+    #[inline(always)]
+    pub(super) fn release_slot(&mut self, ci: usize, s: u16) {
+        let c = self.conns[ci].as_mut().expect("live");
+        let slot = &mut c.slots[s as usize];
+        slot.state = SlotState::Idle;
+        let b = core::mem::replace(&mut slot.rbuf, NO_BUF);
+        if b != NO_BUF {
+            self.groups[c.group as usize].give_back(c.group as usize, b);
+        }
+        // Room for every slot (reserved at accept); each is freed once per capsule.
+        if c.free.len() < c.free.capacity() {
+            c.free.push_back(s);
         }
     }
 }

@@ -4,9 +4,13 @@
 
 use super::*;
 
-impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
-    pub(super) fn on_completion(&mut self, verbs: &mut V, wc: &Completion, now_ns: u64) {
+impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
+    pub(super) fn on_completion(&mut self, verbs: &mut V, gi: usize, wc: &Completion, now_ns: u64) {
         let id = WrId::from_raw(wc.wr_id);
+        if id.kind() == Some(Kind::Recv) {
+            self.on_recv(verbs, gi, id.slot(), wc, now_ns);
+            return;
+        }
         let (ci, gen, s) = (id.conn(), id.gen(), id.slot());
         let Some(c) = self.conns.get(ci).and_then(|c| c.as_ref()) else { return };
         if c.gen != gen || c.draining {
@@ -27,7 +31,6 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             return;
         }
         match kind {
-            Some(Kind::Recv) if wc.opcode == WcOpcode::Recv || wc.opcode == WcOpcode::RecvWithImm => self.on_capsule(verbs, ci, s, wc.byte_len, now_ns),
             Some(Kind::Read) => {
                 let c = self.conns[ci].as_mut().expect("live");
                 c.reads_in_flight = c.reads_in_flight.saturating_sub(1);
@@ -51,6 +54,40 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             }
             _ => {}
         }
+    }
+
+    /// A receive completion from group `gi`'s SRQ in buffer `b`: the queue is found by QPN,
+    /// the capsule takes the queue's oldest free slot (which holds the buffer until answered).
+    fn on_recv(&mut self, verbs: &mut V, gi: usize, b: u16, wc: &Completion, now_ns: u64) {
+        let g = &mut self.groups[gi];
+        if !g.has_buf(b) {
+            return;
+        }
+        let ci = g.qps.get(wc.qpn).map(usize::from);
+        let live = ci.and_then(|ci| self.conns[ci].as_ref().map(|c| !c.draining)).unwrap_or(false);
+        let ok = wc.status == WcStatus::Success && (wc.opcode == WcOpcode::Recv || wc.opcode == WcOpcode::RecvWithImm);
+        let slot = match (ci, live && ok) {
+            (Some(ci), true) => self.conns[ci].as_mut().and_then(|c| c.free.pop_front()),
+            _ => None,
+        };
+        let (Some(ci), Some(s)) = (ci, slot) else {
+            // A late receive of a queue gone, an error, or a host beyond its queue depth:
+            // the buffer goes back; the queue (if any) is closed.
+            self.groups[gi].give_back(gi, b);
+            if let Some(ci) = ci.filter(|_| live) {
+                if ok {
+                    self.groups[gi].stats.slot_overruns += 1;
+                } else if wc.status != WcStatus::WrFlushed {
+                    self.stats.wc_errors += 1;
+                    log::warn!("nvmeof: rdma: {:?} receive completion error {:?}", wc.qpn, wc.status);
+                }
+                self.teardown(verbs, ci, true);
+            }
+            return;
+        };
+        self.groups[gi].stats.capsules += 1;
+        self.conns[ci].as_mut().expect("live").slots[s as usize].rbuf = b;
+        self.on_capsule(verbs, ci, s, wc.byte_len, now_ns);
     }
 
     /// Slot `s`'s RDMA READ completed: a zero-copy Write's data is in namespace memory
@@ -82,14 +119,15 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         self.stats.capsules += 1;
         let t0 = self.turnaround_clock.map_or(0, |f| f());
         let c = self.conns[ci].as_mut().expect("live");
-        let base = s as usize * c.capsule;
+        let g = &self.groups[c.group as usize];
         let n = core::cmp::min(byte_len as usize, 64).min(c.capsule);
         let slot = &mut c.slots[s as usize];
+        let base = slot.rbuf as usize * g.buf_len;
         if n < Sqe::SIZE {
             slot.sqe = Sqe::zeroed();
         }
         // The SQE goes straight from the receive buffer into the slot (one 64-byte copy).
-        c.recv.read(base, &mut slot.sqe.as_mut_bytes()[..n]);
+        g.recv.read(base, &mut slot.sqe.as_mut_bytes()[..n]);
         slot.byte_len = byte_len;
         slot.sgl = None;
         slot.pending = 0;
@@ -213,8 +251,10 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             wr_id(ci, c.gen, Kind::Block, s)
         };
         let data_pa = c.data.paddr() + c.data_off(s) as u64;
+        // Where the capsule sits in the group's receive buffers.
+        let capsule_at = (c.slots[s as usize].rbuf as usize * self.groups[c.group as usize].buf_len) as u64;
         let (buf, buf_len) = match sgl {
-            Sgl::Inline { offset, len } => (c.recv.paddr() + (s as usize * c.capsule) as u64 + 64 + offset, len as usize),
+            Sgl::Inline { offset, len } => (self.groups[c.group as usize].recv.paddr() + capsule_at + 64 + offset, len as usize),
             Sgl::Keyed { .. } => (data_pa, c.xfer),
         };
         // Small host→controller payloads that the core parses (not namespace data).
@@ -223,7 +263,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         if fetched && sqe.opcode != io_op::WRITE && sgl.len() > 0 && host_to_ctrl(&sqe) {
             small_len = core::cmp::min(sgl.len() as usize, small.len());
             match sgl {
-                Sgl::Inline { offset, .. } => c.recv.read(s as usize * c.capsule + 64 + offset as usize, &mut small[..small_len]),
+                Sgl::Inline { offset, .. } => self.groups[c.group as usize].recv.read(capsule_at as usize + 64 + offset as usize, &mut small[..small_len]),
                 Sgl::Keyed { .. } => c.data.read(c.data_off(s), &mut small[..small_len]),
             }
             if c.q.qid == 0 || sqe.opcode == FABRICS_OPCODE {
@@ -327,11 +367,8 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
                 }
             }
             Action::Hold => {
-                // The AER keeps only its CID; the receive buffer goes straight back.
-                if self.post_recv(verbs, ci, s).is_err() {
-                    self.stats.post_errors += 1;
-                    self.teardown(verbs, ci, true);
-                }
+                // The AER keeps only its CID; its slot and receive buffer go straight back.
+                self.release_slot(ci, s);
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
+impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// A CM connect request arrived. `private` is the NVMe-RDMA REQ private data (after
     /// rdma_cm's header); `attrs` are the RC attributes the CM derived from the REQ. On success
     /// the QP is in RTS with its receives posted; the CM sends a REP with the returned private
@@ -57,73 +57,73 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         let depth = depth as u16;
         let capsule = if qid == 0 { 64 } else { self.core.io_capsule_size() };
         let xfer = if qid == 0 { ADMIN_MAX_XFER } else { cfg.max_io_bytes as usize };
-        let Ok(conn) = self.build_conn(verbs, qid, depth, capsule, xfer, attrs) else {
+        let Some(gi) = self.pick_group(verbs) else {
             self.core.bound_hit(Bound::Memory, self.now_ns, &Ip(attrs.remote_ip));
+            return Err(cm_rej::NO_RESOURCES);
+        };
+        let Ok(conn) = self.build_conn(verbs, gi, qid, depth, capsule, xfer, attrs) else {
+            self.core.bound_hit(Bound::Memory, self.now_ns, &Ip(attrs.remote_ip));
+            self.release_idle_groups(verbs);
             return Err(cm_rej::NO_RESOURCES);
         };
         let qpn = conn.qpn;
         self.conns[idx] = Some(conn);
         self.hi = self.hi.max(idx + 1);
-        // Post every receive buffer before the REP goes out (one batch).
-        let mut wrs = Vec::new();
-        if wrs.try_reserve_exact(depth as usize).is_err() {
+        // Receives come from the group's SRQ, posted when the group was made: the QP can take
+        // a capsule as soon as it reaches RTR.
+        let g = &mut self.groups[gi];
+        g.live += 1;
+        g.stats.queues_assigned += 1;
+        g.stats.queues_live = g.live as u64;
+        if !g.qps.insert(qpn, idx as u16) {
+            // Cannot happen (the table has room for twice the group's queues).
             self.teardown(verbs, idx, false);
             return Err(cm_rej::NO_RESOURCES);
         }
-        let c = self.conns[idx].as_ref().expect("just stored");
-        wrs.extend((0..depth).map(|s| RecvWr {
-            wr_id: wr_id(idx, c.gen, Kind::Recv, s),
-            sge: Sge { addr: c.recv.paddr() + (s as usize * c.capsule) as u64, len: c.capsule as u32, lkey: c.recv_lkey },
-        }));
-        self.stats.posts += depth as u64;
-        if verbs.post_recv_batch(qpn, &wrs).is_err() {
-            self.teardown(verbs, idx, false);
-            return Err(cm_rej::NO_RESOURCES);
-        }
-        log::info!("nvmeof: rdma: queue {qid} accepted on {qpn}, depth {depth}");
+        log::info!("nvmeof: rdma: queue {qid} accepted on {qpn}, depth {depth}, poll group {gi}");
         let rep = RdmaCmRep { recfmt: U16::new(0), crqsize: U16::new(depth), rsvd: [0; 28] };
         Ok((qpn, rep))
     }
 
-    pub(super) fn build_conn(&mut self, verbs: &mut V, qid: u16, depth: u16, capsule: usize, xfer: usize, attrs: &RcConnectAttrs) -> Result<Conn<V>, ()> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn build_conn(&mut self, verbs: &mut V, gi: usize, qid: u16, depth: u16, capsule: usize, xfer: usize, attrs: &RcConnectAttrs) -> Result<Conn<V>, ()> {
         // Heap first (fallible: an exhausted heap is a refusal, not a panic), then the device.
         let mut slots = Vec::new();
         slots.try_reserve_exact(depth as usize).map_err(|_| ())?;
         let mut read_wait = VecDeque::new();
         read_wait.try_reserve_exact(depth as usize).map_err(|_| ())?;
-        let d = depth as u32;
-        let cq = verbs.create_cq(4 * d + 2 * MAX_AERS as u32 + 4).map_err(|_| ())?;
-        let qpn = match verbs.create_rc_qp(cq, cq, 3 * d + MAX_AERS as u32 + 1, d) {
-            Ok(q) => q,
-            Err(_) => {
-                let _ = verbs.destroy_cq(cq);
-                return Err(());
-            }
-        };
+        let mut free = VecDeque::new();
+        free.try_reserve_exact(depth as usize).map_err(|_| ())?;
+        free.extend(0..depth);
+        let cq = self.groups[gi].cq;
+        let srq = self.groups[gi].srq;
+        let qpn = verbs.create_rc_qp_srq(cq, cq, sq_depth(depth), srq).map_err(|_| ())?;
         let res = (|| {
             verbs.connect_rc_qp(qpn, attrs)?;
             let local = Access { local_write: true, remote_read: false, remote_write: false };
-            let recv = verbs.alloc_buf(depth as usize * capsule)?;
-            let (recv_lkey, _) = verbs.reg_mr(recv.paddr(), recv.len() as u64, local)?;
             let rsp = verbs.alloc_buf((depth as usize + MAX_AERS) * Cqe::SIZE)?;
             let (rsp_lkey, _) = verbs.reg_mr(rsp.paddr(), rsp.len() as u64, local)?;
             // Until Connect admits the queue, only the Connect data buffer (see `admit`).
-            let data = verbs.alloc_buf(ConnectData::SIZE)?;
-            let (data_lkey, _) = verbs.reg_mr(data.paddr(), data.len() as u64, local)?;
-            Ok::<_, V::Error>((recv, recv_lkey, rsp, rsp_lkey, data, data_lkey))
+            let data = match verbs.alloc_buf(ConnectData::SIZE).and_then(|d| verbs.reg_mr(d.paddr(), d.len() as u64, local).map(|(k, _)| (d, k))) {
+                Ok(x) => x,
+                Err(e) => {
+                    let _ = verbs.dereg_mr(rsp_lkey);
+                    return Err(e);
+                }
+            };
+            Ok::<_, V::Error>((rsp, rsp_lkey, data.0, data.1))
         })();
-        let (recv, recv_lkey, rsp, rsp_lkey, data, data_lkey) = match res {
+        let (rsp, rsp_lkey, data, data_lkey) = match res {
             Ok(x) => x,
             Err(_) => {
                 let _ = verbs.destroy_qp(qpn);
-                let _ = verbs.destroy_cq(cq);
                 return Err(());
             }
         };
         // 12 bits of generation in a `WrId`.
         self.gen = ((self.gen + 1) & 0xFFF).max(1);
         let slot = Slot {
-            state: SlotState::Posted,
+            state: SlotState::Idle,
             sqe: Sqe::zeroed(),
             sgl: None,
             byte_len: 0,
@@ -136,20 +136,19 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             write: None,
             range: RangeId::NONE,
             resume: Resume::Execute,
+            rbuf: NO_BUF,
         };
         slots.resize(depth as usize, slot);
         Ok(Conn {
             gen: self.gen,
             qpn,
-            cq,
+            group: gi as u16,
             q: QueueState { peer_gid: gid_from_ipv4(attrs.remote_ip), peer_qpn: attrs.remote_qpn.0, ..QueueState::new(qid) },
             depth,
             capsule,
             xfer: ConnectData::SIZE,
             stride: 0,
             full_xfer: xfer,
-            recv,
-            recv_lkey,
             rsp,
             rsp_lkey,
             data,
@@ -158,6 +157,7 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
             accepted_ns: self.now_ns,
             source: attrs.remote_ip,
             slots,
+            free,
             read_wait,
             reads_in_flight: 0,
             max_reads: attrs.max_rd_atomic.clamp(1, 16),
@@ -173,17 +173,6 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         if let Some(i) = self.conns.iter().position(|c| c.as_ref().is_some_and(|c| c.qpn == qpn && !c.draining)) {
             self.teardown(verbs, i, false);
         }
-    }
-
-    pub(super) fn post_recv(&mut self, verbs: &mut V, ci: usize, s: u16) -> Result<(), V::Error> {
-        let c = self.conns[ci].as_mut().expect("live conn");
-        let wr = RecvWr {
-            wr_id: wr_id(ci, c.gen, Kind::Recv, s),
-            sge: Sge { addr: c.recv.paddr() + (s as usize * c.capsule) as u64, len: c.capsule as u32, lkey: c.recv_lkey },
-        };
-        c.slots[s as usize].state = SlotState::Posted;
-        self.stats.posts += 1;
-        verbs.post_recv(c.qpn, &wr)
     }
 
     /// Controller `cntlid` was reset (CC.EN 1 -> 0): tear down its I/O queues (the CM sends
@@ -211,7 +200,11 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         let c = self.conns[ci].as_mut().expect("live");
         let _ = verbs.qp_to_error(c.qpn);
         let _ = verbs.destroy_qp(c.qpn);
-        let _ = verbs.destroy_cq(c.cq);
+        if let Some(g) = self.groups.get_mut(c.group as usize) {
+            g.qps.remove(c.qpn);
+            g.live = g.live.saturating_sub(1);
+            g.stats.queues_live = g.live as u64;
+        }
         if notify_cm {
             if self.closed.len() < self.closed.capacity() {
                 self.closed.push_back(c.qpn);
@@ -247,12 +240,18 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         if c.draining && c.slots.iter().all(|s| s.state != SlotState::Executing) {
             let c = self.conns[ci].take().expect("checked");
             self.hi = self.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
-            let _ = verbs.dereg_mr(c.recv_lkey);
             let _ = verbs.dereg_mr(c.rsp_lkey);
             let _ = verbs.dereg_mr(c.data_lkey);
             if let Some((_, k)) = c.pre_data {
                 let _ = verbs.dereg_mr(k);
             }
+            // Capsule buffers its unanswered commands held go back to the group's SRQ.
+            if let Some(g) = self.groups.get_mut(c.group as usize) {
+                for s in c.slots.iter().filter(|s| s.rbuf != NO_BUF) {
+                    g.give_back(c.group as usize, s.rbuf);
+                }
+            }
+            self.release_idle_groups(verbs);
             // Buffers drop here: memory returns to the platform.
         }
     }
@@ -271,4 +270,60 @@ impl<V: Verbs, B: BlockDevice> RdmaTarget<V, B> {
         work
     }
 
+
+    /// The poll group the next queue goes to: round-robin, skipping groups already holding
+    /// the most queues their CQ was sized for. Creates the groups with the first queue.
+    fn pick_group(&mut self, verbs: &mut V) -> Option<usize> {
+        if self.groups.is_empty() {
+            let n = self.n_groups;
+            let per = self.conns.len().div_ceil(n);
+            let cfg = self.core.config();
+            let depth = cfg.io_queue_depth.max(ADMIN_QUEUE_DEPTH as u16);
+            let buf_len = self.core.io_capsule_size();
+            let (bufs, limit) = (self.srq_bufs, srq_limit(self.srq_bufs));
+            if self.groups.try_reserve_exact(n).is_err() {
+                return None;
+            }
+            for gi in 0..n {
+                match PollGroup::new(verbs, gi, per, sq_depth(depth), bufs, buf_len, limit) {
+                    Ok(g) => self.groups.push(g),
+                    Err(()) => {
+                        log::warn!("nvmeof: rdma: poll group not created (CQ, SRQ or {bufs} x {buf_len} B of buffers)");
+                        self.release_idle_groups(verbs);
+                        return None;
+                    }
+                }
+            }
+            log::info!("nvmeof: rdma: {n} poll group(s), SRQ of {bufs} x {buf_len} B each");
+        }
+        let n = self.groups.len();
+        for k in 0..n {
+            let gi = (self.next_group + k) % n;
+            if self.groups[gi].live < self.groups[gi].max_queues {
+                self.next_group = (gi + 1) % n;
+                return Some(gi);
+            }
+        }
+        None
+    }
+
+    /// With no queue left (live or draining), release the poll groups (their CQs, SRQs and
+    /// buffers); the next queue creates them again.
+    pub(super) fn release_idle_groups(&mut self, verbs: &mut V) {
+        if self.conns.iter().any(|c| c.is_some()) {
+            return;
+        }
+        // Buffers given back and not yet posted die with their SRQ.
+        for g in self.groups.drain(..) {
+            g.destroy(verbs);
+        }
+        self.next_group = 0;
+    }
+}
+
+/// Send WRs a queue of `depth` slots needs: a response and an RDMA READ or WRITE per slot
+/// (a slot may take its next command before its last response completes: one more), and the
+/// AER responses.
+fn sq_depth(depth: u16) -> u32 {
+    3 * depth as u32 + MAX_AERS as u32 + 1
 }

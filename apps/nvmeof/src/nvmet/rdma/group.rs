@@ -1,0 +1,243 @@
+//! Poll groups of the RDMA transport (SPDK's poller model): each group owns one CQ that the
+//! send and receive completions of all its QPs go to, and one SRQ whose receive buffers all its
+//! QPs share, so receive memory grows with groups, not connections. Buffers come back to the
+//! group as their commands are answered and are re-posted in one batch per turn; the SRQ limit
+//! is armed at a low-water mark and its events counted (below it, and with the SRQ empty the
+//! host's adapter is sent RNR NAKs and retries). A receive completion names its buffer; the
+//! queue is found from the completion's QPN through the group's QPN table (one hash probe, no
+//! search over queues).
+
+use alloc::vec::Vec;
+
+use hal::DmaRegion;
+use rdma::{Cqn, Lkey, Qpn, RecvWr, Sge, SrqVerbs, Srqn};
+
+use super::ranges::RangeId;
+use super::wr_id::{Kind, WrId};
+
+/// Per-group counters (never reset).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Queues handed to this group, and those of them live now.
+    pub queues_assigned: u64,
+    pub queues_live: u64,
+    /// Completions polled from the group's CQ, and capsules received through its SRQ.
+    pub completions: u64,
+    pub capsules: u64,
+    /// Receive buffers re-posted to the SRQ, and the batches they went in.
+    pub srq_reposts: u64,
+    pub srq_batches: u64,
+    /// Times the SRQ ran below its armed low-water mark (`SRQ limit reached` events).
+    pub srq_limit_events: u64,
+    /// Capsules that arrived on a queue with every slot busy (the host overran its queue
+    /// depth; the queue is closed).
+    pub slot_overruns: u64,
+}
+
+/// QPN → queue index, open addressing with linear probing and backward-shift deletion; sized
+/// at twice the group's queue bound, so a lookup is one probe on average.
+pub(super) struct QpTable {
+    keys: Vec<u32>,
+    vals: Vec<u16>,
+    mask: usize,
+}
+
+/// An empty table entry (QPN 0 is the SMI QP, never an RC QP).
+const EMPTY: u32 = 0;
+
+impl QpTable {
+    fn new(queues: usize) -> QpTable {
+        let n = (2 * queues.max(1)).next_power_of_two();
+        QpTable { keys: alloc::vec![EMPTY; n], vals: alloc::vec![0; n], mask: n - 1 }
+    }
+    #[inline(always)]
+    fn home(&self, qpn: u32) -> usize {
+        (qpn.wrapping_mul(0x9E37_79B1) >> 8) as usize & self.mask
+    }
+    #[inline(always)]
+    pub(super) fn get(&self, qpn: Qpn) -> Option<u16> {
+        let mut i = self.home(qpn.0);
+        for _ in 0..=self.mask {
+            match self.keys[i] {
+                EMPTY => return None,
+                k if k == qpn.0 => return Some(self.vals[i]),
+                _ => i = (i + 1) & self.mask,
+            }
+        }
+        None
+    }
+    /// False when full (cannot happen: the table has room for twice the group's queues).
+    pub(super) fn insert(&mut self, qpn: Qpn, ci: u16) -> bool {
+        let mut i = self.home(qpn.0);
+        for _ in 0..=self.mask {
+            if self.keys[i] == EMPTY || self.keys[i] == qpn.0 {
+                self.keys[i] = qpn.0;
+                self.vals[i] = ci;
+                return true;
+            }
+            i = (i + 1) & self.mask;
+        }
+        false
+    }
+    pub(super) fn remove(&mut self, qpn: Qpn) {
+        let mut i = self.home(qpn.0);
+        let mut found = false;
+        for _ in 0..=self.mask {
+            match self.keys[i] {
+                EMPTY => return,
+                k if k == qpn.0 => {
+                    found = true;
+                    break;
+                }
+                _ => i = (i + 1) & self.mask,
+            }
+        }
+        if !found {
+            return;
+        }
+        // Shift later members of the probe run back so lookups never stop early.
+        let mut j = i;
+        for _ in 0..self.mask {
+            j = (j + 1) & self.mask;
+            let k = self.keys[j];
+            if k == EMPTY {
+                break;
+            }
+            let h = self.home(k);
+            let stays = if i <= j { i < h && h <= j } else { i < h || h <= j };
+            if !stays {
+                self.keys[i] = k;
+                self.vals[i] = self.vals[j];
+                i = j;
+            }
+        }
+        self.keys[i] = EMPTY;
+    }
+}
+
+/// One poll group: its CQ, SRQ and the SRQ's receive buffers.
+pub(super) struct PollGroup<V: SrqVerbs> {
+    pub(super) cq: Cqn,
+    pub(super) srq: Srqn,
+    /// `bufs` receive buffers of `buf_len` bytes each (one capsule).
+    pub(super) recv: V::Buf,
+    recv_lkey: Lkey,
+    pub(super) buf_len: usize,
+    bufs: u16,
+    /// Buffers given back this turn, posted to the SRQ in one batch at its end.
+    repost: Vec<RecvWr>,
+    pub(super) qps: QpTable,
+    /// Most queues this group takes (its CQ is sized for them).
+    pub(super) max_queues: usize,
+    pub(super) live: usize,
+    pub(super) stats: GroupStats,
+}
+
+impl<V: SrqVerbs> PollGroup<V> {
+    /// Group `gi`, for up to `max_queues` queues of up to `sq` send WRs each, with `bufs`
+    /// receive buffers of `buf_len` bytes, all posted; the SRQ limit armed at `limit`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, bufs: u16, buf_len: usize, limit: u32) -> Result<Self, ()> {
+        let mut repost = Vec::new();
+        repost.try_reserve_exact(bufs as usize).map_err(|_| ())?;
+        let cq_entries = max_queues as u32 * sq + bufs as u32;
+        let cq = verbs.create_cq(cq_entries).map_err(|_| ())?;
+        let srq = match verbs.create_srq(bufs as u32) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = verbs.destroy_cq(cq);
+                return Err(());
+            }
+        };
+        let local = rdma::Access { local_write: true, remote_read: false, remote_write: false };
+        let mem = verbs.alloc_buf(bufs as usize * buf_len).and_then(|b| verbs.reg_mr(b.paddr(), b.len() as u64, local).map(|(k, _)| (b, k)));
+        let (recv, recv_lkey) = match mem {
+            Ok(x) => x,
+            Err(_) => {
+                let _ = verbs.destroy_srq(srq);
+                let _ = verbs.destroy_cq(cq);
+                return Err(());
+            }
+        };
+        let mut g = PollGroup { cq, srq, recv, recv_lkey, buf_len, bufs, repost, qps: QpTable::new(max_queues), max_queues, live: 0, stats: GroupStats::default() };
+        for b in 0..bufs {
+            g.give_back(gi, b);
+        }
+        if g.flush(verbs).is_err() || verbs.arm_srq(srq, limit).is_err() {
+            g.destroy(verbs);
+            return Err(());
+        }
+        Ok(g)
+    }
+
+    /// Buffer `b` of group `gi` is free again (re-posted at the end of the turn).
+    #[inline(always)]
+    pub(super) fn give_back(&mut self, gi: usize, b: u16) {
+        let wr = RecvWr {
+            wr_id: WrId::new(gi, 0, Kind::Recv, b, RangeId::NONE).raw(),
+            sge: Sge { addr: self.recv.paddr() + (b as usize * self.buf_len) as u64, len: self.buf_len as u32, lkey: self.recv_lkey },
+        };
+        // Room for every buffer, reserved at creation; each is given back once per use.
+        if self.repost.len() < self.repost.capacity() {
+            self.repost.push(wr);
+        }
+    }
+
+    /// Post the buffers given back this turn (one batch). Returns how many.
+    pub(super) fn flush(&mut self, verbs: &mut V) -> Result<usize, V::Error> {
+        let n = self.repost.len();
+        if n == 0 {
+            return Ok(0);
+        }
+        let r = verbs.post_srq_recv_batch(self.srq, &self.repost);
+        self.repost.clear();
+        self.stats.srq_reposts += n as u64;
+        self.stats.srq_batches += 1;
+        r.map(|_| n)
+    }
+
+    /// Whether `b` names one of this group's buffers.
+    #[inline(always)]
+    pub(super) fn has_buf(&self, b: u16) -> bool {
+        b < self.bufs
+    }
+
+    /// Release everything (no QP may use the SRQ or CQ any more).
+    pub(super) fn destroy(self, verbs: &mut V) {
+        let _ = verbs.destroy_srq(self.srq);
+        let _ = verbs.destroy_cq(self.cq);
+        let _ = verbs.dereg_mr(self.recv_lkey);
+        // The buffer memory drops here.
+    }
+
+    /// DMA memory the group holds (its receive buffers).
+    pub(super) fn dma_bytes(&self) -> u64 {
+        self.recv.len() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qp_table_insert_get_remove() {
+        // Room for 4 queues (8 entries); QPNs chosen to share probe runs.
+        let mut t = QpTable::new(4);
+        let qpns: Vec<u32> = (0..4).map(|i| 0x100 + i * 8).chain([0x100 + 8 * 8, 0x100 + 16 * 8]).collect();
+        for (i, q) in qpns.iter().enumerate() {
+            assert!(t.insert(Qpn(*q), i as u16));
+        }
+        for (i, q) in qpns.iter().enumerate() {
+            assert_eq!(t.get(Qpn(*q)), Some(i as u16));
+        }
+        for q in qpns.iter().step_by(2) {
+            t.remove(Qpn(*q));
+        }
+        t.remove(Qpn(0x999));
+        for (i, q) in qpns.iter().enumerate() {
+            assert_eq!(t.get(Qpn(*q)), if i % 2 == 0 { None } else { Some(i as u16) });
+        }
+        assert_eq!(t.get(Qpn(0x999)), None);
+    }
+}

@@ -1,0 +1,245 @@
+//! Poll groups of the target (SPDK's model: one shared CQ and one SRQ per group) over the mlx5
+//! driver and the emulated ConnectX: verified random I/O at QD32 over 4 queues with 1, 2 and 4
+//! groups (queues spread round-robin, per-group counters); connect/disconnect with the
+//! adapter's objects and pages back at baseline; a QP in error on one group leaves the other
+//! queues serving; more connections than SRQ buffers (RNR NAKs, retried) and the SRQ limit
+//! event. The groups are polled in turn by one thread.
+
+use std::collections::BTreeMap;
+
+use hal::DmaRegion;
+use nvmeof::bench::Rng;
+use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
+use nvmeof::Status;
+use rdma::{Qpn, Verbs};
+use testbed::Node;
+
+mod emu_pair;
+use emu_pair::*;
+
+/// Random 4 KiB writes then reads of the same blocks, `qd` outstanding per queue on `queues`,
+/// every byte checked; `n` I/Os of each kind in all. `on_turn(w, done)` runs each turn with
+/// the I/Os completed so far and may name a queue to give up on (its outstanding I/Os are
+/// dropped, nothing more is sent on it). Returns the I/Os completed.
+#[allow(clippy::too_many_arguments)]
+fn verified_spread(w: &mut World, h: &mut Node, host: &mut Host<V>, queues: &[u16], n: usize, qd: usize, seed: u64, mut on_turn: impl FnMut(&mut World, usize) -> Option<u16>) -> usize {
+    let mut queues = queues.to_vec();
+    let mut rng = Rng::new(seed);
+    // Distinct blocks: I/O `i` uses block i * stride + a random offset below the stride.
+    let stride = NS_BYTES / 4096 / n as u64;
+    let lbas: Vec<u64> = (0..n).map(|i| (i as u64 * stride + rng.next() % stride) * 8).collect();
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 64];
+    let mut total = 0;
+    // I/Os given up with their queue: their blocks are not read back.
+    let mut dropped = vec![false; n];
+    for kind in [IoKind::Write, IoKind::Read] {
+        let mut next = 0;
+        let mut inflight: BTreeMap<(u16, u16), usize> = BTreeMap::new();
+        let mut per_q: BTreeMap<u16, usize> = BTreeMap::new();
+        let mut finished = 0;
+        let mut turns = 0u64;
+        while finished < n {
+            for &q in &queues {
+                while per_q.get(&q).copied().unwrap_or(0) < qd && next < n {
+                    if dropped[next] {
+                        next += 1;
+                        finished += 1;
+                        continue;
+                    }
+                    let lba = lbas[next];
+                    let slot = host.alloc_slot(q).expect("slot");
+                    let (buf, off, _) = host.slot_buf(q, slot);
+                    if kind == IoKind::Write {
+                        buf.write(off, &(0..4096).map(|i| pattern(lba, i)).collect::<Vec<u8>>());
+                    } else {
+                        buf.write(off, &[0u8; 4096]);
+                    }
+                    host.submit(&mut h.v, q, slot, kind, 1, lba, 8, w.clock.now_ns()).expect("submit");
+                    inflight.insert((q, slot), next);
+                    *per_q.entry(q).or_default() += 1;
+                    next += 1;
+                }
+            }
+            h.v.poll();
+            // A queue that failed (its target QP in error) makes `poll` report it when nothing
+            // else completed: that is not a completion of ours.
+            let got = host.poll(&mut h.v, w.clock.now_ns(), &mut done).unwrap_or(0);
+            for d in &done[..got] {
+                let Some(i) = inflight.remove(&(d.queue, d.slot)) else { continue };
+                let lba = lbas[i];
+                assert!(d.status.is_success(), "queue {} {kind:?} LBA {lba}: {:?}", d.queue, d.status);
+                *per_q.get_mut(&d.queue).expect("queue") -= 1;
+                if kind == IoKind::Read {
+                    let (buf, off, _) = host.slot_buf(d.queue, d.slot);
+                    let mut data = vec![0u8; 4096];
+                    buf.read(off, &mut data);
+                    assert!(data.iter().enumerate().all(|(i, b)| *b == pattern(lba, i)), "queue {} LBA {lba}: data differs", d.queue);
+                }
+                finished += 1;
+                total += 1;
+            }
+            w.turn();
+            if let Some(q) = on_turn(w, total) {
+                queues.retain(|&x| x != q);
+                for (_, i) in inflight.iter().filter(|(k, _)| k.0 == q) {
+                    dropped[*i] = true;
+                    finished += 1;
+                }
+                inflight.retain(|k, _| k.0 != q);
+                per_q.remove(&q);
+            }
+            turns += 1;
+            assert!(turns < 20_000_000, "I/O hangs: {finished} of {n} {kind:?}s done");
+        }
+    }
+    total
+}
+
+fn four_queues(depth: u16) -> HostConfig {
+    HostConfig { io_queues: 4, io_depth: depth, max_io_bytes: 4096, inline_writes: false, ..host_cfg(depth) }
+}
+
+/// 1, 2 and 4 poll groups: 4 I/O queues, 10,000 verified random 4 KiB writes and as many
+/// reads at QD32 per queue; every group serves queues (admin + I/O handed out round-robin).
+#[test]
+fn verified_io_over_1_2_and_4_poll_groups() {
+    for groups in [1usize, 2, 4] {
+        let (mut w, mut h) = setup_groups(4, groups);
+        let mut host = Host::connect(&mut h.v, &mut w, four_queues(32), SUBNQN).expect("connect");
+        assert_eq!(host.io_queues().0, 4);
+        let n = verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 10_000, 32, 7 + groups as u64, |_, _| None);
+        assert_eq!(n, 20_000);
+        let t = w.target.stats;
+        assert_eq!((t.block_done_lost, t.read_wait_overflow, t.closed_overflow, t.wc_errors, t.post_errors), (0, 0, 0, 0, 0), "{t:?}");
+        let mut capsules = 0;
+        for g in 0..groups {
+            let s = w.target.group_stats(g);
+            println!("POLL-GROUPS groups={groups} group={g} queues={} capsules={} completions={} srq_reposts={} srq_batches={} limit_events={}", s.queues_live, s.capsules, s.completions, s.srq_reposts, s.srq_batches, s.srq_limit_events);
+            // 5 queues round-robin: every group holds at least one, and each I/O queue's
+            // group received its capsules.
+            assert!(s.queues_live >= 1 && s.capsules > 0, "group {g} idle: {s:?}");
+            assert_eq!(s.slot_overruns, 0);
+            capsules += s.capsules;
+        }
+        assert_eq!(capsules, t.capsules, "every capsule came through a group's SRQ");
+        assert!(w.target.group_stats(groups).queues_assigned == 0, "no group beyond {groups}");
+    }
+}
+
+/// The target adapter's live objects and pages (leak check).
+fn objects(w: &World) -> (usize, usize, usize, usize, usize) {
+    let c = w.t.cx.counters();
+    (c.qps, c.cqs, c.rmps, c.mkeys, c.pages_held)
+}
+
+/// Connect and disconnect (4 I/O queues over 2 groups) repeatedly with I/O in between: the
+/// adapter's QPs, CQs, SRQs, keys and pages come back to the baseline every time.
+#[test]
+fn connect_disconnect_over_groups_leaks_nothing() {
+    let (mut w, mut h) = setup_groups(4, 2);
+    let base = objects(&w);
+    for round in 0..5u64 {
+        let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect");
+        let live = objects(&w);
+        assert!(live.0 >= base.0 + 5 && live.2 == base.2 + 2, "5 QPs and 2 SRQs while connected: {live:?} vs {base:?}");
+        verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 200, 8, 100 + round, |_, _| None);
+        host.disconnect(&mut h.v, &mut w).expect("disconnect");
+        for _ in 0..1000 {
+            w.turn();
+        }
+        assert_eq!(w.target.queues(), 0);
+        w.target.release_namespaces(&mut w.t.v);
+        assert_eq!(objects(&w), base, "round {round}: adapter objects/pages not back at baseline");
+        assert_eq!(w.target.pinned().dma_bytes, 0);
+    }
+}
+
+/// A target QP forced into error while its queue has I/O outstanding, then closed (by its
+/// flushed completions, or the CM's disconnect): the other three queues (one in the same
+/// group, two in the other) keep serving verified I/O through the shared CQs and SRQs.
+#[test]
+fn qp_in_error_leaves_other_groups_serving() {
+    let (mut w, mut h) = setup_groups(4, 2);
+    let mut host = Host::connect(&mut h.v, &mut w, four_queues(16), SUBNQN).expect("connect");
+    // Connection handles 1 (admin), 2..=5 (I/O queues 1..=4): queue 1's target QP.
+    let victim: Qpn = w.conns.get(&2).expect("queue 1").0;
+    // Queue 1 gets I/O of its own, then its QP fails while the others run.
+    let mut failed = false;
+    let n = verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 400, 16, 5, |w, done| {
+        if !failed && done >= 64 {
+            failed = true;
+            w.t.v.qp_to_error(victim).expect("QP to error");
+            return Some(1);
+        }
+        None
+    });
+    assert!(failed && n >= 700, "{n} I/Os completed");
+    // With nothing of the target's outstanding on it, no completion tells the target (the
+    // seam has no QP async events); the host's DREQ or its CM timeout does: as the CM would.
+    if w.target.queues() == 5 {
+        w.target.disconnected(&mut w.t.v, victim);
+    }
+    // The three other queues alone, 2,000 more verified I/Os.
+    let n = verified_spread(&mut w, &mut h, &mut host, &[2, 3, 4], 1000, 16, 6, |_, _| None);
+    assert_eq!(n, 2000);
+    assert_eq!(w.target.queues(), 4, "admin + queues 2..4 live, queue 1 closed");
+    assert!(w.target.stats.conns_closed >= 1);
+}
+
+/// One group whose SRQ has 4 receive buffers serves 5 connections (admin + 4 I/O queues at
+/// QD8): the SRQ runs dry, the host's adapter is sent RNR NAKs and retries, every I/O
+/// completes verified, and the SRQ limit event is seen and counted.
+#[test]
+fn more_connections_than_srq_buffers() {
+    let (mut w, mut h) = setup_groups(4, 1);
+    w.target.set_srq_bufs(4);
+    let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect");
+    let n = verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 1000, 8, 9, |_, _| None);
+    assert_eq!(n, 2000);
+    let g = w.target.group_stats(0);
+    let t = w.t.cx.engine_counters().expect("target engine");
+    let hc = w.host_cx.engine_counters().expect("host engine");
+    println!("SRQ-BUFFERS bufs=4 queues=5 rnr_nak_sent={} host_rnr_nak_rcvd={} limit_events={} reposts={} batches={}", t.rnr_nak_sent, hc.rnr_nak_rcvd, g.srq_limit_events, g.srq_reposts, g.srq_batches);
+    assert_eq!(g.queues_live, 5);
+    assert!(t.rnr_nak_sent > 0 && hc.rnr_nak_rcvd > 0, "the SRQ never ran dry: {t:?}");
+    assert!(g.srq_limit_events > 0, "no SRQ limit event: {g:?}");
+    assert_eq!(w.target.stats.wc_errors, 0);
+}
+
+/// For `scripts/bench-nvmeof` (NVMEOF-SCALING, callgrind on `RdmaTarget::poll`):
+/// `NVMEOF_PROFILE_IOS` random 4 KiB reads spread over 4 I/O queues at QD8 each (QD32 in
+/// all), the queues over `NVMEOF_PROFILE_GROUPS` poll groups (default 1), one thread.
+#[test]
+fn spread_4k_reads_for_profiling() {
+    let n: usize = std::env::var("NVMEOF_PROFILE_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
+    let groups: usize = std::env::var("NVMEOF_PROFILE_GROUPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let (mut w, mut h) = setup_groups(4, groups);
+    let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect");
+    let mut rng = Rng::new(3);
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 64];
+    let mut per_q = [0usize; 5];
+    let (mut sent, mut finished) = (0, 0);
+    while finished < n {
+        for q in 1..=4u16 {
+            while per_q[q as usize] < 8 && sent < n {
+                let slot = host.alloc_slot(q).expect("slot");
+                let lba = (rng.next() % (NS_BYTES / 4096 - 1)) * 8;
+                host.submit(&mut h.v, q, slot, IoKind::Read, 1, lba, 8, w.clock.now_ns()).expect("submit");
+                per_q[q as usize] += 1;
+                sent += 1;
+            }
+        }
+        h.v.poll();
+        let got = host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll");
+        for d in &done[..got] {
+            assert!(d.status.is_success(), "{:?}", d.status);
+            per_q[d.queue as usize] -= 1;
+            finished += 1;
+        }
+        w.turn();
+    }
+    for g in 0..groups {
+        assert!(w.target.group_stats(g).capsules > 0, "group {g} idle");
+    }
+    println!("NVMEOF-PROFILE-IOS {n} op=read qd=32 queues=4 groups={groups}");
+}
