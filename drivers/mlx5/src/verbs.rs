@@ -315,6 +315,15 @@ impl<H: Hal, M: Mmio> Verbs for Mlx5Verbs<H, M> {
     fn device_failed(&self) -> bool {
         self.dev.failed().is_some()
     }
+    fn take_qp_error(&mut self) -> Option<Qpn> {
+        use mlx5_ifc::queue::event;
+        while let Some(ev) = self.dev.take_event() {
+            if matches!(ev.event_type, event::WQ_CATAS_ERROR | event::WQ_INVAL_REQ_ERROR | event::WQ_ACCESS_ERROR | event::PATH_MIG_FAILED) {
+                return Some(Qpn(ev.object));
+            }
+        }
+        None
+    }
     fn recover_device(&mut self) -> bool {
         if self.dev.failed().is_none() {
             return true;

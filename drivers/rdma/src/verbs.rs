@@ -305,6 +305,13 @@ pub trait Verbs {
     fn recover_device(&mut self) -> bool {
         !self.device_failed()
     }
+    /// A QP the device moved to ERROR on its own (a catastrophic work-queue error, an invalid
+    /// request or access error it reported asynchronously), oldest first; `None` when there is
+    /// none. A QP whose receives come from an SRQ has no receive of its own to be flushed, so
+    /// without this its owner may never learn the QP died. The default: the device reports none.
+    fn take_qp_error(&mut self) -> Option<Qpn> {
+        None
+    }
 }
 
 /// Shared receive queues, for poll groups (SPDK's model: one SRQ per poller whose receives all

@@ -60,6 +60,8 @@ fn wr_id(conn: usize, gen: u16, kind: Kind, slot: u16) -> u64 {
 /// Transport counters (never reset).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TransportStats {
+    /// Queues closed because the device reported their QP in error on its own.
+    pub qp_errors: u64,
     pub conns_accepted: u64,
     pub conns_rejected: u64,
     pub conns_closed: u64,
@@ -256,6 +258,10 @@ pub struct RdmaTarget<V: SrqVerbs, B: BlockDevice> {
     /// Poll groups (created with the first queue, released with the last); how many, the
     /// group the next queue goes to, and each group's SRQ size.
     groups: Vec<PollGroup<V>>,
+    /// Inside `poll`'s completion handling: releasing the groups waits for the end of the
+    /// turn (`release_pending`), so a completion later in the batch still finds its group.
+    in_poll: bool,
+    release_pending: bool,
     n_groups: usize,
     next_group: usize,
     srq_bufs: u16,
@@ -299,6 +305,8 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
             unrung_overflow: false,
             hi: 0,
             groups: Vec::new(),
+            in_poll: false,
+            release_pending: false,
             n_groups: groups.clamp(1, max_queues.max(1)),
             next_group: 0,
             srq_bufs: DEFAULT_SRQ_BUFS,
@@ -422,6 +430,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// monotonic clock. Returns the number of events handled.
     pub fn poll(&mut self, verbs: &mut V, now_ns: u64) -> usize {
         self.now_ns = now_ns;
+        self.in_poll = true;
         let mut work = 0;
         for gi in 0..self.groups.len() {
             let n = verbs.poll_cq(self.groups[gi].cq, &mut self.wc);
@@ -446,6 +455,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if now_ns >= self.next_ka_check_ns {
             self.next_ka_check_ns = now_ns.saturating_add(1_000_000);
             work += self.check_keep_alive(verbs, now_ns);
+            work += self.check_qp_errors(verbs);
             work += self.expire_unadmitted(verbs, now_ns);
             self.check_srq_limits(verbs);
         }
@@ -457,6 +467,11 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // find them).
         self.repost_buffers(verbs);
         self.ring_doorbells(verbs);
+        self.in_poll = false;
+        if self.release_pending {
+            self.release_pending = false;
+            self.release_idle_groups(verbs);
+        }
         work
     }
 

@@ -256,6 +256,22 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
+    /// Queues whose QP the device moved to ERROR on its own (an asynchronous event): closed
+    /// with the CM told, as a flushed receive would have closed them before receives came
+    /// from the group's SRQ (slow path: the QP is found by a search).
+    pub(super) fn check_qp_errors(&mut self, verbs: &mut V) -> usize {
+        let mut work = 0;
+        while let Some(qpn) = verbs.take_qp_error() {
+            work += 1;
+            if let Some(ci) = self.conns.iter().position(|c| c.as_ref().is_some_and(|c| !c.draining && c.qpn == qpn)) {
+                self.stats.qp_errors += 1;
+                log::warn!("nvmeof: rdma: {qpn:?} in error (asynchronous event): closing its queue");
+                self.teardown(verbs, ci, true);
+            }
+        }
+        work
+    }
+
     pub(super) fn check_keep_alive(&mut self, verbs: &mut V, now_ns: u64) -> usize {
         let mut work = 0;
         while let Some(id) = self.core.expired_ctrl(now_ns) {
@@ -311,6 +327,10 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// buffers); the next queue creates them again.
     pub(super) fn release_idle_groups(&mut self, verbs: &mut V) {
         if self.conns.iter().any(|c| c.is_some()) {
+            return;
+        }
+        if self.in_poll {
+            self.release_pending = true;
             return;
         }
         // Buffers given back and not yet posted die with their SRQ.
