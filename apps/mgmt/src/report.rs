@@ -74,6 +74,8 @@ pub fn target_metrics<V: SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: 
     e.family("nvmf_responses_total", Kind::Counter, "Response capsules sent, by status.").sample(&[("status", "success")], t.responses.saturating_sub(t.error_responses)).sample(&[("status", "error")], t.error_responses);
     e.family("nvmf_rdma_operations_total", Kind::Counter, "RDMA data transfers the target posted.").sample(&[("op", "read")], t.rdma_reads).sample(&[("op", "write")], t.rdma_writes);
     e.single("nvmf_work_completion_errors_total", Kind::Counter, "RDMA work completions with an error status.", t.wc_errors);
+    e.single("nvmf_qp_errors_total", Kind::Counter, "Queues closed because the adapter reported their QP in error on its own.", t.qp_errors);
+    per_poll_group(e, &svc.target);
     write_hist_ns(e, "nvmf_turnaround_seconds", "Target turnaround per command: receive completion seen to response posted.", &svc.target.turnaround);
     let mut f = e.family("nvmf_subsystem_namespaces", Kind::Gauge, "Namespaces per subsystem.");
     for sub in core.subsystems() {
@@ -88,6 +90,40 @@ pub fn target_metrics<V: SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: 
     }
     if c.by_status.other > 0 {
         f.sample(&[("sct", "other"), ("sc", "other")], c.by_status.other);
+    }
+}
+
+/// Per poll group (SPDK's model: one CQ and one SRQ per group): queues, capsules, completions,
+/// SRQ re-posts and limit events, queue-depth overruns (cumulative over the groups' lives).
+fn per_poll_group<V: rdma::SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvmeof::nvmet::rdma::RdmaTarget<V, B>) {
+    let gs: alloc::vec::Vec<_> = (0..t.poll_groups()).map(|g| (format!("{g}"), t.group_stats(g))).collect();
+    let mut f = e.family("nvmf_poll_group_queues", Kind::Gauge, "Queues (connections) in the poll group now.");
+    for (g, s) in &gs {
+        f.sample(&[("group", g.as_str())], s.queues_live);
+    }
+    let mut f = e.family("nvmf_poll_group_queues_assigned_total", Kind::Counter, "Queues handed to the poll group.");
+    for (g, s) in &gs {
+        f.sample(&[("group", g.as_str())], s.queues_assigned);
+    }
+    let mut f = e.family("nvmf_poll_group_capsules_total", Kind::Counter, "Command capsules received through the poll group's SRQ.");
+    for (g, s) in &gs {
+        f.sample(&[("group", g.as_str())], s.capsules);
+    }
+    let mut f = e.family("nvmf_poll_group_completions_total", Kind::Counter, "Work completions polled from the poll group's CQ.");
+    for (g, s) in &gs {
+        f.sample(&[("group", g.as_str())], s.completions);
+    }
+    let mut f = e.family("nvmf_poll_group_srq_reposts_total", Kind::Counter, "Receive buffers re-posted to the poll group's SRQ.");
+    for (g, s) in &gs {
+        f.sample(&[("group", g.as_str())], s.srq_reposts);
+    }
+    let mut f = e.family("nvmf_poll_group_srq_limit_events_total", Kind::Counter, "Times the poll group's SRQ ran below its low-water mark.");
+    for (g, s) in &gs {
+        f.sample(&[("group", g.as_str())], s.srq_limit_events);
+    }
+    let mut f = e.family("nvmf_poll_group_slot_overruns_total", Kind::Counter, "Capsules that found every slot of their queue busy (host beyond its queue depth; queue closed).");
+    for (g, s) in &gs {
+        f.sample(&[("group", g.as_str())], s.slot_overruns);
     }
 }
 

@@ -151,6 +151,11 @@ fn connect_disconnect_over_groups_leaks_nothing() {
         w.target.release_namespaces(&mut w.t.v);
         assert_eq!(objects(&w), base, "round {round}: adapter objects/pages not back at baseline");
         assert_eq!(w.target.pinned().dma_bytes, 0);
+        // The groups are gone; their counters stay (cumulative, as /metrics reads them).
+        let (g0, g1) = (w.target.group_stats(0), w.target.group_stats(1));
+        assert_eq!(g0.queues_assigned + g1.queues_assigned, 5 * (round + 1), "round {round}");
+        assert_eq!((g0.queues_live, g1.queues_live), (0, 0));
+        assert!(g0.capsules > 100 * round && g1.capsules > 100 * round, "round {round}: {g0:?} {g1:?}");
     }
 }
 

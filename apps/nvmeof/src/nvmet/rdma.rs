@@ -262,6 +262,8 @@ pub struct RdmaTarget<V: SrqVerbs, B: BlockDevice> {
     /// turn (`release_pending`), so a completion later in the batch still finds its group.
     in_poll: bool,
     release_pending: bool,
+    /// Counts of groups released so far, by group number (see [`GroupStats`]).
+    group_totals: Vec<GroupStats>,
     n_groups: usize,
     next_group: usize,
     srq_bufs: u16,
@@ -307,6 +309,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
             groups: Vec::new(),
             in_poll: false,
             release_pending: false,
+            group_totals: Vec::new(),
             n_groups: groups.clamp(1, max_queues.max(1)),
             next_group: 0,
             srq_bufs: DEFAULT_SRQ_BUFS,
@@ -334,7 +337,8 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Counters of poll group `g` (zero before the groups exist).
     pub fn group_stats(&self, g: usize) -> GroupStats {
-        self.groups.get(g).map_or(GroupStats::default(), |p| p.stats)
+        let done = self.group_totals.get(g).copied().unwrap_or_default();
+        done.plus(self.groups.get(g).map_or(GroupStats::default(), |p| p.stats))
     }
 
     /// Measure per-command turnaround with `clock` (e.g. the TSC).

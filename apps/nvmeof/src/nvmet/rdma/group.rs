@@ -15,7 +15,8 @@ use rdma::{Cqn, Lkey, Qpn, RecvWr, Sge, SrqVerbs, Srqn};
 use super::ranges::RangeId;
 use super::wr_id::{Kind, WrId};
 
-/// Per-group counters (never reset).
+/// Per-group counters (cumulative over the group's lives: a group released with its last
+/// queue adds its counts to the target's totals for that group number).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GroupStats {
     /// Queues handed to this group, and those of them live now.
@@ -32,6 +33,22 @@ pub struct GroupStats {
     /// Capsules that arrived on a queue with every slot busy (the host overran its queue
     /// depth; the queue is closed).
     pub slot_overruns: u64,
+}
+
+impl GroupStats {
+    /// `self` with `o`'s counts added (`queues_live` is `o`'s: a gauge).
+    pub fn plus(self, o: GroupStats) -> GroupStats {
+        GroupStats {
+            queues_assigned: self.queues_assigned + o.queues_assigned,
+            queues_live: o.queues_live,
+            completions: self.completions + o.completions,
+            capsules: self.capsules + o.capsules,
+            srq_reposts: self.srq_reposts + o.srq_reposts,
+            srq_batches: self.srq_batches + o.srq_batches,
+            srq_limit_events: self.srq_limit_events + o.srq_limit_events,
+            slot_overruns: self.slot_overruns + o.slot_overruns,
+        }
+    }
 }
 
 /// QPN → queue index, open addressing with linear probing and backward-shift deletion; sized

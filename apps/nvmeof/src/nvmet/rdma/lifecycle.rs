@@ -334,7 +334,11 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
             return;
         }
         // Buffers given back and not yet posted die with their SRQ.
-        for g in self.groups.drain(..) {
+        for (gi, g) in self.groups.drain(..).enumerate() {
+            if self.group_totals.len() <= gi {
+                self.group_totals.resize(gi + 1, GroupStats::default());
+            }
+            self.group_totals[gi] = self.group_totals[gi].plus(GroupStats { queues_live: 0, ..g.stats });
             g.destroy(verbs);
         }
         self.next_group = 0;
