@@ -76,6 +76,7 @@ pub fn target_metrics<V: SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: 
     e.single("nvmf_work_completion_errors_total", Kind::Counter, "RDMA work completions with an error status.", t.wc_errors);
     e.single("nvmf_qp_errors_total", Kind::Counter, "Queues closed because the adapter reported their QP in error on its own.", t.qp_errors);
     per_poll_group(e, &svc.target);
+    per_queue(e, &svc.target);
     write_hist_ns(e, "nvmf_turnaround_seconds", "Target turnaround per command: receive completion seen to response posted.", &svc.target.turnaround);
     let mut f = e.family("nvmf_subsystem_namespaces", Kind::Gauge, "Namespaces per subsystem.");
     for sub in core.subsystems() {
@@ -90,6 +91,30 @@ pub fn target_metrics<V: SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: 
     }
     if c.by_status.other > 0 {
         f.sample(&[("sct", "other"), ("sc", "other")], c.by_status.other);
+    }
+}
+
+fn queue_labels<'a>(c: &'a str, qid: &'a str, g: &'a str) -> [(&'static str, &'a str); 3] {
+    [("cntlid", c), ("qid", qid), ("group", g)]
+}
+
+/// Per open queue (controller, queue ID, poll group): capsules received, slots busy, depth.
+fn per_queue<V: rdma::SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvmeof::nvmet::rdma::RdmaTarget<V, B>) {
+    let qs: alloc::vec::Vec<_> = t
+        .queue_reports()
+        .map(|q| (q.cntlid.map_or_else(|| "none".into(), |c| format!("{c}")), format!("{}", q.qid), format!("{}", q.group), q))
+        .collect();
+    let mut f = e.family("nvmf_queue_capsules_total", Kind::Counter, "Command capsules received per open queue.");
+    for (c, qid, g, q) in &qs {
+        f.sample(&queue_labels(c, qid, g), q.capsules);
+    }
+    let mut f = e.family("nvmf_queue_in_flight", Kind::Gauge, "Commands outstanding per open queue (slots busy).");
+    for (c, qid, g, q) in &qs {
+        f.sample(&queue_labels(c, qid, g), q.busy);
+    }
+    let mut f = e.family("nvmf_queue_depth", Kind::Gauge, "Slots per open queue (commands it may have outstanding).");
+    for (c, qid, g, q) in &qs {
+        f.sample(&queue_labels(c, qid, g), q.depth);
     }
 }
 

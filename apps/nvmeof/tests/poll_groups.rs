@@ -123,6 +123,13 @@ fn verified_io_over_1_2_and_4_poll_groups() {
         }
         assert_eq!(capsules, t.capsules, "every capsule came through a group's SRQ");
         assert!(w.target.group_stats(groups).queues_assigned == 0, "no group beyond {groups}");
+        // Per queue: the admin queue and 4 I/O queues of one controller, each in a group it
+        // was counted in, every capsule on some queue, nothing outstanding once I/O is done.
+        let qs: Vec<_> = w.target.queue_reports().collect();
+        assert_eq!(qs.len(), 5, "{qs:?}");
+        assert!(qs.iter().all(|q| q.cntlid.is_some() && q.cntlid == qs[0].cntlid && (q.group as usize) < groups && q.busy == 0), "{qs:?}");
+        assert_eq!(qs.iter().map(|q| q.capsules).sum::<u64>(), t.capsules);
+        assert!(qs.iter().filter(|q| q.qid != 0).all(|q| q.capsules >= 1000), "{qs:?}");
     }
 }
 

@@ -154,11 +154,28 @@ struct Slot {
     rbuf: u16,
 }
 
+/// One open queue as the metrics endpoint reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueReport {
+    /// The controller it joined (`None` until its Connect is admitted).
+    pub cntlid: Option<u16>,
+    pub qid: u16,
+    /// The poll group it is in.
+    pub group: u16,
+    /// Slots (commands it may have outstanding), and those holding a command now.
+    pub depth: u16,
+    pub busy: u16,
+    /// Capsules received on it.
+    pub capsules: u64,
+}
+
 /// `Slot::rbuf` of a slot holding no receive buffer.
 const NO_BUF: u16 = u16::MAX;
 
 struct Conn<V: SrqVerbs> {
     gen: u16,
+    /// Capsules received on this queue (per-queue metrics).
+    capsules: u64,
     qpn: Qpn,
     /// The poll group whose CQ and SRQ this queue's QP uses.
     group: u16,
@@ -422,6 +439,18 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Live queues.
     pub fn queues(&self) -> usize {
         self.conns.iter().flatten().filter(|c| !c.draining).count()
+    }
+
+    /// Every open queue (slow path: the metrics endpoint).
+    pub fn queue_reports(&self) -> impl Iterator<Item = QueueReport> + '_ {
+        self.conns.iter().flatten().filter(|c| !c.draining).map(|c| QueueReport {
+            cntlid: c.q.cntlid,
+            qid: c.q.qid,
+            group: c.group,
+            depth: c.depth,
+            busy: c.depth.saturating_sub(c.free.len() as u16),
+            capsules: c.capsules,
+        })
     }
 
     /// QPs the target closed on its own (keep-alive expiry, errors, Disconnect): the CM

@@ -119,6 +119,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.stats.capsules += 1;
         let t0 = self.turnaround_clock.map_or(0, |f| f());
         let c = self.conns[ci].as_mut().expect("live");
+        c.capsules += 1;
         let g = &self.groups[c.group as usize];
         let n = core::cmp::min(byte_len as usize, 64).min(c.capsule);
         let slot = &mut c.slots[s as usize];

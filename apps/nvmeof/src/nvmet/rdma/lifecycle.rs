@@ -140,6 +140,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         slots.resize(depth as usize, slot);
         Ok(Conn {
+            capsules: 0,
             gen: self.gen,
             qpn,
             group: gi as u16,
