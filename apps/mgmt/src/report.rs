@@ -233,6 +233,16 @@ fn per_subsystem_and_controller<B: BlockDevice>(e: &mut Exposition<'_>, core: &n
     for (nqn, st) in core.subsystem_stats() {
         f.sample(&[("subnqn", nqn)], st.errors);
     }
+    let mut f = e.family("nvmf_subsystem_errors_by_status_total", Kind::Counter, "Commands completed with an error per subsystem, by NVMe status (SCT, SC in hex).");
+    for (nqn, st) in core.subsystem_stats() {
+        for (sct, sc, n) in st.by_status.iter() {
+            let (sct, sc) = (format!("{sct:#x}"), format!("{sc:#04x}"));
+            f.sample(&[("subnqn", nqn), ("sct", sct.as_str()), ("sc", sc.as_str())], n);
+        }
+        if st.by_status.other > 0 {
+            f.sample(&[("subnqn", nqn), ("sct", "other"), ("sc", "other")], st.by_status.other);
+        }
+    }
     let id = |c: &nvmeof::nvmet::CtrlReport<'_>| format!("{}", c.cntlid);
     let mut f = e.family("nvmf_controller_commands_total", Kind::Counter, "Commands per live controller (host NQN, controller ID).");
     for c in core.controllers() {

@@ -292,6 +292,8 @@ pub struct SubsysStats {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub errors: u64,
+    /// The errors by NVMe status.
+    pub by_status: StatusCounts,
 }
 
 /// One live controller as the metrics endpoint reports it.
@@ -819,6 +821,7 @@ impl<B: BlockDevice> Core<B> {
         let subsys = c.subsys;
         if let Some(s) = subsys.and_then(|i| self.subsystems.get_mut(i)) {
             s.stats.errors += 1;
+            s.stats.by_status.add(status);
         }
         let Some(c) = self.q_ctrl_mut(q) else { return };
         let mut e = ErrorLogEntry::zeroed();
