@@ -108,6 +108,15 @@ fn per_queue<V: rdma::SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvme
     for (c, qid, g, q) in &qs {
         f.sample(&queue_labels(c, qid, g), q.capsules);
     }
+    let mut f = e.family("nvmf_queue_bytes_total", Kind::Counter, "Data bytes of the Reads and Writes each open queue answered with success, by direction.");
+    for (c, qid, g, q) in &qs {
+        let [a, b, d] = queue_labels(c, qid, g);
+        f.sample(&[a, b, d, ("op", "read")], q.bytes_read).sample(&[a, b, d, ("op", "write")], q.bytes_written);
+    }
+    let mut f = e.family("nvmf_queue_errors_total", Kind::Counter, "Commands each open queue answered with an error status.");
+    for (c, qid, g, q) in &qs {
+        f.sample(&queue_labels(c, qid, g), q.errors);
+    }
     let mut f = e.family("nvmf_queue_in_flight", Kind::Gauge, "Commands outstanding per open queue (slots busy).");
     for (c, qid, g, q) in &qs {
         f.sample(&queue_labels(c, qid, g), q.busy);

@@ -130,6 +130,11 @@ fn verified_io_over_1_2_and_4_poll_groups() {
         assert!(qs.iter().all(|q| q.cntlid.is_some() && q.cntlid == qs[0].cntlid && (q.group as usize) < groups && q.busy == 0), "{qs:?}");
         assert_eq!(qs.iter().map(|q| q.capsules).sum::<u64>(), t.capsules);
         assert!(qs.iter().filter(|q| q.qid != 0).all(|q| q.capsules >= 1000), "{qs:?}");
+        // 20,000 verified 4 KiB-multiple Reads and Writes answered with success, no errors.
+        let (rd, wr): (u64, u64) = (qs.iter().map(|q| q.bytes_read).sum(), qs.iter().map(|q| q.bytes_written).sum());
+        assert!(rd >= 10_000 * 512 && wr >= 10_000 * 512, "{rd} {wr}");
+        assert_eq!(qs.iter().map(|q| q.errors).sum::<u64>(), 0);
+        assert_eq!(qs.iter().find(|q| q.qid == 0).map(|q| q.bytes_read + q.bytes_written), Some(0));
     }
 }
 

@@ -167,6 +167,10 @@ pub struct QueueReport {
     pub busy: u16,
     /// Capsules received on it.
     pub capsules: u64,
+    /// Data bytes of its Reads and Writes answered with success; its error responses.
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub errors: u64,
 }
 
 /// `Slot::rbuf` of a slot holding no receive buffer.
@@ -176,6 +180,10 @@ struct Conn<V: SrqVerbs> {
     gen: u16,
     /// Capsules received on this queue (per-queue metrics).
     capsules: u64,
+    /// Data bytes of the Reads and Writes answered with success, and error responses.
+    bytes_read: u64,
+    bytes_written: u64,
+    errors: u64,
     qpn: Qpn,
     /// The poll group whose CQ and SRQ this queue's QP uses.
     group: u16,
@@ -450,6 +458,9 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
             depth: c.depth,
             busy: c.depth.saturating_sub(c.free.len() as u16),
             capsules: c.capsules,
+            bytes_read: c.bytes_read,
+            bytes_written: c.bytes_written,
+            errors: c.errors,
         })
     }
 

@@ -192,10 +192,21 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn respond(&mut self, verbs: &mut V, ci: usize, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
         let c = self.conns[ci].as_mut().expect("live");
-        let (cid, sgl, range) = {
+        let (cid, sgl, range, opcode) = {
             let sl = &c.slots[s as usize];
-            (sl.sqe.cid, sl.sgl, sl.range)
+            (sl.sqe.cid, sl.sgl, sl.range, sl.sqe.opcode)
         };
+        // Per-queue counters (metrics): data of answered Reads/Writes, error responses.
+        if !status.is_success() {
+            c.errors += 1;
+        } else if c.q.qid != 0 {
+            let len = sgl.map_or(0, |g| g.len() as u64);
+            match opcode {
+                io_op::READ => c.bytes_read += len,
+                io_op::WRITE => c.bytes_written += len,
+                _ => {}
+            }
+        }
         let cqe = Cqe {
             dw0: U32::new(dw0),
             dw1: U32::new(dw1),

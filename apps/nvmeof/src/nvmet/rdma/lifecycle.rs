@@ -141,6 +141,9 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         slots.resize(depth as usize, slot);
         Ok(Conn {
             capsules: 0,
+            bytes_read: 0,
+            bytes_written: 0,
+            errors: 0,
             gen: self.gen,
             qpn,
             group: gi as u16,
