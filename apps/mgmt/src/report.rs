@@ -131,33 +131,26 @@ fn per_queue<V: rdma::SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvme
 /// SRQ re-posts and limit events, queue-depth overruns (cumulative over the groups' lives).
 fn per_poll_group<V: rdma::SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvmeof::nvmet::rdma::RdmaTarget<V, B>) {
     let gs: alloc::vec::Vec<_> = (0..t.poll_groups()).map(|g| (format!("{g}"), t.group_stats(g))).collect();
-    let mut f = e.family("nvmf_poll_group_queues", Kind::Gauge, "Queues (connections) in the poll group now.");
-    for (g, s) in &gs {
-        f.sample(&[("group", g.as_str())], s.queues_live);
-    }
-    let mut f = e.family("nvmf_poll_group_queues_assigned_total", Kind::Counter, "Queues handed to the poll group.");
-    for (g, s) in &gs {
-        f.sample(&[("group", g.as_str())], s.queues_assigned);
-    }
-    let mut f = e.family("nvmf_poll_group_capsules_total", Kind::Counter, "Command capsules received through the poll group's SRQ.");
-    for (g, s) in &gs {
-        f.sample(&[("group", g.as_str())], s.capsules);
-    }
-    let mut f = e.family("nvmf_poll_group_completions_total", Kind::Counter, "Work completions polled from the poll group's CQ.");
-    for (g, s) in &gs {
-        f.sample(&[("group", g.as_str())], s.completions);
-    }
-    let mut f = e.family("nvmf_poll_group_srq_reposts_total", Kind::Counter, "Receive buffers re-posted to the poll group's SRQ.");
-    for (g, s) in &gs {
-        f.sample(&[("group", g.as_str())], s.srq_reposts);
-    }
-    let mut f = e.family("nvmf_poll_group_srq_limit_events_total", Kind::Counter, "Times the poll group's SRQ ran below its low-water mark.");
-    for (g, s) in &gs {
-        f.sample(&[("group", g.as_str())], s.srq_limit_events);
-    }
-    let mut f = e.family("nvmf_poll_group_slot_overruns_total", Kind::Counter, "Capsules that found every slot of their queue busy (host beyond its queue depth; queue closed).");
-    for (g, s) in &gs {
-        f.sample(&[("group", g.as_str())], s.slot_overruns);
+    type Get = fn(&nvmeof::nvmet::rdma::GroupStats) -> u64;
+    let families: [(&'static str, Kind, &str, Get); 7] = [
+        ("nvmf_poll_group_queues", Kind::Gauge, "Queues (connections) in the poll group now.", |s| s.queues_live),
+        ("nvmf_poll_group_queues_assigned_total", Kind::Counter, "Queues handed to the poll group.", |s| s.queues_assigned),
+        ("nvmf_poll_group_capsules_total", Kind::Counter, "Command capsules received through the poll group's SRQ.", |s| s.capsules),
+        ("nvmf_poll_group_completions_total", Kind::Counter, "Work completions polled from the poll group's CQ.", |s| s.completions),
+        ("nvmf_poll_group_srq_reposts_total", Kind::Counter, "Receive buffers re-posted to the poll group's SRQ.", |s| s.srq_reposts),
+        ("nvmf_poll_group_srq_limit_events_total", Kind::Counter, "Times the poll group's SRQ ran below its low-water mark.", |s| s.srq_limit_events),
+        (
+            "nvmf_poll_group_slot_overruns_total",
+            Kind::Counter,
+            "Capsules that found every slot of their queue busy (host beyond its queue depth; queue closed).",
+            |s| s.slot_overruns,
+        ),
+    ];
+    for (name, kind, help, get) in families {
+        let mut f = e.family(name, kind, help);
+        for (g, s) in &gs {
+            f.sample(&[("group", g.as_str())], get(s));
+        }
     }
 }
 
