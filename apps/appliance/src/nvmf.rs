@@ -156,24 +156,17 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
     // Controller IDs a peer cannot predict: a seed from this boot's TSC.
     base.limits.cntlid_seed ^= kernel::time::rdtsc().rotate_left(29);
     let make = |spec: &NsSpec| -> Result<Backing, &'static str> {
-        match *spec {
-            NsSpec::Ram { bytes, block_size } => blockdev::RamNamespace::new(KernelHal, bytes, block_size).map(|r| Backing::Ram(Box::new(r))).map_err(|e| {
-                error!("nvmf: ns=ram:{bytes} (block size {block_size}): {e}");
-                "RAM namespace: not enough DMA memory"
-            }),
-            NsSpec::Null { bytes, block_size } => Ok(Backing::Null(Box::new(blockdev::NullNamespace::new(bytes / block_size as u64, block_size)))),
-            NsSpec::Nvme { nsid } => {
-                let pos = served.iter().position(|s| matches!(&s.dev, Backing::Nvme(n) if n.info().nsid == nsid));
-                match pos {
-                    Some(i) => {
-                        let s = served.remove(i);
-                        info!("nvmf: ns=nvme:{nsid} is local namespace {}", s.name);
-                        Ok(s.dev)
-                    }
-                    None => Err("ns=nvme:NSID: no such local NVMe namespace attached (see storage: lines and ns=), or already used"),
+        Backing::build(spec, KernelHal, |ctrl, nsid| {
+            let name = ctrl.map(|c| format!("nvme{c}n{nsid}"));
+            let pos = served.iter().position(|s| matches!(&s.dev, Backing::Local(n) if n.info().nsid == nsid) && name.as_ref().map_or(true, |w| *w == s.name));
+            match pos.map(|i| served.remove(i)) {
+                Some(Served { name, dev: Backing::Local(n) }) => {
+                    info!("nvmf: ns=nvme:{nsid} is local namespace {name}");
+                    Ok(n)
                 }
+                _ => Err("ns=nvme:NSID: no such local NVMe namespace attached (see storage: lines and ns=), or already used"),
             }
-        }
+        })
     };
     let (tcfg, subs) = nvmeof::cmdline::build_target(&args, base, make).map_err(|e| format!("nvmet.subsys={}...: {}", e.word, e.why))?;
     for s in &subs {
@@ -185,7 +178,7 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
             info!(
                 "nvmf:   nsid {}: {} ({} blocks x {} B, {} MiB), {}, NGUID {:02x}{:02x}{:02x}{:02x}..{:02x}{:02x}",
                 ns.nsid,
-                d.describe(),
+                crate::storage::describe(d),
                 d.num_blocks(),
                 d.block_size(),
                 (d.num_blocks() * d.block_size() as u64) >> 20,

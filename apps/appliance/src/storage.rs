@@ -21,13 +21,7 @@ use kernel::{KernelDma, KernelHal, KernelMmio};
 use log::{error, info};
 use nvme::{Controller, NvmeNamespace};
 
-/// One namespace to serve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NsSpec {
-    Nvme { ctrl: usize, nsid: u32 },
-    Ram { mib: u64 },
-    Null { mib: u64 },
-}
+pub use blockdev::NsSpec;
 
 /// One self-test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,14 +57,14 @@ pub fn parse_ns(c: &mut StorageConfig, v: &str) -> Result<(), &'static str> {
     c.ns.clear();
     for item in v.split(',') {
         let spec = if let Some(m) = item.strip_prefix("ram:") {
-            NsSpec::Ram { mib: num(m).filter(|m| (1..=1 << 20).contains(m)).ok_or(WHY)? }
+            NsSpec::Ram { bytes: num(m).filter(|m| (1..=1 << 20).contains(m)).ok_or(WHY)? << 20, block_size: 512 }
         } else if let Some(m) = item.strip_prefix("null:") {
-            NsSpec::Null { mib: num(m).filter(|m| (1..=1 << 30).contains(m)).ok_or(WHY)? }
+            NsSpec::Null { bytes: num(m).filter(|m| (1..=1 << 30).contains(m)).ok_or(WHY)? << 20, block_size: 512 }
         } else if let Some(rest) = item.strip_prefix("nvme") {
             let (c, n) = rest.split_once('n').ok_or(WHY)?;
             let ctrl = num(c).ok_or(WHY)? as usize;
             let nsid = num(n).filter(|n| (1..0xFFFF_FFFF).contains(n)).ok_or(WHY)? as u32;
-            NsSpec::Nvme { ctrl, nsid }
+            NsSpec::Nvme { ctrl: Some(ctrl), nsid }
         } else {
             return Err(WHY);
         };
@@ -109,15 +103,9 @@ pub struct Served {
     pub dev: Backing,
 }
 
-/// The one block-device type of the image: a local NVMe namespace, RAM or null. The NVMe-oF
-/// target serves these (enum dispatch, no allocation per I/O). Boxed: the memory namespaces
-/// carry an 8 KiB completion ring, and these values move through setup code on the 64 KiB
-/// boot stack; a pointer keeps every move small.
-pub enum Backing {
-    Nvme(Box<Ns>),
-    Ram(Box<blockdev::RamNamespace<KernelHal>>),
-    Null(Box<blockdev::NullNamespace>),
-}
+/// The one block-device type of the image: a local NVMe namespace, RAM or null (the NVMe-oF
+/// target serves these; enum dispatch, no allocation per I/O).
+pub type Backing = blockdev::Backing<KernelHal, Ns>;
 
 /// What [`attach`] built.
 pub struct Storage {
@@ -196,7 +184,7 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
                         "storage: nvme{i}n{nsid}: {} blocks x {} B = {} bytes ({} MiB), {ns}",
                         ns.blocks, ns.block_size, ns.bytes(), ns.bytes() >> 20
                     );
-                    let wanted = cfg.ns.is_empty() || cfg.ns.contains(&NsSpec::Nvme { ctrl: i, nsid });
+                    let wanted = cfg.ns.is_empty() || cfg.ns.contains(&NsSpec::Nvme { ctrl: Some(i), nsid });
                     if wanted {
                         match c.create_io_queue_pair(64) {
                             Ok(q) => nvme_ns.push((i, ns, q)),
@@ -219,7 +207,7 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
         let Some(ctrl_ref) = ctrls[c] else { return false };
         match NvmeNamespace::new(ctrl_ref, info, q) {
             Ok(ns) => {
-                served.push(Served { name: format!("nvme{c}n{nsid}"), dev: Backing::Nvme(Box::new(ns)) });
+                served.push(Served { name: format!("nvme{c}n{nsid}"), dev: Backing::Local(Box::new(ns)) });
                 true
             }
             Err(e) => {
@@ -237,28 +225,29 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
         for spec in &cfg.ns {
             match *spec {
                 NsSpec::Nvme { ctrl, nsid } => {
+                    // `ns=` always names the controller; a spec without one means the first.
+                    let ctrl = ctrl.unwrap_or(0);
                     if !take_nvme(ctrl, nsid, &mut served) {
                         error!("storage: ns=nvme{ctrl}n{nsid}: no such NVMe namespace");
                         ok = false;
                     }
                 }
-                NsSpec::Ram { mib } => match blockdev::RamNamespace::new(KernelHal, mib << 20, 512) {
-                    Ok(r) => served.push(Served { name: format!("ram{}", served.len()), dev: Backing::Ram(Box::new(r)) }),
-                    Err(e) => {
-                        error!("storage: ns=ram:{mib}: {e}");
-                        ok = false;
+                NsSpec::Ram { .. } | NsSpec::Null { .. } => {
+                    let kind = if matches!(spec, NsSpec::Ram { .. }) { "ram" } else { "null" };
+                    match Backing::build(spec, KernelHal, |_, _| Err("not a memory namespace")) {
+                        Ok(dev) => served.push(Served { name: format!("{kind}{}", served.len()), dev }),
+                        Err(e) => {
+                            error!("storage: ns={kind}: {e}");
+                            ok = false;
+                        }
                     }
-                },
-                NsSpec::Null { mib } => served.push(Served {
-                    name: format!("null{}", served.len()),
-                    dev: Backing::Null(Box::new(blockdev::NullNamespace::new((mib << 20) / 512, 512))),
-                }),
+                }
             }
         }
     }
     for (k, s) in served.iter().enumerate() {
         let d = s.dev.as_dev();
-        let what = s.dev.describe();
+        let what = describe(&s.dev);
         info!(
             "storage: namespace {} = {}: {} ({} blocks x {} B, {} MiB)",
             k + 1, s.name, what, d.num_blocks(), d.block_size(), (d.num_blocks() * d.block_size() as u64) >> 20
@@ -292,7 +281,7 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
                     }
                 }
             }
-            let Backing::Nvme(ns) = &mut s.dev else { continue };
+            let Backing::Local(ns) = &mut s.dev else { continue };
             let ns: &mut Ns = ns;
             let r = match *t {
                 Test::Pattern(seed) => pattern(ns, seed, true, true),
@@ -316,104 +305,12 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
     Storage { ok, served, controllers }
 }
 
-impl Backing {
-    fn as_dev(&self) -> &dyn BlockDevice {
-        match self {
-            Backing::Nvme(n) => &**n,
-            Backing::Ram(r) => &**r,
-            Backing::Null(n) => &**n,
-        }
-    }
-
-    /// One-line description (kind, where the data lives).
-    pub fn describe(&self) -> String {
-        match self {
-            Backing::Nvme(n) => format!("NVMe nsid {}", n.info().nsid),
-            Backing::Ram(r) => format!("RAM at {:#x}", r.paddr_of(0)),
-            Backing::Null(_) => String::from("null (no data)"),
-        }
-    }
-}
-
-impl BlockDevice for Backing {
-    fn block_size(&self) -> u32 {
-        match self {
-            Backing::Nvme(n) => n.block_size(),
-            Backing::Ram(r) => r.block_size(),
-            Backing::Null(n) => n.block_size(),
-        }
-    }
-    fn num_blocks(&self) -> u64 {
-        match self {
-            Backing::Nvme(n) => n.num_blocks(),
-            Backing::Ram(r) => r.num_blocks(),
-            Backing::Null(n) => n.num_blocks(),
-        }
-    }
-    fn max_transfer_blocks(&self) -> u32 {
-        match self {
-            Backing::Nvme(n) => n.max_transfer_blocks(),
-            Backing::Ram(r) => r.max_transfer_blocks(),
-            Backing::Null(n) => n.max_transfer_blocks(),
-        }
-    }
-    fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
-        match self {
-            Backing::Nvme(n) => n.submit(io),
-            Backing::Ram(r) => r.submit(io),
-            Backing::Null(n) => n.submit(io),
-        }
-    }
-    fn poll(&mut self, out: &mut [BlockDone]) -> usize {
-        match self {
-            Backing::Nvme(n) => n.poll(out),
-            Backing::Ram(r) => r.poll(out),
-            Backing::Null(n) => n.poll(out),
-        }
-    }
-    // Zero-copy reads: only memory namespaces have directly addressable blocks.
-    fn direct(&self, lba: u64, blocks: u32) -> Option<hal::PhysAddr> {
-        match self {
-            Backing::Ram(r) => r.direct(lba, blocks),
-            _ => None,
-        }
-    }
-    fn direct_region(&self) -> Option<(hal::PhysAddr, u64)> {
-        match self {
-            Backing::Ram(r) => r.direct_region(),
-            _ => None,
-        }
-    }
-    // Durable semantics, identity and counters: only local NVMe namespaces have them.
-    fn volatile_write_cache(&self) -> bool {
-        match self {
-            Backing::Nvme(n) => n.volatile_write_cache(),
-            _ => false,
-        }
-    }
-    fn identity(&self) -> Option<blockdev::NsIdentity> {
-        match self {
-            Backing::Nvme(n) => n.identity(),
-            _ => None,
-        }
-    }
-    fn supports(&self, op: BlockOp) -> bool {
-        match self {
-            Backing::Nvme(n) => BlockDevice::supports(&**n, op),
-            _ => true,
-        }
-    }
-    fn failed(&self) -> bool {
-        match self {
-            Backing::Nvme(n) => n.failed(),
-            _ => false,
-        }
-    }
-    fn counters(&self) -> blockdev::DevCounters {
-        match self {
-            Backing::Nvme(n) => n.counters(),
-            _ => blockdev::DevCounters::default(),
-        }
+/// One-line description of a backing (kind, where the data lives).
+pub fn describe(b: &Backing) -> String {
+    match b {
+        Backing::Local(n) => format!("NVMe nsid {}", n.info().nsid),
+        Backing::Ram(r) => format!("RAM at {:#x}", r.paddr_of(0)),
+        Backing::Null(_) => String::from("null (no data)"),
     }
 }
 

@@ -31,14 +31,8 @@ use nvme_auth::{DhGroup, HashId, Secret};
 pub mod bounds;
 pub use bounds::BoundWord;
 
-/// A namespace backing requested on the command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NsSpec {
-    Ram { bytes: u64, block_size: u32 },
-    Null { bytes: u64, block_size: u32 },
-    /// A local NVMe namespace (by NSID).
-    Nvme { nsid: u32 },
-}
+/// A namespace backing requested on the command line (`ns=nvme:NSID` names no controller).
+pub use blockdev::NsSpec;
 
 /// One subsystem from `nvmet.subsys=` (or from a configuration file, [`crate::nvmetcli`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -209,7 +203,7 @@ fn parse_subsys(word: &str, val: &str) -> Result<SubsysSpec, ArgError> {
                             NsSpec::Null { bytes, block_size: bs }
                         }
                     }
-                    "nvme" => NsSpec::Nvme { nsid: arg.parse().ok().filter(|&n| n != 0).ok_or_else(|| err(word, "nvme:NSID"))? },
+                    "nvme" => NsSpec::Nvme { ctrl: None, nsid: arg.parse().ok().filter(|&n| n != 0).ok_or_else(|| err(word, "nvme:NSID"))? },
                     _ => return Err(err(word, "namespace kind is ram, null or nvme")),
                 };
                 s.namespaces.push(ns);
@@ -326,7 +320,7 @@ mod tests {
         let s = &a.subsystems[0];
         assert_eq!(s.namespaces[0], NsSpec::Ram { bytes: 64 << 20, block_size: 512 });
         assert_eq!(s.namespaces[1], NsSpec::Null { bytes: 1 << 30, block_size: 4096 });
-        assert_eq!(s.namespaces[2], NsSpec::Nvme { nsid: 1 });
+        assert_eq!(s.namespaces[2], NsSpec::Nvme { ctrl: None, nsid: 1 });
         assert_eq!(s.hosts, ["nqn.h:1"]);
         let c = a.connect.unwrap();
         assert_eq!((c.addr, c.port, c.queues, c.qd), ([10, 0, 0, 2], 4421, 2, 64));

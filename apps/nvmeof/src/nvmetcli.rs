@@ -223,7 +223,7 @@ fn backing(path: &str) -> Result<NsSpec, String> {
             let bytes = parse_size(arg).filter(|&b| b >= 512 && b % 512 == 0).ok_or_else(|| format!("{path:?}: SIZE must be a multiple of 512 bytes (K/M/G suffixes)"))?;
             Ok(if kind == "ram" { NsSpec::Ram { bytes, block_size: 512 } } else { NsSpec::Null { bytes, block_size: 512 } })
         }
-        "nvme" => arg.parse().ok().filter(|&n: &u32| n != 0).map(|nsid| NsSpec::Nvme { nsid }).ok_or_else(|| format!("{path:?}: NSID must be a number from 1")),
+        "nvme" => arg.parse().ok().filter(|&n: &u32| n != 0).map(|nsid| NsSpec::Nvme { ctrl: None, nsid }).ok_or_else(|| format!("{path:?}: NSID must be a number from 1")),
         _ => Err(refuse()),
     }
 }

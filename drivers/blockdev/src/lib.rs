@@ -7,7 +7,11 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+extern crate alloc;
+
+mod backing;
 mod mem;
+pub use backing::{Backing, NoLocal, NsSpec};
 pub use mem::{NullNamespace, RamNamespace, MEM_MAX_TRANSFER};
 
 use hal::PhysAddr;

@@ -1,4 +1,4 @@
-//! Tests of the RAM and null namespaces over a small arena Hal.
+//! Tests of the RAM and null namespaces over a small arena Hal, and of `Backing` (one type for memory, null and local stores).
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -168,4 +168,77 @@ fn ram_copies_through_platform_copy() {
     assert!(b.iter().all(|x| *x == 9));
     assert_eq!((r.copied, r.zero_copy), (2, 0));
     assert_eq!(done(&mut r).len(), 2);
+}
+
+/// A local store with answers unlike the memory namespaces' (volatile cache, no Write
+/// Zeroes, failed, counters), to see `Backing` pass each one through.
+struct Drive;
+impl BlockDevice for Drive {
+    fn block_size(&self) -> u32 {
+        4096
+    }
+    fn num_blocks(&self) -> u64 {
+        77
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        3
+    }
+    fn submit(&mut self, _: &BlockIo) -> Result<(), BlockError> {
+        Err(BlockError::QueueFull)
+    }
+    fn poll(&mut self, out: &mut [BlockDone]) -> usize {
+        out[0] = BlockDone { tag: 99, result: Ok(()) };
+        1
+    }
+    fn volatile_write_cache(&self) -> bool {
+        true
+    }
+    fn supports(&self, op: BlockOp) -> bool {
+        op != BlockOp::WriteZeroes
+    }
+    fn failed(&self) -> bool {
+        true
+    }
+    fn counters(&self) -> blockdev::DevCounters {
+        blockdev::DevCounters { device_errors: 5, ..Default::default() }
+    }
+}
+
+#[test]
+fn backing_builds_each_spec_and_forwards_every_answer() {
+    use blockdev::{Backing, NsSpec};
+    let h = hal();
+    let mut asked = Vec::new();
+    let mut build = |spec: NsSpec| {
+        Backing::<TestHal, Drive>::build(&spec, h.clone(), |ctrl, nsid| {
+            asked.push((ctrl, nsid));
+            if nsid == 1 { Ok(Box::new(Drive)) } else { Err("no such drive") }
+        })
+    };
+    let mut ram = build(NsSpec::Ram { bytes: 1 << 20, block_size: 4096 }).unwrap();
+    let null = build(NsSpec::Null { bytes: 1 << 20, block_size: 512 }).unwrap();
+    let mut local = build(NsSpec::Nvme { ctrl: Some(2), nsid: 1 }).unwrap();
+    assert!(build(NsSpec::Nvme { ctrl: None, nsid: 4 }).is_err());
+    assert!(build(NsSpec::Ram { bytes: 64 << 20, block_size: 512 }).is_err(), "more than the arena");
+    assert_eq!(asked, [(Some(2), 1), (None, 4)]);
+    assert!(matches!((&ram, &null, &local), (Backing::Ram(_), Backing::Null(_), Backing::Local(_))));
+
+    // Memory: its geometry, zero-copy window and I/O.
+    assert_eq!((ram.block_size(), ram.num_blocks()), (4096, 256));
+    assert_eq!((null.block_size(), null.num_blocks()), (512, 2048));
+    let (pa, len) = ram.direct_region().unwrap();
+    assert_eq!(len, 1 << 20);
+    assert_eq!(ram.direct(1, 1), Some(pa + 4096));
+    assert_eq!(null.direct(1, 1), None);
+    ram.submit(&BlockIo { op: BlockOp::Write, lba: 1, blocks: 1, buf: pa + 4096, buf_len: 4096, tag: 7, fua: false }).unwrap();
+    assert_eq!(done(&mut ram), vec![BlockDone { tag: 7, result: Ok(()) }]);
+    assert!(!ram.volatile_write_cache() && ram.supports(BlockOp::WriteZeroes) && !ram.failed());
+
+    // Local: every answer is the drive's, not a default.
+    assert_eq!((local.block_size(), local.num_blocks(), local.max_transfer_blocks()), (4096, 77, 3));
+    assert_eq!(local.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: 1, fua: false }), Err(BlockError::QueueFull));
+    assert_eq!(done(&mut local), vec![BlockDone { tag: 99, result: Ok(()) }]);
+    assert!(local.volatile_write_cache() && !local.supports(BlockOp::WriteZeroes) && local.supports(BlockOp::Read) && local.failed());
+    assert_eq!(local.counters().device_errors, 5);
+    assert!(local.local().is_some() && ram.local().is_none());
 }

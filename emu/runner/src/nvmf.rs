@@ -19,56 +19,8 @@ use rdma::cm::{Cm, CmConfig};
 
 use crate::Node;
 
-/// A namespace the runner can serve.
-pub enum RunnerNs {
-    Ram(RamNamespace<SimHal>),
-    Null(NullNamespace),
-}
-
-impl BlockDevice for RunnerNs {
-    fn block_size(&self) -> u32 {
-        match self {
-            RunnerNs::Ram(n) => n.block_size(),
-            RunnerNs::Null(n) => n.block_size(),
-        }
-    }
-    fn num_blocks(&self) -> u64 {
-        match self {
-            RunnerNs::Ram(n) => n.num_blocks(),
-            RunnerNs::Null(n) => n.num_blocks(),
-        }
-    }
-    fn max_transfer_blocks(&self) -> u32 {
-        match self {
-            RunnerNs::Ram(n) => n.max_transfer_blocks(),
-            RunnerNs::Null(n) => n.max_transfer_blocks(),
-        }
-    }
-    fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
-        match self {
-            RunnerNs::Ram(n) => n.submit(io),
-            RunnerNs::Null(n) => n.submit(io),
-        }
-    }
-    fn poll(&mut self, out: &mut [BlockDone]) -> usize {
-        match self {
-            RunnerNs::Ram(n) => n.poll(out),
-            RunnerNs::Null(n) => n.poll(out),
-        }
-    }
-    fn direct(&self, lba: u64, blocks: u32) -> Option<hal::PhysAddr> {
-        match self {
-            RunnerNs::Ram(n) => n.direct(lba, blocks),
-            RunnerNs::Null(n) => n.direct(lba, blocks),
-        }
-    }
-    fn direct_region(&self) -> Option<(hal::PhysAddr, u64)> {
-        match self {
-            RunnerNs::Ram(n) => n.direct_region(),
-            RunnerNs::Null(n) => n.direct_region(),
-        }
-    }
-}
+/// A namespace the runner can serve: RAM or null (no local drives on a host runner).
+pub type RunnerNs = blockdev::Backing<SimHal, blockdev::NoLocal>;
 
 /// Monotonic nanoseconds of the host process (the runner's stand-in for the image's TSC).
 fn host_clock_ns() -> u64 {
@@ -94,11 +46,7 @@ pub fn build_core(node: &Node, words: &str, config: Option<&NvmeofArgs>, ip: [u8
     // Controller IDs a peer cannot predict (the image uses the TSC).
     base.limits.cntlid_seed ^= std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let hal = node.hal.clone();
-    let (cfg, subs) = build_target(&args, base, |spec| match *spec {
-        NsSpec::Ram { bytes, block_size } => RamNamespace::new(hal.clone(), bytes, block_size).map(RunnerNs::Ram).map_err(|_| "RAM namespace: out of memory"),
-        NsSpec::Null { bytes, block_size } => Ok(RunnerNs::Null(NullNamespace::new(bytes / block_size as u64, block_size))),
-        NsSpec::Nvme { .. } => Err("local NVMe namespaces exist only in the image"),
-    })
+    let (cfg, subs) = build_target(&args, base, |spec| RunnerNs::build(spec, hal.clone(), |_, _| Err("local NVMe namespaces exist only in the image")))
     .map_err(|e| format!("{}: {}", e.word, e.why))?;
     for s in &subs {
         let hosts = if s.allow_any_host { "any host".to_string() } else { s.hosts.join(" ") };
