@@ -125,28 +125,45 @@ impl core::fmt::Display for HealthReport {
     }
 }
 
-/// Watches the health counter; declares the firmware dead when it stops for `stall_ns`.
+/// Consecutive unchanged samples of the health counter that declare the firmware dead.
+const MISSES: u32 = 3;
+
+/// Watches the health counter; declares the firmware dead when it stays unchanged over
+/// [`MISSES`] samples taken at least `stall_ns / MISSES` apart (so over at least `stall_ns`).
+/// Counting samples, not only elapsed time, keeps one long pause of this CPU (a stalled
+/// virtual machine, a busy-wait elsewhere) from reading as dead firmware: a clock that jumps
+/// past the whole window between two reads is one miss, not three. Linux's health poll
+/// counts misses the same way.
 #[derive(Debug, Clone, Copy)]
 pub struct HealthMonitor {
     last: u32,
-    since_ns: u64,
+    /// When the counter was last sampled.
+    sampled_ns: u64,
+    misses: u32,
     stall_ns: u64,
 }
 
 impl HealthMonitor {
     pub fn new<H: Hal, M: Mmio + ?Sized>(hal: &H, bar: &M, stall_ns: u64) -> Self {
-        HealthMonitor { last: read_field(bar, init_seg::health_counter), since_ns: hal.now_ns(), stall_ns }
+        HealthMonitor { last: read_field(bar, init_seg::health_counter), sampled_ns: hal.now_ns(), misses: 0, stall_ns }
     }
 
-    /// Check once: a non-zero syndrome or a counter unchanged for `stall_ns` is an error.
+    /// Check once: a non-zero syndrome, or the counter unchanged over [`MISSES`] samples, is
+    /// an error. The counter is sampled at most every `stall_ns / MISSES`.
     pub fn check<H: Hal, M: Mmio + ?Sized>(&mut self, hal: &H, bar: &M) -> Result<(), Error> {
         let now = hal.now_ns();
-        let c = read_field(bar, init_seg::health_counter);
-        if c != self.last {
-            self.last = c;
-            self.since_ns = now;
-        } else if now.wrapping_sub(self.since_ns) >= self.stall_ns {
-            return Err(Error::HealthStalled(HealthReport::read(bar)));
+        if now.wrapping_sub(self.sampled_ns) >= self.stall_ns / MISSES as u64 {
+            self.sampled_ns = now;
+            let c = read_field(bar, init_seg::health_counter);
+            if c != self.last {
+                self.last = c;
+                self.misses = 0;
+            } else {
+                self.misses += 1;
+                if self.misses >= MISSES {
+                    return Err(Error::HealthStalled(HealthReport::read(bar)));
+                }
+            }
         }
         let synd = read_field(bar, hb::synd.at(init_seg::health));
         if synd != 0 {

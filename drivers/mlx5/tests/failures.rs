@@ -166,6 +166,26 @@ fn health_counter_stopping_is_detected() {
     assert!(matches!(res, Err(Error::HealthStalled(_))), "{res:?}");
 }
 
+/// A clock that jumps past the whole stall window between two samples (this CPU paused, a
+/// virtual machine descheduled) is one missed sample, not dead firmware; three misses in a
+/// row are.
+#[test]
+fn one_clock_jump_is_one_missed_health_sample() {
+    let (rig, hal, bar) = common::rig();
+    let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
+    rig.cx.faults_mut().health_stopped = true;
+    // Sampled (the stall window is 50 ms, so a sample every 50/3 ms at most): the counter
+    // moved since bring-up and is frozen from here on.
+    rig.clock.advance(20_000_000);
+    dev.check_health().unwrap();
+    rig.clock.advance(10 * 50_000_000);
+    dev.check_health().expect("one jump of ten windows is one miss");
+    rig.clock.advance(20_000_000);
+    dev.check_health().expect("two misses");
+    rig.clock.advance(20_000_000);
+    assert!(matches!(dev.check_health(), Err(Error::HealthStalled(_))), "the third miss in a row");
+}
+
 #[test]
 fn health_syndrome_is_reported() {
     let (rig, hal, bar) = common::rig();
