@@ -29,6 +29,7 @@ pub mod interrupts;
 pub mod memory;
 pub mod paging;
 pub mod pci;
+pub mod pcie_slot;
 pub mod percpu;
 pub mod power;
 pub mod smp;

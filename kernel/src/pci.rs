@@ -20,7 +20,8 @@
 //!     let drv = nvme::Controller::new(kernel::KernelHal, bar0, ...);
 //! }
 //! ```
-//! Also: [`functions`] (all), [`find`] (vendor:device), [`PciFunction::config_read`]/`config_write`.
+//! Also: [`functions`] (all), [`find`] (vendor:device), [`PciFunction::config_read`]/`config_write`,
+//! [`PciFunction::capability`]; hot-plug slots: [`crate::pcie_slot`].
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -36,6 +37,7 @@ const CONFIG_DATA: u16 = 0xcfc;
 /// Type 0/1 header registers (PCI local bus spec 3.0 §6.1).
 const REG_COMMAND: u16 = 0x04;
 const REG_BAR0: u16 = 0x10;
+const REG_CAP_PTR: u16 = 0x34;
 const CMD_IO: u32 = 1 << 0;
 const CMD_MEMORY: u32 = 1 << 1;
 const CMD_BUS_MASTER: u32 = 1 << 2;
@@ -233,6 +235,28 @@ impl PciFunction {
     /// Write a 32-bit config register.
     pub fn config_write(&self, offset: u16, value: u32) {
         config_write(self.address, offset, value)
+    }
+
+    /// Config-space offset of the first capability with ID `id` in the standard list (PCI
+    /// local bus spec 3.0 §6.7: Status bit 4, pointer at 0x34, each entry ID + next pointer),
+    /// e.g. 0x10 for PCI Express. Walks at most 48 entries (a broken list cannot loop).
+    pub fn capability(&self, id: u8) -> Option<u16> {
+        const STATUS_CAP_LIST: u32 = 1 << (16 + 4);
+        if self.config_read(REG_COMMAND) & STATUS_CAP_LIST == 0 {
+            return None;
+        }
+        let mut at = (self.config_read(REG_CAP_PTR) & 0xfc) as u16;
+        for _ in 0..48 {
+            if at < 0x40 {
+                return None;
+            }
+            let head = self.config_read(at);
+            if head & 0xff == id as u32 {
+                return Some(at);
+            }
+            at = ((head >> 8) & 0xfc) as u16;
+        }
+        None
     }
 }
 

@@ -114,7 +114,7 @@ fn main(boot: kernel::Boot) -> ! {
         (Some(t), Some(a)) => {
             // serve() returns when nvmet.serve-ctrls= was met or the service could not start;
             // either way it shut the adapter down.
-            if let Err(why) = nvmf::serve(a, t, cfg.serve_ctrls, &cfg.mgmt) {
+            if let Err(why) = nvmf::serve(a, t, cfg.serve_ctrls, &cfg.mgmt, &mut storage) {
                 log::error!("appliance: NVMe-oF target: {why}");
                 end(&mut storage, false);
             }

@@ -96,6 +96,9 @@ pub fn adapter_ip(cfg: &Config) -> Option<[u8; 4]> {
 /// about a microsecond on PCIe, which would land on I/O latency.
 const HOUSEKEEPING_NS: u64 = 100_000;
 
+/// How often the NVMe drives' hot-plug slots are polled for removal requests.
+const SLOT_POLL_NS: u64 = 50_000_000;
+
 /// A TSC-based "is it time again" for [`HOUSEKEEPING_NS`].
 struct Every {
     last: u64,
@@ -211,7 +214,7 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
 /// counters reported and the adapter shut down (every firmware page reclaimed). Returns Ok
 /// after such an end, Err if the service could not start.
 #[inline(never)]
-pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64, mgmt: &::mgmt::MgmtConfig) -> Result<(), String> {
+pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64, mgmt: &::mgmt::MgmtConfig, storage: &mut crate::storage::Storage) -> Result<(), String> {
     use rdma::Verbs as _;
     let crate::adapter::Adapter { bdf, mut verbs } = adapter;
     let cm = cm_config(t.mtu, t.addr, &t.bounds);
@@ -242,6 +245,7 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64,
     let mut last_conns = 0;
     let mut adapter_errors = 0u64;
     let mut housekeeping = Every::new(HOUSEKEEPING_NS);
+    let mut slot_watch = Every::new(SLOT_POLL_NS);
     loop {
         let slow_turn = housekeeping.due();
         if slow_turn {
@@ -282,6 +286,11 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64,
         }
         if slow_turn && serve_ctrls > 0 && conns == 0 && svc.target.core.stats.ctrls_created >= serve_ctrls && svc.target.core.live_ctrls() == 0 {
             break;
+        }
+        if !storage.slots.is_empty() && slot_watch.due() {
+            // A removed drive's namespaces report failed; the target takes them out of
+            // service and sends the AEN on its next turn.
+            storage.watch_slots();
         }
         if slow_turn && button && kernel::power::pressed() {
             info!("nvmf: power button pressed: ending the target");

@@ -116,9 +116,54 @@ pub struct Storage {
     /// Every NVMe controller that came up, as (index, controller, shut down already); the
     /// image shuts them down on its way out ([`Storage::shutdown`]).
     pub controllers: Vec<(usize, &'static Controller<KernelHal, KernelMmio>, bool)>,
+    /// The controllers that sit in PCIe hot-plug slots, watched for removal.
+    pub slots: Vec<SlotWatch>,
+}
+
+/// An NVMe controller in a PCIe hot-plug slot ([`Storage::watch_slots`]).
+pub struct SlotWatch {
+    /// Index in PCI order (`nvme<i>`).
+    pub ctrl: usize,
+    pub slot: kernel::pcie_slot::HotplugSlot,
+    /// Removed already (orderly or not): nothing more to do.
+    pub removed: bool,
 }
 
 impl Storage {
+    /// Poll the hot-plug slots of the NVMe controllers (a slow path; each poll is one config
+    /// read per slot). An attention button press (an operator's removal request, QEMU's
+    /// `device_del`) removes the controller in order: normal shutdown, its namespaces fail
+    /// (the target takes them out of service and tells the hosts), then the slot's power goes
+    /// off so the drive can be pulled. A card that vanished without that is marked gone.
+    /// Returns how many controllers were removed by this call.
+    pub fn watch_slots(&mut self) -> usize {
+        let mut removed = 0;
+        for w in self.slots.iter_mut().filter(|w| !w.removed) {
+            let ev = w.slot.poll();
+            let Some((_, c, shut)) = self.controllers.iter_mut().find(|(i, _, _)| *i == w.ctrl) else { continue };
+            if ev.attention && ev.present {
+                info!("storage: nvme{}: slot {} attention button: removing the controller", w.ctrl, w.slot.number);
+                let r = c.remove();
+                w.slot.power_off();
+                info!(
+                    "storage: nvme{}: removed ({}); slot {} powered off, the drive may be pulled",
+                    w.ctrl,
+                    if r.is_ok() { "shutdown complete" } else { "shutdown did not complete" },
+                    w.slot.number
+                );
+            } else if ev.presence_changed && !ev.present {
+                error!("storage: nvme{}: slot {} lost its card without a removal request (surprise removal)", w.ctrl, w.slot.number);
+                c.gone();
+            } else {
+                continue;
+            }
+            *shut = true;
+            w.removed = true;
+            removed += 1;
+        }
+        removed
+    }
+
     /// Normal shutdown (CC.SHN, wait CSTS.SHST) of every controller not yet shut down, so
     /// each writes its volatile cache and metadata to media before the image ends. One line
     /// per controller; returns how many failed. Call last: the controllers take no commands
@@ -149,6 +194,7 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
     // Controllers by PCI order (None: did not come up); they live for the whole run.
     let mut ctrls: Vec<Option<&'static Controller<KernelHal, KernelMmio>>> = Vec::new();
     let mut nvme_ns: Vec<(usize, nvme::NamespaceInfo, nvme::queue::QueuePair<KernelDma>)> = Vec::new();
+    let mut slots = Vec::new();
     for (i, f) in kernel::pci::find_class(0x01, 0x08, Some(0x02)).enumerate() {
         ctrls.push(None);
         let (b, d, fu) = f.bdf();
@@ -194,6 +240,13 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
                 }
                 Err(e) => error!("storage: nvme{i}n{nsid}: identify: {e}"),
             }
+        }
+        if let Some(slot) = kernel::pcie_slot::slot_for(f.address) {
+            info!(
+                "storage: nvme{i} sits in hot-plug slot {} (port {}, attention button {}, power controller {}): removed in order on a button press",
+                slot.number, slot.port, if slot.attention_button { "yes" } else { "no" }, if slot.power_controller { "yes" } else { "no" }
+            );
+            slots.push(SlotWatch { ctrl: i, slot, removed: false });
         }
         ctrls[i] = Some(Box::leak(Box::new(c)));
     }
@@ -302,7 +355,7 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
             }
         }
     }
-    Storage { ok, served, controllers }
+    Storage { ok, served, controllers, slots }
 }
 
 /// One-line description of a backing (kind, where the data lives).

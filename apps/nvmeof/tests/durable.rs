@@ -369,3 +369,26 @@ fn transfers_over_mdts_are_refused_before_any_data_moves() {
     assert_eq!(st, Status::INVALID_FIELD);
     assert_eq!(log.borrow().seen.len(), 1, "only the 64 KiB Read reached the drive");
 }
+
+/// A drive removed (or failing its submissions) while nothing is in flight: no completion
+/// tells the core, so its slow-path check does: the namespace goes out of service once and
+/// the hosts are told.
+#[test]
+fn a_drive_failed_with_nothing_in_flight_is_found_by_the_slow_path_check() {
+    let (log, nss) = drive_and_ram();
+    let (mut core, mut aq, _iq) = connected(nss);
+    let mut sf = sqe(admin_op::SET_FEATURES, 8);
+    sf.cdw10 = U32::new(fid::ASYNC_EVENT_CONFIG as u32);
+    sf.cdw11 = U32::new(AEC_NS_ATTR);
+    assert!(respond(core.execute(&mut aq, &sf, &NONE, 0)).0.is_success());
+    assert_eq!(core.execute(&mut aq, &sqe(admin_op::ASYNC_EVENT, 9), &DataIn { tag: 900, ..NONE }, 0), Action::Hold);
+    assert_eq!(core.check_stores(), 0);
+    log.borrow_mut().failed = true;
+    assert_eq!(reap(&mut core), vec![], "nothing in flight, nothing reaped");
+    assert_eq!(core.check_stores(), 1);
+    assert_eq!(core.take_aen(), Some((900, AEN_NS_CHANGED)));
+    assert_eq!(core.check_stores(), 0, "announced once");
+    assert_eq!(core.take_aen(), None);
+    let ns: Vec<bool> = core.namespace_stats().map(|n| n.stats.failed).collect();
+    assert_eq!(ns, vec![true, false]);
+}

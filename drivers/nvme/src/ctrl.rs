@@ -152,7 +152,8 @@ pub struct Controller<H: Hal, M: Mmio> {
     max_io_queues: u16,
     /// Tag of the last admin command.
     admin_seq: u64,
-    /// Stopped by [`Controller::fail_stop`] after it stopped answering.
+    /// Stopped by [`Controller::fail_stop`] after it stopped answering, or removed
+    /// ([`Controller::remove`]).
     failed: AtomicBool,
 }
 
@@ -488,6 +489,31 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
             Ok(())
         } else {
             Err(Error::Timeout { what: "shutdown (CSTS.SHST=10b)" })
+        }
+    }
+
+    /// Orderly removal (its slot's attention button, an operator): normal shutdown so the
+    /// volatile cache reaches media ([`Controller::shutdown`]), then the controller is marked
+    /// failed like [`Controller::fail_stop`]: its namespaces fail what is outstanding and
+    /// take no more I/O, so their owners take them out of service. The device may be powered
+    /// off and pulled afterwards. Returns the shutdown's result (the controller is marked
+    /// failed either way).
+    pub fn remove(&self) -> Result<(), Error> {
+        let r = if self.failed.load(Ordering::Relaxed) { Ok(()) } else { self.shutdown() };
+        self.failed.store(true, Ordering::Relaxed);
+        match &r {
+            Ok(()) => log::warn!("nvme: controller {:?} removed: shut down (cache written to media), its I/O fails from now on", self.info.serial()),
+            Err(e) => log::error!("nvme: controller {:?} removed without a completed shutdown ({e}); its I/O fails from now on", self.info.serial()),
+        }
+        r
+    }
+
+    /// Surprise removal (the device is gone, its slot reports no card): marked failed
+    /// without touching its registers (a pulled device answers reads with all-ones, and
+    /// waiting for its RDY would only burn CAP.TO). Its namespaces fail what is outstanding.
+    pub fn gone(&self) {
+        if !self.failed.swap(true, Ordering::Relaxed) {
+            log::error!("nvme: controller {:?} is gone (surprise removal); its I/O fails from now on", self.info.serial());
         }
     }
 

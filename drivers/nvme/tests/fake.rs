@@ -206,6 +206,41 @@ fn admin_commands_refused_after_the_controller_was_stopped() {
     assert!(matches!(c.create_io_queue_pair(4), Err(Error::Timeout { .. })));
 }
 
+/// Orderly removal: a normal shutdown first (the cache reaches media), then the controller's
+/// namespaces fail at once, outstanding I/O and new I/O alike, and report `failed` so the
+/// target takes them out of service. A controller that cannot finish the shutdown is still
+/// removed.
+#[test]
+fn removal_shuts_down_then_fails_the_namespaces() {
+    let (hal, bar, mut c) = bring_up();
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    let buf = hal.dma_alloc(4096, 4096).unwrap();
+    ns.submit(&io(BlockOp::Write, 0, 1, buf.paddr(), 512, 1)).unwrap();
+    assert_eq!(wait(&mut ns, &hal, 1), vec![BlockDone { tag: 1, result: Ok(()) }]);
+    assert!(!BlockDevice::failed(&ns));
+    c.remove().unwrap();
+    assert_eq!((bar.st.borrow().cc >> 14) & 3, 1, "CC.SHN = normal shutdown");
+    assert!(c.is_failed() && BlockDevice::failed(&ns));
+    assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 2)), Err(BlockError::Timeout));
+    drop(ns);
+
+    // Removal with I/O outstanding on a drive that no longer answers.
+    let (hal, bar, mut c) = bring_up();
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    let buf = hal.dma_alloc(4096, 4096).unwrap();
+    bar.st.borrow_mut().hung = true;
+    ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 7)).unwrap();
+    assert!(matches!(c.remove(), Err(Error::Timeout { .. })));
+    let t0 = hal.now_ns();
+    assert_eq!(wait(&mut ns, &hal, 1), vec![BlockDone { tag: 7, result: Err(BlockError::Timeout) }]);
+    assert!(hal.now_ns() - t0 < 1_000_000, "failed at once, not after the I/O timeout");
+    assert!(BlockDevice::failed(&ns));
+}
+
 /// Not inlined, so a profiler can count exactly the driver's submit path.
 #[inline(never)]
 fn drv_submit(ns: &mut impl BlockDevice, io: &BlockIo) -> Result<(), BlockError> {

@@ -804,11 +804,34 @@ impl<B: BlockDevice> Core<B> {
                 }
             }
         }
+        self.announce_failed(newly_failed);
+        total
+    }
+
+    /// Slow path (the transport calls it with its keep-alive checks): take out of service
+    /// every namespace whose store reports failed while still in service. A store can fail
+    /// with nothing in flight (a drive removed from its slot, or refusing submissions), so
+    /// [`Core::poll_block`] would not see it. Returns how many were taken out.
+    pub fn check_stores(&mut self) -> usize {
+        let mut newly_failed: heapless::Vec<(usize, u32), 8> = heapless::Vec::new();
+        for (si, s) in self.subsystems.iter_mut().enumerate() {
+            for (n, st) in s.cfg.namespaces.iter().zip(s.ns_stats.iter_mut()) {
+                if !st.failed && n.dev.failed() && newly_failed.push((si, n.nsid)).is_ok() {
+                    st.failed = true;
+                }
+            }
+        }
+        let n = newly_failed.len();
+        self.announce_failed(newly_failed);
+        n
+    }
+
+    /// Log and announce (Namespace Attribute Changed) namespaces just taken out of service.
+    fn announce_failed(&mut self, newly_failed: heapless::Vec<(usize, u32), 8>) {
         for (si, nsid) in newly_failed {
             log::error!("nvmeof: nvmet: {} nsid {nsid}: its store failed; namespace out of service, hosts told (Namespace Attribute Changed)", self.subsystems[si].cfg.nqn);
             self.ns_changed_at(si, nsid);
         }
-        total
     }
 
     /// Record a failed command in its controller's error log (transports call this for

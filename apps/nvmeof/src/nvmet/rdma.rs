@@ -499,6 +499,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if now_ns >= self.next_ka_check_ns {
             self.next_ka_check_ns = now_ns.saturating_add(1_000_000);
             work += self.check_keep_alive(verbs, now_ns);
+            work += self.core.check_stores();
             work += self.check_qp_errors(verbs);
             work += self.expire_unadmitted(verbs, now_ns);
             self.check_srq_limits(verbs);
