@@ -8,9 +8,9 @@ use std::io::{IsTerminal, Write as _};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, NullNamespace, RamNamespace};
+use blockdev::BlockDevice;
 use emu_connectx::SimHal;
-use nvmeof::cmdline::{build_target, NsSpec, NvmeofArgs};
+use nvmeof::cmdline::{build_target, NvmeofArgs};
 use nvmeof::host::{Host, HostConfig};
 use nvmeof::host::cm_env::CmHostEnv;
 use nvmeof::nvmet::service::TargetService;
