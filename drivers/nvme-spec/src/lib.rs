@@ -97,6 +97,9 @@ pub mod cns {
     pub const CONTROLLER: u8 = 0x01;
     pub const ACTIVE_NS_LIST: u8 = 0x02;
     pub const NS_DESC_LIST: u8 = 0x03;
+    /// I/O Command Set specific Identify Controller (CDW11.CSI selects the set; 0 = NVM):
+    /// [`IdentifyControllerNvm`](crate::IdentifyControllerNvm).
+    pub const NVM_CTRL: u8 = 0x06;
 }
 
 /// Read / Write / Write Zeroes CDW12 fields (NVM Command Set spec, those commands' Command
@@ -424,6 +427,26 @@ impl IdentifyNamespace {
     /// DPS bits 2:0: protection information type in use (0 = none).
     pub fn pi_type(&self) -> u8 {
         self.dps & 0x7
+    }
+}
+
+layout! {
+    /// I/O Command Set specific Identify Controller for the NVM command set (CNS 06h, CSI 0),
+    /// 4096 bytes (NVM Command Set 1.0 §4.1.5.2 Figure 101): the non-MDTS limits.
+    terse pub struct IdentifyControllerNvm [4096] {
+        /// Verify Size Limit (2^n minimum pages; 0 = none reported).
+        pub vsl: u8,
+        /// Write Zeroes Size Limit (2^n minimum memory pages; 0 = none reported).
+        pub wzsl: u8,
+        /// Write Uncorrectable Size Limit.
+        pub wusl: u8,
+        /// Dataset Management Ranges Limit (ranges per command; 0 = none reported).
+        pub dmrl: u8,
+        /// Dataset Management Range Size Limit (logical blocks per range; 0 = none).
+        pub dmrsl: U32,
+        /// Dataset Management Size Limit (logical blocks per command; 0 = none).
+        pub dmsl: U64,
+        pub rsvd16: [u8; 4080],
     }
 }
 

@@ -1,4 +1,4 @@
-//! Durable semantics of a drive namespace against the fake controller in `common`: the
+//! Durable semantics of a drive namespace against the emulated drive (`testbed::nvme_drive`): the
 //! volatile write cache as Identify Controller VWC and Get Features WCE report it, Flush
 //! reaching the drive and completing only when the drive completes it, FUA in the SQE, the
 //! drive's error status handed up unchanged, and the namespace's identity (NGUID/EUI-64
@@ -11,16 +11,16 @@ use common::*;
 use hal::{DmaRegion, Hal};
 use nvme::{Config, Controller, NvmeNamespace};
 
-/// Bring up a fake drive configured by `setup` before its controller starts.
-fn bring_up_with(setup: impl FnOnce(&mut Fake)) -> (TestHal, FakeBar, Controller<TestHal, FakeBar>) {
-    let hal = TestHal::new(64 << 20);
-    let bar = FakeBar::new(&hal);
-    setup(&mut bar.st.borrow_mut());
+/// Bring up an emulated drive configured by `setup` before its controller starts.
+fn bring_up_with(setup: impl FnOnce(&mut DriveState)) -> (SimHal, NvmeDrive, Controller<SimHal, NvmeDrive>) {
+    let hal = sim_hal();
+    let bar = drive(&hal);
+    setup(&mut bar.state());
     let c = Controller::init(hal.clone(), bar.clone(), Config { admin_timeout_ns: 10_000_000, io_timeout_ns: 10_000_000, ..Config::default() }).unwrap();
     (hal, bar, c)
 }
 
-fn volatile(setup: impl FnOnce(&mut Fake)) -> bool {
+fn volatile(setup: impl FnOnce(&mut DriveState)) -> bool {
     let (_hal, _bar, mut c) = bring_up_with(setup);
     let info = c.identify_namespace(1).unwrap();
     let q = c.create_io_queue_pair(8).unwrap();
@@ -42,7 +42,7 @@ fn flush_reaches_the_drive_and_completes_only_when_the_drive_does() {
     let info = c.identify_namespace(1).unwrap();
     let q = c.create_io_queue_pair(8).unwrap();
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
-    bar.st.borrow_mut().deferred = true;
+    bar.state().deferred = true;
     ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 41)).unwrap();
     let mut out = [BlockDone { tag: 0, result: Ok(()) }; 4];
     // The doorbell is rung, but the drive has not executed the Flush: nothing completes.
@@ -52,14 +52,14 @@ fn flush_reaches_the_drive_and_completes_only_when_the_drive_does() {
     }
     assert_eq!(ns.counters().flushes_issued, 1);
     assert_eq!(ns.counters().flushes_completed, 0);
-    assert_eq!(bar.st.borrow().pending.len(), 1, "one SQ doorbell waiting at the drive");
+    assert_eq!(bar.state().pending.len(), 1, "one SQ doorbell waiting at the drive");
     bar.run_pending();
     assert_eq!(ns.poll(&mut out), 1);
     assert_eq!(out[0], BlockDone { tag: 41, result: Ok(()) });
     assert_eq!(ns.counters().flushes_completed, 1);
-    let log = bar.st.borrow().io_log.clone();
+    let log = bar.state().io_log.clone();
     assert_eq!(log.len(), 1);
-    assert_eq!(log[0].0, 0x00, "opcode Flush");
+    assert_eq!(log[0].opcode, 0x00, "opcode Flush");
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn flushes_before_the_doorbell_share_one_drive_flush() {
     let info = c.identify_namespace(1).unwrap();
     let q = c.create_io_queue_pair(8).unwrap();
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
-    bar.st.borrow_mut().deferred = true;
+    bar.state().deferred = true;
     // Three Flushes before the doorbell: one drive Flush serves them all.
     for tag in [1, 2, 3] {
         ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, tag)).unwrap();
@@ -90,14 +90,14 @@ fn flushes_before_the_doorbell_share_one_drive_flush() {
     }
     tags.sort();
     assert_eq!(tags, vec![1, 2, 3, 4]);
-    let flushes = bar.st.borrow().io_log.iter().filter(|e| e.0 == 0x00).count();
+    let flushes = bar.state().io_log.iter().filter(|e| e.opcode == 0x00).count();
     assert_eq!(flushes, 2, "tags 1-3 share one drive Flush, tag 4 has its own");
     let cn = ns.counters();
     assert_eq!((cn.flushes_issued, cn.flushes_completed, cn.flushes_joined), (2, 2, 2));
     assert_eq!(ns.outstanding(), 0);
     // The drive Flush fails: every Flush that joined it fails the same way.
-    bar.st.borrow_mut().deferred = false;
-    bar.st.borrow_mut().inject = Some((0, 0x06));
+    bar.state().deferred = false;
+    bar.state().inject = Some((0, 0x06));
     ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 5)).unwrap();
     ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 6)).unwrap();
     let d = wait(&mut ns, &hal, 2);
@@ -119,8 +119,8 @@ fn fua_reaches_the_drives_sqe_on_read_and_write() {
         let d = wait(&mut ns, &hal, 1);
         assert_eq!(d[0], BlockDone { tag, result: Ok(()) });
     }
-    let log = bar.st.borrow().io_log.clone();
-    let fua: Vec<(u8, bool, u32)> = log.iter().map(|e| (e.0, e.2 & (1 << 30) != 0, e.2 & 0xFFFF)).collect();
+    let log = bar.state().io_log.clone();
+    let fua: Vec<(u8, bool, u32)> = log.iter().map(|e| (e.opcode, e.cdw12 & (1 << 30) != 0, e.cdw12 & 0xFFFF)).collect();
     assert_eq!(fua, vec![(0x01, true, 7), (0x01, false, 7), (0x02, true, 7), (0x02, false, 7)]);
 }
 
@@ -134,8 +134,8 @@ fn drive_error_status_is_handed_up_unchanged() {
     // Flush failing with Internal Error (retryable); a read failing with Unrecovered Read
     // Error (media, SCT 2 SC 81h, Do Not Retry); then both succeed again.
     for (op, inject, dnr) in [(BlockOp::Flush, (0, 0x06), false), (BlockOp::Read, (2, 0x81), true)] {
-        bar.st.borrow_mut().inject = Some(inject);
-        bar.st.borrow_mut().inject_dnr = dnr;
+        bar.state().inject = Some(inject);
+        bar.state().inject_dnr = dnr;
         ns.submit(&io(op, 0, if op == BlockOp::Flush { 0 } else { 1 }, buf.paddr(), 512, 9)).unwrap();
         let d = wait(&mut ns, &hal, 1);
         assert_eq!(d[0].result, Err(BlockError::Device { sct: inject.0, sc: inject.1, dnr }), "{op:?}");
@@ -151,8 +151,9 @@ fn identity_passed_through_or_derived_stably() {
     let nguid = [0xA5; 16];
     let eui = [1, 2, 3, 4, 5, 6, 7, 8];
     let (_hal, _bar, mut c) = bring_up_with(|f| {
-        (f.nguid, f.eui64) = (nguid, eui);
-        f.hints = (0x11, 0x01, 64, 7);
+        let ns = &mut f.namespaces[0];
+        (ns.nguid, ns.eui64) = (nguid, eui);
+        (ns.nsfeat, ns.dlfeat, ns.noiob, ns.npwg) = (0x11, 0x01, 64, 7);
     });
     let info = c.identify_namespace(1).unwrap();
     let q = c.create_io_queue_pair(8).unwrap();
@@ -184,9 +185,51 @@ fn a_drive_that_stops_answering_reports_failed() {
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     let buf = hal.dma_alloc(4096, 4096).unwrap();
     assert!(!ns.failed());
-    bar.st.borrow_mut().hung = true;
+    bar.state().hung = true;
     ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 1)).unwrap();
     let d = wait(&mut ns, &hal, 1);
     assert_eq!(d[0].result, Err(BlockError::Timeout));
     assert!(ns.failed(), "stopped after the I/O timeout: out of service for good");
+}
+
+/// Power loss on the emulated drive: what was flushed or written with FUA survives, a cached
+/// write acknowledged after the last Flush is lost whole (the block reads as before it).
+#[test]
+fn power_loss_keeps_flushed_and_fua_writes_only() {
+    let (hal, bar, mut c) = bring_up_with(|f| (f.vwc, f.wce) = (1, true));
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    let buf = hal.dma_alloc(3 * 4096, 4096).unwrap();
+    let (x, y, z) = ([0x11u8; 4096], [0x22u8; 4096], [0x33u8; 4096]);
+    let step = |ns: &mut NvmeNamespace<SimHal, NvmeDrive>, op: BlockOp, lba: u64, data: Option<&[u8; 4096]>, fua, tag| {
+        if let Some(d) = data {
+            buf.write(0, d);
+        }
+        let mut r = io(op, lba, if op == BlockOp::Flush { 0 } else { 8 }, buf.paddr(), 4096, tag);
+        r.fua = fua;
+        ns.submit(&r).unwrap();
+        assert_eq!(wait(ns, &hal, 1)[0], BlockDone { tag, result: Ok(()) });
+    };
+    step(&mut ns, BlockOp::Write, 0, Some(&x), false, 1);
+    step(&mut ns, BlockOp::Flush, 0, None, false, 2);
+    step(&mut ns, BlockOp::Write, 0, Some(&y), false, 3); // acknowledged, never flushed
+    step(&mut ns, BlockOp::Write, 8, Some(&z), true, 4); // FUA: on the media at completion
+    step(&mut ns, BlockOp::Write, 16, Some(&y), false, 5); // acknowledged, never flushed
+    assert_eq!(bar.state().ns(1).unwrap().unflushed_blocks(), 16);
+    drop(ns);
+    drop(c);
+    bar.power_loss();
+    let mut c = Controller::init(hal.clone(), bar.clone(), Config::default()).unwrap();
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    for (lba, want, tag) in [(0u64, x, 10u64), (8, z, 11), (16, [0u8; 4096], 12)] {
+        buf.fill(0, 4096, 0xFF);
+        ns.submit(&io(BlockOp::Read, lba, 8, buf.paddr(), 4096, tag)).unwrap();
+        assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()));
+        let mut got = [0u8; 4096];
+        buf.read(0, &mut got);
+        assert!(got == want, "LBA {lba} after power loss");
+    }
 }

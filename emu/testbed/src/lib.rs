@@ -6,7 +6,10 @@
 //!   in (leak and footprint checks);
 //! - [`node`]: the two-node harness, a node being the mlx5 driver over an emulated ConnectX
 //!   on the simulated platform, joined to another by a [`Clocked`] in-process link
-//!   (`emu-runner` runs its apps on the same [`Node`]).
+//!   (`emu-runner` runs its apps on the same [`Node`]);
+//! - [`nvme_drive`]: the emulated NVMe drive (registers, queues, Identify, NVM I/O through a
+//!   volatile write cache that power loss empties, injectable faults, a hostile-completion
+//!   hook for fuzzing) the local NVMe driver's tests and fuzz target run against.
 //!
 //! The simulated platform itself (physical memory arena with guard gaps, virtual clock,
 //! `hal::Hal`) is the emulated adapter's bus, `emu_connectx::{PhysMem, SimClock, SimHal}`;
@@ -17,6 +20,7 @@
 
 pub mod alloc_count;
 pub mod node;
+pub mod nvme_drive;
 pub mod soft;
 
 pub use emu_connectx::{Bar0, ConnectX, PhysMem, SimClock, SimDma, SimHal};

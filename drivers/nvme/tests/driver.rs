@@ -1,4 +1,4 @@
-//! Host tests of the driver against the fake NVMe controller in `common` (bring-up,
+//! Host tests of the driver against the emulated NVMe drive (`testbed::nvme_drive`; bring-up,
 //! I/O, PRP lists, metadata formats, timeouts, shutdown).
 
 mod common;
@@ -29,9 +29,9 @@ fn init_and_identify() {
 
 #[test]
 fn controller_that_never_becomes_ready_times_out() {
-    let hal = TestHal::new(8 << 20);
-    let bar = FakeBar::new(&hal);
-    bar.st.borrow_mut().never_ready = true;
+    let hal = sim_hal();
+    let bar = drive(&hal);
+    bar.state().never_ready = true;
     let t0 = hal.now_ns();
     let r = Controller::init(hal.clone(), bar, Config::default());
     assert!(matches!(r, Err(Error::Timeout { .. })), "{:?}", r.err());
@@ -71,21 +71,21 @@ fn io_mixed_sizes_unaligned_and_one_doorbell_per_batch() {
     }
     // Device contents are what was written.
     {
-        let s = bar.st.borrow();
+        let s = bar.state();
         for (k, &(lba, n, _)) in pieces.iter().enumerate() {
             for j in 0..n as usize * BS {
-                assert_eq!(s.namespaces[0].2[lba as usize * BS + j], (lba as usize * 7 + j * 13 + k) as u8);
+                assert_eq!(s.namespaces[0].data[lba as usize * BS + j], (lba as usize * 7 + j * 13 + k) as u8);
             }
         }
     }
     // Read back in a batch of 8 (8 submits, one doorbell), different offsets.
-    let db0 = bar.st.borrow().sq_doorbells;
+    let db0 = bar.state().sq_doorbells;
     for (k, &(lba, n, _)) in pieces.iter().take(8).enumerate() {
         let boff = k * (256 * BS + 4096) + 20;
         ns.submit(&io(BlockOp::Read, lba, n, buf.paddr() + boff as u64, n as usize * BS, 100 + k as u64)).unwrap();
     }
     let done = wait(&mut ns, &hal, 8);
-    assert_eq!(bar.st.borrow().sq_doorbells, db0 + 1, "one doorbell for the batch");
+    assert_eq!(bar.state().sq_doorbells, db0 + 1, "one doorbell for the batch");
     assert!(done.iter().all(|d| d.result.is_ok()));
     for (k, &(lba, n, _)) in pieces.iter().take(8).enumerate() {
         let boff = k * (256 * BS + 4096) + 20;
@@ -101,9 +101,9 @@ fn io_mixed_sizes_unaligned_and_one_doorbell_per_batch() {
     ns.submit(&io(BlockOp::Deallocate, 20, 2, 0, 0, 3)).unwrap();
     let done = wait(&mut ns, &hal, 3);
     assert!(done.iter().all(|d| d.result.is_ok()), "{done:?}");
-    let s = bar.st.borrow();
-    assert!(s.namespaces[0].2[10 * BS..14 * BS].iter().all(|b| *b == 0));
-    assert!(s.namespaces[0].2[20 * BS..22 * BS].iter().all(|b| *b == 0xDD));
+    let s = bar.state();
+    assert!(s.namespaces[0].data[10 * BS..14 * BS].iter().all(|b| *b == 0));
+    assert!(s.namespaces[0].data[20 * BS..22 * BS].iter().all(|b| *b == 0xDD));
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn bad_requests_never_reach_the_device() {
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     let buf = hal.dma_alloc(1 << 20, 4096).unwrap();
     let p = buf.paddr();
-    let before = bar.st.borrow().io_commands;
+    let before = bar.state().io_commands;
     assert_eq!(ns.submit(&io(BlockOp::Read, 99, 2, p, 1024, 0)), Err(BlockError::OutOfRange { lba: 99, blocks: 2, capacity: 100 }));
     assert!(matches!(ns.submit(&io(BlockOp::Read, u64::MAX, 1, p, 512, 0)), Err(BlockError::OutOfRange { .. })));
     assert_eq!(ns.submit(&io(BlockOp::Write, 0, 0, p, 512, 0)), Err(BlockError::ZeroLength));
@@ -123,10 +123,10 @@ fn bad_requests_never_reach_the_device() {
     assert!(matches!(ns.submit(&io(BlockOp::Read, 0, 257, p, 1 << 20, 0)), Err(BlockError::OutOfRange { .. })));
     let mut out = [BlockDone { tag: 0, result: Ok(()) }; 4];
     assert_eq!(ns.poll(&mut out), 0);
-    assert_eq!(bar.st.borrow().io_commands, before, "nothing reached the device");
+    assert_eq!(bar.state().io_commands, before, "nothing reached the device");
     assert_eq!(ns.refused, 6);
     // A device-reported error is typed, and the queue keeps working afterwards.
-    bar.st.borrow_mut().inject = Some((2, 0x81));
+    bar.state().inject = Some((2, 0x81));
     ns.submit(&io(BlockOp::Read, 0, 1, p, 512, 5)).unwrap();
     let d = wait(&mut ns, &hal, 1);
     assert_eq!(d[0], BlockDone { tag: 5, result: Err(BlockError::Device { sct: 2, sc: 0x81, dnr: false }) });
@@ -155,9 +155,9 @@ fn full_queue_and_wraparound() {
 
 #[test]
 fn unsupported_ops_when_oncs_lacks_them() {
-    let hal = TestHal::new(16 << 20);
-    let bar = FakeBar::new(&hal);
-    bar.st.borrow_mut().oncs = 0;
+    let hal = sim_hal();
+    let bar = drive(&hal);
+    bar.state().oncs = 0;
     let mut c = Controller::init(hal.clone(), bar, Config::default()).unwrap();
     let info = c.identify_namespace(1).unwrap();
     let q = c.create_io_queue_pair(4).unwrap();
@@ -176,7 +176,7 @@ fn hung_controller_is_detected_by_timeout() {
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     let mut ns2 = NvmeNamespace::new(&c, info2, q2).unwrap();
     let buf = hal.dma_alloc(4096, 4096).unwrap();
-    bar.st.borrow_mut().hung = true;
+    bar.state().hung = true;
     ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 1)).unwrap();
     ns.submit(&io(BlockOp::Read, 1, 1, buf.paddr(), 512, 2)).unwrap();
     ns2.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 3)).unwrap();
@@ -186,8 +186,8 @@ fn hung_controller_is_detected_by_timeout() {
     assert!(d.iter().all(|d| d.result == Err(BlockError::Timeout)));
     assert!(hal.now_ns() - t0 >= 10_000_000);
     // The controller was stopped (CC.EN = 0, RDY = 0): no late DMA into the buffers handed back.
-    assert_eq!(bar.st.borrow().cc & 1, 0);
-    assert_eq!(bar.st.borrow().csts & 1, 0);
+    assert_eq!(bar.state().cc & 1, 0);
+    assert_eq!(bar.state().csts & 1, 0);
     assert!(c.is_failed());
     assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 4)), Err(BlockError::Timeout));
     // The other namespace on the same controller fails at once, without its own timeout.
@@ -221,7 +221,7 @@ fn removal_shuts_down_then_fails_the_namespaces() {
     assert_eq!(wait(&mut ns, &hal, 1), vec![BlockDone { tag: 1, result: Ok(()) }]);
     assert!(!BlockDevice::failed(&ns));
     c.remove().unwrap();
-    assert_eq!((bar.st.borrow().cc >> 14) & 3, 1, "CC.SHN = normal shutdown");
+    assert_eq!((bar.state().cc >> 14) & 3, 1, "CC.SHN = normal shutdown");
     assert!(c.is_failed() && BlockDevice::failed(&ns));
     assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 2)), Err(BlockError::Timeout));
     drop(ns);
@@ -232,7 +232,7 @@ fn removal_shuts_down_then_fails_the_namespaces() {
     let q = c.create_io_queue_pair(8).unwrap();
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     let buf = hal.dma_alloc(4096, 4096).unwrap();
-    bar.st.borrow_mut().hung = true;
+    bar.state().hung = true;
     ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 7)).unwrap();
     assert!(matches!(c.remove(), Err(Error::Timeout { .. })));
     let t0 = hal.now_ns();
@@ -262,7 +262,7 @@ fn bench_submit_complete() {
     let q = c.create_io_queue_pair(64).unwrap();
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     let buf = hal.dma_alloc(32 * 4096, 4096).unwrap();
-    bar.st.borrow_mut().deferred = true;
+    bar.state().deferred = true;
     let n: u64 = std::env::var("NVME_BENCH_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let (mut sent, mut done) = (0u64, 0u64);
     let mut out = [BlockDone { tag: 0, result: Ok(()) }; 32];
@@ -284,9 +284,9 @@ fn bench_submit_complete() {
 
 #[test]
 fn doorbell_stride_from_cap() {
-    let hal = TestHal::new(16 << 20);
-    let bar = FakeBar::new(&hal);
-    bar.st.borrow_mut().dstrd = 2; // 16-byte doorbell spacing; the fake asserts every doorbell offset
+    let hal = sim_hal();
+    let bar = drive(&hal);
+    bar.state().dstrd = 2; // 16-byte doorbell spacing; the drive counts doorbells off it
     let mut c = Controller::init(hal.clone(), bar.clone(), Config::default()).unwrap();
     let info = c.identify_namespace(1).unwrap();
     let q = c.create_io_queue_pair(8).unwrap();
@@ -294,17 +294,19 @@ fn doorbell_stride_from_cap() {
     let buf = hal.dma_alloc(4096, 4096).unwrap();
     ns.submit(&io(BlockOp::Read, 0, 8, buf.paddr(), 4096, 1)).unwrap();
     assert_eq!(wait(&mut ns, &hal, 1)[0], BlockDone { tag: 1, result: Ok(()) });
+    assert_eq!(bar.state().stray_doorbells, 0, "every doorbell on the CAP.DSTRD spacing");
+    assert!(bar.state().cq_doorbells >= 1);
 }
 
 #[test]
 fn fatal_status_and_silent_admin_queue() {
-    let hal = TestHal::new(16 << 20);
-    let bar = FakeBar::new(&hal);
-    bar.st.borrow_mut().fatal_on_enable = true;
+    let hal = sim_hal();
+    let bar = drive(&hal);
+    bar.state().fatal_on_enable = true;
     assert_eq!(Controller::init(hal.clone(), bar, Config::default()).err(), Some(Error::ControllerFatal));
     // Ready, but never answers an admin command: Identify times out.
-    let bar = FakeBar::new(&hal);
-    bar.st.borrow_mut().hung = true;
+    let bar = drive(&hal);
+    bar.state().hung = true;
     let t0 = hal.now_ns();
     let r = Controller::init(hal.clone(), bar, Config { admin_timeout_ns: 50_000_000, io_timeout_ns: 1, ..Config::default() });
     assert_eq!(r.err(), Some(Error::Timeout { what: "admin command" }));
@@ -315,12 +317,12 @@ fn fatal_status_and_silent_admin_queue() {
 /// (the driver's 8 MiB cap applies) and with MDTS limits; buffers at the worst page offset.
 #[test]
 fn chained_prp_lists_up_to_the_maximum_transfer() {
-    let hal = TestHal::new(96 << 20);
-    let bar = FakeBar::new(&hal);
+    let hal = sim_hal();
+    let bar = drive(&hal);
     {
-        let mut s = bar.st.borrow_mut();
+        let mut s = bar.state();
         s.mdts = 0; // no limit
-        s.namespaces = vec![(1, 40_000, vec![0; 40_000 * BS])];
+        s.namespaces = vec![DriveNs::new(1, 40_000)];
     }
     let mut c = Controller::init(hal.clone(), bar.clone(), Config::default()).unwrap();
     assert_eq!(c.max_transfer_bytes(), nvme::ctrl::DEFAULT_MAX_TRANSFER);
@@ -349,7 +351,7 @@ fn chained_prp_lists_up_to_the_maximum_transfer() {
         wbuf.write(wo, &data);
         ns.submit(&io(BlockOp::Write, lba, blocks, wbuf.paddr() + wo as u64, bytes, 2 * k as u64)).unwrap();
         assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()), "write case {k}");
-        assert_eq!(&bar.st.borrow().namespaces[0].2[lba as usize * BS..lba as usize * BS + bytes], &data[..], "device data case {k}");
+        assert_eq!(&bar.state().namespaces[0].data[lba as usize * BS..lba as usize * BS + bytes], &data[..], "device data case {k}");
         rbuf.fill(ro, bytes, 0);
         ns.submit(&io(BlockOp::Read, lba, blocks, rbuf.paddr() + ro as u64, bytes, 2 * k as u64 + 1)).unwrap();
         assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()), "read case {k}");
@@ -358,24 +360,24 @@ fn chained_prp_lists_up_to_the_maximum_transfer() {
         assert!(got == data, "read back case {k}");
         lba = (lba + blocks as u64 + 7) % 20_000;
     }
-    assert_eq!(bar.st.borrow().max_list_pages_seen, 5, "8 MiB at offset 0xFFC chains 5 list pages");
+    assert_eq!(bar.state().max_list_pages_seen, 5, "8 MiB at offset 0xFFC chains 5 list pages");
     // One block more than the maximum is refused before the device.
-    let before = bar.st.borrow().io_commands;
+    let before = bar.state().io_commands;
     let too_big = ns.max_transfer_blocks() + 1;
     assert_eq!(
         ns.submit(&io(BlockOp::Read, 0, too_big, rbuf.paddr(), too_big as usize * BS, 99)),
         Err(BlockError::TooLarge { blocks: too_big, max: too_big - 1 })
     );
-    assert_eq!(bar.st.borrow().io_commands, before);
+    assert_eq!(bar.state().io_commands, before);
 }
 
 /// MDTS bounds the transfer when it is below the cap; a larger cap is honoured up to MDTS.
 #[test]
 fn max_transfer_from_mdts_and_cap() {
     for (mdts, cap, want) in [(9u8, 8usize << 20, 2usize << 20), (11, 8 << 20, 8 << 20), (12, 8 << 20, 8 << 20), (0, 16 << 20, 16 << 20), (1, 8 << 20, 8192), (255, 8 << 20, 8 << 20), (0, 1000, 4096)] {
-        let hal = TestHal::new(16 << 20);
-        let bar = FakeBar::new(&hal);
-        bar.st.borrow_mut().mdts = mdts;
+        let hal = sim_hal();
+        let bar = drive(&hal);
+        bar.state().mdts = mdts;
         let mut c = Controller::init(hal.clone(), bar, Config { max_transfer_cap: cap, ..Config::default() }).unwrap();
         assert_eq!(c.max_transfer_bytes(), want, "mdts {mdts} cap {cap}");
         let info = c.identify_namespace(1).unwrap();
@@ -392,12 +394,14 @@ fn max_transfer_from_mdts_and_cap() {
 /// extended LBA other than 8-byte PI refused with a typed error.
 #[test]
 fn metadata_formats() {
-    let hal = TestHal::new(64 << 20);
-    let bar = FakeBar::new(&hal);
+    let hal = sim_hal();
+    let bar = drive(&hal);
     {
-        let mut s = bar.st.borrow_mut();
-        s.namespaces = (1..=6).map(|n| (n, 256, vec![0; 256 * BS])).collect();
-        s.formats = vec![(1, 8, false, 0), (2, 8, true, 0), (3, 8, false, 1), (4, 8, true, 3), (5, 16, false, 1), (6, 16, true, 1)];
+        let mut s = bar.state();
+        s.namespaces = (1..=6).map(|n| DriveNs::new(n, 256)).collect();
+        for (ns, (ms, extended, pi_type)) in s.namespaces.iter_mut().zip([(8, false, 0), (8, true, 0), (8, false, 1), (8, true, 3), (16, false, 1), (16, true, 1)]) {
+            ns.format = Some(MetaFormat { ms, extended, pi_type });
+        }
     }
     let mut c = Controller::init(hal.clone(), bar.clone(), Config::default()).unwrap();
     let infos: Vec<_> = (1..=6).map(|n| c.identify_namespace(n).unwrap()).collect();
@@ -422,7 +426,7 @@ fn metadata_formats() {
     for (k, ns) in [&mut ns1, &mut ns3, &mut ns4, &mut ns5].into_iter().enumerate() {
         buf.fill(0, 64 * 1024, 0x11);
         buf.write(0, &data);
-        bar.st.borrow_mut().io_log.clear();
+        bar.state().io_log.clear();
         ns.submit(&io(BlockOp::Write, 100, 16, buf.paddr(), 16 * BS, 1)).unwrap();
         assert_eq!(wait(ns, &hal, 1)[0].result, Ok(()));
         buf.fill(0, 64 * 1024, 0x22);
@@ -434,7 +438,7 @@ fn metadata_formats() {
         assert!(got[16 * BS..].iter().all(|b| *b == 0x22), "namespace {k}: nothing beyond the data in the caller's buffer");
         ns.submit(&io(BlockOp::WriteZeroes, 7, 3, 0, 0, 3)).unwrap();
         assert_eq!(wait(ns, &hal, 1)[0].result, Ok(()));
-        let log = bar.st.borrow().io_log.clone();
+        let log: Vec<_> = bar.state().io_log.iter().map(|r| (r.opcode, r.mptr, r.cdw12, r.cdw14)).collect();
         let [(wo, wm, w12, w14), (ro, rm, r12, r14), (zo, zm, z12, z14)] = log[..] else { panic!("{log:?}") };
         assert_eq!((wo, ro, zo), (0x01, 0x02, 0x08));
         const PRACT: u32 = 1 << 29;
@@ -466,24 +470,24 @@ fn metadata_formats() {
         }
     }
     // The separate metadata the device got on writes was zeros: 8 then 16 bytes per block.
-    assert_eq!(bar.st.borrow().meta_written, vec![0u8; 16 * 8 + 16 * 16]);
+    assert_eq!(bar.state().meta_written, vec![0u8; 16 * 8 + 16 * 16]);
 }
 
 
 /// More active namespaces than one Identify page lists (1024): the list is read page by page.
 #[test]
 fn active_namespace_list_beyond_one_page() {
-    let hal = TestHal::new(16 << 20);
-    let bar = FakeBar::new(&hal);
+    let hal = sim_hal();
+    let bar = drive(&hal);
     // NSIDs 1, 3, 5, ... 4001: 2001 namespaces, two full pages and a partial one.
-    bar.st.borrow_mut().namespaces = (0..2001u32).map(|i| (2 * i + 1, 1, vec![0; BS])).collect();
+    bar.state().namespaces = (0..2001u32).map(|i| DriveNs::new(2 * i + 1, 1)).collect();
     let mut c = Controller::init(hal.clone(), bar.clone(), Config::default()).unwrap();
     assert_eq!(c.info().nn, 4001);
     let mut ids = vec![];
     assert_eq!(c.active_namespaces(|id| ids.push(id)).unwrap(), 2001);
     assert_eq!(ids, (0..2001u32).map(|i| 2 * i + 1).collect::<Vec<_>>());
     // Exactly 1024: a full page, then an empty one ends the list.
-    bar.st.borrow_mut().namespaces = (1..=1024u32).map(|i| (i, 1, vec![0; BS])).collect();
+    bar.state().namespaces = (1..=1024u32).map(|i| DriveNs::new(i, 1)).collect();
     let mut ids = vec![];
     assert_eq!(c.active_namespaces(|id| ids.push(id)).unwrap(), 1024);
 }
@@ -491,17 +495,17 @@ fn active_namespace_list_beyond_one_page() {
 proptest::proptest! {
     #![proptest_config(proptest::test_runner::Config { cases: 24, ..Default::default() })]
     /// Through the whole driver (queue slot list pages, chain pointers written to DMA memory,
-    /// the fake walking them as a device does): any size up to the 8 MiB maximum from and to
+    /// the drive walking them as a device does): any size up to the 8 MiB maximum from and to
     /// any dword offset lands at the right place on the device and reads back intact, with
     /// the slot's list pages reused across commands of different sizes.
     #[test]
     fn any_transfer_up_to_the_maximum(cases in proptest::collection::vec((1u32..=16384, 0usize..1024, 0usize..1024), 1..4)) {
-        let hal = TestHal::new(64 << 20);
-        let bar = FakeBar::new(&hal);
+        let hal = sim_hal();
+        let bar = drive(&hal);
         {
-            let mut s = bar.st.borrow_mut();
+            let mut s = bar.state();
             s.mdts = 0;
-            s.namespaces = vec![(1, 16384 + 64, vec![0; (16384 + 64) * BS])];
+            s.namespaces = vec![DriveNs::new(1, 16384 + 64)];
         }
         let mut c = Controller::init(hal.clone(), bar.clone(), Config::default()).unwrap();
         let info = c.identify_namespace(1).unwrap();
@@ -517,7 +521,7 @@ proptest::proptest! {
             wbuf.write(wo, &data);
             ns.submit(&io(BlockOp::Write, lba, blocks, wbuf.paddr() + wo as u64, bytes, 1)).unwrap();
             proptest::prop_assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()));
-            proptest::prop_assert!(bar.st.borrow().namespaces[0].2[lba as usize * BS..lba as usize * BS + bytes] == data[..]);
+            proptest::prop_assert!(bar.state().namespaces[0].data[lba as usize * BS..lba as usize * BS + bytes] == data[..]);
             rbuf.fill(ro, bytes, 0);
             ns.submit(&io(BlockOp::Read, lba, blocks, rbuf.paddr() + ro as u64, bytes, 2)).unwrap();
             proptest::prop_assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()));
@@ -531,13 +535,13 @@ proptest::proptest! {
 /// An admin command that timed out and completes later does not answer the next one.
 #[test]
 fn late_admin_completion_is_not_taken_for_the_next_command() {
-    let hal = TestHal::new(16 << 20);
-    let bar = FakeBar::new(&hal);
+    let hal = sim_hal();
+    let bar = drive(&hal);
     let mut c = Controller::init(hal.clone(), bar.clone(), Config { admin_timeout_ns: 20_000_000, ..Config::default() }).unwrap();
-    bar.st.borrow_mut().hung = true;
+    bar.state().hung = true;
     // Namespace 7 does not exist: its (late) completion carries an error status.
     assert_eq!(c.identify_namespace(7).err(), Some(Error::Timeout { what: "admin command" }));
-    bar.st.borrow_mut().hung = false;
+    bar.state().hung = false;
     // The device now runs both commands; the answer is namespace 1's, not the stale error.
     let ns = c.identify_namespace(1).unwrap();
     assert_eq!(ns.blocks, 2048);
@@ -550,11 +554,11 @@ fn late_admin_completion_is_not_taken_for_the_next_command() {
 fn shutdown_notification() {
     let (hal, bar, c) = bring_up();
     c.shutdown().unwrap();
-    assert_eq!((bar.st.borrow().cc >> 14) & 3, 1);
-    assert_eq!(bar.st.borrow().cc & 1, 1);
+    assert_eq!((bar.state().cc >> 14) & 3, 1);
+    assert_eq!(bar.state().cc & 1, 1);
     drop(hal);
     let (hal, bar, c) = bring_up();
-    bar.st.borrow_mut().hung = true;
+    bar.state().hung = true;
     let t0 = hal.now_ns();
     assert_eq!(c.shutdown(), Err(Error::Timeout { what: "shutdown (CSTS.SHST=10b)" }));
     // RTD3E not reported: 5 s (simulated) of waiting, then the error.
