@@ -1,12 +1,13 @@
 //! Two-node test equipment for the target over the real driver stack: target and initiator each
 //! run the mlx5 driver (`Mlx5Verbs`) against an emulated ConnectX, the two ports joined by a
 //! clocked in-process link, a direct "CM"; the target serves a blockdev `RamNamespace` in its
-//! node's physical memory. Used by `mlx5_emu` and `poll_groups`.
+//! node's physical memory (or, [`setup_on`], any block device built on the target node, e.g.
+//! the NVMe driver over the emulated drive). Used by `mlx5_emu`, `poll_groups`, `nvme_emu`.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 
-use blockdev::RamNamespace;
+use blockdev::{BlockDevice, RamNamespace};
 use emu_roce::Impairments;
 use nvmeof::host::{ConnectPoll, HostConfig, HostEnv};
 use nvmeof::nvmet::rdma::RdmaTarget;
@@ -51,19 +52,19 @@ pub fn rc_attrs(remote_qpn: Qpn, ip: [u8; 4], mac: [u8; 6], rq_psn: u32, sq_psn:
 }
 
 /// Target side (node + RdmaTarget), driven from the initiator's waits; a direct "CM".
-pub struct World {
+pub struct World<B: BlockDevice = RamNamespace<SimHal>> {
     pub clock: SimClock,
     pub t: Node,
     pub host_cx: ConnectX,
     /// The initiator's QPs, in connection order (tests that act on the wire).
     pub host_qps: Vec<Qpn>,
-    pub target: RdmaTarget<V, RamNamespace<SimHal>>,
+    pub target: RdmaTarget<V, B>,
     pub conns: BTreeMap<u32, (Qpn, ConnectPoll)>,
     pub next: u32,
     pub psn: u32,
 }
 
-impl World {
+impl<B: BlockDevice> World<B> {
     pub fn turn(&mut self) {
         self.clock.advance(500);
         let now = self.clock.now_ns();
@@ -74,7 +75,7 @@ impl World {
     }
 }
 
-impl HostEnv<V> for World {
+impl<B: BlockDevice> HostEnv<V> for World<B> {
     fn now_ns(&mut self) -> u64 {
         self.clock.now_ns()
     }
@@ -144,6 +145,11 @@ pub fn setup_with(max_io_queues: u16) -> (World, Node) {
 
 /// The pair with the target's queues spread over `groups` poll groups.
 pub fn setup_groups(max_io_queues: u16, groups: usize) -> (World, Node) {
+    setup_on(max_io_queues, groups, |t| RamNamespace::new(t.hal.clone(), NS_BYTES, 512).expect("namespace memory"))
+}
+
+/// The pair with namespace 1 on the device `dev` builds on the target node.
+pub fn setup_on<B: BlockDevice>(max_io_queues: u16, groups: usize, dev: impl FnOnce(&Node) -> B) -> (World<B>, Node) {
     let clock = SimClock::new();
     clock.advance(1_000_000);
     let (a, b) = Clocked::pair(&clock, Impairments::default(), 11);
@@ -151,7 +157,7 @@ pub fn setup_groups(max_io_queues: u16, groups: usize) -> (World, Node) {
     let mut h = node(&clock, H_IP, H_MAC, 0x2_0000_0000, b);
     t.v.add_neighbor(H_IP, H_MAC).unwrap();
     h.v.add_neighbor(T_IP, T_MAC).unwrap();
-    let ns = RamNamespace::new(t.hal.clone(), NS_BYTES, 512).expect("namespace memory");
+    let ns = dev(&t);
     let cfg = TargetConfig {
         ports: vec![PortConfig { portid: 1, traddr: T_IP, trsvcid: 4420 }],
         inline_data_size: 4096,

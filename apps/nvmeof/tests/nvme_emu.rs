@@ -1,0 +1,170 @@
+//! The "Measure" figures of an NVMe-backed namespace (issue 14): the target over the mlx5
+//! driver + emulated ConnectX (as `mlx5_emu`), its namespace 1 on the local NVMe driver
+//! (`nvme::NvmeNamespace`) over the emulated NVMe drive (`testbed::nvme_drive`, volatile
+//! write cache on) in the target node's physical memory, one process.
+//!
+//! Shown: verified writes and reads reach the drive's media and come back intact; per 4 KiB
+//! I/O the target adapter's doorbells (MMIO writes to its BAR, SQ doorbells), the drive's
+//! doorbells (SQ tail and CQ head writes), drive commands, and the CPU bytes the target
+//! copied (the transport's copies; the NVMe driver has no data-copy path: the drive moves
+//! data by DMA between its media and the slot's RDMA buffer, which is the command's PRP
+//! buffer). Asserted: one drive command per I/O and 0 bytes copied. Run:
+//! `cargo test --release -p nvmeof --test nvme_emu -- --nocapture --test-threads=1`.
+
+use std::fmt::Write as _;
+
+use hal::DmaRegion;
+use nvme::{Config, Controller, NvmeNamespace};
+use nvmeof::bench::{BenchConfig, Pattern, Rng};
+use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
+use nvmeof::Status;
+use rdma::Verbs;
+use testbed::nvme_drive::{DriveNs, DriveState, NvmeDrive};
+use testbed::{Node, SimHal};
+
+mod emu_pair;
+use emu_pair::*;
+
+type Ns = NvmeNamespace<'static, SimHal, NvmeDrive>;
+type NvmeWorld = World<Ns>;
+
+/// The pair, namespace 1 on the emulated drive (64 MiB of 512-byte blocks, volatile write
+/// cache on, MDTS 128 KiB, one I/O queue pair of 128 entries). The drive's controller lives
+/// as long as the test process (the namespace borrows it).
+fn setup_nvme() -> (NvmeWorld, Node, NvmeDrive) {
+    let mut drive = None;
+    let (w, h) = setup_on(2, 1, |t| {
+        let st = DriveState { vwc: 1, wce: true, namespaces: vec![DriveNs::new(1, NS_BYTES / 512)], ..DriveState::default() };
+        let d = NvmeDrive::with_state(t.hal.mem(), st);
+        drive = Some(d.clone());
+        let ctrl = Box::leak(Box::new(Controller::init(t.hal.clone(), d, Config::default()).expect("drive up")));
+        let info = ctrl.identify_namespace(1).expect("identify");
+        let q = ctrl.create_io_queue_pair(128).expect("I/O queue");
+        NvmeNamespace::new(ctrl, info, q).expect("namespace")
+    });
+    (w, h, drive.expect("built"))
+}
+
+#[derive(Clone, Copy)]
+struct Snap {
+    nic_mmio: u64,
+    nic_sq: u64,
+    drive_sq: u64,
+    drive_cq: u64,
+    drive_cmds: u64,
+    copied: u64,
+}
+fn snap(w: &mut NvmeWorld, d: &NvmeDrive) -> Snap {
+    let c = w.t.cx.counters();
+    let s = d.state();
+    Snap { nic_mmio: c.mmio_writes, nic_sq: c.sq_doorbells, drive_sq: s.sq_doorbells, drive_cq: s.cq_doorbells, drive_cmds: s.io_commands, copied: w.target.stats.io_copy_bytes }
+}
+
+/// 4 KiB random I/O at `qd`; prints the figure lines; returns (drive commands, CPU bytes
+/// copied) per I/O.
+fn measure(w: &mut NvmeWorld, h: &mut Node, d: &NvmeDrive, host: &mut Host<V>, write: bool, qd: u16, n: u64) -> (f64, f64) {
+    let pattern = if write { Pattern::RandWrite } else { Pattern::RandRead };
+    let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: qd as u64 + write as u64 };
+    let a = snap(w, d);
+    let r = host.bench(&mut h.v, w, 1, &bc).expect("bench");
+    let b = snap(w, d);
+    assert_eq!((r.ios, r.errors), (n, 0));
+    let per = |x: u64, y: u64| (y - x) as f64 / n as f64;
+    let op = if write { "write" } else { "read" };
+    let cmds = per(a.drive_cmds, b.drive_cmds);
+    let copied = per(a.copied, b.copied);
+    let mut s = String::new();
+    writeln!(
+        s,
+        "NVMEOF-NVME-DOORBELLS op={op} qd={qd} nic_mmio={:.3} nic_sq={:.3} nvme_sq={:.3} nvme_cq={:.3} nvme_cmds={cmds:.3}",
+        per(a.nic_mmio, b.nic_mmio),
+        per(a.nic_sq, b.nic_sq),
+        per(a.drive_sq, b.drive_sq),
+        per(a.drive_cq, b.drive_cq)
+    )
+    .unwrap();
+    writeln!(s, "NVMEOF-NVME-BYTES-COPIED op={op} qd={qd} {copied:.1}").unwrap();
+    print!("{s}");
+    (cmds, copied)
+}
+
+/// Write then read back `n` random 4 KiB blocks at QD1 (keyed SGLs: RDMA READ of the host's
+/// data) and check every byte, at the host and on the drive's media after a Flush.
+fn verified(w: &mut NvmeWorld, h: &mut Node, d: &NvmeDrive, host: &mut Host<V>, n: usize) {
+    let mut rng = Rng::new(91);
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
+    let lbas: Vec<u64> = (0..n).map(|_| (rng.next() % (NS_BYTES / 4096 - 1)) * 8).collect();
+    let mut run = |w: &mut NvmeWorld, h: &mut Node, host: &mut Host<V>, kind: IoKind, lba: u64, blocks: u32| {
+        let slot = host.alloc_slot(1).expect("slot");
+        if kind == IoKind::Write {
+            let (buf, off, _) = host.slot_buf(1, slot);
+            let data: Vec<u8> = (0..4096).map(|i| pattern(lba, i)).collect();
+            buf.write(off, &data);
+        }
+        host.submit(&mut h.v, 1, slot, kind, 1, lba, blocks, w.clock.now_ns()).expect("submit");
+        for _ in 0..100_000 {
+            h.v.poll();
+            if host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll") > 0 {
+                assert!(done[0].status.is_success(), "{kind:?} LBA {lba}: {:?}", done[0].status);
+                return slot;
+            }
+            w.turn();
+        }
+        panic!("{kind:?} LBA {lba} never completed");
+    };
+    for &lba in &lbas {
+        run(w, h, host, IoKind::Write, lba, 8);
+    }
+    let flushes = d.state().flushes;
+    run(w, h, host, IoKind::Flush, 0, 1); // the host API takes a block count; Flush carries none
+    assert_eq!(d.state().flushes, flushes + 1, "the host's Flush reached the drive");
+    assert_eq!(d.state().ns(1).unwrap().unflushed_blocks(), 0, "nothing left in the drive's cache");
+    for &lba in &lbas {
+        let want: Vec<u8> = (0..4096).map(|i| pattern(lba, i)).collect();
+        assert!(d.state().ns(1).unwrap().read(lba, 8) == &want[..], "LBA {lba}: the drive's media holds the write");
+        let slot = run(w, h, host, IoKind::Read, lba, 8);
+        let (buf, off, _) = host.slot_buf(1, slot);
+        let mut got = vec![0u8; 4096];
+        buf.read(off, &mut got);
+        assert!(got == want, "LBA {lba}: read back differs");
+    }
+}
+
+#[test]
+fn measure_target_over_nvme_drive() {
+    let (mut w, mut h, d) = setup_nvme();
+    let cfg = HostConfig { inline_writes: false, ..host_cfg(32) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    verified(&mut w, &mut h, &d, &mut host, 64);
+    let n: u64 = std::env::var("NVMEOF_EMU_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    for write in [false, true] {
+        for qd in [1, 32] {
+            let (cmds, copied) = measure(&mut w, &mut h, &d, &mut host, write, qd, n);
+            assert_eq!(cmds, 1.0, "one drive command per 4 KiB I/O");
+            assert_eq!(copied, 0.0, "no CPU copy of the data");
+        }
+    }
+    host.disconnect(&mut h.v, &mut w).expect("disconnect");
+}
+
+/// 4 KiB random I/O to the NVMe-backed namespace: the workload `scripts/bench-nvmeof` runs
+/// under callgrind (collecting `RdmaTarget::poll` and what it calls: the target, the mlx5 and
+/// NVMe driver calls; the emulated drive runs inside the NVMe doorbell write and is excluded
+/// by crate). `NVMEOF_PROFILE_OP=read|write`, `NVMEOF_PROFILE_QD` (default 1),
+/// `NVMEOF_PROFILE_IOS`.
+#[test]
+fn target_4k_for_profiling_nvme() {
+    let n: u64 = std::env::var("NVMEOF_PROFILE_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+    let qd: u16 = std::env::var("NVMEOF_PROFILE_QD").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let write = std::env::var("NVMEOF_PROFILE_OP").is_ok_and(|v| v == "write");
+    let (mut w, mut h, d) = setup_nvme();
+    let cfg = HostConfig { inline_writes: false, ..host_cfg(qd) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let pattern = if write { Pattern::RandWrite } else { Pattern::RandRead };
+    let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 3 };
+    let c0 = d.state().io_commands;
+    let r = host.bench(&mut h.v, &mut w, 1, &bc).unwrap();
+    assert_eq!((r.ios, r.errors), (n, 0));
+    assert_eq!(d.state().io_commands - c0, n, "every I/O reached the drive");
+    println!("NVMEOF-PROFILE-IOS {n} op={} qd={qd} nvme", if write { "write" } else { "read" });
+}
