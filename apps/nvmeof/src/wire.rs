@@ -15,7 +15,7 @@ use zerocopy::byteorder::little_endian::{U16, U32, U64, U128};
 // `SglDesc` is the SQE's 16-byte data pointer in its SGL form.
 pub use nvme_spec::{
     admin_op, cns, fid, io_op, oncs, Cqe, DataPointer as SglDesc, DsmRange, IdentifyController as IdentifyCtrl,
-    IdentifyNamespace as IdentifyNs, LbaFormat, Sqe, Status, prop, rw_cdw12, vwc, PSDT_SGL,
+    IdentifyControllerNvm as IdentifyCtrlNvm, IdentifyNamespace as IdentifyNs, LbaFormat, Sqe, Status, prop, rw_cdw12, vwc, PSDT_SGL,
 };
 
 use nvme_spec::layout as wire;

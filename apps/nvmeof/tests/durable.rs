@@ -13,14 +13,14 @@ mod common;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters, NsIdentity};
+use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters, NsIdentity, OpLimits};
 use common::raw::*;
 use common::*;
 use nvmeof::host::property_set_sqe;
 use nvmeof::nvmet::{Action, Core, DataIn, NamespaceConfig, QueueState, SubsystemConfig, TargetConfig};
 use nvmeof::wire::*;
 use nvmeof::Status;
-use zerocopy::byteorder::little_endian::U32;
+use zerocopy::byteorder::little_endian::{U32, U64};
 use zerocopy::{FromBytes, IntoBytes};
 
 /// What the drive double saw and what it holds back.
@@ -94,6 +94,9 @@ impl BlockDevice for Drive {
     fn supports(&self, op: BlockOp) -> bool {
         op != BlockOp::WriteZeroes // a drive without Write Zeroes
     }
+    fn op_limits(&self) -> OpLimits {
+        OpLimits { write_zeroes_blocks: 0, deallocate_blocks: 8 } // DMRSL 8
+    }
     fn failed(&self) -> bool {
         self.0.borrow().failed
     }
@@ -154,6 +157,12 @@ impl BlockDevice for Ns {
         match self {
             Ns::Drive(d) => d.supports(op),
             Ns::Ram(r) => r.supports(op),
+        }
+    }
+    fn op_limits(&self) -> OpLimits {
+        match self {
+            Ns::Drive(d) => d.op_limits(),
+            Ns::Ram(r) => r.op_limits(),
         }
     }
     fn failed(&self) -> bool {
@@ -391,4 +400,36 @@ fn a_drive_failed_with_nothing_in_flight_is_found_by_the_slow_path_check() {
     assert_eq!(core.take_aen(), None);
     let ns: Vec<bool> = core.namespace_stats().map(|n| n.stats.failed).collect();
     assert_eq!(ns, vec![true, false]);
+}
+
+/// Identify CNS 06h (NVM command set) carries the tightest store limits: WZSL from the stores
+/// with Write Zeroes, DMRSL from the drive's Deallocate limit; a Dataset Management range
+/// beyond it is refused with Invalid Field before any range reaches the drive.
+#[test]
+fn nvm_limits_reported_and_a_deallocate_beyond_them_refused() {
+    let (log, nss) = drive_and_ram();
+    let ram_wz = RamDisk::new(MemMap::default(), 64, 512).op_limits().write_zeroes_blocks as u64 * 512;
+    let (mut core, mut aq, mut iq) = connected(nss);
+    let id = IdentifyCtrlNvm::read_from_bytes(&identify(&mut core, &mut aq, cns::NVM_CTRL, 0)).unwrap();
+    assert_eq!(id.dmrsl.get(), 8, "the drive's DMRSL, the smaller");
+    assert_eq!((id.dmrl, id.dmsl.get()), (0, 0), "one drive command per range: no count or total limit");
+    assert_eq!(4096u64 << id.wzsl, 4096u64 << (63 - (ram_wz / 4096).leading_zeros()), "the RAM namespace's (the drive has no Write Zeroes)");
+    let dsm = |ranges: &[(u64, u32)], tag| {
+        let mut bytes = vec![];
+        for &(slba, nlb) in ranges {
+            bytes.extend_from_slice(DsmRange { cattr: U32::new(0), nlb: U32::new(nlb), slba: U64::new(slba) }.as_bytes());
+        }
+        let mut s = sqe(io_op::DSM, 9);
+        s.nsid = U32::new(1);
+        s.cdw10 = U32::new(ranges.len() as u32 - 1);
+        s.cdw11 = U32::new(1 << 2); // deallocate
+        (s, bytes, tag)
+    };
+    let (s, bytes, tag) = dsm(&[(0, 8), (100, 9)], 5);
+    let (st, _) = respond(core.execute(&mut iq, &s, &DataIn { bytes: &bytes, sgl_len: bytes.len() as u32, tag, ..NONE }, 0));
+    assert_eq!(st, Status::INVALID_FIELD);
+    assert!(log.borrow().seen.is_empty(), "no range reached the drive");
+    let (s, bytes, tag) = dsm(&[(0, 8), (100, 8)], 6);
+    assert_eq!(core.execute(&mut iq, &s, &DataIn { bytes: &bytes, sgl_len: bytes.len() as u32, tag, ..NONE }, 0), Action::Submitted { count: 2 });
+    assert_eq!(log.borrow().seen, vec![(BlockOp::Deallocate, 0, 8, false), (BlockOp::Deallocate, 100, 8, false)]);
 }

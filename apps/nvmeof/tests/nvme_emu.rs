@@ -168,3 +168,44 @@ fn target_4k_for_profiling_nvme() {
     assert_eq!(d.state().io_commands - c0, n, "every I/O reached the drive");
     println!("NVMEOF-PROFILE-IOS {n} op={} qd={qd} nvme", if write { "write" } else { "read" });
 }
+
+/// The drive's media and PI errors reach the host as the drive reported them (DNR kept), one
+/// drive command per host command (no retries); Write Zeroes beyond MDTS but within the
+/// drive's limit is served, beyond it refused with Invalid Field before the drive.
+#[test]
+fn drive_errors_and_limits_through_the_target() {
+    let (mut w, mut h, d) = setup_nvme();
+    d.state().wzsl = 0; // not reported: one command's 16-bit NLB
+    let cfg = HostConfig { inline_writes: false, ..host_cfg(8) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
+    let mut run = |w: &mut NvmeWorld, h: &mut Node, host: &mut Host<V>, kind: IoKind, lba: u64, blocks: u32| -> Status {
+        let slot = host.alloc_slot(1).expect("slot");
+        host.submit(&mut h.v, 1, slot, kind, 1, lba, blocks, w.clock.now_ns()).expect("submit");
+        for _ in 0..100_000 {
+            h.v.poll();
+            if host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll") > 0 {
+                return done[0].status;
+            }
+            w.turn();
+        }
+        panic!("{kind:?} never completed");
+    };
+    for st in [Status { sct: 2, sc: 0x82, dnr: true }, Status { sct: 2, sc: 0x81, dnr: true }] {
+        d.state().failing = Some((1, st));
+        let c0 = d.state().io_commands;
+        assert_eq!(run(&mut w, &mut h, &mut host, IoKind::Read, 8, 8), st);
+        assert_eq!(run(&mut w, &mut h, &mut host, IoKind::Write, 8, 8), st);
+        assert_eq!(d.state().io_commands - c0, 2, "one drive command per host command");
+    }
+    d.state().failing = None;
+    assert_eq!(run(&mut w, &mut h, &mut host, IoKind::Read, 8, 8), Status::SUCCESS);
+    // 1 MiB of zeroes (2048 blocks, above the 128 KiB MDTS) in one drive command.
+    d.state().ns_mut(1).unwrap().data[..(1 << 20) + 512].fill(0xAB);
+    let c0 = d.state().io_commands;
+    assert_eq!(run(&mut w, &mut h, &mut host, IoKind::WriteZeroes, 0, 2048), Status::SUCCESS);
+    assert_eq!(d.state().io_commands - c0, 1);
+    let s = d.state();
+    let data = &s.ns(1).unwrap().data;
+    assert!(data[..1 << 20].iter().all(|b| *b == 0) && data[1 << 20] == 0xAB);
+}

@@ -116,6 +116,9 @@ impl<H: Hal, L: BlockDevice> BlockDevice for Backing<H, L> {
     fn supports(&self, op: BlockOp) -> bool {
         on_store!(self, d => d.supports(op))
     }
+    fn op_limits(&self) -> crate::OpLimits {
+        on_store!(self, d => d.op_limits())
+    }
     fn failed(&self) -> bool {
         on_store!(self, d => d.failed())
     }

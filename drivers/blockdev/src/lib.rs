@@ -98,6 +98,15 @@ pub struct NsIdentity {
     pub nows: u16,
 }
 
+/// The most blocks one Write Zeroes and one Deallocate may cover on a store (a drive's NVM
+/// command set limits: WZSL, and the smaller of DMRSL and DMSL for a one-range Dataset
+/// Management; Read and Write are bound by [`BlockDevice::max_transfer_blocks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpLimits {
+    pub write_zeroes_blocks: u32,
+    pub deallocate_blocks: u32,
+}
+
 /// Counters of a store's own work (slow path: reports and metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DevCounters {
@@ -154,6 +163,11 @@ pub trait BlockDevice {
         let _ = op;
         true
     }
+    /// Limits on Write Zeroes and Deallocate. Default: the maximum transfer.
+    fn op_limits(&self) -> OpLimits {
+        let m = self.max_transfer_blocks();
+        OpLimits { write_zeroes_blocks: m, deallocate_blocks: m }
+    }
     /// Whether the store stopped working for good (its drive stopped answering and was
     /// stopped): every I/O fails from now on. Default: `false`.
     fn failed(&self) -> bool {
@@ -186,8 +200,14 @@ pub fn derive_guid(name: &[u8], id: u32) -> [u8; 16] {
     g
 }
 
-/// Common argument checks every backing store applies before touching a device.
+/// Common argument checks every backing store applies before touching a device; Write
+/// Zeroes and Deallocate are bound by `max_blocks` too (see [`check_io_limits`]).
 pub fn check_io(io: &BlockIo, block_size: u32, capacity: u64, max_blocks: u32) -> Result<(), BlockError> {
+    check_io_limits(io, block_size, capacity, max_blocks, OpLimits { write_zeroes_blocks: max_blocks, deallocate_blocks: max_blocks })
+}
+
+/// [`check_io`] with Write Zeroes and Deallocate bound by `limits` instead of `max_blocks`.
+pub fn check_io_limits(io: &BlockIo, block_size: u32, capacity: u64, max_blocks: u32, limits: OpLimits) -> Result<(), BlockError> {
     match io.op {
         BlockOp::Flush => return Ok(()),
         _ if io.blocks == 0 => return Err(BlockError::ZeroLength),
@@ -197,8 +217,13 @@ pub fn check_io(io: &BlockIo, block_size: u32, capacity: u64, max_blocks: u32) -
     if end.map_or(true, |e| e > capacity) {
         return Err(BlockError::OutOfRange { lba: io.lba, blocks: io.blocks, capacity });
     }
-    if io.blocks > max_blocks {
-        return Err(BlockError::TooLarge { blocks: io.blocks, max: max_blocks });
+    let max = match io.op {
+        BlockOp::WriteZeroes => limits.write_zeroes_blocks,
+        BlockOp::Deallocate => limits.deallocate_blocks,
+        _ => max_blocks,
+    };
+    if io.blocks > max {
+        return Err(BlockError::TooLarge { blocks: io.blocks, max });
     }
     if matches!(io.op, BlockOp::Read | BlockOp::Write) {
         let need = io.blocks as usize * block_size as usize;

@@ -9,7 +9,7 @@ use zerocopy::FromBytes;
 
 use crate::queue::QueuePair;
 use crate::regs::{off, Aqa, Cap, Cc, Csts, Vs};
-use crate::spec::{admin_op, ascii_trim, cns, fid, DataPointer, IdentifyController, IdentifyNamespace, Sqe};
+use crate::spec::{admin_op, ascii_trim, cns, fid, DataPointer, IdentifyController, IdentifyControllerNvm, IdentifyNamespace, Sqe};
 use crate::Error;
 
 const PAGE: usize = 4096;
@@ -68,6 +68,23 @@ pub struct ControllerInfo {
     pub wce: bool,
     /// RTD3 Entry Latency in microseconds (0 = not reported).
     pub rtd3e_us: u32,
+    /// The NVM command set's non-MDTS limits (Identify CNS 06h); all zero (none) when the
+    /// drive does not report them.
+    pub nvm_limits: NvmLimits,
+}
+
+/// Write Zeroes and Dataset Management limits a drive reports (NVM Command Set, I/O Command
+/// Set specific Identify Controller); 0 = no limit reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NvmLimits {
+    /// Write Zeroes Size Limit: 2^WZSL minimum memory pages (4 KiB).
+    pub wzsl: u8,
+    /// Ranges per Dataset Management command.
+    pub dmrl: u8,
+    /// Logical blocks per range.
+    pub dmrsl: u32,
+    /// Logical blocks per Dataset Management command.
+    pub dmsl: u64,
 }
 
 impl ControllerInfo {
@@ -221,10 +238,22 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
         }
 
         let buf = hal.dma_alloc(PAGE, PAGE)?;
-        let dummy = ControllerInfo { vid: 0, ssvid: 0, sn: [0; 20], mn: [0; 40], fr: [0; 8], mdts: 0, cntlid: 0, nn: 0, oncs: 0, vwc: false, wce: false, rtd3e_us: 0 };
+        let dummy = ControllerInfo { vid: 0, ssvid: 0, sn: [0; 20], mn: [0; 40], fr: [0; 8], mdts: 0, cntlid: 0, nn: 0, oncs: 0, vwc: false, wce: false, rtd3e_us: 0, nvm_limits: NvmLimits::default() };
         let mut c = Controller { hal, mmio, cap, vs, stride, cfg, admin, buf, info: dummy, next_qid: 1, max_io_queues: 0, admin_seq: 0, failed: AtomicBool::new(false) };
         c.info = c.identify_controller()?;
         c.max_io_queues = c.set_queue_count(16)?;
+        // CNS is a full byte from NVMe 1.2; a drive without the NVM command set's page
+        // answers Invalid Field: no limits reported.
+        if (vs.major(), vs.minor()) >= (1, 2) {
+            match c.identify(cns::NVM_CTRL, 0) {
+                Ok(raw) => {
+                    let id = IdentifyControllerNvm::read_from_bytes(&raw[..]).map_err(|_| Error::BadIdentify)?;
+                    c.info.nvm_limits = NvmLimits { wzsl: id.wzsl, dmrl: id.dmrl, dmrsl: id.dmrsl.get(), dmsl: id.dmsl.get() };
+                }
+                Err(Error::Status { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
         if c.info.vwc {
             let get = Sqe { opcode: admin_op::GET_FEATURES, cdw10: (fid::VOLATILE_WRITE_CACHE as u32).into(), ..Default::default() };
             c.info.wce = match c.admin_cmd(get, false) {
@@ -334,6 +363,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
             vwc: id.vwc & 1 != 0,
             wce: false,
             rtd3e_us: id.rtd3e.get(),
+            nvm_limits: NvmLimits::default(),
         })
     }
 

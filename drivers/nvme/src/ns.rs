@@ -19,7 +19,7 @@
 //! Extended LBA other than 8-byte PI (metadata interleaved in the caller's data buffer) is
 //! refused by [`NvmeNamespace::new`] with [`Error::MetadataUnsupported`].
 
-use blockdev::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters, NsIdentity};
+use blockdev::{check_io_limits, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters, NsIdentity, OpLimits};
 use hal::{DmaRegion, Hal, Mmio};
 use zerocopy::IntoBytes;
 
@@ -116,6 +116,24 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
     pub fn outstanding(&self) -> usize {
         self.q.outstanding() + self.flush.pending()
     }
+    /// Write Zeroes: the drive's WZSL (2^WZSL 4 KiB pages; not bound by MDTS), else what
+    /// one command's 16-bit NLB holds. Deallocate (one range per command): the smaller of
+    /// the drive's DMRSL and DMSL, else what a range's 32-bit NLB holds.
+    pub fn op_limits(&self) -> OpLimits {
+        let l = self.ctrl.info().nvm_limits;
+        let bs = self.info.block_size as u64;
+        let nlb16 = 1u64 << 16;
+        let wz = if l.wzsl == 0 { nlb16 } else { ((4096u64 << l.wzsl.min(40)) / bs).clamp(1, nlb16) };
+        let mut dealloc = u32::MAX as u64;
+        if l.dmrsl != 0 {
+            dealloc = dealloc.min(l.dmrsl as u64);
+        }
+        if l.dmsl != 0 {
+            dealloc = dealloc.min(l.dmsl);
+        }
+        OpLimits { write_zeroes_blocks: wz as u32, deallocate_blocks: dealloc as u32 }
+    }
+
     pub fn supports(&self, op: BlockOp) -> bool {
         match op {
             BlockOp::WriteZeroes => self.oncs & oncs::WRITE_ZEROES != 0,
@@ -141,7 +159,7 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
         if self.dead || self.ctrl.is_failed() {
             return Err(BlockError::Timeout);
         }
-        check_io(io, self.info.block_size, self.info.blocks, self.max_blocks)?;
+        check_io_limits(io, self.info.block_size, self.info.blocks, self.max_blocks, self.op_limits())?;
         if !self.supports(io.op) {
             return Err(BlockError::Unsupported);
         }
@@ -240,6 +258,10 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
 
     fn supports(&self, op: BlockOp) -> bool {
         NvmeNamespace::supports(self, op)
+    }
+
+    fn op_limits(&self) -> OpLimits {
+        NvmeNamespace::op_limits(self)
     }
 
     /// The controller stopped answering and was stopped ([`Controller::fail_stop`]).

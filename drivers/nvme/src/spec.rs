@@ -4,7 +4,7 @@
 //! lists) live in [`crate::regs`] and [`crate::prp`].
 
 pub use nvme_spec::{
-    admin_op, cns, fid, io_op, oncs, rw_cdw12, Cqe, DataPointer, DsmRange, IdentifyController, IdentifyNamespace, LbaFormat,
+    admin_op, cns, fid, io_op, oncs, rw_cdw12, Cqe, DataPointer, DsmRange, IdentifyController, IdentifyControllerNvm, IdentifyNamespace, LbaFormat,
     Sqe, CQE_STATUS_OFFSET,
 };
 

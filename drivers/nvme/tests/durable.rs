@@ -233,3 +233,53 @@ fn power_loss_keeps_flushed_and_fua_writes_only() {
         assert!(got == want, "LBA {lba} after power loss");
     }
 }
+
+/// Write Zeroes and Deallocate within the drive's NVM command set limits (Identify CNS 06h:
+/// WZSL, DMRSL, DMSL), not MDTS: beyond them refused before the drive; a drive's media or PI
+/// error on them handed up unchanged, one drive command each (no retries).
+#[test]
+fn write_zeroes_and_deallocate_within_the_drives_limits() {
+    // MDTS 8 KiB (16 blocks); WZSL 2 (16 KiB: 32 blocks); DMRSL 100, DMSL 40 blocks.
+    let (hal, bar, mut c) = bring_up_with(|f| (f.mdts, f.wzsl, f.dmrsl, f.dmsl) = (1, 2, 100, 40));
+    assert_eq!(c.info().nvm_limits, nvme::ctrl::NvmLimits { wzsl: 2, dmrl: 0, dmrsl: 100, dmsl: 40 });
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    assert_eq!(ns.max_transfer_blocks(), 16);
+    assert_eq!(ns.op_limits(), blockdev::OpLimits { write_zeroes_blocks: 32, deallocate_blocks: 40 });
+    bar.state().namespaces[0].data.fill(0xAB);
+    ns.submit(&io(BlockOp::WriteZeroes, 100, 32, 0, 0, 1)).unwrap(); // above MDTS, within WZSL
+    ns.submit(&io(BlockOp::Deallocate, 200, 40, 0, 0, 2)).unwrap();
+    assert!(wait(&mut ns, &hal, 2).iter().all(|d| d.result.is_ok()));
+    {
+        let s = bar.state();
+        let d = &s.ns(1).unwrap().data;
+        assert!(d[100 * BS..132 * BS].iter().all(|b| *b == 0) && d[132 * BS] == 0xAB);
+        assert!(d[200 * BS..240 * BS].iter().all(|b| *b == testbed::nvme_drive::DEALLOCATED_MARK) && d[240 * BS] == 0xAB);
+    }
+    let before = bar.state().io_commands;
+    assert_eq!(ns.submit(&io(BlockOp::WriteZeroes, 0, 33, 0, 0, 3)), Err(BlockError::TooLarge { blocks: 33, max: 32 }));
+    assert_eq!(ns.submit(&io(BlockOp::Deallocate, 0, 41, 0, 0, 4)), Err(BlockError::TooLarge { blocks: 41, max: 40 }));
+    assert_eq!(bar.state().io_commands, before, "nothing reached the drive");
+
+    // The drive fails namespace 1's commands with a PI guard check error (SCT 2, SC 82h, DNR)
+    // and then an unrecovered read error: each is the caller's, after one drive command.
+    let buf = hal.dma_alloc(4096, 4096).unwrap();
+    for (k, st) in [(2u8, 0x82u8), (2, 0x81)].into_iter().enumerate() {
+        bar.state().failing = Some((1, nvme_spec::Status { sct: st.0, sc: st.1, dnr: true }));
+        let before = bar.state().io_commands;
+        ns.submit(&io(BlockOp::WriteZeroes, 0, 8, 0, 0, 10 + k as u64)).unwrap();
+        ns.submit(&io(BlockOp::Read, 0, 8, buf.paddr(), 4096, 20 + k as u64)).unwrap();
+        let d = wait(&mut ns, &hal, 2);
+        assert!(d.iter().all(|d| d.result == Err(BlockError::Device { sct: st.0, sc: st.1, dnr: true })), "{d:?}");
+        assert_eq!(bar.state().io_commands - before, 2, "one drive command each, no retry");
+    }
+    bar.state().failing = None;
+
+    // A drive that does not report the limits: Write Zeroes up to one command's 16-bit NLB.
+    let (_hal, _bar, mut c) = bring_up_with(|f| f.mdts = 1);
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let ns = NvmeNamespace::new(&c, info, q).unwrap();
+    assert_eq!(ns.op_limits(), blockdev::OpLimits { write_zeroes_blocks: 1 << 16, deallocate_blocks: u32::MAX });
+}

@@ -74,9 +74,32 @@ impl<B: BlockDevice> Core<B> {
                 self.out[off..off + 4].copy_from_slice(h.as_bytes());
                 self.out[off + 4] = 0; // NVM command set
             }
+            // The NVM command set's non-MDTS limits (CSI 0), the tightest of the subsystem's
+            // stores: hosts then keep Write Zeroes and Deallocate within what every drive
+            // takes (larger ones are refused with Invalid Field before reaching a drive).
+            (cns::NVM_CTRL, Some(si)) if sqe.cdw11.get() >> 24 == 0 => {
+                let id = self.identify_ctrl_nvm(si);
+                self.out[..4096].copy_from_slice(id.as_bytes());
+            }
             _ => return Action::status(Status::INVALID_FIELD),
         }
         Action::ok(0, 4096)
+    }
+
+    /// WZSL: 2^WZSL 4 KiB pages, the largest power of two within every Write Zeroes-capable
+    /// store's limit (at least 8 KiB: WZSL 0 would mean no limit). DMRSL: the smallest
+    /// Deallocate limit in blocks (each range becomes one drive command, so DMRL and DMSL
+    /// stay 0: any number of ranges up to the command's 256, in total).
+    fn identify_ctrl_nvm(&self, si: usize) -> IdentifyCtrlNvm {
+        let mut id = IdentifyCtrlNvm::zeroed();
+        let nss = &self.subsystems[si].cfg.namespaces;
+        let wz_bytes = nss.iter().filter(|n| n.dev.supports(BlockOp::WriteZeroes)).map(|n| n.dev.op_limits().write_zeroes_blocks as u64 * n.dev.block_size() as u64).min();
+        if let Some(b) = wz_bytes {
+            id.wzsl = (63 - (b / 4096).max(2).leading_zeros()) as u8;
+        }
+        let dealloc = nss.iter().filter(|n| n.dev.supports(BlockOp::Deallocate)).map(|n| n.dev.op_limits().deallocate_blocks).min();
+        id.dmrsl = U32::new(dealloc.unwrap_or(0));
+        id
     }
 
     pub(super) fn identify_ctrl(&self, cntlid: u16, subsys: Option<usize>) -> IdentifyCtrl {

@@ -154,10 +154,16 @@ impl<B: BlockDevice> Core<B> {
             // Only hints: nothing to do.
             return Action::ok(0, 0);
         }
+        // Every range within the store's Deallocate limit (Identify CNS 06h DMRSL says so to
+        // the host), checked before any range reaches the store: all or nothing.
+        let limit = self.subsystems[si].cfg.namespaces[ni].dev.op_limits().deallocate_blocks;
         for r in data.bytes[..need].chunks_exact(DsmRange::SIZE) {
             let r = DsmRange::read_from_bytes(r).expect("16 bytes");
             if !r.slba.get().checked_add(r.nlb.get() as u64).is_some_and(|e| e <= cap) {
                 return Action::status(Status::LBA_RANGE);
+            }
+            if r.nlb.get() > limit {
+                return Action::status(Status::INVALID_FIELD);
             }
         }
         let mut count = 0u16;
