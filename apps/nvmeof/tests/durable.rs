@@ -17,7 +17,7 @@ use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters
 use common::raw::*;
 use common::*;
 use nvmeof::host::property_set_sqe;
-use nvmeof::nvmet::{Action, Core, DataIn, NamespaceConfig, QueueState, SubsystemConfig, TargetConfig};
+use nvmeof::nvmet::{Action, Core, DataIn, Fetch, NamespaceConfig, QueueState, SubsystemConfig, TargetConfig};
 use nvmeof::wire::*;
 use nvmeof::Status;
 use zerocopy::byteorder::little_endian::{U32, U64};
@@ -432,4 +432,28 @@ fn nvm_limits_reported_and_a_deallocate_beyond_them_refused() {
     let (s, bytes, tag) = dsm(&[(0, 8), (100, 8)], 6);
     assert_eq!(core.execute(&mut iq, &s, &DataIn { bytes: &bytes, sgl_len: bytes.len() as u32, tag, ..NONE }, 0), Action::Submitted { count: 2 });
     assert_eq!(log.borrow().seen, vec![(BlockOp::Deallocate, 0, 8, false), (BlockOp::Deallocate, 100, 8, false)]);
+}
+
+/// Compare: ONCS bit 0 only when every store compares; the host's data is fetched into the
+/// transport's buffer (never namespace memory) and the Compare goes to the store with it, its
+/// Compare Failure being the host's status.
+#[test]
+fn compare_fetched_then_passed_to_the_store() {
+    let (_log, nss) = drive_and_ram();
+    let (mut core, mut aq, _iq) = connected(nss);
+    let id = IdentifyCtrl::read_from_bytes(&identify(&mut core, &mut aq, cns::CONTROLLER, 0)).unwrap();
+    assert_eq!(id.oncs.get() & oncs::COMPARE, 0, "the RAM namespace does not compare");
+
+    let log = Rc::new(RefCell::new(DriveLog::default()));
+    let (mut core, mut aq, mut iq) = connected(vec![NamespaceConfig { nsid: 1, dev: Ns::Drive(Drive(log.clone())), nguid: NGUID }]);
+    let id = IdentifyCtrl::read_from_bytes(&identify(&mut core, &mut aq, cns::CONTROLLER, 0)).unwrap();
+    assert_eq!(id.oncs.get() & oncs::COMPARE, oncs::COMPARE);
+    let keyed = DataIn { bytes: &[], buf: 0x20_0000, buf_len: 8192, sgl_len: 8192, tag: 31, fetched: false };
+    let Action::Fetch(Fetch::Write(w)) = core.execute(&mut iq, &io_sqe(io_op::COMPARE, 1, 8, 2, false), &keyed, 0) else { panic!("the data is fetched first") };
+    assert_eq!(w.direct_addr(), None, "into the transport's buffer");
+    assert!(log.borrow().seen.is_empty());
+    assert_eq!(core.write_fetched(&w, 0x30_0000, 31), Action::Submitted { count: 1 });
+    assert_eq!(log.borrow().seen, vec![(BlockOp::Compare, 8, 2, false)]);
+    Drive::complete_all(&log, Err(BlockError::Device { sct: 2, sc: 0x85, dnr: true }));
+    assert_eq!(reap(&mut core), vec![(31, Status { sct: 2, sc: 0x85, dnr: true })]);
 }

@@ -25,10 +25,13 @@ pub enum BlockOp {
     WriteZeroes,
     /// Deallocate (TRIM) the range.
     Deallocate,
+    /// Compare the blocks with the buffer (the host's data): a mismatch completes with the
+    /// store's Compare Failure status. Only stores that say so ([`BlockDevice::supports`]).
+    Compare,
 }
 
 /// One I/O. `buf`/`buf_len` describe a physically contiguous DMA buffer (unused by
-/// Flush / WriteZeroes / Deallocate).
+/// Flush / WriteZeroes / Deallocate; Compare reads it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockIo {
     pub op: BlockOp,
@@ -158,10 +161,9 @@ pub trait BlockDevice {
         None
     }
     /// Whether the store carries out `op` (a drive may lack Write Zeroes or Dataset
-    /// Management). Default: every op.
+    /// Management). Default: every op but Compare.
     fn supports(&self, op: BlockOp) -> bool {
-        let _ = op;
-        true
+        op != BlockOp::Compare
     }
     /// Limits on Write Zeroes and Deallocate. Default: the maximum transfer.
     fn op_limits(&self) -> OpLimits {
@@ -225,7 +227,7 @@ pub fn check_io_limits(io: &BlockIo, block_size: u32, capacity: u64, max_blocks:
     if io.blocks > max {
         return Err(BlockError::TooLarge { blocks: io.blocks, max });
     }
-    if matches!(io.op, BlockOp::Read | BlockOp::Write) {
+    if matches!(io.op, BlockOp::Read | BlockOp::Write | BlockOp::Compare) {
         let need = io.blocks as usize * block_size as usize;
         if io.buf_len < need {
             return Err(BlockError::BufferTooSmall { need, have: io.buf_len });

@@ -132,6 +132,7 @@ impl<H: Hal> RamNamespace<H> {
         let len = io.blocks as usize * self.block_size as usize;
         match io.op {
             BlockOp::Flush => {}
+            BlockOp::Compare => return Err(BlockError::Unsupported),
             BlockOp::WriteZeroes | BlockOp::Deallocate => self.mem.fill(base, len, 0),
             BlockOp::Read | BlockOp::Write => {
                 let blocks_pa = self.paddr_of(io.lba);
@@ -219,6 +220,9 @@ impl BlockDevice for NullNamespace {
     }
     fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
         check_io(io, self.block_size, self.blocks, self.max_transfer_blocks())?;
+        if io.op == BlockOp::Compare {
+            return Err(BlockError::Unsupported); // no data to compare with
+        }
         self.done.push(BlockDone { tag: io.tag, result: Ok(()) })
     }
     fn poll(&mut self, out: &mut [BlockDone]) -> usize {

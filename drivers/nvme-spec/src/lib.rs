@@ -86,6 +86,8 @@ pub mod io_op {
     pub const FLUSH: u8 = 0x00;
     pub const WRITE: u8 = 0x01;
     pub const READ: u8 = 0x02;
+    /// Compare: the controller reads the blocks and compares them with the command's data.
+    pub const COMPARE: u8 = 0x05;
     pub const WRITE_ZEROES: u8 = 0x08;
     /// Dataset Management.
     pub const DSM: u8 = 0x09;
@@ -134,6 +136,8 @@ pub mod fid {
 
 /// ONCS bits, Optional NVM Command Support (Identify Controller bytes 521:520).
 pub mod oncs {
+    /// Compare supported.
+    pub const COMPARE: u16 = 1 << 0;
     /// Dataset Management supported.
     pub const DSM: u16 = 1 << 2;
     pub const WRITE_ZEROES: u16 = 1 << 3;

@@ -138,6 +138,9 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
         match op {
             BlockOp::WriteZeroes => self.oncs & oncs::WRITE_ZEROES != 0,
             BlockOp::Deallocate => self.oncs & oncs::DSM != 0,
+            // Served on formats without metadata only (the drive would compare the
+            // driver's placeholder metadata or PI too).
+            BlockOp::Compare => self.oncs & oncs::COMPARE != 0 && !self.meta.pract && self.meta.bufs.is_none(),
             _ => true,
         }
     }
@@ -169,8 +172,12 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
         let mut sqe = Sqe { nsid, ..Default::default() };
         let mut data = None;
         match io.op {
-            BlockOp::Read | BlockOp::Write => {
-                sqe.opcode = if io.op == BlockOp::Read { io_op::READ } else { io_op::WRITE };
+            BlockOp::Read | BlockOp::Write | BlockOp::Compare => {
+                sqe.opcode = match io.op {
+                    BlockOp::Read => io_op::READ,
+                    BlockOp::Write => io_op::WRITE,
+                    _ => io_op::COMPARE,
+                };
                 sqe.cdw10 = (slba as u32).into();
                 sqe.cdw11 = ((slba >> 32) as u32).into();
                 let fua = if io.fua { rw_cdw12::FUA } else { 0 };

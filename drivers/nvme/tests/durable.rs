@@ -283,3 +283,32 @@ fn write_zeroes_and_deallocate_within_the_drives_limits() {
     let ns = NvmeNamespace::new(&c, info, q).unwrap();
     assert_eq!(ns.op_limits(), blockdev::OpLimits { write_zeroes_blocks: 1 << 16, deallocate_blocks: u32::MAX });
 }
+
+/// Compare passed through when the drive has it (ONCS bit 0): equal data completes, other
+/// data completes with the drive's Compare Failure (SCT 2, SC 85h); without it, refused.
+#[test]
+fn compare_passed_through_when_the_drive_has_it() {
+    let (hal, bar, mut c) = bring_up_with(|f| f.oncs |= nvme_spec::oncs::COMPARE);
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    assert!(ns.supports(BlockOp::Compare));
+    let buf = hal.dma_alloc(4096, 4096).unwrap();
+    bar.state().ns_mut(1).unwrap().data[8 * BS..16 * BS].fill(0x5A);
+    buf.fill(0, 4096, 0x5A);
+    ns.submit(&io(BlockOp::Compare, 8, 8, buf.paddr(), 4096, 1)).unwrap();
+    assert_eq!(wait(&mut ns, &hal, 1)[0], BlockDone { tag: 1, result: Ok(()) });
+    buf.fill(4095, 1, 0x5B);
+    ns.submit(&io(BlockOp::Compare, 8, 8, buf.paddr(), 4096, 2)).unwrap();
+    assert_eq!(wait(&mut ns, &hal, 1)[0].result, Err(BlockError::Device { sct: 2, sc: 0x85, dnr: true }));
+    assert_eq!(bar.state().io_log.iter().filter(|r| r.opcode == 0x05).count(), 2);
+    assert!(bar.state().ns(1).unwrap().data[8 * BS..16 * BS].iter().all(|b| *b == 0x5A), "nothing written");
+
+    let (hal, _bar, mut c) = bring_up_with(|_| {});
+    let info = c.identify_namespace(1).unwrap();
+    let q = c.create_io_queue_pair(8).unwrap();
+    let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
+    let buf = hal.dma_alloc(4096, 4096).unwrap();
+    assert!(!ns.supports(BlockOp::Compare));
+    assert_eq!(ns.submit(&io(BlockOp::Compare, 8, 8, buf.paddr(), 4096, 3)), Err(BlockError::Unsupported));
+}

@@ -153,6 +153,9 @@ impl<B: BlockDevice> Core<B> {
                 if all(BlockOp::WriteZeroes) {
                     o |= oncs::WRITE_ZEROES;
                 }
+                if all(BlockOp::Compare) {
+                    o |= oncs::COMPARE;
+                }
                 id.oncs = U16::new(o);
                 // A volatile write cache anywhere in the subsystem: hosts send Flush (to one
                 // namespace at a time) and FUA.

@@ -1,5 +1,6 @@
-//! I/O commands: Read, Write (zero copy where the namespace's memory allows), Flush, Write
-//! Zeroes, Dataset Management; checks (namespace in service, LBA range, transfer size) before
+//! I/O commands: Read, Write (zero copy where the namespace's memory allows), Compare (the
+//! host's data fetched into the slot buffer, compared by the store), Flush, Write Zeroes,
+//! Dataset Management; checks (namespace in service, LBA range, transfer size) before
 //! anything reaches the store. Facts: NVM Command Set 1.0 §3 (I/O commands).
 
 use blockdev::BlockDevice;
@@ -13,7 +14,7 @@ impl<B: BlockDevice> Core<B> {
     pub(super) fn exec_io(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>) -> Action {
         let Some(si) = self.q_ctrl(q).and_then(|c| c.subsys) else { return Action::status(Status::INVALID_OPCODE) };
         let nsid = sqe.nsid.get();
-        if !matches!(sqe.opcode, io_op::READ | io_op::WRITE | io_op::FLUSH | io_op::WRITE_ZEROES | io_op::DSM) {
+        if !matches!(sqe.opcode, io_op::READ | io_op::WRITE | io_op::COMPARE | io_op::FLUSH | io_op::WRITE_ZEROES | io_op::DSM) {
             return Action::status(Status::INVALID_OPCODE);
         }
         // Identify Controller says Flush with NSID FFFFFFFFh is not supported (VWC bits
@@ -32,7 +33,7 @@ impl<B: BlockDevice> Core<B> {
         let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
         let range_ok = slba.checked_add(nlb as u64).is_some_and(|e| e <= cap);
         let (op, blocks, buf, buf_len) = match sqe.opcode {
-            io_op::READ | io_op::WRITE => {
+            io_op::READ | io_op::WRITE | io_op::COMPARE => {
                 let bytes = nlb as u64 * bs;
                 if bytes != data.sgl_len as u64 {
                     return Action::status(Status::SGL_INVALID_DATA);
@@ -45,7 +46,9 @@ impl<B: BlockDevice> Core<B> {
                     return Action::status(Status::LBA_RANGE);
                 }
                 let c = self.q_ctrl_mut(q).expect("checked");
-                let op = if sqe.opcode == io_op::READ {
+                let op = if sqe.opcode == io_op::COMPARE {
+                    BlockOp::Compare
+                } else if sqe.opcode == io_op::READ {
                     c.host_reads += 1;
                     c.blocks_read_512 += bytes / 512;
                     BlockOp::Read
@@ -105,6 +108,9 @@ impl<B: BlockDevice> Core<B> {
             if !data.fetched {
                 return Action::Fetch(Fetch::Write(PendingWrite { subsys: si as u16, ns: ni as u16, io, direct: direct.is_some() }));
             }
+        } else if op == BlockOp::Compare && !data.fetched {
+            // The host's data into the slot buffer, then to the store (never direct).
+            return Action::Fetch(Fetch::Write(PendingWrite { subsys: si as u16, ns: ni as u16, io, direct: false }));
         }
         match devlat::submit(dev, sub.ns_lat[ni].as_mut(), &io) {
             Ok(()) => {

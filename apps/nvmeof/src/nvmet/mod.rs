@@ -196,7 +196,9 @@ pub enum Fetch {
     Write(PendingWrite),
 }
 
-/// A decoded Write waiting for its data ([`Fetch::Write`]).
+/// A decoded Write (or Compare) waiting for its data ([`Fetch::Write`]): the transport moves
+/// the host's data into the slot buffer (never namespace memory for a Compare) and hands it
+/// to [`Core::write_fetched`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PendingWrite {
     subsys: u16,
@@ -863,7 +865,7 @@ impl<B: BlockDevice> Core<B> {
     pub fn execute(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64) -> Action {
         // Host data still at the host: payloads the core parses come in first (the command is
         // executed again then); I/O Writes are decoded now and their data placed after.
-        if !data.fetched && data.sgl_len > 0 && host_to_ctrl(sqe) && !(q.qid != 0 && sqe.opcode == io_op::WRITE) {
+        if !data.fetched && data.sgl_len > 0 && host_to_ctrl(sqe) && !(q.qid != 0 && matches!(sqe.opcode, io_op::WRITE | io_op::COMPARE)) {
             return Action::Fetch(Fetch::Payload);
         }
         self.stats.commands += 1;

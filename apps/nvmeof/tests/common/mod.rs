@@ -203,6 +203,7 @@ impl BlockDevice for RamDisk {
                 true
             }
             BlockOp::Flush => true,
+            BlockOp::Compare => return Err(BlockError::Unsupported),
         };
         if matches!(io.op, BlockOp::Read | BlockOp::Write) {
             self.dma_bytes += len as u64;

@@ -3,14 +3,12 @@
 //! write cache of [`super::media`], with MDTS and the Identify CNS 06h limits enforced.
 
 use nvme_spec::{io_op, oncs, rw_cdw12, DsmRange, Sqe, Status};
+
+const OP_COMPARE: u8 = io_op::COMPARE;
 use zerocopy::FromBytes;
 
 use super::{IoRecord, NvmeDrive, DEALLOCATED_MARK};
 
-/// ONCS bit 0: Compare supported.
-pub const ONCS_COMPARE: u16 = 1 << 0;
-/// NVM Command Set I/O opcode Compare.
-pub const OP_COMPARE: u8 = 0x05;
 /// DSM CDW11 bit 2: Attribute – Deallocate.
 const DSM_AD: u32 = 1 << 2;
 
@@ -53,7 +51,7 @@ impl NvmeDrive {
                 (0, Status::SUCCESS)
             }
             io_op::READ | io_op::WRITE | OP_COMPARE if too_big => (0, Status::INVALID_FIELD),
-            OP_COMPARE if s.oncs & ONCS_COMPARE == 0 => (0, Status::INVALID_OPCODE),
+            OP_COMPARE if s.oncs & oncs::COMPARE == 0 => (0, Status::INVALID_OPCODE),
             io_op::READ | io_op::WRITE | OP_COMPARE => {
                 // Separate metadata (except 8-byte PI with PRACT): moved through MPTR.
                 let sep_ms = fmt.filter(|f| !f.extended && !(f.ms == 8 && f.pi_type != 0)).map(|f| f.ms as usize);
