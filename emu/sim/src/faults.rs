@@ -26,24 +26,35 @@ pub enum Kind {
     InitCrash,
     /// The target node crashes; its RAM namespace kept (as if battery-backed) or lost.
     TargetCrash,
-    /// The target's adapter takes CREATE_QP commands and never completes them for 200-800 ms
-    /// while an initiator crashes and reconnects: the driver finds the command hung, resets
-    /// the function and brings it up again (retrying while the hang lasts); the target
-    /// service listens anew and the initiators reconnect.
+    /// A node's adapter takes CREATE_QP commands and never completes them for 200-800 ms while
+    /// a connection must be made again: on the target, while an initiator crashes and
+    /// reconnects (the driver finds the command hung, resets the function and brings it up
+    /// again, retrying while the hang lasts; the target service listens anew and the
+    /// initiators reconnect); on an initiator, while one of its QPs is driven to error (its
+    /// reconnect's CREATE_QP hangs, the driver resets the function, the host brings the
+    /// device up again and reconnects once the hang is over).
     CmdHang,
     /// A node's firmware (the target's or an initiator's) raises a fatal health syndrome: the
     /// same recovery on the target; an initiator's driver resets its adapter, its host finds
     /// its connections dead, brings the device up again and reconnects.
     Health,
-    /// The target's adapter drives one connected RC QP to ERROR (flushes its work, raises a
-    /// catastrophic work-queue event): the target closes that queue, its host reconnects.
+    /// A node's adapter (the target's or an initiator's) drives one connected RC QP to ERROR
+    /// (flushes its work, raises a catastrophic work-queue event): on the target, the target
+    /// closes that queue and its host reconnects; on an initiator, its host finds the queue
+    /// dead and reconnects.
     QpError,
-    /// One of the target's CQs overruns (CQ error event; its QPs to ERROR, the driver flushes
-    /// their work): the target closes those queues, their hosts reconnect.
+    /// One of a node's CQs overruns (CQ error event; its QPs to ERROR, the driver flushes
+    /// their work): the queues on it close and their hosts reconnect.
     CqOverrun,
+    /// A node's adapter raises an INTERNAL_ERROR event (the adapter reporting itself broken):
+    /// the driver declares the device failed and resets the function; the same recovery as
+    /// `health`.
+    Fatal,
 }
 
-pub const ALL: [Kind; 15] = [
+/// Every kind, in the order `all` draws from. Adding a kind (or a draw inside one) changes what
+/// an older seed draws: a seed replays exactly on the commit that ran it.
+pub const ALL: [Kind; 16] = [
     Kind::Loss,
     Kind::Dup,
     Kind::Reorder,
@@ -59,6 +70,7 @@ pub const ALL: [Kind; 15] = [
     Kind::Health,
     Kind::QpError,
     Kind::CqOverrun,
+    Kind::Fatal,
 ];
 
 impl Kind {
@@ -79,6 +91,7 @@ impl Kind {
             Kind::Health => "health",
             Kind::QpError => "qperr",
             Kind::CqOverrun => "cqoverrun",
+            Kind::Fatal => "fatal",
         }
     }
 }
@@ -128,15 +141,17 @@ pub enum Action {
     /// Initiator `k` (0-based) crashes, restarts `down_ns` later.
     CrashInit { k: usize, down_ns: u64 },
     CrashTarget { keep: bool, down_ns: u64 },
-    /// The target adapter hangs CREATE_QP commands (or stops doing so).
-    HangCreateQp { on: bool },
+    /// The adapter of node `port` hangs CREATE_QP commands (or stops doing so).
+    HangCreateQp { port: usize, on: bool },
     /// The firmware of node `port` (0: the target, k: initiator k-1) sets this fatal health
     /// syndrome.
     HealthSyndrome { port: usize, synd: u8 },
-    /// The target's adapter drives the `pick`-th connected RC QP to ERROR.
-    QpError { pick: u64 },
-    /// The target's adapter overruns the receive CQ of the `pick`-th connected RC QP.
-    CqOverrun { pick: u64 },
+    /// The adapter of node `port` drives its `pick`-th connected RC QP to ERROR.
+    QpError { port: usize, pick: u64 },
+    /// The adapter of node `port` overruns the receive CQ of its `pick`-th connected RC QP.
+    CqOverrun { port: usize, pick: u64 },
+    /// The adapter of node `port` raises an INTERNAL_ERROR event.
+    InternalError { port: usize },
 }
 
 /// A seed's faults: actions by virtual time; all windows closed by `end_ns`.
@@ -225,9 +240,13 @@ pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], ports: usize, span_ns: u64, ka
                 let k = rng.below(ports as u64 - 1) as usize;
                 let down_ns = range(rng, 10 * MS, 50 * MS);
                 let len = range(rng, 200 * MS, 800 * MS);
-                plan.actions.push((t, Action::HangCreateQp { on: true }));
-                plan.actions.push((t, Action::CrashInit { k, down_ns }));
-                plan.actions.push((t + len, Action::HangCreateQp { on: false }));
+                plan.actions.push((t, Action::HangCreateQp { port, on: true }));
+                if port == 0 {
+                    plan.actions.push((t, Action::CrashInit { k, down_ns }));
+                } else {
+                    plan.actions.push((t, Action::QpError { port, pick: rng.next_u64() }));
+                }
+                plan.actions.push((t + len, Action::HangCreateQp { port, on: false }));
             }
             Kind::Health => {
                 // Fatal syndromes (Linux health.c MLX5_INITIAL_SEG_HEALTH_SYNDROME_*).
@@ -235,8 +254,9 @@ pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], ports: usize, span_ns: u64, ka
                 let synd = SYND[rng.below(SYND.len() as u64) as usize];
                 plan.actions.push((t, Action::HealthSyndrome { port, synd }));
             }
-            Kind::QpError => plan.actions.push((t, Action::QpError { pick: rng.next_u64() })),
-            Kind::CqOverrun => plan.actions.push((t, Action::CqOverrun { pick: rng.next_u64() })),
+            Kind::QpError => plan.actions.push((t, Action::QpError { port, pick: rng.next_u64() })),
+            Kind::CqOverrun => plan.actions.push((t, Action::CqOverrun { port, pick: rng.next_u64() })),
+            Kind::Fatal => plan.actions.push((t, Action::InternalError { port })),
             Kind::TargetCrash => {
                 let keep = rng.below(2) == 0;
                 let down_ns = range(rng, 10 * MS, 500 * MS);

@@ -10,7 +10,7 @@ use std::time::Instant;
 use sim::faults;
 
 const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--initiators N] [--ops N] [--faults all|none|LIST] [--namespace-on-crash keep|lose] [--quiet] [--verbose] [--log LEVEL]
-  LIST: comma-separated of loss,dup,reorder,delay,corrupt,flap,mtu,partition,kato,icrash,tcrash,cmdhang,health,qperr,cqoverrun";
+  LIST: comma-separated of loss,dup,reorder,delay,corrupt,flap,mtu,partition,kato,icrash,tcrash,cmdhang,health,qperr,cqoverrun,fatal";
 
 struct Args {
     from: u64,

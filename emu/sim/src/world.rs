@@ -79,12 +79,14 @@ pub struct Outcome {
     pub connects: u64,
     pub reconnects: u64,
     pub crashes: u64,
-    /// Device recoveries (an adapter reset and brought up again after a hung command or a
-    /// health syndrome) of the target and of the initiators, and injected QP errors / CQ
-    /// overruns that hit a connected QP.
+    /// Device recoveries (an adapter reset and brought up again after a hung command, a
+    /// health syndrome or an internal-error event) of the target and of the initiators, and
+    /// injected QP errors / CQ overruns that hit a connected QP and internal-error events an
+    /// EQ took, on the target's adapter and on the initiators'.
     pub recoveries: u64,
     pub init_recoveries: u64,
     pub adapter_faults: u64,
+    pub init_adapter_faults: u64,
     pub corrupted: u64,
     /// Frames the switch dropped for exceeding a port's MTU.
     pub mtu_drops: u64,
@@ -100,7 +102,7 @@ impl Outcome {
     pub fn line(&self, seed: u64) -> String {
         let faults = if self.drawn.is_empty() { "none".to_string() } else { self.drawn.iter().map(|k| k.name()).collect::<Vec<_>>().join(",") };
         format!(
-            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} recoveries={} init_recoveries={} adapter_faults={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
+            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} recoveries={} init_recoveries={} adapter_faults={} init_adapter_faults={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
             if self.failure.is_some() { "FAIL" } else { "ok" },
             self.ops,
             self.blocks_verified,
@@ -113,6 +115,7 @@ impl Outcome {
             self.recoveries,
             self.init_recoveries,
             self.adapter_faults,
+            self.init_adapter_faults,
             self.corrupted,
             self.mtu_drops,
             self.frames,
@@ -363,6 +366,24 @@ impl World {
         }
     }
 
+    /// The adapter of the node on `port` (0: the target, k: initiator k-1): `None` while that
+    /// initiator is busy in a blocking step (the action waits for it), `Some(None)` while the
+    /// node is down (crashed; nothing to do).
+    fn adapter(&self, port: usize) -> Option<Option<testbed::ConnectX>> {
+        if port == 0 {
+            return Some(self.target.as_ref().map(|t| t.node.cx.clone()));
+        }
+        self.inits[port - 1].as_ref().map(|i| i.parts.as_ref().map(|p| p.node.cx.clone()))
+    }
+
+    fn count_adapter_fault(&mut self, port: usize) {
+        if port == 0 {
+            self.out.adapter_faults += 1;
+        } else {
+            self.out.init_adapter_faults += 1;
+        }
+    }
+
     fn apply(&mut self, a: Action) {
         let now = self.clock.now_ns();
         match a {
@@ -371,9 +392,13 @@ impl World {
             Action::Corrupt { port, p } => self.fabric.set_corrupt(port, p),
             Action::Down { port } => self.fabric.set_down(port, true),
             Action::Up { port } => self.fabric.set_down(port, false),
-            Action::HangCreateQp { on } => {
-                if let Some(t) = &self.target {
-                    let mut f = t.node.cx.faults_mut();
+            Action::HangCreateQp { port, on } => {
+                let Some(cx) = self.adapter(port) else {
+                    self.deferred.push(a);
+                    return;
+                };
+                if let Some(cx) = cx {
+                    let mut f = cx.faults_mut();
                     if on {
                         f.hang_opcodes.insert(mlx5_ifc::op::CREATE_QP);
                     } else {
@@ -381,15 +406,10 @@ impl World {
                     }
                 }
             }
-            Action::HealthSyndrome { port: 0, synd } => {
-                if let Some(t) = &self.target {
-                    t.node.cx.set_health_syndrome(synd);
-                }
-            }
-            Action::HealthSyndrome { port, synd } => match self.inits[port - 1].as_ref() {
-                Some(i) => {
-                    if let Some(p) = &i.parts {
-                        p.node.cx.set_health_syndrome(synd);
+            Action::HealthSyndrome { port, synd } => match self.adapter(port) {
+                Some(cx) => {
+                    if let Some(cx) = cx {
+                        cx.set_health_syndrome(synd);
                     }
                 }
                 // Busy in a blocking step: when it is back.
@@ -398,18 +418,42 @@ impl World {
                     return;
                 }
             },
-            Action::QpError { pick } => {
-                if let Some(qpn) = self.target.as_ref().and_then(|t| t.node.cx.inject_qp_error(pick)) {
-                    self.out.adapter_faults += 1;
-                    self.trace(0xe1, qpn as u64);
+            Action::InternalError { port } => match self.adapter(port) {
+                Some(cx) => {
+                    if cx.is_some_and(|cx| cx.raise_internal_error()) {
+                        self.count_adapter_fault(port);
+                        self.trace(0xe3, port as u64);
+                    }
                 }
-            }
-            Action::CqOverrun { pick } => {
-                if let Some(cqn) = self.target.as_ref().and_then(|t| t.node.cx.inject_cq_overrun(pick)) {
-                    self.out.adapter_faults += 1;
-                    self.trace(0xe2, cqn as u64);
+                None => {
+                    self.deferred.push(a);
+                    return;
                 }
-            }
+            },
+            Action::QpError { port, pick } => match self.adapter(port) {
+                Some(cx) => {
+                    if let Some(qpn) = cx.and_then(|cx| cx.inject_qp_error(pick)) {
+                        self.count_adapter_fault(port);
+                        self.trace(0xe1, qpn as u64 ^ (port as u64) << 32);
+                    }
+                }
+                None => {
+                    self.deferred.push(a);
+                    return;
+                }
+            },
+            Action::CqOverrun { port, pick } => match self.adapter(port) {
+                Some(cx) => {
+                    if let Some(cqn) = cx.and_then(|cx| cx.inject_cq_overrun(pick)) {
+                        self.count_adapter_fault(port);
+                        self.trace(0xe2, cqn as u64 ^ (port as u64) << 32);
+                    }
+                }
+                None => {
+                    self.deferred.push(a);
+                    return;
+                }
+            },
             Action::Mtu { port, mtu } => self.fabric.set_mtu(port, (mtu > 0).then_some(mtu)),
             Action::CrashInit { k, down_ns } => {
                 let Some(mut init) = self.inits[k].take() else {
