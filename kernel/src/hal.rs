@@ -165,14 +165,16 @@ impl Drop for KernelDma {
 pub struct KernelMmio {
     base: u64,
     size: usize,
+    /// The PCI function whose BAR this is (for its Function Level Reset).
+    function: Option<pci_types::PciAddress>,
 }
 
 impl KernelMmio {
     /// Map `[base, base+size)` uncached and wrap it. Only the PCI layer calls this, with a
     /// BAR the firmware assigned.
-    pub(crate) fn map(base: u64, size: usize) -> Result<Self, crate::paging::PagingError> {
+    pub(crate) fn map(base: u64, size: usize, function: Option<pci_types::PciAddress>) -> Result<Self, crate::paging::PagingError> {
         crate::paging::map_mmio(base, size as u64)?;
-        Ok(Self { base, size })
+        Ok(Self { base, size, function })
     }
 
     /// Physical base address of the window.
@@ -194,6 +196,9 @@ impl KernelMmio {
 impl Mmio for KernelMmio {
     fn size(&self) -> usize {
         self.size
+    }
+    fn function_level_reset(&self) -> bool {
+        self.function.is_some_and(crate::pci::function_level_reset)
     }
     fn read32(&self, offset: usize) -> u32 {
         self.ptr::<u32>(offset).read()

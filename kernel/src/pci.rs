@@ -224,7 +224,7 @@ impl PciFunction {
         if b.address == 0 || b.size > usize::MAX as u64 {
             return Err(PciError::Unassigned(index));
         }
-        KernelMmio::map(b.address, b.size as usize).map_err(PciError::Map)
+        KernelMmio::map(b.address, b.size as usize, Some(self.address)).map_err(PciError::Map)
     }
 
     /// Read a 32-bit config register (capabilities etc.).
@@ -258,6 +258,80 @@ impl PciFunction {
         }
         None
     }
+}
+
+/// PCI Express capability (PCIe base spec §7.5.3): its ID, and the registers FLR uses.
+const CAP_PTR: u16 = 0x34;
+const STATUS_CAP_LIST: u32 = 1 << 20;
+const CAP_ID_PCIE: u32 = 0x10;
+const PCIE_DEVCAP: u16 = 0x04;
+const PCIE_DEVCTL: u16 = 0x08;
+const DEVCAP_FLR: u32 = 1 << 28;
+const DEVCTL_INITIATE_FLR: u32 = 1 << 15;
+/// Device Status (upper half of the DevCtl dword): Transactions Pending.
+const DEVSTA_TRANS_PENDING: u32 = 1 << (16 + 5);
+/// After an FLR the function may not be accessed for 100 ms (PCIe base spec §6.6.2); then it
+/// must answer config requests (vendor ID not all-ones) within a second, as Linux waits.
+const FLR_WAIT_NS: u64 = 100_000_000;
+const FLR_READY_NS: u64 = 1_000_000_000;
+
+/// The config offset of function `a`'s PCI Express capability, if it has one.
+fn pcie_capability(a: PciAddress) -> Option<u16> {
+    if config_read(a, REG_COMMAND) & STATUS_CAP_LIST == 0 {
+        return None;
+    }
+    let mut off = (config_read(a, CAP_PTR) & 0xfc) as u16;
+    for _ in 0..48 {
+        if off < 0x40 {
+            return None;
+        }
+        let hdr = config_read(a, off);
+        if hdr & 0xff == CAP_ID_PCIE {
+            return Some(off);
+        }
+        off = ((hdr >> 8) & 0xfc) as u16;
+    }
+    None
+}
+
+/// Reset function `a` by a PCIe Function Level Reset if its Device Capabilities offer one:
+/// wait (up to 100 ms) for its outstanding transactions, save its type-0 header, set Initiate
+/// FLR, wait 100 ms and until it answers config reads again, then restore the BARs and the
+/// command register (the FLR cleared memory decode and bus mastering). Returns false, doing
+/// nothing, without the capability.
+pub fn function_level_reset(a: PciAddress) -> bool {
+    let Some(cap) = pcie_capability(a) else { return false };
+    if config_read(a, cap + PCIE_DEVCAP) & DEVCAP_FLR == 0 {
+        return false;
+    }
+    let start = crate::time::now_ns();
+    while config_read(a, cap + PCIE_DEVCTL) & DEVSTA_TRANS_PENDING != 0 && crate::time::now_ns() - start < FLR_WAIT_NS {
+        core::hint::spin_loop();
+    }
+    let mut header = [0u32; 16];
+    for (i, d) in header.iter_mut().enumerate() {
+        *d = config_read(a, i as u16 * 4);
+    }
+    let ctl = config_read(a, cap + PCIE_DEVCTL);
+    config_write(a, cap + PCIE_DEVCTL, (ctl & 0xffff) | DEVCTL_INITIATE_FLR);
+    crate::time::spin_ns(FLR_WAIT_NS);
+    let start = crate::time::now_ns();
+    while config_read(a, 0) & 0xffff == 0xffff {
+        if crate::time::now_ns() - start > FLR_READY_NS {
+            log::error!("pci: {:02x}:{:02x}.{:x} did not come back after FLR", a.bus(), a.device(), a.function());
+            return false;
+        }
+        core::hint::spin_loop();
+    }
+    // BARs, then cache line / latency / interrupt line, then the command register last.
+    for i in 4..10 {
+        config_write(a, i * 4, header[i as usize]);
+    }
+    config_write(a, 0x0c, header[3]);
+    config_write(a, 0x3c, header[15]);
+    config_write(a, REG_COMMAND, header[1] & 0xffff);
+    log::info!("pci: {:02x}:{:02x}.{:x} function level reset", a.bus(), a.device(), a.function());
+    true
 }
 
 /// Every function found (empty before [`init`]).

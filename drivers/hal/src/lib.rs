@@ -129,6 +129,15 @@ pub trait DmaRegion {
 pub trait Mmio {
     /// Size of the window in bytes.
     fn size(&self) -> usize;
+    /// Reset the PCI function this window belongs to by a PCIe Function Level Reset (PCIe
+    /// base spec §6.6.2): the device loses every internal state, stops DMA at once, and the
+    /// platform restores the function's config header (BARs, command register) afterwards, so
+    /// the window stays valid. Returns false, doing nothing, when the platform cannot: no
+    /// config-space access for this window (the default) or a function without the FLR
+    /// capability; the driver then uses the device's own reset.
+    fn function_level_reset(&self) -> bool {
+        false
+    }
     /// 32-bit load of the bytes at `offset` in CPU (little-endian) order.
     fn read32(&self, offset: usize) -> u32;
     /// 32-bit store in CPU (little-endian) order.

@@ -1,8 +1,10 @@
 //! Device recovery: a dead adapter (a command that never completes, a health syndrome, an
 //! internal-error event) puts the driver in the failed state: the function is reset at once
-//! (`nic_interface` = SW_RESET, the emulated adapter loses everything as on FLR), outstanding
+//! (PCIe FLR on a platform that offers it, else `nic_interface` = SW_RESET; the emulated
+//! adapter loses everything either way and reads `initializing` until ready), outstanding
 //! work completes with flush errors, posts and creates fail, releases succeed; `recover` brings
-//! the device up again and RDMA works again (the loopback self-test passes).
+//! the device up again and RDMA works again (the loopback self-test passes). Each failure is
+//! run on both platforms.
 mod common;
 use common::*;
 use mlx5::selftest::{loopback_rc, LoopbackConfig};
@@ -11,8 +13,16 @@ use rdma::{Access, Completion, RecvWr, SendOp, SendWr, Sge, Verbs, WcStatus};
 
 type V = Mlx5Verbs<emu_connectx::SimHal, emu_connectx::Bar0>;
 
+/// The two platforms: one offering PCIe FLR (config-space access; the emulated function has
+/// the capability), one without (the driver writes SW_RESET).
+const PLATFORMS: [bool; 2] = [true, false];
+
 fn verbs() -> (Rig, V) {
-    let (rig, hal, bar) = rig();
+    verbs_on(true)
+}
+
+fn verbs_on(flr: bool) -> (Rig, V) {
+    let (rig, hal, bar) = rig_with(emu_connectx::Config { flr, ..Default::default() });
     let cx = rig.cx.clone();
     hal.set_relax_hook(Box::new(move || {
         cx.poll();
@@ -43,11 +53,16 @@ fn hold(v: &mut V) -> Held {
 
 /// The device failed: posted receives come back flushed, posts and creates fail, releases
 /// succeed; the adapter was reset (everything dropped); then recover and run RDMA again.
-fn flush_release_recover(rig: &Rig, v: &mut V, h: Held) {
+fn flush_release_recover(rig: &Rig, v: &mut V, h: Held, flr: bool) {
     assert!(v.device_failed());
-    assert_eq!(rig.cx.counters().sw_resets, 1, "the function was reset");
+    let flr = u64::from(flr);
+    assert_eq!((rig.cx.counters().flrs, rig.cx.counters().sw_resets), (flr, 1 - flr), "the function was reset once, by one means");
+    assert_eq!(v.dev.stats().flr_resets, flr);
     assert_eq!(rig.cx.counters().live_objects(), 0, "the reset dropped every object");
     assert_eq!(rig.cx.counters().pages_held, 0);
+    // As hardware after a reset: `initializing` until the firmware is ready (virtual time).
+    let initializing = |rig: &Rig| hal::Mmio::read32_be(&rig.cx.bar0(), 0x1fc) >> 31;
+    assert_eq!(initializing(rig), 1, "initializing right after the reset");
     let mut wc = [Completion::default(); 8];
     let n = v.poll_cq(h.cq, &mut wc);
     assert_eq!(n, 3, "every posted receive completes");
@@ -76,43 +91,49 @@ fn flush_release_recover(rig: &Rig, v: &mut V, h: Held) {
 
 #[test]
 fn hung_command_resets_flushes_and_recovers() {
-    let (rig, mut v) = verbs();
-    let h = hold(&mut v);
-    rig.cx.faults_mut().hang_opcodes.insert(op::CREATE_CQ);
-    assert!(matches!(v.create_cq(4), Err(Error::CmdTimeout { opcode: op::CREATE_CQ, .. })));
-    // The hang is a property of this firmware; after the reset it is gone in this test.
-    rig.cx.faults_mut().hang_opcodes.clear();
-    flush_release_recover(&rig, &mut v, h);
-    assert_eq!(v.dev.command_errors().abandoned, 1, "the hung command stays counted across the new queue");
-    let st = v.shutdown().unwrap();
-    assert_eq!(st.recoveries, 1);
-    assert_eq!(rig.mem.stats().regions, 0, "no DMA memory left behind");
+    for flr in PLATFORMS {
+        let (rig, mut v) = verbs_on(flr);
+        let h = hold(&mut v);
+        rig.cx.faults_mut().hang_opcodes.insert(op::CREATE_CQ);
+        assert!(matches!(v.create_cq(4), Err(Error::CmdTimeout { opcode: op::CREATE_CQ, .. })));
+        // The hang is a property of this firmware; after the reset it is gone in this test.
+        rig.cx.faults_mut().hang_opcodes.clear();
+        flush_release_recover(&rig, &mut v, h, flr);
+        assert_eq!(v.dev.command_errors().abandoned, 1, "the hung command stays counted across the new queue");
+        let st = v.shutdown().unwrap();
+        assert_eq!(st.recoveries, 1);
+        assert_eq!(rig.mem.stats().regions, 0, "no DMA memory left behind");
+    }
 }
 
 #[test]
 fn health_syndrome_found_by_the_poll_loop_resets_and_recovers() {
-    let (rig, mut v) = verbs();
-    let h = hold(&mut v);
-    rig.cx.set_health_syndrome(0x1);
-    rig.clock.advance(1_000_000);
-    v.poll();
-    assert!(matches!(v.dev.failed(), Some(Error::Firmware(r)) if r.synd == 0x1), "{:?}", v.dev.failed());
-    flush_release_recover(&rig, &mut v, h);
-    assert_eq!(v.dev.health_report().synd, 0, "the reset cleared the syndrome");
-    v.shutdown().unwrap();
-    assert_eq!(rig.mem.stats().regions, 0);
+    for flr in PLATFORMS {
+        let (rig, mut v) = verbs_on(flr);
+        let h = hold(&mut v);
+        rig.cx.set_health_syndrome(0x1);
+        rig.clock.advance(1_000_000);
+        v.poll();
+        assert!(matches!(v.dev.failed(), Some(Error::Firmware(r)) if r.synd == 0x1), "{:?}", v.dev.failed());
+        flush_release_recover(&rig, &mut v, h, flr);
+        assert_eq!(v.dev.health_report().synd, 0, "the reset cleared the syndrome");
+        v.shutdown().unwrap();
+        assert_eq!(rig.mem.stats().regions, 0);
+    }
 }
 
 #[test]
 fn internal_error_event_resets_and_recovers() {
-    let (rig, mut v) = verbs();
-    let h = hold(&mut v);
-    assert!(rig.cx.raise_internal_error(), "the EQ takes the event");
-    v.poll();
-    assert!(matches!(v.dev.failed(), Some(Error::FatalEvent { event_type: 0x08, .. })), "{:?}", v.dev.failed());
-    flush_release_recover(&rig, &mut v, h);
-    v.shutdown().unwrap();
-    assert_eq!(rig.mem.stats().regions, 0);
+    for flr in PLATFORMS {
+        let (rig, mut v) = verbs_on(flr);
+        let h = hold(&mut v);
+        assert!(rig.cx.raise_internal_error(), "the EQ takes the event");
+        v.poll();
+        assert!(matches!(v.dev.failed(), Some(Error::FatalEvent { event_type: 0x08, .. })), "{:?}", v.dev.failed());
+        flush_release_recover(&rig, &mut v, h, flr);
+        v.shutdown().unwrap();
+        assert_eq!(rig.mem.stats().regions, 0);
+    }
 }
 
 #[test]
@@ -124,7 +145,7 @@ fn recovery_while_the_firmware_still_hangs_fails_and_can_be_retried() {
     // Bring-up succeeds, the GSI QP's CREATE_QP hangs: failed (and reset) again.
     assert!(!v.recover_device());
     assert!(v.device_failed());
-    assert_eq!(rig.cx.counters().sw_resets, 2);
+    assert_eq!(rig.cx.counters().flrs, 2);
     rig.cx.faults_mut().hang_opcodes.clear();
     assert!(v.recover_device(), "{:?}", v.last_poll_error);
     assert_eq!((v.dev.stats().device_failures, v.dev.stats().recoveries), (1, 1));

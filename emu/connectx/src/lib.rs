@@ -136,6 +136,11 @@ impl hal::Mmio for Bar0 {
     fn size(&self) -> usize {
         BAR0_SIZE
     }
+    /// As hardware: every object, page and the command queue address lost, DMA stopped, the
+    /// init segment `initializing` until the firmware is ready again; the link stays.
+    fn function_level_reset(&self) -> bool {
+        self.dev.borrow_mut().function_level_reset()
+    }
     fn read32(&self, offset: usize) -> u32 {
         self.dev.borrow_mut().bar_read32(offset)
     }

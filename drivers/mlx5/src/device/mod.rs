@@ -158,6 +158,9 @@ pub struct Stats {
     /// Times the device was found dead (command timeout, health syndrome or stall, fatal
     /// event) and reset ([`recovery`]).
     pub device_failures: u64,
+    /// Of those resets, the ones done by PCIe Function Level Reset (the platform offered it;
+    /// the others wrote `nic_interface` = SW_RESET).
+    pub flr_resets: u64,
     /// Bring-ups after a reset that succeeded.
     pub recoveries: u64,
     /// Bring-ups after a reset that failed (the device reset again; tried again later).

@@ -2,10 +2,11 @@
 //! stalled health counter, an internal-error event) puts the driver in the failed state, the
 //! function is reset, and [`Mlx5::recover`] brings it up again.
 //!
-//! Facts and order (Linux mlx5 `health.c` / `main.c` in spirit, PRM init segment): on a fatal
-//! error the driver writes `nic_interface` = SW_RESET so the firmware resets the function
-//! (every object and page lost, DMA stopped, the command queue address cleared, `initializing`
-//! set until it is ready); while failed, commands that release something succeed without the
+//! Facts and order (Linux mlx5 `health.c` / `main.c` in spirit, PRM init segment, PCIe base
+//! spec §6.6.2): on a fatal error the function is reset by a PCIe Function Level Reset when the
+//! platform offers one (`hal::Mmio::function_level_reset`), else the driver writes
+//! `nic_interface` = SW_RESET so the firmware resets it (either way every object and page lost,
+//! DMA stopped, the command queue address cleared, `initializing` set until it is ready); while failed, commands that release something succeed without the
 //! adapter (Linux `mlx5_internal_err_ret_value`), every other command fails, nothing is
 //! posted, and every work request still outstanding completes with a flush error when its CQ is
 //! polled. The app releases what it holds, then calls `recover`: wait for `initializing` to
@@ -47,7 +48,13 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         self.failed = Some(cause);
         self.stats.device_failures += 1;
-        self.set_nic_interface(mlx5_ifc::nic_interface::SW_RESET as u32);
+        // PCIe FLR when the platform can (it reaches the function even when the firmware no
+        // longer reads the init segment); else the firmware's own reset.
+        if self.bar.function_level_reset() {
+            self.stats.flr_resets += 1;
+        } else {
+            self.set_nic_interface(mlx5_ifc::nic_interface::SW_RESET as u32);
+        }
         for q in &mut self.qps {
             q.state = QpState::Error;
         }

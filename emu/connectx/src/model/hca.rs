@@ -128,6 +128,18 @@ impl Device {
         self.link = link;
     }
 
+    /// A PCIe Function Level Reset from the platform, if the function offers it
+    /// ([`Config::flr`]): the same loss of state as [`Device::function_reset`], counted.
+    pub fn function_level_reset(&mut self) -> bool {
+        if !self.cfg.flr {
+            return false;
+        }
+        warn!("cx: function level reset");
+        self.function_reset();
+        self.ctr.flrs += 1;
+        true
+    }
+
     /// Whether the firmware has a fatal health syndrome set.
     pub fn set_health_syndrome(&mut self, synd: u8) {
         self.health_synd = synd;

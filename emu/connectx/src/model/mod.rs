@@ -72,6 +72,10 @@ pub struct Config {
     /// A real ConnectX does not: its driver answers through the raw Ethernet queues. Set false
     /// to test that path. Either way every ARP frame also goes up the raw path.
     pub port_answers_arp: bool,
+    /// The function offers PCIe Function Level Reset (DevCap FLR; ConnectX parts do): a
+    /// platform with config-space access may reset it that way (`hal::Mmio::function_level_reset`
+    /// on [`crate::Bar0`]). False models a platform without it (the driver uses SW_RESET).
+    pub flr: bool,
 }
 
 impl Config {
@@ -89,6 +93,7 @@ impl Default for Config {
             mac: [0x02, 0x00, 0x5e, 0x10, 0x00, 0x01],
             health_tick_ns: 1_000_000,
             port_answers_arp: true,
+            flr: true,
         }
     }
 }
@@ -165,6 +170,8 @@ pub struct Counters {
     pub ignored_nic_interface_writes: u64,
     /// Software resets (`nic_interface` = SW_RESET) carried out.
     pub sw_resets: u64,
+    /// PCIe Function Level Resets carried out.
+    pub flrs: u64,
     /// QPs the adapter drove to ERROR on its own (fault injection).
     pub injected_qp_errors: u64,
     /// Frames the RoCE engine dropped for a bad ICRC before a function reset replaced it.
