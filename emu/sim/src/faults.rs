@@ -128,7 +128,7 @@ pub fn list_name(kinds: &[Kind]) -> String {
     }
 }
 
-/// What happens at one instant. Port 0 is the target's, port k the k-th initiator's (1-based).
+/// What happens at one instant. Ports 0..T are the targets', port T+k initiator k's.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Action {
     Impair { port: usize, imp: Impairments },
@@ -140,11 +140,11 @@ pub enum Action {
     Up { port: usize },
     /// Initiator `k` (0-based) crashes, restarts `down_ns` later.
     CrashInit { k: usize, down_ns: u64 },
-    CrashTarget { keep: bool, down_ns: u64 },
+    /// Target `t` crashes, restarts `down_ns` later, its namespace kept or lost.
+    CrashTarget { t: usize, keep: bool, down_ns: u64 },
     /// The adapter of node `port` hangs CREATE_QP commands (or stops doing so).
     HangCreateQp { port: usize, on: bool },
-    /// The firmware of node `port` (0: the target, k: initiator k-1) sets this fatal health
-    /// syndrome.
+    /// The firmware of node `port` sets this fatal health syndrome.
     HealthSyndrome { port: usize, synd: u8 },
     /// The adapter of node `port` drives its `pick`-th connected RC QP to ERROR.
     QpError { port: usize, pick: u64 },
@@ -173,9 +173,11 @@ fn frac(rng: &mut SplitMix64, lo: f64, hi: f64) -> f64 {
     lo + (hi - lo) * (rng.below(1 << 20) as f64 / (1u64 << 20) as f64)
 }
 
-/// Draw 1-5 faults of `kinds` starting within `span_ns` (after the first 10 ms) over `ports`
-/// ports (target + initiators); `kato_ms` is the initiators' keep-alive timeout.
-pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], ports: usize, span_ns: u64, kato_ms: u64) -> Plan {
+/// Draw 1-5 faults of `kinds` starting within `span_ns` (after the first 10 ms) over the ports
+/// of `targets` targets and `initiators` initiators; `kato_ms` is the initiators' keep-alive
+/// timeout. With one target the draws are those of the single-target simulator.
+pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], targets: usize, initiators: usize, span_ns: u64, kato_ms: u64) -> Plan {
+    let ports = targets + initiators;
     let mut plan = Plan::default();
     if kinds.is_empty() {
         return plan;
@@ -231,17 +233,17 @@ pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], ports: usize, span_ns: u64, ka
                 window(Action::Down { port }, Action::Up { port }, len);
             }
             Kind::InitCrash => {
-                let k = rng.below(ports as u64 - 1) as usize;
+                let k = rng.below(initiators as u64) as usize;
                 let down_ns = range(rng, 10 * MS, 500 * MS);
                 plan.actions.push((t, Action::CrashInit { k, down_ns }));
                 plan.end_ns = plan.end_ns.max(t + down_ns);
             }
             Kind::CmdHang => {
-                let k = rng.below(ports as u64 - 1) as usize;
+                let k = rng.below(initiators as u64) as usize;
                 let down_ns = range(rng, 10 * MS, 50 * MS);
                 let len = range(rng, 200 * MS, 800 * MS);
                 plan.actions.push((t, Action::HangCreateQp { port, on: true }));
-                if port == 0 {
+                if port < targets {
                     plan.actions.push((t, Action::CrashInit { k, down_ns }));
                 } else {
                     plan.actions.push((t, Action::QpError { port, pick: rng.next_u64() }));
@@ -260,7 +262,8 @@ pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], ports: usize, span_ns: u64, ka
             Kind::TargetCrash => {
                 let keep = rng.below(2) == 0;
                 let down_ns = range(rng, 10 * MS, 500 * MS);
-                plan.actions.push((t, Action::CrashTarget { keep, down_ns }));
+                let which = if targets > 1 { rng.below(targets as u64) as usize } else { 0 };
+                plan.actions.push((t, Action::CrashTarget { t: which, keep, down_ns }));
                 plan.end_ns = plan.end_ns.max(t + down_ns);
             }
         }

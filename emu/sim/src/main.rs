@@ -9,13 +9,14 @@ use std::time::Instant;
 
 use sim::faults;
 
-const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--initiators N] [--ops N] [--faults all|none|LIST] [--namespace-on-crash keep|lose] [--quiet] [--verbose] [--log LEVEL]
+const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--targets N] [--initiators N] [--ops N] [--faults all|none|LIST] [--namespace-on-crash keep|lose] [--quiet] [--verbose] [--log LEVEL]
   LIST: comma-separated of loss,dup,reorder,delay,corrupt,flap,mtu,partition,kato,icrash,tcrash,cmdhang,health,qperr,cqoverrun,fatal";
 
 struct Args {
     from: u64,
     to: u64,
     until_failure: bool,
+    targets: usize,
     initiators: usize,
     ops: u64,
     faults: Vec<faults::Kind>,
@@ -25,7 +26,7 @@ struct Args {
 }
 
 fn parse() -> Result<Args, String> {
-    let mut a = Args { from: 0, to: 1, until_failure: false, initiators: 2, ops: 400, faults: faults::ALL.to_vec(), quiet: false, verbose: false, keep_namespace: None };
+    let mut a = Args { from: 0, to: 1, until_failure: false, targets: 1, initiators: 2, ops: 400, faults: faults::ALL.to_vec(), quiet: false, verbose: false, keep_namespace: None };
     let mut it = std::env::args().skip(1);
     let num = |v: Option<String>, what: &str| -> Result<u64, String> { v.ok_or(format!("{what} needs a value"))?.parse::<u64>().map_err(|e| format!("{what}: {e}")) };
     while let Some(w) = it.next() {
@@ -41,6 +42,7 @@ fn parse() -> Result<Args, String> {
                 a.to = y.parse().map_err(|e| format!("--seeds: {e}"))?;
             }
             "--until-failure" => a.until_failure = true,
+            "--targets" => a.targets = num(it.next(), "--targets")?.clamp(1, 4) as usize,
             "--initiators" => a.initiators = num(it.next(), "--initiators")?.clamp(1, 8) as usize,
             "--ops" => a.ops = num(it.next(), "--ops")?,
             "--faults" => a.faults = faults::parse_list(&it.next().ok_or("--faults needs a list")?)?,
@@ -97,7 +99,7 @@ fn main() -> ExitCode {
     let (mut seeds, mut failures, mut ops) = (0u64, 0u64, 0u64);
     let mut seed = a.from;
     while a.until_failure || seed < a.to {
-        let cfg = sim::Config { seed, initiators: a.initiators, ops: a.ops, faults: a.faults.clone(), verbose: a.verbose, keep_namespace: a.keep_namespace };
+        let cfg = sim::Config { seed, targets: a.targets, initiators: a.initiators, ops: a.ops, faults: a.faults.clone(), verbose: a.verbose, keep_namespace: a.keep_namespace };
         let out = sim::run(cfg);
         seeds += 1;
         ops += out.ops;
@@ -106,6 +108,9 @@ fn main() -> ExitCode {
             say!("{}", out.line(seed));
             say!("SIM-FAILURE seed={seed}: {why}");
             let mut replay = format!("scripts/simulate{} --seed {seed}", if cfg!(feature = "sim-mutation") { " --mutation" } else { "" });
+            if a.targets != 1 {
+                replay += &format!(" --targets {}", a.targets);
+            }
             if a.initiators != 2 {
                 replay += &format!(" --initiators {}", a.initiators);
             }

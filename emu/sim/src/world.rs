@@ -1,6 +1,7 @@
-//! world: one simulated world: the target node (mlx5 driver over an emulated ConnectX, the real
-//! IB CM and NVMe-oF target serving a RAM namespace) and N initiator nodes (the same driver and
-//! adapter model, the real CM and NVMe-oF initiator), joined by the [`Fabric`], all advancing
+//! world: one simulated world: T target nodes (mlx5 driver over an emulated ConnectX, the real
+//! IB CM and NVMe-oF target serving its own RAM namespace) and N initiator nodes (the same
+//! driver and adapter model, the real CM and NVMe-oF initiator, a controller on every target),
+//! joined by the [`Fabric`], all advancing
 //! on one virtual clock in one thread. A turn polls every node and the switch; when nothing
 //! happened the clock jumps (to the next frame delivery, fault or workload time, at most
 //! `MAX_IDLE_NS`). Blocking initiator steps (connect, reconnect, disconnect) run the rest of
@@ -23,12 +24,13 @@ use crate::fabric::Fabric;
 use crate::faults::{self, Action, Kind, Plan};
 use crate::model::{decode_block, fill_block, Model, BS};
 
+mod drive;
+use drive::Sim;
+
 type V = testbed::Verbs;
 type Env = CmHostEnv<V, Box<dyn FnMut() -> u64>, Box<dyn FnMut(&mut V)>>;
 
 pub const SUBNQN: &str = "nqn.2026-01.io.appliance:sim";
-const T_IP: [u8; 4] = [10, 77, 0, 1];
-const T_MAC: [u8; 6] = [0x52, 0x54, 0, 0x77, 0, 1];
 const PORT: u16 = 4420;
 /// Namespace: 512 blocks of 512 bytes (small: writes collide often).
 const NS_BLOCKS: u64 = 512;
@@ -57,6 +59,9 @@ const GRACE_NS: u64 = 20 * MS;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub seed: u64,
+    /// Target nodes (1-4), each serving its own subsystem and namespace; every initiator
+    /// connects to every target.
+    pub targets: usize,
     pub initiators: usize,
     /// Operations over all initiators.
     pub ops: u64,
@@ -87,6 +92,8 @@ pub struct Outcome {
     pub init_recoveries: u64,
     pub adapter_faults: u64,
     pub init_adapter_faults: u64,
+    /// Completions from a target while another target was down (crashed).
+    pub ops_while_a_target_down: u64,
     pub corrupted: u64,
     /// Frames the switch dropped for exceeding a port's MTU.
     pub mtu_drops: u64,
@@ -102,7 +109,7 @@ impl Outcome {
     pub fn line(&self, seed: u64) -> String {
         let faults = if self.drawn.is_empty() { "none".to_string() } else { self.drawn.iter().map(|k| k.name()).collect::<Vec<_>>().join(",") };
         format!(
-            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} recoveries={} init_recoveries={} adapter_faults={} init_adapter_faults={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
+            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} recoveries={} init_recoveries={} adapter_faults={} init_adapter_faults={} ops_while_a_target_down={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
             if self.failure.is_some() { "FAIL" } else { "ok" },
             self.ops,
             self.blocks_verified,
@@ -116,6 +123,7 @@ impl Outcome {
             self.init_recoveries,
             self.adapter_faults,
             self.init_adapter_faults,
+            self.ops_while_a_target_down,
             self.corrupted,
             self.mtu_drops,
             self.frames,
@@ -137,6 +145,20 @@ fn cm_config(seed: u64) -> CmConfig {
     CmConfig { cm_response_timeout: 16, max_cm_retries: 4, local_ack_timeout: 14, timewait_ns: 500 * MS, seed, ..CmConfig::default() }
 }
 
+/// Target `j`'s subsystem (each target serves its own namespace).
+pub fn subnqn(j: usize) -> String {
+    if j == 0 {
+        SUBNQN.into()
+    } else {
+        format!("{SUBNQN}-t{j}")
+    }
+}
+fn t_ip(j: usize) -> [u8; 4] {
+    [10, 77, 0, 1 + j as u8]
+}
+fn t_mac(j: usize) -> [u8; 6] {
+    [0x52, 0x54, 0, 0x77, 0, 1 + j as u8]
+}
 fn init_ip(k: usize) -> [u8; 4] {
     [10, 77, 0, 10 + k as u8]
 }
@@ -147,6 +169,8 @@ fn init_mac(k: usize) -> [u8; 6] {
 /// One outstanding I/O of an initiator.
 #[derive(Debug, Clone, Copy)]
 struct Op {
+    /// The target (its model) the I/O went to.
+    t: usize,
     write: bool,
     lba: u64,
     n: u32,
@@ -197,13 +221,21 @@ impl Target {
     }
 }
 
-/// A live initiator node.
-struct Parts {
-    node: Node,
-    env: Env,
+/// An initiator's controller on one target.
+struct Session {
     host: Option<Host<V>>,
     /// The host failed (transport error, keep-alive): reconnect before more I/O.
     failed: bool,
+    /// Not connected: try again at this time.
+    next_try_ns: u64,
+}
+
+/// A live initiator node: one CM (one env, pointed at a target before each connect) and a
+/// session per target.
+struct Parts {
+    node: Node,
+    env: Env,
+    sessions: Vec<Session>,
     /// QPs of the node right after bring-up (the CM's own).
     qps0: usize,
 }
@@ -213,12 +245,12 @@ struct Initiator {
     parts: Option<Parts>,
     /// Crashed: restarts at this time.
     restart_ns: Option<u64>,
-    ops: BTreeMap<(u16, u16), Op>,
+    /// Outstanding I/O by (target, queue, slot).
+    ops: BTreeMap<(usize, u16, u16), Op>,
     qd: usize,
     queues: u16,
     budget: u64,
     issued: u64,
-    next_try_ns: u64,
     /// Next time this initiator wants to run (for the idle clock jump).
     wake_ns: u64,
     rng: SplitMix64,
@@ -232,11 +264,13 @@ pub struct World {
     me: Weak<RefCell<World>>,
     clock: SimClock,
     fabric: Fabric,
-    target: Option<Target>,
-    target_restart: Option<(u64, Option<Vec<u8>>)>,
-    target_incarnation: u64,
+    /// Target `j` on switch port `j`; initiator `k` on port `targets + k`.
+    targets: Vec<Option<Target>>,
+    target_restart: Vec<Option<(u64, Option<Vec<u8>>)>>,
+    target_incarnation: Vec<u64>,
     inits: Vec<Option<Initiator>>,
-    model: Model,
+    /// The block model of each target's namespace.
+    models: Vec<Model>,
     seq: u64,
     next_wid: u64,
     plan: Plan,
@@ -259,12 +293,19 @@ impl World {
         self.out.trace = h ^ (h >> 31);
     }
 
-    fn make_target(&mut self, first: bool, restore: Option<Vec<u8>>) -> Result<(), String> {
-        let link = if first { self.fabric.add_port(T_MAC).1 } else { self.fabric.replace_port(0) };
-        self.target_incarnation += 1;
-        let inc = self.target_incarnation;
+    /// Switch port of initiator `k`.
+    fn init_port(&self, k: usize) -> usize {
+        self.cfg.targets + k
+    }
+
+    fn make_target(&mut self, j: usize, first: bool, restore: Option<Vec<u8>>) -> Result<(), String> {
+        let link = if first { self.fabric.add_port(t_mac(j)).1 } else { self.fabric.replace_port(j) };
+        self.target_incarnation[j] += 1;
+        // Target 0 draws as a lone target always did; the others from their own branches.
+        let inc = self.target_incarnation[j] + j as u64 * 0x1_0000;
         let seed = self.cfg.seed;
-        let mut node = Node::with_options(self.clock.clone(), T_IP, T_MAC, 0x1_0000_0000, Box::new(link), Options::default()).map_err(|e| format!("target bring-up: {e:?}"))?;
+        let base = if j == 0 { 0x1_0000_0000 } else { 0x1_0000_0000 * (0x10 + j as u64) };
+        let mut node = Node::with_options(self.clock.clone(), t_ip(j), t_mac(j), base, Box::new(link), Options::default()).map_err(|e| format!("target {j} bring-up: {e:?}"))?;
         for k in 0..self.cfg.initiators {
             node.v.add_neighbor(init_ip(k), init_mac(k)).map_err(|e| format!("neighbour: {e:?}"))?;
         }
@@ -273,7 +314,7 @@ impl World {
             dev.restore(&b);
         }
         let cfg = TargetConfig {
-            ports: vec![PortConfig { portid: 1, traddr: T_IP, trsvcid: PORT }],
+            ports: vec![PortConfig { portid: 1, traddr: t_ip(j), trsvcid: PORT }],
             inline_data_size: 1024,
             max_io_bytes: 32 * 1024,
             io_queue_depth: 32,
@@ -283,27 +324,29 @@ impl World {
             ..TargetConfig::default()
         };
         let subs = vec![SubsystemConfig {
-            nqn: SUBNQN.into(),
-            serial: "SIM0001".into(),
+            nqn: subnqn(j),
+            serial: format!("SIM000{}", j + 1),
             model: "appliance sim ram".into(),
             hosts: Vec::new(),
             allow_any_host: true,
-            namespaces: vec![NamespaceConfig { nsid: 1, dev, nguid: [0x5a; 16] }],
+            namespaces: vec![NamespaceConfig { nsid: 1, dev, nguid: [0x5a + j as u8; 16] }],
         }];
         let core = Core::new(cfg, subs).map_err(|e| format!("target config: {e}"))?;
         let mut svc = TargetService::with_cm_config(&mut node.v, core, 64, PORT, cm_config(branch(seed, 0x300 + inc))).map_err(|e| format!("listen: {e:?}"))?;
         svc.target.register_namespaces(&mut node.v);
         let mut t = Target { node, svc, baseline: Footprint { cm_conns: 0, connections: 0, queues: 0, ctrls: 0, pinned_dma: 0, dma_regions: 0, dma_bytes: 0, qps: 0, cqs: 0, mkeys: 0, pages: 0 } };
         t.baseline = t.footprint();
-        self.target = Some(t);
+        self.targets[j] = Some(t);
         Ok(())
     }
 
     fn make_parts(&mut self, k: usize, first: bool, inc: u64) -> Result<Parts, String> {
-        let link = if first { self.fabric.add_port(init_mac(k)).1 } else { self.fabric.replace_port(k + 1) };
+        let link = if first { self.fabric.add_port(init_mac(k)).1 } else { self.fabric.replace_port(self.init_port(k)) };
         let base = 0x1_0000_0000 * (2 + k as u64);
         let mut node = Node::with_options(self.clock.clone(), init_ip(k), init_mac(k), base, Box::new(link), Options::default()).map_err(|e| format!("initiator {k} bring-up: {e:?}"))?;
-        node.v.add_neighbor(T_IP, T_MAC).map_err(|e| format!("neighbour: {e:?}"))?;
+        for j in 0..self.cfg.targets {
+            node.v.add_neighbor(t_ip(j), t_mac(j)).map_err(|e| format!("neighbour: {e:?}"))?;
+        }
         let cm = Cm::new(&mut node.v, cm_config(branch(self.cfg.seed, 0x400 + k as u64 * 0x1000 + inc))).map_err(|e| format!("cm: {e:?}"))?;
         let qps0 = node.v.dev.live_qps();
         let clock = self.clock.clone();
@@ -311,7 +354,7 @@ impl World {
         let me = self.me.clone();
         let env = CmHostEnv::new(
             cm,
-            T_IP,
+            t_ip(0),
             PORT,
             Box::new(move || clock.now_ns()) as Box<dyn FnMut() -> u64>,
             Box::new(move |v: &mut V| {
@@ -326,7 +369,8 @@ impl World {
                 }
             }) as Box<dyn FnMut(&mut V)>,
         );
-        Ok(Parts { node, env, host: None, failed: false, qps0 })
+        let sessions = (0..self.cfg.targets).map(|_| Session { host: None, failed: false, next_try_ns: 0 }).collect();
+        Ok(Parts { node, env, sessions, qps0 })
     }
 
     fn host_config(&self, k: usize, queues: u16) -> HostConfig {
@@ -344,16 +388,21 @@ impl World {
     }
 
     /// Initiator `k`'s outstanding I/O is over without an answer (its connection or node went).
-    fn abandon(&mut self, k: usize, ops: &mut BTreeMap<(u16, u16), Op>) {
+    /// (Of target `t` only, or of every target.)
+    fn abandon(&mut self, k: usize, ops: &mut BTreeMap<(usize, u16, u16), Op>, t: Option<usize>) {
         let now = self.clock.now_ns();
-        for op in ops.values() {
-            if op.write && op.epoch == self.model.epoch {
-                self.model.failed(op.lba, op.n, op.wid, now);
+        let before = ops.len();
+        ops.retain(|_, op| {
+            if t.is_some_and(|t| t != op.t) {
+                return true;
+            }
+            if op.write && op.epoch == self.models[op.t].epoch {
+                self.models[op.t].failed(op.lba, op.n, op.wid, now);
             }
             self.out.io_failed += 1;
-        }
-        self.trace(0xab, k as u64 * 1000 + ops.len() as u64);
-        ops.clear();
+            false
+        });
+        self.trace(0xab, k as u64 * 1000 + (before - ops.len()) as u64);
     }
 
     /// Check the ICRC caught every frame corrupted on the way to the node on `port`.
@@ -370,14 +419,14 @@ impl World {
     /// initiator is busy in a blocking step (the action waits for it), `Some(None)` while the
     /// node is down (crashed; nothing to do).
     fn adapter(&self, port: usize) -> Option<Option<testbed::ConnectX>> {
-        if port == 0 {
-            return Some(self.target.as_ref().map(|t| t.node.cx.clone()));
+        if let Some(t) = self.targets.get(port) {
+            return Some(t.as_ref().map(|t| t.node.cx.clone()));
         }
-        self.inits[port - 1].as_ref().map(|i| i.parts.as_ref().map(|p| p.node.cx.clone()))
+        self.inits[port - self.cfg.targets].as_ref().map(|i| i.parts.as_ref().map(|p| p.node.cx.clone()))
     }
 
     fn count_adapter_fault(&mut self, port: usize) {
-        if port == 0 {
+        if port < self.cfg.targets {
             self.out.adapter_faults += 1;
         } else {
             self.out.init_adapter_faults += 1;
@@ -467,26 +516,26 @@ impl World {
                     drop(p);
                     self.fabric.detach(init.port);
                     let mut ops = core::mem::take(&mut init.ops);
-                    self.abandon(k, &mut ops);
+                    self.abandon(k, &mut ops, None);
                     init.restart_ns = Some(now + down_ns);
                     init.incarnation += 1;
                     self.out.crashes += 1;
                 }
                 self.inits[k] = Some(init);
             }
-            Action::CrashTarget { keep, down_ns } => {
+            Action::CrashTarget { t: j, keep, down_ns } => {
                 let keep = self.cfg.keep_namespace.unwrap_or(keep);
-                if let Some(mut t) = self.target.take() {
-                    self.check_icrc(0, &t.node.cx);
+                if let Some(mut t) = self.targets[j].take() {
+                    self.check_icrc(j, &t.node.cx);
                     self.out.recoveries += t.svc.stats.device_recoveries;
-                    let saved = keep.then(|| t.svc.target.core.namespace_dev(SUBNQN, 1).expect("namespace").contents());
+                    let saved = keep.then(|| t.svc.target.core.namespace_dev(&subnqn(j), 1).expect("namespace").contents());
                     drop(t);
-                    self.fabric.detach(0);
+                    self.fabric.detach(j);
                     if !keep {
                         self.seq += 1;
-                        self.model.reset(self.seq, now);
+                        self.models[j].reset(self.seq, now);
                     }
-                    self.target_restart = Some((now + down_ns, saved));
+                    self.target_restart[j] = Some((now + down_ns, saved));
                     self.out.crashes += 1;
                 }
             }
@@ -509,21 +558,23 @@ impl World {
         for a in core::mem::take(&mut self.deferred) {
             self.apply(a);
         }
-        if self.target.is_none() && self.target_restart.as_ref().is_some_and(|r| r.0 <= now) {
-            let (_, saved) = self.target_restart.take().expect("checked");
-            if let Err(e) = self.make_target(false, saved) {
-                self.fail(e);
-            }
-        }
         let mut work = 0;
-        if let Some(t) = self.target.as_mut() {
-            work += t.svc.poll(&mut t.node.v, now);
-            rdma::Verbs::poll(&mut t.node.v);
-            work += t.node.cx.poll();
-        }
         let mut wake = self.plan.actions.get(self.next_action).map_or(u64::MAX, |a| a.0);
-        if let Some((t, _)) = &self.target_restart {
-            wake = wake.min(*t);
+        for j in 0..self.targets.len() {
+            if self.targets[j].is_none() && self.target_restart[j].as_ref().is_some_and(|r| r.0 <= now) {
+                let (_, saved) = self.target_restart[j].take().expect("checked");
+                if let Err(e) = self.make_target(j, false, saved) {
+                    self.fail(e);
+                }
+            }
+            if let Some(t) = self.targets[j].as_mut() {
+                work += t.svc.poll(&mut t.node.v, now);
+                rdma::Verbs::poll(&mut t.node.v);
+                work += t.node.cx.poll();
+            }
+            if let Some((t, _)) = &self.target_restart[j] {
+                wake = wake.min(*t);
+            }
         }
         for k in 0..self.inits.len() {
             let Some(mut init) = self.inits[k].take() else { continue };
@@ -537,9 +588,11 @@ impl World {
             if let Some(p) = init.parts.as_mut() {
                 work += p.node.cx.poll();
                 nvmeof::host::HostEnv::idle(&mut p.env, &mut p.node.v);
-                if let (Some(h), false) = (p.host.as_mut(), p.failed) {
-                    if h.tick(&mut p.node.v, now).is_err() {
-                        p.failed = true;
+                for s in p.sessions.iter_mut() {
+                    if let (Some(h), false) = (s.host.as_mut(), s.failed) {
+                        if h.tick(&mut p.node.v, now).is_err() {
+                            s.failed = true;
+                        }
                     }
                 }
             }
@@ -565,393 +618,6 @@ impl World {
             s.min(wake.saturating_sub(now)).max(TURN_NS)
         };
         self.clock.advance(step);
-    }
-}
-
-/// The shared world and its run loop.
-pub struct Sim {
-    w: Rc<RefCell<World>>,
-    clock: SimClock,
-}
-
-impl Sim {
-    pub fn new(cfg: Config) -> Result<Sim, String> {
-        let clock = SimClock::new();
-        clock.advance(MS);
-        let seed = cfg.seed;
-        let mut rng = SplitMix64::new(branch(seed, 1));
-        let plan = faults::draw(&mut rng, &cfg.faults, cfg.initiators + 1, SPAN_NS, KATO_MS);
-        let n = cfg.initiators;
-        let w = Rc::new(RefCell::new(World {
-            me: Weak::new(),
-            clock: clock.clone(),
-            fabric: Fabric::new(clock.clone(), branch(seed, 2)),
-            target: None,
-            target_restart: None,
-            target_incarnation: 0,
-            inits: (0..n).map(|_| None).collect(),
-            model: Model::new(NS_BLOCKS as usize, GRACE_NS),
-            seq: 0,
-            next_wid: 1,
-            out: Outcome { drawn: plan.drawn.clone(), ..Outcome::default() },
-            plan,
-            next_action: 0,
-            deferred: Vec::new(),
-            idle_ns: TURN_NS,
-            cfg,
-        }));
-        {
-            let mut wm = w.borrow_mut();
-            wm.me = Rc::downgrade(&w);
-            wm.make_target(true, None)?;
-            let ops = wm.cfg.ops;
-            for k in 0..n {
-                let mut r = SplitMix64::new(branch(seed, 0x10 + k as u64));
-                let qd = 1 + r.below(8) as usize;
-                let queues = 1 + r.below(2) as u16;
-                let budget = ops / n as u64 + u64::from((k as u64) < ops % n as u64);
-                wm.inits[k] = Some(Initiator {
-                    port: k + 1,
-                    parts: None,
-                    restart_ns: None,
-                    ops: BTreeMap::new(),
-                    qd,
-                    queues,
-                    budget,
-                    issued: 0,
-                    next_try_ns: 0,
-                    wake_ns: 0,
-                    rng: r,
-                    incarnation: 0,
-                    finished: false,
-                });
-                let p = wm.make_parts(k, true, 0)?;
-                wm.inits[k].as_mut().expect("just made").parts = Some(p);
-            }
-        }
-        Ok(Sim { w, clock })
-    }
-
-    /// Run to the end; the outcome says whether every check held.
-    pub fn run(self) -> Outcome {
-        let n = self.w.borrow().inits.len();
-        let fault_end = self.w.borrow().plan.end_ns;
-        let deadline = fault_end.max(SPAN_NS) + PROGRESS_NS;
-        loop {
-            for k in 0..n {
-                self.step(k);
-            }
-            self.w.borrow_mut().turn();
-            let w = self.w.borrow();
-            if w.out.failure.is_some() {
-                break;
-            }
-            if w.inits.iter().all(|i| i.as_ref().is_some_and(|i| i.finished)) {
-                break;
-            }
-            if self.clock.now_ns() > deadline {
-                drop(w);
-                let detail = self.stuck();
-                self.w.borrow_mut().fail(format!("no progress {}s after the faults stopped: {detail}", PROGRESS_NS / 1_000_000_000));
-                break;
-            }
-        }
-        if self.w.borrow().out.failure.is_none() {
-            self.settle();
-        }
-        let mut w = self.w.borrow_mut();
-        let recoveries = w.target.as_ref().map_or(0, |t| t.svc.stats.device_recoveries);
-        let init_recoveries = w.inits.iter().flatten().filter_map(|i| i.parts.as_ref()).map(|p| p.env.recoveries).sum::<u64>();
-        w.out.init_recoveries += init_recoveries;
-        w.out.recoveries += recoveries;
-        let frames = w.fabric.stats().sent;
-        w.out.frames = frames;
-        w.out.mtu_drops = w.fabric.mtu_drops();
-        w.out.virtual_ns = self.clock.now_ns();
-        let out = w.out.clone();
-        // Break the cycle (initiator hooks hold a weak reference only; nothing to do).
-        out
-    }
-
-    fn stuck(&self) -> String {
-        let w = self.w.borrow();
-        let mut s = Vec::new();
-        for (k, i) in w.inits.iter().enumerate() {
-            let Some(i) = i else { continue };
-            let state = match &i.parts {
-                None => "crashed",
-                Some(p) if p.host.is_none() => "not connected",
-                Some(p) if p.failed => "failed",
-                Some(_) => "connected",
-            };
-            let oldest = i.ops.iter().next().map(|(q, o)| format!(" oldest queue {} slot {} lba {} seq {}", q.0, q.1, o.lba, o.seq)).unwrap_or_default();
-            s.push(format!("initiator {k} {state} issued {}/{} outstanding {}{oldest}", i.issued, i.budget, i.ops.len()));
-        }
-        s.join("; ")
-    }
-
-    /// When op number `i` of `budget` may be issued.
-    fn issue_time(i: u64, budget: u64) -> u64 {
-        MS + i * SPAN_NS / budget.max(1)
-    }
-
-    fn step(&self, k: usize) {
-        let Some(mut init) = self.w.borrow_mut().inits[k].take() else { return };
-        self.step_with(k, &mut init);
-        let mut w = self.w.borrow_mut();
-        w.inits[k] = Some(init);
-    }
-
-    fn step_with(&self, k: usize, init: &mut Initiator) {
-        let now = self.clock.now_ns();
-        init.wake_ns = u64::MAX;
-        if init.finished || self.w.borrow().out.failure.is_some() {
-            return;
-        }
-        let Some(p) = init.parts.as_mut() else { return };
-        if p.host.is_none() {
-            if now < init.next_try_ns {
-                init.wake_ns = init.next_try_ns;
-                return;
-            }
-            let cfg = self.w.borrow().host_config(k, init.queues);
-            let r = Host::connect(&mut p.node.v, &mut p.env, cfg, SUBNQN);
-            let mut w = self.w.borrow_mut();
-            w.out.connects += 1;
-            match r {
-                Ok(h) => {
-                    if w.cfg.verbose {
-                        eprintln!("sim: {}us initiator {k} connected", self.clock.now_ns() / 1000);
-                    }
-                    w.trace(0xc0, k as u64);
-                    p.host = Some(h);
-                    p.failed = false;
-                }
-                Err(e) => {
-                    w.trace(0xcf, k as u64);
-                    if w.cfg.verbose {
-                        eprintln!("sim: {}us initiator {k} connect: {e:?}", self.clock.now_ns() / 1000);
-                    }
-                    init.next_try_ns = self.clock.now_ns() + 50 * MS;
-                }
-            }
-            return;
-        }
-        if p.failed {
-            if self.w.borrow().cfg.verbose {
-                eprintln!("sim: {}us initiator {k} connection failed ({} I/O outstanding); reconnecting", now / 1000, init.ops.len());
-            }
-            self.w.borrow_mut().abandon(k, &mut init.ops);
-            let h = p.host.as_mut().expect("checked");
-            let r = h.reconnect(&mut p.node.v, &mut p.env);
-            let mut w = self.w.borrow_mut();
-            w.out.reconnects += 1;
-            match r {
-                Ok(()) => {
-                    if w.cfg.verbose {
-                        eprintln!("sim: {}us initiator {k} reconnected", self.clock.now_ns() / 1000);
-                    }
-                    w.trace(0xc1, k as u64);
-                    p.failed = false;
-                }
-                Err(e) => {
-                    w.trace(0xcd, k as u64);
-                    if w.cfg.verbose {
-                        eprintln!("sim: {}us initiator {k} reconnect: {e:?}", self.clock.now_ns() / 1000);
-                    }
-                    p.host = None;
-                    init.next_try_ns = self.clock.now_ns() + 50 * MS;
-                }
-            }
-            return;
-        }
-        // Completions (all reaped first; a read's data is checked before its slot is reused).
-        let mut done = [IoDone { queue: 0, slot: 0, status: nvmeof::Status::SUCCESS, dw0: 0, latency_ns: 0 }; 16];
-        let mut reaped: Vec<IoDone> = Vec::new();
-        let h = p.host.as_mut().expect("checked");
-        loop {
-            match h.poll(&mut p.node.v, now, &mut done) {
-                Ok(n) => {
-                    reaped.extend_from_slice(&done[..n]);
-                    if n < done.len() {
-                        break;
-                    }
-                }
-                Err(_) => {
-                    p.failed = true;
-                    break;
-                }
-            }
-        }
-        let failed = p.failed;
-        for d in &reaped {
-            self.complete(k, init, d);
-        }
-        if failed {
-            return;
-        }
-        let Some(p) = init.parts.as_mut() else { return };
-        let h = p.host.as_mut().expect("checked");
-        if h.tick(&mut p.node.v, now).is_err() {
-            p.failed = true;
-            return;
-        }
-        // New work.
-        let (nq, _) = h.io_queues();
-        while init.ops.len() < init.qd && init.issued < init.budget && now >= Self::issue_time(init.issued, init.budget) {
-            let q = 1 + (init.issued % nq.max(1) as u64) as u16;
-            let Some(slot) = h.alloc_slot(q) else { break };
-            let write = init.rng.below(2) == 0;
-            let n = 1 + init.rng.below(MAX_BLOCKS) as u32;
-            let lba = init.rng.below(NS_BLOCKS - n as u64 + 1);
-            let mut w = self.w.borrow_mut();
-            w.seq += 1;
-            let seq = w.seq;
-            let epoch = w.model.epoch;
-            let wid = if write {
-                let wid = w.next_wid;
-                w.next_wid += 1;
-                let (buf, off, _) = h.slot_buf(q, slot);
-                let mut b = [0u8; BS];
-                for i in 0..n as u64 {
-                    fill_block(w.cfg.seed, lba + i, wid, &mut b);
-                    hal::DmaRegion::write(buf, off + i as usize * BS, &b);
-                }
-                w.model.submitted(lba, n, wid, seq, now);
-                wid
-            } else {
-                0
-            };
-            init.ops.insert((q, slot), Op { write, lba, n, wid, seq, epoch });
-            init.issued += 1;
-            w.trace(if write { 0x77 } else { 0x72 }, lba * 16 + n as u64);
-            drop(w);
-            let kind = if write { IoKind::Write } else { IoKind::Read };
-            if h.submit(&mut p.node.v, q, slot, kind, 1, lba, n, now).is_err() {
-                p.failed = true;
-                return;
-            }
-        }
-        if init.issued < init.budget && init.ops.len() < init.qd {
-            init.wake_ns = Self::issue_time(init.issued, init.budget);
-        }
-        if init.issued >= init.budget && init.ops.is_empty() {
-            self.finish(k, init);
-        }
-    }
-
-    /// One completion of initiator `k`.
-    fn complete(&self, k: usize, init: &mut Initiator, d: &IoDone) {
-        let mut w = self.w.borrow_mut();
-        let now = self.clock.now_ns();
-        let Some(op) = init.ops.remove(&(d.queue, d.slot)) else {
-            w.fail(format!("initiator {k}: completion on queue {} slot {} with no command outstanding there (completed twice, or never sent)", d.queue, d.slot));
-            return;
-        };
-        w.seq += 1;
-        let seq = w.seq;
-        let ok = d.status.is_success();
-        w.trace(0xd0 + ok as u64, op.wid ^ op.lba << 20 ^ (d.queue as u64) << 40);
-        w.out.ops += 1;
-        if !ok {
-            // Faults here break connections (the host sees a transport failure); none makes a
-            // valid command fail with an NVMe status.
-            w.out.error_status += 1;
-            w.fail(format!("initiator {k}: queue {} {} lba {}+{} completed with status {:?}", d.queue, if op.write { "write" } else { "read" }, op.lba, op.n, d.status));
-        }
-        let current = op.epoch == w.model.epoch;
-        if op.write {
-            if !current {
-                return;
-            }
-            if ok {
-                w.model.acked(op.lba, op.n, op.wid, seq);
-                w.out.writes_acked += 1;
-                let horizon = init.ops.values().chain(w.inits.iter().flatten().flat_map(|i| i.ops.values())).filter(|o| !o.write).map(|o| o.seq).min().unwrap_or(seq);
-                w.model.prune(op.lba, op.n, horizon);
-            } else {
-                w.model.failed(op.lba, op.n, op.wid, now);
-            }
-            return;
-        }
-        if !ok || !current {
-            return;
-        }
-        let h = init.parts.as_ref().and_then(|p| p.host.as_ref()).expect("live host");
-        let (buf, off, _) = h.slot_buf(d.queue, d.slot);
-        let mut b = [0u8; BS];
-        for i in 0..op.n as u64 {
-            hal::DmaRegion::read(buf, off + i as usize * BS, &mut b);
-            let lba = op.lba + i;
-            let r = decode_block(w.cfg.seed, lba, &b).and_then(|wid| {
-                w.trace(0xee, wid);
-                w.model.check_read(lba, wid, op.seq)
-            });
-            match r {
-                Ok(()) => w.out.blocks_verified += 1,
-                Err(e) => {
-                    w.fail(format!("initiator {k}: queue {} read lba {}+{}: {e}", d.queue, op.lba, op.n));
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Initiator `k` did its share: disconnect, once the faults are over and two keep-alive
-    /// timeouts have passed (a connection a fault broke is found dead and made again by then,
-    /// so the orderly disconnect must succeed).
-    fn finish(&self, k: usize, init: &mut Initiator) {
-        let now = self.clock.now_ns();
-        let quiet = self.w.borrow().plan.end_ns + 2 * KATO_MS * MS;
-        if now <= quiet {
-            init.wake_ns = quiet + 1;
-            return;
-        }
-        let Some(p) = init.parts.as_mut() else { return };
-        let Some(h) = p.host.take() else { return };
-        if let Err(e) = h.disconnect(&mut p.node.v, &mut p.env) {
-            self.w.borrow_mut().fail(format!("initiator {k}: disconnect after the faults stopped: {e:?}"));
-        }
-        self.w.borrow_mut().trace(0xdd, k as u64);
-        init.finished = true;
-    }
-
-    /// After every initiator disconnected: the target and the initiators back at their
-    /// baselines, and the ICRC accounting of every port.
-    fn settle(&self) {
-        let until = self.clock.now_ns() + SETTLE_NS;
-        loop {
-            self.w.borrow_mut().turn();
-            let w = self.w.borrow();
-            let t_ok = w.target.as_ref().is_some_and(|t| t.footprint() == t.baseline);
-            let i_ok = w.inits.iter().flatten().all(|i| i.parts.as_ref().is_some_and(|p| p.env.tracked() == 0 && p.env.cm.conn_count() == 0 && p.node.v.dev.live_qps() == p.qps0));
-            if t_ok && i_ok {
-                break;
-            }
-            if self.clock.now_ns() > until {
-                drop(w);
-                let mut w = self.w.borrow_mut();
-                let msg = match w.target.as_ref() {
-                    Some(t) => format!("30s after the last disconnect: target {:?}, baseline {:?}; initiators ok: {i_ok}", t.footprint(), t.baseline),
-                    None => "target not running at the end".into(),
-                };
-                w.fail(format!("leak: {msg}"));
-                return;
-            }
-        }
-        let mut w = self.w.borrow_mut();
-        if let Some(t) = w.target.take() {
-            w.check_icrc(0, &t.node.cx);
-            w.target = Some(t);
-        }
-        for k in 0..w.inits.len() {
-            if let Some(i) = w.inits[k].take() {
-                if let Some(p) = &i.parts {
-                    w.check_icrc(i.port, &p.node.cx);
-                }
-                w.inits[k] = Some(i);
-            }
-        }
     }
 }
 
