@@ -21,7 +21,7 @@
 //! }
 //! ```
 //! Also: [`functions`] (all), [`find`] (vendor:device), [`PciFunction::config_read`]/`config_write`,
-//! [`PciFunction::capability`]; hot-plug slots: [`crate::pcie_slot`].
+//! [`PciFunction::capability`], [`function_level_reset`]; hot-plug slots: [`crate::pcie_slot`].
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -241,29 +241,12 @@ impl PciFunction {
     /// local bus spec 3.0 §6.7: Status bit 4, pointer at 0x34, each entry ID + next pointer),
     /// e.g. 0x10 for PCI Express. Walks at most 48 entries (a broken list cannot loop).
     pub fn capability(&self, id: u8) -> Option<u16> {
-        const STATUS_CAP_LIST: u32 = 1 << (16 + 4);
-        if self.config_read(REG_COMMAND) & STATUS_CAP_LIST == 0 {
-            return None;
-        }
-        let mut at = (self.config_read(REG_CAP_PTR) & 0xfc) as u16;
-        for _ in 0..48 {
-            if at < 0x40 {
-                return None;
-            }
-            let head = self.config_read(at);
-            if head & 0xff == id as u32 {
-                return Some(at);
-            }
-            at = ((head >> 8) & 0xfc) as u16;
-        }
-        None
+        capability(self.address, id)
     }
 }
 
 /// PCI Express capability (PCIe base spec §7.5.3): its ID, and the registers FLR uses.
-const CAP_PTR: u16 = 0x34;
-const STATUS_CAP_LIST: u32 = 1 << 20;
-const CAP_ID_PCIE: u32 = 0x10;
+const CAP_ID_PCIE: u8 = 0x10;
 const PCIE_DEVCAP: u16 = 0x04;
 const PCIE_DEVCTL: u16 = 0x08;
 const DEVCAP_FLR: u32 = 1 << 28;
@@ -275,21 +258,22 @@ const DEVSTA_TRANS_PENDING: u32 = 1 << (16 + 5);
 const FLR_WAIT_NS: u64 = 100_000_000;
 const FLR_READY_NS: u64 = 1_000_000_000;
 
-/// The config offset of function `a`'s PCI Express capability, if it has one.
-fn pcie_capability(a: PciAddress) -> Option<u16> {
+/// Config-space offset of function `a`'s first capability with ID `id` ([`PciFunction::capability`]).
+fn capability(a: PciAddress, id: u8) -> Option<u16> {
+    const STATUS_CAP_LIST: u32 = 1 << (16 + 4);
     if config_read(a, REG_COMMAND) & STATUS_CAP_LIST == 0 {
         return None;
     }
-    let mut off = (config_read(a, CAP_PTR) & 0xfc) as u16;
+    let mut at = (config_read(a, REG_CAP_PTR) & 0xfc) as u16;
     for _ in 0..48 {
-        if off < 0x40 {
+        if at < 0x40 {
             return None;
         }
-        let hdr = config_read(a, off);
-        if hdr & 0xff == CAP_ID_PCIE {
-            return Some(off);
+        let head = config_read(a, at);
+        if head & 0xff == id as u32 {
+            return Some(at);
         }
-        off = ((hdr >> 8) & 0xfc) as u16;
+        at = ((head >> 8) & 0xfc) as u16;
     }
     None
 }
@@ -297,10 +281,11 @@ fn pcie_capability(a: PciAddress) -> Option<u16> {
 /// Reset function `a` by a PCIe Function Level Reset if its Device Capabilities offer one:
 /// wait (up to 100 ms) for its outstanding transactions, save its type-0 header, set Initiate
 /// FLR, wait 100 ms and until it answers config reads again, then restore the BARs and the
-/// command register (the FLR cleared memory decode and bus mastering). Returns false, doing
-/// nothing, without the capability.
+/// command register (the FLR cleared memory decode and bus mastering). Returns false when it
+/// cannot: without the capability (nothing done), or when the function does not answer within
+/// a second after the reset (logged).
 pub fn function_level_reset(a: PciAddress) -> bool {
-    let Some(cap) = pcie_capability(a) else { return false };
+    let Some(cap) = capability(a, CAP_ID_PCIE) else { return false };
     if config_read(a, cap + PCIE_DEVCAP) & DEVCAP_FLR == 0 {
         return false;
     }
