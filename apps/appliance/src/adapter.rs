@@ -17,7 +17,7 @@ use core::fmt;
 use kernel::pci::PciFunction;
 use kernel::{KernelHal, KernelMmio};
 use log::{error, info, warn};
-use rdma::Verbs as _;
+use rdma::{Control as _, Neighbours as _};
 
 /// The verbs provider the NVMe-oF role runs on.
 pub type Verbs = mlx5::Mlx5Verbs<KernelHal, KernelMmio>;

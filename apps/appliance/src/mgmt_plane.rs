@@ -26,7 +26,7 @@ pub fn start(cfg: &mgmt::MgmtConfig, verbs: &mut Verbs, adapter_ip: [u8; 4]) -> 
     verbs.enable_mgmt_frames(TAP_SLOTS, cfg.ip.unwrap_or(adapter_ip) == adapter_ip);
     let seed = u64::from_le_bytes(kernel::entropy::seed32()[..8].try_into().unwrap_or_default());
     let now = kernel::time::now_ns();
-    let m = mgmt::Mgmt::new(cfg, adapter_ip, rdma::Verbs::local_mac(verbs), mlx5::MAX_FRAME, mgmt::Budget::default(), seed, now);
+    let m = mgmt::Mgmt::new(cfg, adapter_ip, rdma::Neighbours::local_mac(verbs), mlx5::MAX_FRAME, mgmt::Budget::default(), seed, now);
     Some(Plane { m: Box::new(m), start_ns: now })
 }
 

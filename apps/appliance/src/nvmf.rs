@@ -91,7 +91,7 @@ pub fn adapter_ip(cfg: &Config) -> Option<[u8; 4]> {
     cfg.ip.or(cfg.nvmeof.listen.map(|(a, _)| a).filter(|a| *a != [0; 4]))
 }
 
-/// How often the loops run the adapter's housekeeping (`Verbs::poll`: event queue, health
+/// How often the loops run the adapter's housekeeping (`Control::poll`: event queue, health
 /// counter and syndrome by MMIO reads, ARP). Not every turn: two uncached BAR reads cost
 /// about a microsecond on PCIe, which would land on I/O latency.
 const HOUSEKEEPING_NS: u64 = 100_000;
@@ -215,7 +215,7 @@ pub fn build_target(cfg: &Config, served: &mut Vec<Served>) -> Result<Box<Target
 /// after such an end, Err if the service could not start.
 #[inline(never)]
 pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64, mgmt: &::mgmt::MgmtConfig, storage: &mut crate::storage::Storage) -> Result<(), String> {
-    use rdma::Verbs as _;
+    use rdma::Control as _;
     let crate::adapter::Adapter { bdf, mut verbs } = adapter;
     let cm = cm_config(t.mtu, t.addr, &t.bounds);
     let svc = nvmeof::nvmet::service::TargetService::with_cm_config(&mut *verbs, t.core, t.max_queues, t.port, cm);
@@ -329,7 +329,7 @@ pub fn initiate(adapter: crate::adapter::Adapter, args: &NvmeofArgs, mtu: u32, v
 #[inline(never)]
 fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, mtu: u32, verify: u64) -> bool {
     use nvmeof::host::HostConfig;
-    use rdma::Verbs as _;
+    use rdma::{Control as _, Neighbours as _};
     let Some(spec) = args.connect.as_ref() else { return false };
     let cm = match rdma::cm::Cm::new(verbs, cm_config(mtu, verbs.local_ip(), &args.bounds)) {
         Ok(c) => c,

@@ -24,7 +24,7 @@ impl<H: Hal, M: Mmio> FramePort for mlx5::Mlx5Verbs<H, M> {
         self.mgmt_send(frame)
     }
     fn mac(&self) -> [u8; 6] {
-        rdma::Verbs::local_mac(self)
+        rdma::Neighbours::local_mac(self)
     }
     fn max_frame(&self) -> usize {
         mlx5::MAX_FRAME

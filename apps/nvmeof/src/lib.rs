@@ -58,7 +58,7 @@ pub enum Error<E> {
     Config(&'static str),
     /// In-band authentication (DH-HMAC-CHAP) failed or was refused.
     Auth(nvme_auth::Error),
-    /// The local RDMA device failed and is not back yet (`rdma::Verbs::device_failed`).
+    /// The local RDMA device failed and is not back yet (`rdma::Control::device_failed`).
     DeviceFailed,
 }
 

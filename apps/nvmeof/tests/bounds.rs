@@ -187,8 +187,8 @@ fn silent_connections_expire_at_the_deadline_while_a_good_host_is_served() {
     let mut silent = Vec::new();
     for i in 0..100u8 {
         let ip = [10, 9, i / 4, 1];
-        let cq = rdma::Verbs::create_cq(&mut attacker, 8).unwrap();
-        let qp = rdma::Verbs::create_rc_qp(&mut attacker, cq, cq, 8, 8).unwrap();
+        let cq = rdma::Control::create_cq(&mut attacker, 8).unwrap();
+        let qp = rdma::Control::create_rc_qp(&mut attacker, cq, cq, 8, 8).unwrap();
         let qid = (i % 3) as u16;
         let r = w.target.accept(&mut w.tdev, &cm_req_private(qid, 32), &attrs(qp, ip));
         assert!(r.is_ok(), "silent connection {i} refused: {:?}", r.err().map(|e| e.sts.get()));

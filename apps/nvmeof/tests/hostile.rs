@@ -119,15 +119,24 @@ impl Evil {
     }
 }
 
-impl Verbs for Evil {
+impl VerbsError for Evil {
     type Error = SoftError;
-    type Buf = TBuf;
+}
+
+impl Neighbours for Evil {
     fn local_ip(&self) -> Ipv4 {
         self.dev.local_ip()
     }
     fn local_mac(&self) -> Mac {
         self.dev.local_mac()
     }
+    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
+        self.dev.resolve_mac(ip)
+    }
+}
+
+impl Control for Evil {
+    type Buf = TBuf;
     fn alloc_buf(&mut self, len: usize) -> Result<TBuf, SoftError> {
         self.dev.alloc_buf(len)
     }
@@ -164,6 +173,12 @@ impl Verbs for Evil {
     fn gsi_cq(&self) -> Cqn {
         self.dev.gsi_cq()
     }
+    fn poll(&mut self) {
+        self.dev.poll()
+    }
+}
+
+impl DataPath for Evil {
     fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), SoftError> {
         let (wr, after) = self.tamper(qp, wr);
         self.dev.post_send(qp, &wr)?;
@@ -206,11 +221,10 @@ impl Verbs for Evil {
         }
         n
     }
-    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
-        self.dev.resolve_mac(ip)
-    }
-    fn poll(&mut self) {
-        self.dev.poll()
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
+        // SRQ receives are not the QP's own: keyed by QPN 0 (a wr_id names the group's buffer).
+        self.recvs.insert((0, wr.wr_id), wr.sge.addr);
+        self.dev.post_srq_recv(srq, wr)
     }
 }
 
@@ -223,11 +237,6 @@ impl SrqVerbs for Evil {
     }
     fn create_rc_qp_srq(&mut self, s: Cqn, r: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, SoftError> {
         self.dev.create_rc_qp_srq(s, r, sq, srq)
-    }
-    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
-        // SRQ receives are not the QP's own: keyed by QPN 0 (a wr_id names the group's buffer).
-        self.recvs.insert((0, wr.wr_id), wr.sge.addr);
-        self.dev.post_srq_recv(srq, wr)
     }
     fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), SoftError> {
         self.dev.arm_srq(srq, limit)

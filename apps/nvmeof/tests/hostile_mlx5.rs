@@ -21,7 +21,7 @@ use nvmeof::nvmet::service::TargetService;
 use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
 use rdma::cm::{Cm, CmConfig, CmEvent, ConnectParams, GSI_QKEY};
 use rdma::cm_wire::{gid_from_ipv4, rej_reason, CmMsg, CmaHdr, Dreq, Rej};
-use rdma::{Access, Completion, Cqn, Qpn, Sge, SendOp, SendWr, UdDest, Verbs};
+use rdma::{Access, Completion, Control, Cqn, DataPath, Qpn, SendOp, SendWr, Sge, UdDest};
 use testbed::alloc_count::{count_this_thread, live_bytes, Counting};
 use testbed::{Node, Options, SimClock, SimHal};
 
@@ -98,7 +98,7 @@ fn node(clock: &SimClock, hub: &Rc<RefCell<Hub>>, ip: [u8; 4], mac: [u8; 6], bas
 /// receive is posted on its QP1).
 struct Flooder {
     n: Node,
-    buf: <V as Verbs>::Buf,
+    buf: <V as rdma::Control>::Buf,
     lkey: rdma::Lkey,
     sent: u64,
 }

@@ -16,7 +16,7 @@ use hal::DmaRegion;
 use nvmeof::bench::{BenchConfig, Pattern, Rng};
 use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
 use nvmeof::Status;
-use rdma::{Access, Verbs};
+use rdma::{Access, Control, DataPath};
 use testbed::Node;
 
 mod emu_pair;

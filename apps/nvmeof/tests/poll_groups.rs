@@ -11,7 +11,7 @@ use hal::DmaRegion;
 use nvmeof::bench::Rng;
 use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
 use nvmeof::Status;
-use rdma::{Qpn, Verbs};
+use rdma::{Control, Qpn};
 use testbed::Node;
 
 mod emu_pair;

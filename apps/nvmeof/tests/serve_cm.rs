@@ -18,7 +18,7 @@ use nvmeof::wire::cm_rej;
 use nvmeof::{Error, Status};
 use rdma::cm::{Cm, CmConfig};
 use testbed::soft::SoftFabric;
-use rdma::Verbs;
+use rdma::Control;
 
 fn cm_cfg(seed: u64) -> CmConfig {
     CmConfig { cm_response_timeout: 10, packet_life_time: 8, max_cm_retries: 3, timewait_ns: 10_000_000, seed, ..CmConfig::default() }

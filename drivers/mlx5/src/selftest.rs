@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 use crate::error::Error;
 use crate::verbs::Mlx5Verbs;
 use hal::{DmaRegion, Hal, Mmio};
-use rdma::{Access, Completion, Cqn, Lkey, Qpn, RcConnectAttrs, RecvWr, Rkey, SendOp, SendWr, Sge, Verbs, WcOpcode, WcStatus};
+use rdma::{Access, Completion, Control, Cqn, DataPath, Lkey, Neighbours, Qpn, RcConnectAttrs, RecvWr, Rkey, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 
 /// What to run.
 #[derive(Debug, Clone, Copy)]

@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::mgmt_tap::FrameTap;
 use hal::{Hal, Mmio, PhysAddr};
 use rdma::neigh::{NeighConfig, NeighStats, NeighTable};
-use rdma::{Access, Completion, Cqn, Ipv4, Lkey, Mac, Qpn, RcConnectAttrs, RecvWr, Rkey, SendWr, Srqn, SrqVerbs, Verbs};
+use rdma::{Access, Completion, Control, Cqn, DataPath, Ipv4, Lkey, Mac, Neighbours, Qpn, RcConnectAttrs, RecvWr, Rkey, SendWr, Srqn, SrqVerbs, VerbsError};
 
 /// GSI CQ: 2^8 CQEs; GSI SQ/RQ: 2^6 WQEBBs / 2^6 WQEs of 32 bytes (data segment + terminator).
 const GSI_LOG_CQ: u8 = 8;
@@ -217,16 +217,32 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
     }
 }
 
-impl<H: Hal, M: Mmio> Verbs for Mlx5Verbs<H, M> {
+impl<H: Hal, M: Mmio> VerbsError for Mlx5Verbs<H, M> {
     type Error = Error;
-    type Buf = H::Dma;
+}
 
+impl<H: Hal, M: Mmio> Neighbours for Mlx5Verbs<H, M> {
     fn local_ip(&self) -> Ipv4 {
         self.dev.ipv4()
     }
     fn local_mac(&self) -> Mac {
         self.dev.mac()
     }
+    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
+        let now = self.dev.hal().now_ns();
+        let l = self.neigh.lookup(ip, now);
+        if l.send_request && self.raw_eth {
+            if self.dev.send_frame(&arp::request(self.dev.mac(), self.dev.ipv4(), ip)).is_ok() {
+                self.arp_requests_sent += 1;
+            }
+        }
+        l.mac
+    }
+}
+
+impl<H: Hal, M: Mmio> Control for Mlx5Verbs<H, M> {
+    type Buf = H::Dma;
+
     fn alloc_buf(&mut self, len: usize) -> Result<H::Dma, Error> {
         Ok(self.dev.hal().dma_alloc(len.max(1), 4096)?)
     }
@@ -271,37 +287,6 @@ impl<H: Hal, M: Mmio> Verbs for Mlx5Verbs<H, M> {
     fn gsi_cq(&self) -> Cqn {
         self.gsi_cq
     }
-    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Error> {
-        self.dev.post_send(qp, wr)
-    }
-    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Error> {
-        self.dev.post_send_deferred(qp, wr)
-    }
-    fn ring_send(&mut self, qp: Qpn) -> Result<(), Error> {
-        self.dev.ring_send(qp)
-    }
-    fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), Error> {
-        self.post_recv_batch(qp, core::slice::from_ref(wr))
-    }
-    fn post_recv_batch(&mut self, qp: Qpn, wrs: &[RecvWr]) -> Result<(), Error> {
-        match self.dev.qp(qp).map(|q| q.state) {
-            Some(QpState::Error) => Err(Error::InvalidArgument("post_recv on a QP in ERROR")),
-            _ => self.dev.post_recv_batch(qp, wrs),
-        }
-    }
-    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
-        self.dev.poll_cq(cq, out).unwrap_or(0)
-    }
-    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
-        let now = self.dev.hal().now_ns();
-        let l = self.neigh.lookup(ip, now);
-        if l.send_request && self.raw_eth {
-            if self.dev.send_frame(&arp::request(self.dev.mac(), self.dev.ipv4(), ip)).is_ok() {
-                self.arp_requests_sent += 1;
-            }
-        }
-        l.mac
-    }
     fn poll(&mut self) {
         if self.dev.failed().is_some() {
             return;
@@ -338,6 +323,36 @@ impl<H: Hal, M: Mmio> Verbs for Mlx5Verbs<H, M> {
     }
 }
 
+impl<H: Hal, M: Mmio> DataPath for Mlx5Verbs<H, M> {
+    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Error> {
+        self.dev.post_send(qp, wr)
+    }
+    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Error> {
+        self.dev.post_send_deferred(qp, wr)
+    }
+    fn ring_send(&mut self, qp: Qpn) -> Result<(), Error> {
+        self.dev.ring_send(qp)
+    }
+    fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), Error> {
+        self.post_recv_batch(qp, core::slice::from_ref(wr))
+    }
+    fn post_recv_batch(&mut self, qp: Qpn, wrs: &[RecvWr]) -> Result<(), Error> {
+        match self.dev.qp(qp).map(|q| q.state) {
+            Some(QpState::Error) => Err(Error::InvalidArgument("post_recv on a QP in ERROR")),
+            _ => self.dev.post_recv_batch(qp, wrs),
+        }
+    }
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), Error> {
+        self.dev.post_srq_recv(SrqId(srq.0), wr)
+    }
+    fn post_srq_recv_batch(&mut self, srq: Srqn, wrs: &[RecvWr]) -> Result<(), Error> {
+        self.dev.post_srq_recv_batch(SrqId(srq.0), wrs)
+    }
+    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
+        self.dev.poll_cq(cq, out).unwrap_or(0)
+    }
+}
+
 impl<H: Hal, M: Mmio> SrqVerbs for Mlx5Verbs<H, M> {
     fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, Error> {
         // One WQE of the RMP always stays back.
@@ -349,12 +364,6 @@ impl<H: Hal, M: Mmio> SrqVerbs for Mlx5Verbs<H, M> {
     }
     fn create_rc_qp_srq(&mut self, send_cq: Cqn, recv_cq: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, Error> {
         self.dev.create_qp_srq(send_cq, recv_cq, log2_ceil(sq.max(1)), SrqId(srq.0))
-    }
-    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), Error> {
-        self.dev.post_srq_recv(SrqId(srq.0), wr)
-    }
-    fn post_srq_recv_batch(&mut self, srq: Srqn, wrs: &[RecvWr]) -> Result<(), Error> {
-        self.dev.post_srq_recv_batch(SrqId(srq.0), wrs)
     }
     fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), Error> {
         let l = u16::try_from(limit).map_err(|_| Error::InvalidArgument("SRQ limit"))?;

@@ -8,7 +8,7 @@ use emu_roce::{Impairments, Link, MemLink};
 use mlx5::arp;
 use mlx5::{Config, Mlx5, Mlx5Verbs};
 use rdma::neigh::{ArpOp, NeighConfig};
-use rdma::Verbs;
+use rdma::{Control, Neighbours};
 
 const ME: [u8; 4] = [10, 0, 0, 1];
 const MY_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];

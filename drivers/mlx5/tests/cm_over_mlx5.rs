@@ -17,7 +17,7 @@ struct Node {
     v: V,
     cm: Cm<V>,
     cq: Cqn,
-    buf: <V as Verbs>::Buf,
+    buf: <V as rdma::Control>::Buf,
     lkey: Lkey,
     events: Vec<CmEvent>,
 }

@@ -3,7 +3,7 @@
 
 use emu_roce::Impairments;
 use hal::DmaRegion;
-use rdma::{Access, Completion, Qpn, RcConnectAttrs, RecvWr, SendOp, SendWr, Sge, Verbs, WcOpcode, WcStatus};
+use rdma::{Access, Completion, Control, DataPath, Neighbours, Qpn, RcConnectAttrs, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 use testbed::{Clocked, Options, SimClock};
 
 /// A driver over its emulated adapter: the shared harness's node.

@@ -7,7 +7,7 @@
 use emu_connectx::{ConnectX, PhysMem, SimClock, SimHal};
 use emu_roce::{Impairments, Link, MemLink};
 use mlx5::{Config, Mlx5, Mlx5Verbs, MAX_FRAME, MAX_INLINE_FRAME};
-use rdma::Verbs;
+use rdma::{Control, Neighbours};
 
 type V = Mlx5Verbs<SimHal, emu_connectx::Bar0>;
 

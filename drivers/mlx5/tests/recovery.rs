@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use mlx5::selftest::{loopback_rc, LoopbackConfig};
 use mlx5::{op, Error, Mlx5, Mlx5Verbs};
-use rdma::{Access, Completion, RecvWr, SendOp, SendWr, Sge, Verbs, WcStatus};
+use rdma::{Access, Completion, Control, DataPath, RecvWr, SendOp, SendWr, Sge, WcStatus};
 
 type V = Mlx5Verbs<emu_connectx::SimHal, emu_connectx::Bar0>;
 

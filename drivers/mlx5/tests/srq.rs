@@ -7,7 +7,7 @@ use common::*;
 use hal::{DmaRegion, Hal};
 use mlx5::device::event;
 use mlx5::{Mlx5, Mlx5Verbs, SrqId};
-use rdma::{Access, Completion, Cqn, Lkey, Qpn, RcConnectAttrs, RecvWr, SendOp, SendWr, Sge, SrqVerbs, Srqn, Verbs, WcOpcode, WcStatus};
+use rdma::{Access, Completion, Control, Cqn, DataPath, Lkey, Neighbours, Qpn, RcConnectAttrs, RecvWr, SendOp, SendWr, Sge, SrqVerbs, Srqn, WcOpcode, WcStatus};
 
 type V = Mlx5Verbs<emu_connectx::SimHal, emu_connectx::Bar0>;
 const SLOT: u64 = 256;

@@ -554,7 +554,7 @@ impl<V: Verbs> Cm<V> {
     }
 
     /// Passive side with an app-owned QP, step 1: the RC attributes a QP for the pending
-    /// REQ `id` must be connected with (`Verbs::connect_rc_qp`). `responder_resources` /
+    /// REQ `id` must be connected with (`Control::connect_rc_qp`). `responder_resources` /
     /// `initiator_depth` are what we offer (capped by the REQ's); `max_rd_atomic` in the
     /// result is how many RDMA READs the app may have outstanding at the peer. Step 2 is
     /// [`Cm::accept_app_qp`] (or [`Cm::reject`]).

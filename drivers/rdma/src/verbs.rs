@@ -1,5 +1,12 @@
 //! The verbs interface: what an app (NVMe-oF, rping-like tools, CM) may ask of an RDMA device.
 //!
+//! Three parts, so that each can have its own owner: [`Control`] (memory registration, object
+//! lifecycle, the GSI QP, housekeeping, recovery: firmware commands, the slow path),
+//! [`DataPath`] (post, ring, poll on objects `Control` created: the per-I/O path) and
+//! [`Neighbours`] (addresses and ARP). [`Verbs`] is all three on one device; [`SrqVerbs`] adds
+//! the control part of shared receive queues. The split is the seam along which a poll group's
+//! data path is to move to its own CPU (issue #13): today one object implements every part.
+//!
 //! Poll-first: nothing here blocks. `post_*` write work requests and ring a doorbell,
 //! `poll_cq` drains completions into a caller-provided slice. Implementations must not
 //! allocate, lock or log per operation.
@@ -82,7 +89,7 @@ pub enum SendOp {
     RdmaWrite { remote_addr: u64, rkey: Rkey },
     RdmaWriteWithImm { remote_addr: u64, rkey: Rkey, imm: u32 },
     RdmaRead { remote_addr: u64, rkey: Rkey },
-    /// Fast registration (IB_WR_REG_MR): make `key` (a key from [`Verbs::alloc_fast_mr`] with
+    /// Fast registration (IB_WR_REG_MR): make `key` (a key from [`Control::alloc_fast_mr`] with
     /// its next variant, see [`Rkey::next_variant`]) valid for exactly the physically
     /// contiguous `[addr, addr + len)` with `access`; earlier variants stop matching. The
     /// device runs it in send-queue order, before any later WR of the queue. No payload.
@@ -202,16 +209,29 @@ pub struct RcConnectAttrs {
     pub access: Access,
 }
 
-/// The interface an RDMA app is generic over.
-pub trait Verbs {
-    /// The device's error type (carries raw status).
+/// What every part of a device's interface shares: its error type (one per device, carrying
+/// the raw status).
+pub trait VerbsError {
     type Error: core::fmt::Debug;
-    /// Memory the app reads and writes and the device DMAs.
-    type Buf: hal::DmaRegion;
+}
 
+/// The device's addresses and its neighbour resolution (ARP on RoCEv2): what the CM and a
+/// connecting app ask before a QP exists. Slow path.
+pub trait Neighbours: VerbsError {
     /// This port's addresses.
     fn local_ip(&self) -> Ipv4;
     fn local_mac(&self) -> Mac;
+    /// Resolve a peer's MAC (ARP); `None` while unresolved (a request is sent).
+    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac>;
+}
+
+/// The control part: memory, object lifecycle (CQ, QP, GSI), device housekeeping and
+/// recovery. Every call may run a firmware command or walk the device's tables; none belongs
+/// on the per-I/O path. Whoever owns the control part (the CM / admin side) creates the
+/// objects a poller then drives through [`DataPath`].
+pub trait Control: VerbsError {
+    /// Memory the app reads and writes and the device DMAs.
+    type Buf: hal::DmaRegion;
 
     /// Allocate DMA memory for buffers (setup path, not per I/O).
     fn alloc_buf(&mut self, len: usize) -> Result<Self::Buf, Self::Error>;
@@ -247,6 +267,36 @@ pub trait Verbs {
     /// The CM polls it; nothing else should.
     fn gsi_cq(&self) -> Cqn;
 
+    /// Slow-path housekeeping (EQ, ARP, timers). Called from the app's poll loop.
+    fn poll(&mut self);
+    /// The device failed (dead firmware, a fatal event) and was reset: every work request
+    /// outstanding completes with a flush error, posts and creates fail, releases succeed
+    /// without the device. The app releases what it holds on it, then calls
+    /// [`Control::recover_device`].
+    fn device_failed(&self) -> bool {
+        false
+    }
+    /// Bring a failed device up again (a new GSI QP and CQ: [`Control::gsi_qp`] changes).
+    /// Returns whether the device is up; false: not back yet, try again on a later turn.
+    fn recover_device(&mut self) -> bool {
+        !self.device_failed()
+    }
+    /// A QP the device moved to ERROR on its own (a catastrophic work-queue error, an invalid
+    /// request or access error it reported asynchronously), oldest first; `None` when there is
+    /// none. A QP whose receives come from an SRQ has no receive of its own to be flushed, so
+    /// without this its owner may never learn the QP died. The default: the device reports none.
+    fn take_qp_error(&mut self) -> Option<Qpn> {
+        None
+    }
+}
+
+/// The data path: post work requests, ring doorbells, poll completions, on objects the
+/// [`Control`] part created. What a poller calls per I/O, so implementations must not allocate,
+/// lock, log or search per call (objects are reached by index from their handle).
+///
+/// This is the part a poll group will own on its own CPU: today it is implemented by the same
+/// object as [`Control`] (one `&mut` device), so all groups still share one device handle.
+pub trait DataPath: VerbsError {
     fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error>;
     /// Write a send WR without ringing the doorbell. The device may not start it before the
     /// next `ring_send(qp)` or `post_send(qp, ..)` (which rings for everything written before
@@ -286,46 +336,7 @@ pub trait Verbs {
         }
         Ok(())
     }
-    /// Drain up to `out.len()` completions; returns how many were written.
-    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize;
-
-    /// Resolve a peer's MAC (ARP); `None` while unresolved (a request is sent).
-    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac>;
-    /// Slow-path housekeeping (EQ, ARP, timers). Called from the app's poll loop.
-    fn poll(&mut self);
-    /// The device failed (dead firmware, a fatal event) and was reset: every work request
-    /// outstanding completes with a flush error, posts and creates fail, releases succeed
-    /// without the device. The app releases what it holds on it, then calls
-    /// [`Verbs::recover_device`].
-    fn device_failed(&self) -> bool {
-        false
-    }
-    /// Bring a failed device up again (a new GSI QP and CQ: [`Verbs::gsi_qp`] changes). Returns
-    /// whether the device is up; false: not back yet, try again on a later turn.
-    fn recover_device(&mut self) -> bool {
-        !self.device_failed()
-    }
-    /// A QP the device moved to ERROR on its own (a catastrophic work-queue error, an invalid
-    /// request or access error it reported asynchronously), oldest first; `None` when there is
-    /// none. A QP whose receives come from an SRQ has no receive of its own to be flushed, so
-    /// without this its owner may never learn the QP died. The default: the device reports none.
-    fn take_qp_error(&mut self) -> Option<Qpn> {
-        None
-    }
-}
-
-/// Shared receive queues, for poll groups (SPDK's model: one SRQ per poller whose receives all
-/// its QPs share, so receive memory grows with pollers, not connections). A QP created on an
-/// SRQ has no receive queue of its own (`post_recv` on it fails); its receive completions go to
-/// its receive CQ (which other QPs may share) with the `wr_id` posted to the SRQ. With the SRQ
-/// empty an RC sender is told to retry (RNR NAK) until a receive is posted.
-pub trait SrqVerbs: Verbs {
-    /// An SRQ holding at least `max_wr` receives (one scatter entry each).
-    fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, Self::Error>;
-    /// Refused while a QP takes its receives from it.
-    fn destroy_srq(&mut self, srq: Srqn) -> Result<(), Self::Error>;
-    /// An RC QP in RESET (like `create_rc_qp`) whose receives come from `srq`.
-    fn create_rc_qp_srq(&mut self, send_cq: Cqn, recv_cq: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, Self::Error>;
+    /// Post a receive to a shared receive queue ([`SrqVerbs`]).
     fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), Self::Error>;
     /// Post several receives (one doorbell-record update on mlx5); on an error the ones before
     /// it are posted. The default posts one by one.
@@ -335,6 +346,28 @@ pub trait SrqVerbs: Verbs {
         }
         Ok(())
     }
+    /// Drain up to `out.len()` completions; returns how many were written.
+    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize;
+}
+
+/// The whole interface an RDMA app is generic over: control, data path and neighbours of one
+/// device. Implemented for every type that implements the three parts.
+pub trait Verbs: Control + DataPath + Neighbours {}
+impl<T: Control + DataPath + Neighbours> Verbs for T {}
+
+/// Shared receive queues, for poll groups (SPDK's model: one SRQ per poller whose receives all
+/// its QPs share, so receive memory grows with pollers, not connections). A QP created on an
+/// SRQ has no receive queue of its own (`post_recv` on it fails); its receive completions go to
+/// its receive CQ (which other QPs may share) with the `wr_id` posted to the SRQ. With the SRQ
+/// empty an RC sender is told to retry (RNR NAK) until a receive is posted. The SRQ's receives
+/// are posted through the data path ([`DataPath::post_srq_recv`]); this is its control part.
+pub trait SrqVerbs: Verbs {
+    /// An SRQ holding at least `max_wr` receives (one scatter entry each).
+    fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, Self::Error>;
+    /// Refused while a QP takes its receives from it.
+    fn destroy_srq(&mut self, srq: Srqn) -> Result<(), Self::Error>;
+    /// An RC QP in RESET (like `create_rc_qp`) whose receives come from `srq`.
+    fn create_rc_qp_srq(&mut self, send_cq: Cqn, recv_cq: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, Self::Error>;
     /// Arm the SRQ limit: the first time fewer than `limit` receives remain posted, the SRQ
     /// reports it once ([`srq_limit_reached`](Self::srq_limit_reached)) and disarms.
     fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), Self::Error>;

@@ -100,7 +100,7 @@ pub fn run_target(
     let mut mg = mgmt.filter(|c| c.enabled).map(|c| {
         node.v.enable_mgmt_frames(16, c.ip.unwrap_or(ip) == ip);
         let seed = u64::from_le_bytes(os_seed()[..8].try_into().unwrap_or_default());
-        let m = mgmt::Mgmt::new(&c, ip, rdma::Verbs::local_mac(&node.v), mlx5::MAX_FRAME, mgmt::Budget::default(), seed, host_clock_ns());
+        let m = mgmt::Mgmt::new(&c, ip, rdma::Neighbours::local_mac(&node.v), mlx5::MAX_FRAME, mgmt::Budget::default(), seed, host_clock_ns());
         let a = m.ip();
         println!("RUNNER listening mgmt {}.{}.{}.{} port {}", a[0], a[1], a[2], a[3], m.port());
         m
@@ -202,7 +202,7 @@ pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64, bench_
         c.port,
         move || clk.now_ns(),
         move |v: &mut crate::Verbs| {
-            rdma::Verbs::poll(v);
+            rdma::Control::poll(v);
             cx.poll();
         },
     );

@@ -49,7 +49,7 @@ fn setup_with(words: &str) -> (SimClock, Rc<RefCell<TargetSide>>, Node, Env) {
     let clk: Box<dyn FnMut() -> u64> = Box::new(move || c1.now_ns());
     let poll: Box<dyn FnMut(&mut Verbs)> = Box::new(move |hv: &mut Verbs| {
         c2.advance(1_000);
-        rdma::Verbs::poll(hv);
+        rdma::Control::poll(hv);
         hcx.poll();
         let mut s = s2.borrow_mut();
         let TargetSide { svc, node } = &mut *s;
@@ -151,7 +151,7 @@ fn keep_alive_expiry_frees_the_controller_and_closes_its_queues() {
         svc.poll(&mut node.v, clock.now_ns());
         node.poll();
         drop(s);
-        rdma::Verbs::poll(&mut h.v);
+        rdma::Control::poll(&mut h.v);
         h.cx.poll();
     }
     let s = side.borrow();

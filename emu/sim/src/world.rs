@@ -358,7 +358,7 @@ impl World {
             PORT,
             Box::new(move || clock.now_ns()) as Box<dyn FnMut() -> u64>,
             Box::new(move |v: &mut V| {
-                rdma::Verbs::poll(v);
+                rdma::Control::poll(v);
                 cx.poll();
                 // From a blocking initiator step the rest of the world runs; from inside a
                 // turn (the world already borrowed) only this node.
@@ -569,7 +569,7 @@ impl World {
             }
             if let Some(t) = self.targets[j].as_mut() {
                 work += t.svc.poll(&mut t.node.v, now);
-                rdma::Verbs::poll(&mut t.node.v);
+                rdma::Control::poll(&mut t.node.v);
                 work += t.node.cx.poll();
             }
             if let Some((t, _)) = &self.target_restart[j] {

@@ -6,6 +6,7 @@
 //! Loop turn, single-threaded: `app.poll(); node.poll()` (driver housekeeping, then the
 //! adapter, which polls its link).
 
+use rdma::Control;
 use emu_connectx::{Bar0, ConnectX, PhysMem, SimClock, SimHal};
 use mlx5::{Mlx5, Mlx5Verbs, Timeouts};
 
@@ -74,7 +75,6 @@ impl Node {
 
     /// Device side of one loop turn (driver housekeeping, then adapter + link).
     pub fn poll(&mut self) {
-        use rdma::Verbs as _;
         self.v.poll();
         self.cx.poll();
     }

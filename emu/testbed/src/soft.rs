@@ -48,7 +48,7 @@ pub const GSI_QKEY: u32 = 0x8001_0000;
 /// Size of the GRH area in front of every UD receive.
 pub const GRH_LEN: usize = 40;
 
-/// Errors of the soft device (the `Verbs::Error`).
+/// Errors of the soft device (the `VerbsError::Error`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SoftError {
     NoSuchQp(Qpn),

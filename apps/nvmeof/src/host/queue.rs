@@ -11,7 +11,7 @@ pub(super) const KIND_REG: u64 = 3;
 /// A local invalidation of a slot's key; the slot completes with it.
 pub(super) const KIND_LINV: u64 = 4;
 /// Send-queue room one command may need, in plain requests: registration (up to 3 on mlx5, see
-/// `Verbs::create_rc_qp`), capsule (1), local invalidation (up to 2).
+/// `Control::create_rc_qp`), capsule (1), local invalidation (up to 2).
 pub(super) const WRS_PER_CMD: u32 = 6;
 
 #[derive(Clone, Copy, Default)]

@@ -8,7 +8,7 @@
 //! NVMe-RDMA status. A DREQ (or REP timeout, REJ) closes that queue on the target; a queue the
 //! target closes itself (keep-alive expiry, Fabrics Disconnect, transport error) gets a DREQ.
 //!
-//! When the adapter fails ([`Verbs::device_failed`]: the driver reset it), every queue is
+//! When the adapter fails ([`rdma::Control::device_failed`]: the driver reset it), every queue is
 //! closed (its work flushed), the namespace keys released, and once the block I/O of those
 //! queues is over the device is brought up again and the service listens anew (a new CM on the
 //! new GSI QP); hosts find their connections dead and reconnect.

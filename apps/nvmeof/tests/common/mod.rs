@@ -74,15 +74,24 @@ pub struct TDev {
     pub mem: MemMap,
 }
 
-impl Verbs for TDev {
+impl VerbsError for TDev {
     type Error = SoftError;
-    type Buf = TBuf;
+}
+
+impl Neighbours for TDev {
     fn local_ip(&self) -> Ipv4 {
         self.dev.local_ip()
     }
     fn local_mac(&self) -> Mac {
         self.dev.local_mac()
     }
+    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
+        self.dev.resolve_mac(ip)
+    }
+}
+
+impl Control for TDev {
+    type Buf = TBuf;
     fn alloc_buf(&mut self, len: usize) -> Result<TBuf, SoftError> {
         let b = Rc::new(self.dev.alloc_buf(len)?);
         self.mem.0.borrow_mut().insert(b.paddr(), Rc::downgrade(&b));
@@ -121,6 +130,12 @@ impl Verbs for TDev {
     fn gsi_cq(&self) -> Cqn {
         self.dev.gsi_cq()
     }
+    fn poll(&mut self) {
+        self.dev.poll()
+    }
+}
+
+impl DataPath for TDev {
     fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), SoftError> {
         self.dev.post_send(qp, wr)
     }
@@ -136,13 +151,11 @@ impl Verbs for TDev {
     fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
         self.dev.poll_cq(cq, out)
     }
-    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
-        self.dev.resolve_mac(ip)
-    }
-    fn poll(&mut self) {
-        self.dev.poll()
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
+        self.dev.post_srq_recv(srq, wr)
     }
 }
+
 
 impl SrqVerbs for TDev {
     fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, SoftError> {
@@ -153,9 +166,6 @@ impl SrqVerbs for TDev {
     }
     fn create_rc_qp_srq(&mut self, s: Cqn, r: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, SoftError> {
         self.dev.create_rc_qp_srq(s, r, sq, srq)
-    }
-    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
-        self.dev.post_srq_recv(srq, wr)
     }
     fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), SoftError> {
         self.dev.arm_srq(srq, limit)
@@ -319,7 +329,7 @@ impl<D: SrqVerbs> HostEnv<TDev> for World<D> {
     fn idle(&mut self, _verbs: &mut TDev) {
         self.idle_calls += 1;
         self.now += self.tick_ns;
-        rdma::Verbs::poll(&mut self.tdev);
+        rdma::Control::poll(&mut self.tdev);
         self.target.poll(&mut self.tdev, self.now);
     }
     fn cm_connect(&mut self, verbs: &mut TDev, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()> {

@@ -12,7 +12,7 @@ use emu_roce::Impairments;
 use nvmeof::host::{ConnectPoll, HostConfig, HostEnv};
 use nvmeof::nvmet::rdma::RdmaTarget;
 use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
-use rdma::{Access, Qpn, RcConnectAttrs, Verbs};
+use rdma::{Access, Control, Qpn, RcConnectAttrs};
 use testbed::{Clocked, ConnectX, Node, Options, SimClock, SimHal};
 
 pub type V = testbed::Verbs;

@@ -37,42 +37,9 @@ impl SoftDevice {
         }
         Some(wr)
     }
-}
 
-impl SrqVerbs for SoftDevice {
-    fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, SoftError> {
-        if max_wr == 0 {
-            return Err(SoftError::InvalidArgument);
-        }
-        let n = self.next_srqn;
-        self.next_srqn = self.next_srqn.wrapping_add(1).max(1);
-        self.srqs.insert(n, SoftSrq { wrs: VecDeque::new(), cap: max_wr, limit: 0, limit_hit: false });
-        Ok(Srqn(n))
-    }
-
-    fn destroy_srq(&mut self, srq: Srqn) -> Result<(), SoftError> {
-        if !self.srqs.contains_key(&srq.0) {
-            return Err(SoftError::InvalidArgument);
-        }
-        if self.qps.values().any(|q| q.srq == Some(srq.0)) {
-            return Err(SoftError::Busy);
-        }
-        self.srqs.remove(&srq.0);
-        Ok(())
-    }
-
-    fn create_rc_qp_srq(&mut self, send_cq: Cqn, recv_cq: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, SoftError> {
-        if !self.srqs.contains_key(&srq.0) {
-            return Err(SoftError::InvalidArgument);
-        }
-        let q = self.create_rc_qp(send_cq, recv_cq, sq, 1)?;
-        if let Some(qp) = self.qps.get_mut(&q.0) {
-            qp.srq = Some(srq.0);
-        }
-        Ok(q)
-    }
-
-    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
+    /// Post a receive to SRQ `srq` ([`DataPath::post_srq_recv`]).
+    pub(super) fn srq_post(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
         let s = self.srqs.get_mut(&srq.0).ok_or(SoftError::InvalidArgument)?;
         if s.wrs.len() as u32 >= s.cap {
             return Err(SoftError::InvalidArgument);
@@ -86,7 +53,38 @@ impl SrqVerbs for SoftDevice {
         }
         Ok(())
     }
+}
 
+impl SrqVerbs for SoftDevice {
+    fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, SoftError> {
+        if max_wr == 0 {
+            return Err(SoftError::InvalidArgument);
+        }
+        let n = self.next_srqn;
+        self.next_srqn = self.next_srqn.wrapping_add(1).max(1);
+        self.srqs.insert(n, SoftSrq { wrs: VecDeque::new(), cap: max_wr, limit: 0, limit_hit: false });
+        Ok(Srqn(n))
+    }
+    fn destroy_srq(&mut self, srq: Srqn) -> Result<(), SoftError> {
+        if !self.srqs.contains_key(&srq.0) {
+            return Err(SoftError::InvalidArgument);
+        }
+        if self.qps.values().any(|q| q.srq == Some(srq.0)) {
+            return Err(SoftError::Busy);
+        }
+        self.srqs.remove(&srq.0);
+        Ok(())
+    }
+    fn create_rc_qp_srq(&mut self, send_cq: Cqn, recv_cq: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, SoftError> {
+        if !self.srqs.contains_key(&srq.0) {
+            return Err(SoftError::InvalidArgument);
+        }
+        let q = self.create_rc_qp(send_cq, recv_cq, sq, 1)?;
+        if let Some(qp) = self.qps.get_mut(&q.0) {
+            qp.srq = Some(srq.0);
+        }
+        Ok(q)
+    }
     fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), SoftError> {
         let s = self.srqs.get_mut(&srq.0).ok_or(SoftError::InvalidArgument)?;
         if limit == 0 || limit > s.cap {
@@ -95,7 +93,6 @@ impl SrqVerbs for SoftDevice {
         s.limit = limit;
         Ok(())
     }
-
     fn srq_limit_reached(&mut self, srq: Srqn) -> bool {
         self.srqs.get_mut(&srq.0).is_some_and(|s| core::mem::take(&mut s.limit_hit))
     }

@@ -3,17 +3,24 @@
 
 use super::*;
 
-impl Verbs for SoftDevice {
+impl VerbsError for SoftDevice {
     type Error = SoftError;
-    type Buf = SoftBuf;
+}
 
+impl Neighbours for SoftDevice {
     fn local_ip(&self) -> Ipv4 {
         self.ip
     }
     fn local_mac(&self) -> Mac {
         self.mac
     }
+    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
+        self.fabric.inner.borrow().nodes.iter().find(|(i, _)| *i == ip).map(|(_, m)| *m)
+    }
+}
 
+impl Control for SoftDevice {
+    type Buf = SoftBuf;
     fn alloc_buf(&mut self, len: usize) -> Result<SoftBuf, SoftError> {
         if len == 0 {
             return Err(SoftError::InvalidArgument);
@@ -24,7 +31,6 @@ impl Verbs for SoftDevice {
         self.mem.insert(paddr, Rc::downgrade(&data));
         Ok(SoftBuf { paddr, data })
     }
-
     fn reg_mr(&mut self, addr: PhysAddr, len: u64, access: Access) -> Result<(Lkey, Rkey), SoftError> {
         if len == 0 || self.mem_find(addr, len).is_none() {
             return Err(SoftError::InvalidArgument);
@@ -33,11 +39,9 @@ impl Verbs for SoftDevice {
         self.mrs.insert(key >> 8, Mr { key, addr, len, access, remote_valid: true, fast_max: None });
         Ok((Lkey(key), Rkey(key)))
     }
-
     fn dereg_mr(&mut self, lkey: Lkey) -> Result<(), SoftError> {
         self.mrs.remove(&(lkey.0 >> 8)).map(|_| ()).ok_or(SoftError::NoSuchKey(lkey.0))
     }
-
     fn alloc_fast_mr(&mut self, max_len: u64) -> Result<Rkey, SoftError> {
         if max_len == 0 {
             return Err(SoftError::InvalidArgument);
@@ -47,7 +51,6 @@ impl Verbs for SoftDevice {
         self.mrs.insert(key >> 8, Mr { key, addr: 0, len: 0, access: none, remote_valid: false, fast_max: Some(max_len) });
         Ok(Rkey(key))
     }
-
     fn create_cq(&mut self, entries: u32) -> Result<Cqn, SoftError> {
         if entries == 0 {
             return Err(SoftError::InvalidArgument);
@@ -57,7 +60,6 @@ impl Verbs for SoftDevice {
         self.cqs.insert(n, Cq { cap: entries, entries: VecDeque::new(), overruns: 0 });
         Ok(Cqn(n))
     }
-
     fn destroy_cq(&mut self, cq: Cqn) -> Result<(), SoftError> {
         if cq == self.gsi_cq {
             return Err(SoftError::Busy);
@@ -67,7 +69,6 @@ impl Verbs for SoftDevice {
         }
         self.cqs.remove(&cq.0).map(|_| ()).ok_or(SoftError::NoSuchCq(cq))
     }
-
     fn create_rc_qp(&mut self, send_cq: Cqn, recv_cq: Cqn, sq: u32, rq: u32) -> Result<Qpn, SoftError> {
         if !self.cqs.contains_key(&send_cq.0) {
             return Err(SoftError::NoSuchCq(send_cq));
@@ -83,7 +84,6 @@ impl Verbs for SoftDevice {
         self.qps.insert(n, Qp::new(QpKind::Rc, send_cq, recv_cq, sq, rq));
         Ok(Qpn(n))
     }
-
     fn connect_rc_qp(&mut self, qp: Qpn, attrs: &RcConnectAttrs) -> Result<(), SoftError> {
         let q = self.qps.get_mut(&qp.0).ok_or(SoftError::NoSuchQp(qp))?;
         if q.kind != QpKind::Rc || q.state != QpState::Reset {
@@ -97,7 +97,6 @@ impl Verbs for SoftDevice {
         self.unpark(qp.0);
         Ok(())
     }
-
     fn qp_to_error(&mut self, qp: Qpn) -> Result<(), SoftError> {
         if !self.qps.contains_key(&qp.0) || qp.0 == 1 {
             return Err(SoftError::NoSuchQp(qp));
@@ -105,21 +104,24 @@ impl Verbs for SoftDevice {
         self.error_qp(qp.0);
         Ok(())
     }
-
     fn destroy_qp(&mut self, qp: Qpn) -> Result<(), SoftError> {
         if qp.0 == 1 {
             return Err(SoftError::BadState(qp));
         }
         self.qps.remove(&qp.0).map(|_| ()).ok_or(SoftError::NoSuchQp(qp))
     }
-
     fn gsi_qp(&self) -> Qpn {
         Qpn(1)
     }
     fn gsi_cq(&self) -> Cqn {
         self.gsi_cq
     }
+    fn poll(&mut self) {
+        self.pump();
+    }
+}
 
+impl DataPath for SoftDevice {
     fn post_send(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), SoftError> {
         let q = self.qps.get(&qpn.0).ok_or(SoftError::NoSuchQp(qpn))?;
         if q.state != QpState::Rts {
@@ -133,7 +135,6 @@ impl Verbs for SoftDevice {
         self.run_deferred(qpn)?;
         self.exec_send(qpn, wr)
     }
-
     fn post_send_deferred(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), SoftError> {
         let q = self.qps.get_mut(&qpn.0).ok_or(SoftError::NoSuchQp(qpn))?;
         if q.state != QpState::Rts {
@@ -145,7 +146,6 @@ impl Verbs for SoftDevice {
         q.deferred.push_back(*wr);
         Ok(())
     }
-
     fn ring_send(&mut self, qpn: Qpn) -> Result<(), SoftError> {
         let q = self.qps.get(&qpn.0).ok_or(SoftError::NoSuchQp(qpn))?;
         if q.deferred.is_empty() {
@@ -154,20 +154,14 @@ impl Verbs for SoftDevice {
         self.doorbells += 1;
         self.run_deferred(qpn)
     }
-
     fn post_recv(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<(), SoftError> {
         self.post_recv_one(qpn, wr)
     }
-
     fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
         self.poll_cq_inner(cq, out)
     }
-
-    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
-        self.fabric.inner.borrow().nodes.iter().find(|(i, _)| *i == ip).map(|(_, m)| *m)
-    }
-
-    fn poll(&mut self) {
-        self.pump();
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
+        self.srq_post(srq, wr)
     }
 }
+
