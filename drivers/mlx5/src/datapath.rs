@@ -304,16 +304,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let qpn = Qpn(get(e, cqe64::qpn) as u32);
         let counter = get(e, cqe64::wqe_counter) as u16;
         let Ok(i) = self.qp_index(qpn) else {
-            // A receive CQE of a QP destroyed while on an SRQ (slow path): its WQE goes back
-            // and the completion is reported (the app gets its buffer back by wr_id).
-            if !matches!(op, cqe_op::REQ | cqe_op::REQ_ERR) {
-                if let Some(&(_, s)) = self.retired_srq_qps.iter().find(|(q, _)| *q == qpn) {
-                    if let Some(wr_id) = self.srqs.get_mut(s.0 as usize).and_then(|s| s.as_mut()).and_then(|s| s.complete(counter)) {
-                        let status = if op == cqe_op::RESP_ERR { wc_status(get(e, cqe64::syndrome) as u8) } else { WcStatus::Success };
-                        return Some(Completion { qpn, wr_id, status, opcode: WcOpcode::Recv, byte_len: get(e, cqe64::byte_cnt) as u32, ..Default::default() });
-                    }
-                }
-            }
             // A CQE for a QP we do not know: count it, report nothing.
             self.stats.bad_cqes += 1;
             return None;

@@ -3,6 +3,7 @@
 
 mod caps;
 mod cq;
+mod cq_clean;
 mod eq;
 mod keys;
 mod port;
@@ -33,9 +34,6 @@ const MTT_PER_CMD: usize = (MAX_MSG - 0x110) / 8;
 use mlx5_ifc::{cap_type, qp as qp_fact};
 /// EQE event types, re-exported for [`AsyncEvent::event_type`] users.
 pub use mlx5_ifc::event;
-
-/// How many destroyed SRQ QPs the driver remembers for their late receive CQEs.
-pub const RETIRED_SRQ_QPS: usize = 64;
 
 /// The well-known QP1 Q_Key.
 pub const GSI_QKEY: u32 = 0x8001_0000;
@@ -151,6 +149,8 @@ pub struct Stats {
     pub pages_released_by_fast_teardown: u64,
     /// CQEs naming an unknown QP or a WQE that is not outstanding (dropped, not reported).
     pub bad_cqes: u64,
+    /// CQEs of destroyed QPs taken out of their CQs at destroy ([`cq_clean`]).
+    pub cqes_cleaned: u64,
     /// Send-queue doorbells (MMIO writes to the UAR) rung by the data path.
     pub sq_doorbells: u64,
     /// Send WQEs written (a doorbell may announce several).
@@ -326,9 +326,6 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     qp_pos: crate::objindex::ObjIndex,
     /// Shared receive queues by [`SrqId`] slot (None: destroyed).
     pub(crate) srqs: Vec<Option<Srq<H::Dma>>>,
-    /// QPs destroyed while on an SRQ (newest last, at most [`RETIRED_SRQ_QPS`]): receive CQEs
-    /// of theirs still in a CQ give their SRQ WQE back.
-    pub(crate) retired_srq_qps: Vec<(Qpn, SrqId)>,
     events: Vec<AsyncEvent>,
     mkey_variant: u8,
     /// Port state from the last PORT_CHANGE event (None: no event seen yet).
@@ -394,7 +391,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             cq_pos: crate::objindex::ObjIndex::new(),
             qp_pos: crate::objindex::ObjIndex::new(),
             srqs: Vec::new(),
-            retired_srq_qps: Vec::new(),
             events: Vec::new(),
             mkey_variant: 0,
             port_up: None,

@@ -103,7 +103,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         self.run(in_len, create_qp_out::LAYOUT.size)?;
         let qpn = Qpn(self.out(create_qp_out::qpn) as u32);
-        self.retired_srq_qps.retain(|(q, _)| *q != qpn);
         self.qps.push(Qp {
             qpn,
             kind,
@@ -271,8 +270,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     }
 
     /// DESTROY_QP. A QP on an SRQ goes to ERROR first, so a receive it had started comes back as
-    /// a flushed completion; its receive CQEs still in the CQ then give their SRQ WQEs back
-    /// (reported with the destroyed QP's number) instead of leaking them.
+    /// a flushed completion. Then its CQEs still in its CQs are taken out ([`cq_clean`]: a
+    /// receive from the SRQ is posted there again), so a later QP with the same number never
+    /// gets them.
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), Error> {
         let i = self.qp_index(qpn)?;
         let srq = self.qps[i].srq;
@@ -280,14 +280,13 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             self.qp_to_error(qpn)?;
         }
         self.simple(op::DESTROY_QP, 0, destroy_qp_in::LAYOUT.size, &[(destroy_qp_in::qpn, qpn.0 as u64)])?;
+        let (scq, rcq) = (self.qps[i].send_cq, self.qps[i].recv_cq);
+        self.clean_cq(rcq, qpn, srq);
+        if scq != rcq {
+            self.clean_cq(scq, qpn, srq);
+        }
         self.qps.remove(i);
         self.reindex();
-        if let Some(s) = srq {
-            if self.retired_srq_qps.len() >= RETIRED_SRQ_QPS {
-                self.retired_srq_qps.remove(0);
-            }
-            self.retired_srq_qps.push((qpn, s));
-        }
         Ok(())
     }
 }

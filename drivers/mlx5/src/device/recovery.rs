@@ -155,7 +155,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.cqs.clear();
         self.mkeys.clear();
         self.srqs.clear();
-        self.retired_srq_qps.clear();
         self.events.clear();
         self.reindex();
         let failures = self.stats.device_failures;

@@ -86,6 +86,29 @@ impl<D: DmaRegion> Srq<D> {
 }
 
 impl<D: DmaRegion> Srq<D> {
+    /// WQE `counter`, consumed by a receive CQE that was cleaned away, posted again with the
+    /// same `wr_id` and data segment (its buffer stays with the SRQ). False if it was not posted.
+    pub(crate) fn repost(&mut self, counter: u16) -> bool {
+        let i = counter as usize;
+        let mut d = [0u8; 16];
+        if !self.busy.get(i).copied().unwrap_or(false) {
+            return false;
+        }
+        self.buf.read(i * STRIDE + wqe_srq_next_seg::LAYOUT.size, &mut d);
+        let Some(wr_id) = self.complete(counter) else { return false };
+        // `complete` linked one WQE back, so the list has room at its head.
+        let h = self.head as usize;
+        self.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
+        self.wrid[h] = wr_id;
+        self.busy[h] = true;
+        self.posted += 1;
+        self.head = self.next[h];
+        self.counter = self.counter.wrapping_add(1);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+        self.dbr.write_be32(0, self.counter as u32);
+        true
+    }
+
     /// The device failed: one posted WQE's wr_id, forgotten (flushed), if any is left.
     pub(crate) fn flush_one(&mut self) -> Option<u64> {
         let i = self.busy.iter().position(|&b| b)?;
@@ -234,7 +257,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let rmpn = s.rmpn;
         self.simple(op::DESTROY_RMP, 0, destroy_rmp_in::LAYOUT.size, &[(destroy_rmp_in::rmpn, rmpn as u64)])?;
         self.srqs[id.0 as usize] = None;
-        self.retired_srq_qps.retain(|(_, s)| *s != id);
         Ok(())
     }
 

@@ -1,0 +1,75 @@
+//! Cleaning a CQ of a destroyed QP's completions (what Linux mlx5_ib does at destroy with
+//! `__mlx5_ib_cq_clean`): once DESTROY_QP has returned the adapter writes no more CQEs for the
+//! QP, so the driver takes the ones still waiting in the QP's CQs out of the ring (later CQEs
+//! move back over them, each keeping the owner bit of the slot it lands in) and advances the
+//! consumer index. A QPN the adapter hands out again can then never receive an old QP's
+//! completion. A receive that the QP had taken from an SRQ is posted to the SRQ again with the
+//! same `wr_id` and buffer, so the SRQ's owner neither loses the buffer nor sees a capsule of a
+//! connection that is gone; the QP's send and own-RQ completions are dropped (the QP's owner
+//! released that work with the QP). Slow path (destroy only); counted in `Stats::cqes_cleaned`.
+
+use super::*;
+use mlx5_ifc::cqe_op;
+
+impl<H: Hal, M: Mmio> Mlx5<H, M> {
+    /// Take QP `qpn`'s CQEs out of CQ `cqn` (see the module doc). Nothing while the device is
+    /// failed or the CQ broken: their completions are the flush path's.
+    pub(crate) fn clean_cq(&mut self, cqn: Cqn, qpn: Qpn, srq: Option<SrqId>) {
+        let Ok(ci_idx) = self.cq_index(cqn) else { return };
+        if self.failed.is_some() || self.cqs[ci_idx].broken {
+            return;
+        }
+        let c = &self.cqs[ci_idx];
+        let (size, ci, log) = (1u32 << c.log_size, c.ci, c.log_size);
+        let own = cqe64::op_own.byte();
+        let at = |i: u32| ((i & (size - 1)) as usize) * cqe64::LAYOUT.size;
+        let sw_owned = |buf: &H::Dma, i: u32| {
+            let op_own = buf.read_u8(at(i) + own);
+            (op_own >> 4) != cqe_op::INVALID && u32::from(op_own & 1) == (i >> log) & 1
+        };
+        // The CQEs software owns now: [ci, pi).
+        let mut pi = ci;
+        while pi.wrapping_sub(ci) < size && sw_owned(&c.buf, pi) {
+            pi = pi.wrapping_add(1);
+        }
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
+        // Newest first: a kept CQE moves `freed` slots on (towards the producer).
+        let mut freed = 0u32;
+        let mut recycle: Vec<u16> = Vec::new();
+        let mut i = pi;
+        while i != ci {
+            i = i.wrapping_sub(1);
+            let mut e = [0u8; 64];
+            self.cqs[ci_idx].buf.read(at(i), &mut e);
+            if get(&e, cqe64::qpn) as u32 == qpn.0 {
+                freed += 1;
+                let op = get(&e, cqe64::opcode) as u8;
+                if srq.is_some() && !matches!(op, cqe_op::REQ | cqe_op::REQ_ERR) {
+                    recycle.push(get(&e, cqe64::wqe_counter) as u16);
+                }
+            } else if freed > 0 {
+                let c = &self.cqs[ci_idx];
+                let dst = i.wrapping_add(freed);
+                let dst_owner = c.buf.read_u8(at(dst) + own) & 1;
+                e[own] = (e[own] & !1) | dst_owner;
+                c.buf.write(at(dst), &e);
+            }
+        }
+        if freed == 0 {
+            return;
+        }
+        let c = &mut self.cqs[ci_idx];
+        c.ci = ci.wrapping_add(freed);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+        c.dbr.write_be32(0, c.ci & 0xff_ffff);
+        self.stats.cqes_cleaned += u64::from(freed);
+        if let Some(s) = srq.and_then(|s| self.srqs.get_mut(s.0 as usize)).and_then(|s| s.as_mut()) {
+            // Oldest first, as the adapter consumed them.
+            for &counter in recycle.iter().rev() {
+                if !s.repost(counter) {
+                    self.stats.bad_cqes += 1;
+                }
+            }
+        }
+    }
+}
