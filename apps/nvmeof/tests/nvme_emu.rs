@@ -18,7 +18,7 @@ use nvme::{Config, Controller, NvmeNamespace};
 use nvmeof::bench::{BenchConfig, Pattern, Rng};
 use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
 use nvmeof::Status;
-use rdma::Verbs;
+use rdma::Control;
 use testbed::nvme_drive::{DriveNs, DriveState, NvmeDrive};
 use testbed::{Node, SimHal};
 
