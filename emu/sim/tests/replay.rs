@@ -173,3 +173,16 @@ fn two_targets_each_checked_on_its_own_and_a_crash_of_one_leaves_the_other_servi
     }
     assert!(flowing >= 5, "in {flowing} of 6 seeds the other target served while one was down");
 }
+
+#[test]
+fn a_device_recovery_drops_every_controller_on_it_first() {
+    // Seed 403066, 2 targets (campaign 400000..403589): health, cmdhang and fatal on initiator
+    // 0's adapter. Its reconnect to target 0 brought the failed device up again while its
+    // controller on target 1 still held QP and CQ numbers of the dead device; once the new
+    // objects reused those numbers, each controller's reconnect released the other's queues
+    // (a reconnect loop), and the orderly disconnect failed (RetryExceeded).
+    let out = run(Config { targets: 2, ..cfg(403066, &faults::ALL) });
+    assert!(out.failure.is_none(), "{:?}", out.failure);
+    assert_eq!(out.drawn.iter().map(|k| k.name()).collect::<Vec<_>>(), ["health", "cmdhang", "corrupt", "corrupt", "fatal"], "the plan of the time");
+    assert!(out.init_recoveries > 0, "{}", out.line(403066));
+}

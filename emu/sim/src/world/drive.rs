@@ -155,6 +155,18 @@ impl Sim {
     fn connect_step(&self, k: usize, j: usize, init: &mut Initiator) -> bool {
         let now = self.clock.now_ns();
         let p = init.parts.as_mut().expect("live");
+        let device_failed = rdma::Verbs::device_failed(&p.node.v);
+        if device_failed && (p.sessions[j].host.is_none() || p.sessions[j].failed) {
+            // This step brings the device up again: every other controller on it goes first
+            // (dropped: its QPs and CQs died with the device; a release after the bring-up
+            // would name new objects that reuse their numbers). Seed 403066 --targets 2.
+            for (i, o) in p.sessions.iter_mut().enumerate() {
+                if i != j && o.host.take().is_some() {
+                    o.failed = false;
+                    self.w.borrow_mut().abandon(k, &mut init.ops, Some(i));
+                }
+            }
+        }
         let s = &mut p.sessions[j];
         let tag = k as u64 + 0x100 * j as u64;
         if s.host.is_none() {
