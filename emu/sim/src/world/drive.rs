@@ -155,7 +155,7 @@ impl Sim {
     fn connect_step(&self, k: usize, j: usize, init: &mut Initiator) -> bool {
         let now = self.clock.now_ns();
         let p = init.parts.as_mut().expect("live");
-        let device_failed = rdma::Verbs::device_failed(&p.node.v);
+        let device_failed = rdma::Control::device_failed(&p.node.v);
         if device_failed && (p.sessions[j].host.is_none() || p.sessions[j].failed) {
             // This step brings the device up again: every other controller on it goes first
             // (dropped: its QPs and CQs died with the device; a release after the bring-up
