@@ -20,8 +20,8 @@
 #                              shared-memory files removed (the traps call it)
 # Every process is started in a process group of its own (setsid), recorded, and stopped by
 # group, so nothing outlives the caller; file names carry IMG_TAG (appliance-image-<pid>).
-SHIM="${CARGO_TARGET_DIR:-$ROOT/target}/release/emu-pci-shim"
-RUNNER="${CARGO_TARGET_DIR:-$ROOT/target}/release/emu-runner"
+SHIM="$TOOLS_DIR/emu-pci-shim"
+RUNNER="$TOOLS_DIR/emu-runner"
 IMG_SHM=/dev/shm
 [ -d "$IMG_SHM" ] && [ -w "$IMG_SHM" ] || IMG_SHM=/tmp
 IMG_TAG="appliance-image-$$"
@@ -42,7 +42,7 @@ img_begin() {
 
 img_build() {
     build_image >"$IMG_LOGS/build.log" 2>&1 || { echo "image: build failed (see $IMG_LOGS/build.log)" >&2; return 1; }
-    "$CARGO" build --release -p emu-pci-shim -p emu-runner >>"$IMG_LOGS/build.log" 2>&1 \
+    build_tools -p emu-pci-shim -p emu-runner >>"$IMG_LOGS/build.log" 2>&1 \
         || { echo "image: cargo build -p emu-pci-shim -p emu-runner failed (see $IMG_LOGS/build.log)" >&2; return 1; }
 }
 

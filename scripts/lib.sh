@@ -12,6 +12,16 @@ build_image() {
     (cd "$ROOT" && "$CARGO" build --release -p appliance --target x86_64-target.json \
         -Z build-std=core,alloc -Z build-std-features=compiler-builtins-mem -Z json-target-spec "$@")
 }
+# The host tools the scripts run (emu-runner, emu-pci-shim, simulate, benchplot, the RoCE capture
+# example) build with TOOLS_PROFILE: release unless set. scripts/test sets `checked` (release code
+# with overflow checks and debug assertions), so its suites reuse the host tests' build instead of
+# compiling everything a second time, and the tools run with the checks on.
+export TOOLS_PROFILE="${TOOLS_PROFILE:-release}"
+TOOLS_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/$TOOLS_PROFILE"
+export TOOLS_DIR
+build_tools() {
+    (cd "$ROOT" && "$CARGO" build --profile "$TOOLS_PROFILE" "$@")
+}
 # Follows CARGO_TARGET_DIR when a developer sets one (the team uses per-helper target dirs).
 IMAGE="${CARGO_TARGET_DIR:-$ROOT/target}/x86_64-target/release/appliance"
 export IMAGE
