@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 
 use emu_connectx::{ConnectX, PhysMem, Profile, SimClock, SimDma, SimHal};
-use hal::{DmaRegion, Hal, HalError, Mmio, PhysAddr};
+use hal::{DmaRegion, DmaSlice, Hal, HalError, Mmio, PhysAddr};
 use mlx5::selftest::{loopback_rc, LoopbackConfig};
 use mlx5::{Config, Mlx5, Mlx5Verbs, Timeouts};
 
@@ -123,8 +123,8 @@ impl Hal for HostileHal {
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()
     }
-    fn copy_phys(&self, dst: PhysAddr, src: PhysAddr, len: usize) -> bool {
-        self.inner.copy_phys(dst, src, len)
+    fn copy_dma(&self, dst: DmaSlice, src: DmaSlice) -> bool {
+        self.inner.copy_dma(dst, src)
     }
     fn relax(&self) {
         self.inner.relax()

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 use blockdev::{BlockDevice, BlockDone, BlockIo, BlockOp};
 use emu_connectx::{PhysMem, SimClock, SimHal};
-use hal::{DmaRegion, Hal};
+use hal::{DmaRegion, DmaSlice, Hal};
 use nvme::{Config, Controller, NvmeNamespace};
 use testbed::nvme_drive::{Completion, DriveNs, DriveState, Misbehaviour, NvmeDrive, Readiness};
 
@@ -115,7 +115,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         let ops = [BlockOp::Write, BlockOp::Read, BlockOp::Flush, BlockOp::Read];
         for (tag, op) in ops.into_iter().enumerate() {
             let blocks = if op == BlockOp::Flush { 0 } else { 1 };
-            let io = BlockIo { op, lba: tag as u64, blocks, buf: buf.paddr(), buf_len: blocks as usize * BS, tag: tag as u64, fua: false };
+            let io = BlockIo { op, lba: tag as u64, blocks, buf: DmaSlice::new(&buf, 0, blocks as usize * BS).expect("inside the buffer"), tag: tag as u64, fua: false };
             match ns.submit(&io) {
                 Ok(()) => assert!(live.insert(io.tag)),
                 Err(e) => assert!(!honest, "honest drive: {op:?} refused: {e:?}"),

@@ -4,7 +4,7 @@
 use core::alloc::Layout;
 use core::ptr::NonNull;
 
-use hal::{DmaRegion, Hal, HalError, Mmio, PhysAddr};
+use hal::{DmaRegion, DmaSlice, Hal, HalError, Mmio, PhysAddr};
 use volatile::VolatilePtr;
 
 use crate::memory::DMA_POOL;
@@ -53,7 +53,14 @@ impl Hal for KernelHal {
         core::hint::spin_loop();
     }
 
-    fn copy_phys(&self, dst: PhysAddr, src: PhysAddr, len: usize) -> bool {
+    fn copy_dma(&self, dst: DmaSlice, src: DmaSlice) -> bool {
+        let len = src.len();
+        if dst.len() < len {
+            return false;
+        }
+        let (dst, src) = (dst.paddr(), src.paddr());
+        // A slice is bounded by the region it came from, but does not keep that region
+        // alive: the pool check still refuses memory that is not DMA memory.
         let (bottom, top) = {
             let pool = DMA_POOL.lock();
             (pool.bottom() as u64, pool.top() as u64)

@@ -16,7 +16,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
-use hal::{DmaRegion, Hal};
+use hal::{DmaRegion, DmaSlice, Hal};
 use kernel::{KernelDma, KernelHal, KernelMmio};
 use log::{error, info};
 use nvme::{Controller, NvmeNamespace};
@@ -324,7 +324,7 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
             continue;
         }
         for s in served.iter_mut() {
-            // RAM namespaces take the pattern test (data moved by KernelHal::copy_phys).
+            // RAM namespaces take the pattern test (data moved by KernelHal::copy_dma).
             if let (Backing::Ram(r), Test::Pattern(seed)) = (&mut s.dev, *t) {
                 match pattern(&mut **r, seed, true, true) {
                     Ok(msg) => info!("storage: selftest {t:?} {}: PASS {msg}", s.name),
@@ -356,6 +356,12 @@ pub fn attach(cfg: &StorageConfig) -> Storage {
         }
     }
     Storage { ok, served, controllers, slots }
+}
+
+/// `len` bytes at `off` of a self-test buffer; an empty slice (the I/O then fails as
+/// BufferTooSmall, a failed test) if they are not inside it.
+fn slice(buf: &KernelDma, off: usize, len: usize) -> DmaSlice {
+    DmaSlice::new(buf, off, len).unwrap_or(DmaSlice::EMPTY)
 }
 
 /// One-line description of a backing (kind, where the data lives).
@@ -417,7 +423,7 @@ fn pattern<D: BlockDevice + ?Sized>(ns: &mut D, seed: u64, write: bool, verify: 
             let off = boff + done as usize * bs;
             let len = p as usize * bs;
             if write {
-                run(ns, &BlockIo { op: BlockOp::Write, lba: lba + done, blocks: p as u32, buf: buf.paddr() + off as u64, buf_len: len, tag: k as u64, fua: false })
+                run(ns, &BlockIo { op: BlockOp::Write, lba: lba + done, blocks: p as u32, buf: slice(&buf, off, len), tag: k as u64, fua: false })
                     .map_err(|e| format!("write lba {} +{p}: {e:?}", lba + done))?;
                 ios += 1;
             }
@@ -425,7 +431,7 @@ fn pattern<D: BlockDevice + ?Sized>(ns: &mut D, seed: u64, write: bool, verify: 
                 if write {
                     buf.fill(off, len, 0);
                 }
-                run(ns, &BlockIo { op: BlockOp::Read, lba: lba + done, blocks: p as u32, buf: buf.paddr() + off as u64, buf_len: len, tag: k as u64, fua: false })
+                run(ns, &BlockIo { op: BlockOp::Read, lba: lba + done, blocks: p as u32, buf: slice(&buf, off, len), tag: k as u64, fua: false })
                     .map_err(|e| format!("read lba {} +{p}: {e:?}", lba + done))?;
                 ios += 1;
             }
@@ -498,9 +504,9 @@ fn big(ns: &mut Ns, seed: u64) -> Result<String, String> {
         }
         rbuf.fill(0, bytes + 8192, 0);
         let before = ns.queue_stats().submitted;
-        let io = |op, buf: u64| BlockIo { op, lba: BIG_LBA, blocks, buf, buf_len: len, tag: round as u64, fua: false };
-        run(ns, &io(BlockOp::Write, wbuf.paddr() + wo as u64)).map_err(|e| format!("write {len} B from offset {wo:#x}: {e:?}"))?;
-        run(ns, &io(BlockOp::Read, rbuf.paddr() + ro as u64)).map_err(|e| format!("read {len} B into offset {ro:#x}: {e:?}"))?;
+        let io = |op, buf: DmaSlice| BlockIo { op, lba: BIG_LBA, blocks, buf, tag: round as u64, fua: false };
+        run(ns, &io(BlockOp::Write, slice(&wbuf, wo, len))).map_err(|e| format!("write {len} B from offset {wo:#x}: {e:?}"))?;
+        run(ns, &io(BlockOp::Read, slice(&rbuf, ro, len))).map_err(|e| format!("read {len} B into offset {ro:#x}: {e:?}"))?;
         let cmds = ns.queue_stats().submitted - before;
         let mut bad = 0u64;
         for c in (0..len).step_by(512) {
@@ -526,20 +532,19 @@ fn bad_requests(ns: &mut Ns) -> Result<String, String> {
     let bs = ns.block_size() as usize;
     let total = ns.num_blocks();
     let buf = KernelHal.dma_alloc(8192, 4096).map_err(|e| format!("{e}"))?;
-    let p = buf.paddr();
     let before = ns.queue_stats().submitted;
     let max = ns.max_transfer_blocks();
     let mut cases: Vec<(&str, BlockIo, fn(&BlockError) -> bool)> = alloc::vec![
-        ("LBA beyond the end", BlockIo { op: BlockOp::Read, lba: total, blocks: 1, buf: p, buf_len: bs, tag: 1, fua: false }, |e| matches!(e, BlockError::OutOfRange { .. })),
-        ("range crossing the end", BlockIo { op: BlockOp::Write, lba: total - 1, blocks: 2, buf: p, buf_len: 2 * bs, tag: 2, fua: false }, |e| matches!(e, BlockError::OutOfRange { .. })),
-        ("zero length", BlockIo { op: BlockOp::Read, lba: 0, blocks: 0, buf: p, buf_len: bs, tag: 3, fua: false }, |e| *e == BlockError::ZeroLength),
-        ("buffer too small", BlockIo { op: BlockOp::Read, lba: 0, blocks: 8, buf: p, buf_len: 4 * bs, tag: 4, fua: false }, |e| matches!(e, BlockError::BufferTooSmall { .. })),
-        ("buffer not dword aligned", BlockIo { op: BlockOp::Read, lba: 0, blocks: 1, buf: p + 1, buf_len: bs, tag: 5, fua: false }, |e| *e == BlockError::Unsupported),
+        ("LBA beyond the end", BlockIo { op: BlockOp::Read, lba: total, blocks: 1, buf: slice(&buf, 0, bs), tag: 1, fua: false }, |e| matches!(e, BlockError::OutOfRange { .. })),
+        ("range crossing the end", BlockIo { op: BlockOp::Write, lba: total - 1, blocks: 2, buf: slice(&buf, 0, 2 * bs), tag: 2, fua: false }, |e| matches!(e, BlockError::OutOfRange { .. })),
+        ("zero length", BlockIo { op: BlockOp::Read, lba: 0, blocks: 0, buf: slice(&buf, 0, bs), tag: 3, fua: false }, |e| *e == BlockError::ZeroLength),
+        ("buffer too small", BlockIo { op: BlockOp::Read, lba: 0, blocks: 8, buf: slice(&buf, 0, 4 * bs), tag: 4, fua: false }, |e| matches!(e, BlockError::BufferTooSmall { .. })),
+        ("buffer not dword aligned", BlockIo { op: BlockOp::Read, lba: 0, blocks: 1, buf: slice(&buf, 1, bs), tag: 5, fua: false }, |e| *e == BlockError::Unsupported),
     ];
     // One block more than the largest transfer (when the namespace is that large).
     if total > max as u64 {
         let len = (max as usize + 1) * bs;
-        cases.push(("above the maximum transfer", BlockIo { op: BlockOp::Read, lba: 0, blocks: max + 1, buf: p, buf_len: len, tag: 8, fua: false }, |e| matches!(e, BlockError::TooLarge { .. })));
+        cases.push(("above the maximum transfer", BlockIo { op: BlockOp::Read, lba: 0, blocks: max + 1, buf: slice(&buf, 0, len), tag: 8, fua: false }, |e| matches!(e, BlockError::TooLarge { .. })));
     }
     for (what, io, ok) in cases.iter() {
         match ns.submit(io) {
@@ -552,9 +557,9 @@ fn bad_requests(ns: &mut Ns) -> Result<String, String> {
     }
     // The driver keeps working: write and read back one block at the last LBA.
     buf.fill(0, bs, 0xA5);
-    run(ns, &BlockIo { op: BlockOp::Write, lba: total - 1, blocks: 1, buf: p, buf_len: bs, tag: 6, fua: false }).map_err(|e| format!("write after bad requests: {e:?}"))?;
+    run(ns, &BlockIo { op: BlockOp::Write, lba: total - 1, blocks: 1, buf: slice(&buf, 0, bs), tag: 6, fua: false }).map_err(|e| format!("write after bad requests: {e:?}"))?;
     buf.fill(0, bs, 0);
-    run(ns, &BlockIo { op: BlockOp::Read, lba: total - 1, blocks: 1, buf: p, buf_len: bs, tag: 7, fua: false }).map_err(|e| format!("read after bad requests: {e:?}"))?;
+    run(ns, &BlockIo { op: BlockOp::Read, lba: total - 1, blocks: 1, buf: slice(&buf, 0, bs), tag: 7, fua: false }).map_err(|e| format!("read after bad requests: {e:?}"))?;
     let mut b = [0u8; 512];
     buf.read(0, &mut b);
     if b.iter().any(|x| *x != 0xA5) {
@@ -579,7 +584,7 @@ fn bench(ns: &mut Ns) -> Result<String, String> {
     let t0 = kernel::time::rdtsc();
     for i in 0..n1 {
         let lba = next_lba();
-        run(ns, &BlockIo { op: BlockOp::Read, lba, blocks: per as u32, buf: buf.paddr(), buf_len: 4096, tag: i, fua: false }).map_err(|e| format!("{e:?}"))?;
+        run(ns, &BlockIo { op: BlockOp::Read, lba, blocks: per as u32, buf: slice(&buf, 0, 4096), tag: i, fua: false }).map_err(|e| format!("{e:?}"))?;
     }
     let ns1 = kernel::time::ticks_to_ns(kernel::time::rdtsc() - t0);
     // QD32: keep 32 in flight.
@@ -592,7 +597,7 @@ fn bench(ns: &mut Ns) -> Result<String, String> {
         while sent < n32 && sent - done < QD as u64 {
             let slot = sent % QD as u64;
             let lba = next_lba();
-            ns.submit(&BlockIo { op: BlockOp::Read, lba, blocks: per as u32, buf: buf.paddr() + slot * 4096, buf_len: 4096, tag: sent, fua: false })
+            ns.submit(&BlockIo { op: BlockOp::Read, lba, blocks: per as u32, buf: slice(&buf, slot as usize * 4096, 4096), tag: sent, fua: false })
                 .map_err(|e| format!("{e:?}"))?;
             sent += 1;
         }
@@ -616,7 +621,7 @@ fn bench(ns: &mut Ns) -> Result<String, String> {
 fn ops(ns: &mut Ns) -> Result<String, String> {
     let bs = ns.block_size() as usize;
     let buf = KernelHal.dma_alloc(64 * bs, 4096).map_err(|e| format!("{e}"))?;
-    let io = |op, lba, blocks| BlockIo { op, lba, blocks, buf: buf.paddr(), buf_len: 64 * bs, tag: 0, fua: false };
+    let io = |op, lba, blocks| BlockIo { op, lba, blocks, buf: slice(&buf, 0, 64 * bs), tag: 0, fua: false };
     buf.fill(0, 64 * bs, 0x5A);
     run(ns, &io(BlockOp::Write, 0, 64)).map_err(|e| format!("write: {e:?}"))?;
     let mut done = Vec::new();

@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 
-use hal::DmaRegion;
+use hal::{DmaRegion, DmaSlice};
 use nvme_auth::ctrl::HostPolicy;
 use nvme_auth::host::HostKeys;
 use nvme_auth::{DhGroup, HashId, Secret};
@@ -137,12 +137,12 @@ fn unauthenticated_commands_are_refused() {
     let core = &mut w.target.core;
     let mut q = QueueState::new(0);
     let (sqe, data) = connect_sqe(0);
-    let din = DataIn { bytes: &data, buf: 0, buf_len: 0, sgl_len: 1024, tag: 0, fetched: true };
+    let din = DataIn { bytes: &data, buf: DmaSlice::EMPTY, sgl_len: 1024, tag: 0, fetched: true };
     let nvmeof::nvmet::Action::Respond { status, dw0, .. } = core.execute(&mut q, &sqe, &din, 1) else { panic!() };
     assert!(status.is_success());
     assert_ne!(dw0 & nvme_auth::wire::AUTHREQ_ATR, 0, "Connect response asks for authentication");
     assert!(matches!(q.auth, Gate::Pending { .. }));
-    let none = DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 4096, tag: 0, fetched: true };
+    let none = DataIn { bytes: &[], buf: DmaSlice::EMPTY, sgl_len: 4096, tag: 0, fetched: true };
     // Property Get/Set, Identify, Keep Alive: all AUTH_REQUIRED.
     let mut ident = Sqe::zeroed();
     ident.opcode = admin_op::IDENTIFY;
@@ -179,10 +179,10 @@ fn authentication_steps_restart_keep_alive_up_to_a_bound() {
     let core = &mut w.target.core;
     let mut q = QueueState::new(0);
     let (sqe, data) = connect_sqe(0); // KATO 10 s
-    let din = DataIn { bytes: &data, buf: 0, buf_len: 0, sgl_len: 1024, tag: 0, fetched: true };
+    let din = DataIn { bytes: &data, buf: DmaSlice::EMPTY, sgl_len: 1024, tag: 0, fetched: true };
     let nvmeof::nvmet::Action::Respond { status, .. } = core.execute(&mut q, &sqe, &din, 1) else { panic!() };
     assert!(status.is_success());
-    let none = DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 4096, tag: 0, fetched: true };
+    let none = DataIn { bytes: &[], buf: DmaSlice::EMPTY, sgl_len: 4096, tag: 0, fetched: true };
     let mut recv = Sqe::zeroed();
     recv.opcode = FABRICS_OPCODE;
     recv.set_fctype(fctype::AUTH_RECV);

@@ -7,7 +7,7 @@ mod common;
 use common::raw::*;
 use common::*;
 
-use hal::DmaRegion;
+use hal::{DmaRegion, DmaSlice};
 use nvmeof::host::{cm_req_private, property_set_sqe, Host, HostConfig, HostEnv, IoDone, IoKind};
 use nvmeof::nvmet::rdma::Pinned;
 use nvmeof::nvmet::{Action, Core, DataIn, Limits, NamespaceConfig, QueueState, SubsystemConfig, TargetConfig};
@@ -282,7 +282,7 @@ fn core_with(limits: Limits, max_ctrls: usize) -> Core<RamDisk> {
 }
 
 fn none() -> DataIn<'static> {
-    DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 0, tag: 0, fetched: true }
+    DataIn { bytes: &[], buf: DmaSlice::EMPTY, sgl_len: 0, tag: 0, fetched: true }
 }
 
 /// Connect on `q` with `data`; (status, DW0).
@@ -291,7 +291,7 @@ fn connect(core: &mut Core<RamDisk>, q: &mut QueueState, kato: u32, data: &Conne
     let mut c = ConnectCmd::read_from_bytes(s.as_bytes()).unwrap();
     c.kato = U32::new(kato);
     s = Sqe::read_from_bytes(c.as_bytes()).unwrap();
-    let d = DataIn { bytes: data.as_bytes(), buf: 0, buf_len: 0, sgl_len: 1024, tag: 0, fetched: true };
+    let d = DataIn { bytes: data.as_bytes(), buf: DmaSlice::EMPTY, sgl_len: 1024, tag: 0, fetched: true };
     match core.execute(q, &s, &d, 1_000) {
         Action::Respond { status, dw0, .. } => (status, dw0),
         a => panic!("{a:?}"),

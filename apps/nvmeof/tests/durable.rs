@@ -16,6 +16,7 @@ use std::rc::Rc;
 use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters, NsIdentity, OpLimits};
 use common::raw::*;
 use common::*;
+use hal::DmaSlice;
 use nvmeof::host::property_set_sqe;
 use nvmeof::nvmet::{Action, Core, DataIn, Fetch, NamespaceConfig, QueueState, SubsystemConfig, TargetConfig};
 use nvmeof::wire::*;
@@ -173,7 +174,7 @@ impl BlockDevice for Ns {
     }
 }
 
-const NONE: DataIn<'static> = DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 0, tag: 0, fetched: true };
+const NONE: DataIn<'static> = DataIn { bytes: &[], buf: DmaSlice::EMPTY, sgl_len: 0, tag: 0, fetched: true };
 
 fn respond(a: Action) -> (Status, u32) {
     match a {
@@ -284,7 +285,8 @@ fn host_flush_waits_for_the_drives_flush() {
 fn fua_reaches_the_drive_and_drive_errors_reach_the_host() {
     let (log, nss) = drive_and_ram();
     let (mut core, _aq, mut iq) = connected(nss);
-    let data = |tag| DataIn { bytes: &[], buf: 0x10_0000, buf_len: 8192, sgl_len: 8192, tag, fetched: true };
+    let (_mem, buf) = unmapped_buf(8192);
+    let data = |tag| DataIn { bytes: &[], buf, sgl_len: 8192, tag, fetched: true };
     for (op, fua, tag) in [(io_op::WRITE, true, 1), (io_op::WRITE, false, 2), (io_op::READ, true, 3)] {
         assert_eq!(core.execute(&mut iq, &io_sqe(op, 1, 8, 2, fua), &data(tag), 0), Action::Submitted { count: 1 });
     }
@@ -335,7 +337,8 @@ fn a_failed_drive_takes_only_its_namespace_out_and_hosts_are_told() {
     assert!(respond(core.execute(&mut aq, &sf, &NONE, 0)).0.is_success());
     assert_eq!(core.execute(&mut aq, &sqe(admin_op::ASYNC_EVENT, 9), &DataIn { tag: 900, ..NONE }, 0), Action::Hold);
     // A write is at the drive when the drive stops answering: the driver fails it.
-    let data = |tag| DataIn { bytes: &[], buf: 0x10_0000, buf_len: 8192, sgl_len: 8192, tag, fetched: true };
+    let (_mem, buf) = unmapped_buf(8192);
+    let data = |tag| DataIn { bytes: &[], buf, sgl_len: 8192, tag, fetched: true };
     assert_eq!(core.execute(&mut iq, &io_sqe(io_op::WRITE, 1, 8, 2, false), &data(11), 0), Action::Submitted { count: 1 });
     log.borrow_mut().failed = true;
     Drive::complete_all(&log, Err(BlockError::Timeout));
@@ -366,7 +369,8 @@ fn a_failed_drive_takes_only_its_namespace_out_and_hosts_are_told() {
 fn transfers_over_mdts_are_refused_before_any_data_moves() {
     let (log, nss) = drive_and_ram();
     let (mut core, _aq, mut iq) = connected(nss);
-    let data = |len: u32, tag, fetched| DataIn { bytes: &[], buf: 0x10_0000, buf_len: 128 * 1024, sgl_len: len, tag, fetched };
+    let (_mem, buf) = unmapped_buf(128 * 1024);
+    let data = |len: u32, tag, fetched| DataIn { bytes: &[], buf, sgl_len: len, tag, fetched };
     // 64 KiB (16 blocks) is the drive's limit, so the subsystem's MDTS: served.
     assert_eq!(core.execute(&mut iq, &io_sqe(io_op::READ, 1, 0, 16, false), &data(16 * 4096, 1, true), 0), Action::Submitted { count: 1 });
     // One block more (still under the target's own 128 KiB): Invalid Field in Command, as the
@@ -448,11 +452,13 @@ fn compare_fetched_then_passed_to_the_store() {
     let (mut core, mut aq, mut iq) = connected(vec![NamespaceConfig { nsid: 1, dev: Ns::Drive(Drive(log.clone())), nguid: NGUID }]);
     let id = IdentifyCtrl::read_from_bytes(&identify(&mut core, &mut aq, cns::CONTROLLER, 0)).unwrap();
     assert_eq!(id.oncs.get() & oncs::COMPARE, oncs::COMPARE);
-    let keyed = DataIn { bytes: &[], buf: 0x20_0000, buf_len: 8192, sgl_len: 8192, tag: 31, fetched: false };
+    let (_mem, keyed_buf) = unmapped_buf(8192);
+    let keyed = DataIn { bytes: &[], buf: keyed_buf, sgl_len: 8192, tag: 31, fetched: false };
     let Action::Fetch(Fetch::Write(w)) = core.execute(&mut iq, &io_sqe(io_op::COMPARE, 1, 8, 2, false), &keyed, 0) else { panic!("the data is fetched first") };
-    assert_eq!(w.direct_addr(), None, "into the transport's buffer");
+    assert_eq!(w.direct_buf(), None, "into the transport's buffer");
     assert!(log.borrow().seen.is_empty());
-    assert_eq!(core.write_fetched(&w, 0x30_0000, 31), Action::Submitted { count: 1 });
+    let (_slot_mem, slot_buf) = unmapped_buf(8192);
+    assert_eq!(core.write_fetched(&w, slot_buf, 31), Action::Submitted { count: 1 });
     assert_eq!(log.borrow().seen, vec![(BlockOp::Compare, 8, 2, false)]);
     Drive::complete_all(&log, Err(BlockError::Device { sct: 2, sc: 0x85, dnr: true }));
     assert_eq!(reap(&mut core), vec![(31, Status { sct: 2, sc: 0x85, dnr: true })]);

@@ -5,7 +5,7 @@ mod common;
 use common::raw::*;
 use common::*;
 
-use hal::DmaRegion;
+use hal::{DmaRegion, DmaSlice};
 use nvmeof::host::{cm_req_private, property_get_sqe, property_set_sqe, HostEnv};
 use nvmeof::nvmet::{Core, DataIn, QueueState, TargetConfig};
 use nvmeof::wire::*;
@@ -303,21 +303,22 @@ proptest! {
         let cd = connect_data(0xFFFF);
         let mut s = connect_sqe(0, 31, 1);
         s.dptr = Sgl::Keyed { addr: 0, len: 1024, key: 0, invalidate: false }.encode();
-        let d = DataIn { bytes: cd.as_bytes(), buf: 0, buf_len: 0, sgl_len: 1024, tag: 0, fetched: true };
+        let d = DataIn { bytes: cd.as_bytes(), buf: DmaSlice::EMPTY, sgl_len: 1024, tag: 0, fetched: true };
         let ok = matches!(core.execute(&mut aq, &s, &d, 0), nvmeof::nvmet::Action::Respond { status: Status::SUCCESS, .. });
         prop_assert!(ok);
         let en = property_set_sqe(nvmeof::wire::prop::CC, 0x0046_0001);
-        core.execute(&mut aq, &en, &DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 0, tag: 0, fetched: true }, 0);
+        core.execute(&mut aq, &en, &DataIn { bytes: &[], buf: DmaSlice::EMPTY, sgl_len: 0, tag: 0, fetched: true }, 0);
         let mut iq = QueueState::new(1);
         let mut iq_data = connect_data(aq.cntlid.unwrap());
         iq_data.cntlid = U16::new(aq.cntlid.unwrap());
         let s = connect_sqe(1, 31, 2);
-        core.execute(&mut iq, &s, &DataIn { bytes: iq_data.as_bytes(), buf: 0, buf_len: 0, sgl_len: 1024, tag: 0, fetched: true }, 0);
+        core.execute(&mut iq, &s, &DataIn { bytes: iq_data.as_bytes(), buf: DmaSlice::EMPTY, sgl_len: 1024, tag: 0, fetched: true }, 0);
+        let (_mem, buf) = unmapped_buf(4096);
         for (admin, raw, payload, sgl_len) in cmds {
             let sqe = Sqe::read_from_bytes(&raw).unwrap();
             let q = if admin { &mut aq } else { &mut iq };
-            // buf 0 is not mapped: a namespace access fails as a device error, never a panic.
-            let d = DataIn { bytes: &payload, buf: 0, buf_len: 4096, sgl_len: sgl_len % 70_000, tag: 0, fetched: true };
+            // `buf` is not mapped: a namespace access fails as a device error, never a panic.
+            let d = DataIn { bytes: &payload, buf, sgl_len: sgl_len % 70_000, tag: 0, fetched: true };
             let _ = core.execute(q, &sqe, &d, 0);
             while core.poll_block(64, |_, _| {}) == 64 {}
         }
@@ -382,7 +383,7 @@ fn core_cc_state_machine_features_and_connect_rules() {
         namespaces: vec![nvmeof::nvmet::NamespaceConfig { nsid: 1, dev: RamDisk::new(mem.clone(), 64, 512), nguid: [1; 16] }],
     }];
     let mut core = Core::new(cfg, subs).unwrap();
-    let none = DataIn { bytes: &[], buf: 0, buf_len: 0, sgl_len: 0, tag: 0, fetched: true };
+    let none = DataIn { bytes: &[], buf: DmaSlice::EMPTY, sgl_len: 0, tag: 0, fetched: true };
     let resp = |a: Action| match a {
         Action::Respond { status, dw0, dw1, .. } => (status, dw0 as u64 | (dw1 as u64) << 32),
         other => panic!("{other:?}"),

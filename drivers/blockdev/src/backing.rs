@@ -7,7 +7,7 @@
 
 use alloc::boxed::Box;
 
-use hal::{Hal, HalError, PhysAddr};
+use hal::{DmaSlice, Hal, HalError};
 
 use crate::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters, NsIdentity, NullNamespace, RamNamespace};
 
@@ -101,10 +101,10 @@ impl<H: Hal, L: BlockDevice> BlockDevice for Backing<H, L> {
     fn poll(&mut self, out: &mut [BlockDone]) -> usize {
         on_store!(self, d => d.poll(out))
     }
-    fn direct(&self, lba: u64, blocks: u32) -> Option<PhysAddr> {
+    fn direct(&self, lba: u64, blocks: u32) -> Option<DmaSlice> {
         on_store!(self, d => d.direct(lba, blocks))
     }
-    fn direct_region(&self) -> Option<(PhysAddr, u64)> {
+    fn direct_region(&self) -> Option<DmaSlice> {
         on_store!(self, d => d.direct_region())
     }
     fn volatile_write_cache(&self) -> bool {

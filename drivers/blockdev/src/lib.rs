@@ -1,4 +1,4 @@
-//! The block interface: poll-first, zero-copy (the I/O buffer is a DMA buffer, by physical address).
+//! The block interface: poll-first, zero-copy (the I/O buffer is a bounded DMA slice, `hal::DmaSlice`).
 //!
 //! A backing store (local NVMe namespace, RAM, null) implements [`BlockDevice`]. `submit`
 //! validates and queues an I/O and returns at once; `poll` reports finished I/Os. Requests
@@ -14,7 +14,7 @@ mod mem;
 pub use backing::{Backing, NoLocal, NsSpec};
 pub use mem::{NullNamespace, RamNamespace, MEM_MAX_TRANSFER};
 
-use hal::PhysAddr;
+use hal::DmaSlice;
 
 /// What an I/O does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,15 +30,14 @@ pub enum BlockOp {
     Compare,
 }
 
-/// One I/O. `buf`/`buf_len` describe a physically contiguous DMA buffer (unused by
-/// Flush / WriteZeroes / Deallocate; Compare reads it).
+/// One I/O. `buf` is a physically contiguous DMA buffer (unused by Flush / WriteZeroes /
+/// Deallocate, which pass [`DmaSlice::EMPTY`]; Compare reads it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockIo {
     pub op: BlockOp,
     pub lba: u64,
     pub blocks: u32,
-    pub buf: PhysAddr,
-    pub buf_len: usize,
+    pub buf: DmaSlice,
     /// Caller's tag, echoed in the completion.
     pub tag: u64,
     /// Force Unit Access (Read / Write): the write is on non-volatile media before it
@@ -138,15 +137,15 @@ pub trait BlockDevice {
     fn poll(&mut self, out: &mut [BlockDone]) -> usize;
     /// Where blocks `[lba, lba+blocks)` sit in physically contiguous memory that an adapter
     /// may DMA directly (RDMA straight from/to the namespace), if this store is memory and
-    /// the range is inside it. An I/O whose buffer is exactly this address moves no data.
-    /// Default: `None` (the store needs a buffer).
-    fn direct(&self, lba: u64, blocks: u32) -> Option<PhysAddr> {
+    /// the range is inside it: a slice of the store's own region. An I/O whose buffer is
+    /// exactly this slice moves no data. Default: `None` (the store needs a buffer).
+    fn direct(&self, lba: u64, blocks: u32) -> Option<DmaSlice> {
         let _ = (lba, blocks);
         None
     }
-    /// The whole directly addressable region (physical address, bytes), for registering it
-    /// with an RDMA adapter once. Default: `None`.
-    fn direct_region(&self) -> Option<(PhysAddr, u64)> {
+    /// The whole directly addressable region, for registering it with an RDMA adapter once.
+    /// Default: `None`.
+    fn direct_region(&self) -> Option<DmaSlice> {
         None
     }
     /// Whether completed writes may sit in a volatile cache (lost at power failure until a
@@ -229,8 +228,8 @@ pub fn check_io_limits(io: &BlockIo, block_size: u32, capacity: u64, max_blocks:
     }
     if matches!(io.op, BlockOp::Read | BlockOp::Write | BlockOp::Compare) {
         let need = io.blocks as usize * block_size as usize;
-        if io.buf_len < need {
-            return Err(BlockError::BufferTooSmall { need, have: io.buf_len });
+        if io.buf.len() < need {
+            return Err(BlockError::BufferTooSmall { need, have: io.buf.len() });
         }
     }
     Ok(())

@@ -1,13 +1,13 @@
 //! blockdev mem: the RAM namespace (backed by one DMA region, so the NVMe-oF target can RDMA
 //! straight to and from its blocks) and the null namespace (no data, completes at once).
 //!
-//! Zero-copy: [`RamNamespace::dma_range`] gives the physical address of a block range. An
-//! I/O whose buffer *is* that range moves no bytes (the RDMA already put the data there or
-//! will take it from there). Any other buffer is copied with [`Hal::copy_phys`]; on a
-//! platform that cannot copy by physical address such I/Os are refused with `Unsupported`,
-//! and callers that hold the buffer's region can use [`RamNamespace::copy_with`].
+//! Zero-copy: [`RamNamespace::dma_range`] gives a block range as a slice of the namespace's
+//! own region. An I/O whose buffer *is* that range moves no bytes (the RDMA already put the
+//! data there or will take it from there). Any other buffer is copied with [`Hal::copy_dma`];
+//! on a platform that cannot copy between DMA slices such I/Os are refused with
+//! `Unsupported`, and callers that hold the buffer's region can use [`RamNamespace::copy_with`].
 
-use hal::{DmaRegion, Hal, HalError, PhysAddr};
+use hal::{DmaRegion, DmaSlice, Hal, HalError, PhysAddr};
 
 use crate::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
 
@@ -75,11 +75,16 @@ impl<H: Hal> RamNamespace<H> {
         self.mem.paddr() + lba * self.block_size as u64
     }
 
-    /// Physical address and length of blocks `[lba, lba+blocks)`, for RDMA straight to or
-    /// from the namespace; `None` if the range is not inside it.
-    pub fn dma_range(&self, lba: u64, blocks: u32) -> Option<(PhysAddr, usize)> {
-        let end = lba.checked_add(blocks as u64)?;
-        (end <= self.blocks && blocks > 0).then(|| (self.paddr_of(lba), blocks as usize * self.block_size as usize))
+    /// Blocks `[lba, lba+blocks)` as a slice of the namespace's region, for RDMA straight to
+    /// or from the namespace; `None` if the range is empty or not inside it.
+    #[inline]
+    pub fn dma_range(&self, lba: u64, blocks: u32) -> Option<DmaSlice> {
+        if blocks == 0 || lba >= self.blocks {
+            return None;
+        }
+        // lba < blocks: lba × block size is inside the region, so it fits a usize.
+        let bs = self.block_size as usize;
+        DmaSlice::new(&self.mem, lba as usize * bs, blocks as usize * bs)
     }
 
     /// The backing region (e.g. to register it for RDMA once).
@@ -100,7 +105,8 @@ impl<H: Hal> RamNamespace<H> {
 
     /// Synchronous transfer between blocks and `buf[off..]` of a region the caller holds.
     pub fn copy_with(&mut self, op: BlockOp, lba: u64, blocks: u32, buf: &impl DmaRegion, off: usize) -> Result<(), BlockError> {
-        let io = BlockIo { op, lba, blocks, buf: buf.paddr() + off as u64, buf_len: buf.len().saturating_sub(off), tag: 0, fua: false };
+        let whole = DmaSlice::new(buf, off, buf.len().saturating_sub(off)).unwrap_or(DmaSlice::EMPTY);
+        let io = BlockIo { op, lba, blocks, buf: whole, tag: 0, fua: false };
         check_io(&io, self.block_size, self.blocks, self.max_transfer_blocks())?;
         let base = (lba * self.block_size as u64) as usize;
         let len = blocks as usize * self.block_size as usize;
@@ -135,21 +141,21 @@ impl<H: Hal> RamNamespace<H> {
             BlockOp::Compare => return Err(BlockError::Unsupported),
             BlockOp::WriteZeroes | BlockOp::Deallocate => self.mem.fill(base, len, 0),
             BlockOp::Read | BlockOp::Write => {
-                let blocks_pa = self.paddr_of(io.lba);
-                if io.buf == blocks_pa {
+                // The buffer is the blocks themselves (check_io: it spans at least `len`).
+                if io.buf.paddr() == self.paddr_of(io.lba) {
                     self.zero_copy += 1;
                     return Ok(());
                 }
-                let (dst, src) = if io.op == BlockOp::Read { (io.buf, blocks_pa) } else { (blocks_pa, io.buf) };
-                if self.hal.copy_phys(dst, src, len) {
+                let blocks = DmaSlice::new(&self.mem, base, len).ok_or(BlockError::OutOfRange { lba: io.lba, blocks: io.blocks, capacity: self.blocks })?;
+                let buf = io.buf.sub(0, len).ok_or(BlockError::BufferTooSmall { need: len, have: io.buf.len() })?;
+                let (dst, src) = if io.op == BlockOp::Read { (buf, blocks) } else { (blocks, buf) };
+                if self.hal.copy_dma(dst, src) {
                     self.copied += 1;
                     self.copied_bytes += len as u64;
                     return Ok(());
                 }
                 // No platform copy: a buffer inside the namespace's own region still works.
-                let start = self.mem.paddr();
-                if io.buf >= start && io.buf + len as u64 <= start + self.mem.len() as u64 {
-                    let b = (io.buf - start) as usize;
+                if let Some(b) = DmaSlice::whole(&self.mem).offset_of(&buf) {
                     if io.op == BlockOp::Read {
                         self.copy_in_region(b, base, len);
                     } else {
@@ -186,11 +192,11 @@ impl<H: Hal> BlockDevice for RamNamespace<H> {
     fn poll(&mut self, out: &mut [BlockDone]) -> usize {
         self.done.drain(out)
     }
-    fn direct(&self, lba: u64, blocks: u32) -> Option<PhysAddr> {
-        self.dma_range(lba, blocks).map(|(pa, _)| pa)
+    fn direct(&self, lba: u64, blocks: u32) -> Option<DmaSlice> {
+        self.dma_range(lba, blocks)
     }
-    fn direct_region(&self) -> Option<(PhysAddr, u64)> {
-        Some((self.mem.paddr(), self.mem.len() as u64))
+    fn direct_region(&self) -> Option<DmaSlice> {
+        Some(DmaSlice::whole(&self.mem))
     }
 }
 

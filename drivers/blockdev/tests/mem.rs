@@ -3,13 +3,13 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, NullNamespace, RamNamespace};
-use hal::{DmaRegion, Hal, HalError, PhysAddr};
+use hal::{DmaRegion, DmaSlice, Hal, HalError, PhysAddr};
 use proptest::prelude::*;
 
 const BASE: u64 = 0x1_0000_0000;
 
 #[derive(Clone)]
-/// The arena, and whether `copy_phys` is offered.
+/// The arena, and whether `copy_dma` is offered.
 struct TestHal(Rc<(RefCell<Vec<u8>>, Cell<usize>)>, bool);
 struct Region(Rc<(RefCell<Vec<u8>>, Cell<usize>)>, usize, usize);
 
@@ -42,12 +42,12 @@ impl Hal for TestHal {
     fn now_ns(&self) -> u64 {
         0
     }
-    fn copy_phys(&self, dst: PhysAddr, src: PhysAddr, len: usize) -> bool {
-        if !self.1 {
+    fn copy_dma(&self, dst: DmaSlice, src: DmaSlice) -> bool {
+        if !self.1 || dst.len() < src.len() {
             return false;
         }
         let m = &mut *self.0 .0.borrow_mut();
-        let (d, s) = ((dst - BASE) as usize, (src - BASE) as usize);
+        let (d, s, len) = ((dst.paddr() - BASE) as usize, (src.paddr() - BASE) as usize, src.len());
         if d + len > m.len() || s + len > m.len() {
             return false;
         }
@@ -70,10 +70,10 @@ fn ram_zero_copy_and_copy() {
     let mut r = RamNamespace::new(h.clone(), 1 << 20, 512).unwrap();
     assert_eq!((r.num_blocks(), r.block_size()), (2048, 512));
     // Zero copy: "RDMA" data straight into blocks 10..12, then a write I/O naming that range.
-    let (pa, len) = r.dma_range(10, 2).unwrap();
-    assert_eq!((pa, len), (r.paddr_of(10), 1024));
-    r.region().write((pa - r.paddr_of(0)) as usize, &[7u8; 1024]);
-    r.submit(&BlockIo { op: BlockOp::Write, lba: 10, blocks: 2, buf: pa, buf_len: len, tag: 1, fua: false }).unwrap();
+    let pa = r.dma_range(10, 2).unwrap();
+    assert_eq!((pa.paddr(), pa.len()), (r.paddr_of(10), 1024));
+    r.region().write((pa.paddr() - r.paddr_of(0)) as usize, &[7u8; 1024]);
+    r.submit(&BlockIo { op: BlockOp::Write, lba: 10, blocks: 2, buf: pa, tag: 1, fua: false }).unwrap();
     assert_eq!(done(&mut r), vec![BlockDone { tag: 1, result: Ok(()) }]);
     assert_eq!(r.zero_copy, 1);
     // Copy out to a caller region and back in elsewhere.
@@ -87,18 +87,18 @@ fn ram_zero_copy_and_copy() {
     r.region().read(500 * 512, &mut b2);
     assert_eq!(b, b2);
     // A buffer inside the namespace but elsewhere: copied within the region.
-    r.submit(&BlockIo { op: BlockOp::Read, lba: 10, blocks: 2, buf: r.paddr_of(1000), buf_len: 1024, tag: 2, fua: false }).unwrap();
+    r.submit(&BlockIo { op: BlockOp::Read, lba: 10, blocks: 2, buf: DmaSlice::new(r.region(), 1000 * 512, 1024).unwrap(), tag: 2, fua: false }).unwrap();
     r.region().read(1000 * 512, &mut b2);
     assert!(b2.iter().all(|x| *x == 7));
-    // A buffer outside the region, on a platform without copy_phys: refused.
-    assert_eq!(r.submit(&BlockIo { op: BlockOp::Read, lba: 0, blocks: 1, buf: buf.paddr(), buf_len: 512, tag: 3, fua: false }), Err(BlockError::Unsupported));
+    // A buffer outside the region, on a platform without copy_dma: refused.
+    assert_eq!(r.submit(&BlockIo { op: BlockOp::Read, lba: 0, blocks: 1, buf: DmaSlice::new(&buf, 0, 512).unwrap(), tag: 3, fua: false }), Err(BlockError::Unsupported));
     // Write zeroes.
-    r.submit(&BlockIo { op: BlockOp::WriteZeroes, lba: 10, blocks: 1, buf: 0, buf_len: 0, tag: 4, fua: false }).unwrap();
+    r.submit(&BlockIo { op: BlockOp::WriteZeroes, lba: 10, blocks: 1, buf: DmaSlice::EMPTY, tag: 4, fua: false }).unwrap();
     r.region().read(10 * 512, &mut b2[..512]);
     assert!(b2[..512].iter().all(|x| *x == 0));
     // Bad requests.
-    assert!(matches!(r.submit(&BlockIo { op: BlockOp::Read, lba: 2048, blocks: 1, buf: pa, buf_len: 512, tag: 5, fua: false }), Err(BlockError::OutOfRange { .. })));
-    assert_eq!(r.submit(&BlockIo { op: BlockOp::Read, lba: 0, blocks: 0, buf: pa, buf_len: 512, tag: 5, fua: false }), Err(BlockError::ZeroLength));
+    assert!(matches!(r.submit(&BlockIo { op: BlockOp::Read, lba: 2048, blocks: 1, buf: pa.sub(0, 512).unwrap(), tag: 5, fua: false }), Err(BlockError::OutOfRange { .. })));
+    assert_eq!(r.submit(&BlockIo { op: BlockOp::Read, lba: 0, blocks: 0, buf: pa.sub(0, 512).unwrap(), tag: 5, fua: false }), Err(BlockError::ZeroLength));
     assert_eq!(r.dma_range(2047, 2), None);
     assert_eq!(done(&mut r).len(), 2);
     // Counted copies: copy_with twice + the in-region read, 1 KiB each; zero-copy moved none.
@@ -106,24 +106,25 @@ fn ram_zero_copy_and_copy() {
     // The trait's direct access: the same address as dma_range, None outside.
     assert_eq!(BlockDevice::direct(&r, 10, 2), Some(pa));
     assert_eq!(BlockDevice::direct(&r, 2047, 2), None);
-    assert_eq!(r.direct_region(), Some((r.paddr_of(0), 1 << 20)));
+    assert_eq!(r.direct_region().map(|s| (s.paddr(), s.len())), Some((r.paddr_of(0), 1 << 20)));
     assert_eq!(NullNamespace::new(8, 512).direct(0, 1), None, "default: no direct memory");
 }
 
 #[test]
 fn null_completes_at_once_and_checks() {
     let mut n = NullNamespace::new(100, 4096);
+    let page = hal().dma_alloc(4096, 4096).unwrap();
     for t in 0..5 {
-        n.submit(&BlockIo { op: BlockOp::Read, lba: t, blocks: 1, buf: 0x1000, buf_len: 4096, tag: t, fua: false }).unwrap();
+        n.submit(&BlockIo { op: BlockOp::Read, lba: t, blocks: 1, buf: DmaSlice::whole(&page), tag: t, fua: false }).unwrap();
     }
     let d = done(&mut n);
     assert_eq!(d.iter().map(|d| d.tag).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
-    assert_eq!(n.submit(&BlockIo { op: BlockOp::Write, lba: 0, blocks: 2, buf: 0, buf_len: 4096, tag: 9, fua: false }), Err(BlockError::BufferTooSmall { need: 8192, have: 4096 }));
+    assert_eq!(n.submit(&BlockIo { op: BlockOp::Write, lba: 0, blocks: 2, buf: DmaSlice::whole(&page), tag: 9, fua: false }), Err(BlockError::BufferTooSmall { need: 8192, have: 4096 }));
     // The completion ring reports QueueFull rather than losing completions.
     for t in 0..256 {
-        n.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: t, fua: false }).unwrap();
+        n.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: DmaSlice::EMPTY, tag: t, fua: false }).unwrap();
     }
-    assert_eq!(n.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: 0, fua: false }), Err(BlockError::QueueFull));
+    assert_eq!(n.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: DmaSlice::EMPTY, tag: 0, fua: false }), Err(BlockError::QueueFull));
 }
 
 proptest! {
@@ -160,9 +161,9 @@ fn ram_copies_through_platform_copy() {
     let mut r = RamNamespace::new(h.clone(), 1 << 20, 4096).unwrap();
     let buf = h.dma_alloc(3 * 4096, 4096).unwrap();
     buf.write(4, &[9u8; 8192]);
-    r.submit(&BlockIo { op: BlockOp::Write, lba: 5, blocks: 2, buf: buf.paddr() + 4, buf_len: 8192, tag: 1, fua: false }).unwrap();
+    r.submit(&BlockIo { op: BlockOp::Write, lba: 5, blocks: 2, buf: DmaSlice::new(&buf, 4, 8192).unwrap(), tag: 1, fua: false }).unwrap();
     buf.fill(0, 3 * 4096, 0);
-    r.submit(&BlockIo { op: BlockOp::Read, lba: 5, blocks: 2, buf: buf.paddr(), buf_len: 8192, tag: 2, fua: false }).unwrap();
+    r.submit(&BlockIo { op: BlockOp::Read, lba: 5, blocks: 2, buf: DmaSlice::new(&buf, 0, 8192).unwrap(), tag: 2, fua: false }).unwrap();
     let mut b = vec![0u8; 8192];
     buf.read(0, &mut b);
     assert!(b.iter().all(|x| *x == 9));
@@ -226,17 +227,17 @@ fn backing_builds_each_spec_and_forwards_every_answer() {
     // Memory: its geometry, zero-copy window and I/O.
     assert_eq!((ram.block_size(), ram.num_blocks()), (4096, 256));
     assert_eq!((null.block_size(), null.num_blocks()), (512, 2048));
-    let (pa, len) = ram.direct_region().unwrap();
-    assert_eq!(len, 1 << 20);
-    assert_eq!(ram.direct(1, 1), Some(pa + 4096));
+    let region = ram.direct_region().unwrap();
+    assert_eq!(region.len(), 1 << 20);
+    assert_eq!(ram.direct(1, 1), region.sub(4096, 4096));
     assert_eq!(null.direct(1, 1), None);
-    ram.submit(&BlockIo { op: BlockOp::Write, lba: 1, blocks: 1, buf: pa + 4096, buf_len: 4096, tag: 7, fua: false }).unwrap();
+    ram.submit(&BlockIo { op: BlockOp::Write, lba: 1, blocks: 1, buf: region.sub(4096, 4096).unwrap(), tag: 7, fua: false }).unwrap();
     assert_eq!(done(&mut ram), vec![BlockDone { tag: 7, result: Ok(()) }]);
     assert!(!ram.volatile_write_cache() && ram.supports(BlockOp::WriteZeroes) && !ram.failed());
 
     // Local: every answer is the drive's, not a default.
     assert_eq!((local.block_size(), local.num_blocks(), local.max_transfer_blocks()), (4096, 77, 3));
-    assert_eq!(local.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: 1, fua: false }), Err(BlockError::QueueFull));
+    assert_eq!(local.submit(&BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: DmaSlice::EMPTY, tag: 1, fua: false }), Err(BlockError::QueueFull));
     assert_eq!(done(&mut local), vec![BlockDone { tag: 99, result: Ok(()) }]);
     assert!(local.volatile_write_cache() && !local.supports(BlockOp::WriteZeroes) && local.supports(BlockOp::Read) && local.failed());
     assert_eq!(local.counters().device_errors, 5);

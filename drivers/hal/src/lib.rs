@@ -20,6 +20,74 @@
 /// A physical (bus) address as the device sees it.
 pub type PhysAddr = u64;
 
+/// A bounded piece of DMA memory: where it starts (as the device must be told) and how many
+/// bytes it spans. The only ways to make one are from a region ([`DmaSlice::new`],
+/// [`DmaSlice::whole`]) or from another slice ([`DmaSlice::sub`]), each checking bounds, so
+/// a slice never names memory past the buffer it came from. `Copy` and two words: it travels
+/// through the block and NVMe-oF seams where a bare address used to (as Asterinas OSTD's
+/// `DmaStreamSlice`, without its borrow: an I/O outlives the call that made its slice, so
+/// the owner of the region keeps it alive until the I/O completes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DmaSlice {
+    paddr: PhysAddr,
+    len: usize,
+}
+
+impl DmaSlice {
+    /// No memory: the buffer of an I/O that moves no data (Flush, Write Zeroes, Deallocate).
+    pub const EMPTY: DmaSlice = DmaSlice { paddr: 0, len: 0 };
+
+    /// `len` bytes at `offset` of `region`; `None` if they are not all inside it.
+    #[inline]
+    pub fn new<R: DmaRegion + ?Sized>(region: &R, offset: usize, len: usize) -> Option<Self> {
+        let end = offset.checked_add(len)?;
+        (end <= region.len()).then(|| DmaSlice { paddr: region.paddr() + offset as u64, len })
+    }
+
+    /// All of `region`.
+    #[inline]
+    pub fn whole<R: DmaRegion + ?Sized>(region: &R) -> Self {
+        DmaSlice { paddr: region.paddr(), len: region.len() }
+    }
+
+    /// `len` bytes at `offset` of this slice; `None` if they are not all inside it.
+    #[inline]
+    pub fn sub(&self, offset: usize, len: usize) -> Option<Self> {
+        let end = offset.checked_add(len)?;
+        (end <= self.len).then(|| DmaSlice { paddr: self.paddr + offset as u64, len })
+    }
+
+    /// Physical address of the first byte.
+    #[inline]
+    pub fn paddr(&self) -> PhysAddr {
+        self.paddr
+    }
+
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the slice spans no bytes.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Physical address one past the last byte.
+    #[inline]
+    pub fn end(&self) -> PhysAddr {
+        self.paddr + self.len as u64
+    }
+
+    /// Where `inner` starts in this slice, if all of it lies inside.
+    #[inline]
+    pub fn offset_of(&self, inner: &DmaSlice) -> Option<usize> {
+        (inner.paddr >= self.paddr && inner.end() <= self.end()).then(|| (inner.paddr - self.paddr) as usize)
+    }
+}
+
 /// Why a platform request failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HalError {
@@ -172,12 +240,12 @@ pub trait Hal {
     fn dma_alloc(&self, size: usize, align: usize) -> Result<Self::Dma, HalError>;
     /// Monotonic time in nanoseconds since an arbitrary origin.
     fn now_ns(&self) -> u64;
-    /// Copy `len` bytes from physical address `src` to `dst` (the ranges may overlap), both
-    /// inside DMA memory this platform handed out. Returns false, copying nothing, if the
-    /// platform cannot (the default) or either range is not DMA memory. Used by memory-backed
+    /// Copy all of `src` to the start of `dst` (they may overlap). Returns false, copying
+    /// nothing, if `dst` is shorter than `src`, the platform cannot (the default), or either
+    /// slice is not (any longer) DMA memory this platform handed out. Used by memory-backed
     /// block devices to move data between an I/O buffer and their backing store.
-    fn copy_phys(&self, dst: PhysAddr, src: PhysAddr, len: usize) -> bool {
-        let _ = (dst, src, len);
+    fn copy_dma(&self, dst: DmaSlice, src: DmaSlice) -> bool {
+        let _ = (dst, src);
         false
     }
     /// Called in every busy-wait iteration (a `pause` on hardware; the host model may use
@@ -196,5 +264,37 @@ pub fn poll_until<H: Hal + ?Sized>(hal: &H, timeout_ns: u64, mut done: impl FnMu
             return done();
         }
         hal.relax();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Region(PhysAddr, usize);
+    impl DmaRegion for Region {
+        fn paddr(&self) -> PhysAddr {
+            self.0
+        }
+        fn len(&self) -> usize {
+            self.1
+        }
+        fn read(&self, _: usize, _: &mut [u8]) {}
+        fn write(&self, _: usize, _: &[u8]) {}
+    }
+
+    #[test]
+    fn slices_stay_inside_their_region() {
+        let r = Region(0x10_000, 8192);
+        let s = DmaSlice::new(&r, 4096, 4096).unwrap();
+        assert_eq!((s.paddr(), s.len(), s.end()), (0x11_000, 4096, 0x12_000));
+        assert_eq!(DmaSlice::new(&r, 4097, 4096), None, "one byte past the end");
+        assert_eq!(DmaSlice::new(&r, usize::MAX, 2), None, "offset + len overflows");
+        assert_eq!(DmaSlice::new(&r, 8192, 0).map(|s| s.len()), Some(0));
+        assert_eq!(s.sub(512, 3584).map(|t| t.paddr()), Some(0x11_200));
+        assert_eq!(s.sub(512, 3585), None);
+        assert_eq!(DmaSlice::whole(&r).offset_of(&s), Some(4096));
+        assert_eq!(s.offset_of(&DmaSlice::whole(&r)), None);
+        assert!(DmaSlice::EMPTY.is_empty());
     }
 }

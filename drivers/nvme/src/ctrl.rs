@@ -3,7 +3,7 @@
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use hal::{poll_until, DmaRegion, Hal, Mmio};
+use hal::{poll_until, DmaRegion, DmaSlice, Hal, Mmio};
 use log::{debug, info};
 use zerocopy::FromBytes;
 
@@ -308,7 +308,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
         if self.is_failed() {
             return Err(Error::Timeout { what: "admin command (controller stopped after a timeout)" });
         }
-        let d = if data { Some((self.buf.paddr(), PAGE)) } else { None };
+        let d = if data { Some(DmaSlice::new(&self.buf, 0, PAGE).expect("the admin buffer is one page")) } else { None };
         let opc = sqe.opcode;
         self.admin_seq += 1;
         let tag = self.admin_seq;

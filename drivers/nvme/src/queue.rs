@@ -4,7 +4,7 @@
 //! the tail doorbell once for everything queued since; `reap` consumes completions by phase
 //! tag and writes the CQ head doorbell once.
 
-use hal::{DmaRegion, Hal, HalError, Mmio};
+use hal::{DmaRegion, DmaSlice, Hal, HalError, Mmio};
 use zerocopy::IntoBytes;
 
 use crate::prp::{self, PrpError};
@@ -153,16 +153,16 @@ impl<D: DmaRegion> QueuePair<D> {
         self.prp_lists.write(off, data);
     }
 
-    /// Queue a command; `data` is a contiguous buffer (paddr, bytes) to describe by PRPs.
+    /// Queue a command; `data` is the contiguous buffer to describe by PRPs (all of it).
     /// The device is not told until [`ring`](Self::ring).
-    pub fn push(&mut self, sqe: &mut Sqe, tag: u64, data: Option<(u64, usize)>) -> Result<u16, QueueError> {
+    pub fn push(&mut self, sqe: &mut Sqe, tag: u64, data: Option<DmaSlice>) -> Result<u16, QueueError> {
         if !self.can_submit() {
             return Err(QueueError::Full);
         }
         let cid = self.free[self.nfree - 1];
-        if let Some((addr, len)) = data {
+        if let Some(buf) = data {
             let (list_paddr, list_off) = self.slot_page(cid);
-            let p = prp::plan(addr, len, self.page, list_paddr, self.list_pages).map_err(QueueError::Prp)?;
+            let p = prp::plan(buf.paddr(), buf.len(), self.page, list_paddr, self.list_pages).map_err(QueueError::Prp)?;
             for j in 0..p.list_pages {
                 self.write_list_page(list_off + j * self.page, &p.list_page(j, self.page));
             }

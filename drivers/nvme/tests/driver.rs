@@ -5,7 +5,7 @@ mod common;
 
 use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
 use common::*;
-use hal::{DmaRegion, Hal};
+use hal::{DmaRegion, DmaSlice, Hal};
 use nvme::{Config, Controller, Error, NvmeNamespace, StatusCode};
 
 #[test]
@@ -64,7 +64,7 @@ fn io_mixed_sizes_unaligned_and_one_doorbell_per_batch() {
         let data: Vec<u8> = (0..n as usize * BS).map(|j| (lba as usize * 7 + j * 13 + k) as u8).collect();
         buf.write(boff, &data);
         let before = ns.queue_stats().sq_doorbells;
-        ns.submit(&io(BlockOp::Write, lba, n, buf.paddr() + boff as u64, n as usize * BS, k as u64)).unwrap();
+        ns.submit(&io(BlockOp::Write, lba, n, at(&buf, boff, n as usize * BS), k as u64)).unwrap();
         let done = wait(&mut ns, &hal, 1);
         assert_eq!(done[0], BlockDone { tag: k as u64, result: Ok(()) });
         assert_eq!(ns.queue_stats().sq_doorbells, before + 1);
@@ -82,7 +82,7 @@ fn io_mixed_sizes_unaligned_and_one_doorbell_per_batch() {
     let db0 = bar.state().sq_doorbells;
     for (k, &(lba, n, _)) in pieces.iter().take(8).enumerate() {
         let boff = k * (256 * BS + 4096) + 20;
-        ns.submit(&io(BlockOp::Read, lba, n, buf.paddr() + boff as u64, n as usize * BS, 100 + k as u64)).unwrap();
+        ns.submit(&io(BlockOp::Read, lba, n, at(&buf, boff, n as usize * BS), 100 + k as u64)).unwrap();
     }
     let done = wait(&mut ns, &hal, 8);
     assert_eq!(bar.state().sq_doorbells, db0 + 1, "one doorbell for the batch");
@@ -96,9 +96,9 @@ fn io_mixed_sizes_unaligned_and_one_doorbell_per_batch() {
         }
     }
     // Flush, Write Zeroes, Deallocate (ONCS has both).
-    ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 1)).unwrap();
-    ns.submit(&io(BlockOp::WriteZeroes, 10, 4, 0, 0, 2)).unwrap();
-    ns.submit(&io(BlockOp::Deallocate, 20, 2, 0, 0, 3)).unwrap();
+    ns.submit(&io(BlockOp::Flush, 0, 0, DmaSlice::EMPTY, 1)).unwrap();
+    ns.submit(&io(BlockOp::WriteZeroes, 10, 4, DmaSlice::EMPTY, 2)).unwrap();
+    ns.submit(&io(BlockOp::Deallocate, 20, 2, DmaSlice::EMPTY, 3)).unwrap();
     let done = wait(&mut ns, &hal, 3);
     assert!(done.iter().all(|d| d.result.is_ok()), "{done:?}");
     let s = bar.state();
@@ -113,24 +113,23 @@ fn bad_requests_never_reach_the_device() {
     let q = c.create_io_queue_pair(8).unwrap();
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     let buf = hal.dma_alloc(1 << 20, 4096).unwrap();
-    let p = buf.paddr();
     let before = bar.state().io_commands;
-    assert_eq!(ns.submit(&io(BlockOp::Read, 99, 2, p, 1024, 0)), Err(BlockError::OutOfRange { lba: 99, blocks: 2, capacity: 100 }));
-    assert!(matches!(ns.submit(&io(BlockOp::Read, u64::MAX, 1, p, 512, 0)), Err(BlockError::OutOfRange { .. })));
-    assert_eq!(ns.submit(&io(BlockOp::Write, 0, 0, p, 512, 0)), Err(BlockError::ZeroLength));
-    assert_eq!(ns.submit(&io(BlockOp::Write, 0, 4, p, 1000, 0)), Err(BlockError::BufferTooSmall { need: 2048, have: 1000 }));
-    assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, p + 2, 512, 0)), Err(BlockError::Unsupported));
-    assert!(matches!(ns.submit(&io(BlockOp::Read, 0, 257, p, 1 << 20, 0)), Err(BlockError::OutOfRange { .. })));
+    assert_eq!(ns.submit(&io(BlockOp::Read, 99, 2, at(&buf, 0, 1024), 0)), Err(BlockError::OutOfRange { lba: 99, blocks: 2, capacity: 100 }));
+    assert!(matches!(ns.submit(&io(BlockOp::Read, u64::MAX, 1, at(&buf, 0, 512), 0)), Err(BlockError::OutOfRange { .. })));
+    assert_eq!(ns.submit(&io(BlockOp::Write, 0, 0, at(&buf, 0, 512), 0)), Err(BlockError::ZeroLength));
+    assert_eq!(ns.submit(&io(BlockOp::Write, 0, 4, at(&buf, 0, 1000), 0)), Err(BlockError::BufferTooSmall { need: 2048, have: 1000 }));
+    assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, at(&buf, 2, 512), 0)), Err(BlockError::Unsupported));
+    assert!(matches!(ns.submit(&io(BlockOp::Read, 0, 257, at(&buf, 0, 1 << 20), 0)), Err(BlockError::OutOfRange { .. })));
     let mut out = [BlockDone { tag: 0, result: Ok(()) }; 4];
     assert_eq!(ns.poll(&mut out), 0);
     assert_eq!(bar.state().io_commands, before, "nothing reached the device");
     assert_eq!(ns.refused, 6);
     // A device-reported error is typed, and the queue keeps working afterwards.
     bar.state().inject = Some((2, 0x81));
-    ns.submit(&io(BlockOp::Read, 0, 1, p, 512, 5)).unwrap();
+    ns.submit(&io(BlockOp::Read, 0, 1, at(&buf, 0, 512), 5)).unwrap();
     let d = wait(&mut ns, &hal, 1);
     assert_eq!(d[0], BlockDone { tag: 5, result: Err(BlockError::Device { sct: 2, sc: 0x81, dnr: false }) });
-    ns.submit(&io(BlockOp::Read, 0, 1, p, 512, 6)).unwrap();
+    ns.submit(&io(BlockOp::Read, 0, 1, at(&buf, 0, 512), 6)).unwrap();
     assert_eq!(wait(&mut ns, &hal, 1)[0], BlockDone { tag: 6, result: Ok(()) });
 }
 
@@ -143,9 +142,9 @@ fn full_queue_and_wraparound() {
     let buf = hal.dma_alloc(4096, 4096).unwrap();
     for round in 0..10u64 {
         for k in 0..3 {
-            ns.submit(&io(BlockOp::Read, k, 1, buf.paddr(), 512, round * 3 + k)).unwrap();
+            ns.submit(&io(BlockOp::Read, k, 1, at(&buf, 0, 512), round * 3 + k)).unwrap();
         }
-        assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 99)), Err(BlockError::QueueFull));
+        assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, at(&buf, 0, 512), 99)), Err(BlockError::QueueFull));
         let d = wait(&mut ns, &hal, 3);
         let mut tags: Vec<u64> = d.iter().map(|d| d.tag).collect();
         tags.sort();
@@ -162,8 +161,8 @@ fn unsupported_ops_when_oncs_lacks_them() {
     let info = c.identify_namespace(1).unwrap();
     let q = c.create_io_queue_pair(4).unwrap();
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
-    assert_eq!(ns.submit(&io(BlockOp::WriteZeroes, 0, 1, 0, 0, 0)), Err(BlockError::Unsupported));
-    assert_eq!(ns.submit(&io(BlockOp::Deallocate, 0, 1, 0, 0, 0)), Err(BlockError::Unsupported));
+    assert_eq!(ns.submit(&io(BlockOp::WriteZeroes, 0, 1, DmaSlice::EMPTY, 0)), Err(BlockError::Unsupported));
+    assert_eq!(ns.submit(&io(BlockOp::Deallocate, 0, 1, DmaSlice::EMPTY, 0)), Err(BlockError::Unsupported));
 }
 
 #[test]
@@ -177,9 +176,9 @@ fn hung_controller_is_detected_by_timeout() {
     let mut ns2 = NvmeNamespace::new(&c, info2, q2).unwrap();
     let buf = hal.dma_alloc(4096, 4096).unwrap();
     bar.state().hung = true;
-    ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 1)).unwrap();
-    ns.submit(&io(BlockOp::Read, 1, 1, buf.paddr(), 512, 2)).unwrap();
-    ns2.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 3)).unwrap();
+    ns.submit(&io(BlockOp::Read, 0, 1, at(&buf, 0, 512), 1)).unwrap();
+    ns.submit(&io(BlockOp::Read, 1, 1, at(&buf, 0, 512), 2)).unwrap();
+    ns2.submit(&io(BlockOp::Read, 0, 1, at(&buf, 0, 512), 3)).unwrap();
     assert_eq!(ns2.poll(&mut [BlockDone { tag: 0, result: Ok(()) }; 4]), 0);
     let t0 = hal.now_ns();
     let d = wait(&mut ns, &hal, 2);
@@ -189,13 +188,13 @@ fn hung_controller_is_detected_by_timeout() {
     assert_eq!(bar.state().cc & 1, 0);
     assert_eq!(bar.state().csts & 1, 0);
     assert!(c.is_failed());
-    assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 4)), Err(BlockError::Timeout));
+    assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, at(&buf, 0, 512), 4)), Err(BlockError::Timeout));
     // The other namespace on the same controller fails at once, without its own timeout.
     let t1 = hal.now_ns();
     let d = wait(&mut ns2, &hal, 1);
     assert_eq!(d, vec![BlockDone { tag: 3, result: Err(BlockError::Timeout) }]);
     assert!(hal.now_ns() - t1 < 1_000_000);
-    assert_eq!(ns2.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 5)), Err(BlockError::Timeout));
+    assert_eq!(ns2.submit(&io(BlockOp::Read, 0, 1, at(&buf, 0, 512), 5)), Err(BlockError::Timeout));
 }
 
 #[test]
@@ -217,13 +216,13 @@ fn removal_shuts_down_then_fails_the_namespaces() {
     let q = c.create_io_queue_pair(8).unwrap();
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     let buf = hal.dma_alloc(4096, 4096).unwrap();
-    ns.submit(&io(BlockOp::Write, 0, 1, buf.paddr(), 512, 1)).unwrap();
+    ns.submit(&io(BlockOp::Write, 0, 1, at(&buf, 0, 512), 1)).unwrap();
     assert_eq!(wait(&mut ns, &hal, 1), vec![BlockDone { tag: 1, result: Ok(()) }]);
     assert!(!BlockDevice::failed(&ns));
     c.remove().unwrap();
     assert_eq!((bar.state().cc >> 14) & 3, 1, "CC.SHN = normal shutdown");
     assert!(c.is_failed() && BlockDevice::failed(&ns));
-    assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 2)), Err(BlockError::Timeout));
+    assert_eq!(ns.submit(&io(BlockOp::Read, 0, 1, at(&buf, 0, 512), 2)), Err(BlockError::Timeout));
     drop(ns);
 
     // Removal with I/O outstanding on a drive that no longer answers.
@@ -233,7 +232,7 @@ fn removal_shuts_down_then_fails_the_namespaces() {
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     let buf = hal.dma_alloc(4096, 4096).unwrap();
     bar.state().hung = true;
-    ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 7)).unwrap();
+    ns.submit(&io(BlockOp::Read, 0, 1, at(&buf, 0, 512), 7)).unwrap();
     assert!(matches!(c.remove(), Err(Error::Timeout { .. })));
     let t0 = hal.now_ns();
     assert_eq!(wait(&mut ns, &hal, 1), vec![BlockDone { tag: 7, result: Err(BlockError::Timeout) }]);
@@ -269,7 +268,7 @@ fn bench_submit_complete() {
     while done < n {
         while sent < n && sent - done < 32 {
             let slot = sent % 32;
-            drv_submit(&mut ns, &io(BlockOp::Read, (sent * 8) % 2040, 8, buf.paddr() + slot * 4096, 4096, sent)).unwrap();
+            drv_submit(&mut ns, &io(BlockOp::Read, (sent * 8) % 2040, 8, at(&buf, slot as usize * 4096, 4096), sent)).unwrap();
             sent += 1;
         }
         let k = drv_poll(&mut ns, &mut out); // rings the doorbell (deferred)
@@ -292,7 +291,7 @@ fn doorbell_stride_from_cap() {
     let q = c.create_io_queue_pair(8).unwrap();
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     let buf = hal.dma_alloc(4096, 4096).unwrap();
-    ns.submit(&io(BlockOp::Read, 0, 8, buf.paddr(), 4096, 1)).unwrap();
+    ns.submit(&io(BlockOp::Read, 0, 8, at(&buf, 0, 4096), 1)).unwrap();
     assert_eq!(wait(&mut ns, &hal, 1)[0], BlockDone { tag: 1, result: Ok(()) });
     assert_eq!(bar.state().stray_doorbells, 0, "every doorbell on the CAP.DSTRD spacing");
     assert!(bar.state().cq_doorbells >= 1);
@@ -349,11 +348,11 @@ fn chained_prp_lists_up_to_the_maximum_transfer() {
         let blocks = (bytes / BS) as u32;
         let data: Vec<u8> = (0..bytes).map(|j| ((j / 4096) as u8) ^ (j as u8).wrapping_mul(31) ^ k as u8).collect();
         wbuf.write(wo, &data);
-        ns.submit(&io(BlockOp::Write, lba, blocks, wbuf.paddr() + wo as u64, bytes, 2 * k as u64)).unwrap();
+        ns.submit(&io(BlockOp::Write, lba, blocks, at(&wbuf, wo, bytes), 2 * k as u64)).unwrap();
         assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()), "write case {k}");
         assert_eq!(&bar.state().namespaces[0].data[lba as usize * BS..lba as usize * BS + bytes], &data[..], "device data case {k}");
         rbuf.fill(ro, bytes, 0);
-        ns.submit(&io(BlockOp::Read, lba, blocks, rbuf.paddr() + ro as u64, bytes, 2 * k as u64 + 1)).unwrap();
+        ns.submit(&io(BlockOp::Read, lba, blocks, at(&rbuf, ro, bytes), 2 * k as u64 + 1)).unwrap();
         assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()), "read case {k}");
         let mut got = vec![0u8; bytes];
         rbuf.read(ro, &mut got);
@@ -365,7 +364,7 @@ fn chained_prp_lists_up_to_the_maximum_transfer() {
     let before = bar.state().io_commands;
     let too_big = ns.max_transfer_blocks() + 1;
     assert_eq!(
-        ns.submit(&io(BlockOp::Read, 0, too_big, rbuf.paddr(), too_big as usize * BS, 99)),
+        ns.submit(&io(BlockOp::Read, 0, too_big, at(&rbuf, 0, too_big as usize * BS), 99)),
         Err(BlockError::TooLarge { blocks: too_big, max: too_big - 1 })
     );
     assert_eq!(bar.state().io_commands, before);
@@ -427,16 +426,16 @@ fn metadata_formats() {
         buf.fill(0, 64 * 1024, 0x11);
         buf.write(0, &data);
         bar.state().io_log.clear();
-        ns.submit(&io(BlockOp::Write, 100, 16, buf.paddr(), 16 * BS, 1)).unwrap();
+        ns.submit(&io(BlockOp::Write, 100, 16, at(&buf, 0, 16 * BS), 1)).unwrap();
         assert_eq!(wait(ns, &hal, 1)[0].result, Ok(()));
         buf.fill(0, 64 * 1024, 0x22);
-        ns.submit(&io(BlockOp::Read, 100, 16, buf.paddr() + 8, 16 * BS, 2)).unwrap();
+        ns.submit(&io(BlockOp::Read, 100, 16, at(&buf, 8, 16 * BS), 2)).unwrap();
         assert_eq!(wait(ns, &hal, 1)[0].result, Ok(()));
         let mut got = vec![0u8; 16 * BS + 64];
         buf.read(8, &mut got);
         assert_eq!(&got[..16 * BS], &data[..], "namespace {k}: data read back");
         assert!(got[16 * BS..].iter().all(|b| *b == 0x22), "namespace {k}: nothing beyond the data in the caller's buffer");
-        ns.submit(&io(BlockOp::WriteZeroes, 7, 3, 0, 0, 3)).unwrap();
+        ns.submit(&io(BlockOp::WriteZeroes, 7, 3, DmaSlice::EMPTY, 3)).unwrap();
         assert_eq!(wait(ns, &hal, 1)[0].result, Ok(()));
         let log: Vec<_> = bar.state().io_log.iter().map(|r| (r.opcode, r.mptr, r.cdw12, r.cdw14)).collect();
         let [(wo, wm, w12, w14), (ro, rm, r12, r14), (zo, zm, z12, z14)] = log[..] else { panic!("{log:?}") };
@@ -519,11 +518,11 @@ proptest::proptest! {
             let lba = (k as u64 * 13) % 64;
             let data: Vec<u8> = (0..bytes).map(|j| (j as u32).wrapping_mul(2654435761).wrapping_add(k as u32 * 7) as u8 ^ (j >> 12) as u8).collect();
             wbuf.write(wo, &data);
-            ns.submit(&io(BlockOp::Write, lba, blocks, wbuf.paddr() + wo as u64, bytes, 1)).unwrap();
+            ns.submit(&io(BlockOp::Write, lba, blocks, at(&wbuf, wo, bytes), 1)).unwrap();
             proptest::prop_assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()));
             proptest::prop_assert!(bar.state().namespaces[0].data[lba as usize * BS..lba as usize * BS + bytes] == data[..]);
             rbuf.fill(ro, bytes, 0);
-            ns.submit(&io(BlockOp::Read, lba, blocks, rbuf.paddr() + ro as u64, bytes, 2)).unwrap();
+            ns.submit(&io(BlockOp::Read, lba, blocks, at(&rbuf, ro, bytes), 2)).unwrap();
             proptest::prop_assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()));
             let mut got = vec![0u8; bytes];
             rbuf.read(ro, &mut got);

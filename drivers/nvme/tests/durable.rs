@@ -8,7 +8,7 @@ mod common;
 
 use blockdev::{BlockDevice, BlockDone, BlockError, BlockOp};
 use common::*;
-use hal::{DmaRegion, Hal};
+use hal::{DmaRegion, DmaSlice, Hal};
 use nvme::{Config, Controller, NvmeNamespace};
 
 /// Bring up an emulated drive configured by `setup` before its controller starts.
@@ -43,7 +43,7 @@ fn flush_reaches_the_drive_and_completes_only_when_the_drive_does() {
     let q = c.create_io_queue_pair(8).unwrap();
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     bar.state().deferred = true;
-    ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 41)).unwrap();
+    ns.submit(&io(BlockOp::Flush, 0, 0, DmaSlice::EMPTY, 41)).unwrap();
     let mut out = [BlockDone { tag: 0, result: Ok(()) }; 4];
     // The doorbell is rung, but the drive has not executed the Flush: nothing completes.
     for _ in 0..100 {
@@ -71,12 +71,12 @@ fn flushes_before_the_doorbell_share_one_drive_flush() {
     bar.state().deferred = true;
     // Three Flushes before the doorbell: one drive Flush serves them all.
     for tag in [1, 2, 3] {
-        ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, tag)).unwrap();
+        ns.submit(&io(BlockOp::Flush, 0, 0, DmaSlice::EMPTY, tag)).unwrap();
     }
     let mut out = [BlockDone { tag: 0, result: Ok(()) }; 8];
     assert_eq!(ns.poll(&mut out), 0, "rung, not executed by the drive yet");
     // A Flush after the doorbell must not be answered by the earlier drive Flush.
-    ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 4)).unwrap();
+    ns.submit(&io(BlockOp::Flush, 0, 0, DmaSlice::EMPTY, 4)).unwrap();
     assert_eq!(ns.outstanding(), 4);
     bar.run_pending();
     // Room for two completions only: the rest comes on the next poll.
@@ -98,8 +98,8 @@ fn flushes_before_the_doorbell_share_one_drive_flush() {
     // The drive Flush fails: every Flush that joined it fails the same way.
     bar.state().deferred = false;
     bar.state().inject = Some((0, 0x06));
-    ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 5)).unwrap();
-    ns.submit(&io(BlockOp::Flush, 0, 0, 0, 0, 6)).unwrap();
+    ns.submit(&io(BlockOp::Flush, 0, 0, DmaSlice::EMPTY, 5)).unwrap();
+    ns.submit(&io(BlockOp::Flush, 0, 0, DmaSlice::EMPTY, 6)).unwrap();
     let d = wait(&mut ns, &hal, 2);
     assert_eq!(d.len(), 2);
     assert!(d.iter().all(|d| d.result == Err(BlockError::Device { sct: 0, sc: 0x06, dnr: false })), "{d:?}");
@@ -113,7 +113,7 @@ fn fua_reaches_the_drives_sqe_on_read_and_write() {
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     let buf = hal.dma_alloc(8192, 4096).unwrap();
     for (op, fua, tag) in [(BlockOp::Write, true, 1), (BlockOp::Write, false, 2), (BlockOp::Read, true, 3), (BlockOp::Read, false, 4)] {
-        let mut r = io(op, 16, 8, buf.paddr(), 4096, tag);
+        let mut r = io(op, 16, 8, at(&buf, 0, 4096), tag);
         r.fua = fua;
         ns.submit(&r).unwrap();
         let d = wait(&mut ns, &hal, 1);
@@ -136,10 +136,10 @@ fn drive_error_status_is_handed_up_unchanged() {
     for (op, inject, dnr) in [(BlockOp::Flush, (0, 0x06), false), (BlockOp::Read, (2, 0x81), true)] {
         bar.state().inject = Some(inject);
         bar.state().inject_dnr = dnr;
-        ns.submit(&io(op, 0, if op == BlockOp::Flush { 0 } else { 1 }, buf.paddr(), 512, 9)).unwrap();
+        ns.submit(&io(op, 0, if op == BlockOp::Flush { 0 } else { 1 }, at(&buf, 0, 512), 9)).unwrap();
         let d = wait(&mut ns, &hal, 1);
         assert_eq!(d[0].result, Err(BlockError::Device { sct: inject.0, sc: inject.1, dnr }), "{op:?}");
-        ns.submit(&io(op, 0, if op == BlockOp::Flush { 0 } else { 1 }, buf.paddr(), 512, 10)).unwrap();
+        ns.submit(&io(op, 0, if op == BlockOp::Flush { 0 } else { 1 }, at(&buf, 0, 512), 10)).unwrap();
         assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()));
     }
     assert_eq!(ns.counters().device_errors, 2);
@@ -186,7 +186,7 @@ fn a_drive_that_stops_answering_reports_failed() {
     let buf = hal.dma_alloc(4096, 4096).unwrap();
     assert!(!ns.failed());
     bar.state().hung = true;
-    ns.submit(&io(BlockOp::Read, 0, 1, buf.paddr(), 512, 1)).unwrap();
+    ns.submit(&io(BlockOp::Read, 0, 1, at(&buf, 0, 512), 1)).unwrap();
     let d = wait(&mut ns, &hal, 1);
     assert_eq!(d[0].result, Err(BlockError::Timeout));
     assert!(ns.failed(), "stopped after the I/O timeout: out of service for good");
@@ -206,7 +206,7 @@ fn power_loss_keeps_flushed_and_fua_writes_only() {
         if let Some(d) = data {
             buf.write(0, d);
         }
-        let mut r = io(op, lba, if op == BlockOp::Flush { 0 } else { 8 }, buf.paddr(), 4096, tag);
+        let mut r = io(op, lba, if op == BlockOp::Flush { 0 } else { 8 }, at(&buf, 0, 4096), tag);
         r.fua = fua;
         ns.submit(&r).unwrap();
         assert_eq!(wait(ns, &hal, 1)[0], BlockDone { tag, result: Ok(()) });
@@ -226,7 +226,7 @@ fn power_loss_keeps_flushed_and_fua_writes_only() {
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     for (lba, want, tag) in [(0u64, x, 10u64), (8, z, 11), (16, [0u8; 4096], 12)] {
         buf.fill(0, 4096, 0xFF);
-        ns.submit(&io(BlockOp::Read, lba, 8, buf.paddr(), 4096, tag)).unwrap();
+        ns.submit(&io(BlockOp::Read, lba, 8, at(&buf, 0, 4096), tag)).unwrap();
         assert_eq!(wait(&mut ns, &hal, 1)[0].result, Ok(()));
         let mut got = [0u8; 4096];
         buf.read(0, &mut got);
@@ -248,8 +248,8 @@ fn write_zeroes_and_deallocate_within_the_drives_limits() {
     assert_eq!(ns.max_transfer_blocks(), 16);
     assert_eq!(ns.op_limits(), blockdev::OpLimits { write_zeroes_blocks: 32, deallocate_blocks: 40 });
     bar.state().namespaces[0].data.fill(0xAB);
-    ns.submit(&io(BlockOp::WriteZeroes, 100, 32, 0, 0, 1)).unwrap(); // above MDTS, within WZSL
-    ns.submit(&io(BlockOp::Deallocate, 200, 40, 0, 0, 2)).unwrap();
+    ns.submit(&io(BlockOp::WriteZeroes, 100, 32, DmaSlice::EMPTY, 1)).unwrap(); // above MDTS, within WZSL
+    ns.submit(&io(BlockOp::Deallocate, 200, 40, DmaSlice::EMPTY, 2)).unwrap();
     assert!(wait(&mut ns, &hal, 2).iter().all(|d| d.result.is_ok()));
     {
         let s = bar.state();
@@ -258,8 +258,8 @@ fn write_zeroes_and_deallocate_within_the_drives_limits() {
         assert!(d[200 * BS..240 * BS].iter().all(|b| *b == testbed::nvme_drive::DEALLOCATED_MARK) && d[240 * BS] == 0xAB);
     }
     let before = bar.state().io_commands;
-    assert_eq!(ns.submit(&io(BlockOp::WriteZeroes, 0, 33, 0, 0, 3)), Err(BlockError::TooLarge { blocks: 33, max: 32 }));
-    assert_eq!(ns.submit(&io(BlockOp::Deallocate, 0, 41, 0, 0, 4)), Err(BlockError::TooLarge { blocks: 41, max: 40 }));
+    assert_eq!(ns.submit(&io(BlockOp::WriteZeroes, 0, 33, DmaSlice::EMPTY, 3)), Err(BlockError::TooLarge { blocks: 33, max: 32 }));
+    assert_eq!(ns.submit(&io(BlockOp::Deallocate, 0, 41, DmaSlice::EMPTY, 4)), Err(BlockError::TooLarge { blocks: 41, max: 40 }));
     assert_eq!(bar.state().io_commands, before, "nothing reached the drive");
 
     // The drive fails namespace 1's commands with a PI guard check error (SCT 2, SC 82h, DNR)
@@ -268,8 +268,8 @@ fn write_zeroes_and_deallocate_within_the_drives_limits() {
     for (k, st) in [(2u8, 0x82u8), (2, 0x81)].into_iter().enumerate() {
         bar.state().failing = Some((1, nvme_spec::Status { sct: st.0, sc: st.1, dnr: true }));
         let before = bar.state().io_commands;
-        ns.submit(&io(BlockOp::WriteZeroes, 0, 8, 0, 0, 10 + k as u64)).unwrap();
-        ns.submit(&io(BlockOp::Read, 0, 8, buf.paddr(), 4096, 20 + k as u64)).unwrap();
+        ns.submit(&io(BlockOp::WriteZeroes, 0, 8, DmaSlice::EMPTY, 10 + k as u64)).unwrap();
+        ns.submit(&io(BlockOp::Read, 0, 8, at(&buf, 0, 4096), 20 + k as u64)).unwrap();
         let d = wait(&mut ns, &hal, 2);
         assert!(d.iter().all(|d| d.result == Err(BlockError::Device { sct: st.0, sc: st.1, dnr: true })), "{d:?}");
         assert_eq!(bar.state().io_commands - before, 2, "one drive command each, no retry");
@@ -296,10 +296,10 @@ fn compare_passed_through_when_the_drive_has_it() {
     let buf = hal.dma_alloc(4096, 4096).unwrap();
     bar.state().ns_mut(1).unwrap().data[8 * BS..16 * BS].fill(0x5A);
     buf.fill(0, 4096, 0x5A);
-    ns.submit(&io(BlockOp::Compare, 8, 8, buf.paddr(), 4096, 1)).unwrap();
+    ns.submit(&io(BlockOp::Compare, 8, 8, at(&buf, 0, 4096), 1)).unwrap();
     assert_eq!(wait(&mut ns, &hal, 1)[0], BlockDone { tag: 1, result: Ok(()) });
     buf.fill(4095, 1, 0x5B);
-    ns.submit(&io(BlockOp::Compare, 8, 8, buf.paddr(), 4096, 2)).unwrap();
+    ns.submit(&io(BlockOp::Compare, 8, 8, at(&buf, 0, 4096), 2)).unwrap();
     assert_eq!(wait(&mut ns, &hal, 1)[0].result, Err(BlockError::Device { sct: 2, sc: 0x85, dnr: true }));
     assert_eq!(bar.state().io_log.iter().filter(|r| r.opcode == 0x05).count(), 2);
     assert!(bar.state().ns(1).unwrap().data[8 * BS..16 * BS].iter().all(|b| *b == 0x5A), "nothing written");
@@ -310,5 +310,5 @@ fn compare_passed_through_when_the_drive_has_it() {
     let mut ns = NvmeNamespace::new(&c, info, q).unwrap();
     let buf = hal.dma_alloc(4096, 4096).unwrap();
     assert!(!ns.supports(BlockOp::Compare));
-    assert_eq!(ns.submit(&io(BlockOp::Compare, 8, 8, buf.paddr(), 4096, 3)), Err(BlockError::Unsupported));
+    assert_eq!(ns.submit(&io(BlockOp::Compare, 8, 8, at(&buf, 0, 4096), 3)), Err(BlockError::Unsupported));
 }

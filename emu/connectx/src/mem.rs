@@ -10,7 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use hal::{DmaRegion, Hal, HalError, PhysAddr};
+use hal::{DmaRegion, DmaSlice, Hal, HalError, PhysAddr};
 
 /// Default first physical address handed out: 4 GiB.
 pub const DEFAULT_BASE: PhysAddr = 0x1_0000_0000;
@@ -342,8 +342,9 @@ impl Hal for SimHal {
     }
     /// Memory-to-memory copy inside simulated physical memory (RAM namespaces' "DMA").
     /// Counted as DMA traffic; a range outside allocated memory is refused (false).
-    fn copy_phys(&self, dst: PhysAddr, src: PhysAddr, len: usize) -> bool {
-        if !self.0.mem.is_mapped(src, len) || !self.0.mem.is_mapped(dst, len) {
+    fn copy_dma(&self, dst: DmaSlice, src: DmaSlice) -> bool {
+        let (dst_len, dst, src, len) = (dst.len(), dst.paddr(), src.paddr(), src.len());
+        if dst_len < len || !self.0.mem.is_mapped(src, len) || !self.0.mem.is_mapped(dst, len) {
             return false;
         }
         let mut tmp = vec![0u8; len];

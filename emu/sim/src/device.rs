@@ -5,7 +5,7 @@
 
 use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, RamNamespace};
 use emu_roce::link::SplitMix64;
-use hal::PhysAddr;
+use hal::DmaSlice;
 use testbed::{SimClock, SimHal};
 
 /// I/Os the device holds at once (more are refused with QueueFull, as a full ring).
@@ -30,16 +30,16 @@ impl SimRam {
 
     /// The namespace's bytes (what survives a crash that keeps it).
     pub fn contents(&self) -> Vec<u8> {
-        let (pa, len) = self.inner.direct_region().expect("RAM namespace memory");
-        let mut v = vec![0u8; len as usize];
-        self.hal.mem().read(pa, &mut v);
+        let r = self.inner.direct_region().expect("RAM namespace memory");
+        let mut v = vec![0u8; r.len()];
+        self.hal.mem().read(r.paddr(), &mut v);
         v
     }
 
     /// Put saved bytes back (after the node restarted).
     pub fn restore(&mut self, bytes: &[u8]) {
-        let (pa, len) = self.inner.direct_region().expect("RAM namespace memory");
-        self.hal.mem().write(pa, &bytes[..len as usize]);
+        let r = self.inner.direct_region().expect("RAM namespace memory");
+        self.hal.mem().write(r.paddr(), &bytes[..r.len()]);
     }
 
     /// I/Os accepted and not completed yet.
@@ -86,10 +86,10 @@ impl BlockDevice for SimRam {
         }
         n
     }
-    fn direct(&self, lba: u64, blocks: u32) -> Option<PhysAddr> {
+    fn direct(&self, lba: u64, blocks: u32) -> Option<DmaSlice> {
         self.inner.direct(lba, blocks)
     }
-    fn direct_region(&self) -> Option<(PhysAddr, u64)> {
+    fn direct_region(&self) -> Option<DmaSlice> {
         self.inner.direct_region()
     }
 }

@@ -92,6 +92,7 @@ pub fn submit<B: BlockDevice>(dev: &mut B, lat: Option<&mut DevLatency>, io: &Bl
 mod tests {
     use super::*;
     use blockdev::{BlockDone, BlockOp, NullNamespace};
+    use hal::{DmaSlice, Hal};
 
     fn tick() -> u64 {
         use core::sync::atomic::{AtomicU64, Ordering};
@@ -103,8 +104,11 @@ mod tests {
     fn tags_map_back_latency_is_recorded_and_strays_are_dropped() {
         let mut dev = NullNamespace::new(1024, 512);
         let mut l = DevLatency::new(tick);
+        let hal = testbed::SimHal::new(testbed::PhysMem::new(), testbed::SimClock::new());
+        let page = hal.dma_alloc(4096, 4096).unwrap();
+        let buf = DmaSlice::new(&page, 0, 512).unwrap();
         for tag in [0xAAAA_0000_0000_0001u64, 7, u64::MAX] {
-            let io = BlockIo { op: BlockOp::Read, lba: 1, blocks: 1, buf: 0x1000, buf_len: 512, tag, fua: false };
+            let io = BlockIo { op: BlockOp::Read, lba: 1, blocks: 1, buf, tag, fua: false };
             submit(&mut dev, Some(&mut l), &io).unwrap();
         }
         assert_eq!(l.outstanding(), 3);
@@ -119,7 +123,7 @@ mod tests {
         assert_eq!(l.complete(SLOTS as u64 + 5), None);
         assert_eq!((l.stray, l.hist.count(), l.outstanding()), (2, 3, 0));
         // A refused submit gives its slot back.
-        let bad = BlockIo { op: BlockOp::Read, lba: 5000, blocks: 1, buf: 0x1000, buf_len: 512, tag: 1, fua: false };
+        let bad = BlockIo { op: BlockOp::Read, lba: 5000, blocks: 1, buf, tag: 1, fua: false };
         assert!(submit(&mut dev, Some(&mut l), &bad).is_err());
         assert_eq!(l.outstanding(), 0);
     }
@@ -147,7 +151,7 @@ mod tests {
     #[test]
     fn a_full_table_refuses_as_a_full_queue() {
         let mut l = DevLatency::new(tick);
-        let io = BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: 0, buf_len: 0, tag: 1, fua: false };
+        let io = BlockIo { op: BlockOp::Flush, lba: 0, blocks: 0, buf: DmaSlice::EMPTY, tag: 1, fua: false };
         for _ in 0..SLOTS {
             submit(&mut Sink, Some(&mut l), &io).unwrap();
         }

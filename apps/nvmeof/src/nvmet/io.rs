@@ -32,16 +32,18 @@ impl<B: BlockDevice> Core<B> {
         let slba = sqe.cdw10.get() as u64 | ((sqe.cdw11.get() as u64) << 32);
         let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
         let range_ok = slba.checked_add(nlb as u64).is_some_and(|e| e <= cap);
-        let (op, blocks, buf, buf_len) = match sqe.opcode {
+        let (op, blocks, buf) = match sqe.opcode {
             io_op::READ | io_op::WRITE | io_op::COMPARE => {
                 let bytes = nlb as u64 * bs;
                 if bytes != data.sgl_len as u64 {
                     return Action::status(Status::SGL_INVALID_DATA);
                 }
                 // Over MDTS (Identify Controller): Invalid Field, before any data moves.
-                if bytes > self.subsystems[si].max_io_bytes as u64 || bytes > data.buf_len as u64 {
-                    return Action::status(Status::INVALID_FIELD);
-                }
+                // The command's data: the first `bytes` of the transport's buffer.
+                let buf = match data.buf.sub(0, bytes as usize) {
+                    Some(b) if bytes <= self.subsystems[si].max_io_bytes as u64 => b,
+                    _ => return Action::status(Status::INVALID_FIELD),
+                };
                 if !range_ok {
                     return Action::status(Status::LBA_RANGE);
                 }
@@ -57,17 +59,17 @@ impl<B: BlockDevice> Core<B> {
                     c.blocks_written_512 += bytes / 512;
                     BlockOp::Write
                 };
-                (op, nlb, data.buf, bytes as usize)
+                (op, nlb, buf)
             }
             io_op::FLUSH => {
                 self.subsystems[si].ns_stats[ni].flushes_forwarded += 1;
-                (BlockOp::Flush, 0, 0, 0)
+                (BlockOp::Flush, 0, DmaSlice::EMPTY)
             }
             io_op::WRITE_ZEROES => {
                 if !range_ok {
                     return Action::status(Status::LBA_RANGE);
                 }
-                (BlockOp::WriteZeroes, nlb, 0, 0)
+                (BlockOp::WriteZeroes, nlb, DmaSlice::EMPTY)
             }
             io_op::DSM => return self.dsm(si, ni, sqe, data, cap),
             _ => return Action::status(Status::INVALID_OPCODE),
@@ -83,6 +85,7 @@ impl<B: BlockDevice> Core<B> {
             }
         }
         let st = &mut sub.ns_stats[ni];
+        let buf_len = buf.len();
         if op == BlockOp::Read {
             sub.stats.reads += 1;
             sub.stats.bytes_read += buf_len as u64;
@@ -100,7 +103,7 @@ impl<B: BlockDevice> Core<B> {
         // already here (in-capsule) is copied by the device.
         let zero_copy = op == BlockOp::Read || (op == BlockOp::Write && !data.fetched);
         let direct = if zero_copy && self.direct { dev.direct(slba, blocks) } else { None };
-        let io = BlockIo { op, lba: if op == BlockOp::Flush { 0 } else { slba }, blocks, buf: direct.unwrap_or(buf), buf_len, tag: data.tag, fua };
+        let io = BlockIo { op, lba: if op == BlockOp::Flush { 0 } else { slba }, blocks, buf: direct.unwrap_or(buf), tag: data.tag, fua };
         if op == BlockOp::Read {
             self.stats.reads += 1;
         } else if op == BlockOp::Write {
@@ -122,7 +125,7 @@ impl<B: BlockDevice> Core<B> {
                     return Action::ok(0, 0);
                 }
                 match direct {
-                    Some(addr) => Action::SubmittedDirect { addr },
+                    Some(buf) => Action::SubmittedDirect { buf },
                     None => Action::Submitted { count: 1 },
                 }
             }
@@ -131,16 +134,25 @@ impl<B: BlockDevice> Core<B> {
     }
 
     /// Submit a Write whose data the transport moved in ([`Fetch::Write`]): into namespace
-    /// memory (`direct_addr`; the device moves nothing) or into `buf`. Answers
-    /// [`Action::Submitted`] or an error status (recorded by the caller's `record_error`).
-    pub fn write_fetched(&mut self, w: &PendingWrite, buf: PhysAddr, tag: u64) -> Action {
+    /// memory (`direct_buf`; the device moves nothing) or into `buf` (at least
+    /// [`PendingWrite::len`] bytes). Answers [`Action::Submitted`] or an error status
+    /// (recorded by the caller's `record_error`).
+    pub fn write_fetched(&mut self, w: &PendingWrite, buf: DmaSlice, tag: u64) -> Action {
         let Some(s) = self.subsystems.get_mut(w.subsys as usize) else {
             return Action::status(Status::INTERNAL);
         };
         let (Some(n), Some(lat)) = (s.cfg.namespaces.get_mut(w.ns as usize), s.ns_lat.get_mut(w.ns as usize)) else {
             return Action::status(Status::INTERNAL);
         };
-        let io = BlockIo { buf: if w.direct { w.io.buf } else { buf }, tag, ..w.io };
+        let buf = if w.direct {
+            w.io.buf
+        } else {
+            match buf.sub(0, w.len()) {
+                Some(b) => b,
+                None => return Action::status(Status::INTERNAL),
+            }
+        };
+        let io = BlockIo { buf, tag, ..w.io };
         match devlat::submit(&mut n.dev, lat.as_mut(), &io) {
             Ok(()) => {
                 self.inflight += 1;
@@ -181,7 +193,7 @@ impl<B: BlockDevice> Core<B> {
             if r.nlb.get() == 0 {
                 continue;
             }
-            let io = BlockIo { op: BlockOp::Deallocate, lba: r.slba.get(), blocks: r.nlb.get(), buf: 0, buf_len: 0, tag: data.tag, fua: false };
+            let io = BlockIo { op: BlockOp::Deallocate, lba: r.slba.get(), blocks: r.nlb.get(), buf: DmaSlice::EMPTY, tag: data.tag, fua: false };
             match devlat::submit(dev, lat.as_deref_mut(), &io) {
                 Ok(()) => {
                     count += 1;

@@ -26,7 +26,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
-use hal::PhysAddr;
+use hal::{DmaSlice, PhysAddr};
 use zerocopy::byteorder::little_endian::{U16, U32, U64, U128};
 
 use crate::wire::*;
@@ -153,9 +153,9 @@ impl QueueState {
 pub struct DataIn<'a> {
     /// Small host→controller payloads (Connect data, DSM ranges) copied for parsing.
     pub bytes: &'a [u8],
-    /// The DMA buffer for namespace I/O (Write: holds the data; Read: to be filled).
-    pub buf: PhysAddr,
-    pub buf_len: usize,
+    /// The DMA buffer for namespace I/O (Write: holds the data; Read: to be filled), a
+    /// slice of the transport's buffer; [`DmaSlice::EMPTY`] when the command has none.
+    pub buf: DmaSlice,
     /// Data length the SGL describes.
     pub sgl_len: u32,
     /// Tag echoed in block completions (the transport's slot identity).
@@ -175,10 +175,10 @@ pub enum Action {
     Submitted { count: u16 },
     /// Hold the command (AER) until an event completes it via [`Core::take_aen`].
     Hold,
-    /// A Read was submitted with the namespace's own memory at `addr` as its buffer (see
+    /// A Read was submitted with the namespace's own memory `buf` as its buffer (see
     /// [`Core::set_direct`]): the device moves no data; when it completes, the transport
-    /// sends the data to the host straight from `addr`.
-    SubmittedDirect { addr: PhysAddr },
+    /// sends the data to the host straight from `buf`.
+    SubmittedDirect { buf: DmaSlice },
     /// The command carries host data that is not here yet ([`DataIn::fetched`] false): move
     /// it in (RDMA READ) as [`Fetch`] says, then go on.
     Fetch(Fetch),
@@ -190,7 +190,7 @@ pub enum Fetch {
     /// A payload the core parses (Connect data, DSM ranges, admin data): into the
     /// transport's buffer, then [`Core::execute`] again with the data fetched.
     Payload,
-    /// A Write, decoded, checked and counted: move its data to [`PendingWrite::direct_addr`]
+    /// A Write, decoded, checked and counted: move its data to [`PendingWrite::direct_buf`]
     /// (namespace memory, zero copy: once it is there the write is done, the device would
     /// move nothing) or else the transport's buffer, then [`Core::write_fetched`] submits it.
     Write(PendingWrite),
@@ -210,13 +210,13 @@ pub struct PendingWrite {
 impl PendingWrite {
     /// Namespace memory the data goes straight into (`None`: the transport's buffer).
     #[inline]
-    pub fn direct_addr(&self) -> Option<PhysAddr> {
+    pub fn direct_buf(&self) -> Option<DmaSlice> {
         self.direct.then_some(self.io.buf)
     }
     /// Bytes of data.
     #[inline]
     pub fn len(&self) -> usize {
-        self.io.buf_len
+        self.io.buf.len()
     }
 }
 
@@ -570,7 +570,7 @@ impl<B: BlockDevice> Core<B> {
     }
     /// Regions of namespace memory a transport may register for direct RDMA
     /// ([`BlockDevice::direct_region`]), one per namespace that has one.
-    pub fn direct_regions(&self) -> Vec<(PhysAddr, u64)> {
+    pub fn direct_regions(&self) -> Vec<DmaSlice> {
         self.subsystems.iter().flat_map(|s| s.cfg.namespaces.iter()).filter_map(|n| n.dev.direct_region()).collect()
     }
 
@@ -685,8 +685,8 @@ impl<B: BlockDevice> Core<B> {
         let n = self.subsystems[si].cfg.namespaces.iter().find(|n| n.nsid == sqe.nsid.get())?;
         let slba = sqe.cdw10.get() as u64 | ((sqe.cdw11.get() as u64) << 32);
         let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
-        let pa = n.dev.direct(slba, nlb)?;
-        Some((pa, nlb as u64 * n.dev.block_size() as u64))
+        let buf = n.dev.direct(slba, nlb)?;
+        Some((buf.paddr(), buf.len() as u64))
     }
 
     /// A controller the host reset (CC.EN 1 -> 0): the transport must tear down its I/O

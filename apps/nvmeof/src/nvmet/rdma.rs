@@ -20,7 +20,7 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use blockdev::BlockDevice;
-use hal::DmaRegion;
+use hal::{DmaRegion, DmaSlice};
 use rdma::{Access, Completion, Lkey, Qpn, RcConnectAttrs, Rkey, SendOp, SendWr, Sge, SrqVerbs, WcOpcode, WcStatus};
 use zerocopy::byteorder::little_endian::{U16, U32};
 use zerocopy::{FromBytes, IntoBytes};
@@ -382,7 +382,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.ns_registered = true;
         let regions = self.core.direct_regions();
         let overlap = self.core.config().max_io_bytes as u64;
-        for (base, len) in regions.iter().copied() {
+        for (base, len) in regions.iter().map(|r| (r.paddr(), r.len() as u64)) {
             let mut done = false;
             for chunk in core::iter::once(len).chain(NS_CHUNKS.iter().copied().filter(|&c| c < len)) {
                 if let Some(lkeys) = Self::reg_chunks(verbs, base, len, chunk, overlap) {

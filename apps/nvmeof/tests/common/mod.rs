@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::rc::{Rc, Weak};
 
 use blockdev::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
-use hal::{DmaRegion, PhysAddr};
+use hal::{DmaRegion, DmaSlice, Hal, PhysAddr};
 use nvmeof::host::{ConnectPoll, HostEnv};
 use nvmeof::nvmet::rdma::RdmaTarget;
 use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
@@ -175,6 +175,16 @@ impl SrqVerbs for TDev {
     }
 }
 
+/// A DMA buffer of `len` bytes in memory of its own, in no node's memory map (a [`RamDisk`]
+/// moving data through the map fails on it with a device error), and all of it as a slice.
+/// Keep the region while the slice is in use.
+pub fn unmapped_buf(len: usize) -> (testbed::SimDma, DmaSlice) {
+    let hal = testbed::SimHal::new(testbed::PhysMem::new(), testbed::SimClock::new());
+    let region = hal.dma_alloc(len, 4096).expect("test buffer");
+    let slice = DmaSlice::whole(&region);
+    (region, slice)
+}
+
 /// A RAM namespace whose "DMA" goes through the node's memory map.
 pub struct RamDisk {
     pub mem: MemMap,
@@ -206,8 +216,8 @@ impl BlockDevice for RamDisk {
         let off = (io.lba * self.bs as u64) as usize;
         let len = io.blocks as usize * self.bs as usize;
         let ok = match io.op {
-            BlockOp::Read => self.mem.write(io.buf, &self.data[off..off + len]),
-            BlockOp::Write => self.mem.read(io.buf, &mut self.data[off..off + len]),
+            BlockOp::Read => self.mem.write(io.buf.paddr(), &self.data[off..off + len]),
+            BlockOp::Write => self.mem.read(io.buf.paddr(), &mut self.data[off..off + len]),
             BlockOp::WriteZeroes | BlockOp::Deallocate => {
                 self.data[off..off + len].fill(0);
                 true

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use blockdev::{BlockDevice, BlockDone, BlockIo, BlockOp};
-use hal::Hal;
+use hal::{DmaRegion, DmaSlice, Hal};
 use nvme::{Config, Controller};
 #[allow(unused_imports)]
 pub use testbed::nvme_drive::{DriveNs, DriveState, IoRecord, MetaFormat, NvmeDrive};
@@ -45,6 +45,11 @@ pub fn wait(ns: &mut impl BlockDevice, hal: &SimHal, want: usize) -> Vec<BlockDo
     panic!("no completion");
 }
 
-pub fn io(op: BlockOp, lba: u64, blocks: u32, buf: u64, buf_len: usize, tag: u64) -> BlockIo {
-    BlockIo { op, lba, blocks, buf, buf_len, tag, fua: false }
+pub fn io(op: BlockOp, lba: u64, blocks: u32, buf: DmaSlice, tag: u64) -> BlockIo {
+    BlockIo { op, lba, blocks, buf, tag, fua: false }
+}
+
+/// `len` bytes at `off` of `region` (inside it, or the test is wrong).
+pub fn at(region: &impl DmaRegion, off: usize, len: usize) -> DmaSlice {
+    DmaSlice::new(region, off, len).expect("test buffer inside its region")
 }

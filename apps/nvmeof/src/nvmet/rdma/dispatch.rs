@@ -96,14 +96,14 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn data_in(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
         let c = self.conns[ci].as_mut().expect("live");
         let gen = c.gen;
-        let buf = c.data.paddr() + c.data_off(s) as u64;
+        let buf = DmaSlice::new(&c.data, c.data_off(s), c.xfer).unwrap_or(DmaSlice::EMPTY);
         let slot = &mut c.slots[s as usize];
         let Some(w) = slot.write else {
             slot.fetched = true;
             self.execute(verbs, ci, s, now_ns);
             return;
         };
-        if w.direct_addr().is_some() {
+        if w.direct_buf().is_some() {
             // The data has landed in the namespace's own memory: the write is done (the device
             // would move nothing, `BlockDevice::direct`), overlapping commands may go on.
             let (r, t0) = (core::mem::replace(&mut slot.range, RangeId::NONE), slot.t0);
@@ -251,13 +251,15 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         } else {
             wr_id(ci, c.gen, Kind::Block, s)
         };
-        let data_pa = c.data.paddr() + c.data_off(s) as u64;
         // Where the capsule sits in the group's receive buffers.
         let capsule_at = (c.slots[s as usize].rbuf as usize * self.groups[c.group as usize].buf_len) as u64;
-        let (buf, buf_len) = match sgl {
-            Sgl::Inline { offset, len } => (self.groups[c.group as usize].recv.paddr() + capsule_at + 64 + offset, len as usize),
-            Sgl::Keyed { .. } => (data_pa, c.xfer),
-        };
+        // Inside the buffer by `check_capsule` (in-capsule data within the capsule, the slot's
+        // data buffer `xfer` bytes); an empty slice otherwise fails the command.
+        let buf = match sgl {
+            Sgl::Inline { offset, len } => DmaSlice::new(&self.groups[c.group as usize].recv, (capsule_at + 64 + offset) as usize, len as usize),
+            Sgl::Keyed { .. } => DmaSlice::new(&c.data, c.data_off(s), c.xfer),
+        }
+        .unwrap_or(DmaSlice::EMPTY);
         // Small host→controller payloads that the core parses (not namespace data).
         let small = &mut self.scratch_in;
         let mut small_len = 0;
@@ -276,7 +278,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if matches!(sgl, Sgl::Inline { len, .. } if len > 0) {
             self.stats.inline_writes += 1;
         }
-        let data = DataIn { bytes: &small[..small_len], buf, buf_len, sgl_len: sgl.len(), tag, fetched };
+        let data = DataIn { bytes: &small[..small_len], buf, sgl_len: sgl.len(), tag, fetched };
         let action = self.core.execute(&mut c.q, &sqe, &data, now_ns);
         self.on_action(verbs, ci, s, action);
     }
@@ -327,7 +329,8 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 c.slots[s as usize].state = SlotState::Executing;
                 c.slots[s as usize].pending = count;
             }
-            Action::SubmittedDirect { addr } => {
+            Action::SubmittedDirect { buf } => {
+                let addr = buf.paddr();
                 let lkey = self.ns_lkey(addr);
                 let c = self.conns[ci].as_mut().expect("live");
                 let gen = c.gen;
@@ -358,10 +361,10 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
             Action::Fetch(Fetch::Write(w)) => {
                 let c = self.conns[ci].as_mut().expect("live");
                 c.slots[s as usize].write = Some(w);
-                match w.direct_addr() {
-                    Some(addr) => {
+                match w.direct_buf() {
+                    Some(buf) => {
                         self.stats.direct_writes += 1;
-                        c.slots[s as usize].direct_addr = addr;
+                        c.slots[s as usize].direct_addr = buf.paddr();
                         self.fetch_direct(verbs, ci, s);
                     }
                     None => self.post_read(verbs, ci, s),
