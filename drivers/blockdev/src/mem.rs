@@ -50,6 +50,8 @@ pub const MEM_MAX_TRANSFER: usize = 1 << 20;
 pub struct RamNamespace<H: Hal> {
     hal: H,
     mem: H::Dma,
+    /// All of `mem`, made once with it: block ranges are cut from it (no region call per I/O).
+    whole: DmaSlice,
     block_size: u32,
     blocks: u64,
     done: DoneRing,
@@ -67,12 +69,13 @@ impl<H: Hal> RamNamespace<H> {
     pub fn new(hal: H, bytes: u64, block_size: u32) -> Result<Self, HalError> {
         let blocks = bytes / block_size as u64;
         let mem = hal.dma_alloc((blocks * block_size as u64) as usize, 4096)?;
-        Ok(RamNamespace { hal, mem, block_size, blocks, done: DoneRing::new(), zero_copy: 0, copied: 0, copied_bytes: 0 })
+        let whole = DmaSlice::whole(&mem);
+        Ok(RamNamespace { hal, mem, whole, block_size, blocks, done: DoneRing::new(), zero_copy: 0, copied: 0, copied_bytes: 0 })
     }
 
     /// Physical address of block `lba` (no range check: see [`dma_range`](Self::dma_range)).
     pub fn paddr_of(&self, lba: u64) -> PhysAddr {
-        self.mem.paddr() + lba * self.block_size as u64
+        self.whole.paddr() + lba * self.block_size as u64
     }
 
     /// Blocks `[lba, lba+blocks)` as a slice of the namespace's region, for RDMA straight to
@@ -84,7 +87,7 @@ impl<H: Hal> RamNamespace<H> {
         }
         // lba < blocks: lba × block size is inside the region, so it fits a usize.
         let bs = self.block_size as usize;
-        DmaSlice::new(&self.mem, lba as usize * bs, blocks as usize * bs)
+        self.whole.sub(lba as usize * bs, blocks as usize * bs)
     }
 
     /// The backing region (e.g. to register it for RDMA once).
@@ -146,8 +149,8 @@ impl<H: Hal> RamNamespace<H> {
                     self.zero_copy += 1;
                     return Ok(());
                 }
-                let blocks = DmaSlice::new(&self.mem, base, len).ok_or(BlockError::OutOfRange { lba: io.lba, blocks: io.blocks, capacity: self.blocks })?;
-                let buf = io.buf.sub(0, len).ok_or(BlockError::BufferTooSmall { need: len, have: io.buf.len() })?;
+                let blocks = self.whole.sub(base, len).ok_or(BlockError::OutOfRange { lba: io.lba, blocks: io.blocks, capacity: self.blocks })?;
+                let buf = io.buf.prefix(len); // check_io: the buffer spans at least `len`
                 let (dst, src) = if io.op == BlockOp::Read { (buf, blocks) } else { (blocks, buf) };
                 if self.hal.copy_dma(dst, src) {
                     self.copied += 1;
@@ -155,7 +158,7 @@ impl<H: Hal> RamNamespace<H> {
                     return Ok(());
                 }
                 // No platform copy: a buffer inside the namespace's own region still works.
-                if let Some(b) = DmaSlice::whole(&self.mem).offset_of(&buf) {
+                if let Some(b) = self.whole.offset_of(&buf) {
                     if io.op == BlockOp::Read {
                         self.copy_in_region(b, base, len);
                     } else {
@@ -196,7 +199,7 @@ impl<H: Hal> BlockDevice for RamNamespace<H> {
         self.dma_range(lba, blocks)
     }
     fn direct_region(&self) -> Option<DmaSlice> {
-        Some(DmaSlice::whole(&self.mem))
+        Some(self.whole)
     }
 }
 

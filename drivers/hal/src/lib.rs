@@ -57,6 +57,13 @@ impl DmaSlice {
         (end <= self.len).then(|| DmaSlice { paddr: self.paddr + offset as u64, len })
     }
 
+    /// The first `len` bytes of this slice, or all of it if it is shorter (never more than
+    /// the slice: a user checks the length it needs, as `blockdev::check_io` does).
+    #[inline]
+    pub fn prefix(&self, len: usize) -> Self {
+        DmaSlice { paddr: self.paddr, len: if len < self.len { len } else { self.len } }
+    }
+
     /// Physical address of the first byte.
     #[inline]
     pub fn paddr(&self) -> PhysAddr {
@@ -293,6 +300,7 @@ mod tests {
         assert_eq!(DmaSlice::new(&r, 8192, 0).map(|s| s.len()), Some(0));
         assert_eq!(s.sub(512, 3584).map(|t| t.paddr()), Some(0x11_200));
         assert_eq!(s.sub(512, 3585), None);
+        assert_eq!((s.prefix(100).paddr(), s.prefix(100).len(), s.prefix(5000).len()), (0x11_000, 100, 4096));
         assert_eq!(DmaSlice::whole(&r).offset_of(&s), Some(4096));
         assert_eq!(s.offset_of(&DmaSlice::whole(&r)), None);
         assert!(DmaSlice::EMPTY.is_empty());

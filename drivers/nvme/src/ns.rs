@@ -182,9 +182,8 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
                 sqe.cdw11 = ((slba >> 32) as u32).into();
                 let fua = if io.fua { rw_cdw12::FUA } else { 0 };
                 sqe.cdw12 = (nlb0 | fua).into();
-                let len = io.blocks as usize * self.info.block_size as usize;
-                // check_io: the buffer spans at least `len`; the PRPs describe exactly that.
-                data = Some(io.buf.sub(0, len).ok_or(BlockError::BufferTooSmall { need: len, have: io.buf.len() })?);
+                // check_io: the buffer spans at least this; the PRPs describe exactly that.
+                data = Some(io.buf.prefix(io.blocks as usize * self.info.block_size as usize));
                 if self.meta.pract {
                     // Reads have the controller check the guard before it strips the PI.
                     let chk = if io.op == BlockOp::Read { rw_cdw12::PRCHK_GUARD } else { 0 };

@@ -39,11 +39,9 @@ impl<B: BlockDevice> Core<B> {
                     return Action::status(Status::SGL_INVALID_DATA);
                 }
                 // Over MDTS (Identify Controller): Invalid Field, before any data moves.
-                // The command's data: the first `bytes` of the transport's buffer.
-                let buf = match data.buf.sub(0, bytes as usize) {
-                    Some(b) if bytes <= self.subsystems[si].max_io_bytes as u64 => b,
-                    _ => return Action::status(Status::INVALID_FIELD),
-                };
+                if bytes > self.subsystems[si].max_io_bytes as u64 || bytes > data.buf.len() as u64 {
+                    return Action::status(Status::INVALID_FIELD);
+                }
                 if !range_ok {
                     return Action::status(Status::LBA_RANGE);
                 }
@@ -59,7 +57,8 @@ impl<B: BlockDevice> Core<B> {
                     c.blocks_written_512 += bytes / 512;
                     BlockOp::Write
                 };
-                (op, nlb, buf)
+                // The command's data: the first `bytes` of the transport's buffer.
+                (op, nlb, data.buf.prefix(bytes as usize))
             }
             io_op::FLUSH => {
                 self.subsystems[si].ns_stats[ni].flushes_forwarded += 1;
@@ -144,15 +143,8 @@ impl<B: BlockDevice> Core<B> {
         let (Some(n), Some(lat)) = (s.cfg.namespaces.get_mut(w.ns as usize), s.ns_lat.get_mut(w.ns as usize)) else {
             return Action::status(Status::INTERNAL);
         };
-        let buf = if w.direct {
-            w.io.buf
-        } else {
-            match buf.sub(0, w.len()) {
-                Some(b) => b,
-                None => return Action::status(Status::INTERNAL),
-            }
-        };
-        let io = BlockIo { buf, tag, ..w.io };
+        // A buffer shorter than the write is refused by the store (BufferTooSmall).
+        let io = BlockIo { buf: if w.direct { w.io.buf } else { buf.prefix(w.len()) }, tag, ..w.io };
         match devlat::submit(&mut n.dev, lat.as_mut(), &io) {
             Ok(()) => {
                 self.inflight += 1;

@@ -199,6 +199,8 @@ struct Conn<V: SrqVerbs> {
     rsp: V::Buf,
     rsp_lkey: Lkey,
     data: V::Buf,
+    /// All of `data`, made once with it: the per-I/O slices are cut from it (no region call).
+    data_dma: DmaSlice,
     data_lkey: Lkey,
     /// The Connect buffer, kept (it is small) once `data` is the admitted queue's buffer: an
     /// RDMA READ a host issued before its Connect completed may still land in it.

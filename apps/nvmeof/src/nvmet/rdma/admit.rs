@@ -9,7 +9,7 @@
 use core::fmt;
 
 use blockdev::BlockDevice;
-use hal::DmaRegion;
+use hal::{DmaRegion, DmaSlice};
 use rdma::{Access, SrqVerbs};
 
 use super::{Conn, RdmaTarget, Slot};
@@ -83,6 +83,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         match got {
             Some((buf, lkey)) => {
+                c.data_dma = DmaSlice::whole(&buf);
                 let pre = (core::mem::replace(&mut c.data, buf), core::mem::replace(&mut c.data_lkey, lkey));
                 c.pre_data = Some(pre);
                 c.stride = c.full_xfer;

@@ -96,7 +96,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn data_in(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
         let c = self.conns[ci].as_mut().expect("live");
         let gen = c.gen;
-        let buf = DmaSlice::new(&c.data, c.data_off(s), c.xfer).unwrap_or(DmaSlice::EMPTY);
+        let buf = c.data_dma.sub(c.data_off(s), c.xfer).unwrap_or(DmaSlice::EMPTY);
         let slot = &mut c.slots[s as usize];
         let Some(w) = slot.write else {
             slot.fetched = true;
@@ -257,7 +257,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // data buffer `xfer` bytes); an empty slice otherwise fails the command.
         let buf = match sgl {
             Sgl::Inline { offset, len } => DmaSlice::new(&self.groups[c.group as usize].recv, (capsule_at + 64 + offset) as usize, len as usize),
-            Sgl::Keyed { .. } => DmaSlice::new(&c.data, c.data_off(s), c.xfer),
+            Sgl::Keyed { .. } => c.data_dma.sub(c.data_off(s), c.xfer),
         }
         .unwrap_or(DmaSlice::EMPTY);
         // Small host→controller payloads that the core parses (not namespace data).

@@ -155,6 +155,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
             full_xfer: xfer,
             rsp,
             rsp_lkey,
+            data_dma: DmaSlice::whole(&data),
             data,
             data_lkey,
             pre_data: None,
