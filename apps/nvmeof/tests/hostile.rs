@@ -119,63 +119,14 @@ impl Evil {
     }
 }
 
-impl VerbsError for Evil {
-    type Error = SoftError;
-}
-
-impl Neighbours for Evil {
-    fn local_ip(&self) -> Ipv4 {
-        self.dev.local_ip()
-    }
-    fn local_mac(&self) -> Mac {
-        self.dev.local_mac()
-    }
-    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
-        self.dev.resolve_mac(ip)
-    }
-}
+forward_verbs!(Evil, dev);
 
 impl Control for Evil {
     type Buf = TBuf;
     fn alloc_buf(&mut self, len: usize) -> Result<TBuf, SoftError> {
         self.dev.alloc_buf(len)
     }
-    fn reg_mr(&mut self, addr: hal::PhysAddr, len: u64, access: Access) -> Result<(Lkey, Rkey), SoftError> {
-        self.dev.reg_mr(addr, len, access)
-    }
-    fn dereg_mr(&mut self, lkey: Lkey) -> Result<(), SoftError> {
-        self.dev.dereg_mr(lkey)
-    }
-    fn alloc_fast_mr(&mut self, max_len: u64) -> Result<Rkey, SoftError> {
-        self.dev.alloc_fast_mr(max_len)
-    }
-    fn create_cq(&mut self, entries: u32) -> Result<Cqn, SoftError> {
-        self.dev.create_cq(entries)
-    }
-    fn destroy_cq(&mut self, cq: Cqn) -> Result<(), SoftError> {
-        self.dev.destroy_cq(cq)
-    }
-    fn create_rc_qp(&mut self, s: Cqn, r: Cqn, sq: u32, rq: u32) -> Result<Qpn, SoftError> {
-        self.dev.create_rc_qp(s, r, sq, rq)
-    }
-    fn connect_rc_qp(&mut self, qp: Qpn, a: &RcConnectAttrs) -> Result<(), SoftError> {
-        self.dev.connect_rc_qp(qp, a)
-    }
-    fn qp_to_error(&mut self, qp: Qpn) -> Result<(), SoftError> {
-        self.dev.qp_to_error(qp)
-    }
-    fn destroy_qp(&mut self, qp: Qpn) -> Result<(), SoftError> {
-        self.dev.destroy_qp(qp)
-    }
-    fn gsi_qp(&self) -> Qpn {
-        self.dev.gsi_qp()
-    }
-    fn gsi_cq(&self) -> Cqn {
-        self.dev.gsi_cq()
-    }
-    fn poll(&mut self) {
-        self.dev.poll()
-    }
+    forward_control!(dev);
 }
 
 impl DataPath for Evil {
@@ -228,23 +179,6 @@ impl DataPath for Evil {
     }
 }
 
-impl SrqVerbs for Evil {
-    fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, SoftError> {
-        self.dev.create_srq(max_wr)
-    }
-    fn destroy_srq(&mut self, srq: Srqn) -> Result<(), SoftError> {
-        self.dev.destroy_srq(srq)
-    }
-    fn create_rc_qp_srq(&mut self, s: Cqn, r: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, SoftError> {
-        self.dev.create_rc_qp_srq(s, r, sq, srq)
-    }
-    fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), SoftError> {
-        self.dev.arm_srq(srq, limit)
-    }
-    fn srq_limit_reached(&mut self, srq: Srqn) -> bool {
-        self.dev.srq_limit_reached(srq)
-    }
-}
 
 type Hostile = World<Evil>;
 

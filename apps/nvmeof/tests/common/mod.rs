@@ -68,27 +68,99 @@ impl DmaRegion for TBuf {
     }
 }
 
+/// A test device's `VerbsError`, `Neighbours` and `SrqVerbs`, passed to its field `$f` (its
+/// `Control` is its own, with [`forward_control`], and so is its `DataPath`).
+macro_rules! forward_verbs {
+    ($ty:ty, $f:ident) => {
+        impl VerbsError for $ty {
+            type Error = SoftError;
+        }
+        impl Neighbours for $ty {
+            fn local_ip(&self) -> Ipv4 {
+                self.$f.local_ip()
+            }
+            fn local_mac(&self) -> Mac {
+                self.$f.local_mac()
+            }
+            fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
+                self.$f.resolve_mac(ip)
+            }
+        }
+        impl SrqVerbs for $ty {
+            fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, SoftError> {
+                self.$f.create_srq(max_wr)
+            }
+            fn destroy_srq(&mut self, srq: Srqn) -> Result<(), SoftError> {
+                self.$f.destroy_srq(srq)
+            }
+            fn create_rc_qp_srq(&mut self, s: Cqn, r: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, SoftError> {
+                self.$f.create_rc_qp_srq(s, r, sq, srq)
+            }
+            fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), SoftError> {
+                self.$f.arm_srq(srq, limit)
+            }
+            fn srq_limit_reached(&mut self, srq: Srqn) -> bool {
+                self.$f.srq_limit_reached(srq)
+            }
+        }
+    };
+}
+#[allow(unused_imports)] // not every test file forwards
+pub(crate) use forward_verbs;
+
+/// The `Control` methods but `alloc_buf` (each test device allocates its own way) of a test
+/// device that passes them to its field `$f`.
+macro_rules! forward_control {
+    ($f:ident) => {
+        fn reg_mr(&mut self, addr: hal::PhysAddr, len: u64, access: Access) -> Result<(Lkey, Rkey), SoftError> {
+            self.$f.reg_mr(addr, len, access)
+        }
+        fn dereg_mr(&mut self, lkey: Lkey) -> Result<(), SoftError> {
+            self.$f.dereg_mr(lkey)
+        }
+        fn alloc_fast_mr(&mut self, max_len: u64) -> Result<Rkey, SoftError> {
+            self.$f.alloc_fast_mr(max_len)
+        }
+        fn create_cq(&mut self, entries: u32) -> Result<Cqn, SoftError> {
+            self.$f.create_cq(entries)
+        }
+        fn destroy_cq(&mut self, cq: Cqn) -> Result<(), SoftError> {
+            self.$f.destroy_cq(cq)
+        }
+        fn create_rc_qp(&mut self, s: Cqn, r: Cqn, sq: u32, rq: u32) -> Result<Qpn, SoftError> {
+            self.$f.create_rc_qp(s, r, sq, rq)
+        }
+        fn connect_rc_qp(&mut self, qp: Qpn, a: &RcConnectAttrs) -> Result<(), SoftError> {
+            self.$f.connect_rc_qp(qp, a)
+        }
+        fn qp_to_error(&mut self, qp: Qpn) -> Result<(), SoftError> {
+            self.$f.qp_to_error(qp)
+        }
+        fn destroy_qp(&mut self, qp: Qpn) -> Result<(), SoftError> {
+            self.$f.destroy_qp(qp)
+        }
+        fn gsi_qp(&self) -> Qpn {
+            self.$f.gsi_qp()
+        }
+        fn gsi_cq(&self) -> Cqn {
+            self.$f.gsi_cq()
+        }
+        fn poll(&mut self) {
+            self.$f.poll()
+        }
+    };
+}
+#[allow(unused_imports)] // not every test file forwards
+pub(crate) use forward_control;
+
+
 /// SoftDevice + memory map.
 pub struct TDev {
     pub dev: SoftDevice,
     pub mem: MemMap,
 }
 
-impl VerbsError for TDev {
-    type Error = SoftError;
-}
-
-impl Neighbours for TDev {
-    fn local_ip(&self) -> Ipv4 {
-        self.dev.local_ip()
-    }
-    fn local_mac(&self) -> Mac {
-        self.dev.local_mac()
-    }
-    fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
-        self.dev.resolve_mac(ip)
-    }
-}
+forward_verbs!(TDev, dev);
 
 impl Control for TDev {
     type Buf = TBuf;
@@ -97,42 +169,7 @@ impl Control for TDev {
         self.mem.0.borrow_mut().insert(b.paddr(), Rc::downgrade(&b));
         Ok(TBuf(b))
     }
-    fn reg_mr(&mut self, addr: PhysAddr, len: u64, access: Access) -> Result<(Lkey, Rkey), SoftError> {
-        self.dev.reg_mr(addr, len, access)
-    }
-    fn dereg_mr(&mut self, lkey: Lkey) -> Result<(), SoftError> {
-        self.dev.dereg_mr(lkey)
-    }
-    fn alloc_fast_mr(&mut self, max_len: u64) -> Result<Rkey, SoftError> {
-        self.dev.alloc_fast_mr(max_len)
-    }
-    fn create_cq(&mut self, entries: u32) -> Result<Cqn, SoftError> {
-        self.dev.create_cq(entries)
-    }
-    fn destroy_cq(&mut self, cq: Cqn) -> Result<(), SoftError> {
-        self.dev.destroy_cq(cq)
-    }
-    fn create_rc_qp(&mut self, s: Cqn, r: Cqn, sq: u32, rq: u32) -> Result<Qpn, SoftError> {
-        self.dev.create_rc_qp(s, r, sq, rq)
-    }
-    fn connect_rc_qp(&mut self, qp: Qpn, a: &RcConnectAttrs) -> Result<(), SoftError> {
-        self.dev.connect_rc_qp(qp, a)
-    }
-    fn qp_to_error(&mut self, qp: Qpn) -> Result<(), SoftError> {
-        self.dev.qp_to_error(qp)
-    }
-    fn destroy_qp(&mut self, qp: Qpn) -> Result<(), SoftError> {
-        self.dev.destroy_qp(qp)
-    }
-    fn gsi_qp(&self) -> Qpn {
-        self.dev.gsi_qp()
-    }
-    fn gsi_cq(&self) -> Cqn {
-        self.dev.gsi_cq()
-    }
-    fn poll(&mut self) {
-        self.dev.poll()
-    }
+    forward_control!(dev);
 }
 
 impl DataPath for TDev {
@@ -157,23 +194,6 @@ impl DataPath for TDev {
 }
 
 
-impl SrqVerbs for TDev {
-    fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, SoftError> {
-        self.dev.create_srq(max_wr)
-    }
-    fn destroy_srq(&mut self, srq: Srqn) -> Result<(), SoftError> {
-        self.dev.destroy_srq(srq)
-    }
-    fn create_rc_qp_srq(&mut self, s: Cqn, r: Cqn, sq: u32, srq: Srqn) -> Result<Qpn, SoftError> {
-        self.dev.create_rc_qp_srq(s, r, sq, srq)
-    }
-    fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), SoftError> {
-        self.dev.arm_srq(srq, limit)
-    }
-    fn srq_limit_reached(&mut self, srq: Srqn) -> bool {
-        self.dev.srq_limit_reached(srq)
-    }
-}
 
 /// A DMA buffer of `len` bytes in memory of its own, in no node's memory map (a [`RamDisk`]
 /// moving data through the map fails on it with a device error), and all of it as a slice.
@@ -233,15 +253,9 @@ impl BlockDevice for RamDisk {
         Ok(())
     }
     fn poll(&mut self, out: &mut [BlockDone]) -> usize {
-        let mut n = 0;
-        while n < out.len() {
-            match self.done.pop_front() {
-                Some(d) => {
-                    out[n] = d;
-                    n += 1;
-                }
-                None => break,
-            }
+        let n = out.len().min(self.done.len());
+        for (o, d) in out.iter_mut().zip(self.done.drain(..n)) {
+            *o = d;
         }
         n
     }
