@@ -10,11 +10,10 @@
 #![no_main]
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 
-use emu_connectx::{ConnectX, PhysMem, Profile, SimClock, SimDma, SimHal};
-use hal::{DmaRegion, DmaSlice, Hal, HalError, Mmio, PhysAddr};
+use emu_connectx::{ConnectX, PhysMem, Profile, SimClock, SimHal};
+use hal::Mmio;
 use mlx5::selftest::{loopback_rc, LoopbackConfig};
 use mlx5::{Config, Mlx5, Mlx5Verbs, Timeouts};
 
@@ -57,77 +56,13 @@ fn alter(buf: &mut [u8], mask: u32) {
     }
 }
 
-/// The DMA regions of one run, held here rather than in the handles the driver gets: the driver
-/// deliberately leaks pages it cannot get back from a broken adapter, and those must not keep a
-/// whole run's simulated memory alive across millions of runs.
-#[derive(Default)]
-struct Regions(RefCell<HashMap<PhysAddr, SimDma>>);
-
-/// A DMA region whose reads the plan may alter (what the adapter wrote there).
-struct HostileDma {
-    pa: PhysAddr,
-    len: usize,
-    regions: Weak<Regions>,
-    plan: Rc<Plan>,
-}
-
-impl HostileDma {
-    fn with<R>(&self, f: impl FnOnce(&SimDma) -> R) -> R {
-        let regions = self.regions.upgrade().expect("DMA region used after its run ended");
-        let map = regions.0.borrow();
-        f(map.get(&self.pa).expect("DMA region freed twice"))
-    }
-}
-
-impl DmaRegion for HostileDma {
-    fn paddr(&self) -> PhysAddr {
-        self.pa
-    }
-    fn len(&self) -> usize {
-        self.len
-    }
-    fn read(&self, offset: usize, buf: &mut [u8]) {
-        self.with(|d| d.read(offset, buf));
-        if let Some(m) = self.plan.on_read() {
-            alter(buf, m);
-        }
-    }
-    fn write(&self, offset: usize, data: &[u8]) {
-        self.with(|d| d.write(offset, data))
-    }
-}
-
-impl Drop for HostileDma {
+/// Frees the run's simulated memory when the run ends, however it ends: the driver
+/// deliberately leaks pages it cannot get back from a broken adapter, and those must not keep
+/// simulated memory alive across millions of runs.
+struct FreeAll(PhysMem);
+impl Drop for FreeAll {
     fn drop(&mut self) {
-        if let Some(r) = self.regions.upgrade() {
-            r.0.borrow_mut().remove(&self.pa);
-        }
-    }
-}
-
-#[derive(Clone)]
-struct HostileHal {
-    inner: SimHal,
-    regions: Rc<Regions>,
-    plan: Rc<Plan>,
-}
-
-impl Hal for HostileHal {
-    type Dma = HostileDma;
-    fn dma_alloc(&self, size: usize, align: usize) -> Result<HostileDma, HalError> {
-        let d = self.inner.dma_alloc(size, align)?;
-        let pa = d.paddr();
-        self.regions.0.borrow_mut().insert(pa, d);
-        Ok(HostileDma { pa, len: size, regions: Rc::downgrade(&self.regions), plan: self.plan.clone() })
-    }
-    fn now_ns(&self) -> u64 {
-        self.inner.now_ns()
-    }
-    fn copy_dma(&self, dst: DmaSlice, src: DmaSlice) -> bool {
-        self.inner.copy_dma(dst, src)
-    }
-    fn relax(&self) {
-        self.inner.relax()
+        self.0.free_all();
     }
 }
 
@@ -160,14 +95,21 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let vf = mlx5::pci_id(profile.pci_vendor_id, profile.pci_device_id).is_some_and(|i| i.vf);
     let plan = Plan::new(steps);
     let mem = PhysMem::new();
+    let _free = FreeAll(mem.clone());
     let clock = SimClock::new();
-    let sim = SimHal::new(mem.clone(), clock.clone());
+    // The shared simulated platform, every DMA read the driver makes altered as the plan says.
+    let hal = SimHal::new(mem.clone(), clock.clone());
+    let reads = plan.clone();
+    hal.set_dma_read_filter(Rc::new(move |buf: &mut [u8]| {
+        if let Some(m) = reads.on_read() {
+            alter(buf, m);
+        }
+    }));
     let cx = ConnectX::new(mem, clock, emu_connectx::Config { profile, ..Default::default() });
     let poller = cx.clone();
-    sim.set_relax_hook(Box::new(move || {
+    hal.set_relax_hook(Box::new(move || {
         poller.poll();
     }));
-    let hal = HostileHal { inner: sim, regions: Rc::default(), plan: plan.clone() };
     let bar = HostileBar { inner: cx.bar0(), plan };
     let cfg = Config {
         ipv4: [192, 168, 7, 2],

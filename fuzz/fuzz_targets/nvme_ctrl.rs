@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 use blockdev::{BlockDevice, BlockDone, BlockIo, BlockOp};
 use emu_connectx::{PhysMem, SimClock, SimHal};
-use hal::{DmaRegion, DmaSlice, Hal};
+use hal::{DmaSlice, Hal};
 use nvme::{Config, Controller, NvmeNamespace};
 use testbed::nvme_drive::{Completion, DriveNs, DriveState, Misbehaviour, NvmeDrive, Readiness};
 

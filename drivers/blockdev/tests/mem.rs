@@ -1,62 +1,16 @@
-//! Tests of the RAM and null namespaces over a small arena Hal, and of `Backing` (one type for memory, null and local stores).
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
-
+//! Tests of the RAM and null namespaces over the shared simulated platform (`testbed::SimHal`),
+//! and of `Backing` (one type for memory, null and local stores).
 use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, NullNamespace, RamNamespace};
-use hal::{DmaRegion, DmaSlice, Hal, HalError, PhysAddr};
+use hal::{DmaRegion, DmaSlice, Hal};
 use proptest::prelude::*;
+use testbed::{PhysMem, SimClock, SimHal};
 
-const BASE: u64 = 0x1_0000_0000;
-
-#[derive(Clone)]
-/// The arena, and whether `copy_dma` is offered.
-struct TestHal(Rc<(RefCell<Vec<u8>>, Cell<usize>)>, bool);
-struct Region(Rc<(RefCell<Vec<u8>>, Cell<usize>)>, usize, usize);
-
-impl DmaRegion for Region {
-    fn paddr(&self) -> PhysAddr {
-        BASE + self.1 as u64
-    }
-    fn len(&self) -> usize {
-        self.2
-    }
-    fn read(&self, o: usize, b: &mut [u8]) {
-        assert!(o + b.len() <= self.2);
-        b.copy_from_slice(&self.0 .0.borrow()[self.1 + o..self.1 + o + b.len()]);
-    }
-    fn write(&self, o: usize, d: &[u8]) {
-        assert!(o + d.len() <= self.2);
-        self.0 .0.borrow_mut()[self.1 + o..self.1 + o + d.len()].copy_from_slice(d);
-    }
-}
-impl Hal for TestHal {
-    type Dma = Region;
-    fn dma_alloc(&self, size: usize, align: usize) -> Result<Region, HalError> {
-        let off = self.0 .1.get().div_ceil(align) * align;
-        if off + size > self.0 .0.borrow().len() {
-            return Err(HalError::OutOfMemory { size, align });
-        }
-        self.0 .1.set(off + size);
-        Ok(Region(self.0.clone(), off, size))
-    }
-    fn now_ns(&self) -> u64 {
-        0
-    }
-    fn copy_dma(&self, dst: DmaSlice, src: DmaSlice) -> bool {
-        if !self.1 || dst.len() < src.len() {
-            return false;
-        }
-        let m = &mut *self.0 .0.borrow_mut();
-        let (d, s, len) = ((dst.paddr() - BASE) as usize, (src.paddr() - BASE) as usize, src.len());
-        if d + len > m.len() || s + len > m.len() {
-            return false;
-        }
-        m.copy_within(s..s + len, d);
-        true
-    }
-}
-fn hal() -> TestHal {
-    TestHal(Rc::new((RefCell::new(vec![0; 8 << 20]), Cell::new(0))), false)
+/// The shared simulated platform (testbed), without `copy_dma`: a platform that cannot copy
+/// between DMA slices, so the RAM namespace's own fallbacks are what is tested.
+fn hal() -> SimHal {
+    let h = SimHal::new(PhysMem::new(), SimClock::new());
+    h.set_copy_dma(false);
+    h
 }
 fn done(d: &mut impl BlockDevice) -> Vec<BlockDone> {
     let mut out = [BlockDone { tag: 0, result: Ok(()) }; 8];
@@ -156,8 +110,8 @@ proptest! {
 
 #[test]
 fn ram_copies_through_platform_copy() {
-    let mut h = hal();
-    h.1 = true;
+    let h = hal();
+    h.set_copy_dma(true);
     let mut r = RamNamespace::new(h.clone(), 1 << 20, 4096).unwrap();
     let buf = h.dma_alloc(3 * 4096, 4096).unwrap();
     buf.write(4, &[9u8; 8192]);
@@ -211,7 +165,7 @@ fn backing_builds_each_spec_and_forwards_every_answer() {
     let h = hal();
     let mut asked = Vec::new();
     let mut build = |spec: NsSpec| {
-        Backing::<TestHal, Drive>::build(&spec, h.clone(), |ctrl, nsid| {
+        Backing::<SimHal, Drive>::build(&spec, h.clone(), |ctrl, nsid| {
             asked.push((ctrl, nsid));
             if nsid == 1 { Ok(Box::new(Drive)) } else { Err("no such drive") }
         })
@@ -220,7 +174,7 @@ fn backing_builds_each_spec_and_forwards_every_answer() {
     let null = build(NsSpec::Null { bytes: 1 << 20, block_size: 512 }).unwrap();
     let mut local = build(NsSpec::Nvme { ctrl: Some(2), nsid: 1 }).unwrap();
     assert!(build(NsSpec::Nvme { ctrl: None, nsid: 4 }).is_err());
-    assert!(build(NsSpec::Ram { bytes: 64 << 20, block_size: 512 }).is_err(), "more than the arena");
+    assert!(build(NsSpec::Ram { bytes: 8 << 30, block_size: 512 }).is_err(), "more than the platform gives");
     assert_eq!(asked, [(Some(2), 1), (None, 4)]);
     assert!(matches!((&ram, &null, &local), (Backing::Ram(_), Backing::Null(_), Backing::Local(_))));
 

@@ -27,7 +27,7 @@ pub mod rules;
 use std::cell::{Ref, RefCell, RefMut};
 use std::rc::Rc;
 
-pub use mem::{DmaFault, ExternalMem, MemStats, PhysMem, SimClock, SimDma, SimHal};
+pub use mem::{DmaFault, DmaReadFilter, ExternalMem, MemStats, PhysMem, SimClock, SimDma, SimHal};
 pub use model::{Config, Counters, Device, Faults, FuncState, BAR0_SIZE, FIRST_UAR};
 pub use profile::Profile;
 

@@ -59,6 +59,8 @@ struct MemInner {
     regions: BTreeMap<PhysAddr, Vec<u8>>,
     stats: MemStats,
     last_fault: Option<DmaFault>,
+    /// What the driver reads through its regions passes through this ([`SimHal::set_dma_read_filter`]).
+    read_filter: Option<DmaReadFilter>,
 }
 
 /// Shared simulated physical memory (single-threaded).
@@ -83,6 +85,7 @@ impl PhysMem {
             regions: BTreeMap::new(),
             stats: MemStats::default(),
             last_fault: None,
+            read_filter: None,
         })))
     }
 
@@ -122,6 +125,18 @@ impl PhysMem {
         m.stats.peak_bytes = m.stats.peak_bytes.max(m.stats.bytes);
         m.stats.allocs += 1;
         Ok(cand)
+    }
+
+    /// Free every region at once (the end of a run whose driver leaked some, as a driver does
+    /// with pages a broken adapter never gave back): a region dropped later frees nothing, and
+    /// a leaked region keeps no simulated memory alive.
+    pub fn free_all(&self) {
+        let mut m = self.0.borrow_mut();
+        let n = m.regions.len();
+        m.regions.clear();
+        m.stats.regions = 0;
+        m.stats.bytes = 0;
+        m.stats.frees += n as u64;
     }
 
     /// Free the region starting at `pa`. Returns whether there was one.
@@ -265,6 +280,9 @@ impl SimClock {
     }
 }
 
+/// What the driver reads from DMA memory passes through this first ([`SimHal::set_dma_read_filter`]).
+pub type DmaReadFilter = Rc<dyn Fn(&mut [u8])>;
+
 /// A DMA region of `PhysMem`, returned to it on drop.
 pub struct SimDma {
     mem: PhysMem,
@@ -281,7 +299,11 @@ impl DmaRegion for SimDma {
     }
     fn read(&self, offset: usize, buf: &mut [u8]) {
         assert!(offset + buf.len() <= self.len, "DmaRegion read out of range");
-        self.mem.read(self.pa + offset as u64, buf)
+        self.mem.read(self.pa + offset as u64, buf);
+        let filter = self.mem.0.borrow().read_filter.clone();
+        if let Some(f) = filter {
+            f(buf);
+        }
     }
     fn write(&self, offset: usize, data: &[u8]) {
         assert!(offset + data.len() <= self.len, "DmaRegion write out of range");
@@ -297,7 +319,7 @@ impl Drop for SimDma {
 
 /// The host-test platform: DMA from `PhysMem`, time from a `SimClock` that only `relax()`
 /// (and explicit `advance`) moves, so timeouts run fast and deterministically.
-/// Cloning shares everything (memory, clock, relax step and hook).
+/// Cloning shares everything (memory, clock, relax step and hook, copy switch, read filter).
 #[derive(Clone)]
 pub struct SimHal(Rc<SimHalInner>);
 
@@ -306,6 +328,8 @@ struct SimHalInner {
     clock: SimClock,
     step_ns: Cell<u64>,
     hook: RefCell<Option<Box<dyn FnMut()>>>,
+    /// Whether `copy_dma` is offered (as the image's platform does).
+    copy_dma: Cell<bool>,
 }
 
 impl SimHal {
@@ -313,11 +337,28 @@ impl SimHal {
     pub const DEFAULT_STEP_NS: u64 = 100_000;
 
     pub fn new(mem: PhysMem, clock: SimClock) -> Self {
-        SimHal(Rc::new(SimHalInner { mem, clock, step_ns: Cell::new(Self::DEFAULT_STEP_NS), hook: RefCell::new(None) }))
+        SimHal(Rc::new(SimHalInner {
+            mem,
+            clock,
+            step_ns: Cell::new(Self::DEFAULT_STEP_NS),
+            hook: RefCell::new(None),
+            copy_dma: Cell::new(true),
+        }))
     }
     /// Virtual nanoseconds each `relax()` adds.
     pub fn set_relax_step(&self, ns: u64) {
         self.0.step_ns.set(ns);
+    }
+    /// Whether the platform offers `copy_dma` (on by default; off: a platform that cannot
+    /// copy between DMA slices, whose users must fall back on their own).
+    pub fn set_copy_dma(&self, on: bool) {
+        self.0.copy_dma.set(on);
+    }
+    /// Pass everything the driver reads from its DMA regions through `f` (a broken or hostile
+    /// adapter, which may write anything into memory it was given); the adapter model's own
+    /// DMA is not filtered.
+    pub fn set_dma_read_filter(&self, f: DmaReadFilter) {
+        self.0.mem.0.borrow_mut().read_filter = Some(f);
     }
     /// Something to run in every `relax()` (e.g. `ConnectX::poll`), after time advances.
     pub fn set_relax_hook(&self, f: Box<dyn FnMut()>) {
@@ -344,7 +385,7 @@ impl Hal for SimHal {
     /// Counted as DMA traffic; a range outside allocated memory is refused (false).
     fn copy_dma(&self, dst: DmaSlice, src: DmaSlice) -> bool {
         let (dst_len, dst, src, len) = (dst.len(), dst.paddr(), src.paddr(), src.len());
-        if dst_len < len || !self.0.mem.is_mapped(src, len) || !self.0.mem.is_mapped(dst, len) {
+        if !self.0.copy_dma.get() || dst_len < len || !self.0.mem.is_mapped(src, len) || !self.0.mem.is_mapped(dst, len) {
             return false;
         }
         let mut tmp = vec![0u8; len];
@@ -397,6 +438,29 @@ mod tests {
         hal.set_relax_step(1000);
         assert!(!hal::poll_until(&hal, 1_000_000, || false));
         assert!(hal.now_ns() >= 1_000_000);
+    }
+
+    #[test]
+    fn simhal_copy_switch_read_filter_and_free_all() {
+        let hal = SimHal::new(PhysMem::new(), SimClock::new());
+        let (a, b) = (hal.dma_alloc(4096, 4096).unwrap(), hal.dma_alloc(4096, 4096).unwrap());
+        a.write(0, &[7; 16]);
+        let (sa, sb) = (DmaSlice::new(&a, 0, 16).unwrap(), DmaSlice::whole(&b));
+        assert!(!hal.copy_dma(sa, sb), "destination shorter than the source");
+        assert!(hal.copy_dma(sb, sa));
+        assert_eq!(b.read_u8(15), 7);
+        hal.set_copy_dma(false);
+        assert!(!hal.copy_dma(sb, sa), "a platform without copy_dma");
+        // The driver's reads pass the filter; the adapter's DMA does not.
+        hal.set_dma_read_filter(Rc::new(|buf: &mut [u8]| buf[0] ^= 0xFF));
+        assert_eq!(b.read_u8(0), 0xF8);
+        assert_eq!(hal.mem().dma_read_be32(b.paddr()).unwrap() >> 24, 7);
+        // A region leaked by the driver keeps no memory once the run frees everything.
+        std::mem::forget(a);
+        hal.mem().free_all();
+        assert_eq!((hal.mem().stats().regions, hal.mem().stats().bytes), (0, 0));
+        drop(b); // frees nothing more
+        assert_eq!(hal.mem().stats().regions, 0);
     }
 
     /// A flat byte array standing in for a guest's RAM file.

@@ -23,5 +23,5 @@ pub mod node;
 pub mod nvme_drive;
 pub mod soft;
 
-pub use emu_connectx::{Bar0, ConnectX, PhysMem, SimClock, SimDma, SimHal};
+pub use emu_connectx::{Bar0, ConnectX, DmaReadFilter, PhysMem, SimClock, SimDma, SimHal};
 pub use node::{Clocked, Node, Options, Verbs};
