@@ -21,6 +21,7 @@ use crate::Error;
 
 mod auth;
 pub mod cm_env;
+pub mod controllers;
 mod queue;
 pub mod validate;
 use queue::*;
@@ -57,6 +58,9 @@ pub trait HostEnv<V: Verbs> {
     fn cm_connect(&mut self, verbs: &mut V, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()>;
     fn cm_poll(&mut self, verbs: &mut V, handle: u32) -> ConnectPoll;
     fn cm_disconnect(&mut self, verbs: &mut V, handle: u32);
+    /// Point later `cm_connect`s at target `addr` (a [`controllers::Controllers`] set reaches
+    /// several targets through one env). Default: the env knows one target only.
+    fn select_target(&mut self, _addr: controllers::TargetAddr) {}
     /// The device failed and the initiator released everything it held on it: bring it up
     /// again, with whatever the env keeps on it. Returns whether it is back.
     fn recover_device(&mut self, verbs: &mut V) -> bool {
@@ -334,9 +338,42 @@ impl<V: Verbs> Host<V> {
         if verbs.device_failed() && !env.recover_device(verbs) {
             return Err(Error::DeviceFailed);
         }
-        // Admin queue.
-        let q = self.connect_queue(verbs, env, 0, 32, 64, 8192)?;
+        self.start_admin(verbs, env)?;
+        let start = env.now_ns();
+        while !self.poll_admin(verbs, env)? {
+            if env.now_ns().saturating_sub(start) > self.cfg.timeout_ns {
+                return Err(Error::Timeout);
+            }
+            env.idle(verbs);
+        }
+        self.enable(verbs, env)
+    }
+
+    /// First step of a connect: the admin queue created and its CM connect started (no wait).
+    /// The device must be up.
+    fn start_admin(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
+        let q = self.start_queue(verbs, env, 0, 32, 64, 8192)?;
         self.admin = Some(q);
+        Ok(())
+    }
+
+    /// Whether the admin queue's CM connect finished (one look, no wait). An error leaves the
+    /// admin queue released.
+    fn poll_admin(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<bool, Error<V::Error>> {
+        let Some(q) = self.admin.as_ref() else { return Err(Error::CmFailed) };
+        match self.poll_queue(verbs, env, q.cm) {
+            Ok(done) => Ok(done),
+            Err(e) => {
+                let q = self.admin.take().expect("checked");
+                q.destroy(verbs);
+                Err(e)
+            }
+        }
+    }
+
+    /// The rest of a connect once the admin queue is connected: Fabrics Connect, enable,
+    /// Identify, I/O queues, namespaces (waits for each step).
+    fn enable(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
         let cntlid = validate::cntlid(self.fabric_connect(verbs, env, 0, CNTLID_DYNAMIC)?)?;
         let cap = self.prop_get(verbs, env, prop::CAP, true)?;
         let capf = Cap::from_bits(cap);
@@ -441,36 +478,50 @@ impl<V: Verbs> Host<V> {
     }
 
     fn connect_queue(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, depth: u16, capsule: usize, xfer: usize) -> Result<HQueue<V>, Error<V::Error>> {
-        let mut q = HQueue::create(verbs, qid, depth, capsule, xfer, self.cfg.per_io_keys)?;
-        let private = cm_req_private(qid, depth);
-        let h = match env.cm_connect(verbs, q.qpn, &private) {
-            Ok(h) => h,
-            Err(()) => {
-                q.destroy(verbs);
-                return Err(Error::CmFailed);
-            }
-        };
-        q.cm = h;
+        let q = self.start_queue(verbs, env, qid, depth, capsule, xfer)?;
         let start = env.now_ns();
         loop {
-            match env.cm_poll(verbs, h) {
-                ConnectPoll::Pending => {}
-                ConnectPoll::Connected { .. } => return Ok(q),
-                ConnectPoll::Rejected(sts) => {
+            match self.poll_queue(verbs, env, q.cm) {
+                Ok(true) => return Ok(q),
+                Ok(false) => {}
+                Err(e) => {
                     q.destroy(verbs);
-                    return Err(Error::CmRejected(sts));
-                }
-                ConnectPoll::Failed => {
-                    q.destroy(verbs);
-                    return Err(Error::CmFailed);
+                    return Err(e);
                 }
             }
             if env.now_ns().saturating_sub(start) > self.cfg.timeout_ns {
-                env.cm_disconnect(verbs, h);
+                env.cm_disconnect(verbs, q.cm);
                 q.destroy(verbs);
                 return Err(Error::Timeout);
             }
             env.idle(verbs);
+        }
+    }
+
+    /// Create queue `qid` and start its CM connect (no wait).
+    fn start_queue(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, depth: u16, capsule: usize, xfer: usize) -> Result<HQueue<V>, Error<V::Error>> {
+        let mut q = HQueue::create(verbs, qid, depth, capsule, xfer, self.cfg.per_io_keys)?;
+        let private = cm_req_private(qid, depth);
+        match env.cm_connect(verbs, q.qpn, &private) {
+            Ok(h) => {
+                q.cm = h;
+                Ok(q)
+            }
+            Err(()) => {
+                q.destroy(verbs);
+                Err(Error::CmFailed)
+            }
+        }
+    }
+
+    /// One look at a queue's CM connect: connected (true), pending (false), or refused (the
+    /// caller releases the queue; the env forgot the handle).
+    fn poll_queue(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, handle: u32) -> Result<bool, Error<V::Error>> {
+        match env.cm_poll(verbs, handle) {
+            ConnectPoll::Pending => Ok(false),
+            ConnectPoll::Connected { .. } => Ok(true),
+            ConnectPoll::Rejected(sts) => Err(Error::CmRejected(sts)),
+            ConnectPoll::Failed => Err(Error::CmFailed),
         }
     }
 
@@ -832,13 +883,18 @@ impl<V: Verbs> Host<V> {
 
     /// Orderly shutdown (CC.SHN) and disconnect.
     pub fn disconnect(mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
-        let r = if self.admin.as_ref().is_some_and(|q| !q.failed) && self.subnqn != DISCOVERY_NQN {
+        let r = self.shutdown(verbs, env);
+        self.teardown(verbs, env);
+        r
+    }
+
+    /// CC.SHN on a working admin queue (the queues stay).
+    fn shutdown(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
+        if self.admin.as_ref().is_some_and(|q| !q.failed) && self.subnqn != DISCOVERY_NQN {
             self.admin_sync(verbs, env, property_set_sqe(prop::CC, CC_ENABLE.with_shn(1).into_bits() as u64), None).map(|_| ())
         } else {
             Ok(())
-        };
-        self.teardown(verbs, env);
-        r
+        }
     }
 
     fn teardown(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) {
@@ -854,7 +910,9 @@ impl<V: Verbs> Host<V> {
         self.aer_slot = None;
     }
 
-    /// Drop every queue and connect again (after the target or link went away).
+    /// Drop every queue and connect again (after the target or link went away), waiting for
+    /// each step. A controller sharing its device with others reconnects through
+    /// [`controllers::Controllers`] instead (the device-failure rule, no wait).
     pub fn reconnect(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
         self.teardown(verbs, env);
         self.stats.reconnects += 1;

@@ -12,7 +12,9 @@
 //!   The main loop calls `poll(verbs, now_ns)`.
 //! - Initiator: implement [`host::HostEnv`] (clock, idle hook, CM connect/poll/disconnect),
 //!   then [`host::Host::discover`] / [`host::Host::connect`]; I/O with `alloc_slot`,
-//!   `slot_buf`, `submit`, `poll`; `tick` for keep-alive/AEN; `reconnect` after `failed()`;
+//!   `slot_buf`, `submit`, `poll`; `tick` for keep-alive/AEN; `reconnect` after `failed()`
+//!   (several controllers on one device: [`host::controllers::Controllers`], which owns
+//!   their reconnects and the failed-device rule);
 //!   `bench` for the latency instrument ([`bench::BenchResult::write`] prints the report,
 //!   [`fio_json::write_marked`] the result as fio's JSON). [`cmdline::parse`] reads the kernel
 //!   command line words.

@@ -153,6 +153,10 @@ impl<V: Verbs, C: FnMut() -> u64, P: FnMut(&mut V)> HostEnv<V> for CmHostEnv<V, 
         }
     }
 
+    fn select_target(&mut self, addr: super::controllers::TargetAddr) {
+        self.set_target(addr.ip, addr.port);
+    }
+
     fn cm_disconnect(&mut self, verbs: &mut V, handle: u32) {
         if self.conns.remove(&handle).is_some() {
             let _ = self.cm.disconnect(verbs, ConnId(handle));

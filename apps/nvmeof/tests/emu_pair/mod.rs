@@ -150,6 +150,41 @@ pub fn setup_groups(max_io_queues: u16, groups: usize) -> (World, Node) {
 
 /// The pair with namespace 1 on the device `dev` builds on the target node.
 pub fn setup_on<B: BlockDevice>(max_io_queues: u16, groups: usize, dev: impl FnOnce(&Node) -> B) -> (World<B>, Node) {
+    setup_subsystems(max_io_queues, groups, |t| {
+        vec![SubsystemConfig {
+            nqn: SUBNQN.into(),
+            serial: "EMU0001".into(),
+            model: "appliance ram (emulated ConnectX)".into(),
+            hosts: vec![HOSTNQN.into()],
+            allow_any_host: false,
+            namespaces: vec![NamespaceConfig { nsid: 1, dev: dev(t), nguid: [0x5a; 16] }],
+        }]
+    })
+}
+
+/// Second subsystem of [`setup_two_subsystems`].
+pub const SUBNQN_B: &str = "nqn.2026-01.io.appliance:ram1";
+
+/// The pair with two subsystems ([`SUBNQN`], [`SUBNQN_B`]), a RAM namespace each: two
+/// controllers of one initiator device.
+pub fn setup_two_subsystems() -> (World, Node) {
+    setup_subsystems(2, 1, |t| {
+        [(SUBNQN, "EMU0001", 0x5a), (SUBNQN_B, "EMU0002", 0x5b)]
+            .into_iter()
+            .map(|(nqn, serial, g)| SubsystemConfig {
+                nqn: nqn.into(),
+                serial: serial.into(),
+                model: "appliance ram (emulated ConnectX)".into(),
+                hosts: vec![HOSTNQN.into()],
+                allow_any_host: false,
+                namespaces: vec![NamespaceConfig { nsid: 1, dev: RamNamespace::new(t.hal.clone(), 4 << 20, 512).expect("namespace memory"), nguid: [g; 16] }],
+            })
+            .collect()
+    })
+}
+
+/// The pair with the subsystems `subs` builds on the target node.
+pub fn setup_subsystems<B: BlockDevice>(max_io_queues: u16, groups: usize, subs: impl FnOnce(&Node) -> Vec<SubsystemConfig<B>>) -> (World<B>, Node) {
     let clock = SimClock::new();
     clock.advance(1_000_000);
     let (a, b) = Clocked::pair(&clock, Impairments::default(), 11);
@@ -157,7 +192,7 @@ pub fn setup_on<B: BlockDevice>(max_io_queues: u16, groups: usize, dev: impl FnO
     let mut h = node(&clock, H_IP, H_MAC, 0x2_0000_0000, b);
     t.v.add_neighbor(H_IP, H_MAC).unwrap();
     h.v.add_neighbor(T_IP, T_MAC).unwrap();
-    let ns = dev(&t);
+    let subs = subs(&t);
     let cfg = TargetConfig {
         ports: vec![PortConfig { portid: 1, traddr: T_IP, trsvcid: 4420 }],
         inline_data_size: 4096,
@@ -167,14 +202,6 @@ pub fn setup_on<B: BlockDevice>(max_io_queues: u16, groups: usize, dev: impl FnO
         max_ctrls: 4,
         ..TargetConfig::default()
     };
-    let subs = vec![SubsystemConfig {
-        nqn: SUBNQN.into(),
-        serial: "EMU0001".into(),
-        model: "appliance ram (emulated ConnectX)".into(),
-        hosts: vec![HOSTNQN.into()],
-        allow_any_host: false,
-        namespaces: vec![NamespaceConfig { nsid: 1, dev: ns, nguid: [0x5a; 16] }],
-    }];
     let mut target = RdmaTarget::with_poll_groups(Core::new(cfg, subs).expect("config"), 8, groups);
     target.set_turnaround_clock(tsc);
     let host_cx = h.cx.clone();

@@ -1,0 +1,224 @@
+//! The controllers one initiator device serves (one [`Host`] per target) and their reconnects.
+//!
+//! Two rules live here, for every user of several controllers on one device (the simulator's
+//! initiators today):
+//! - **A failed device comes back only after every controller on it released its queues.**
+//!   The device reuses QP/CQ/key numbers after it is brought up again, so a controller that
+//!   released its dead queues afterwards would destroy another controller's new ones. When
+//!   [`Controllers::poll`] sees the device failed it releases every controller's queues first
+//!   (releases succeed without the device), then brings the device up once, then each
+//!   controller reconnects.
+//! - **A reconnect does not stop the others' I/O.** It is a state machine the caller's poll
+//!   loop advances a step per call: a backoff timer, then the admin queue's CM exchange looked
+//!   at once per call (a dead target costs the CM's retries, not a wait), and only once the
+//!   target answered the rest of the bring-up (Fabrics Connect, enable, Identify, I/O queues),
+//!   which waits for each command as [`Host::connect`] does.
+
+
+use super::*;
+
+/// Where a controller's target listens (RoCEv2: IPv4 address and port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetAddr {
+    pub ip: [u8; 4],
+    pub port: u16,
+}
+
+/// Default delay between failed connect attempts (the first one after a failure is immediate).
+pub const RECONNECT_DELAY_NS: u64 = 50_000_000;
+
+/// Where one controller is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CtrlState {
+    /// Connected; I/O may be submitted.
+    Live,
+    /// Its queues failed (or it never connected); released at the next poll.
+    Failed,
+    /// Released; the next attempt starts at `at` (virtual or real ns, the env's clock).
+    Backoff { at: u64 },
+    /// The admin queue's CM connect is in flight since `since`.
+    Connecting { since: u64 },
+}
+
+/// What [`Controllers::poll`] reports about controller `i` (the caller's bookkeeping).
+#[derive(Debug)]
+pub enum CtrlEvent<E> {
+    /// Its queues were released: every I/O outstanding on it is over without an answer.
+    Released,
+    /// Connected (first time) or reconnected.
+    Live,
+    /// An attempt failed (the next one after the backoff).
+    AttemptFailed(Error<E>),
+    /// The device was brought up again (reported once, for controller 0).
+    DeviceRecovered,
+}
+
+/// One controller of the set: its target, its host (queues only while connected) and state.
+pub struct Controller<V: Verbs> {
+    pub addr: TargetAddr,
+    host: Host<V>,
+    state: CtrlState,
+    /// Successful connects of this controller (the first included).
+    pub connects: u64,
+    /// Failed attempts.
+    pub failed_attempts: u64,
+}
+
+impl<V: Verbs> Controller<V> {
+    pub fn state(&self) -> CtrlState {
+        self.state
+    }
+
+    /// The connected host (I/O, tick), or `None` while it is down.
+    pub fn live(&mut self) -> Option<&mut Host<V>> {
+        (self.state == CtrlState::Live).then_some(&mut self.host)
+    }
+
+    /// The host whatever its state (counters, namespaces of the last connect, slot buffers of
+    /// I/O that just completed).
+    pub fn host(&self) -> &Host<V> {
+        &self.host
+    }
+
+    /// The caller saw this controller fail (a poll, tick or submit error): it is released and
+    /// reconnected by the next [`Controllers::poll`].
+    pub fn fail(&mut self) {
+        if self.state == CtrlState::Live {
+            self.state = CtrlState::Failed;
+        }
+    }
+}
+
+/// The controllers of one initiator device.
+pub struct Controllers<V: Verbs> {
+    pub ctrls: Vec<Controller<V>>,
+    /// Device recoveries this set performed.
+    pub device_recoveries: u64,
+    /// Wait after a failed attempt before the next one ([`RECONNECT_DELAY_NS`]).
+    pub reconnect_delay_ns: u64,
+}
+
+impl<V: Verbs> Controllers<V> {
+    /// One controller per `(address, subsystem NQN)`, none connected yet (the first
+    /// [`Controllers::poll`] starts connecting them all).
+    pub fn new(cfg: &HostConfig, targets: &[(TargetAddr, &str)]) -> Self {
+        let ctrls = targets
+            .iter()
+            .map(|(addr, nqn)| Controller { addr: *addr, host: Host::empty(cfg.clone(), nqn), state: CtrlState::Backoff { at: 0 }, connects: 0, failed_attempts: 0 })
+            .collect();
+        Controllers { ctrls, device_recoveries: 0, reconnect_delay_ns: RECONNECT_DELAY_NS }
+    }
+
+    /// The earliest time a controller waits for (backoff), for a caller that sleeps or jumps a
+    /// virtual clock; `None` if none waits on a timer.
+    pub fn next_wake(&self) -> Option<u64> {
+        self.ctrls.iter().filter_map(|c| if let CtrlState::Backoff { at } = c.state { Some(at) } else { None }).min()
+    }
+
+    /// Whether every controller is connected.
+    pub fn all_live(&self) -> bool {
+        self.ctrls.iter().all(|c| c.state == CtrlState::Live)
+    }
+
+    /// Advance every controller that is not live by one step; `on(i, event)` hears what
+    /// happened to controller `i`. Call from the poll loop (it waits only in the bring-up
+    /// after a target answered the CM).
+    pub fn poll(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, mut on: impl FnMut(usize, CtrlEvent<V::Error>)) {
+        for c in self.ctrls.iter_mut() {
+            if c.state == CtrlState::Live && c.host.failed() {
+                c.state = CtrlState::Failed;
+            }
+        }
+        if verbs.device_failed() {
+            // Every controller lets go of the dead device's objects before it comes back.
+            let now = env.now_ns();
+            for (i, c) in self.ctrls.iter_mut().enumerate() {
+                if c.host.admin.is_some() || !c.host.io.is_empty() {
+                    c.host.teardown(verbs, env);
+                    on(i, CtrlEvent::Released);
+                }
+                if !matches!(c.state, CtrlState::Backoff { .. }) {
+                    c.state = CtrlState::Backoff { at: now };
+                }
+            }
+            if !env.recover_device(verbs) {
+                return;
+            }
+            self.device_recoveries += 1;
+            log::info!("nvmeof: host: device up again; {} controller(s) reconnect", self.ctrls.len());
+            on(0, CtrlEvent::DeviceRecovered);
+        }
+        for i in 0..self.ctrls.len() {
+            self.step(i, verbs, env, &mut on);
+        }
+    }
+
+    fn step(&mut self, i: usize, verbs: &mut V, env: &mut impl HostEnv<V>, on: &mut impl FnMut(usize, CtrlEvent<V::Error>)) {
+        let now = env.now_ns();
+        let delay = self.reconnect_delay_ns;
+        let c = &mut self.ctrls[i];
+        match c.state {
+            CtrlState::Live => {}
+            CtrlState::Failed => {
+                c.host.teardown(verbs, env);
+                on(i, CtrlEvent::Released);
+                // The first attempt at once; the backoff is between failed attempts.
+                c.state = CtrlState::Backoff { at: now };
+            }
+            CtrlState::Backoff { at } if now >= at => {
+                env.select_target(c.addr);
+                match c.host.start_admin(verbs, env) {
+                    Ok(()) => c.state = CtrlState::Connecting { since: now },
+                    Err(e) => Self::attempt_failed(c, i, e, verbs, env, now + delay, on),
+                }
+            }
+            CtrlState::Backoff { .. } => {}
+            CtrlState::Connecting { since } => match c.host.poll_admin(verbs, env) {
+                Ok(false) if now.saturating_sub(since) <= c.host.cfg.timeout_ns => {}
+                Ok(false) => Self::attempt_failed(c, i, Error::Timeout, verbs, env, now + delay, on),
+                Ok(true) => {
+                    // The target answered: the rest of the bring-up, each command waited for.
+                    env.select_target(c.addr);
+                    let r = c.host.enable(verbs, env);
+                    let now = env.now_ns();
+                    match r {
+                        Ok(()) => {
+                            c.connects += 1;
+                            if c.connects > 1 {
+                                c.host.stats.reconnects += 1;
+                            }
+                            c.state = CtrlState::Live;
+                            on(i, CtrlEvent::Live);
+                        }
+                        Err(e) => Self::attempt_failed(c, i, e, verbs, env, now + delay, on),
+                    }
+                }
+                Err(e) => Self::attempt_failed(c, i, e, verbs, env, now + delay, on),
+            },
+        }
+    }
+
+    /// An attempt failed: release what it made; the next one at `retry_at`.
+    fn attempt_failed(c: &mut Controller<V>, i: usize, e: Error<V::Error>, verbs: &mut V, env: &mut impl HostEnv<V>, retry_at: u64, on: &mut impl FnMut(usize, CtrlEvent<V::Error>)) {
+        c.host.teardown(verbs, env);
+        c.failed_attempts += 1;
+        c.state = CtrlState::Backoff { at: retry_at };
+        on(i, CtrlEvent::AttemptFailed(e));
+    }
+
+    /// Orderly shutdown of every live controller (the others are released); the first error.
+    pub fn disconnect(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
+        let mut r = Ok(());
+        for c in self.ctrls.iter_mut() {
+            if c.state == CtrlState::Live {
+                let e = c.host.shutdown(verbs, env);
+                if r.is_ok() {
+                    r = e;
+                }
+            }
+            c.host.teardown(verbs, env);
+            c.state = CtrlState::Backoff { at: u64::MAX };
+        }
+        r
+    }
+}
