@@ -4,8 +4,10 @@
 //! joined by the [`Fabric`], all advancing
 //! on one virtual clock in one thread. A turn polls every node and the switch; when nothing
 //! happened the clock jumps (to the next frame delivery, fault or workload time, at most
-//! `MAX_IDLE_NS`). Blocking initiator steps (connect, reconnect, disconnect) run the rest of
-//! the world from the initiator's idle hook.
+//! `MAX_IDLE_NS`). An initiator's controllers reconnect through the product's state machine
+//! (`nvmeof::host::controllers`), advanced a step per turn; the steps that still wait (the
+//! bring-up once a target answered, an orderly disconnect) run the rest of the world from the
+//! initiator's idle hook.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -13,7 +15,8 @@ use std::rc::{Rc, Weak};
 
 use emu_roce::link::SplitMix64;
 use nvmeof::host::cm_env::CmHostEnv;
-use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
+use nvmeof::host::controllers::{Controllers, CtrlEvent, CtrlState, TargetAddr};
+use nvmeof::host::{HostConfig, IoDone, IoKind};
 use nvmeof::nvmet::service::TargetService;
 use nvmeof::nvmet::{Core, Limits, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
 use rdma::cm::{Cm, CmConfig};
@@ -94,6 +97,9 @@ pub struct Outcome {
     pub init_adapter_faults: u64,
     /// Completions from a target while another target was down (crashed).
     pub ops_while_a_target_down: u64,
+    /// Completions an initiator reaped from one target while its own controller on another
+    /// target was not connected (being released, backing off or reconnecting).
+    pub ops_while_own_reconnect: u64,
     pub corrupted: u64,
     /// Frames the switch dropped for exceeding a port's MTU.
     pub mtu_drops: u64,
@@ -109,7 +115,7 @@ impl Outcome {
     pub fn line(&self, seed: u64) -> String {
         let faults = if self.drawn.is_empty() { "none".to_string() } else { self.drawn.iter().map(|k| k.name()).collect::<Vec<_>>().join(",") };
         format!(
-            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} recoveries={} init_recoveries={} adapter_faults={} init_adapter_faults={} ops_while_a_target_down={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
+            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} recoveries={} init_recoveries={} adapter_faults={} init_adapter_faults={} ops_while_a_target_down={} ops_while_own_reconnect={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
             if self.failure.is_some() { "FAIL" } else { "ok" },
             self.ops,
             self.blocks_verified,
@@ -124,6 +130,7 @@ impl Outcome {
             self.adapter_faults,
             self.init_adapter_faults,
             self.ops_while_a_target_down,
+            self.ops_while_own_reconnect,
             self.corrupted,
             self.mtu_drops,
             self.frames,
@@ -158,6 +165,9 @@ fn t_ip(j: usize) -> [u8; 4] {
 }
 fn t_mac(j: usize) -> [u8; 6] {
     [0x52, 0x54, 0, 0x77, 0, 1 + j as u8]
+}
+fn t_addr(j: usize) -> TargetAddr {
+    TargetAddr { ip: t_ip(j), port: PORT }
 }
 fn init_ip(k: usize) -> [u8; 4] {
     [10, 77, 0, 10 + k as u8]
@@ -221,21 +231,13 @@ impl Target {
     }
 }
 
-/// An initiator's controller on one target.
-struct Session {
-    host: Option<Host<V>>,
-    /// The host failed (transport error, keep-alive): reconnect before more I/O.
-    failed: bool,
-    /// Not connected: try again at this time.
-    next_try_ns: u64,
-}
-
-/// A live initiator node: one CM (one env, pointed at a target before each connect) and a
-/// session per target.
+/// A live initiator node: one CM (one env, pointed at a controller's target before each of
+/// its connects) and a controller per target, whose (re)connects and device-failure rule are
+/// the product's (`nvmeof::host::controllers`).
 struct Parts {
     node: Node,
     env: Env,
-    sessions: Vec<Session>,
+    ctrls: Controllers<V>,
     /// QPs of the node right after bring-up (the CM's own).
     qps0: usize,
 }
@@ -340,7 +342,7 @@ impl World {
         Ok(())
     }
 
-    fn make_parts(&mut self, k: usize, first: bool, inc: u64) -> Result<Parts, String> {
+    fn make_parts(&mut self, k: usize, first: bool, inc: u64, queues: u16) -> Result<Parts, String> {
         let link = if first { self.fabric.add_port(init_mac(k)).1 } else { self.fabric.replace_port(self.init_port(k)) };
         let base = 0x1_0000_0000 * (2 + k as u64);
         let mut node = Node::with_options(self.clock.clone(), init_ip(k), init_mac(k), base, Box::new(link), Options::default()).map_err(|e| format!("initiator {k} bring-up: {e:?}"))?;
@@ -369,8 +371,10 @@ impl World {
                 }
             }) as Box<dyn FnMut(&mut V)>,
         );
-        let sessions = (0..self.cfg.targets).map(|_| Session { host: None, failed: false, next_try_ns: 0 }).collect();
-        Ok(Parts { node, env, sessions, qps0 })
+        let names: Vec<String> = (0..self.cfg.targets).map(subnqn).collect();
+        let targets: Vec<(TargetAddr, &str)> = names.iter().enumerate().map(|(j, n)| (t_addr(j), n.as_str())).collect();
+        let ctrls = Controllers::new(&self.host_config(k, queues), &targets);
+        Ok(Parts { node, env, ctrls, qps0 })
     }
 
     fn host_config(&self, k: usize, queues: u16) -> HostConfig {
@@ -580,7 +584,7 @@ impl World {
             let Some(mut init) = self.inits[k].take() else { continue };
             if init.parts.is_none() && init.restart_ns.is_some_and(|t| t <= now) {
                 init.restart_ns = None;
-                match self.make_parts(k, false, init.incarnation) {
+                match self.make_parts(k, false, init.incarnation, init.queues) {
                     Ok(p) => init.parts = Some(p),
                     Err(e) => self.fail(e),
                 }
@@ -588,10 +592,10 @@ impl World {
             if let Some(p) = init.parts.as_mut() {
                 work += p.node.cx.poll();
                 nvmeof::host::HostEnv::idle(&mut p.env, &mut p.node.v);
-                for s in p.sessions.iter_mut() {
-                    if let (Some(h), false) = (s.host.as_mut(), s.failed) {
+                for c in p.ctrls.ctrls.iter_mut() {
+                    if let Some(h) = c.live() {
                         if h.tick(&mut p.node.v, now).is_err() {
-                            s.failed = true;
+                            c.fail();
                         }
                     }
                 }

@@ -206,14 +206,15 @@ impl<V: Verbs> Controllers<V> {
         on(i, CtrlEvent::AttemptFailed(e));
     }
 
-    /// Orderly shutdown of every live controller (the others are released); the first error.
-    pub fn disconnect(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
+    /// Orderly shutdown of every live controller (the others are released); the first error
+    /// and its controller.
+    pub fn disconnect(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), (usize, Error<V::Error>)> {
         let mut r = Ok(());
-        for c in self.ctrls.iter_mut() {
+        for (i, c) in self.ctrls.iter_mut().enumerate() {
             if c.state == CtrlState::Live {
                 let e = c.host.shutdown(verbs, env);
-                if r.is_ok() {
-                    r = e;
+                if let (Ok(()), Err(e)) = (&r, e) {
+                    r = Err((i, e));
                 }
             }
             c.host.teardown(verbs, env);

@@ -1,5 +1,5 @@
 //! drive: the run loop of a world and its initiators' workload: each initiator keeps one
-//! session (controller) per target, (re)connects them as blocking steps, spreads its random
+//! controller per target, (re)connected by the product's `Controllers`, spreads its random
 //! verified reads and writes over the live ones, checks every completion against the target's
 //! block model, disconnects once the faults are over; then the leak and ICRC checks.
 
@@ -63,7 +63,7 @@ impl Sim {
                     incarnation: 0,
                     finished: false,
                 });
-                let p = wm.make_parts(k, true, 0)?;
+                let p = wm.make_parts(k, true, 0, queues)?;
                 wm.inits[k].as_mut().expect("just made").parts = Some(p);
             }
         }
@@ -118,14 +118,16 @@ impl Sim {
             let state = match &i.parts {
                 None => "crashed".to_string(),
                 Some(p) => p
-                    .sessions
+                    .ctrls
+                    .ctrls
                     .iter()
                     .enumerate()
-                    .map(|(j, s)| {
-                        let st = match (&s.host, s.failed) {
-                            (None, _) => "not connected",
-                            (Some(_), true) => "failed",
-                            (Some(_), false) => "connected",
+                    .map(|(j, c)| {
+                        let st = match c.state() {
+                            CtrlState::Live => "connected",
+                            CtrlState::Failed => "failed",
+                            CtrlState::Backoff { .. } => "not connected",
+                            CtrlState::Connecting { .. } => "connecting",
                         };
                         format!("target {j} {st}")
                     })
@@ -150,83 +152,57 @@ impl Sim {
         w.inits[k] = Some(init);
     }
 
-    /// One blocking step of session `j` if it needs one (connect or reconnect); whether it
-    /// took one.
-    fn connect_step(&self, k: usize, j: usize, init: &mut Initiator) -> bool {
-        let now = self.clock.now_ns();
+    /// Advance the controllers that are not live (the product's reconnect state machine and
+    /// failed-device rule); the I/O outstanding on a controller it released is over.
+    fn reconnect(&self, k: usize, init: &mut Initiator) {
         let p = init.parts.as_mut().expect("live");
-        let device_failed = rdma::Control::device_failed(&p.node.v);
-        if device_failed && (p.sessions[j].host.is_none() || p.sessions[j].failed) {
-            // This step brings the device up again: every other controller on it goes first
-            // (dropped: its QPs and CQs died with the device; a release after the bring-up
-            // would name new objects that reuse their numbers). Seed 403066 --targets 2.
-            for (i, o) in p.sessions.iter_mut().enumerate() {
-                if i != j && o.host.take().is_some() {
-                    o.failed = false;
-                    self.w.borrow_mut().abandon(k, &mut init.ops, Some(i));
-                }
-            }
-        }
-        let s = &mut p.sessions[j];
-        let tag = k as u64 + 0x100 * j as u64;
-        if s.host.is_none() {
-            if now < s.next_try_ns {
-                init.wake_ns = init.wake_ns.min(s.next_try_ns);
-                return false;
-            }
-            let cfg = self.w.borrow().host_config(k, init.queues);
-            p.env.set_target(t_ip(j), PORT);
-            let r = Host::connect(&mut p.node.v, &mut p.env, cfg, &subnqn(j));
+        let mut events = Vec::new();
+        p.ctrls.poll(&mut p.node.v, &mut p.env, |j, e| events.push((j, e)));
+        for (j, e) in events {
+            let tag = k as u64 + 0x100 * j as u64;
+            let first = p.ctrls.ctrls[j].connects <= u64::from(matches!(e, CtrlEvent::Live));
             let mut w = self.w.borrow_mut();
-            w.out.connects += 1;
-            match r {
-                Ok(h) => {
+            let now = self.clock.now_ns();
+            match e {
+                CtrlEvent::Released => {
                     if w.cfg.verbose {
-                        eprintln!("sim: {}us initiator {k} connected to target {j}", self.clock.now_ns() / 1000);
+                        eprintln!("sim: {}us initiator {k} connection to target {j} released", now / 1000);
                     }
-                    w.trace(0xc0, tag);
-                    s.host = Some(h);
-                    s.failed = false;
+                    w.abandon(k, &mut init.ops, Some(j));
                 }
-                Err(e) => {
-                    w.trace(0xcf, tag);
+                CtrlEvent::Live => {
                     if w.cfg.verbose {
-                        eprintln!("sim: {}us initiator {k} connect to target {j}: {e:?}", self.clock.now_ns() / 1000);
+                        eprintln!("sim: {}us initiator {k} {} target {j}", now / 1000, if first { "connected to" } else { "reconnected to" });
                     }
-                    s.next_try_ns = self.clock.now_ns() + 50 * MS;
+                    if first {
+                        w.out.connects += 1;
+                    } else {
+                        w.out.reconnects += 1;
+                    }
+                    w.trace(if first { 0xc0 } else { 0xc1 }, tag);
+                }
+                CtrlEvent::AttemptFailed(e) => {
+                    if w.cfg.verbose {
+                        eprintln!("sim: {}us initiator {k} connect to target {j}: {e:?}", now / 1000);
+                    }
+                    if first {
+                        w.out.connects += 1;
+                    } else {
+                        w.out.reconnects += 1;
+                    }
+                    w.trace(if first { 0xcf } else { 0xcd }, tag);
+                }
+                CtrlEvent::DeviceRecovered => {
+                    if w.cfg.verbose {
+                        eprintln!("sim: {}us initiator {k} device up again", now / 1000);
+                    }
+                    w.trace(0xc3, k as u64);
                 }
             }
-            return true;
         }
-        if !s.failed {
-            return false;
+        if let Some(t) = p.ctrls.next_wake() {
+            init.wake_ns = init.wake_ns.min(t);
         }
-        if self.w.borrow().cfg.verbose {
-            eprintln!("sim: {}us initiator {k} connection to target {j} failed; reconnecting", now / 1000);
-        }
-        self.w.borrow_mut().abandon(k, &mut init.ops, Some(j));
-        p.env.set_target(t_ip(j), PORT);
-        let r = s.host.as_mut().expect("checked").reconnect(&mut p.node.v, &mut p.env);
-        let mut w = self.w.borrow_mut();
-        w.out.reconnects += 1;
-        match r {
-            Ok(()) => {
-                if w.cfg.verbose {
-                    eprintln!("sim: {}us initiator {k} reconnected to target {j}", self.clock.now_ns() / 1000);
-                }
-                w.trace(0xc1, tag);
-                s.failed = false;
-            }
-            Err(e) => {
-                w.trace(0xcd, tag);
-                if w.cfg.verbose {
-                    eprintln!("sim: {}us initiator {k} reconnect to target {j}: {e:?}", self.clock.now_ns() / 1000);
-                }
-                s.host = None;
-                s.next_try_ns = self.clock.now_ns() + 50 * MS;
-            }
-        }
-        true
     }
 
     fn step_with(&self, k: usize, init: &mut Initiator) {
@@ -235,19 +211,14 @@ impl Sim {
         if init.finished || self.w.borrow().out.failure.is_some() {
             return;
         }
-        let Some(nt) = init.parts.as_ref().map(|p| p.sessions.len()) else { return };
-        // At most one blocking step a call; the other sessions go on meanwhile.
-        for j in 0..nt {
-            if self.connect_step(k, j, init) {
-                return;
-            }
-        }
+        let Some(nt) = init.parts.as_ref().map(|p| p.ctrls.ctrls.len()) else { return };
+        self.reconnect(k, init);
         let p = init.parts.as_mut().expect("live");
         // Completions (all reaped first; a read's data is checked before its slot is reused).
         let mut done = [IoDone { queue: 0, slot: 0, status: nvmeof::Status::SUCCESS, dw0: 0, latency_ns: 0 }; 16];
         let mut reaped: Vec<(usize, IoDone)> = Vec::new();
-        for (j, s) in p.sessions.iter_mut().enumerate() {
-            let (Some(h), false) = (s.host.as_mut(), s.failed) else { continue };
+        for (j, c) in p.ctrls.ctrls.iter_mut().enumerate() {
+            let Some(h) = c.live() else { continue };
             loop {
                 match h.poll(&mut p.node.v, now, &mut done) {
                     Ok(n) => {
@@ -257,7 +228,7 @@ impl Sim {
                         }
                     }
                     Err(_) => {
-                        s.failed = true;
+                        c.fail();
                         break;
                     }
                 }
@@ -267,18 +238,17 @@ impl Sim {
             self.complete(k, init, *j, d);
         }
         let Some(p) = init.parts.as_mut() else { return };
-        for s in p.sessions.iter_mut() {
-            if let (Some(h), false) = (s.host.as_mut(), s.failed) {
+        for c in p.ctrls.ctrls.iter_mut() {
+            if let Some(h) = c.live() {
                 if h.tick(&mut p.node.v, now).is_err() {
-                    s.failed = true;
+                    c.fail();
                 }
             }
         }
         // New work, each I/O to the next target in turn that has a live session.
         while init.ops.len() < init.qd && init.issued < init.budget && now >= Self::issue_time(init.issued, init.budget) {
-            let live = |s: &Session| s.host.is_some() && !s.failed;
-            let Some(j) = (0..nt).map(|d| (init.issued as usize + d) % nt).find(|&j| live(&p.sessions[j])) else { break };
-            let h = p.sessions[j].host.as_mut().expect("live");
+            let Some(j) = (0..nt).map(|d| (init.issued as usize + d) % nt).find(|&j| p.ctrls.ctrls[j].state() == CtrlState::Live) else { break };
+            let h = p.ctrls.ctrls[j].live().expect("live");
             let (nq, _) = h.io_queues();
             let q = 1 + (init.issued % nq.max(1) as u64) as u16;
             let Some(slot) = h.alloc_slot(q) else { break };
@@ -309,7 +279,7 @@ impl Sim {
             drop(w);
             let kind = if write { IoKind::Write } else { IoKind::Read };
             if h.submit(&mut p.node.v, q, slot, kind, 1, lba, n, now).is_err() {
-                p.sessions[j].failed = true;
+                p.ctrls.ctrls[j].fail();
                 return;
             }
         }
@@ -337,6 +307,9 @@ impl Sim {
         if ok && w.targets.iter().enumerate().any(|(i, t)| i != j && t.is_none()) {
             w.out.ops_while_a_target_down += 1;
         }
+        if ok && init.parts.as_ref().is_some_and(|p| p.ctrls.ctrls.iter().enumerate().any(|(i, c)| i != j && c.state() != CtrlState::Live)) {
+            w.out.ops_while_own_reconnect += 1;
+        }
         if !ok {
             // Faults here break connections (the host sees a transport failure); none makes a
             // valid command fail with an NVMe status.
@@ -361,7 +334,7 @@ impl Sim {
         if !ok || !current {
             return;
         }
-        let h = init.parts.as_ref().and_then(|p| p.sessions[j].host.as_ref()).expect("live host");
+        let h = init.parts.as_ref().map(|p| p.ctrls.ctrls[j].host()).expect("live host");
         let (buf, off, _) = h.slot_buf(d.queue, d.slot);
         let mut b = [0u8; BS];
         for i in 0..op.n as u64 {
@@ -392,15 +365,12 @@ impl Sim {
             return;
         }
         let Some(p) = init.parts.as_mut() else { return };
-        if p.sessions.iter().any(|s| s.host.is_none() || s.failed) {
-            // A session still to be made again first (the connect steps do it).
+        if !p.ctrls.all_live() {
+            // A controller still to be made again first (the reconnect steps do it).
             return;
         }
-        for (j, s) in p.sessions.iter_mut().enumerate() {
-            let Some(h) = s.host.take() else { continue };
-            if let Err(e) = h.disconnect(&mut p.node.v, &mut p.env) {
-                self.w.borrow_mut().fail(format!("initiator {k}: disconnect from target {j} after the faults stopped: {e:?}"));
-            }
+        if let Err((j, e)) = p.ctrls.disconnect(&mut p.node.v, &mut p.env) {
+            self.w.borrow_mut().fail(format!("initiator {k}: disconnect from target {j} after the faults stopped: {e:?}"));
         }
         self.w.borrow_mut().trace(0xdd, k as u64);
         init.finished = true;
