@@ -445,68 +445,18 @@ impl World {
             Action::Corrupt { port, p } => self.fabric.set_corrupt(port, p),
             Action::Down { port } => self.fabric.set_down(port, true),
             Action::Up { port } => self.fabric.set_down(port, false),
-            Action::HangCreateQp { port, on } => {
+            Action::HangCreateQp { port, .. } | Action::HealthSyndrome { port, .. } | Action::InternalError { port } | Action::QpError { port, .. } | Action::CqOverrun { port, .. } => {
+                // On a node's adapter: later while that initiator is busy in a blocking step,
+                // nothing while the node is down.
                 let Some(cx) = self.adapter(port) else {
                     self.deferred.push(a);
                     return;
                 };
-                if let Some(cx) = cx {
-                    let mut f = cx.faults_mut();
-                    if on {
-                        f.hang_opcodes.insert(mlx5_ifc::op::CREATE_QP);
-                    } else {
-                        f.hang_opcodes.remove(&mlx5_ifc::op::CREATE_QP);
-                    }
+                if let Some((tag, object)) = cx.and_then(|cx| adapter_fault(&cx, a)) {
+                    self.count_adapter_fault(port);
+                    self.trace(tag, object ^ (port as u64) << 32);
                 }
             }
-            Action::HealthSyndrome { port, synd } => match self.adapter(port) {
-                Some(cx) => {
-                    if let Some(cx) = cx {
-                        cx.set_health_syndrome(synd);
-                    }
-                }
-                // Busy in a blocking step: when it is back.
-                None => {
-                    self.deferred.push(a);
-                    return;
-                }
-            },
-            Action::InternalError { port } => match self.adapter(port) {
-                Some(cx) => {
-                    if cx.is_some_and(|cx| cx.raise_internal_error()) {
-                        self.count_adapter_fault(port);
-                        self.trace(0xe3, port as u64);
-                    }
-                }
-                None => {
-                    self.deferred.push(a);
-                    return;
-                }
-            },
-            Action::QpError { port, pick } => match self.adapter(port) {
-                Some(cx) => {
-                    if let Some(qpn) = cx.and_then(|cx| cx.inject_qp_error(pick)) {
-                        self.count_adapter_fault(port);
-                        self.trace(0xe1, qpn as u64 ^ (port as u64) << 32);
-                    }
-                }
-                None => {
-                    self.deferred.push(a);
-                    return;
-                }
-            },
-            Action::CqOverrun { port, pick } => match self.adapter(port) {
-                Some(cx) => {
-                    if let Some(cqn) = cx.and_then(|cx| cx.inject_cq_overrun(pick)) {
-                        self.count_adapter_fault(port);
-                        self.trace(0xe2, cqn as u64 ^ (port as u64) << 32);
-                    }
-                }
-                None => {
-                    self.deferred.push(a);
-                    return;
-                }
-            },
             Action::Mtu { port, mtu } => self.fabric.set_mtu(port, (mtu > 0).then_some(mtu)),
             Action::CrashInit { k, down_ns } => {
                 let Some(mut init) = self.inits[k].take() else {
@@ -622,6 +572,30 @@ impl World {
             s.min(wake.saturating_sub(now)).max(TURN_NS)
         };
         self.clock.advance(step);
+    }
+}
+
+/// Do adapter fault `a` to `cx`; what it hit (trace tag, object number), when it hit something
+/// the adapter counts as a fault (an event an EQ took, a QP or CQ it broke).
+fn adapter_fault(cx: &testbed::ConnectX, a: Action) -> Option<(u64, u64)> {
+    match a {
+        Action::HangCreateQp { on, .. } => {
+            let mut f = cx.faults_mut();
+            if on {
+                f.hang_opcodes.insert(mlx5_ifc::op::CREATE_QP);
+            } else {
+                f.hang_opcodes.remove(&mlx5_ifc::op::CREATE_QP);
+            }
+            None
+        }
+        Action::HealthSyndrome { synd, .. } => {
+            cx.set_health_syndrome(synd);
+            None
+        }
+        Action::InternalError { .. } => cx.raise_internal_error().then_some((0xe3, 0)),
+        Action::QpError { pick, .. } => cx.inject_qp_error(pick).map(|qpn| (0xe1, qpn as u64)),
+        Action::CqOverrun { pick, .. } => cx.inject_cq_overrun(pick).map(|cqn| (0xe2, cqn as u64)),
+        _ => None,
     }
 }
 
