@@ -128,6 +128,7 @@ pub struct HostStats {
     pub errors: u64,
     pub keep_alives: u64,
     pub aens: u64,
+    /// Reconnect attempts (after a first connect), failed ones included.
     pub reconnects: u64,
     /// Keys the target invalidated (SEND WITH INVALIDATE).
     pub invalidated: u64,

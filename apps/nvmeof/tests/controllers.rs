@@ -236,6 +236,7 @@ fn io_to_a_live_target_flows_while_a_dead_one_is_retried() {
     drive(&mut net, &mut h, &mut set, |s| s.all_live());
     assert_eq!(set.ctrls[0].connects, 2);
     assert!(set.ctrls[0].failed_attempts >= 3);
+    assert_eq!(set.ctrls[0].host().stats.reconnects, set.ctrls[0].failed_attempts + 1, "attempts counted");
     let host = set.ctrls[0].live().expect("A live again");
     verified(&mut net, &mut h, host, &[8, 16], 0xA0, true);
     verified(&mut net, &mut h, host, &[8, 16], 0xA0, false);

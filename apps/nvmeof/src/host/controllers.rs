@@ -167,6 +167,8 @@ impl<V: Verbs> Controllers<V> {
             }
             CtrlState::Backoff { at } if now >= at => {
                 env.select_target(c.addr);
+                // Counted per attempt, as `Host::reconnect` counts.
+                c.host.stats.reconnects += u64::from(c.connects > 0);
                 match c.host.start_admin(verbs, env) {
                     Ok(()) => c.state = CtrlState::Connecting { since: now },
                     Err(e) => Self::attempt_failed(c, i, e, verbs, env, now + delay, on),
@@ -184,9 +186,6 @@ impl<V: Verbs> Controllers<V> {
                     match r {
                         Ok(()) => {
                             c.connects += 1;
-                            if c.connects > 1 {
-                                c.host.stats.reconnects += 1;
-                            }
                             c.state = CtrlState::Live;
                             on(i, CtrlEvent::Live);
                         }
