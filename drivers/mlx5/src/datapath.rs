@@ -2,7 +2,7 @@
 //!
 //! No allocation, lock or log line per operation: everything is fixed-size buffers and counters.
 
-use crate::device::{Mlx5, QpKind, QpState, SqSlot};
+use crate::device::{Cq, Mlx5, Qp, QpKind, QpState, SqSlot, Srq};
 use crate::error::Error;
 use crate::ifc::{cqe64, wqe_av, wqe_ctrl_seg as ctrl, wqe_data_seg, wqe_inline_seg, wqe_raddr_seg};
 use crate::layout::{get, set, set_bytes};
@@ -78,17 +78,11 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         Ok(())
     }
 
-    /// Doorbell record (DBR[1] = SQ producer counter), then the UAR doorbell with the newest
-    /// WQE's first 8 bytes; the device runs the SQ up to the record. Nothing if all was rung.
     fn ring_sq(&mut self, i: usize) {
         let uar = self.uar_base();
-        let q = &mut self.qps[i];
-        let Some(first8) = q.sq_unrung.take() else { return };
-        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-        q.dbr.write_be32(4, q.sq_pi as u32);
-        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-        self.bar.write64_be(uar + UAR_BF_OFFSET, first8);
-        self.stats.sq_doorbells += 1;
+        if ring_sq(&mut self.qps[i], &self.bar, uar) {
+            self.stats.sq_doorbells += 1;
+        }
     }
 
     /// Like `post_send`, but the payload is `data`, copied into the WQE (inline segment) instead
@@ -108,97 +102,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             return Err(Error::DeviceFailed);
         }
         let i = self.qp_index(qpn)?;
-        let q = &mut self.qps[i];
-        if !matches!(q.state, QpState::Rts | QpState::Error) {
-            return Err(Error::InvalidArgument("post_send before RTS"));
-        }
-        let (opcode, imm) = match wr.op {
-            SendOp::RegMr { key, .. } | SendOp::LocalInvalidate(key) => (crate::fastreg::OPCODE_UMR, key.0),
-            SendOp::Send => (wqe_op::SEND, 0),
-            SendOp::SendWithImm(v) => (wqe_op::SEND_IMM, v),
-            SendOp::SendWithInvalidate(rkey) => (wqe_op::SEND_INVAL, rkey.0),
-            SendOp::RdmaWrite { .. } => (wqe_op::RDMA_WRITE, 0),
-            SendOp::RdmaWriteWithImm { imm, .. } => (wqe_op::RDMA_WRITE_IMM, imm),
-            SendOp::RdmaRead { .. } => (wqe_op::RDMA_READ, 0),
-        };
-        if q.kind == QpKind::Gsi && !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) {
-            return Err(Error::InvalidArgument("UD QPs only SEND"));
-        }
-        let mut w = [0u8; MAX_WQE];
-        let mut len = ctrl::LAYOUT.size;
-        // The opcode the completion is reported as (a UMR is a registration or an invalidation).
-        let mut slot_opcode = opcode;
-        let mut fence = if q.next_fence { crate::fastreg::FENCE_SMALL } else { 0 };
-        let umr = matches!(wr.op, SendOp::RegMr { .. } | SendOp::LocalInvalidate(_));
-        if umr {
-            let (n, _, so) = crate::fastreg::write(&mut w, &wr.op)?;
-            len = n;
-            slot_opcode = so;
-            fence = crate::fastreg::FENCE_SMALL;
-        }
-        if q.kind == QpKind::Gsi {
-            let ud = wr.ud.ok_or(Error::InvalidArgument("UD send without address"))?;
-            let av = &mut w[len..len + wqe_av::LAYOUT.size];
-            set(av, wqe_av::qkey, ud.qkey as u64);
-            set(av, wqe_av::dqp_dct, (ud.remote_qpn.0 & 0xff_ffff | AV_EXTENDED) as u64);
-            set(av, wqe_av::rlid, ud.udp_sport as u64);
-            set_bytes(av, wqe_av::rmac, &ud.dest_mac);
-            set(av, wqe_av::hop_limit, 64);
-            // grh_gid_fl: GRH present (bit 30), source GID index 0, flow label 0.
-            set(av, wqe_av::grh_gid_fl, 1 << 30);
-            set_bytes(av, wqe_av::rgid, &rdma::cm_wire::gid_from_ipv4(ud.dest_ip));
-            len += wqe_av::LAYOUT.size;
-        }
-        match wr.op {
-            SendOp::RdmaWrite { remote_addr, rkey }
-            | SendOp::RdmaWriteWithImm { remote_addr, rkey, .. }
-            | SendOp::RdmaRead { remote_addr, rkey } => {
-                let r = &mut w[len..len + wqe_raddr_seg::LAYOUT.size];
-                set(r, wqe_raddr_seg::raddr, remote_addr);
-                set(r, wqe_raddr_seg::rkey, rkey.0 as u64);
-                len += wqe_raddr_seg::LAYOUT.size;
-            }
-            _ => {}
-        }
-        if umr {
-            // No data segment: the UMR segments are the WQE.
-        } else if let Some(data) = inline {
-            let seg = &mut w[len..len + wqe_inline_seg::LAYOUT.size];
-            set(seg, wqe_inline_seg::byte_count, (data.len() as u32 | INLINE_SEG) as u64);
-            let at = len + wqe_inline_seg::LAYOUT.size;
-            w[at..at + data.len()].copy_from_slice(data);
-            len = (at + data.len()).div_ceil(16) * 16;
-        } else if wr.sge.len > 0 {
-            let d = &mut w[len..len + wqe_data_seg::LAYOUT.size];
-            set(d, wqe_data_seg::byte_count, wr.sge.len as u64);
-            set(d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
-            set(d, wqe_data_seg::addr, wr.sge.addr);
-            len += wqe_data_seg::LAYOUT.size;
-        }
-        let nbb = len.div_ceil(WQEBB);
-        let ring = 1usize << q.log_sq;
-        let in_flight = q.sq_pi.wrapping_sub(q.sq_ci) as usize;
-        if in_flight + nbb > ring {
-            return Err(Error::InvalidArgument("send queue full"));
-        }
-        let pi = q.sq_pi;
-        set(&mut w, ctrl::wqe_index, pi as u64);
-        set(&mut w, ctrl::opcode, opcode as u64);
-        set(&mut w, ctrl::qpn, q.qpn.0 as u64);
-        set(&mut w, ctrl::ds, (len / 16) as u64);
-        set(&mut w, ctrl::fm_ce_se, fence | if wr.signaled { CE_ALWAYS } else { 0 });
-        set(&mut w, ctrl::imm, imm as u64);
-        // Copy WQEBB by WQEBB so a WQE at the ring's end wraps to its start.
-        let sq = q.sq_offset();
-        for b in 0..nbb {
-            let slot = (pi as usize + b) & (ring - 1);
-            q.buf.write(sq + slot * WQEBB, &w[b * WQEBB..(b + 1) * WQEBB]);
-        }
-        q.sq_slots[pi as usize & (ring - 1)] =
-            SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode: slot_opcode };
-        q.sq_pi = pi.wrapping_add(nbb as u16);
-        q.next_fence = umr;
-        q.sq_unrung = Some(u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
+        write_send(&mut self.qps[i], wr, inline)?;
         self.stats.send_wqes += 1;
         Ok(i)
     }
@@ -216,43 +120,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             return Err(Error::DeviceFailed);
         }
         let i = self.qp_index(qpn)?;
-        let q = &mut self.qps[i];
-        if q.srq.is_some() {
-            return Err(Error::InvalidArgument("QP takes its receives from an SRQ"));
-        }
-        let mut r = Ok(());
-        for wr in wrs {
-            r = Self::write_recv(q, wr);
-            if r.is_err() {
-                break;
-            }
-        }
-        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-        q.dbr.write_be32(0, q.rq_head as u32);
-        r
-    }
-
-    fn write_recv(q: &mut crate::device::Qp<H::Dma>, wr: &RecvWr) -> Result<(), Error> {
-        let ring = 1usize << q.log_rq;
-        if q.rq_head.wrapping_sub(q.rq_tail) as usize >= ring {
-            return Err(Error::InvalidArgument("receive queue full"));
-        }
-        let stride = 16usize << q.log_rq_stride;
-        let mut w = [0u8; 32];
-        set(&mut w, wqe_data_seg::byte_count, wr.sge.len as u64);
-        set(&mut w, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
-        set(&mut w, wqe_data_seg::addr, wr.sge.addr);
-        let n = if stride >= 32 {
-            set(&mut w[16..], wqe_data_seg::lkey, INVALID_LKEY as u64);
-            32
-        } else {
-            16
-        };
-        let slot = q.rq_head as usize & (ring - 1);
-        q.buf.write(slot * stride, &w[..n]);
-        q.rq_wrid[slot] = wr.wr_id;
-        q.rq_head = q.rq_head.wrapping_add(1);
-        Ok(())
+        write_recvs(&mut self.qps[i], wrs)
     }
 
     /// Take up to `out.len()` completions from CQ `cqn`; updates the CQ doorbell record.
@@ -263,105 +131,271 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             // flushed by the driver.
             return Ok(self.flush_cq(cqn, out));
         }
-        let mut n = 0;
-        let mut consumed = false;
-        while n < out.len() {
-            let (e, ci) = {
-                let c = &self.cqs[ci_idx];
-                let size = 1u32 << c.log_size;
-                let at = ((c.ci & (size - 1)) as usize) * cqe64::LAYOUT.size;
-                // Ownership first (the op_own byte): an empty CQ costs one small load, not a
-                // 64-byte copy; the rest of the CQE is read once it is ours.
-                let own = cqe64::op_own.byte();
-                let mut e = [0u8; 64];
-                c.buf.read(at + own, &mut e[own..own + 1]);
-                let op = get(&e, cqe64::opcode) as u8;
-                let owner = get(&e, cqe64::owner) as u32;
-                if op == cqe_op::INVALID || owner != (c.ci >> c.log_size) & 1 {
-                    break;
+        let (cqs, qps, srqs, pos) = (&mut self.cqs, &mut self.qps, &mut self.srqs, &self.qp_pos);
+        let mut bad = 0u64;
+        let n = poll_ring(&mut cqs[ci_idx], out, |e| {
+            let qpn = Qpn(get(e, cqe64::qpn) as u32);
+            let q = match pos.find(qps, qpn.0, |q| q.qpn.0) {
+                Some(i) => &mut qps[i],
+                None => {
+                    bad += 1;
+                    return None;
                 }
-                core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
-                c.buf.read(at, &mut e[..own]);
-                (e, c.ci)
             };
-            self.cqs[ci_idx].ci = ci.wrapping_add(1);
-            consumed = true;
-            if let Some(wc) = self.decode_cqe(&e) {
-                out[n] = wc;
-                n += 1;
-            }
-        }
-        // The consumer index record only moves when CQEs were taken.
-        if consumed {
-            let c = &self.cqs[ci_idx];
-            c.dbr.write_be32(0, c.ci & 0xff_ffff);
-        }
+            let srq = q.srq.and_then(|s| srqs.get_mut(s.0 as usize)).and_then(|s| s.as_mut());
+            let wc = decode_cqe(e, q, srq);
+            bad += u64::from(wc.is_none());
+            wc
+        });
+        self.stats.bad_cqes += bad;
         Ok(n)
     }
+}
 
-    fn decode_cqe(&mut self, e: &[u8; 64]) -> Option<Completion> {
-        let op = get(e, cqe64::opcode) as u8;
-        let qpn = Qpn(get(e, cqe64::qpn) as u32);
-        let counter = get(e, cqe64::wqe_counter) as u16;
-        let Ok(i) = self.qp_index(qpn) else {
-            // A CQE for a QP we do not know: count it, report nothing.
-            self.stats.bad_cqes += 1;
-            return None;
-        };
-        let q = &mut self.qps[i];
-        let mut wc = Completion { qpn, ..Default::default() };
-        let send_side = matches!(op, cqe_op::REQ | cqe_op::REQ_ERR);
-        if send_side {
-            let ring = 1usize << q.log_sq;
-            // The completed WQE must lie in the outstanding window [sq_ci, sq_pi).
-            if counter.wrapping_sub(q.sq_ci) >= q.sq_pi.wrapping_sub(q.sq_ci) {
-                self.stats.bad_cqes += 1;
-                return None;
-            }
-            let slot = q.sq_slots[counter as usize & (ring - 1)];
-            wc.wr_id = slot.wr_id;
-            q.sq_ci = counter.wrapping_add(slot.wqebbs.max(1) as u16);
-            wc.opcode = slot_wc_opcode(slot.opcode);
-        } else if let Some(s) = q.srq {
-            // The WQE came from the QP's SRQ: its wr_id, and the WQE goes back on the list.
-            let Some(wr_id) = self.srqs.get_mut(s.0 as usize).and_then(|s| s.as_mut()).and_then(|s| s.complete(counter)) else {
-                self.stats.bad_cqes += 1;
-                return None;
-            };
-            wc.wr_id = wr_id;
-            wc.byte_len = get(e, cqe64::byte_cnt) as u32;
-            wc.src_qp = Qpn(get(e, cqe64::rqpn) as u32);
-            wc.opcode = WcOpcode::Recv;
-        } else {
-            let ring = 1usize << q.log_rq;
-            if counter.wrapping_sub(q.rq_tail) >= q.rq_head.wrapping_sub(q.rq_tail) {
-                self.stats.bad_cqes += 1;
-                return None;
-            }
-            wc.wr_id = q.rq_wrid[counter as usize & (ring - 1)];
-            q.rq_tail = counter.wrapping_add(1);
-            wc.byte_len = get(e, cqe64::byte_cnt) as u32;
-            wc.src_qp = Qpn(get(e, cqe64::rqpn) as u32);
-            wc.opcode = WcOpcode::Recv;
-        }
-        match op {
-            cqe_op::REQ_ERR | cqe_op::RESP_ERR => {
-                wc.status = wc_status(get(e, cqe64::syndrome) as u8);
-                wc.vendor_err = get(e, cqe64::vendor_err_synd) as u8;
-            }
-            cqe_op::RESP_SEND_IMM => {
-                wc.opcode = WcOpcode::RecvWithImm;
-                wc.imm = Some(get(e, cqe64::imm_inval_pkey) as u32);
-            }
-            cqe_op::RESP_WR_IMM => {
-                wc.opcode = WcOpcode::RecvRdmaWithImm;
-                wc.imm = Some(get(e, cqe64::imm_inval_pkey) as u32);
-            }
-            cqe_op::RESP_SEND_INV => {
-                wc.invalidated_rkey = Some(rdma::Rkey(get(e, cqe64::imm_inval_pkey) as u32));
-            }
-            _ => {}
-        }
-        Some(wc)
+// ---------------------------------------------------------------- the rings themselves
+//
+// One home for the per-I/O mechanics, used by the device's own queues (`Mlx5`: the GSI QP and
+// queues created outside a group) and by each [`crate::QueueGroup`]: they work on one QP's or
+// CQ's ring state and the doorbell page they are given, nothing else.
+
+/// Doorbell record (DBR[1] = SQ producer counter), then the doorbell register of the UAR page
+/// at `uar` with the newest WQE's first 8 bytes; the device runs the SQ up to the record.
+/// Nothing (false) if every WQE was announced already.
+#[inline]
+pub(crate) fn ring_sq<D: DmaRegion, M: Mmio>(q: &mut Qp<D>, bar: &M, uar: usize) -> bool {
+    let Some(first8) = q.sq_unrung.take() else { return false };
+    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+    q.dbr.write_be32(4, q.sq_pi as u32);
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    bar.write64_be(uar + UAR_BF_OFFSET, first8);
+    true
+}
+
+/// Write the send WQE for `wr` (payload `inline` copied into it when given) into `q`'s SQ, not
+/// announced to the device.
+pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Option<&[u8]>) -> Result<(), Error> {
+    if !matches!(q.state, QpState::Rts | QpState::Error) {
+        return Err(Error::InvalidArgument("post_send before RTS"));
     }
+    let (opcode, imm) = match wr.op {
+        SendOp::RegMr { key, .. } | SendOp::LocalInvalidate(key) => (crate::fastreg::OPCODE_UMR, key.0),
+        SendOp::Send => (wqe_op::SEND, 0),
+        SendOp::SendWithImm(v) => (wqe_op::SEND_IMM, v),
+        SendOp::SendWithInvalidate(rkey) => (wqe_op::SEND_INVAL, rkey.0),
+        SendOp::RdmaWrite { .. } => (wqe_op::RDMA_WRITE, 0),
+        SendOp::RdmaWriteWithImm { imm, .. } => (wqe_op::RDMA_WRITE_IMM, imm),
+        SendOp::RdmaRead { .. } => (wqe_op::RDMA_READ, 0),
+    };
+    if q.kind == QpKind::Gsi && !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) {
+        return Err(Error::InvalidArgument("UD QPs only SEND"));
+    }
+    let mut w = [0u8; MAX_WQE];
+    let mut len = ctrl::LAYOUT.size;
+    // The opcode the completion is reported as (a UMR is a registration or an invalidation).
+    let mut slot_opcode = opcode;
+    let mut fence = if q.next_fence { crate::fastreg::FENCE_SMALL } else { 0 };
+    let umr = matches!(wr.op, SendOp::RegMr { .. } | SendOp::LocalInvalidate(_));
+    if umr {
+        let (n, _, so) = crate::fastreg::write(&mut w, &wr.op)?;
+        len = n;
+        slot_opcode = so;
+        fence = crate::fastreg::FENCE_SMALL;
+    }
+    if q.kind == QpKind::Gsi {
+        let ud = wr.ud.ok_or(Error::InvalidArgument("UD send without address"))?;
+        let av = &mut w[len..len + wqe_av::LAYOUT.size];
+        set(av, wqe_av::qkey, ud.qkey as u64);
+        set(av, wqe_av::dqp_dct, (ud.remote_qpn.0 & 0xff_ffff | AV_EXTENDED) as u64);
+        set(av, wqe_av::rlid, ud.udp_sport as u64);
+        set_bytes(av, wqe_av::rmac, &ud.dest_mac);
+        set(av, wqe_av::hop_limit, 64);
+        // grh_gid_fl: GRH present (bit 30), source GID index 0, flow label 0.
+        set(av, wqe_av::grh_gid_fl, 1 << 30);
+        set_bytes(av, wqe_av::rgid, &rdma::cm_wire::gid_from_ipv4(ud.dest_ip));
+        len += wqe_av::LAYOUT.size;
+    }
+    match wr.op {
+        SendOp::RdmaWrite { remote_addr, rkey }
+        | SendOp::RdmaWriteWithImm { remote_addr, rkey, .. }
+        | SendOp::RdmaRead { remote_addr, rkey } => {
+            let r = &mut w[len..len + wqe_raddr_seg::LAYOUT.size];
+            set(r, wqe_raddr_seg::raddr, remote_addr);
+            set(r, wqe_raddr_seg::rkey, rkey.0 as u64);
+            len += wqe_raddr_seg::LAYOUT.size;
+        }
+        _ => {}
+    }
+    if umr {
+        // No data segment: the UMR segments are the WQE.
+    } else if let Some(data) = inline {
+        let seg = &mut w[len..len + wqe_inline_seg::LAYOUT.size];
+        set(seg, wqe_inline_seg::byte_count, (data.len() as u32 | INLINE_SEG) as u64);
+        let at = len + wqe_inline_seg::LAYOUT.size;
+        w[at..at + data.len()].copy_from_slice(data);
+        len = (at + data.len()).div_ceil(16) * 16;
+    } else if wr.sge.len > 0 {
+        let d = &mut w[len..len + wqe_data_seg::LAYOUT.size];
+        set(d, wqe_data_seg::byte_count, wr.sge.len as u64);
+        set(d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
+        set(d, wqe_data_seg::addr, wr.sge.addr);
+        len += wqe_data_seg::LAYOUT.size;
+    }
+    let nbb = len.div_ceil(WQEBB);
+    let ring = 1usize << q.log_sq;
+    let in_flight = q.sq_pi.wrapping_sub(q.sq_ci) as usize;
+    if in_flight + nbb > ring {
+        return Err(Error::InvalidArgument("send queue full"));
+    }
+    let pi = q.sq_pi;
+    set(&mut w, ctrl::wqe_index, pi as u64);
+    set(&mut w, ctrl::opcode, opcode as u64);
+    set(&mut w, ctrl::qpn, q.qpn.0 as u64);
+    set(&mut w, ctrl::ds, (len / 16) as u64);
+    set(&mut w, ctrl::fm_ce_se, fence | if wr.signaled { CE_ALWAYS } else { 0 });
+    set(&mut w, ctrl::imm, imm as u64);
+    // Copy WQEBB by WQEBB so a WQE at the ring's end wraps to its start.
+    let sq = q.sq_offset();
+    for b in 0..nbb {
+        let slot = (pi as usize + b) & (ring - 1);
+        q.buf.write(sq + slot * WQEBB, &w[b * WQEBB..(b + 1) * WQEBB]);
+    }
+    q.sq_slots[pi as usize & (ring - 1)] =
+        SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode: slot_opcode };
+    q.sq_pi = pi.wrapping_add(nbb as u16);
+    q.next_fence = umr;
+    q.sq_unrung = Some(u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
+    Ok(())
+}
+
+/// Write receive WQEs for `wrs` into `q`'s own RQ in order, then one DBR[0] update (a memory
+/// write the adapter reads; receives need no MMIO doorbell). On an error (queue full) the
+/// WQEs before it are posted.
+pub(crate) fn write_recvs<D: DmaRegion>(q: &mut Qp<D>, wrs: &[RecvWr]) -> Result<(), Error> {
+    if q.srq.is_some() {
+        return Err(Error::InvalidArgument("QP takes its receives from an SRQ"));
+    }
+    let mut r = Ok(());
+    for wr in wrs {
+        r = write_recv(q, wr);
+        if r.is_err() {
+            break;
+        }
+    }
+    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+    q.dbr.write_be32(0, q.rq_head as u32);
+    r
+}
+
+fn write_recv<D: DmaRegion>(q: &mut Qp<D>, wr: &RecvWr) -> Result<(), Error> {
+    let ring = 1usize << q.log_rq;
+    if q.rq_head.wrapping_sub(q.rq_tail) as usize >= ring {
+        return Err(Error::InvalidArgument("receive queue full"));
+    }
+    let stride = 16usize << q.log_rq_stride;
+    let mut w = [0u8; 32];
+    set(&mut w, wqe_data_seg::byte_count, wr.sge.len as u64);
+    set(&mut w, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
+    set(&mut w, wqe_data_seg::addr, wr.sge.addr);
+    let n = if stride >= 32 {
+        set(&mut w[16..], wqe_data_seg::lkey, INVALID_LKEY as u64);
+        32
+    } else {
+        16
+    };
+    let slot = q.rq_head as usize & (ring - 1);
+    q.buf.write(slot * stride, &w[..n]);
+    q.rq_wrid[slot] = wr.wr_id;
+    q.rq_head = q.rq_head.wrapping_add(1);
+    Ok(())
+}
+
+/// Take CQEs from `c` into `out` until it is empty or `out` full; `decode` turns each into a
+/// completion (`None`: not reported, e.g. a CQE naming no outstanding work). The consumer index
+/// record moves once, when CQEs were taken.
+#[inline]
+pub(crate) fn poll_ring<D: DmaRegion>(c: &mut Cq<D>, out: &mut [Completion], mut decode: impl FnMut(&[u8; 64]) -> Option<Completion>) -> usize {
+    let mut n = 0;
+    let mut consumed = false;
+    let size = 1u32 << c.log_size;
+    let own = cqe64::op_own.byte();
+    while n < out.len() {
+        let at = ((c.ci & (size - 1)) as usize) * cqe64::LAYOUT.size;
+        // Ownership first (the op_own byte): an empty CQ costs one small load, not a 64-byte
+        // copy; the rest of the CQE is read once it is ours.
+        let mut e = [0u8; 64];
+        c.buf.read(at + own, &mut e[own..own + 1]);
+        let op = get(&e, cqe64::opcode) as u8;
+        let owner = get(&e, cqe64::owner) as u32;
+        if op == cqe_op::INVALID || owner != (c.ci >> c.log_size) & 1 {
+            break;
+        }
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
+        c.buf.read(at, &mut e[..own]);
+        c.ci = c.ci.wrapping_add(1);
+        consumed = true;
+        if let Some(wc) = decode(&e) {
+            out[n] = wc;
+            n += 1;
+        }
+    }
+    if consumed {
+        c.dbr.write_be32(0, c.ci & 0xff_ffff);
+    }
+    n
+}
+
+/// The completion a CQE of QP `q` reports; a receive from an SRQ takes its `wr_id` from `srq`
+/// (which gets the WQE back). `None`: the CQE names no outstanding work (the caller counts it).
+#[inline]
+pub(crate) fn decode_cqe<D: DmaRegion>(e: &[u8; 64], q: &mut Qp<D>, srq: Option<&mut Srq<D>>) -> Option<Completion> {
+    let op = get(e, cqe64::opcode) as u8;
+    let counter = get(e, cqe64::wqe_counter) as u16;
+    let mut wc = Completion { qpn: q.qpn, ..Default::default() };
+    let send_side = matches!(op, cqe_op::REQ | cqe_op::REQ_ERR);
+    if send_side {
+        let ring = 1usize << q.log_sq;
+        // The completed WQE must lie in the outstanding window [sq_ci, sq_pi).
+        if counter.wrapping_sub(q.sq_ci) >= q.sq_pi.wrapping_sub(q.sq_ci) {
+            return None;
+        }
+        let slot = q.sq_slots[counter as usize & (ring - 1)];
+        wc.wr_id = slot.wr_id;
+        q.sq_ci = counter.wrapping_add(slot.wqebbs.max(1) as u16);
+        wc.opcode = slot_wc_opcode(slot.opcode);
+    } else if q.srq.is_some() {
+        // The WQE came from the QP's SRQ: its wr_id, and the WQE goes back on the list.
+        wc.wr_id = srq?.complete(counter)?;
+        wc.byte_len = get(e, cqe64::byte_cnt) as u32;
+        wc.src_qp = Qpn(get(e, cqe64::rqpn) as u32);
+        wc.opcode = WcOpcode::Recv;
+    } else {
+        let ring = 1usize << q.log_rq;
+        if counter.wrapping_sub(q.rq_tail) >= q.rq_head.wrapping_sub(q.rq_tail) {
+            return None;
+        }
+        wc.wr_id = q.rq_wrid[counter as usize & (ring - 1)];
+        q.rq_tail = counter.wrapping_add(1);
+        wc.byte_len = get(e, cqe64::byte_cnt) as u32;
+        wc.src_qp = Qpn(get(e, cqe64::rqpn) as u32);
+        wc.opcode = WcOpcode::Recv;
+    }
+    match op {
+        cqe_op::REQ_ERR | cqe_op::RESP_ERR => {
+            wc.status = wc_status(get(e, cqe64::syndrome) as u8);
+            wc.vendor_err = get(e, cqe64::vendor_err_synd) as u8;
+        }
+        cqe_op::RESP_SEND_IMM => {
+            wc.opcode = WcOpcode::RecvWithImm;
+            wc.imm = Some(get(e, cqe64::imm_inval_pkey) as u32);
+        }
+        cqe_op::RESP_WR_IMM => {
+            wc.opcode = WcOpcode::RecvRdmaWithImm;
+            wc.imm = Some(get(e, cqe64::imm_inval_pkey) as u32);
+        }
+        cqe_op::RESP_SEND_INV => {
+            wc.invalidated_rkey = Some(rdma::Rkey(get(e, cqe64::imm_inval_pkey) as u32));
+        }
+        _ => {}
+    }
+    Some(wc)
 }

@@ -11,6 +11,8 @@
 //!   `create_qp_srq`, many QPs per CQ), QP state transitions, [`Mlx5::shutdown`] reclaiming every page.
 //! - [`teardown`]: the TEARDOWN_HCA ladder (graceful, fast teardown, force close).
 //! - [`datapath`]: `post_send`/`post_recv`/`poll_cq` straight on the rings.
+//! - [`group`]: [`QueueGroup`], the rings of one poll group (CQ, SRQ, its QPs' send queues, its
+//!   own UAR page) as an object of its own that implements `rdma::DataPath` without the device.
 //! - [`fastreg`]: UMR WQEs: per-I/O key registration and invalidation through the send queue.
 //! - [`verbs`]: [`Mlx5Verbs`], the `rdma::Verbs` implementation apps use; [`arp`]: the ARP
 //!   frames it feeds its neighbour table (`rdma::neigh`) with; [`mgmt_tap`]: the bounded queue of
@@ -28,6 +30,7 @@ pub mod datapath;
 pub mod device;
 pub mod error;
 pub mod fastreg;
+pub mod group;
 pub mod health;
 pub mod mgmt_tap;
 mod objindex;
@@ -48,6 +51,7 @@ pub use health::{FwVersion, HealthReport};
 pub use trace::TraceMode;
 pub use raw::{MAX_FRAME, MAX_INLINE_FRAME};
 pub use verbs::Mlx5Verbs;
+pub use group::{GroupStats, QueueGroup};
 pub use vport::VportInfo;
 
 /// PCI vendor ID of Mellanox/NVIDIA.

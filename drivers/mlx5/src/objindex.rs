@@ -35,6 +35,19 @@ impl ObjIndex {
     }
 }
 
+impl ObjIndex {
+    /// Position of the object numbered `num` in `items` (as indexed by the last `rebuild`): its
+    /// candidate slot, a search only on a collision.
+    #[inline(always)]
+    pub(crate) fn find<T>(&self, items: &[T], num: u32, key: impl Fn(&T) -> u32) -> Option<usize> {
+        let i = self.candidate(num);
+        if items.get(i).is_some_and(|x| key(x) == num) {
+            return Some(i);
+        }
+        items.iter().position(|x| key(x) == num)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,16 @@ use super::*;
 impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Create a CQ of 2^log_size 64-byte CQEs reporting to the driver's EQ.
     pub fn create_cq(&mut self, log_size: u8) -> Result<Cqn, Error> {
+        let cq = self.new_cq(log_size, self.uar.unwrap_or(0))?;
+        let cqn = cq.cqn;
+        self.cqs.push(cq);
+        self.reindex();
+        Ok(cqn)
+    }
+
+    /// CREATE_CQ of 2^log_size CQEs whose doorbells go through UAR page `uar`; the ring is the
+    /// caller's to keep (the device's list or a [`crate::QueueGroup`]).
+    pub(crate) fn new_cq(&mut self, log_size: u8, uar: u32) -> Result<Cq<H::Dma>, Error> {
         self.alive()?;
         if log_size > self.caps.log_max_cq_sz || log_size > 16 {
             return Err(Error::InvalidArgument("CQ size"));
@@ -26,7 +36,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let c = create_cq_in::cq_context;
         set(&mut self.inb, cqc::cqe_sz.at(c), 0);
         set(&mut self.inb, cqc::log_cq_size.at(c), log_size as u64);
-        set(&mut self.inb, cqc::uar_page.at(c), self.uar.unwrap_or(0) as u64);
+        set(&mut self.inb, cqc::uar_page.at(c), uar as u64);
         set(&mut self.inb, cqc::c_eqn.at(c), eqn as u64);
         set(&mut self.inb, cqc::log_page_size.at(c), 0);
         set(&mut self.inb, cqc::dbr_addr.at(c), dbr.paddr());
@@ -39,9 +49,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         dbr.write_be32(4, CQ_DB_POLLING_ARM);
         self.run(in_len, create_cq_out::LAYOUT.size)?;
         let cqn = Cqn(self.out(create_cq_out::cqn) as u32);
-        self.cqs.push(Cq { cqn, buf, dbr, log_size, ci: 0, broken: false });
-        self.reindex();
-        Ok(cqn)
+        Ok(Cq { cqn, buf, dbr, log_size, ci: 0, broken: false })
     }
 
     pub fn destroy_cq(&mut self, cqn: Cqn) -> Result<(), Error> {

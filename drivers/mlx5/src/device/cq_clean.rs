@@ -19,57 +19,64 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         if self.failed.is_some() || self.cqs[ci_idx].broken {
             return;
         }
-        let c = &self.cqs[ci_idx];
-        let (size, ci, log) = (1u32 << c.log_size, c.ci, c.log_size);
-        let own = cqe64::op_own.byte();
-        let at = |i: u32| ((i & (size - 1)) as usize) * cqe64::LAYOUT.size;
-        let sw_owned = |buf: &H::Dma, i: u32| {
-            let op_own = buf.read_u8(at(i) + own);
-            (op_own >> 4) != cqe_op::INVALID && u32::from(op_own & 1) == (i >> log) & 1
-        };
-        // The CQEs software owns now: [ci, pi).
-        let mut pi = ci;
-        while pi.wrapping_sub(ci) < size && sw_owned(&c.buf, pi) {
-            pi = pi.wrapping_add(1);
-        }
-        core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
-        // Newest first: a kept CQE moves `freed` slots on (towards the producer).
-        let mut freed = 0u32;
-        let mut recycle: Vec<u16> = Vec::new();
-        let mut i = pi;
-        while i != ci {
-            i = i.wrapping_sub(1);
-            let mut e = [0u8; 64];
-            self.cqs[ci_idx].buf.read(at(i), &mut e);
-            if get(&e, cqe64::qpn) as u32 == qpn.0 {
-                freed += 1;
-                let op = get(&e, cqe64::opcode) as u8;
-                if srq.is_some() && !matches!(op, cqe_op::REQ | cqe_op::REQ_ERR) {
-                    recycle.push(get(&e, cqe64::wqe_counter) as u16);
-                }
-            } else if freed > 0 {
-                let c = &self.cqs[ci_idx];
-                let dst = i.wrapping_add(freed);
-                let dst_owner = c.buf.read_u8(at(dst) + own) & 1;
-                e[own] = (e[own] & !1) | dst_owner;
-                c.buf.write(at(dst), &e);
+        let s = srq.and_then(|s| self.srqs.get_mut(s.0 as usize)).and_then(|s| s.as_mut());
+        let (freed, bad) = clean_ring(&mut self.cqs[ci_idx], qpn, srq.is_some(), s);
+        self.stats.cqes_cleaned += freed;
+        self.stats.bad_cqes += bad;
+    }
+}
+
+/// Take QP `qpn`'s CQEs out of `c`; with `on_srq` its receives go back to `srq`. Returns the
+/// CQEs taken out and the receives `srq` did not know (counted as bad CQEs).
+pub(crate) fn clean_ring<D: DmaRegion>(c: &mut Cq<D>, qpn: Qpn, on_srq: bool, srq: Option<&mut Srq<D>>) -> (u64, u64) {
+    let (size, ci, log) = (1u32 << c.log_size, c.ci, c.log_size);
+    let own = cqe64::op_own.byte();
+    let at = |i: u32| ((i & (size - 1)) as usize) * cqe64::LAYOUT.size;
+    let sw_owned = |buf: &D, i: u32| {
+        let op_own = buf.read_u8(at(i) + own);
+        (op_own >> 4) != cqe_op::INVALID && u32::from(op_own & 1) == (i >> log) & 1
+    };
+    // The CQEs software owns now: [ci, pi).
+    let mut pi = ci;
+    while pi.wrapping_sub(ci) < size && sw_owned(&c.buf, pi) {
+        pi = pi.wrapping_add(1);
+    }
+    core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
+    // Newest first: a kept CQE moves `freed` slots on (towards the producer).
+    let mut freed = 0u32;
+    let mut recycle: Vec<u16> = Vec::new();
+    let mut i = pi;
+    while i != ci {
+        i = i.wrapping_sub(1);
+        let mut e = [0u8; 64];
+        c.buf.read(at(i), &mut e);
+        if get(&e, cqe64::qpn) as u32 == qpn.0 {
+            freed += 1;
+            let op = get(&e, cqe64::opcode) as u8;
+            if on_srq && !matches!(op, cqe_op::REQ | cqe_op::REQ_ERR) {
+                recycle.push(get(&e, cqe64::wqe_counter) as u16);
             }
+        } else if freed > 0 {
+            let dst = i.wrapping_add(freed);
+            let dst_owner = c.buf.read_u8(at(dst) + own) & 1;
+            e[own] = (e[own] & !1) | dst_owner;
+            c.buf.write(at(dst), &e);
         }
-        if freed == 0 {
-            return;
-        }
-        let c = &mut self.cqs[ci_idx];
-        c.ci = ci.wrapping_add(freed);
-        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-        c.dbr.write_be32(0, c.ci & 0xff_ffff);
-        self.stats.cqes_cleaned += u64::from(freed);
-        if let Some(s) = srq.and_then(|s| self.srqs.get_mut(s.0 as usize)).and_then(|s| s.as_mut()) {
-            // Oldest first, as the adapter consumed them.
-            for &counter in recycle.iter().rev() {
-                if !s.repost(counter) {
-                    self.stats.bad_cqes += 1;
-                }
+    }
+    if freed == 0 {
+        return (0, 0);
+    }
+    c.ci = ci.wrapping_add(freed);
+    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+    c.dbr.write_be32(0, c.ci & 0xff_ffff);
+    let mut bad = 0;
+    if let Some(s) = srq {
+        // Oldest first, as the adapter consumed them.
+        for &counter in recycle.iter().rev() {
+            if !s.repost(counter) {
+                bad += 1;
             }
         }
     }
+    (u64::from(freed), bad)
 }

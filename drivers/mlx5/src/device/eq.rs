@@ -14,6 +14,21 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         Ok(())
     }
 
+    /// ALLOC_UAR for a queue group: a page of its own (refused if outside BAR0).
+    pub(super) fn alloc_uar_page(&mut self) -> Result<u32, Error> {
+        self.simple(op::ALLOC_UAR, 0, alloc_uar_in::LAYOUT.size, &[])?;
+        let uar = self.out(alloc_uar_out::uar) as u32;
+        if (uar as usize + 1) * PAGE > self.bar.size() {
+            let _ = self.dealloc_uar_page(uar);
+            return Err(Error::BadOutput { opcode: op::ALLOC_UAR, what: "UAR index outside BAR0" });
+        }
+        Ok(uar)
+    }
+
+    pub(super) fn dealloc_uar_page(&mut self, uar: u32) -> Result<(), Error> {
+        self.simple(op::DEALLOC_UAR, 0, dealloc_uar_in::LAYOUT.size, &[(dealloc_uar_in::uar, uar as u64)])
+    }
+
     pub(crate) fn uar_base(&self) -> usize {
         self.uar.unwrap_or(0) as usize * PAGE
     }

@@ -5,6 +5,7 @@ mod caps;
 mod cq;
 mod cq_clean;
 mod eq;
+mod group;
 mod keys;
 mod port;
 mod qcounter;
@@ -14,6 +15,7 @@ mod srq;
 mod teardown;
 
 pub use srq::{Srq, SrqId};
+pub(crate) use recovery::{flush_sq, flush_srq};
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -27,7 +29,7 @@ use crate::layout::{get, set, set_bytes, Field};
 use hal::{DmaRegion, Hal, Mmio, PhysAddr};
 use rdma::{Access, Cqn, Lkey, Pdn, Qpn, RcConnectAttrs, Rkey};
 
-const PAGE: usize = 4096;
+pub(crate) const PAGE: usize = 4096;
 /// MTT entries per CREATE_MKEY (0x110 + 8 * n <= MAX_MSG).
 const MTT_PER_CMD: usize = (MAX_MSG - 0x110) / 8;
 
@@ -261,7 +263,22 @@ pub(crate) struct SqSlot {
     pub opcode: u8,
 }
 
+/// What the QP state-change commands need to know of a QP (copied out, so the commands
+/// can run for a QP whose ring lives in a [`crate::QueueGroup`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QpCtl {
+    pub qpn: Qpn,
+    pub kind: QpKind,
+    pub send_cq: Cqn,
+    pub recv_cq: Cqn,
+    pub dbr: PhysAddr,
+}
+
 impl<D: DmaRegion> Qp<D> {
+    pub(crate) fn ctl(&self) -> QpCtl {
+        QpCtl { qpn: self.qpn, kind: self.kind, send_cq: self.send_cq, recv_cq: self.recv_cq, dbr: self.dbr.paddr() }
+    }
+
     /// Byte offset of the SQ inside `buf`.
     pub fn sq_offset(&self) -> usize {
         if self.srq.is_some() {
@@ -323,7 +340,7 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     pub(crate) qps: Vec<Qp<H::Dma>>,
     /// CQN / QPN → position in `cqs` / `qps` (rebuilt by `reindex` when they change).
     cq_pos: crate::objindex::ObjIndex,
-    qp_pos: crate::objindex::ObjIndex,
+    pub(crate) qp_pos: crate::objindex::ObjIndex,
     /// Shared receive queues by [`SrqId`] slot (None: destroyed).
     pub(crate) srqs: Vec<Option<Srq<H::Dma>>>,
     events: Vec<AsyncEvent>,
@@ -338,6 +355,11 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     pub(crate) qcounters: Option<qcounter::QueueCounters>,
     /// Why the device failed, while it is failed ([`recovery`]).
     pub(crate) failed: Option<Error>,
+    /// Device generation: bumped at every failure; a [`crate::QueueGroup`] made in an older one
+    /// holds objects the reset dropped.
+    pub(crate) generation: u32,
+    /// Records of the queue groups made ([`group`]), by the group's slot.
+    pub(crate) groups: Vec<Option<group::GroupRecord>>,
 }
 
 fn clear(b: &mut [u8]) {
@@ -398,6 +420,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             port_mtu: Default::default(),
             qcounters: None,
             failed: None,
+            generation: 0,
+            groups: Vec::new(),
         };
         match dev.steps() {
             Ok(()) => Ok(dev),
@@ -569,11 +593,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Position of QP `qpn` in `qps`: by its number's low bits, a search only on a collision.
     #[inline]
     pub(crate) fn qp_index(&self, qpn: Qpn) -> Result<usize, Error> {
-        let i = self.qp_pos.candidate(qpn.0);
-        if self.qps.get(i).is_some_and(|q| q.qpn == qpn) {
-            return Ok(i);
-        }
-        self.qps.iter().position(|q| q.qpn == qpn).ok_or(Error::NoSuchObject { kind: "QP", id: qpn.0 })
+        self.qp_pos.find(&self.qps, qpn.0, |q| q.qpn.0).ok_or(Error::NoSuchObject { kind: "QP", id: qpn.0 })
     }
 
     /// Position of CQ `cqn` in `cqs` (as [`qp_index`](Self::qp_index)).

@@ -37,16 +37,41 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     ) -> Result<Qpn, Error> {
         self.alive()?;
         let rmpn = match srq {
-            Some(id) => Some(self.srq(id).ok_or(Error::NoSuchObject { kind: "SRQ", id: id.0 })?.rmpn),
+            Some(id) => Some((id, self.srq(id).ok_or(Error::NoSuchObject { kind: "SRQ", id: id.0 })?.rmpn)),
             None => None,
         };
-        let pd = self.pd.ok_or(Error::InvalidArgument("no PD"))?;
         if self.cq(send_cq).is_none() {
             return Err(Error::NoSuchObject { kind: "CQ", id: send_cq.0 });
         }
         if self.cq(recv_cq).is_none() {
             return Err(Error::NoSuchObject { kind: "CQ", id: recv_cq.0 });
         }
+        if kind == QpKind::Gsi && self.qps.iter().any(|q| q.kind == QpKind::Gsi) {
+            return Err(Error::InvalidArgument("GSI QP exists"));
+        }
+        let qp = self.new_qp(kind, (send_cq, recv_cq), log_sq, log_rq, log_rq_stride, rmpn, self.uar.unwrap_or(0))?;
+        let qpn = qp.qpn;
+        self.qps.push(qp);
+        self.reindex();
+        Ok(qpn)
+    }
+
+    /// CREATE_QP completing to `cqs` (send, receive), taking its receives from the SRQ
+    /// `srq` (its id and RMP number) or its own RQ, ringing through UAR page `uar`; the ring is
+    /// the caller's to keep (the device's list or a [`crate::QueueGroup`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new_qp(
+        &mut self,
+        kind: QpKind,
+        (send_cq, recv_cq): (Cqn, Cqn),
+        log_sq: u8,
+        log_rq: u8,
+        log_rq_stride: u8,
+        srq: Option<(SrqId, u32)>,
+        uar: u32,
+    ) -> Result<Qp<H::Dma>, Error> {
+        self.alive()?;
+        let pd = self.pd.ok_or(Error::InvalidArgument("no PD"))?;
         if log_sq > 15 || log_rq > 15 || log_rq_stride > 7 || log_sq > self.caps.log_max_qp_sz || log_rq > self.caps.log_max_qp_sz {
             return Err(Error::InvalidArgument("QP size"));
         }
@@ -77,14 +102,14 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut self.inb, qpc::st.at(q), s);
         set(&mut self.inb, qpc::pm_state.at(q), 3);
         set(&mut self.inb, qpc::pd.at(q), pd.0 as u64);
-        set(&mut self.inb, qpc::uar_page.at(q), self.uar.unwrap_or(0) as u64);
+        set(&mut self.inb, qpc::uar_page.at(q), uar as u64);
         set(&mut self.inb, qpc::log_page_size.at(q), 0);
         set(&mut self.inb, qpc::rlky.at(q), 1);
         set(&mut self.inb, qpc::fre.at(q), 1);
         set(&mut self.inb, qpc::log_rq_size.at(q), log_rq as u64);
         set(&mut self.inb, qpc::log_rq_stride.at(q), log_rq_stride as u64);
         set(&mut self.inb, qpc::log_sq_size.at(q), log_sq as u64);
-        match rmpn {
+        match srq.map(|(_, n)| n) {
             Some(n) => {
                 set(&mut self.inb, qpc::rq_type.at(q), mlx5_ifc::rq_type::SRQ as u64);
                 set(&mut self.inb, qpc::srqn_rmpn_xrqn.at(q), n as u64);
@@ -103,7 +128,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         self.run(in_len, create_qp_out::LAYOUT.size)?;
         let qpn = Qpn(self.out(create_qp_out::qpn) as u32);
-        self.qps.push(Qp {
+        Ok(Qp {
             qpn,
             kind,
             buf,
@@ -122,10 +147,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             rq_wrid: alloc::vec![0; 1 << log_rq],
             sq_unrung: None,
             next_fence: false,
-            srq,
-        });
-        self.reindex();
-        Ok(qpn)
+            srq: srq.map(|(id, _)| id),
+        })
     }
 
     pub fn qp(&self, qpn: Qpn) -> Option<&Qp<H::Dma>> {
@@ -144,8 +167,14 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// RESET → INIT.
     pub fn qp_rst2init(&mut self, qpn: Qpn, access: Access) -> Result<(), Error> {
         let i = self.qp_index(qpn)?;
-        let (kind, scq, rcq) = (self.qps[i].kind, self.qps[i].send_cq, self.qps[i].recv_cq);
-        let dbr = self.qps[i].dbr.paddr();
+        self.rst2init(self.qps[i].ctl(), access)?;
+        self.qps[i].state = QpState::Init;
+        Ok(())
+    }
+
+    /// RST2INIT_QP for the QP `c` describes (its state is the caller's to set).
+    pub(crate) fn rst2init(&mut self, c: QpCtl, access: Access) -> Result<(), Error> {
+        let QpCtl { qpn, kind, send_cq: scq, recv_cq: rcq, dbr } = c;
         let pd = self.pd.map(|p| p.0).unwrap_or(0);
         let len = self.begin_modify(op::RST2INIT_QP, qpn);
         let q = rst2init_qp_in::qpc;
@@ -169,15 +198,20 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                 set(&mut self.inb, qpc::rwe.at(q), access.remote_write as u64);
             }
         }
-        self.run(len, rst2init_qp_out::LAYOUT.size)?;
-        self.qps[i].state = QpState::Init;
-        Ok(())
+        self.run(len, rst2init_qp_out::LAYOUT.size)
     }
 
     /// INIT → RTR for an RC QP towards a RoCEv2 peer.
     pub fn qp_init2rtr(&mut self, qpn: Qpn, a: &RcConnectAttrs) -> Result<(), Error> {
         let i = self.qp_index(qpn)?;
-        let kind = self.qps[i].kind;
+        self.init2rtr(self.qps[i].ctl(), a)?;
+        self.qps[i].state = QpState::Rtr;
+        Ok(())
+    }
+
+    /// INIT2RTR_QP for the QP `c` describes (its state is the caller's to set).
+    pub(crate) fn init2rtr(&mut self, c: QpCtl, a: &RcConnectAttrs) -> Result<(), Error> {
+        let (qpn, kind) = (c.qpn, c.kind);
         mtu_bytes_to_enum(a.mtu).map(u64::from).ok_or(Error::InvalidArgument("path MTU"))?;
         // Never more than the port carries (firmware refuses a path MTU over the port's max).
         let mtu = mtu_bytes_to_enum(a.mtu.min(self.port_mtu.max_path_mtu())).map(u64::from).ok_or(Error::InvalidArgument("path MTU"))?;
@@ -208,15 +242,20 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             let sport = if a.udp_sport >= 0xc000 { a.udp_sport } else { rocev2_sport(qpn, a.remote_qpn) };
             set(&mut self.inb, ads::udp_sport.at(path), sport as u64);
         }
-        self.run(len, init2rtr_qp_out::LAYOUT.size)?;
-        self.qps[i].state = QpState::Rtr;
-        Ok(())
+        self.run(len, init2rtr_qp_out::LAYOUT.size)
     }
 
     /// RTR → RTS.
     pub fn qp_rtr2rts(&mut self, qpn: Qpn, a: &RcConnectAttrs) -> Result<(), Error> {
         let i = self.qp_index(qpn)?;
-        let kind = self.qps[i].kind;
+        self.rtr2rts(self.qps[i].ctl(), a)?;
+        self.qps[i].state = QpState::Rts;
+        Ok(())
+    }
+
+    /// RTR2RTS_QP for the QP `c` describes (its state is the caller's to set).
+    pub(crate) fn rtr2rts(&mut self, c: QpCtl, a: &RcConnectAttrs) -> Result<(), Error> {
+        let (qpn, kind) = (c.qpn, c.kind);
         let len = self.begin_modify(op::RTR2RTS_QP, qpn);
         let q = rtr2rts_qp_in::qpc;
         let path = qpc::primary_address_path.at(q);
@@ -229,9 +268,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             set(&mut self.inb, qpc::log_sra_max.at(q), sra as u64);
             set(&mut self.inb, ads::ack_timeout.at(path), a.timeout.min(31) as u64);
         }
-        self.run(len, rtr2rts_qp_out::LAYOUT.size)?;
-        self.qps[i].state = QpState::Rts;
-        Ok(())
+        self.run(len, rtr2rts_qp_out::LAYOUT.size)
     }
 
     /// RESET → INIT → RTR → RTS for an RC QP.

@@ -47,6 +47,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             _ => log::error!("mlx5: device failed ({cause}); {}; resetting the function", HealthReport::read(&self.bar)),
         }
         self.failed = Some(cause);
+        self.generation = self.generation.wrapping_add(1);
         self.stats.device_failures += 1;
         // PCIe FLR when the platform can (it reaches the function even when the firmware no
         // longer reads the init segment); else the firmware's own reset.
@@ -89,6 +90,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// reporting to it are in ERROR and their outstanding work is flushed by the driver when
     /// the CQ is polled; the app sees flush errors and closes them.
     pub(crate) fn cq_failed(&mut self, cqn: Cqn) {
+        if self.group_event(event::CQ_ERROR, cqn.0) {
+            log::warn!("mlx5: CQ {} of a queue group in error: its QPs' work is flushed", cqn.0);
+            return;
+        }
         let Ok(i) = self.cq_index(cqn) else { return };
         log::warn!("mlx5: CQ {} in error: its QPs' work is flushed", cqn.0);
         self.cqs[i].broken = true;
@@ -103,35 +108,17 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let mut n = 0;
         for q in self.qps.iter_mut() {
             if q.send_cq == cqn {
-                while n < out.len() && q.sq_ci != q.sq_pi {
-                    let ring = 1usize << q.log_sq;
-                    let slot = q.sq_slots[q.sq_ci as usize & (ring - 1)];
-                    q.sq_ci = q.sq_ci.wrapping_add(slot.wqebbs.max(1) as u16);
-                    let opcode = crate::datapath::slot_wc_opcode(slot.opcode);
-                    out[n] = Completion { wr_id: slot.wr_id, status: WcStatus::WrFlushed, opcode, qpn: q.qpn, ..Default::default() };
-                    n += 1;
-                }
-                q.sq_unrung = None;
+                flush_sq(q, out, &mut n);
             }
-            if q.recv_cq == cqn && q.srq.is_none() {
-                while n < out.len() && q.rq_tail != q.rq_head {
-                    let ring = 1usize << q.log_rq;
-                    let wr_id = q.rq_wrid[q.rq_tail as usize & (ring - 1)];
-                    q.rq_tail = q.rq_tail.wrapping_add(1);
-                    out[n] = Completion { wr_id, status: WcStatus::WrFlushed, opcode: WcOpcode::Recv, qpn: q.qpn, ..Default::default() };
-                    n += 1;
-                }
+            if q.recv_cq == cqn {
+                flush_rq(q, out, &mut n);
             }
         }
         // An SRQ's receives flush on the receive CQ of a QP taking from it.
         for (s, srq) in self.srqs.iter_mut().enumerate() {
             let Some(srq) = srq.as_mut() else { continue };
             let Some(q) = self.qps.iter().find(|q| q.srq == Some(SrqId(s as u32)) && q.recv_cq == cqn) else { continue };
-            while n < out.len() {
-                let Some(wr_id) = srq.flush_one() else { break };
-                out[n] = Completion { wr_id, status: WcStatus::WrFlushed, opcode: WcOpcode::Recv, qpn: q.qpn, ..Default::default() };
-                n += 1;
-            }
+            flush_srq(srq, q.qpn, out, &mut n);
         }
         self.stats.flushed_on_failure += n as u64;
         n
@@ -146,7 +133,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             return Ok(());
         }
         let _ = self.destroy_raw_eth();
-        let left = self.qps.len() + self.cqs.len() + self.mkeys.len() + self.srqs.iter().flatten().count();
+        let left = self.qps.len() + self.cqs.len() + self.mkeys.len() + self.srqs.iter().flatten().count() + self.forget_groups();
         if left > 0 {
             log::warn!("mlx5: recovery: {left} objects of the failed device were not released; forgotten");
         }
@@ -192,5 +179,42 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.failed = None;
         self.stage = Stage::CmdQueue;
         self.steps()
+    }
+}
+
+/// `q`'s outstanding send work as flush errors into `out[*n..]` (as far as it has room); what
+/// was written and not announced is dropped.
+pub(crate) fn flush_sq<D: DmaRegion>(q: &mut Qp<D>, out: &mut [Completion], n: &mut usize) {
+    while *n < out.len() && q.sq_ci != q.sq_pi {
+        let ring = 1usize << q.log_sq;
+        let slot = q.sq_slots[q.sq_ci as usize & (ring - 1)];
+        q.sq_ci = q.sq_ci.wrapping_add(slot.wqebbs.max(1) as u16);
+        let opcode = crate::datapath::slot_wc_opcode(slot.opcode);
+        out[*n] = Completion { wr_id: slot.wr_id, status: WcStatus::WrFlushed, opcode, qpn: q.qpn, ..Default::default() };
+        *n += 1;
+    }
+    q.sq_unrung = None;
+}
+
+/// `q`'s own outstanding receives (none on an SRQ) as flush errors into `out[*n..]`.
+pub(crate) fn flush_rq<D: DmaRegion>(q: &mut Qp<D>, out: &mut [Completion], n: &mut usize) {
+    if q.srq.is_some() {
+        return;
+    }
+    while *n < out.len() && q.rq_tail != q.rq_head {
+        let ring = 1usize << q.log_rq;
+        let wr_id = q.rq_wrid[q.rq_tail as usize & (ring - 1)];
+        q.rq_tail = q.rq_tail.wrapping_add(1);
+        out[*n] = Completion { wr_id, status: WcStatus::WrFlushed, opcode: WcOpcode::Recv, qpn: q.qpn, ..Default::default() };
+        *n += 1;
+    }
+}
+
+/// `srq`'s posted receives as flush errors reported on QP `qpn` into `out[*n..]`.
+pub(crate) fn flush_srq<D: DmaRegion>(srq: &mut Srq<D>, qpn: Qpn, out: &mut [Completion], n: &mut usize) {
+    while *n < out.len() {
+        let Some(wr_id) = srq.flush_one() else { break };
+        out[*n] = Completion { wr_id, status: WcStatus::WrFlushed, opcode: WcOpcode::Recv, qpn, ..Default::default() };
+        *n += 1;
     }
 }

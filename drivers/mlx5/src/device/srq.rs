@@ -54,6 +54,35 @@ pub struct Srq<D> {
 }
 
 impl<D: DmaRegion> Srq<D> {
+    /// Post receives in order with one doorbell-record update for all of them. On an error
+    /// (full) the ones before it are posted.
+    pub(crate) fn post_batch(&mut self, wrs: &[RecvWr]) -> Result<(), Error> {
+        let mut r = Ok(());
+        let before = self.counter;
+        for wr in wrs {
+            if self.head == self.tail {
+                r = Err(Error::InvalidArgument("SRQ full"));
+                break;
+            }
+            let h = self.head as usize;
+            let mut d = [0u8; 16];
+            set(&mut d, wqe_data_seg::byte_count, wr.sge.len as u64);
+            set(&mut d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
+            set(&mut d, wqe_data_seg::addr, wr.sge.addr);
+            self.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
+            self.wrid[h] = wr.wr_id;
+            self.busy[h] = true;
+            self.posted += 1;
+            self.head = self.next[h];
+            self.counter = self.counter.wrapping_add(1);
+        }
+        if self.counter != before {
+            core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+            self.dbr.write_be32(0, self.counter as u32);
+        }
+        r
+    }
+
     /// Receives that can still be posted.
     pub fn free_slots(&self) -> usize {
         self.capacity().saturating_sub(self.posted)
@@ -86,6 +115,13 @@ impl<D: DmaRegion> Srq<D> {
 }
 
 impl<D: DmaRegion> Srq<D> {
+    /// Whether a limit event arrived since the last call.
+    pub(crate) fn take_limit(&mut self) -> bool {
+        let new = self.limit_events > self.limit_reported;
+        self.limit_reported = self.limit_events;
+        new
+    }
+
     /// WQE `counter`, consumed by a receive CQE that was cleaned away, posted again with the
     /// same `wr_id` and data segment (its buffer stays with the SRQ). False if it was not posted.
     pub(crate) fn repost(&mut self, counter: u16) -> bool {
@@ -122,6 +158,23 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// CREATE_RMP of 2^log_size WQEs of one scatter entry each (2^log_size - 1 receives), limit
     /// `lwm` armed at once when non-zero.
     pub fn create_srq(&mut self, log_size: u8, lwm: u16) -> Result<SrqId, Error> {
+        let srq = self.new_srq(log_size, lwm)?;
+        let slot = match self.srqs.iter().position(|s| s.is_none()) {
+            Some(i) => {
+                self.srqs[i] = Some(srq);
+                i
+            }
+            None => {
+                self.srqs.push(Some(srq));
+                self.srqs.len() - 1
+            }
+        };
+        Ok(SrqId(slot as u32))
+    }
+
+    /// CREATE_RMP of 2^log_size receive WQEs (limit `lwm`, 0 = none); the ring is the caller's
+    /// to keep (the device's list or a [`crate::QueueGroup`]).
+    pub(crate) fn new_srq(&mut self, log_size: u8, lwm: u16) -> Result<Srq<H::Dma>, Error> {
         self.alive()?;
         let pd = self.pd.ok_or(Error::InvalidArgument("no PD"))?;
         if !(1..=15).contains(&log_size) || log_size > self.caps.log_max_srq_sz {
@@ -175,17 +228,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         self.run(in_len, create_rmp_out::LAYOUT.size)?;
         srq.rmpn = self.out(create_rmp_out::rmpn) as u32;
-        let slot = match self.srqs.iter().position(|s| s.is_none()) {
-            Some(i) => {
-                self.srqs[i] = Some(srq);
-                i
-            }
-            None => {
-                self.srqs.push(Some(srq));
-                self.srqs.len() - 1
-            }
-        };
-        Ok(SrqId(slot as u32))
+        Ok(srq)
     }
 
     pub fn srq(&self, id: SrqId) -> Option<&Srq<H::Dma>> {
@@ -205,30 +248,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             return Err(Error::DeviceFailed);
         }
         let s = self.srqs.get_mut(id.0 as usize).and_then(|s| s.as_mut()).ok_or(Error::NoSuchObject { kind: "SRQ", id: id.0 })?;
-        let mut r = Ok(());
-        let before = s.counter;
-        for wr in wrs {
-            if s.head == s.tail {
-                r = Err(Error::InvalidArgument("SRQ full"));
-                break;
-            }
-            let h = s.head as usize;
-            let mut d = [0u8; 16];
-            set(&mut d, wqe_data_seg::byte_count, wr.sge.len as u64);
-            set(&mut d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
-            set(&mut d, wqe_data_seg::addr, wr.sge.addr);
-            s.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
-            s.wrid[h] = wr.wr_id;
-            s.busy[h] = true;
-            s.posted += 1;
-            s.head = s.next[h];
-            s.counter = s.counter.wrapping_add(1);
-        }
-        if s.counter != before {
-            core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-            s.dbr.write_be32(0, s.counter as u32);
-        }
-        r
+        s.post_batch(wrs)
     }
 
     /// Arm the SRQ limit: one SRQ_RQ_LIMIT event when fewer than `lwm` receives remain.
@@ -238,6 +258,11 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             return Err(Error::InvalidArgument("SRQ limit"));
         }
         let rmpn = s.rmpn;
+        self.modify_rmp_lwm(rmpn, lwm)
+    }
+
+    /// MODIFY_RMP setting RMP `rmpn`'s limit (arming its limit event).
+    pub(super) fn modify_rmp_lwm(&mut self, rmpn: u32, lwm: u16) -> Result<(), Error> {
         let len = modify_rmp_in::LAYOUT.size;
         self.begin(op::MODIFY_RMP, 0, len);
         set(&mut self.inb, modify_rmp_in::rmpn, rmpn as u64);
@@ -262,13 +287,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 
     /// Whether a limit event arrived since the last call (slow path).
     pub fn take_srq_limit(&mut self, id: SrqId) -> bool {
-        match self.srqs.get_mut(id.0 as usize).and_then(|s| s.as_mut()) {
-            Some(s) if s.limit_events > s.limit_reported => {
-                s.limit_reported = s.limit_events;
-                true
-            }
-            _ => false,
-        }
+        self.srqs.get_mut(id.0 as usize).and_then(|s| s.as_mut()).is_some_and(|s| s.take_limit())
     }
 
     /// Live SRQs (leak checks).
@@ -278,6 +297,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 
     /// An SRQ event from the EQ (slow path): count it on the RMP it names.
     pub(super) fn srq_event(&mut self, ty: u8, rmpn: u32) {
+        if self.group_event(ty, rmpn) {
+            return;
+        }
         if let Some(s) = self.srqs.iter_mut().flatten().find(|s| s.rmpn == rmpn) {
             match ty {
                 event::SRQ_RQ_LIMIT => s.limit_events += 1,

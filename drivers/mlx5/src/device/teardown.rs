@@ -22,6 +22,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             if self.raw.is_some() {
                 note(self.destroy_raw_eth());
             }
+            note(self.destroy_group_objects());
             while let Some(q) = self.qps.last() {
                 let qpn = q.qpn;
                 let r = self.simple(op::DESTROY_QP, 0, destroy_qp_in::LAYOUT.size, &[(destroy_qp_in::qpn, qpn.0 as u64)]);

@@ -1,0 +1,249 @@
+//! The control part of queue groups ([`crate::QueueGroup`]): creating one (its UAR page, CQ and
+//! SRQ by firmware commands), creating, connecting and destroying QPs in it, the device events
+//! that concern it, and what a device failure means for it. The device keeps a record of each
+//! group's objects (not their rings), so events find their group, teardown destroys what the
+//! app did not, and recovery counts what it forgot.
+
+use super::*;
+use crate::group::QueueGroup;
+
+/// What the device remembers of a group: its objects on the adapter and the events for it.
+pub(crate) struct GroupRecord {
+    uar: u32,
+    cqn: Cqn,
+    rmpn: u32,
+    qpns: Vec<Qpn>,
+    /// SRQ limit events seen for the group's SRQ, and CQ error / SRQ catastrophic error.
+    limit_events: u64,
+    cq_broken: bool,
+    srq_failed: bool,
+}
+
+impl<H: Hal, M: Mmio + Clone> Mlx5<H, M> {
+    /// A queue group: a UAR page of its own (ALLOC_UAR), a CQ of 2^`log_cq` CQEs ringing
+    /// through it, and an SRQ of 2^`log_srq` WQEs (2^`log_srq` - 1 receives). On failure what
+    /// was made is released.
+    pub fn create_group(&mut self, log_cq: u8, log_srq: u8) -> Result<QueueGroup<H::Dma, M>, Error> {
+        self.alive()?;
+        let uar = self.alloc_uar_page()?;
+        let cq = match self.new_cq(log_cq, uar) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = self.dealloc_uar_page(uar);
+                return Err(e);
+            }
+        };
+        let srq = match self.new_srq(log_srq, 0) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = self.simple(op::DESTROY_CQ, 0, destroy_cq_in::LAYOUT.size, &[(destroy_cq_in::cqn, cq.cqn.0 as u64)]);
+                let _ = self.dealloc_uar_page(uar);
+                return Err(e);
+            }
+        };
+        let rec = GroupRecord { uar, cqn: cq.cqn, rmpn: srq.rmpn, qpns: Vec::new(), limit_events: 0, cq_broken: false, srq_failed: false };
+        let id = match self.groups.iter().position(|g| g.is_none()) {
+            Some(i) => {
+                self.groups[i] = Some(rec);
+                i
+            }
+            None => {
+                self.groups.push(Some(rec));
+                self.groups.len() - 1
+            }
+        };
+        Ok(QueueGroup {
+            id,
+            generation: self.generation,
+            uar,
+            bar: self.bar.clone(),
+            cq,
+            srq,
+            qps: Vec::new(),
+            qp_pos: crate::objindex::ObjIndex::new(),
+            failed: false,
+            stats: Default::default(),
+        })
+    }
+}
+
+impl<H: Hal, M: Mmio> Mlx5<H, M> {
+    /// `Err(DeviceFailed)` unless `g` was made by the device as it is now (not failed, not
+    /// reset since).
+    fn current(&self, g: &QueueGroup<H::Dma, M>) -> Result<(), Error> {
+        self.alive()?;
+        if g.generation != self.generation {
+            return Err(Error::DeviceFailed);
+        }
+        Ok(())
+    }
+
+    /// An RC QP in RESET in group `g`: sends and receives complete to the group's CQ, receives
+    /// come from its SRQ, doorbells go through its UAR page; `log_sq`: 2^log_sq WQEBBs.
+    pub fn create_group_qp(&mut self, g: &mut QueueGroup<H::Dma, M>, log_sq: u8) -> Result<Qpn, Error> {
+        self.current(g)?;
+        let cqn = g.cq.cqn;
+        let qp = self.new_qp(QpKind::Rc, (cqn, cqn), log_sq, 0, 0, Some((SrqId(g.srq.rmpn), g.srq.rmpn)), g.uar)?;
+        let qpn = qp.qpn;
+        g.qps.push(qp);
+        g.reindex();
+        if let Some(r) = self.groups.get_mut(g.id).and_then(|r| r.as_mut()) {
+            r.qpns.push(qpn);
+        }
+        Ok(qpn)
+    }
+
+    fn group_qp(g: &QueueGroup<H::Dma, M>, qpn: Qpn) -> Result<usize, Error> {
+        g.index(qpn).ok_or(Error::NoSuchObject { kind: "QP", id: qpn.0 })
+    }
+
+    /// RESET → INIT → RTR → RTS for QP `qpn` of group `g` (as [`Mlx5::connect_rc`]).
+    pub fn connect_group_qp(&mut self, g: &mut QueueGroup<H::Dma, M>, qpn: Qpn, a: &RcConnectAttrs) -> Result<(), Error> {
+        self.current(g)?;
+        let i = Self::group_qp(g, qpn)?;
+        let c = g.qps[i].ctl();
+        self.rst2init(c, a.access)?;
+        g.qps[i].state = QpState::Init;
+        self.init2rtr(c, a)?;
+        g.qps[i].state = QpState::Rtr;
+        self.rtr2rts(c, a)?;
+        g.qps[i].state = QpState::Rts;
+        Ok(())
+    }
+
+    /// QP `qpn` of group `g` to ERROR (its outstanding work completes with flush errors).
+    pub fn group_qp_to_error(&mut self, g: &mut QueueGroup<H::Dma, M>, qpn: Qpn) -> Result<(), Error> {
+        let i = Self::group_qp(g, qpn)?;
+        if g.generation == self.generation {
+            self.simple(op::QP_2ERR, 0, qp_2err_in::LAYOUT.size, &[(qp_2err_in::qpn, qpn.0 as u64)])?;
+        }
+        g.qps[i].state = QpState::Error;
+        Ok(())
+    }
+
+    /// Destroy QP `qpn` of group `g`: moved to ERROR first (it takes from the SRQ), then
+    /// DESTROY_QP, then its CQEs still in the group's CQ are taken out and the receives they
+    /// had taken go back to the group's SRQ ([`cq_clean`]). A group of an older device
+    /// generation just forgets the QP (the reset dropped it on the adapter).
+    pub fn destroy_group_qp(&mut self, g: &mut QueueGroup<H::Dma, M>, qpn: Qpn) -> Result<(), Error> {
+        let i = Self::group_qp(g, qpn)?;
+        if g.generation == self.generation {
+            if !matches!(g.qps[i].state, QpState::Error | QpState::Reset) {
+                self.group_qp_to_error(g, qpn)?;
+            }
+            self.simple(op::DESTROY_QP, 0, destroy_qp_in::LAYOUT.size, &[(destroy_qp_in::qpn, qpn.0 as u64)])?;
+            if self.failed.is_none() && !g.cq.broken {
+                let (freed, bad) = cq_clean::clean_ring(&mut g.cq, qpn, true, Some(&mut g.srq));
+                g.stats.cqes_cleaned += freed;
+                g.stats.bad_cqes += bad;
+            }
+            if let Some(r) = self.groups.get_mut(g.id).and_then(|r| r.as_mut()) {
+                r.qpns.retain(|&q| q != qpn);
+            }
+        }
+        g.qps.remove(i);
+        g.reindex();
+        Ok(())
+    }
+
+    /// Destroy group `g`: its QPs (as [`Mlx5::destroy_group_qp`]), its SRQ, CQ and UAR page.
+    /// A group of an older device generation is only dropped.
+    pub fn destroy_group(&mut self, mut g: QueueGroup<H::Dma, M>) -> Result<(), Error> {
+        while let Some(q) = g.qps.last() {
+            let qpn = q.qpn;
+            self.destroy_group_qp(&mut g, qpn)?;
+        }
+        if g.generation != self.generation {
+            return Ok(());
+        }
+        self.simple(op::DESTROY_RMP, 0, destroy_rmp_in::LAYOUT.size, &[(destroy_rmp_in::rmpn, g.srq.rmpn as u64)])?;
+        self.simple(op::DESTROY_CQ, 0, destroy_cq_in::LAYOUT.size, &[(destroy_cq_in::cqn, g.cq.cqn.0 as u64)])?;
+        self.dealloc_uar_page(g.uar)?;
+        if let Some(r) = self.groups.get_mut(g.id) {
+            *r = None;
+        }
+        Ok(())
+    }
+
+    /// The slow-path hand-over of device state to group `g`: a device failure (or a reset
+    /// since the group was made: its generation is older) marks it failed and its QPs in
+    /// ERROR, so its CQ flushes what is outstanding; a CQ error the adapter reported does the
+    /// same for the group alone; SRQ limit events are counted on its SRQ. Returns whether the
+    /// group is failed.
+    pub fn sync_group(&self, g: &mut QueueGroup<H::Dma, M>) -> bool {
+        if self.failed.is_some() || g.generation != self.generation {
+            g.failed = true;
+        }
+        if let Some(r) = self.groups.get(g.id).and_then(|r| r.as_ref()).filter(|_| g.generation == self.generation) {
+            g.srq.limit_events = r.limit_events;
+            g.cq.broken |= r.cq_broken;
+            g.srq.failed |= r.srq_failed;
+        }
+        if g.failed || g.cq.broken {
+            for q in &mut g.qps {
+                q.state = QpState::Error;
+            }
+        }
+        g.failed
+    }
+
+    /// Arm group `g`'s SRQ limit at `lwm` receives (as [`Mlx5::arm_srq`]).
+    pub fn arm_group_srq(&mut self, g: &mut QueueGroup<H::Dma, M>, lwm: u16) -> Result<(), Error> {
+        self.current(g)?;
+        if lwm == 0 || usize::from(lwm) > g.srq.capacity() {
+            return Err(Error::InvalidArgument("SRQ limit"));
+        }
+        self.modify_rmp_lwm(g.srq.rmpn, lwm)
+    }
+
+    /// Whether group `g`'s SRQ limit was reached since the last call (syncs `g` first).
+    pub fn take_group_srq_limit(&mut self, g: &mut QueueGroup<H::Dma, M>) -> bool {
+        self.sync_group(g);
+        g.srq.take_limit()
+    }
+
+    /// Groups the device holds a record of.
+    pub fn live_groups(&self) -> usize {
+        self.groups.iter().flatten().count()
+    }
+
+    /// An event for a group's CQ or SRQ (called from the EQ; false: no group's).
+    pub(super) fn group_event(&mut self, ty: u8, object: u32) -> bool {
+        for r in self.groups.iter_mut().flatten() {
+            match ty {
+                event::CQ_ERROR if r.cqn.0 == object => r.cq_broken = true,
+                event::SRQ_RQ_LIMIT if r.rmpn == object => r.limit_events += 1,
+                event::SRQ_CATAS_ERROR if r.rmpn == object => r.srq_failed = true,
+                _ => continue,
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Teardown: destroy every group's objects the app did not (their rings are the app's).
+    pub(super) fn destroy_group_objects(&mut self) -> Result<(), Error> {
+        let mut first = Ok(());
+        let groups = core::mem::take(&mut self.groups);
+        for r in groups.into_iter().flatten() {
+            for q in r.qpns {
+                let x = self.simple(op::DESTROY_QP, 0, destroy_qp_in::LAYOUT.size, &[(destroy_qp_in::qpn, q.0 as u64)]);
+                first = first.and(x);
+            }
+            let x = self.simple(op::DESTROY_RMP, 0, destroy_rmp_in::LAYOUT.size, &[(destroy_rmp_in::rmpn, r.rmpn as u64)]);
+            first = first.and(x);
+            let x = self.simple(op::DESTROY_CQ, 0, destroy_cq_in::LAYOUT.size, &[(destroy_cq_in::cqn, r.cqn.0 as u64)]);
+            first = first.and(x);
+            first = first.and(self.dealloc_uar_page(r.uar));
+        }
+        first
+    }
+
+    /// Recovery: the objects of the groups still held (the reset dropped them); the records
+    /// are forgotten.
+    pub(super) fn forget_groups(&mut self) -> usize {
+        let n = self.groups.iter().flatten().map(|r| r.qpns.len() + 3).sum();
+        self.groups.clear();
+        n
+    }
+}

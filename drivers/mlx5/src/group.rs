@@ -1,0 +1,194 @@
+//! A queue group: the data path of one poll group as an object of its own (issue #13).
+//!
+//! A [`QueueGroup`] owns the rings one poller drives: one CQ that the send and receive
+//! completions of all its QPs go to, one SRQ whose receives they share, the SQ state of each of
+//! its QPs, and a UAR page of its own (ALLOC_UAR per group), so two groups never write the same
+//! doorbell register, as rdma-core gives each thread context its own UAR. It implements
+//! [`rdma::DataPath`] by itself and holds no reference to the [`Mlx5`](crate::Mlx5) that
+//! created it: it can live on another thread (it is `Send` when the DMA and MMIO types are).
+//!
+//! The device (the control part) creates it ([`Mlx5::create_group`](crate::Mlx5::create_group)),
+//! creates, connects and destroys QPs in it (each call takes the group) and learns device
+//! events for it: the group hears of them when its owner calls
+//! [`Mlx5::sync_group`](crate::Mlx5::sync_group) on its slow path. A device failure is known by
+//! a generation number the group was stamped with, compared there and not per I/O; a group of an
+//! older generation is flushed (its outstanding work completes with flush errors) and released
+//! without commands (the reset dropped its objects on the adapter).
+//!
+//! Per I/O: a QP is reached from its QPN (in the WR's call or the CQE) through the group's
+//! direct-mapped index (one load and one compare); the rings' mechanics are the crate's one
+//! home for them (`datapath`, `recovery`'s flush).
+
+use alloc::vec::Vec;
+
+use crate::datapath::{decode_cqe, poll_ring, ring_sq, write_send};
+use crate::device::{Cq, Qp, Srq};
+use crate::error::Error;
+use crate::layout::get;
+use crate::objindex::ObjIndex;
+use hal::{DmaRegion, Mmio};
+use rdma::{Completion, Cqn, DataPath, Qpn, RecvWr, SendWr, Srqn, VerbsError};
+
+/// Counters of one group's data path (the device's [`Stats`](crate::Stats) do not include
+/// them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Doorbells written to the group's UAR page, and send WQEs written (a doorbell may
+    /// announce several).
+    pub sq_doorbells: u64,
+    pub send_wqes: u64,
+    /// CQEs naming no QP of the group or no outstanding work (dropped, not reported).
+    pub bad_cqes: u64,
+    /// CQEs of destroyed QPs taken out of the CQ at destroy.
+    pub cqes_cleaned: u64,
+    /// Work requests completed with a flush error because the device or the CQ failed.
+    pub flushed_on_failure: u64,
+}
+
+/// The rings of one poll group (see the module doc). `D`: the platform's DMA region, `M` its
+/// BAR0 window (a handle to the same BAR the device holds).
+pub struct QueueGroup<D, M> {
+    /// Slot in the device's group list, and the device generation the group was made in.
+    pub(crate) id: usize,
+    pub(crate) generation: u32,
+    pub(crate) uar: u32,
+    pub(crate) bar: M,
+    pub(crate) cq: Cq<D>,
+    pub(crate) srq: Srq<D>,
+    pub(crate) qps: Vec<Qp<D>>,
+    pub(crate) qp_pos: ObjIndex,
+    /// The device failed since the group was made (learnt by `Mlx5::sync_group`).
+    pub(crate) failed: bool,
+    pub(crate) stats: GroupStats,
+}
+
+impl<D: DmaRegion, M: Mmio> QueueGroup<D, M> {
+    /// The group's CQ (every QP of the group completes to it).
+    pub fn cqn(&self) -> Cqn {
+        self.cq.cqn
+    }
+    /// The group's SRQ, by its RMP number.
+    pub fn srqn(&self) -> Srqn {
+        Srqn(self.srq.rmpn)
+    }
+    /// The group's own UAR page.
+    pub fn uar(&self) -> u32 {
+        self.uar
+    }
+    pub fn stats(&self) -> GroupStats {
+        self.stats
+    }
+    pub fn live_qps(&self) -> usize {
+        self.qps.len()
+    }
+    pub fn qp(&self, qpn: Qpn) -> Option<&Qp<D>> {
+        self.index(qpn).map(|i| &self.qps[i])
+    }
+    pub fn srq(&self) -> &Srq<D> {
+        &self.srq
+    }
+    /// Whether the group learnt that its device failed (see the module doc).
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
+    #[inline(always)]
+    pub(crate) fn index(&self, qpn: Qpn) -> Option<usize> {
+        self.qp_pos.find(&self.qps, qpn.0, |q| q.qpn.0)
+    }
+
+    pub(crate) fn reindex(&mut self) {
+        self.qp_pos.rebuild(self.qps.iter().map(|q| q.qpn.0));
+    }
+
+    #[inline(always)]
+    fn qp_at(&self, qpn: Qpn) -> Result<usize, Error> {
+        if self.failed {
+            return Err(Error::DeviceFailed);
+        }
+        self.index(qpn).ok_or(Error::NoSuchObject { kind: "QP", id: qpn.0 })
+    }
+
+    #[inline(always)]
+    fn ring(&mut self, i: usize) {
+        if ring_sq(&mut self.qps[i], &self.bar, self.uar as usize * crate::device::PAGE) {
+            self.stats.sq_doorbells += 1;
+        }
+    }
+
+    /// Every work request outstanding on the group's QPs and SRQ as flush errors (the device
+    /// failed or the CQ is broken), up to `out.len()`.
+    fn flush(&mut self, out: &mut [Completion]) -> usize {
+        let mut n = 0;
+        for q in self.qps.iter_mut() {
+            crate::device::flush_sq(q, out, &mut n);
+        }
+        if let Some(q) = self.qps.first() {
+            crate::device::flush_srq(&mut self.srq, q.qpn, out, &mut n);
+        }
+        self.stats.flushed_on_failure += n as u64;
+        n
+    }
+}
+
+impl<D, M> VerbsError for QueueGroup<D, M> {
+    type Error = Error;
+}
+
+impl<D: DmaRegion, M: Mmio> DataPath for QueueGroup<D, M> {
+    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Error> {
+        let i = self.qp_at(qp)?;
+        write_send(&mut self.qps[i], wr, None)?;
+        self.stats.send_wqes += 1;
+        self.ring(i);
+        Ok(())
+    }
+    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Error> {
+        let i = self.qp_at(qp)?;
+        write_send(&mut self.qps[i], wr, None)?;
+        self.stats.send_wqes += 1;
+        Ok(())
+    }
+    fn ring_send(&mut self, qp: Qpn) -> Result<(), Error> {
+        let i = self.index(qp).ok_or(Error::NoSuchObject { kind: "QP", id: qp.0 })?;
+        self.ring(i);
+        Ok(())
+    }
+    fn post_recv(&mut self, _qp: Qpn, _wr: &RecvWr) -> Result<(), Error> {
+        Err(Error::InvalidArgument("a group's QPs take their receives from its SRQ"))
+    }
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), Error> {
+        self.post_srq_recv_batch(srq, core::slice::from_ref(wr))
+    }
+    fn post_srq_recv_batch(&mut self, srq: Srqn, wrs: &[RecvWr]) -> Result<(), Error> {
+        if srq != self.srqn() {
+            return Err(Error::NoSuchObject { kind: "SRQ", id: srq.0 });
+        }
+        if self.failed {
+            return Err(Error::DeviceFailed);
+        }
+        self.srq.post_batch(wrs)
+    }
+    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
+        if cq != self.cq.cqn {
+            return 0;
+        }
+        if self.failed || self.cq.broken {
+            return self.flush(out);
+        }
+        let (qps, pos, srq) = (&mut self.qps, &self.qp_pos, &mut self.srq);
+        let mut bad = 0u64;
+        let n = poll_ring(&mut self.cq, out, |e| {
+            let qpn = Qpn(get(e, crate::ifc::cqe64::qpn) as u32);
+            let Some(i) = pos.find(qps, qpn.0, |q| q.qpn.0) else {
+                bad += 1;
+                return None;
+            };
+            let wc = decode_cqe(e, &mut qps[i], Some(&mut *srq));
+            bad += u64::from(wc.is_none());
+            wc
+        });
+        self.stats.bad_cqes += bad;
+        n
+    }
+}
