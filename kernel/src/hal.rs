@@ -167,8 +167,9 @@ impl Drop for KernelDma {
     }
 }
 
-/// A BAR (or other device window) mapped uncached and identity-mapped.
-#[derive(Debug)]
+/// A BAR (or other device window) mapped uncached and identity-mapped. A clone is another handle
+/// to the same window (a poll group's doorbell page is reached through one of its own).
+#[derive(Debug, Clone)]
 pub struct KernelMmio {
     base: u64,
     size: usize,

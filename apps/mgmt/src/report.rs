@@ -10,7 +10,7 @@ use blockdev::BlockDevice;
 use hal::{Hal, Mmio};
 use nvmeof::bench::Histogram;
 use nvmeof::nvmet::service::TargetService;
-use rdma::SrqVerbs;
+use rdma::GroupVerbs;
 
 use crate::prom::{Exposition, Kind, LATENCY_BOUNDS_S};
 use crate::stack::MgmtStats;
@@ -39,7 +39,7 @@ fn cumulative_s(h: &Histogram) -> ([u64; LATENCY_BOUNDS_S.len()], f64) {
 }
 
 /// The NVMe-oF target's families (`nvmf_*`).
-pub fn target_metrics<V: SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: &TargetService<V, B>) {
+pub fn target_metrics<V: GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: &TargetService<V, B>) {
     let core = &svc.target.core;
     let (c, t, s, b, a) = (core.stats, svc.target.stats, svc.stats, core.bound_stats(), core.auth.stats);
     e.single("nvmf_connections", Kind::Gauge, "RDMA queues (connections) open now.", svc.connections());
@@ -99,7 +99,7 @@ fn queue_labels<'a>(c: &'a str, qid: &'a str, g: &'a str) -> [(&'static str, &'a
 }
 
 /// Per open queue (controller, queue ID, poll group): capsules received, slots busy, depth.
-fn per_queue<V: rdma::SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvmeof::nvmet::rdma::RdmaTarget<V, B>) {
+fn per_queue<V: rdma::GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvmeof::nvmet::rdma::RdmaTarget<V, B>) {
     let qs: alloc::vec::Vec<_> = t
         .queue_reports()
         .map(|q| (q.cntlid.map_or_else(|| "none".into(), |c| format!("{c}")), format!("{}", q.qid), format!("{}", q.group), q))
@@ -129,7 +129,7 @@ fn per_queue<V: rdma::SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvme
 
 /// Per poll group (SPDK's model: one CQ and one SRQ per group): queues, capsules, completions,
 /// SRQ re-posts and limit events, queue-depth overruns (cumulative over the groups' lives).
-fn per_poll_group<V: rdma::SrqVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvmeof::nvmet::rdma::RdmaTarget<V, B>) {
+fn per_poll_group<V: rdma::GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvmeof::nvmet::rdma::RdmaTarget<V, B>) {
     let gs: alloc::vec::Vec<_> = (0..t.poll_groups()).map(|g| (format!("{g}"), t.group_stats(g))).collect();
     type Get = fn(&nvmeof::nvmet::rdma::GroupStats) -> u64;
     let families: [(&'static str, Kind, &str, Get); 7] = [
@@ -378,7 +378,7 @@ fn html_escape(w: &mut dyn Write, s: &str) -> fmt::Result {
 
 /// The one-page HTML status: identity, uptime, link, subsystems with their namespaces and
 /// allowed hosts, connections and controllers, command counts.
-pub fn status_page<H: Hal, M: Mmio, V: SrqVerbs, B: BlockDevice>(w: &mut dyn Write, name: &str, uptime_s: u64, v: &mlx5::Mlx5Verbs<H, M>, svc: &TargetService<V, B>) -> fmt::Result {
+pub fn status_page<H: Hal, M: Mmio, V: GroupVerbs, B: BlockDevice>(w: &mut dyn Write, name: &str, uptime_s: u64, v: &mlx5::Mlx5Verbs<H, M>, svc: &TargetService<V, B>) -> fmt::Result {
     let ip = v.dev.ipv4();
     let mac = v.dev.mac();
     let link = match v.dev.link_up() {

@@ -139,9 +139,9 @@ fn verified_io_over_1_2_and_4_poll_groups() {
 }
 
 /// The target adapter's live objects and pages (leak check).
-fn objects(w: &World) -> (usize, usize, usize, usize, usize) {
+fn objects(w: &World) -> (usize, usize, usize, usize, usize, usize) {
     let c = w.t.cx.counters();
-    (c.qps, c.cqs, c.rmps, c.mkeys, c.pages_held)
+    (c.qps, c.cqs, c.rmps, c.mkeys, c.pages_held, c.uars)
 }
 
 /// Connect and disconnect (4 I/O queues over 2 groups) repeatedly with I/O in between: the
@@ -154,6 +154,14 @@ fn connect_disconnect_over_groups_leaks_nothing() {
         let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect");
         let live = objects(&w);
         assert!(live.0 >= base.0 + 5 && live.2 == base.2 + 2, "5 QPs and 2 SRQs while connected: {live:?} vs {base:?}");
+        // Each group rings through a UAR page of its own (mlx5::QueueGroup), not the device's.
+        assert_eq!(live.5, base.5 + 2, "one UAR page per group");
+        let pages: std::collections::BTreeSet<u32> = {
+            let d = w.t.cx.device();
+            w.conns.values().map(|c| d.qps[&c.0 .0].uar).collect()
+        };
+        assert_eq!(pages.len(), 2, "the five queues' QPs ring through their groups' two pages: {pages:?}");
+        assert!(!pages.contains(&w.t.v.dev.uar().unwrap()));
         verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 200, 8, 100 + round, |_, _| None);
         host.disconnect(&mut h.v, &mut w).expect("disconnect");
         for _ in 0..1000 {
@@ -185,7 +193,13 @@ fn qp_in_error_leaves_other_groups_serving() {
     let n = verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 400, 16, 5, |w, done| {
         if !failed && done >= 64 {
             failed = true;
-            w.t.v.qp_to_error(victim).expect("QP to error");
+            // The adapter moves it to ERROR on its own (a catastrophic work-queue error): the
+            // QP's ring is its poll group's, not the device's.
+            let pick = {
+                let d = w.t.cx.device();
+                d.qps.values().filter(|q| q.st == 0 && q.state == 3).position(|q| q.qpn == victim.0).expect("victim in RTS") as u64
+            };
+            assert_eq!(w.t.cx.inject_qp_error(pick), Some(victim.0), "QP to error");
             return Some(1);
         }
         None

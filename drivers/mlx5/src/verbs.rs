@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::mgmt_tap::FrameTap;
 use hal::{Hal, Mmio, PhysAddr};
 use rdma::neigh::{NeighConfig, NeighStats, NeighTable};
-use rdma::{Access, Completion, Control, Cqn, DataPath, Ipv4, Lkey, Mac, Neighbours, Qpn, RcConnectAttrs, RecvWr, Rkey, SendWr, Srqn, SrqVerbs, VerbsError};
+use rdma::{Access, Completion, Control, Cqn, DataPath, GroupVerbs, Ipv4, Lkey, Mac, Neighbours, Qpn, RcConnectAttrs, RecvWr, Rkey, SendWr, Srqn, SrqVerbs, VerbsError};
 
 /// GSI CQ: 2^8 CQEs; GSI SQ/RQ: 2^6 WQEBBs / 2^6 WQEs of 32 bytes (data segment + terminator).
 const GSI_LOG_CQ: u8 = 8;
@@ -371,5 +371,51 @@ impl<H: Hal, M: Mmio> SrqVerbs for Mlx5Verbs<H, M> {
     }
     fn srq_limit_reached(&mut self, srq: Srqn) -> bool {
         self.dev.take_srq_limit(SrqId(srq.0))
+    }
+}
+
+/// Poll groups on mlx5: each is a [`QueueGroup`](crate::QueueGroup), its own CQ, SRQ, rings and
+/// UAR page; its data path is the group object itself.
+impl<H: Hal, M: Mmio + Clone> GroupVerbs for Mlx5Verbs<H, M> {
+    type Group = crate::QueueGroup<H::Dma, M>;
+    type Path<'a>
+        = &'a mut crate::QueueGroup<H::Dma, M>
+    where
+        Self: 'a;
+    fn group_path<'a>(&'a mut self, g: &'a mut Self::Group) -> Self::Path<'a> {
+        self.dev.check_group(g);
+        g
+    }
+    fn create_group(&mut self, cq_entries: u32, srq_wrs: u32) -> Result<Self::Group, Error> {
+        // One WQE of the RMP always stays back.
+        self.dev.create_group(log2_ceil(cq_entries.max(2)), log2_ceil(srq_wrs.saturating_add(1).max(2)))
+    }
+    fn group_cq(&self, g: &Self::Group) -> Cqn {
+        g.cqn()
+    }
+    fn group_srq(&self, g: &Self::Group) -> Srqn {
+        g.srqn()
+    }
+    fn create_group_qp(&mut self, g: &mut Self::Group, sq: u32) -> Result<Qpn, Error> {
+        self.dev.create_group_qp(g, log2_ceil(sq.max(1)))
+    }
+    fn connect_group_qp(&mut self, g: &mut Self::Group, qp: Qpn, attrs: &RcConnectAttrs) -> Result<(), Error> {
+        self.dev.connect_group_qp(g, qp, attrs)
+    }
+    fn group_qp_to_error(&mut self, g: &mut Self::Group, qp: Qpn) -> Result<(), Error> {
+        self.dev.group_qp_to_error(g, qp)
+    }
+    fn destroy_group_qp(&mut self, g: &mut Self::Group, qp: Qpn) -> Result<(), Error> {
+        self.dev.destroy_group_qp(g, qp)
+    }
+    fn arm_group_srq(&mut self, g: &mut Self::Group, limit: u32) -> Result<(), Error> {
+        let l = u16::try_from(limit).map_err(|_| Error::InvalidArgument("SRQ limit"))?;
+        self.dev.arm_group_srq(g, l)
+    }
+    fn group_srq_limit_reached(&mut self, g: &mut Self::Group) -> bool {
+        self.dev.take_group_srq_limit(g)
+    }
+    fn destroy_group(&mut self, g: Self::Group) -> Result<(), Error> {
+        self.dev.destroy_group(g)
     }
 }

@@ -16,7 +16,8 @@
 //! consumer that posts several WRs per turn pays one doorbell (one MMIO write on mlx5).
 //! `post_recv_batch` posts receives with one doorbell-record update. The defaults post one
 //! by one, so every implementation stays correct without them. [`SrqVerbs`] adds shared
-//! receive queues; many QPs may complete to one CQ on every implementation.
+//! receive queues; many QPs may complete to one CQ on every implementation. [`GroupVerbs`] adds
+//! poll groups whose data path may be an object of its own ([`GroupVerbs::Group`]).
 
 use hal::PhysAddr;
 
@@ -294,8 +295,8 @@ pub trait Control: VerbsError {
 /// [`Control`] part created. What a poller calls per I/O, so implementations must not allocate,
 /// lock, log or search per call (objects are reached by index from their handle).
 ///
-/// This is the part a poll group will own on its own CPU: today it is implemented by the same
-/// object as [`Control`] (one `&mut` device), so all groups still share one device handle.
+/// A poll group's part may be an object of its own ([`GroupVerbs`]); a device whose data path is
+/// not split implements it on the device.
 pub trait DataPath: VerbsError {
     fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error>;
     /// Write a send WR without ringing the doorbell. The device may not start it before the
@@ -373,4 +374,146 @@ pub trait SrqVerbs: Verbs {
     fn arm_srq(&mut self, srq: Srqn, limit: u32) -> Result<(), Self::Error>;
     /// Whether the armed limit was reached since the last call (consumes the report; slow path).
     fn srq_limit_reached(&mut self, srq: Srqn) -> bool;
+}
+
+impl<T: VerbsError + ?Sized> VerbsError for &mut T {
+    type Error = T::Error;
+}
+
+/// A data path borrowed for a turn is a data path (what [`GroupVerbs::group_path`] returns on a
+/// device whose data path is not split).
+impl<T: DataPath + ?Sized> DataPath for &mut T {
+    #[inline(always)]
+    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error> {
+        (**self).post_send(qp, wr)
+    }
+    #[inline(always)]
+    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error> {
+        (**self).post_send_deferred(qp, wr)
+    }
+    #[inline(always)]
+    fn ring_send(&mut self, qp: Qpn) -> Result<(), Self::Error> {
+        (**self).ring_send(qp)
+    }
+    #[inline(always)]
+    fn post_send_batch(&mut self, qp: Qpn, wrs: &[SendWr]) -> Result<(), Self::Error> {
+        (**self).post_send_batch(qp, wrs)
+    }
+    #[inline(always)]
+    fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), Self::Error> {
+        (**self).post_recv(qp, wr)
+    }
+    #[inline(always)]
+    fn post_recv_batch(&mut self, qp: Qpn, wrs: &[RecvWr]) -> Result<(), Self::Error> {
+        (**self).post_recv_batch(qp, wrs)
+    }
+    #[inline(always)]
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), Self::Error> {
+        (**self).post_srq_recv(srq, wr)
+    }
+    #[inline(always)]
+    fn post_srq_recv_batch(&mut self, srq: Srqn, wrs: &[RecvWr]) -> Result<(), Self::Error> {
+        (**self).post_srq_recv_batch(srq, wrs)
+    }
+    #[inline(always)]
+    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
+        (**self).poll_cq(cq, out)
+    }
+}
+
+/// Poll groups (SPDK's pollers): one CQ that every QP of the group completes to, one SRQ its QPs
+/// take their receives from, and the group's data path. On a device that splits it (mlx5:
+/// `mlx5::QueueGroup`, its own rings and doorbell page) the group object is that data path and
+/// can be driven without the device; on one that does not, the group is a record of its CQ and
+/// SRQ and its data path is the device ([`shared_groups!`](crate::shared_groups)). Every call
+/// but [`group_path`](Self::group_path) is the control part (slow path).
+pub trait GroupVerbs: SrqVerbs {
+    /// What the app holds for one group.
+    type Group;
+    /// The group's data path for one turn.
+    type Path<'a>: DataPath<Error = Self::Error>
+    where
+        Self: 'a;
+    /// The data path of group `g` (once per turn, not per I/O: it may check device state).
+    fn group_path<'a>(&'a mut self, g: &'a mut Self::Group) -> Self::Path<'a>;
+    /// A group whose CQ holds at least `cq_entries` completions and whose SRQ at least
+    /// `srq_wrs` receives.
+    fn create_group(&mut self, cq_entries: u32, srq_wrs: u32) -> Result<Self::Group, Self::Error>;
+    fn group_cq(&self, g: &Self::Group) -> Cqn;
+    fn group_srq(&self, g: &Self::Group) -> Srqn;
+    /// An RC QP in RESET in group `g` (its completions to the group's CQ, its receives from the
+    /// group's SRQ), sized for `sq` send WRs.
+    fn create_group_qp(&mut self, g: &mut Self::Group, sq: u32) -> Result<Qpn, Self::Error>;
+    /// RESET → INIT → RTR → RTS, as [`Control::connect_rc_qp`].
+    fn connect_group_qp(&mut self, g: &mut Self::Group, qp: Qpn, attrs: &RcConnectAttrs) -> Result<(), Self::Error>;
+    fn group_qp_to_error(&mut self, g: &mut Self::Group, qp: Qpn) -> Result<(), Self::Error>;
+    fn destroy_group_qp(&mut self, g: &mut Self::Group, qp: Qpn) -> Result<(), Self::Error>;
+    /// As [`SrqVerbs::arm_srq`] and [`SrqVerbs::srq_limit_reached`] for the group's SRQ.
+    fn arm_group_srq(&mut self, g: &mut Self::Group, limit: u32) -> Result<(), Self::Error>;
+    fn group_srq_limit_reached(&mut self, g: &mut Self::Group) -> bool;
+    /// Release the group (its QPs first).
+    fn destroy_group(&mut self, g: Self::Group) -> Result<(), Self::Error>;
+}
+
+/// A group of a device whose data path is not split: its CQ and SRQ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedGroup {
+    pub cq: Cqn,
+    pub srq: Srqn,
+}
+
+/// Implement [`GroupVerbs`] for a device whose data path is not split (the group is a
+/// [`SharedGroup`], its data path the device itself), from its [`Control`] and [`SrqVerbs`].
+#[macro_export]
+macro_rules! shared_groups {
+    ($t:ty) => {
+        impl $crate::verbs::GroupVerbs for $t {
+            type Group = $crate::verbs::SharedGroup;
+            type Path<'a> = &'a mut $t;
+            fn group_path<'a>(&'a mut self, _g: &'a mut $crate::verbs::SharedGroup) -> &'a mut $t {
+                self
+            }
+            fn create_group(&mut self, cq_entries: u32, srq_wrs: u32) -> Result<$crate::verbs::SharedGroup, Self::Error> {
+                use $crate::verbs::{Control, SrqVerbs};
+                let cq = self.create_cq(cq_entries)?;
+                match self.create_srq(srq_wrs) {
+                    Ok(srq) => Ok($crate::verbs::SharedGroup { cq, srq }),
+                    Err(e) => {
+                        let _ = self.destroy_cq(cq);
+                        Err(e)
+                    }
+                }
+            }
+            fn group_cq(&self, g: &$crate::verbs::SharedGroup) -> $crate::verbs::Cqn {
+                g.cq
+            }
+            fn group_srq(&self, g: &$crate::verbs::SharedGroup) -> $crate::verbs::Srqn {
+                g.srq
+            }
+            fn create_group_qp(&mut self, g: &mut $crate::verbs::SharedGroup, sq: u32) -> Result<$crate::verbs::Qpn, Self::Error> {
+                $crate::verbs::SrqVerbs::create_rc_qp_srq(self, g.cq, g.cq, sq, g.srq)
+            }
+            fn connect_group_qp(&mut self, _g: &mut $crate::verbs::SharedGroup, qp: $crate::verbs::Qpn, attrs: &$crate::verbs::RcConnectAttrs) -> Result<(), Self::Error> {
+                $crate::verbs::Control::connect_rc_qp(self, qp, attrs)
+            }
+            fn group_qp_to_error(&mut self, _g: &mut $crate::verbs::SharedGroup, qp: $crate::verbs::Qpn) -> Result<(), Self::Error> {
+                $crate::verbs::Control::qp_to_error(self, qp)
+            }
+            fn destroy_group_qp(&mut self, _g: &mut $crate::verbs::SharedGroup, qp: $crate::verbs::Qpn) -> Result<(), Self::Error> {
+                $crate::verbs::Control::destroy_qp(self, qp)
+            }
+            fn arm_group_srq(&mut self, g: &mut $crate::verbs::SharedGroup, limit: u32) -> Result<(), Self::Error> {
+                $crate::verbs::SrqVerbs::arm_srq(self, g.srq, limit)
+            }
+            fn group_srq_limit_reached(&mut self, g: &mut $crate::verbs::SharedGroup) -> bool {
+                $crate::verbs::SrqVerbs::srq_limit_reached(self, g.srq)
+            }
+            fn destroy_group(&mut self, g: $crate::verbs::SharedGroup) -> Result<(), Self::Error> {
+                use $crate::verbs::{Control, SrqVerbs};
+                let r = self.destroy_srq(g.srq);
+                let c = self.destroy_cq(g.cq);
+                r.and(c)
+            }
+        }
+    };
 }

@@ -1,4 +1,4 @@
-//! The NVMe-RDMA transport of the target, over `rdma::SrqVerbs`: one RC QP per NVMe queue,
+//! The NVMe-RDMA transport of the target, over `rdma::GroupVerbs`: one RC QP per NVMe queue,
 //! queues handed round-robin to poll groups (`group`: one CQ and one SRQ each, SPDK's poller
 //! model), receive buffers sized from IOCCSZ, in-capsule data, keyed SGLs served by RDMA
 //! READ/WRITE, SEND WITH INVALIDATE for 0x4F keys, receive buffers re-posted (in one batch per
@@ -21,7 +21,7 @@ use alloc::vec::Vec;
 
 use blockdev::BlockDevice;
 use hal::{DmaRegion, DmaSlice};
-use rdma::{Access, Completion, Lkey, Qpn, RcConnectAttrs, Rkey, SendOp, SendWr, Sge, SrqVerbs, WcOpcode, WcStatus};
+use rdma::{Access, Completion, Lkey, Qpn, RcConnectAttrs, Rkey, SendOp, SendWr, Sge, GroupVerbs, DataPath, WcOpcode, WcStatus};
 use zerocopy::byteorder::little_endian::{U16, U32};
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -176,7 +176,7 @@ pub struct QueueReport {
 /// `Slot::rbuf` of a slot holding no receive buffer.
 const NO_BUF: u16 = u16::MAX;
 
-struct Conn<V: SrqVerbs> {
+struct Conn<V: GroupVerbs> {
     gen: u16,
     /// Capsules received on this queue (per-queue metrics).
     capsules: u64,
@@ -226,7 +226,7 @@ struct Conn<V: SrqVerbs> {
     unrung: bool,
 }
 
-impl<V: SrqVerbs> Conn<V> {
+impl<V: GroupVerbs> Conn<V> {
     /// Offset of slot `s`'s data in `data`.
     #[inline(always)]
     fn data_off(&self, s: u16) -> usize {
@@ -255,7 +255,7 @@ fn srq_limit(bufs: u16) -> u32 {
 const NS_CHUNKS: [u64; 4] = [16 << 20, 4 << 20, 1 << 20, 256 << 10];
 
 /// The RDMA target: the core plus its queues.
-pub struct RdmaTarget<V: SrqVerbs, B: BlockDevice> {
+pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     pub core: Core<B>,
     conns: Vec<Option<Conn<V>>>,
     gen: u16,
@@ -299,7 +299,7 @@ pub struct RdmaTarget<V: SrqVerbs, B: BlockDevice> {
     pub stats: TransportStats,
 }
 
-impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
+impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// A target serving `core` on at most `max_queues` RDMA queues, in one poll group.
     pub fn new(core: Core<B>, max_queues: usize) -> Self {
         Self::with_poll_groups(core, max_queues, 1)
@@ -466,6 +466,14 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         })
     }
 
+    /// The data path of the poll group that serves QP `qpn` (slow path: a search; for tests that
+    /// make the target misbehave on one of its own QPs).
+    pub fn queue_data_path<'a>(&'a mut self, verbs: &'a mut V, qpn: Qpn) -> Option<V::Path<'a>> {
+        let gi = self.conns.iter().flatten().find(|c| c.qpn == qpn)?.group as usize;
+        let g = self.groups.get_mut(gi)?;
+        Some(verbs.group_path(&mut g.rings))
+    }
+
     /// QPs the target closed on its own (keep-alive expiry, errors, Disconnect): the CM
     /// should send DREQ for them.
     pub fn take_closed(&mut self) -> Option<Qpn> {
@@ -479,7 +487,8 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.in_poll = true;
         let mut work = 0;
         for gi in 0..self.groups.len() {
-            let n = verbs.poll_cq(self.groups[gi].cq, &mut self.wc);
+            let g = &mut self.groups[gi];
+            let n = verbs.group_path(&mut g.rings).poll_cq(g.cq, &mut self.wc);
             work += n;
             self.groups[gi].stats.completions += n as u64;
             for k in 0..n {
@@ -539,9 +548,9 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Count and re-arm SRQ limit events (slow path: once per millisecond).
     fn check_srq_limits(&mut self, verbs: &mut V) {
         for g in self.groups.iter_mut() {
-            if verbs.srq_limit_reached(g.srq) {
+            if verbs.group_srq_limit_reached(&mut g.rings) {
                 g.stats.srq_limit_events += 1;
-                let _ = verbs.arm_srq(g.srq, srq_limit(self.srq_bufs));
+                let _ = verbs.arm_group_srq(&mut g.rings, srq_limit(self.srq_bufs));
             }
         }
     }
@@ -601,7 +610,8 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
             return;
         }
         self.stats.send_doorbells += 1;
-        if verbs.ring_send(c.qpn).is_err() {
+        let Some(g) = self.groups.get_mut(c.group as usize) else { return };
+        if verbs.group_path(&mut g.rings).ring_send(c.qpn).is_err() {
             self.stats.post_errors += 1;
             self.teardown(verbs, ci, true);
         }

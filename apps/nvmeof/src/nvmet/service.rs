@@ -18,7 +18,7 @@ use alloc::collections::BTreeMap;
 use blockdev::BlockDevice;
 use rdma::cm::{Cm, CmConfig, CmError, CmEvent, ConnId};
 use rdma::cm_wire::rej_reason;
-use rdma::{Access, Qpn, SrqVerbs};
+use rdma::{Access, Qpn, GroupVerbs};
 use zerocopy::IntoBytes;
 
 use super::rdma::RdmaTarget;
@@ -50,7 +50,7 @@ pub struct ServiceStats {
 }
 
 /// A listening NVMe-oF target: the CM on `port` and the RDMA transport.
-pub struct TargetService<V: SrqVerbs, B: BlockDevice> {
+pub struct TargetService<V: GroupVerbs, B: BlockDevice> {
     pub cm: Cm<V>,
     pub target: RdmaTarget<V, B>,
     port: u16,
@@ -61,7 +61,7 @@ pub struct TargetService<V: SrqVerbs, B: BlockDevice> {
     pub stats: ServiceStats,
 }
 
-impl<V: SrqVerbs, B: BlockDevice> TargetService<V, B> {
+impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
     /// Listen on `listen_port` (4420 for NVMe-oF) and serve `core` on at most `max_queues`
     /// RDMA queues (admin + I/O, all controllers).
     pub fn new(verbs: &mut V, core: Core<B>, max_queues: usize, listen_port: u16) -> Result<Self, Error<V::Error>> {

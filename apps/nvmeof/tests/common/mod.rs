@@ -103,6 +103,7 @@ macro_rules! forward_verbs {
                 self.$f.srq_limit_reached(srq)
             }
         }
+        rdma::shared_groups!($ty);
     };
 }
 #[allow(unused_imports)] // not every test file forwards
@@ -269,7 +270,7 @@ pub const HOST_IP: Ipv4 = [10, 0, 0, 2];
 
 /// The target side of a test, driven by the host's waits. `D` is the target's device: the
 /// soft device itself, or a wrapper that tampers with the target's traffic (tests/hostile.rs).
-pub struct World<D: SrqVerbs = TDev> {
+pub struct World<D: GroupVerbs = TDev> {
     pub target: RdmaTarget<D, RamDisk>,
     pub tdev: D,
     pub now: u64,
@@ -320,7 +321,7 @@ pub fn make_world_with(fabric: &SoftFabric, blocks: u64, allowed: &[&str], cfg: 
 }
 
 /// [`make_world_with`] with the target's device wrapped by `wrap`.
-pub fn make_world_on<D: SrqVerbs>(fabric: &SoftFabric, blocks: u64, allowed: &[&str], cfg: TargetConfig, max_queues: usize, wrap: impl FnOnce(TDev) -> D) -> World<D> {
+pub fn make_world_on<D: GroupVerbs>(fabric: &SoftFabric, blocks: u64, allowed: &[&str], cfg: TargetConfig, max_queues: usize, wrap: impl FnOnce(TDev) -> D) -> World<D> {
     let mem = MemMap::default();
     let tdev = wrap(TDev { dev: fabric.add_device(TARGET_IP), mem: mem.clone() });
     let subs = vec![
@@ -345,7 +346,7 @@ pub fn make_world_on<D: SrqVerbs>(fabric: &SoftFabric, blocks: u64, allowed: &[&
     World { target: RdmaTarget::new(core, max_queues), tdev, now: 1_000_000, tick_ns: 1_000, conns: BTreeMap::new(), next: 1, idle_calls: 0, peer_ip: HOST_IP }
 }
 
-impl<D: SrqVerbs> HostEnv<TDev> for World<D> {
+impl<D: GroupVerbs> HostEnv<TDev> for World<D> {
     fn now_ns(&mut self) -> u64 {
         self.now += 50;
         self.now

@@ -13,6 +13,8 @@ pub(crate) struct GroupRecord {
     cqn: Cqn,
     rmpn: u32,
     qpns: Vec<Qpn>,
+    /// The device generation the group was made in.
+    generation: u32,
     /// SRQ limit events seen for the group's SRQ, and CQ error / SRQ catastrophic error.
     limit_events: u64,
     cq_broken: bool,
@@ -41,7 +43,7 @@ impl<H: Hal, M: Mmio + Clone> Mlx5<H, M> {
                 return Err(e);
             }
         };
-        let rec = GroupRecord { uar, cqn: cq.cqn, rmpn: srq.rmpn, qpns: Vec::new(), limit_events: 0, cq_broken: false, srq_failed: false };
+        let rec = GroupRecord { uar, cqn: cq.cqn, rmpn: srq.rmpn, qpns: Vec::new(), generation: self.generation, limit_events: 0, cq_broken: false, srq_failed: false };
         let id = match self.groups.iter().position(|g| g.is_none()) {
             Some(i) => {
                 self.groups[i] = Some(rec);
@@ -87,10 +89,27 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let qpn = qp.qpn;
         g.qps.push(qp);
         g.reindex();
-        if let Some(r) = self.groups.get_mut(g.id).and_then(|r| r.as_mut()) {
+        if let Some(r) = self.record(g) {
             r.qpns.push(qpn);
         }
         Ok(qpn)
+    }
+
+    /// The device's record of group `g` (none once recovery forgot it).
+    fn record(&mut self, g: &QueueGroup<H::Dma, M>) -> Option<&mut GroupRecord> {
+        self.groups.get_mut(g.id).and_then(|r| r.as_mut()).filter(|r| r.generation == g.generation)
+    }
+
+    /// Per turn (not per I/O): a device failure or reset since the group was made marks it
+    /// failed and its QPs in ERROR, so its CQ flushes what is outstanding.
+    #[inline]
+    pub fn check_group(&self, g: &mut QueueGroup<H::Dma, M>) {
+        if !g.failed && (self.failed.is_some() || g.generation != self.generation) {
+            g.failed = true;
+            for q in &mut g.qps {
+                q.state = QpState::Error;
+            }
+        }
     }
 
     fn group_qp(g: &QueueGroup<H::Dma, M>, qpn: Qpn) -> Result<usize, Error> {
@@ -137,9 +156,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                 g.stats.cqes_cleaned += freed;
                 g.stats.bad_cqes += bad;
             }
-            if let Some(r) = self.groups.get_mut(g.id).and_then(|r| r.as_mut()) {
-                r.qpns.retain(|&q| q != qpn);
-            }
+        }
+        if let Some(r) = self.record(g) {
+            r.qpns.retain(|&q| q != qpn);
         }
         g.qps.remove(i);
         g.reindex();
@@ -154,6 +173,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             self.destroy_group_qp(&mut g, qpn)?;
         }
         if g.generation != self.generation {
+            if self.record(&g).is_some() {
+                self.groups[g.id] = None;
+            }
             return Ok(());
         }
         self.simple(op::DESTROY_RMP, 0, destroy_rmp_in::LAYOUT.size, &[(destroy_rmp_in::rmpn, g.srq.rmpn as u64)])?;
@@ -171,10 +193,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// same for the group alone; SRQ limit events are counted on its SRQ. Returns whether the
     /// group is failed.
     pub fn sync_group(&self, g: &mut QueueGroup<H::Dma, M>) -> bool {
-        if self.failed.is_some() || g.generation != self.generation {
-            g.failed = true;
-        }
-        if let Some(r) = self.groups.get(g.id).and_then(|r| r.as_ref()).filter(|_| g.generation == self.generation) {
+        self.check_group(g);
+        if let Some(r) = self.groups.get(g.id).and_then(|r| r.as_ref()).filter(|r| r.generation == g.generation) {
             g.srq.limit_events = r.limit_events;
             g.cq.broken |= r.cq_broken;
             g.srq.failed |= r.srq_failed;

@@ -55,6 +55,9 @@ impl SoftDevice {
     }
 }
 
+// Poll groups: the soft device's data path is not split (a group is its CQ and SRQ).
+rdma::shared_groups!(SoftDevice);
+
 impl SrqVerbs for SoftDevice {
     fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, SoftError> {
         if max_wr == 0 {

@@ -10,7 +10,7 @@ use core::fmt;
 
 use blockdev::BlockDevice;
 use hal::{DmaRegion, DmaSlice};
-use rdma::{Access, SrqVerbs};
+use rdma::{Access, GroupVerbs};
 
 use super::{Conn, RdmaTarget, Slot};
 use crate::nvmet::limits::Bound;
@@ -39,13 +39,13 @@ pub struct Pinned {
     pub heap_bytes: u64,
 }
 
-impl<V: SrqVerbs> Conn<V> {
+impl<V: GroupVerbs> Conn<V> {
     fn admitted(&self) -> bool {
         self.q.cntlid.is_some()
     }
 }
 
-impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
+impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Whether a queue from `source` may be accepted: unadmitted queues are bounded per
     /// source and in total. Err is the NVMe-RDMA REJ status.
     pub(super) fn admission_room(&mut self, source: rdma::Ipv4) -> Result<(), u16> {

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
+impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// RDMA READ slot `s`'s host data: into namespace memory (a zero-copy Write) or the
     /// slot's buffer; queued while the QP has its most READs outstanding.
     pub(super) fn post_read(&mut self, verbs: &mut V, ci: usize, s: u16) {
@@ -97,7 +97,11 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 self.unrung_overflow = true;
             }
         }
-        if verbs.post_send_deferred(c.qpn, wr).is_err() {
+        let posted = match self.groups.get_mut(c.group as usize) {
+            Some(g) => verbs.group_path(&mut g.rings).post_send_deferred(c.qpn, wr).is_ok(),
+            None => false,
+        };
+        if !posted {
             self.stats.post_errors += 1;
             self.teardown(verbs, ci, true);
             return false;

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
+impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn on_completion(&mut self, verbs: &mut V, gi: usize, wc: &Completion, now_ns: u64) {
         let id = WrId::from_raw(wc.wr_id);
         if id.kind() == Some(Kind::Recv) {

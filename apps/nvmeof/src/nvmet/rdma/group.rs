@@ -5,12 +5,14 @@
 //! is armed at a low-water mark and its events counted (below it, and with the SRQ empty the
 //! host's adapter is sent RNR NAKs and retries). A receive completion names its buffer; the
 //! queue is found from the completion's QPN through the group's QPN table (one hash probe, no
-//! search over queues).
+//! search over queues). The group's CQ, SRQ and QPs are made through `rdma::GroupVerbs`: on mlx5
+//! the group holds its own data path object (`mlx5::QueueGroup`: rings and a doorbell page of its
+//! own), which every post and poll of the group goes through.
 
 use alloc::vec::Vec;
 
 use hal::DmaRegion;
-use rdma::{Cqn, Lkey, Qpn, RecvWr, Sge, SrqVerbs, Srqn};
+use rdma::{Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
 
 use super::ranges::RangeId;
 use super::wr_id::{Kind, WrId};
@@ -133,7 +135,9 @@ impl QpTable {
 }
 
 /// One poll group: its CQ, SRQ and the SRQ's receive buffers.
-pub(super) struct PollGroup<V: SrqVerbs> {
+pub(super) struct PollGroup<V: GroupVerbs> {
+    /// The group's rings as the device hands them out (its data path: `V::group_path`).
+    pub(super) rings: V::Group,
     pub(super) cq: Cqn,
     pub(super) srq: Srqn,
     /// `bufs` receive buffers of `buf_len` bytes each (one capsule).
@@ -150,7 +154,7 @@ pub(super) struct PollGroup<V: SrqVerbs> {
     pub(super) stats: GroupStats,
 }
 
-impl<V: SrqVerbs> PollGroup<V> {
+impl<V: GroupVerbs> PollGroup<V> {
     /// Group `gi`, for up to `max_queues` queues of up to `sq` send WRs each, with `bufs`
     /// receive buffers of `buf_len` bytes, all posted; the SRQ limit armed at `limit`.
     #[allow(clippy::too_many_arguments)]
@@ -158,29 +162,22 @@ impl<V: SrqVerbs> PollGroup<V> {
         let mut repost = Vec::new();
         repost.try_reserve_exact(bufs as usize).map_err(|_| ())?;
         let cq_entries = max_queues as u32 * sq + bufs as u32;
-        let cq = verbs.create_cq(cq_entries).map_err(|_| ())?;
-        let srq = match verbs.create_srq(bufs as u32) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = verbs.destroy_cq(cq);
-                return Err(());
-            }
-        };
+        let rings = verbs.create_group(cq_entries, bufs as u32).map_err(|_| ())?;
+        let (cq, srq) = (verbs.group_cq(&rings), verbs.group_srq(&rings));
         let local = rdma::Access { local_write: true, remote_read: false, remote_write: false };
         let mem = verbs.alloc_buf(bufs as usize * buf_len).and_then(|b| verbs.reg_mr(b.paddr(), b.len() as u64, local).map(|(k, _)| (b, k)));
         let (recv, recv_lkey) = match mem {
             Ok(x) => x,
             Err(_) => {
-                let _ = verbs.destroy_srq(srq);
-                let _ = verbs.destroy_cq(cq);
+                let _ = verbs.destroy_group(rings);
                 return Err(());
             }
         };
-        let mut g = PollGroup { cq, srq, recv, recv_lkey, buf_len, bufs, repost, qps: QpTable::new(max_queues), max_queues, live: 0, stats: GroupStats::default() };
+        let mut g = PollGroup { rings, cq, srq, recv, recv_lkey, buf_len, bufs, repost, qps: QpTable::new(max_queues), max_queues, live: 0, stats: GroupStats::default() };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
-        if g.flush(verbs).is_err() || verbs.arm_srq(srq, limit).is_err() {
+        if g.flush(verbs).is_err() || verbs.arm_group_srq(&mut g.rings, limit).is_err() {
             g.destroy(verbs);
             return Err(());
         }
@@ -206,7 +203,7 @@ impl<V: SrqVerbs> PollGroup<V> {
         if n == 0 {
             return Ok(0);
         }
-        let r = verbs.post_srq_recv_batch(self.srq, &self.repost);
+        let r = verbs.group_path(&mut self.rings).post_srq_recv_batch(self.srq, &self.repost);
         self.repost.clear();
         self.stats.srq_reposts += n as u64;
         self.stats.srq_batches += 1;
@@ -221,8 +218,7 @@ impl<V: SrqVerbs> PollGroup<V> {
 
     /// Release everything (no QP may use the SRQ or CQ any more).
     pub(super) fn destroy(self, verbs: &mut V) {
-        let _ = verbs.destroy_srq(self.srq);
-        let _ = verbs.destroy_cq(self.cq);
+        let _ = verbs.destroy_group(self.rings);
         let _ = verbs.dereg_mr(self.recv_lkey);
         // The buffer memory drops here.
     }

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
+impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// A CM connect request arrived. `private` is the NVMe-RDMA REQ private data (after
     /// rdma_cm's header); `attrs` are the RC attributes the CM derived from the REQ. On success
     /// the QP is in RTS with its receives posted; the CM sends a REP with the returned private
@@ -95,11 +95,10 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut free = VecDeque::new();
         free.try_reserve_exact(depth as usize).map_err(|_| ())?;
         free.extend(0..depth);
-        let cq = self.groups[gi].cq;
-        let srq = self.groups[gi].srq;
-        let qpn = verbs.create_rc_qp_srq(cq, cq, sq_depth(depth), srq).map_err(|_| ())?;
+        let rings = &mut self.groups[gi].rings;
+        let qpn = verbs.create_group_qp(rings, sq_depth(depth)).map_err(|_| ())?;
         let res = (|| {
-            verbs.connect_rc_qp(qpn, attrs)?;
+            verbs.connect_group_qp(rings, qpn, attrs)?;
             let local = Access { local_write: true, remote_read: false, remote_write: false };
             let rsp = verbs.alloc_buf((depth as usize + MAX_AERS) * Cqe::SIZE)?;
             let (rsp_lkey, _) = verbs.reg_mr(rsp.paddr(), rsp.len() as u64, local)?;
@@ -116,7 +115,7 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let (rsp, rsp_lkey, data, data_lkey) = match res {
             Ok(x) => x,
             Err(_) => {
-                let _ = verbs.destroy_qp(qpn);
+                let _ = verbs.destroy_group_qp(&mut self.groups[gi].rings, qpn);
                 return Err(());
             }
         };
@@ -203,9 +202,9 @@ impl<V: SrqVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.inflight.remove_queue(ci, gen);
         self.blocked.retain(|b| b.0 != ci || b.1 != gen);
         let c = self.conns[ci].as_mut().expect("live");
-        let _ = verbs.qp_to_error(c.qpn);
-        let _ = verbs.destroy_qp(c.qpn);
         if let Some(g) = self.groups.get_mut(c.group as usize) {
+            let _ = verbs.group_qp_to_error(&mut g.rings, c.qpn);
+            let _ = verbs.destroy_group_qp(&mut g.rings, c.qpn);
             g.qps.remove(c.qpn);
             g.live = g.live.saturating_sub(1);
             g.stats.queues_live = g.live as u64;
