@@ -150,7 +150,8 @@ impl<D: DmaRegion, M: Mmio> DataPath for QueueGroup<D, M> {
         Ok(())
     }
     fn ring_send(&mut self, qp: Qpn) -> Result<(), Error> {
-        let i = self.index(qp).ok_or(Error::NoSuchObject { kind: "QP", id: qp.0 })?;
+        // A failed device's doorbell page is not rung (its work is flushed instead).
+        let i = self.qp_at(qp)?;
         self.ring(i);
         Ok(())
     }

@@ -383,8 +383,10 @@ impl<H: Hal, M: Mmio + Clone> GroupVerbs for Mlx5Verbs<H, M> {
     where
         Self: 'a;
     fn group_path<'a>(&'a mut self, g: &'a mut Self::Group) -> Self::Path<'a> {
-        self.dev.check_group(g);
         g
+    }
+    fn check_group(&mut self, g: &mut Self::Group) {
+        self.dev.check_group(g);
     }
     fn create_group(&mut self, cq_entries: u32, srq_wrs: u32) -> Result<Self::Group, Error> {
         // One WQE of the RMP always stays back.

@@ -434,8 +434,14 @@ pub trait GroupVerbs: SrqVerbs {
     type Path<'a>: DataPath<Error = Self::Error>
     where
         Self: 'a;
-    /// The data path of group `g` (once per turn, not per I/O: it may check device state).
+    /// The data path of group `g` (no check of its own: see [`check_group`](Self::check_group)).
     fn group_path<'a>(&'a mut self, g: &'a mut Self::Group) -> Self::Path<'a>;
+    /// Once per turn of the group, before its CQ is polled (slow path, not per I/O): hand it
+    /// the device state it must know (mlx5: a device failure since it was made, after which
+    /// its CQ flushes what is outstanding). Default: nothing to hand over.
+    fn check_group(&mut self, g: &mut Self::Group) {
+        let _ = g;
+    }
     /// A group whose CQ holds at least `cq_entries` completions and whose SRQ at least
     /// `srq_wrs` receives.
     fn create_group(&mut self, cq_entries: u32, srq_wrs: u32) -> Result<Self::Group, Self::Error>;

@@ -488,6 +488,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut work = 0;
         for gi in 0..self.groups.len() {
             let g = &mut self.groups[gi];
+            verbs.check_group(&mut g.rings);
             let n = verbs.group_path(&mut g.rings).poll_cq(g.cq, &mut self.wc);
             work += n;
             self.groups[gi].stats.completions += n as u64;

@@ -100,7 +100,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.groups.get_mut(g.id).and_then(|r| r.as_mut()).filter(|r| r.generation == g.generation)
     }
 
-    /// Per turn (not per I/O): a device failure or reset since the group was made marks it
+    /// Per turn of the group (not per I/O; `rdma::GroupVerbs::check_group`): a device failure or reset since the group was made marks it
     /// failed and its QPs in ERROR, so its CQ flushes what is outstanding.
     #[inline]
     pub fn check_group(&self, g: &mut QueueGroup<H::Dma, M>) {
