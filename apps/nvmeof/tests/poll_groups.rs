@@ -274,3 +274,45 @@ fn spread_4k_reads_for_profiling() {
     }
     println!("NVMEOF-PROFILE-IOS {n} op=read qd=32 queues=4 groups={groups}");
 }
+
+/// The target's adapter fails while two groups serve: each group learns it on its next turn
+/// (its CQ flushes what was outstanding), the queues close, and the groups, whose objects the
+/// reset dropped, are released without a command; the recovered device forgets nothing and a
+/// new connection is served by new groups.
+#[test]
+fn device_failure_reaches_every_group_which_is_released_without_the_adapter() {
+    let (mut w, mut h) = setup_groups(4, 2);
+    let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect");
+    verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 200, 8, 41, |_, _| None);
+    assert_eq!(w.t.v.dev.live_groups(), 2);
+    assert!(w.t.cx.raise_internal_error(), "the EQ takes the event");
+    for _ in 0..100 {
+        w.turn();
+        if w.t.v.device_failed() {
+            break;
+        }
+    }
+    assert!(w.t.v.device_failed());
+    // As the service does on a failure: every connection closed.
+    let qpns: Vec<Qpn> = w.conns.values().map(|c| c.0).collect();
+    for q in qpns {
+        w.target.disconnected(&mut w.t.v, q);
+    }
+    for _ in 0..100 {
+        w.turn();
+    }
+    assert_eq!(w.target.queues(), 0);
+    w.target.release_namespaces(&mut w.t.v);
+    assert_eq!(w.t.v.dev.live_groups(), 0, "both groups released");
+    let cmds = w.t.v.dev.stats().commands;
+    assert!(w.t.v.recover_device());
+    assert_eq!(w.t.v.dev.stats().objects_forgotten, 0, "the app released everything it held");
+    assert!(w.t.v.dev.stats().commands > cmds);
+    drop(host);
+    w.target.register_namespaces(&mut w.t.v);
+    w.conns.clear();
+    let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect after recovery");
+    let n = verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 200, 8, 42, |_, _| None);
+    assert!(n >= 200, "{n} I/Os after recovery");
+    assert_eq!(w.t.v.dev.live_groups(), 2, "new groups on the recovered device");
+}
