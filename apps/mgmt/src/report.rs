@@ -301,7 +301,7 @@ pub fn adapter_metrics<H: Hal, M: Mmio>(e: &mut Exposition<'_>, v: &mlx5::Mlx5Ve
     e.single("mlx5_firmware_pages", Kind::Gauge, "Pages given to the firmware and not reclaimed.", v.dev.pages_held());
     e.single("mlx5_error_events_total", Kind::Counter, "Asynchronous error events (CQ/QP/port errors).", d.error_events);
     e.single("mlx5_bad_cqes_total", Kind::Counter, "CQEs naming an unknown QP or a WQE not outstanding (dropped).", d.bad_cqes);
-    e.single("mlx5_send_doorbells_total", Kind::Counter, "Send doorbells rung by the data path.", d.sq_doorbells);
+    e.single("mlx5_send_doorbells_total", Kind::Counter, "Send doorbells rung on the device's own queues (GSI, raw Ethernet, queues outside poll groups; a poll group counts its own).", d.sq_doorbells);
     e.single("mlx5_queue_pairs", Kind::Gauge, "Queue pairs live.", v.dev.live_qps());
     let qc = v.dev.queue_counters();
     if !qc.is_empty() {

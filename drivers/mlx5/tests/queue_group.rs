@@ -116,6 +116,10 @@ impl Bench {
 #[test]
 fn groups_serve_traffic_through_their_own_rings_and_uar_pages() {
     let mut b = bench(2, 2);
+    // The device counts what lives on the adapter, groups included: GSI + 4 plain + 4 group
+    // QPs; the GSI CQ, the raw Ethernet path's two, the plain QPs' one and 2 group CQs; 2 group
+    // SRQs.
+    assert_eq!((b.v.dev.live_qps(), b.v.dev.live_cqs(), b.v.dev.live_srqs()), (9, 6, 2));
     // Each group rings its own UAR page, neither the device's nor the other group's.
     let (u0, u1) = (b.groups[0].uar(), b.groups[1].uar());
     assert!(u0 != u1 && Some(u0) != b.v.dev.uar() && Some(u1) != b.v.dev.uar());
@@ -204,6 +208,7 @@ fn finish(mut b: Bench) {
         b.v.dev.destroy_group(g).unwrap();
     }
     assert_eq!(b.v.dev.live_groups(), 0);
+    assert_eq!(b.v.dev.live_srqs(), 0);
     b.v.destroy_cq(b.pcq).unwrap();
     b.v.dereg_mr(b.lkey).unwrap();
     let st = b.v.shutdown().unwrap();

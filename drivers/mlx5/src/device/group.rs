@@ -227,6 +227,11 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.groups.iter().flatten().count()
     }
 
+    /// QPs in the groups the device holds a record of.
+    pub(super) fn group_qps(&self) -> usize {
+        self.groups.iter().flatten().map(|r| r.qpns.len()).sum()
+    }
+
     /// An event for a group's CQ or SRQ (called from the EQ; false: no group's).
     pub(super) fn group_event(&mut self, ty: u8, object: u32) -> bool {
         for r in self.groups.iter_mut().flatten() {

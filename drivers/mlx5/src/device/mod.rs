@@ -606,11 +606,13 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.cqs.iter().position(|c| c.cqn == cqn).ok_or(Error::NoSuchObject { kind: "CQ", id: cqn.0 })
     }
 
+    /// CQs live on the adapter, those of queue groups included.
     pub fn live_cqs(&self) -> usize {
-        self.cqs.len()
+        self.cqs.len() + self.live_groups()
     }
+    /// QPs live on the adapter, those in queue groups included.
     pub fn live_qps(&self) -> usize {
-        self.qps.len()
+        self.qps.len() + self.group_qps()
     }
     pub fn live_mkeys(&self) -> usize {
         self.mkeys.len()

@@ -292,7 +292,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 
     /// Live SRQs (leak checks).
     pub fn live_srqs(&self) -> usize {
-        self.srqs.iter().filter(|s| s.is_some()).count()
+        self.srqs.iter().filter(|s| s.is_some()).count() + self.live_groups()
     }
 
     /// An SRQ event from the EQ (slow path): count it on the RMP it names.
