@@ -49,7 +49,7 @@ impl Plane {
                 let (hu, hf, du, df) = kernel::memory::usage();
                 report::memory_metrics(&mut e, &report::Memory { heap_used: hu, heap_free: hf, dma_used: du, dma_free: df });
                 report::target_metrics(&mut e, svc);
-                report::adapter_metrics(&mut e, v);
+                report::adapter_metrics(&mut e, v, svc.target.group_objects());
                 report::mgmt_metrics(&mut e, &stats, open);
                 e.error.map_or(Ok(()), Err)
             }

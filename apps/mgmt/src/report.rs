@@ -275,9 +275,17 @@ fn per_subsystem_and_controller<B: BlockDevice>(e: &mut Exposition<'_>, core: &n
     }
 }
 
-/// The adapter's families (`mlx5_*`) and the neighbour table's (`neigh_*`).
-pub fn adapter_metrics<H: Hal, M: Mmio>(e: &mut Exposition<'_>, v: &mlx5::Mlx5Verbs<H, M>) {
+/// The adapter's families (`mlx5_*`) and the neighbour table's (`neigh_*`). `groups`: the
+/// queue groups live now (their owner, the target, holds them: `RdmaTarget::group_objects`);
+/// their counts and those of groups released before are the `mlx5_group_*` series, by the
+/// group's slot on the device, and are in the adapter's totals.
+pub fn adapter_metrics<'a, H: Hal, M: Mmio + 'a>(e: &mut Exposition<'_>, v: &mlx5::Mlx5Verbs<H, M>, groups: impl Iterator<Item = &'a mlx5::QueueGroup<H::Dma, M>>)
+where
+    H::Dma: 'a,
+{
     let d = v.dev.stats();
+    let gs = v.dev.group_stats(groups);
+    let all = gs.iter().fold(mlx5::GroupStats::default(), |a, g| a.plus(*g));
     let link = match v.dev.link_up() {
         Some(true) => 1,
         Some(false) => 0,
@@ -300,8 +308,10 @@ pub fn adapter_metrics<H: Hal, M: Mmio>(e: &mut Exposition<'_>, v: &mlx5::Mlx5Ve
         .sample(&[("kind", "max")], mtu.max);
     e.single("mlx5_firmware_pages", Kind::Gauge, "Pages given to the firmware and not reclaimed.", v.dev.pages_held());
     e.single("mlx5_error_events_total", Kind::Counter, "Asynchronous error events (CQ/QP/port errors).", d.error_events);
-    e.single("mlx5_bad_cqes_total", Kind::Counter, "CQEs naming an unknown QP or a WQE not outstanding (dropped).", d.bad_cqes);
-    e.single("mlx5_send_doorbells_total", Kind::Counter, "Send doorbells rung on the device's own queues (GSI, raw Ethernet, queues outside poll groups; a poll group counts its own).", d.sq_doorbells);
+    e.single("mlx5_bad_cqes_total", Kind::Counter, "CQEs naming an unknown QP or a WQE not outstanding (dropped), on every queue (the device's own and every queue group's).", d.bad_cqes + all.bad_cqes);
+    e.single("mlx5_send_doorbells_total", Kind::Counter, "Send doorbells rung, on every queue: the device's own (mlx5_device_send_doorbells_total) and every queue group's (mlx5_group_send_doorbells_total).", d.sq_doorbells + all.sq_doorbells);
+    e.single("mlx5_device_send_doorbells_total", Kind::Counter, "Send doorbells rung on the device's own queues (GSI, raw Ethernet, queues outside queue groups).", d.sq_doorbells);
+    group_families(e, &gs);
     e.single("mlx5_queue_pairs", Kind::Gauge, "Queue pairs live.", v.dev.live_qps());
     let qc = v.dev.queue_counters();
     if !qc.is_empty() {
@@ -330,6 +340,26 @@ pub fn adapter_metrics<H: Hal, M: Mmio>(e: &mut Exposition<'_>, v: &mlx5::Mlx5Ve
         .sample(&[("event", "refused")], n.refused)
         .sample(&[("event", "evicted")], n.evicted)
         .sample(&[("event", "expired")], n.expired);
+}
+
+/// Per queue group of the adapter (a poll group's data path, `mlx5::QueueGroup`), by its slot.
+fn group_families(e: &mut Exposition<'_>, gs: &[mlx5::GroupStats]) {
+    let slots: alloc::vec::Vec<_> = (0..gs.len()).map(|g| format!("{g}")).collect();
+    type Get = fn(&mlx5::GroupStats) -> u64;
+    let families: [(&'static str, &str, Get); 6] = [
+        ("mlx5_group_send_doorbells_total", "Send doorbells the queue group rang on its own UAR page.", |s| s.sq_doorbells),
+        ("mlx5_group_send_wqes_total", "Send WQEs the queue group wrote (a doorbell may announce several).", |s| s.send_wqes),
+        ("mlx5_group_completions_total", "Completions polled from the queue group's CQ (flushes not included).", |s| s.completions),
+        ("mlx5_group_bad_cqes_total", "CQEs of the queue group naming none of its QPs or no outstanding work (dropped).", |s| s.bad_cqes),
+        ("mlx5_group_cqes_cleaned_total", "CQEs of destroyed QPs taken out of the queue group's CQ.", |s| s.cqes_cleaned),
+        ("mlx5_group_flushed_total", "Work requests of the queue group completed with a flush error (device or CQ failed).", |s| s.flushed_on_failure),
+    ];
+    for (name, help, get) in families {
+        let mut f = e.family(name, Kind::Counter, help);
+        for (g, s) in slots.iter().zip(gs) {
+            f.sample(&[("group", g.as_str())], get(s));
+        }
+    }
 }
 
 /// The management stack's own families (`mgmt_*`).

@@ -43,6 +43,22 @@ pub struct GroupStats {
     pub cqes_cleaned: u64,
     /// Work requests completed with a flush error because the device or the CQ failed.
     pub flushed_on_failure: u64,
+    /// Completions polled from the group's CQ and reported (flushes not included).
+    pub completions: u64,
+}
+
+impl GroupStats {
+    /// Field-wise sum (slow path: a group's counts added to those of groups released before).
+    pub fn plus(self, o: GroupStats) -> GroupStats {
+        GroupStats {
+            sq_doorbells: self.sq_doorbells + o.sq_doorbells,
+            send_wqes: self.send_wqes + o.send_wqes,
+            bad_cqes: self.bad_cqes + o.bad_cqes,
+            cqes_cleaned: self.cqes_cleaned + o.cqes_cleaned,
+            flushed_on_failure: self.flushed_on_failure + o.flushed_on_failure,
+            completions: self.completions + o.completions,
+        }
+    }
 }
 
 /// The rings of one poll group (see the module doc). `D`: the platform's DMA region, `M` its
@@ -77,6 +93,11 @@ impl<D: DmaRegion, M: Mmio> QueueGroup<D, M> {
     }
     pub fn stats(&self) -> GroupStats {
         self.stats
+    }
+    /// The group's slot in the device's group list (its number in
+    /// [`Mlx5::group_stats`](crate::Mlx5::group_stats)).
+    pub fn slot(&self) -> usize {
+        self.id
     }
     pub fn live_qps(&self) -> usize {
         self.qps.len()
@@ -190,6 +211,7 @@ impl<D: DmaRegion, M: Mmio> DataPath for QueueGroup<D, M> {
             wc
         });
         self.stats.bad_cqes += bad;
+        self.stats.completions += n as u64;
         n
     }
 }

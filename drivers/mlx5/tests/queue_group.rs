@@ -193,6 +193,11 @@ fn groups_serve_traffic_through_their_own_rings_and_uar_pages() {
     for g in &b.groups {
         let st = g.stats();
         assert_eq!((st.send_wqes, st.sq_doorbells, st.bad_cqes), (4, 2, 0), "{st:?}");
+        assert_eq!(st.completions, 10, "6 receives and 4 sends polled from its CQ: {st:?}");
+    }
+    let by_slot = b.v.dev.group_stats(b.groups.iter());
+    for g in &b.groups {
+        assert_eq!(by_slot[g.slot()], g.stats(), "the device reports a live group's counts under its slot");
     }
     assert_eq!(b.rig.cx.counters().stray_doorbells, 0);
     finish(b);
@@ -203,11 +208,13 @@ fn finish(mut b: Bench) {
         b.v.dev.destroy_group_qp(&mut b.groups[gi], q).unwrap();
         b.v.destroy_qp(p).unwrap();
     }
+    let before = b.v.dev.group_stats(b.groups.iter());
     for g in b.groups.drain(..) {
         assert_eq!(g.live_qps(), 0);
         b.v.dev.destroy_group(g).unwrap();
     }
     assert_eq!(b.v.dev.live_groups(), 0);
+    assert_eq!(b.v.dev.group_stats(core::iter::empty()), before, "a released group's counts stay with its slot");
     assert_eq!(b.v.dev.live_srqs(), 0);
     b.v.destroy_cq(b.pcq).unwrap();
     b.v.dereg_mr(b.lkey).unwrap();

@@ -176,7 +176,7 @@ fn serve_mgmt(m: &mut mgmt::Mgmt, node: &mut Node, svc: &TargetService<crate::Ve
             let mut e = mgmt::prom::Exposition::new(w);
             e.single("appliance_uptime_seconds", mgmt::prom::Kind::Gauge, "Seconds since the node started serving.", t0.elapsed().as_secs());
             mgmt::report::target_metrics(&mut e, svc);
-            mgmt::report::adapter_metrics(&mut e, v);
+            mgmt::report::adapter_metrics(&mut e, v, svc.target.group_objects());
             mgmt::report::mgmt_metrics(&mut e, &stats, open);
             e.error.map_or(Ok(()), Err)
         }

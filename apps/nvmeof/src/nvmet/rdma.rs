@@ -362,6 +362,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.n_groups
     }
 
+    /// The live poll groups' device objects (`V::Group`; slow path: a metrics page reads
+    /// the device's own per-group counters from them).
+    pub fn group_objects(&self) -> impl Iterator<Item = &V::Group> + '_ {
+        self.groups.iter().map(|g| &g.rings)
+    }
+
     /// Counters of poll group `g` (zero before the groups exist).
     pub fn group_stats(&self, g: usize) -> GroupStats {
         let done = self.group_totals.get(g).copied().unwrap_or_default();

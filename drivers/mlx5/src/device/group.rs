@@ -5,7 +5,7 @@
 //! app did not, and recovery counts what it forgot.
 
 use super::*;
-use crate::group::QueueGroup;
+use crate::group::{GroupStats, QueueGroup};
 
 /// What the device remembers of a group: its objects on the adapter and the events for it.
 pub(crate) struct GroupRecord {
@@ -168,12 +168,38 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Destroy group `g`: its QPs (as [`Mlx5::destroy_group_qp`]), its SRQ, CQ and UAR page.
     /// A group of an older device generation is only dropped.
     pub fn destroy_group(&mut self, mut g: QueueGroup<H::Dma, M>) -> Result<(), Error> {
+        let r = self.release_group(&mut g);
+        if self.released_groups.len() <= g.id {
+            self.released_groups.resize(g.id + 1, GroupStats::default());
+        }
+        self.released_groups[g.id] = self.released_groups[g.id].plus(g.stats);
+        r
+    }
+
+    /// The counts of each group slot: those of the groups released from it plus, for the
+    /// groups in `live` (their owner holds them), theirs. Slow path (a metrics page).
+    pub fn group_stats<'a>(&self, live: impl Iterator<Item = &'a QueueGroup<H::Dma, M>>) -> Vec<GroupStats>
+    where
+        H::Dma: 'a,
+        M: 'a,
+    {
+        let mut all = self.released_groups.clone();
+        for g in live {
+            if all.len() <= g.id {
+                all.resize(g.id + 1, GroupStats::default());
+            }
+            all[g.id] = all[g.id].plus(g.stats);
+        }
+        all
+    }
+
+    fn release_group(&mut self, g: &mut QueueGroup<H::Dma, M>) -> Result<(), Error> {
         while let Some(q) = g.qps.last() {
             let qpn = q.qpn;
-            self.destroy_group_qp(&mut g, qpn)?;
+            self.destroy_group_qp(g, qpn)?;
         }
         if g.generation != self.generation {
-            if self.record(&g).is_some() {
+            if self.record(g).is_some() {
                 self.groups[g.id] = None;
             }
             return Ok(());

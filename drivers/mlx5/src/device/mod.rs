@@ -360,6 +360,8 @@ pub struct Mlx5<H: Hal, M: Mmio> {
     pub(crate) generation: u32,
     /// Records of the queue groups made ([`group`]), by the group's slot.
     pub(crate) groups: Vec<Option<group::GroupRecord>>,
+    /// Counts of the queue groups released so far, by slot (added at release, slow path).
+    pub(crate) released_groups: Vec<crate::GroupStats>,
 }
 
 fn clear(b: &mut [u8]) {
@@ -422,6 +424,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             failed: None,
             generation: 0,
             groups: Vec::new(),
+            released_groups: Vec::new(),
         };
         match dev.steps() {
             Ok(()) => Ok(dev),
