@@ -98,6 +98,12 @@ fn nvmeof_word(c: &mut Config, key: &str, v: &str) -> Result<(), &'static str> {
         }
         n.bench = a.bench;
     }
+    if a.poll_groups.is_some() {
+        if n.poll_groups.is_some() {
+            return Err("given twice");
+        }
+        n.poll_groups = a.poll_groups;
+    }
     nvmeof::cmdline::bounds::merge(&mut n.bounds, &a.bounds)
 }
 
@@ -224,6 +230,11 @@ pub const OPTIONS: &[Opt<Config>] = &[
         name: "nvmet.subsys",
         help: "NVMe-oF target subsystem (repeatable): NQN,ns=ram:SIZE|null:SIZE|nvme:NSID,...,[bs=BYTES (512..65536, for the ram/null ns= after it),]host=HOSTNQN,...|allow_any",
         set: |c, v| nvmeof_word(c, "nvmet.subsys", v),
+    },
+    Opt {
+        name: "nvmet.poll_groups",
+        help: "NVMe-oF target: N (1..64): queues spread round-robin over N poll groups, each with one CQ and one SRQ (default 1)",
+        set: |c, v| nvmeof_word(c, "nvmet.poll_groups", v),
     },
     Opt {
         name: "nvmf.connect",

@@ -269,6 +269,7 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64,
         if conns != last_conns || now - last_report > 60_000_000_000 {
             info!("nvmf: target: {conns} connection(s) (was {last_conns})");
             svc.report();
+            report_groups(&svc.target);
             let h = &svc.target.turnaround;
             if h.count() > 0 {
                 let ns = |p: f64| h.percentile(p);
@@ -307,9 +308,27 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64,
     let c = svc.target.core.stats;
     info!("nvmf: target done: {} controller(s) created, {} freed, {} commands, {} errors", c.ctrls_created, c.ctrls_freed, c.commands, c.errors);
     svc.report();
+    report_groups(&svc.target);
     drop(svc);
     crate::adapter::Adapter { bdf, verbs }.shutdown("target done");
     Ok(())
+}
+
+/// One line per poll group: the queues handed to it and the capsules it served (slow path).
+fn report_groups<V: rdma::GroupVerbs, B: blockdev::BlockDevice>(t: &nvmeof::nvmet::rdma::RdmaTarget<V, B>) {
+    for g in 0..t.poll_groups() {
+        let s = t.group_stats(g);
+        info!(
+            "nvmf: poll group {g}: queues assigned {} live {}, capsules {}, completions {}, srq reposts {}, srq limit events {}, polled on cpu {}",
+            s.queues_assigned,
+            s.queues_live,
+            s.capsules,
+            s.completions,
+            s.srq_reposts,
+            s.srq_limit_events,
+            kernel::percpu::this_cpu().index()
+        );
+    }
 }
 
 /// How long the target keeps polling after closing its connections before the adapter goes
