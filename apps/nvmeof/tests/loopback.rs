@@ -150,6 +150,8 @@ fn connect_identify_and_verified_io_qd1_qd32() {
     host.get_log(&mut hd, &mut w, lid::SMART, false, 0, &mut smart).unwrap();
     let reads_logged = u64::from_le_bytes(smart[64..72].try_into().unwrap());
     assert_eq!(reads_logged, r1 + r32);
+    let writes_logged = u64::from_le_bytes(smart[80..88].try_into().unwrap());
+    assert_eq!(writes_logged, w1 + w32, "SMART Host Write Commands");
 
     host.disconnect(&mut hd, &mut w).unwrap();
     for _ in 0..10 {

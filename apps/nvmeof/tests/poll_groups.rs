@@ -135,6 +135,11 @@ fn verified_io_over_1_2_and_4_poll_groups() {
         assert!(rd >= 10_000 * 512 && wr >= 10_000 * 512, "{rd} {wr}");
         assert_eq!(qs.iter().map(|q| q.errors).sum::<u64>(), 0);
         assert_eq!(qs.iter().find(|q| q.qid == 0).map(|q| q.bytes_read + q.bytes_written), Some(0));
+        // The controller's SMART log counts every queue's commands, whichever group served them.
+        let mut smart = [0u8; 512];
+        host.get_log(&mut h.v, &mut w, nvmeof::wire::lid::SMART, false, 0, &mut smart).expect("SMART log");
+        let (reads, writes) = (u64::from_le_bytes(smart[64..72].try_into().unwrap()), u64::from_le_bytes(smart[80..88].try_into().unwrap()));
+        assert_eq!((reads, writes), (10_000, 10_000), "SMART Host Read/Write Commands with {groups} groups");
     }
 }
 
@@ -315,4 +320,17 @@ fn device_failure_reaches_every_group_which_is_released_without_the_adapter() {
     let n = verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 200, 8, 42, |_, _| None);
     assert!(n >= 200, "{n} I/Os after recovery");
     assert_eq!(w.t.v.dev.live_groups(), 2, "new groups on the recovered device");
+}
+
+/// Linux-like host settings over 4 groups: in-capsule writes, per-I/O keys invalidated by the
+/// target's SEND with Invalidate, depth 128 queues.
+#[test]
+fn linux_like_host_over_4_groups() {
+    for (inline, keys, inval) in [(true, false, false), (false, true, true), (true, true, true)] {
+        let (mut w, mut h) = setup_groups(4, 4);
+        let cfg = HostConfig { inline_writes: inline, per_io_keys: keys, invalidate: inval, ..four_queues(128) };
+        let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+        let n = verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 4_000, 32, 11, |_, _| None);
+        assert_eq!(n, 8_000, "inline={inline} keys={keys} inval={inval}");
+    }
 }

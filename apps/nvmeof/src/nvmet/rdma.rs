@@ -98,6 +98,9 @@ pub struct TransportStats {
     pub block_done_lost: u64,
     /// Queues closed by the target that did not fit the list for the CM (must stay 0).
     pub closed_overflow: u64,
+    /// Commands found unanswered for longer than [`STUCK_NS`] by the once-a-second check
+    /// (each counted once; logged with their state, a few per check).
+    pub stuck_commands: u64,
     /// Commands that did not fit a queue's RDMA READ wait list (must stay 0).
     pub read_wait_overflow: u64,
 }
@@ -245,6 +248,10 @@ struct NsMr {
     lkeys: Vec<Lkey>,
 }
 
+/// A command unanswered this long is reported as stuck (turnaround clock units: ns in the
+/// image and emu-runner).
+pub const STUCK_NS: u64 = 2_000_000_000;
+
 /// The SRQ low-water mark armed for a group of `bufs` buffers (an eighth).
 fn srq_limit(bufs: u16) -> u32 {
     (bufs as u32 / 8).max(1)
@@ -268,6 +275,7 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// Small host→controller payloads (Connect data, DSM ranges) copied here for parsing.
     scratch_in: alloc::boxed::Box<[u8; 4096]>,
     next_ka_check_ns: u64,
+    next_stuck_check_ns: u64,
     /// The time of the last `poll` (accept has no clock of its own).
     now_ns: u64,
     /// Namespace memory registered for zero-copy reads.
@@ -325,6 +333,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             turnaround_clock: None,
             scratch_in: alloc::boxed::Box::new([0; 4096]),
             next_ka_check_ns: 0,
+            next_stuck_check_ns: 0,
             now_ns: 0,
             ns_mrs: Vec::new(),
             ns_registered: false,
@@ -521,6 +530,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             work += self.check_qp_errors(verbs);
             work += self.expire_unadmitted(verbs, now_ns);
             self.check_srq_limits(verbs);
+            if now_ns >= self.next_stuck_check_ns {
+                self.next_stuck_check_ns = now_ns.saturating_add(1_000_000_000);
+                self.check_stuck();
+            }
         }
         // Held writes whose overlapping reads have been sent (or whose queues went away).
         if !self.blocked.is_empty() {
@@ -547,6 +560,45 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                     // The buffers are lost to the SRQ (it shrinks); counted and logged.
                     self.stats.post_errors += 1;
                     log::warn!("nvmeof: rdma: SRQ re-post failed: {e:?}");
+                }
+            }
+        }
+    }
+
+    /// Commands that have waited longer than [`STUCK_NS`] for their response (slow path: once a
+    /// second; only with a turnaround clock, whose stamps the slots carry): each is counted
+    /// once, when it crosses the bound, and the first few of a check are logged with where
+    /// they wait, so an operator sees a stuck queue before the host's I/O timeout does.
+    fn check_stuck(&mut self) {
+        let Some(clock) = self.turnaround_clock else { return };
+        let now = clock();
+        let mut logged = 0;
+        for (ci, c) in self.conns.iter().enumerate() {
+            let Some(c) = c.as_ref().filter(|c| !c.draining) else { continue };
+            for (s, slot) in c.slots.iter().enumerate() {
+                if slot.state == SlotState::Idle || slot.t0 == 0 {
+                    continue;
+                }
+                let age = now.saturating_sub(slot.t0);
+                // Counted in the one check after it crossed the bound.
+                if age < STUCK_NS || age >= STUCK_NS + 1_000_000_000 {
+                    continue;
+                }
+                self.stats.stuck_commands += 1;
+                if logged < 4 {
+                    logged += 1;
+                    log::warn!(
+                        "nvmeof: rdma: queue {ci} (qid {}, {:?}, poll group {}) slot {s}: command cid {} opcode {:#04x} unanswered for {} ms, {:?} (pending {}, {} free slots)",
+                        c.q.qid,
+                        c.qpn,
+                        c.group,
+                        slot.sqe.cid.get(),
+                        slot.sqe.opcode,
+                        age / 1_000_000,
+                        slot.state,
+                        slot.pending,
+                        c.free.len()
+                    );
                 }
             }
         }
