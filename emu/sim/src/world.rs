@@ -108,6 +108,8 @@ pub struct Outcome {
     pub turns: u64,
     pub trace: u64,
     pub drawn: Vec<Kind>,
+    /// Poll groups of each target (drawn per seed and target, 1..4, kept across restarts).
+    pub poll_groups: Vec<usize>,
 }
 
 impl Outcome {
@@ -115,7 +117,7 @@ impl Outcome {
     pub fn line(&self, seed: u64) -> String {
         let faults = if self.drawn.is_empty() { "none".to_string() } else { self.drawn.iter().map(|k| k.name()).collect::<Vec<_>>().join(",") };
         format!(
-            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} recoveries={} init_recoveries={} adapter_faults={} init_adapter_faults={} ops_while_a_target_down={} ops_while_own_reconnect={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} trace={:016x}",
+            "seed={seed} {} ops={} blocks_verified={} writes_acked={} io_failed={} error_status={} connects={} reconnects={} crashes={} recoveries={} init_recoveries={} adapter_faults={} init_adapter_faults={} ops_while_a_target_down={} ops_while_own_reconnect={} corrupted={} mtu_drops={} frames={} vtime_ms={} turns={} faults={faults} poll_groups={} trace={:016x}",
             if self.failure.is_some() { "FAIL" } else { "ok" },
             self.ops,
             self.blocks_verified,
@@ -136,12 +138,18 @@ impl Outcome {
             self.frames,
             self.virtual_ns / MS,
             self.turns,
+            self.poll_groups.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(","),
             self.trace
         )
     }
 }
 
 /// Independent branches of the seed's RNG tree.
+/// Target `j`'s poll groups for `seed`: 1 to 4, the same in every incarnation.
+pub fn poll_groups(seed: u64, j: usize) -> usize {
+    1 + (branch(seed, 0x500 + j as u64) % 4) as usize
+}
+
 fn branch(seed: u64, what: u64) -> u64 {
     SplitMix64::new(seed ^ what.wrapping_mul(0xA076_1D64_78BD_642F)).next_u64()
 }
@@ -336,6 +344,7 @@ impl World {
         let core = Core::new(cfg, subs).map_err(|e| format!("target config: {e}"))?;
         let mut svc = TargetService::with_cm_config(&mut node.v, core, 64, PORT, cm_config(branch(seed, 0x300 + inc))).map_err(|e| format!("listen: {e:?}"))?;
         svc.target.register_namespaces(&mut node.v);
+        svc.target.set_poll_groups(poll_groups(seed, j));
         let mut t = Target { node, svc, baseline: Footprint { cm_conns: 0, connections: 0, queues: 0, ctrls: 0, pinned_dma: 0, dma_regions: 0, dma_bytes: 0, qps: 0, cqs: 0, mkeys: 0, pages: 0 } };
         t.baseline = t.footprint();
         self.targets[j] = Some(t);

@@ -30,7 +30,7 @@ impl Sim {
             models: (0..nt).map(|_| Model::new(NS_BLOCKS as usize, GRACE_NS)).collect(),
             seq: 0,
             next_wid: 1,
-            out: Outcome { drawn: plan.drawn.clone(), ..Outcome::default() },
+            out: Outcome { drawn: plan.drawn.clone(), poll_groups: (0..nt).map(|j| super::poll_groups(seed, j)).collect(), ..Outcome::default() },
             plan,
             next_action: 0,
             deferred: Vec::new(),
