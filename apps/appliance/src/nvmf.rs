@@ -5,8 +5,10 @@
 //!   target core is configured and reported, then served on the ConnectX adapter:
 //!   `nvmeof::nvmet::service::TargetService` (CM listener + RDMA transport) polled with the adapter.
 //! - Initiator (`nvmf.connect=`): connect (or read the discovery log when `nqn=` is the
-//!   discovery NQN), print the controller and namespaces, run `nvmf.bench=` if given,
-//!   disconnect; the image then ends as `exit=` says.
+//!   discovery NQN) as one controller of `nvmeof::host::controllers::Controllers` (reconnected
+//!   with backoff after a lost target), print the controller and namespaces, run
+//!   `nvmf.verify=` (resumes after a reconnect) and `nvmf.bench=` if given, disconnect; the
+//!   image then ends as `exit=` says.
 //!
 //! Every problem is a clear error line naming the option; no panic.
 use alloc::boxed::Box;
@@ -426,13 +428,16 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
             }
         }
     }
-    let mut host = match connect(verbs, &mut env, hcfg, &spec.nqn) {
-        Ok(h) => h,
-        Err(e) => {
-            error!("nvmf: connect to {} at {target}: {e:?}", spec.nqn);
-            return false;
-        }
-    };
+    // One controller of the product's set: once connected, a lost target (CM disconnect, QP
+    // error, keep-alive expiry, a failed adapter) is released and reconnected with backoff
+    // while the verified workload waits for it; the first connect fails on its first error.
+    let addr = nvmeof::host::controllers::TargetAddr { ip: spec.addr, port: spec.port };
+    let mut set = nvmeof::host::controllers::Controllers::new(&hcfg, &[(addr, spec.nqn.as_str())]);
+    if let Err(e) = bring_up(&mut set, verbs, &mut env) {
+        error!("nvmf: connect to {} at {target}: {e:?}", spec.nqn);
+        return false;
+    }
+    let host = set.ctrls[0].live().expect("brought up");
     if let Some(c) = &host.ctrl {
         info!("nvmf: connected to {} at {target}: controller {}, MDTS {} KiB, {} namespace(s), I/O queues {:?}", c.subnqn, c.cntlid, c.mdts_bytes / 1024, c.nn, host.io_queues());
     }
@@ -441,28 +446,38 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
     }
     let mut ok = true;
     if verify > 0 {
-        ok = match host.namespaces.first().map(|n| n.nsid) {
-            Some(nsid) => verified_io(&mut host, verbs, &mut env, nsid, verify, spec.qd),
-            None => {
-                error!("nvmf: verify: the controller has no namespace");
-                false
-            }
-        };
+        ok = verified_io(&mut set, verbs, &mut env, verify, spec.qd);
     }
     if let (true, Some(b)) = (ok, &args.bench) {
-        match host.namespaces.first().map(|n| n.nsid) {
+        match set.ctrls[0].live() {
+            // The bench does not reconnect: a target lost during it ends it with the error.
+            Some(host) => match host.namespaces.first().map(|n| n.nsid) {
+                None => {
+                    error!("nvmf: bench: the controller has no namespace");
+                    ok = false;
+                }
+                Some(nsid) => ok = bench(host, verbs, &mut env, nsid, b),
+            },
             None => {
-                error!("nvmf: bench: the controller has no namespace");
+                error!("nvmf: bench: the controller is not connected");
                 ok = false;
             }
-            Some(nsid) => ok = bench(&mut host, verbs, &mut env, nsid, b),
         }
     }
-    info!("nvmf: initiator counters {:?}", host.stats);
+    let c = &set.ctrls[0];
+    info!("nvmf: initiator counters {:?}", c.host().stats);
+    info!(
+        "nvmf: initiator controller {target}: state {:?}, connects {}, failed attempts {}, reconnects {}, device recoveries {}",
+        c.state(),
+        c.connects,
+        c.failed_attempts,
+        c.host().stats.reconnects,
+        set.device_recoveries
+    );
     if let Some(e) = verbs.last_poll_error.take() {
         warn!("nvmf: adapter {bdf}: last housekeeping error: {e}");
     }
-    if let Err(e) = disconnect(host, verbs, &mut env) {
+    if let Err((_, e)) = set.disconnect(verbs, &mut env) {
         warn!("nvmf: disconnect: {e:?}");
     }
     ok
@@ -477,9 +492,29 @@ fn discover(verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::ada
     nvmeof::host::Host::discover(verbs, env, cfg)
 }
 
+type HostSet = nvmeof::host::controllers::Controllers<crate::adapter::Verbs>;
+
+/// The set's first connect: polled until live; its first failed attempt is the answer (no
+/// retries before the target was ever reached, as a one-shot connect).
 #[inline(never)]
-fn connect(verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, cfg: nvmeof::host::HostConfig, nqn: &str) -> Result<Box<nvmeof::host::Host<crate::adapter::Verbs>>, HostError> {
-    nvmeof::host::Host::connect(verbs, env, cfg, nqn).map(Box::new)
+fn bring_up(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>) -> Result<(), HostError> {
+    use nvmeof::host::controllers::CtrlEvent;
+    loop {
+        let mut failed = None;
+        set.poll(verbs, env, |_, e| {
+            if let CtrlEvent::AttemptFailed(e) = e {
+                failed = Some(e);
+            }
+        });
+        if let Some(e) = failed {
+            let _ = set.disconnect(verbs, env);
+            return Err(e);
+        }
+        if set.all_live() {
+            return Ok(());
+        }
+        env.idle(verbs);
+    }
 }
 
 /// Run `nvmf.bench=` on `nsid` and print the report and fio's JSON (between
@@ -514,28 +549,43 @@ fn bench(
     }
 }
 
-/// `nvmf.verify=`: `count` verified random I/Os on `nsid` at queue depth `qd` (each write a
-/// pattern unique to block and generation, every read of a written block compared), seed from
-/// the TSC (printed, so a failure can be replayed). Returns whether every block matched.
+/// `nvmf.verify=`: `count` verified random I/Os on the controller's first namespace at queue
+/// depth `qd` (each write a pattern unique to block and generation, every read of a written
+/// block compared), seed from the TSC (printed, so a failure can be replayed). A lost target
+/// is reconnected and the workload resumes (writes lost in flight may or may not have landed,
+/// nothing else may be found). Returns whether every block matched.
 #[inline(never)]
-fn verified_io(host: &mut nvmeof::host::Host<crate::adapter::Verbs>, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, nsid: u32, count: u64, qd: u16) -> bool {
+fn verified_io(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, count: u64, qd: u16) -> bool {
+    use nvmeof::host::controllers::CtrlEvent;
     let seed = kernel::time::rdtsc();
-    match nvmeof::verify::run(host, verbs, env, nsid, count, qd as usize, 32, seed) {
+    let w = nvmeof::verify::reconnecting::Workload { count, qd: qd as usize, max_blocks: 32, seed, stall_ns: VERIFY_STALL_NS };
+    let mut attempts = 0u64;
+    let r = nvmeof::verify::reconnecting::run(set, verbs, env, &w, |_, e| match e {
+        CtrlEvent::AttemptFailed(e) => {
+            attempts += 1;
+            // Rate-limited: one every 50 ms while the target is away.
+            if attempts <= 4 || attempts % 100 == 0 {
+                warn!("nvmf: initiator: reconnect attempt {attempts} failed: {e:?}");
+            }
+        }
+        e => info!("nvmf: initiator: {e:?}"),
+    });
+    let nsid = set.ctrls[0].host().namespaces.first().map_or(0, |n| n.nsid);
+    match r {
         Ok(r) => {
+            let (l, v) = (r[0], r[0].verify);
             info!(
-                "nvmf: verify nsid {nsid}: writes={} reads={} blocks_verified={} mismatches={} errors={} first_error={:?} seed={seed}",
-                r.writes, r.reads, r.blocks_verified, r.mismatches, r.errors, r.first_error
+                "nvmf: verify nsid {nsid}: writes={} reads={} blocks_verified={} mismatches={} errors={} first_error={:?} seed={seed} releases={} lost_writes={} lost_reads={} after_reconnect={}",
+                v.writes, v.reads, v.blocks_verified, v.mismatches, v.errors, v.first_error, l.releases, l.lost_writes, l.lost_reads, l.answered_after_reconnect
             );
-            r.mismatches == 0 && r.errors == 0 && r.blocks_verified > 0
+            v.mismatches == 0 && v.errors == 0 && v.blocks_verified > 0
         }
         Err(e) => {
-            error!("nvmf: verify on nsid {nsid}: {e:?}");
+            error!("nvmf: verify on nsid {nsid}: {e:?} (seed={seed})");
             false
         }
     }
 }
 
-#[inline(never)]
-fn disconnect(host: Box<nvmeof::host::Host<crate::adapter::Verbs>>, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>) -> Result<(), HostError> {
-    (*host).disconnect(verbs, env)
-}
+/// `nvmf.verify=` gives up after this long without an answered I/O (its target away).
+const VERIFY_STALL_NS: u64 = 60_000_000_000;

@@ -13,6 +13,8 @@ use crate::bench::Rng;
 use crate::host::{Host, HostEnv, IoDone, IoKind};
 use crate::{Error, Status};
 
+pub mod reconnecting;
+
 /// What a verified run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct VerifyResult {

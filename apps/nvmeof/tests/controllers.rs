@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use hal::DmaRegion;
 use nvmeof::host::controllers::{Controllers, CtrlEvent, CtrlState, TargetAddr};
 use nvmeof::host::{ConnectPoll, Host, HostEnv, IoDone, IoKind};
+use nvmeof::verify::reconnecting::{self, Workload};
 use nvmeof::Status;
 use rdma::{Control, Qpn};
 use testbed::Node;
@@ -28,6 +29,8 @@ struct Net {
     conns: BTreeMap<u32, (Qpn, TargetAddr)>,
     unanswered: Vec<u32>,
     next_dead: u32,
+    /// A planned outage, taken in `idle` by the clock: target down from..to.
+    outage: Option<(u64, u64, TargetAddr)>,
 }
 
 impl Net {
@@ -49,6 +52,15 @@ impl HostEnv<V> for Net {
         self.w.now_ns()
     }
     fn idle(&mut self, verbs: &mut V) {
+        if let Some((from, to, t)) = self.outage {
+            let now = self.w.now_ns();
+            if now >= to {
+                self.down = None;
+                self.outage = None;
+            } else if now >= from && self.down.is_none() {
+                self.take_down(verbs, t);
+            }
+        }
         self.w.idle(verbs)
     }
     fn cm_connect(&mut self, verbs: &mut V, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()> {
@@ -80,7 +92,7 @@ impl HostEnv<V> for Net {
 
 fn setup() -> (Net, Node, Controllers<V>) {
     let (w, h) = setup_two_subsystems();
-    let net = Net { w, to: A, down: None, conns: BTreeMap::new(), unanswered: Vec::new(), next_dead: 0 };
+    let net = Net { w, to: A, down: None, conns: BTreeMap::new(), unanswered: Vec::new(), next_dead: 0, outage: None };
     let cfg = nvmeof::host::HostConfig { timeout_ns: 2_000_000, ..host_cfg(8) };
     let mut set = Controllers::new(&cfg, &[(A, SUBNQN), (B, SUBNQN_B)]);
     set.reconnect_delay_ns = 1_000_000;
@@ -241,4 +253,40 @@ fn io_to_a_live_target_flows_while_a_dead_one_is_retried() {
     verified(&mut net, &mut h, host, &[8, 16], 0xA0, true);
     verified(&mut net, &mut h, host, &[8, 16], 0xA0, false);
     set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");
+}
+
+#[test]
+fn a_verified_workload_resumes_after_its_target_went_away_and_came_back() {
+    let (mut net, mut h, mut set) = setup();
+    let (qps0, cqs0) = (h.v.dev.live_qps(), h.v.dev.live_cqs());
+    let t0 = net.w.clock.now_ns();
+    // A goes away a little into the run (its connections close under the host, reconnects are
+    // not answered) and comes back ~10 ms later; B is never touched.
+    net.outage = Some((t0 + 300_000, t0 + 10_000_000, A));
+    let w = Workload { count: 3000, qd: 8, max_blocks: 8, seed: 0x15, stall_ns: 1_000_000_000 };
+    let mut ev = Vec::new();
+    let r = reconnecting::run(&mut set, &mut h.v, &mut net, &w, |i, e| ev.push((i, format!("{e:?}")))).expect("workload finished");
+    let took = net.w.clock.now_ns() - t0;
+    println!("A: {:?}\nB: {:?}\nvirtual time {} ms; events {ev:?}", r[0], r[1], took / 1_000_000);
+    assert!(net.outage.is_none() && took > 10_000_000, "the run outlasted the outage ({took} ns)");
+    let (a, b) = (r[0], r[1]);
+    assert_eq!((a.verify.mismatches, b.verify.mismatches), (0, 0));
+    assert_eq!((a.verify.errors, b.verify.errors), (0, 0));
+    assert!(a.releases >= 1 && b.releases == 0, "only A was lost: {a:?} {b:?}");
+    assert!(a.lost_writes + a.lost_reads > 0, "A lost I/O in flight: {a:?}");
+    assert!(a.answered_after_reconnect >= 500, "A's workload resumed after the reconnect: {a:?}");
+    assert!(a.verify.blocks_verified > 0 && b.verify.blocks_verified > 0);
+    assert_eq!(set.ctrls[0].connects, 2, "A reconnected once");
+    assert!(set.ctrls[0].failed_attempts >= 1, "A was retried while down");
+    assert_eq!(set.ctrls[1].connects, 1);
+    assert!(ev.iter().any(|e| e.0 == 0 && e.1 == "Released"));
+    // Nothing left behind once both disconnect.
+    set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");
+    for _ in 0..1000 {
+        h.v.poll();
+        net.w.turn();
+    }
+    assert_eq!((h.v.dev.live_qps(), h.v.dev.live_cqs()), (qps0, cqs0), "initiator objects after disconnect");
+    assert_eq!(net.w.target.queues(), 0, "target queues after disconnect");
+    assert!(net.w.conns.is_empty(), "CM connections after disconnect: {:?}", net.w.conns.len());
 }
