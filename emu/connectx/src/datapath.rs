@@ -179,7 +179,15 @@ impl Device {
     /// Port configuration for the engine: MAC from the vport, IPv4 from the first IPv4 GID.
     pub(crate) fn port_config(&self) -> PortConfig {
         let ip = self.gids.iter().flatten().find_map(|g| ipv4_of_gid(&g[..16])).unwrap_or([0; 4]);
-        PortConfig { mac: self.vport.mac, ip, answer_arp: self.cfg.port_answers_arp, ud_mtu: 1024, ttl: 64 }
+        PortConfig {
+            mac: self.vport.mac,
+            ip,
+            answer_arp: self.cfg.port_answers_arp,
+            ud_mtu: 1024,
+            ttl: 64,
+            // A ConnectX counts retry_cnt 7 as 7 retries (rxe retries for ever).
+            retry_cnt_7_infinite: false,
+        }
     }
 
     /// MAC or GID changed: rebuild the engine if it has no QPs yet (the usual bring-up order).

@@ -197,7 +197,7 @@ struct PeerEngine {
 
 impl PeerEngine {
     fn new(link: MemLink, pairs: &[(u32, u32)]) -> Self {
-        let mut eng = Engine::new(PortConfig { mac: MAC_PEER, ip: IP_PEER, answer_arp: true, ud_mtu: 1024, ttl: 64 });
+        let mut eng = Engine::new(PortConfig { mac: MAC_PEER, ip: IP_PEER, ..PortConfig::default() });
         for &(mine, theirs) in pairs {
             let q = Qpn(mine);
             eng.create_qp(q, QpType::Rc).unwrap();

@@ -5,7 +5,7 @@
 //! # How the model plugs in
 //!
 //! ```text
-//! let mut eng = Engine::new(PortConfig { mac, ip, answer_arp: true, ud_mtu: 1024, ttl: 64 });
+//! let mut eng = Engine::new(PortConfig { mac, ip, answer_arp: true, ud_mtu: 1024, ttl: 64, retry_cnt_7_infinite: true });
 //! eng.create_qp(Qpn(1), QpType::Ud)?;                 // GSI, at bring-up
 //! eng.create_qp(qpn, QpType::Rc)?;                    // CREATE_QP
 //! eng.modify_qp(qpn, QpState::Init, &attrs)?;         // RST2INIT / INIT2RTR / RTR2RTS / 2ERR / 2RST:
@@ -39,7 +39,8 @@
 //! * Requester: PMTU segmentation, AckReq on each message's last packet and every 64th
 //!   packet, 128-PSN window, READ consumes ceil(len/PMTU) PSNs, at most `max_rd_atomic` READs
 //!   outstanding, go-back-N from the oldest unacknowledged PSN on timeout (4.096 µs × 2^timeout,
-//!   `retry_cnt`, 7 = infinite) or NAK-PSN-sequence-error, RNR NAK wait per the IBA timer table
+//!   `retry_cnt`, 7 = infinite unless `PortConfig::retry_cnt_7_infinite` is off, as the
+//!   emulated ConnectX has it) or NAK-PSN-sequence-error, RNR NAK wait per the IBA timer table
 //!   (`rnr_retry`, 7 = infinite), coalesced ACKs, an ACK past an incomplete READ = lost
 //!   response (re-request the rest), NAK invalid-request / remote-access / remote-operational
 //!   → error completion, QP to ERROR, rest flushed.

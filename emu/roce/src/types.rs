@@ -352,9 +352,13 @@ pub struct PortConfig {
     pub ud_mtu: u32,
     /// TTL of emitted IPv4 packets.
     pub ttl: u8,
+    /// A QP's transport `retry_cnt` of 7 retries for ever (rxe's reading). False: 7 retries,
+    /// then RetryExceeded, as the IBA Retry Count (7 the largest count; only the RNR retry
+    /// count has an infinite value) and as ConnectX adapters do.
+    pub retry_cnt_7_infinite: bool,
 }
 impl Default for PortConfig {
     fn default() -> Self {
-        PortConfig { mac: [0x02, 0, 0, 0, 0, 1], ip: [10, 0, 0, 1], answer_arp: true, ud_mtu: 1024, ttl: 64 }
+        PortConfig { mac: [0x02, 0, 0, 0, 0, 1], ip: [10, 0, 0, 1], answer_arp: true, ud_mtu: 1024, ttl: 64, retry_cnt_7_infinite: true }
     }
 }

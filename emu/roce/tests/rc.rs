@@ -189,6 +189,30 @@ fn retry_exceeded_on_dead_link() {
     assert!(p.now >= 4 * 1_048_576 && p.now < 6 * 1_048_576, "now = {}", p.now);
 }
 
+#[test]
+fn retry_cnt_7_is_seven_retries_on_a_connectx_port_and_for_ever_on_rxe() {
+    for connectx in [true, false] {
+        let mut p = Pair::new(Impairments { loss: 1.0, ..Default::default() }, 7, 4 * MIB);
+        if connectx {
+            let cfg = PortConfig { retry_cnt_7_infinite: false, ..*p.a.eng.config() };
+            p.a.eng.set_config(cfg);
+        }
+        p.connect(0x11, 0x12, QpAttrs { retry_cnt: 7, timeout: 8, ..rc_attrs() });
+        let ka = p.a.reg(0x10_0000, 4096, Access::ALL);
+        p.a.eng.post_send(Qpn(0x11), send_wr(1, SendOp::RdmaWrite { remote_va: 0, rkey: Rkey(1) }, ka, 0x10_0000, 100)).unwrap();
+        // 4.096 µs × 2^8 ≈ 1.05 ms per timeout: 8 of them on a ConnectX, 20 ms is plenty.
+        let ended = p.run_until(p.now + 20_000_000, |p| !p.a.cqes.is_empty());
+        let c = p.a.eng.counters();
+        if connectx {
+            assert!(ended, "RetryExceeded after 1 + 7 timeouts");
+            assert_eq!(p.a.cqes[0].status, WcStatus::RetryExceeded);
+            assert_eq!((c.timeouts, c.req_sent), (8, 8), "original + 7 retries");
+        } else {
+            assert!(!ended && c.timeouts > 8, "rxe: still retrying after {} timeouts", c.timeouts);
+        }
+    }
+}
+
 /// Wrong rkey, out of bounds, no access, invalidated key: requester gets an error completion
 /// and its QP goes to ERROR; the responder keeps serving new QPs.
 #[test]

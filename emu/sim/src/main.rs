@@ -97,12 +97,14 @@ fn main() -> ExitCode {
     };
     let t0 = Instant::now();
     let (mut seeds, mut failures, mut ops) = (0u64, 0u64, 0u64);
+    let mut notice: Vec<(u64, sim::world::Noticed)> = Vec::new();
     let mut seed = a.from;
     while a.until_failure || seed < a.to {
         let cfg = sim::Config { seed, targets: a.targets, initiators: a.initiators, ops: a.ops, faults: a.faults.clone(), verbose: a.verbose, keep_namespace: a.keep_namespace };
         let out = sim::run(cfg);
         seeds += 1;
         ops += out.ops;
+        notice.extend_from_slice(&out.crash_notice);
         if let Some(why) = &out.failure {
             failures += 1;
             say!("{}", out.line(seed));
@@ -138,6 +140,24 @@ fn main() -> ExitCode {
         (ops as f64 / secs) as u64,
         (seeds as f64 * 60.0 / secs) as u64
     );
+    if !notice.is_empty() {
+        // How long a crashed target goes unnoticed by an initiator connected to it.
+        let mut ms: Vec<u64> = notice.iter().map(|n| n.0 / 1_000_000).collect();
+        ms.sort_unstable();
+        let pct = |p: usize| ms[(ms.len() - 1) * p / 100];
+        let by = |w: sim::world::Noticed| notice.iter().filter(|n| n.1 == w).count();
+        say!(
+            "SIM-CRASH-NOTICE n={} ms_min={} ms_p50={} ms_p90={} ms_max={} by_transport_error={} by_keep_alive={} by_other={}",
+            ms.len(),
+            ms[0],
+            pct(50),
+            pct(90),
+            ms[ms.len() - 1],
+            by(sim::world::Noticed::Transport),
+            by(sim::world::Noticed::KeepAlive),
+            by(sim::world::Noticed::Other)
+        );
+    }
     if failures > 0 {
         ExitCode::from(1)
     } else {

@@ -75,6 +75,28 @@ pub struct Config {
     pub keep_namespace: Option<bool>,
 }
 
+/// What made an initiator fail a controller (time-to-notice of a crashed target).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Noticed {
+    /// Not seen (released for another reason, e.g. the device failed).
+    #[default]
+    Other,
+    /// A work request's error completion (transport retries exhausted, flushed).
+    Transport,
+    /// No Keep Alive answer within KATO.
+    KeepAlive,
+}
+
+impl Noticed {
+    fn of<E>(e: &nvmeof::Error<E>) -> Self {
+        match e {
+            nvmeof::Error::Transport(_) => Noticed::Transport,
+            nvmeof::Error::Target(nvmeof::host::TargetFault::KeepAlive { .. }) => Noticed::KeepAlive,
+            _ => Noticed::Other,
+        }
+    }
+}
+
 /// What one run found.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
@@ -97,6 +119,10 @@ pub struct Outcome {
     pub init_adapter_faults: u64,
     /// Completions from a target while another target was down (crashed).
     pub ops_while_a_target_down: u64,
+    /// Per (initiator, target crash) with the initiator's controller connected at the crash:
+    /// virtual ns from the crash until that controller was released, and what made the
+    /// initiator fail it (not in [`Outcome::line`]: the campaign's lines stay as they were).
+    pub crash_notice: Vec<(u64, Noticed)>,
     /// Completions an initiator reaped from one target while its own controller on another
     /// target was not connected (being released, backing off or reconnecting).
     pub ops_while_own_reconnect: u64,
@@ -287,6 +313,10 @@ pub struct World {
     next_action: usize,
     deferred: Vec<Action>,
     idle_ns: u64,
+    /// `[k][j]`: when target `j` crashed while initiator `k`'s controller on it was live, until
+    /// the initiator released that controller; and why `k` failed it last.
+    crash_unnoticed: Vec<Vec<Option<u64>>>,
+    fail_why: Vec<Vec<Noticed>>,
     out: Outcome,
 }
 
@@ -481,6 +511,7 @@ impl World {
                     let mut ops = core::mem::take(&mut init.ops);
                     self.abandon(k, &mut ops, None);
                     init.restart_ns = Some(now + down_ns);
+                    self.crash_unnoticed[k].iter_mut().for_each(|c| *c = None);
                     init.incarnation += 1;
                     self.out.crashes += 1;
                 }
@@ -499,6 +530,13 @@ impl World {
                         self.models[j].reset(self.seq, now);
                     }
                     self.target_restart[j] = Some((now + down_ns, saved));
+                    for k in 0..self.inits.len() {
+                        let live = self.inits[k].as_ref().and_then(|i| i.parts.as_ref()).is_some_and(|p| p.ctrls.ctrls[j].state() == CtrlState::Live);
+                        // The first crash counts (a restarted target may crash again unnoticed).
+                        if live && self.crash_unnoticed[k][j].is_none() {
+                            self.crash_unnoticed[k][j] = Some(now);
+                        }
+                    }
                     self.out.crashes += 1;
                 }
             }

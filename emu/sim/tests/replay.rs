@@ -3,6 +3,7 @@
 //! something stay as regressions.
 
 use sim::faults::{self, Kind};
+use sim::world::Noticed;
 use sim::{run, Config};
 
 fn cfg(seed: u64, faults: &[Kind]) -> Config {
@@ -174,13 +175,14 @@ fn two_targets_each_checked_on_its_own_and_a_crash_of_one_leaves_the_other_servi
         flowing += u64::from(out.ops_while_a_target_down > 0);
     }
     assert!(flowing >= 5, "in {flowing} of 6 seeds the other target served while one was down");
-    // Seed 29: target 0 is down when the initiators find their controllers on it dead (keep-
-    // alive); their reconnects wait 2 s for the CM, and meanwhile their I/O to target 1 goes
-    // on: 300 completions. With the CM exchange waited for (a blocking reconnect) only the
-    // 50 ms backoffs between attempts let it through: 150.
-    let out = run(Config { targets: 2, ..cfg(29, &[Kind::TargetCrash]) });
+    // Seed 49: target 0 crashes at 602 ms; the initiators find their controllers on it dead
+    // by the transport's error completions at 1,175 ms (seed 29 showed this until the
+    // emulated ConnectX stopped retrying for ever: keep-alive found them then); their
+    // reconnects wait 2 s for the CM, and meanwhile their I/O to target 1 goes on: 258
+    // completions (a blocking reconnect would let only the 50 ms backoffs through).
+    let out = run(Config { targets: 2, ..cfg(49, &[Kind::TargetCrash]) });
     assert!(out.failure.is_none(), "{:?}", out.failure);
-    assert!(out.ops_while_own_reconnect > 200, "{}", out.line(29));
+    assert!(out.ops_while_own_reconnect > 200, "{}", out.line(49));
 }
 
 #[test]
@@ -196,4 +198,24 @@ fn a_device_recovery_drops_every_controller_on_it_first() {
     assert!(out.failure.is_none(), "{:?}", out.failure);
     assert_eq!(out.drawn.iter().map(|k| k.name()).collect::<Vec<_>>(), ["health", "cmdhang", "corrupt", "corrupt", "fatal"], "the plan of the time");
     assert!(out.init_recoveries > 0, "{}", out.line(403066));
+}
+
+#[test]
+fn a_crashed_target_is_noticed_by_the_transport_before_keep_alive() {
+    // The emulated ConnectX ends an RC QP after 1 + 7 ACK timeouts (retry_cnt 7; 4.096 µs x
+    // 2^14 = 67 ms each in the simulator's CM settings): an initiator whose controller had I/O
+    // on a target that crashed fails it on that error completion, ~0.54 s after the crash, not
+    // by keep-alive (2 s KATO: 2.0-3.0 s, p50 2.6 s, while the adapter retried for ever).
+    let mut seen = Vec::new();
+    for seed in 0..6 {
+        let out = run(cfg(seed, &[Kind::TargetCrash]));
+        assert!(out.failure.is_none(), "seed {seed}: {:?}", out.failure);
+        seen.extend(out.crash_notice);
+    }
+    println!("time-to-notice (ms, why): {:?}", seen.iter().map(|n| (n.0 / 1_000_000, n.1)).collect::<Vec<_>>());
+    assert!(seen.len() >= 6, "crashes with a connected initiator: {seen:?}");
+    for (ns, why) in &seen {
+        assert_eq!(*why, Noticed::Transport, "noticed by a transport error: {seen:?}");
+        assert!((500_000_000..700_000_000).contains(ns), "within 8 ACK timeouts and a little: {seen:?}");
+    }
 }

@@ -129,7 +129,7 @@ pub(super) fn run_timers(qp: &mut Qp, ctx: &mut Ctx<'_>) {
             requester_error(qp, ctx, WcStatus::RetryExceeded, 0);
             return;
         }
-        if qp.attrs.retry_cnt != 7 {
+        if qp.attrs.retry_cnt != 7 || !ctx.cfg.retry_cnt_7_infinite {
             qp.retry_left -= 1;
         }
         go_back(qp);

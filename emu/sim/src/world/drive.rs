@@ -35,6 +35,8 @@ impl Sim {
             next_action: 0,
             deferred: Vec::new(),
             idle_ns: TURN_NS,
+            crash_unnoticed: vec![vec![None; nt]; n],
+            fail_why: vec![vec![Noticed::Other; nt]; n],
             cfg: Config { targets: nt, ..cfg },
         }));
         {
@@ -169,8 +171,13 @@ impl Sim {
                         eprintln!("sim: {}us initiator {k} connection to target {j} released", now / 1000);
                     }
                     w.abandon(k, &mut init.ops, Some(j));
+                    let why = core::mem::take(&mut w.fail_why[k][j]);
+                    if let Some(t) = w.crash_unnoticed[k][j].take() {
+                        w.out.crash_notice.push((now - t, why));
+                    }
                 }
                 CtrlEvent::Live => {
+                    w.crash_unnoticed[k][j] = None;
                     if w.cfg.verbose {
                         eprintln!("sim: {}us initiator {k} {} target {j}", now / 1000, if first { "connected to" } else { "reconnected to" });
                     }
@@ -227,7 +234,8 @@ impl Sim {
                             break;
                         }
                     }
-                    Err(_) => {
+                    Err(e) => {
+                        self.w.borrow_mut().fail_why[k][j] = Noticed::of(&e);
                         c.fail();
                         break;
                     }
@@ -238,9 +246,10 @@ impl Sim {
             self.complete(k, init, *j, d);
         }
         let Some(p) = init.parts.as_mut() else { return };
-        for c in p.ctrls.ctrls.iter_mut() {
+        for (j, c) in p.ctrls.ctrls.iter_mut().enumerate() {
             if let Some(h) = c.live() {
-                if h.tick(&mut p.node.v, now).is_err() {
+                if let Err(e) = h.tick(&mut p.node.v, now) {
+                    self.w.borrow_mut().fail_why[k][j] = Noticed::of(&e);
                     c.fail();
                 }
             }
