@@ -20,6 +20,7 @@ use nvme_spec::props::{Cap, Cc, Csts};
 use crate::Error;
 
 mod auth;
+mod bringup;
 pub mod cm_env;
 mod connect;
 pub mod controllers;
@@ -224,6 +225,14 @@ fn cmd(opcode: u8) -> Sqe {
     s
 }
 
+/// An Identify SQE (CNS `cns`, namespace `nsid`).
+fn identify_sqe(cns: u8, nsid: u32) -> Sqe {
+    let mut s = cmd(admin_op::IDENTIFY);
+    s.nsid = U32::new(nsid);
+    s.cdw10 = U32::new(cns as u32);
+    s
+}
+
 /// A Property Get SQE.
 pub fn property_get_sqe(offset: u32, eight: bool) -> Sqe {
     let mut p = PropertyGetCmd::zeroed();
@@ -352,33 +361,24 @@ impl<V: Verbs> Host<V> {
     }
 
     /// The rest of a connect once the admin queue is connected: Fabrics Connect, enable,
-    /// Identify, I/O queues, namespaces (waits for each step).
+    /// Identify, I/O queues, namespaces ([`bringup::BringUp`]'s steps, waited for here).
     pub(super) fn enable(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
-        let cntlid = validate::cntlid(self.fabric_connect(verbs, env, 0, CNTLID_DYNAMIC)?)?;
-        let cap = self.prop_get(verbs, env, prop::CAP, true)?;
-        let capf = Cap::from_bits(cap);
-        // CC.MPS 0 (4 KiB pages) must lie within CAP.MPSMIN..MPSMAX.
-        validate::transfer_limit(capf, 0)?;
-        self.admin_sync(verbs, env, property_set_sqe(prop::CC, CC_ENABLE.into_bits() as u64), None)?;
-        let to_ns = capf.ready_timeout_ns();
-        let start = env.now_ns();
+        let mut b = bringup::BringUp::new();
         loop {
-            let csts = Csts::from_bits(self.prop_get(verbs, env, prop::CSTS, false)? as u32);
-            if csts.cfs() {
-                return Err(Error::Protocol("controller fatal status after enable"));
+            match b.step(self, verbs, env) {
+                Ok(true) => return Ok(()),
+                Ok(false) => env.idle(verbs),
+                Err(e) => {
+                    b.abandon(verbs, env);
+                    return Err(e);
+                }
             }
-            if csts.rdy() {
-                break;
-            }
-            if env.now_ns().saturating_sub(start) > to_ns {
-                return Err(Error::Timeout);
-            }
-            env.idle(verbs);
         }
-        let vs = self.prop_get(verbs, env, prop::VS, false)? as u32;
-        let mut page = alloc::vec![0u8; 4096];
-        self.identify(verbs, env, cns::CONTROLLER, 0, &mut page)?;
-        let id = IdentifyCtrl::read_from_bytes(&page).expect("4096");
+    }
+
+    /// The controller's facts from Identify Controller, checked against the Connect's
+    /// controller ID and this host's subsystem.
+    fn controller_info(&self, cntlid: u16, capf: Cap, vs: u32, id: &IdentifyCtrl) -> Result<CtrlInfo, Error<V::Error>> {
         if id.cntlid.get() != cntlid {
             return Err(Error::Protocol("Identify CNTLID differs from Connect"));
         }
@@ -400,45 +400,12 @@ impl<V: Verbs> Host<V> {
             kas: id.kas.get(),
             oaes: id.oaes.get(),
             vs,
-            cap,
+            cap: capf.into_bits(),
         };
         if info.subnqn != self.subnqn {
             return Err(Error::Protocol("Identify SUBNQN differs"));
         }
-        let discovery = self.subnqn == DISCOVERY_NQN;
-        let capsule = if discovery { 0 } else { validate::capsule_size(info.ioccsz, id.iorcsz.get())? };
-        if !discovery && info.kas == 0 {
-            return Err(Error::Protocol("KAS == 0"));
-        }
-        self.ctrl = Some(info.clone());
-        self.last_ka_ns = env.now_ns();
-        if discovery {
-            return Ok(());
-        }
-        // Number of queues.
-        let mut sf = cmd(admin_op::SET_FEATURES);
-        let n = self.cfg.io_queues.max(1) as u32 - 1;
-        sf.cdw10 = U32::new(fid::NUM_QUEUES as u32);
-        sf.cdw11 = U32::new(n | (n << 16));
-        let (dw0, _) = self.admin_sync(verbs, env, sf, None)?;
-        let granted = ((dw0 & 0xFFFF).min(dw0 >> 16) + 1).min(self.cfg.io_queues as u32) as u16;
-        if info.oaes & OAES_NS_ATTR != 0 {
-            let mut sf = cmd(admin_op::SET_FEATURES);
-            sf.cdw10 = U32::new(fid::ASYNC_EVENT_CONFIG as u32);
-            sf.cdw11 = U32::new(AEC_NS_ATTR);
-            self.admin_sync(verbs, env, sf, None)?;
-            self.post_aer(verbs, env.now_ns())?;
-        }
-        // I/O queues.
-        let depth = validate::io_depth(self.cfg.io_depth, validate::queue_entries(capf)?, info.maxcmd);
-        let xfer = (self.cfg.max_io_bytes as u64).min(info.mdts_bytes) as usize;
-        for qid in 1..=granted {
-            let q = self.connect_queue(verbs, env, qid, depth, capsule, xfer)?;
-            self.io.push(q);
-            self.fabric_connect(verbs, env, qid, cntlid)?;
-        }
-        self.scan_namespaces(verbs, env)?;
-        Ok(())
+        Ok(info)
     }
 
     /// Identify the active namespaces again (e.g. after an AEN).
@@ -465,7 +432,8 @@ impl<V: Verbs> Host<V> {
         }
     }
 
-    fn fabric_connect(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, cntlid: u16) -> Result<u16, Error<V::Error>> {
+    /// A Fabrics Connect for queue `qid` and its data (controller `cntlid`, this host).
+    fn connect_cmd(&mut self, qid: u16, cntlid: u16) -> (Sqe, ConnectData) {
         let mut c = ConnectCmd::zeroed();
         c.opcode = FABRICS_OPCODE;
         c.fctype = fctype::CONNECT;
@@ -480,27 +448,12 @@ impl<V: Verbs> Host<V> {
         put_str(&mut d.hostnqn, &self.cfg.hostnqn, 0);
         let mut sqe = Sqe::read_from_bytes(c.as_bytes()).expect("64");
         sqe.flags = PSDT_SGL;
-        let inline_room = self.queue_mut(qid).capsule.saturating_sub(64);
-        let (dw0, _) = if qid > 0 && inline_room >= ConnectData::SIZE && self.ctrl.as_ref().is_some_and(|c| c.sgls & sgls::OFFSET != 0) {
-            self.sync(verbs, env, qid, sqe, Some(Data::Inline(d.as_bytes())))?
-        } else {
-            self.sync(verbs, env, qid, sqe, Some(Data::Out(d.as_bytes())))?
-        };
-        self.authenticate_if_asked(verbs, env, qid, dw0)?;
-        Ok(dw0 as u16)
-    }
-
-    fn prop_get(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, off: u32, eight: bool) -> Result<u64, Error<V::Error>> {
-        let (dw0, dw1) = self.admin_sync(verbs, env, property_get_sqe(off, eight), None)?;
-        Ok(dw0 as u64 | if eight { (dw1 as u64) << 32 } else { 0 })
+        (sqe, d)
     }
 
     /// Identify into `out` (4096 bytes).
     pub fn identify(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, cns: u8, nsid: u32, out: &mut [u8]) -> Result<(), Error<V::Error>> {
-        let mut s = cmd(admin_op::IDENTIFY);
-        s.nsid = U32::new(nsid);
-        s.cdw10 = U32::new(cns as u32);
-        self.admin_sync(verbs, env, s, Some(Data::In(out))).map(|_| ())
+        self.admin_sync(verbs, env, identify_sqe(cns, nsid), Some(Data::In(out))).map(|_| ())
     }
 
     /// Get Log Page `lid` at byte offset `off` into `out` (length a multiple of 4).
@@ -528,8 +481,28 @@ impl<V: Verbs> Host<V> {
     }
 
     /// Submit one command on queue `qid` and wait for it.
-    fn sync(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, mut sqe: Sqe, mut data: Option<Data<'_>>) -> Result<(u32, u32), Error<V::Error>> {
+    fn sync(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, sqe: Sqe, mut data: Option<Data<'_>>) -> Result<(u32, u32), Error<V::Error>> {
         let now = env.now_ns();
+        let s = self.start_cmd(verbs, now, qid, sqe, data.as_mut().map(Data::reborrow))?;
+        let start = env.now_ns();
+        loop {
+            let out = match &mut data {
+                Some(Data::In(b)) => Some(&mut **b),
+                _ => None,
+            };
+            if let Some(r) = self.poll_cmd(verbs, env.now_ns(), qid, s, out)? {
+                return Ok(r);
+            }
+            if env.now_ns().saturating_sub(start) > self.cfg.timeout_ns {
+                return Err(Error::Timeout);
+            }
+            env.idle(verbs);
+        }
+    }
+
+    /// Submit one command on queue `qid` (no wait); the slot it went out on. `Data::In` only
+    /// gives the length here ([`Host::poll_cmd`] copies the answer).
+    fn start_cmd(&mut self, verbs: &mut V, now: u64, qid: u16, mut sqe: Sqe, data: Option<Data<'_>>) -> Result<u16, Error<V::Error>> {
         let inv = self.cfg.invalidate;
         let q = self.queue_mut(qid);
         if q.failed {
@@ -560,54 +533,52 @@ impl<V: Verbs> Host<V> {
         }
         self.stats.commands += 1;
         self.stats.registrations += registered;
-        r?;
-        let start = env.now_ns();
-        loop {
-            let mut done = false;
-            let mut wc = self.wc;
-            let q = self.queue_mut(qid);
-            let mut side: heapless::Vec<(u16, u32), 8> = heapless::Vec::new();
-            q.poll(verbs, &mut wc, side.capacity(), |_, idx| {
-                if idx == s {
-                    done = true;
-                } else {
-                    let _ = side.push((idx, 0));
-                }
-            })?;
-            if qid == 0 {
-                for (idx, _) in side {
-                    self.finish_background(verbs, idx, env.now_ns())?;
-                }
+        r.map(|()| s)
+    }
+
+    /// One look for the answer to the command in slot `s` of queue `qid` (no wait): `None`
+    /// while pending, its (DW0, DW1) once answered with success (data in copied to `out`),
+    /// the NVMe status or the queue's failure otherwise.
+    fn poll_cmd(&mut self, verbs: &mut V, now: u64, qid: u16, s: u16, out: Option<&mut [u8]>) -> Result<Option<(u32, u32)>, Error<V::Error>> {
+        let mut done = false;
+        let mut wc = self.wc;
+        let q = self.queue_mut(qid);
+        let mut side: heapless::Vec<u16, 8> = heapless::Vec::new();
+        q.poll(verbs, &mut wc, side.capacity(), |_, idx| {
+            if idx == s {
+                done = true;
+            } else {
+                let _ = side.push(idx);
             }
-            let q = self.queue_mut(qid);
-            if done {
-                let slot = q.slots[s as usize];
-                q.slots[s as usize].busy = false;
-                q.slots[s as usize].inv_key = None;
-                q.free.push(s);
-                self.count_keys(&slot);
-                self.stats.completions += 1;
-                let st = Status::from_field(slot.cqe_status);
-                if let Some(Data::In(b)) = &mut data {
-                    if st.is_success() {
-                        let q = self.queue_mut(qid);
-                        q.data.read(s as usize * q.xfer, b);
-                    }
-                }
-                if !st.is_success() {
-                    self.stats.errors += 1;
-                    return Err(Error::Nvme(st));
-                }
-                return Ok((slot.dw0, slot.dw1));
+        })?;
+        if qid == 0 {
+            for idx in side {
+                self.finish_background(verbs, idx, now)?;
             }
-            if q.failed {
-                return Err(q.failure());
-            }
-            if env.now_ns().saturating_sub(start) > self.cfg.timeout_ns {
-                return Err(Error::Timeout);
-            }
-            env.idle(verbs);
         }
+        let q = self.queue_mut(qid);
+        if done {
+            let slot = q.slots[s as usize];
+            q.slots[s as usize].busy = false;
+            q.slots[s as usize].inv_key = None;
+            q.free.push(s);
+            self.count_keys(&slot);
+            self.stats.completions += 1;
+            let st = Status::from_field(slot.cqe_status);
+            if !st.is_success() {
+                self.stats.errors += 1;
+                return Err(Error::Nvme(st));
+            }
+            if let Some(b) = out {
+                let q = self.queue_mut(qid);
+                q.data.read(s as usize * q.xfer, b);
+            }
+            return Ok(Some((slot.dw0, slot.dw1)));
+        }
+        if q.failed {
+            return Err(q.failure());
+        }
+        Ok(None)
     }
 
     /// Count how a finished command's key was invalidated.
@@ -966,4 +937,14 @@ enum Data<'a> {
     Inline(&'a [u8]),
     /// Controller → host via keyed SGL.
     In(&'a mut [u8]),
+}
+
+impl Data<'_> {
+    fn reborrow(&mut self) -> Data<'_> {
+        match self {
+            Data::Out(b) => Data::Out(b),
+            Data::Inline(b) => Data::Inline(b),
+            Data::In(b) => Data::In(b),
+        }
+    }
 }

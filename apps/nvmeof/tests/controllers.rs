@@ -31,6 +31,11 @@ struct Net {
     next_dead: u32,
     /// A planned outage, taken in `idle` by the clock: target down from..to.
     outage: Option<(u64, u64, TargetAddr)>,
+    /// A target that accepts connections but never takes a command (its QP posts no
+    /// receive: the host's capsules wait in RNR retries), so Fabrics Connect is never
+    /// answered. CM handle -> (its QP, CQ) on the target's adapter.
+    mute: Option<TargetAddr>,
+    mute_qps: BTreeMap<u32, (Qpn, rdma::Cqn)>,
 }
 
 impl Net {
@@ -70,6 +75,19 @@ impl HostEnv<V> for Net {
             self.unanswered.push(h);
             return Ok(h);
         }
+        if self.mute == Some(self.to) {
+            let v = &mut self.w.t.v;
+            let cq = v.create_cq(16).map_err(|_| ())?;
+            let tqp = v.create_rc_qp(cq, cq, 16, 16).map_err(|_| ())?;
+            self.w.psn += 0x1000;
+            let (hp, tp) = (self.w.psn, self.w.psn + 0x800);
+            v.connect_rc_qp(tqp, &rc_attrs(qp, H_IP, H_MAC, hp, tp)).map_err(|_| ())?;
+            verbs.connect_rc_qp(qp, &rc_attrs(tqp, T_IP, T_MAC, tp, hp)).map_err(|_| ())?;
+            self.next_dead += 1;
+            let h = 0x4000_0000 | self.next_dead;
+            self.mute_qps.insert(h, (tqp, cq));
+            return Ok(h);
+        }
         let h = self.w.cm_connect(verbs, qp, private)?;
         self.conns.insert(h, (qp, self.to));
         Ok(h)
@@ -78,9 +96,17 @@ impl HostEnv<V> for Net {
         if self.unanswered.contains(&handle) {
             return ConnectPoll::Pending;
         }
+        if self.mute_qps.contains_key(&handle) {
+            return ConnectPoll::Connected { crqsize: 32 };
+        }
         self.w.cm_poll(verbs, handle)
     }
     fn cm_disconnect(&mut self, verbs: &mut V, handle: u32) {
+        if let Some((tqp, cq)) = self.mute_qps.remove(&handle) {
+            let _ = self.w.t.v.destroy_qp(tqp);
+            let _ = self.w.t.v.destroy_cq(cq);
+            return;
+        }
         self.unanswered.retain(|h| *h != handle);
         self.conns.remove(&handle);
         self.w.cm_disconnect(verbs, handle)
@@ -91,9 +117,14 @@ impl HostEnv<V> for Net {
 }
 
 fn setup() -> (Net, Node, Controllers<V>) {
+    setup_with(2_000_000)
+}
+
+/// [`setup`] with each connect step and bring-up command given `timeout_ns`.
+fn setup_with(timeout_ns: u64) -> (Net, Node, Controllers<V>) {
     let (w, h) = setup_two_subsystems();
-    let net = Net { w, to: A, down: None, conns: BTreeMap::new(), unanswered: Vec::new(), next_dead: 0, outage: None };
-    let cfg = nvmeof::host::HostConfig { timeout_ns: 2_000_000, ..host_cfg(8) };
+    let net = Net { w, to: A, down: None, conns: BTreeMap::new(), unanswered: Vec::new(), next_dead: 0, outage: None, mute: None, mute_qps: BTreeMap::new() };
+    let cfg = nvmeof::host::HostConfig { timeout_ns, ..host_cfg(8) };
     let mut set = Controllers::new(&cfg, &[(A, SUBNQN), (B, SUBNQN_B)]);
     set.reconnect_delay_ns = 1_000_000;
     (net, h, set)
@@ -289,4 +320,71 @@ fn a_verified_workload_resumes_after_its_target_went_away_and_came_back() {
     assert_eq!((h.v.dev.live_qps(), h.v.dev.live_cqs()), (qps0, cqs0), "initiator objects after disconnect");
     assert_eq!(net.w.target.queues(), 0, "target queues after disconnect");
     assert!(net.w.conns.is_empty(), "CM connections after disconnect: {:?}", net.w.conns.len());
+}
+
+#[test]
+fn io_to_a_live_target_flows_while_another_is_slow_to_answer_connect() {
+    // Each bring-up command may take 20 ms (the default is 5 s).
+    let (mut net, mut h, mut set) = setup_with(20_000_000);
+    drive(&mut net, &mut h, &mut set, |s| s.all_live());
+    let t_qps0 = net.w.t.v.dev.live_qps();
+    // A's connections close; its reconnect's CM is answered, but its Fabrics Connect never is.
+    net.take_down(&mut h.v, A);
+    net.down = None;
+    net.mute = Some(A);
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
+    let (mut inflight, mut b_while_enabling, mut enabling_turns) = (0usize, 0u64, 0u64);
+    let mut a_failed_while_enabling = 0;
+    for turn in 0.. {
+        assert!(turn < 2_000_000, "A's bring-up never timed out");
+        h.v.poll();
+        let was_enabling = matches!(set.ctrls[0].state(), CtrlState::Enabling { .. });
+        set.poll(&mut h.v, &mut net, |i, e| {
+            if i == 0 && was_enabling && matches!(e, CtrlEvent::AttemptFailed(nvmeof::Error::Timeout)) {
+                a_failed_while_enabling += 1;
+            }
+        });
+        if a_failed_while_enabling > 0 {
+            break;
+        }
+        let now = net.w.clock.now_ns();
+        if let Some(host) = set.ctrls[0].live() {
+            if host.poll(&mut h.v, now, &mut done).is_err() {
+                set.ctrls[0].fail();
+            }
+        }
+        let enabling = matches!(set.ctrls[0].state(), CtrlState::Enabling { .. });
+        enabling_turns += u64::from(enabling);
+        let host = set.ctrls[1].live().expect("B stays live");
+        while inflight < 4 {
+            let Some(slot) = host.alloc_slot(1) else { break };
+            host.submit(&mut h.v, 1, slot, IoKind::Read, 1, slot as u64 * 8, 8, now).expect("submit to B");
+            inflight += 1;
+        }
+        let n = host.poll(&mut h.v, now, &mut done).expect("B's poll");
+        inflight -= n;
+        assert!(done[..n].iter().all(|d| d.status.is_success()));
+        if enabling {
+            b_while_enabling += n as u64;
+        }
+        net.w.turn();
+    }
+    println!("B: {b_while_enabling} I/Os completed in {enabling_turns} turns while A waited for its Fabrics Connect answer");
+    assert!(enabling_turns > 1000, "A's bring-up was polled, not waited in: {enabling_turns} turns");
+    assert!(b_while_enabling >= 1000, "B completed {b_while_enabling} I/Os while A's bring-up waited");
+    // Drain B; A's target answers again and A reconnects; the mute QPs are gone.
+    let host = set.ctrls[1].live().expect("live");
+    while inflight > 0 {
+        h.v.poll();
+        inflight -= host.poll(&mut h.v, net.w.clock.now_ns(), &mut done).expect("B's poll");
+        net.w.turn();
+    }
+    net.mute = None;
+    drive(&mut net, &mut h, &mut set, |s| s.all_live());
+    assert!(net.mute_qps.is_empty(), "the silent connection was released");
+    let host = set.ctrls[0].live().expect("A live again");
+    verified(&mut net, &mut h, host, &[8, 16], 0xA0, true);
+    verified(&mut net, &mut h, host, &[8, 16], 0xA0, false);
+    assert_eq!(net.w.t.v.dev.live_qps(), t_qps0, "target QPs: A's new admin + I/O queue replace the old ones");
+    set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");
 }

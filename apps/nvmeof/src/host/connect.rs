@@ -1,6 +1,6 @@
 //! The connect steps of a controller's queues: create a queue and start its CM connect, look
-//! at the connect once (no wait), or wait for it; the admin queue's first two steps are what
-//! a non-blocking reconnect (`controllers`) advances a call at a time.
+//! at the connect once (no wait); what a non-blocking reconnect (`controllers`) and the
+//! bring-up (`bringup`) advance a call at a time.
 
 use super::*;
 
@@ -27,29 +27,8 @@ impl<V: Verbs> Host<V> {
         }
     }
 
-    pub(super) fn connect_queue(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, depth: u16, capsule: usize, xfer: usize) -> Result<HQueue<V>, Error<V::Error>> {
-        let q = self.start_queue(verbs, env, qid, depth, capsule, xfer)?;
-        let start = env.now_ns();
-        loop {
-            match self.poll_queue(verbs, env, q.cm) {
-                Ok(true) => return Ok(q),
-                Ok(false) => {}
-                Err(e) => {
-                    q.destroy(verbs);
-                    return Err(e);
-                }
-            }
-            if env.now_ns().saturating_sub(start) > self.cfg.timeout_ns {
-                env.cm_disconnect(verbs, q.cm);
-                q.destroy(verbs);
-                return Err(Error::Timeout);
-            }
-            env.idle(verbs);
-        }
-    }
-
     /// Create queue `qid` and start its CM connect (no wait).
-    fn start_queue(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, depth: u16, capsule: usize, xfer: usize) -> Result<HQueue<V>, Error<V::Error>> {
+    pub(super) fn start_queue(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, depth: u16, capsule: usize, xfer: usize) -> Result<HQueue<V>, Error<V::Error>> {
         let mut q = HQueue::create(verbs, qid, depth, capsule, xfer, self.cfg.per_io_keys)?;
         let private = cm_req_private(qid, depth);
         match env.cm_connect(verbs, q.qpn, &private) {
@@ -66,7 +45,7 @@ impl<V: Verbs> Host<V> {
 
     /// One look at a queue's CM connect: connected (true), pending (false), or refused (the
     /// caller releases the queue; the env forgot the handle).
-    fn poll_queue(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, handle: u32) -> Result<bool, Error<V::Error>> {
+    pub(super) fn poll_queue(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, handle: u32) -> Result<bool, Error<V::Error>> {
         match env.cm_poll(verbs, handle) {
             ConnectPoll::Pending => Ok(false),
             ConnectPoll::Connected { .. } => Ok(true),

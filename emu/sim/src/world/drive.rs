@@ -130,6 +130,7 @@ impl Sim {
                             CtrlState::Failed => "failed",
                             CtrlState::Backoff { .. } => "not connected",
                             CtrlState::Connecting { .. } => "connecting",
+                            CtrlState::Enabling { .. } => "enabling",
                         };
                         format!("target {j} {st}")
                     })
