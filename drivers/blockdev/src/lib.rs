@@ -180,6 +180,24 @@ pub trait BlockDevice {
     }
 }
 
+/// A store that gives each poller an I/O handle of its own (SPDK's io_channel): a handle is a
+/// [`BlockDevice`] with its own submission and completion state and counters, on the same
+/// blocks as the store and its other handles, so pollers on different CPUs submit and reap
+/// without sharing anything per I/O. A handle is `Send` when the store's platform types are
+/// (checked by the callers that move one to another CPU). Made on the slow path (queue
+/// hand-off), never per I/O.
+///
+/// Not every store can: a local NVMe namespace (`nvme::NvmeNamespace`) is one queue pair
+/// borrowed from its controller, and a second queue pair is made with
+/// `Controller::create_io_queue_pair(&mut self)` while the namespace holds `&Controller`, so
+/// its handles would have to be made before the namespace (not done yet: no `IoHandles` for
+/// it).
+pub trait IoHandles: BlockDevice {
+    type Handle: BlockDevice;
+    /// A new handle on the store's blocks, or why not (e.g. no queue pair left).
+    fn io_handle(&mut self) -> Result<Self::Handle, BlockError>;
+}
+
 /// A 128-bit identifier derived from a name and a number (stable across boots, never
 /// zero): two FNV-1a 64 hashes of the name's bytes then the number's little-endian bytes,
 /// with different offsets. For namespaces whose store reports no NGUID.

@@ -6,10 +6,18 @@
 //! data there or will take it from there). Any other buffer is copied with [`Hal::copy_dma`];
 //! on a platform that cannot copy between DMA slices such I/Os are refused with
 //! `Unsupported`, and callers that hold the buffer's region can use [`RamNamespace::copy_with`].
+//!
+//! I/O handles ([`IoHandles`]): a RAM namespace's handle is another `RamNamespace` on the same
+//! memory (shared through an `Arc`, taken once when the handle is made, never per I/O) with its
+//! own completion ring and counters. The handles are the only writers of the blocks; commands
+//! touching the same bytes through two handles are ordered by their caller, as the NVMe-oF
+//! target already orders zero-copy transfers.
+
+use alloc::sync::Arc;
 
 use hal::{DmaRegion, DmaSlice, Hal, HalError, PhysAddr};
 
-use crate::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
+use crate::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, IoHandles};
 
 /// Completions not yet reported (fixed size: no allocation per I/O).
 const RING: usize = 256;
@@ -46,10 +54,11 @@ impl DoneRing {
 /// Largest I/O the memory namespaces accept, in bytes.
 pub const MEM_MAX_TRANSFER: usize = 1 << 20;
 
-/// A namespace in DMA memory.
+/// A namespace in DMA memory (or one I/O handle of it: see [`IoHandles`]).
 pub struct RamNamespace<H: Hal> {
     hal: H,
-    mem: H::Dma,
+    /// The blocks, shared with the namespace's other handles.
+    mem: Arc<H::Dma>,
     /// All of `mem`, made once with it: block ranges are cut from it (no region call per I/O).
     whole: DmaSlice,
     block_size: u32,
@@ -68,8 +77,8 @@ impl<H: Hal> RamNamespace<H> {
     /// `bytes` of zeroed DMA memory as `bytes / block_size` blocks.
     pub fn new(hal: H, bytes: u64, block_size: u32) -> Result<Self, HalError> {
         let blocks = bytes / block_size as u64;
-        let mem = hal.dma_alloc((blocks * block_size as u64) as usize, 4096)?;
-        let whole = DmaSlice::whole(&mem);
+        let mem = Arc::new(hal.dma_alloc((blocks * block_size as u64) as usize, 4096)?);
+        let whole = DmaSlice::whole(&*mem);
         Ok(RamNamespace { hal, mem, whole, block_size, blocks, done: DoneRing::new(), zero_copy: 0, copied: 0, copied_bytes: 0 })
     }
 
@@ -93,6 +102,11 @@ impl<H: Hal> RamNamespace<H> {
     /// The backing region (e.g. to register it for RDMA once).
     pub fn region(&self) -> &H::Dma {
         &self.mem
+    }
+
+    /// Handles on this namespace's memory alive now, this one included.
+    pub fn handles(&self) -> usize {
+        Arc::strong_count(&self.mem)
     }
 
     fn copy_in_region(&self, dst: usize, src: usize, len: usize) {
@@ -203,6 +217,25 @@ impl<H: Hal> BlockDevice for RamNamespace<H> {
     }
 }
 
+/// A handle is a `RamNamespace` on the same blocks with its own completion ring and counters
+/// (the platform handle `H` cloned with it).
+impl<H: Hal + Clone> IoHandles for RamNamespace<H> {
+    type Handle = RamNamespace<H>;
+    fn io_handle(&mut self) -> Result<RamNamespace<H>, BlockError> {
+        Ok(RamNamespace {
+            hal: self.hal.clone(),
+            mem: Arc::clone(&self.mem),
+            whole: self.whole,
+            block_size: self.block_size,
+            blocks: self.blocks,
+            done: DoneRing::new(),
+            zero_copy: 0,
+            copied: 0,
+            copied_bytes: 0,
+        })
+    }
+}
+
 /// A namespace with no data: every valid I/O completes at once (reads leave the buffer as
 /// it was). For latency work on the network path.
 pub struct NullNamespace {
@@ -214,6 +247,14 @@ pub struct NullNamespace {
 impl NullNamespace {
     pub fn new(blocks: u64, block_size: u32) -> Self {
         NullNamespace { block_size, blocks, done: DoneRing::new() }
+    }
+}
+
+/// A null namespace's handle is another null namespace of the same size (no data to share).
+impl IoHandles for NullNamespace {
+    type Handle = NullNamespace;
+    fn io_handle(&mut self) -> Result<NullNamespace, BlockError> {
+        Ok(NullNamespace::new(self.blocks, self.block_size))
     }
 }
 
