@@ -347,6 +347,57 @@ fn kato_zero_and_huge_are_clamped() {
 
 /// An I/O-queue Connect naming an existing controller from another source GID, host ID or
 /// host NQN is refused with the same answer as an unknown controller; the owner's succeeds.
+/// An I/O queue's commands are counted in the queue itself (no write to the shared controller
+/// per I/O): its traffic keeps the controller alive and reaches the SMART log and the metrics
+/// once the transport folds it in on the slow path (`Core::fold_queue`; `queue_gone` folds
+/// a queue's last counts).
+#[test]
+fn io_queue_counts_reach_its_controller_when_folded() {
+    const S: u64 = 1_000_000_000;
+    let mut core = core_with(Limits::default(), 8);
+    let (mut aq, st, cntlid) = admin(&mut core, 1, 5_000, &connect_data(0xFFFF));
+    assert!(st.is_success());
+    let mut q = QueueState { peer_gid: [1; 16], ..QueueState::new(1) };
+    assert_eq!(connect(&mut core, &mut q, 0, &connect_data(cntlid)).0, Status::SUCCESS);
+    let ctrl_cmds = |core: &Core<RamDisk>| core.controllers().find(|c| c.cntlid == cntlid).map(|c| (c.commands, c.reads, c.writes, c.bytes_read));
+    let before = ctrl_cmds(&core).unwrap();
+    // Two 1-block Reads (the buffer is not the disk's: the store fails them later, after
+    // they were counted) and a Flush, 4 s after Connect.
+    let (_region, buf) = unmapped_buf(4096);
+    for cid in 0..3u16 {
+        let mut s = sqe(if cid < 2 { io_op::READ } else { io_op::FLUSH }, cid);
+        s.nsid = U32::new(1);
+        let d = DataIn { buf, sgl_len: if cid < 2 { 512 } else { 0 }, ..none() };
+        let a = core.execute(&mut q, &s, &d, 4 * S);
+        assert!(matches!(a, Action::Submitted { .. }), "{a:?}");
+    }
+    assert_eq!((q.io.commands, q.io.host_reads, q.io.blocks_read_512, q.io.last_seen_ns), (3, 2, 2, 4 * S));
+    assert_eq!(ctrl_cmds(&core).unwrap(), before, "nothing written to the controller per I/O");
+    // The controller has not heard of the traffic: by its own clock it expired.
+    assert_eq!(core.expired_ctrl(1_000 + 5 * S + 1), Some(cntlid));
+    core.fold_queue(&mut q);
+    assert_eq!(core.expired_ctrl(1_000 + 5 * S + 1), None, "the queue's traffic kept it alive");
+    assert_eq!(core.expired_ctrl(4 * S + 5 * S + 1), Some(cntlid));
+    let (c0, r0, w0, b0) = before;
+    assert_eq!(ctrl_cmds(&core).unwrap(), (c0 + 3, r0 + 2, w0, b0 + 1024));
+    assert_eq!((q.io.commands, q.io.host_reads, q.io.last_seen_ns), (0, 0, 4 * S), "counted again from 0");
+    core.fold_queue(&mut q);
+    assert_eq!(ctrl_cmds(&core).unwrap(), (c0 + 3, r0 + 2, w0, b0 + 1024), "folding twice adds nothing");
+    // SMART log: Host Read Commands (bytes 64..80).
+    let mut s = sqe(admin_op::GET_LOG_PAGE, 20);
+    s.nsid = U32::new(0xFFFF_FFFF);
+    s.cdw10 = U32::new(lid::SMART as u32 | ((512 / 4 - 1) << 16));
+    let a = core.execute(&mut aq, &s, &DataIn { sgl_len: 512, ..none() }, 4 * S);
+    assert!(matches!(a, Action::Respond { status: Status::SUCCESS, .. }), "{a:?}");
+    assert_eq!(u64::from_le_bytes(core.out()[64..72].try_into().unwrap()), r0 + 2);
+    // A queue going away hands its last counts over.
+    let mut s = sqe(io_op::FLUSH, 9);
+    s.nsid = U32::new(1);
+    core.execute(&mut q, &s, &none(), 4 * S + 1);
+    core.queue_gone(&q);
+    assert_eq!(ctrl_cmds(&core).unwrap().0, c0 + 4 + 1, "3 + 1 I/O and the Get Log Page");
+}
+
 #[test]
 fn io_queue_connect_from_another_source_is_refused() {
     let mut core = core_with(Limits::default(), 8);

@@ -45,16 +45,17 @@ impl<B: BlockDevice> Core<B> {
                 if !range_ok {
                     return Action::status(Status::LBA_RANGE);
                 }
-                let c = self.q_ctrl_mut(q).expect("checked");
+                // Counted in the queue's own counters (folded into the controller on the
+                // slow path: `Core::fold_queue`).
                 let op = if sqe.opcode == io_op::COMPARE {
                     BlockOp::Compare
                 } else if sqe.opcode == io_op::READ {
-                    c.host_reads += 1;
-                    c.blocks_read_512 += bytes / 512;
+                    q.io.host_reads += 1;
+                    q.io.blocks_read_512 += bytes / 512;
                     BlockOp::Read
                 } else {
-                    c.host_writes += 1;
-                    c.blocks_written_512 += bytes / 512;
+                    q.io.host_writes += 1;
+                    q.io.blocks_written_512 += bytes / 512;
                     BlockOp::Write
                 };
                 // The command's data: the first `bytes` of the transport's buffer.

@@ -127,6 +127,23 @@ pub struct QueueState {
     /// Where the controller sits in the core's table (set by Connect with `cntlid`): the I/O
     /// path reaches it by index, checked against `cntlid`.
     pub ctrl_slot: CtrlSlot,
+    /// What commands on an I/O queue count for their controller, kept here (owned with the
+    /// queue, e.g. by its poll group) instead of written into the controller per command; the
+    /// transport hands them to the core on the slow path ([`Core::fold_queue`]).
+    pub io: QueueCounters,
+}
+
+/// An I/O queue's counts for its controller since they were last folded into it
+/// ([`Core::fold_queue`]), and the time of its last command (traffic-based keep-alive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueCounters {
+    /// When the queue last carried a command that keeps the controller alive (0: none yet).
+    pub last_seen_ns: u64,
+    pub commands: u64,
+    pub host_reads: u64,
+    pub host_writes: u64,
+    pub blocks_read_512: u64,
+    pub blocks_written_512: u64,
 }
 
 /// A controller's slot in the core's controller table (opaque; set by Connect).
@@ -616,8 +633,29 @@ impl<B: BlockDevice> Core<B> {
         }
     }
 
+    /// Fold an I/O queue's counts into its controller (the keep-alive time, commands, reads,
+    /// writes) and start them again. Slow path: the transport calls it for every queue before
+    /// the keep-alive check and before an admin command (which may report them), and a queue
+    /// going away is folded by [`Core::queue_gone`].
+    pub fn fold_queue(&mut self, q: &mut QueueState) {
+        let io = q.io;
+        if io == QueueCounters::default() {
+            return;
+        }
+        q.io = QueueCounters { last_seen_ns: io.last_seen_ns, ..QueueCounters::default() };
+        let Some(c) = self.q_ctrl_mut(q) else { return };
+        c.last_seen_ns = c.last_seen_ns.max(io.last_seen_ns);
+        c.commands += io.commands;
+        c.host_reads += io.host_reads;
+        c.host_writes += io.host_writes;
+        c.blocks_read_512 += io.blocks_read_512;
+        c.blocks_written_512 += io.blocks_written_512;
+    }
+
     /// A queue went away: forget its I/O queue slot (the admin queue takes the controller with it).
     pub fn queue_gone(&mut self, q: &QueueState) {
+        let mut last = *q;
+        self.fold_queue(&mut last);
         self.auth.end(q.auth);
         let Some(cntlid) = q.cntlid else { return };
         if q.qid == 0 {
@@ -871,10 +909,17 @@ impl<B: BlockDevice> Core<B> {
         self.stats.commands += 1;
         self.now_ns = now_ns;
         let auth_cmd = sqe.opcode == FABRICS_OPCODE && matches!(sqe.fctype(), fctype::AUTH_SEND | fctype::AUTH_RECV);
-        if let Some(c) = self.q_ctrl_mut(q) {
-            // Traffic-based keep-alive (CTRATT.TBKAS): any command counts once authenticated,
-            // a bounded number of authentication steps before (auth::Gate::keeps_alive).
-            if q.auth.keeps_alive(auth_cmd) {
+        // Traffic-based keep-alive (CTRATT.TBKAS): any command counts once authenticated, a
+        // bounded number of authentication steps before (auth::Gate::keeps_alive). An I/O
+        // queue keeps it in its own counters (no write to the controller per I/O).
+        let alive = q.auth.keeps_alive(auth_cmd);
+        if q.qid != 0 && q.cntlid.is_some() {
+            if alive {
+                q.io.last_seen_ns = now_ns;
+            }
+            q.io.commands += 1;
+        } else if let Some(c) = self.q_ctrl_mut(q) {
+            if alive {
                 c.last_seen_ns = now_ns;
             }
             c.commands += 1;

@@ -489,6 +489,19 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         Some(verbs.group_path(&mut g.rings))
     }
 
+    /// Fold every live I/O queue's counters ([`super::QueueCounters`]: keep-alive time,
+    /// commands, reads, writes) into its controller. Slow path: done with the keep-alive check
+    /// (once per millisecond of `poll`) and before every admin command; a caller that reads
+    /// the controllers' counters between two polls calls it first.
+    pub fn fold_queues(&mut self) {
+        let hi = self.hi;
+        for c in self.conns[..hi].iter_mut().flatten() {
+            if c.q.qid != 0 && !c.draining {
+                self.core.fold_queue(&mut c.q);
+            }
+        }
+    }
+
     /// QPs the target closed on its own (keep-alive expiry, errors, Disconnect): the CM
     /// should send DREQ for them.
     pub fn take_closed(&mut self) -> Option<Qpn> {

@@ -228,6 +228,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     pub(super) fn execute(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
+        if self.conns[ci].as_ref().is_some_and(|c| c.q.qid == 0) {
+            // An admin command may report what the I/O queues counted (SMART log).
+            self.fold_queues();
+        }
         let c = self.conns[ci].as_mut().expect("live");
         let slot = c.slots[s as usize];
         let sqe = slot.sqe;

@@ -278,6 +278,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     pub(super) fn check_keep_alive(&mut self, verbs: &mut V, now_ns: u64) -> usize {
         let mut work = 0;
+        // I/O queues' traffic keeps their controllers alive: fold it in first.
+        self.fold_queues();
         while let Some(id) = self.core.expired_ctrl(now_ns) {
             work += 1;
             let admin = self.conns.iter().position(|c| c.as_ref().is_some_and(|c| !c.draining && c.q.qid == 0 && c.q.cntlid == Some(id)));
