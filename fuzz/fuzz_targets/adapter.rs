@@ -9,8 +9,7 @@
 //! to let through) and `xor` (u32 LE: what the next read's first bytes are xored with).
 #![no_main]
 
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 use emu_connectx::{ConnectX, PhysMem, Profile, SimClock, SimHal};
 use hal::Mmio;
@@ -18,34 +17,36 @@ use mlx5::selftest::{loopback_rc, LoopbackConfig};
 use mlx5::{Config, Mlx5, Mlx5Verbs, Timeouts};
 
 /// Which reads to alter: (reads to let through first, xor mask), consumed in order.
-struct Plan {
-    steps: RefCell<Vec<(u32, u32)>>,
-    next: Cell<usize>,
-    countdown: Cell<u32>,
+/// Shared by the BAR and the DMA read filter (which the simulated platform wants `Sync`).
+struct Plan(Mutex<PlanState>);
+
+struct PlanState {
+    steps: Vec<(u32, u32)>,
+    next: usize,
+    countdown: u32,
 }
 
 impl Plan {
-    fn new(data: &[u8]) -> Rc<Plan> {
+    fn new(data: &[u8]) -> Arc<Plan> {
         let steps: Vec<(u32, u32)> = data
             .chunks_exact(6)
             .map(|c| (u16::from_le_bytes([c[0], c[1]]) as u32, u32::from_le_bytes([c[2], c[3], c[4], c[5]])))
             .collect();
         let first = steps.first().map_or(u32::MAX, |s| s.0);
-        Rc::new(Plan { steps: RefCell::new(steps), next: Cell::new(0), countdown: Cell::new(first) })
+        Arc::new(Plan(Mutex::new(PlanState { steps, next: 0, countdown: first })))
     }
 
     /// One read happened: the mask to apply to it, if this is the one the plan names.
     fn on_read(&self) -> Option<u32> {
-        let left = self.countdown.get();
-        if left > 0 {
-            self.countdown.set(left - 1);
+        let mut p = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if p.countdown > 0 {
+            p.countdown -= 1;
             return None;
         }
-        let steps = self.steps.borrow();
-        let i = self.next.get();
-        let mask = steps.get(i)?.1;
-        self.next.set(i + 1);
-        self.countdown.set(steps.get(i + 1).map_or(u32::MAX, |s| s.0));
+        let i = p.next;
+        let mask = p.steps.get(i)?.1;
+        p.next = i + 1;
+        p.countdown = p.steps.get(i + 1).map_or(u32::MAX, |s| s.0);
         Some(mask)
     }
 }
@@ -69,7 +70,7 @@ impl Drop for FreeAll {
 /// BAR 0 whose reads the plan may alter.
 struct HostileBar {
     inner: emu_connectx::Bar0,
-    plan: Rc<Plan>,
+    plan: Arc<Plan>,
 }
 
 impl Mmio for HostileBar {
@@ -100,7 +101,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     // The shared simulated platform, every DMA read the driver makes altered as the plan says.
     let hal = SimHal::new(mem.clone(), clock.clone());
     let reads = plan.clone();
-    hal.set_dma_read_filter(Rc::new(move |buf: &mut [u8]| {
+    hal.set_dma_read_filter(Arc::new(move |buf: &mut [u8]| {
         if let Some(m) = reads.on_read() {
             alter(buf, m);
         }

@@ -12,6 +12,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 use blockdev::RamNamespace;
 use hal::DmaRegion;
@@ -56,11 +57,11 @@ struct Hub {
     tap_on: bool,
 }
 
-struct Port(Rc<RefCell<Hub>>, usize);
+struct Port(Arc<Mutex<Hub>>, usize);
 
 impl emu_roce::Link for Port {
     fn send(&mut self, f: &[u8]) {
-        let mut hub = self.0.borrow_mut();
+        let mut hub = self.0.lock().unwrap();
         let (Some(dst), Some(src)) = (f.get(..6), f.get(6..12)) else { return };
         let (dst, src): ([u8; 6], [u8; 6]) = (dst.try_into().unwrap(), src.try_into().unwrap());
         if hub.tap_on && f.len() >= MAD_OFF + 256 && CmMsg::parse(&f[MAD_OFF..]).is_ok() {
@@ -73,13 +74,13 @@ impl emu_roce::Link for Port {
         }
     }
     fn poll(&mut self) -> Option<Vec<u8>> {
-        self.0.borrow_mut().ports[self.1].1.pop_front()
+        self.0.lock().unwrap().ports[self.1].1.pop_front()
     }
 }
 
-fn node(clock: &SimClock, hub: &Rc<RefCell<Hub>>, ip: [u8; 4], mac: [u8; 6], base: u64) -> Node {
+fn node(clock: &SimClock, hub: &Arc<Mutex<Hub>>, ip: [u8; 4], mac: [u8; 6], base: u64) -> Node {
     let port = {
-        let mut h = hub.borrow_mut();
+        let mut h = hub.lock().unwrap();
         h.ports.push((mac, VecDeque::new()));
         Port(hub.clone(), h.ports.len() - 1)
     };
@@ -227,7 +228,7 @@ impl Others {
 type Env = CmHostEnv<V, Box<dyn FnMut() -> u64>, Box<dyn FnMut(&mut V)>>;
 
 struct World {
-    hub: Rc<RefCell<Hub>>,
+    hub: Arc<Mutex<Hub>>,
     o: Rc<RefCell<Others>>,
     h: Node,
     env: Env,
@@ -236,7 +237,7 @@ struct World {
 fn world() -> World {
     let clock = SimClock::new();
     clock.advance(1_000_000);
-    let hub = Rc::new(RefCell::new(Hub::default()));
+    let hub = Arc::new(Mutex::new(Hub::default()));
     let mut t = node(&clock, &hub, T_IP, T_MAC, 0x1_0000_0000);
     let mut h = node(&clock, &hub, H_IP, H_MAC, 0x2_0000_0000);
     let f = node(&clock, &hub, F_IP, F_MAC, 0x3_0000_0000);
@@ -344,12 +345,12 @@ fn req_from(template: &[u8], comm_id: u32, qpn: u32, gid_ip: [u8; 4]) -> [u8; 25
 fn attack(w: &mut World, reqs: u32, silent: usize, base: u32) -> (rdma::cm::CmStats, nvmeof::nvmet::limits::BoundStats, usize, Footprint, isize) {
     let cm0 = w.o.borrow().svc.cm.stats();
     let b0 = w.o.borrow().svc.target.core.bound_stats();
-    w.hub.borrow_mut().tap_on = true;
+    w.hub.lock().unwrap().tap_on = true;
     w.o.borrow_mut().silent.open(silent);
     w.turns(3000);
     let established = w.o.borrow().silent.count(1);
     let template = {
-        let hub = w.hub.borrow();
+        let hub = w.hub.lock().unwrap();
         hub.cm_tap.iter().find(|(s, _, m)| *s == S_MAC && matches!(CmMsg::parse(m), Ok((_, CmMsg::Req(_))))).expect("a REQ seen").2.clone()
     };
     let mut host = None;
@@ -363,7 +364,7 @@ fn attack(w: &mut World, reqs: u32, silent: usize, base: u32) -> (rdma::cm::CmSt
             w.turns(1);
         }
         if i == reqs / 2 {
-            w.hub.borrow_mut().cm_tap.clear();
+            w.hub.lock().unwrap().cm_tap.clear();
             let mut hst = Host::connect(&mut w.h.v, &mut w.env, host_cfg(), SUBNQN).expect("the well-behaved host connects during the flood");
             verified(w, &mut hst, 64, base as u64);
             host = Some(hst);
@@ -376,7 +377,7 @@ fn attack(w: &mut World, reqs: u32, silent: usize, base: u32) -> (rdma::cm::CmSt
     let mut host = host.expect("host connected");
     // Spoofs aimed at the host's live connections, from the flooder's address.
     let live: Vec<(u32, u32, u32)> = {
-        let hub = w.hub.borrow();
+        let hub = w.hub.lock().unwrap();
         hub.cm_tap
             .iter()
             .filter(|(s, d, _)| *s == T_MAC && *d == H_MAC)
@@ -388,7 +389,7 @@ fn attack(w: &mut World, reqs: u32, silent: usize, base: u32) -> (rdma::cm::CmSt
     };
     assert_eq!(live.len(), 2, "admin + one I/O queue connected");
     let (ws0, closed0, live0) = (w.o.borrow().svc.cm.stats().wrong_source, w.o.borrow().svc.stats.closed_by_peer, w.o.borrow().svc.connections());
-    let host_req = w.hub.borrow().cm_tap.iter().find(|(s, _, m)| *s == H_MAC && matches!(CmMsg::parse(m), Ok((_, CmMsg::Req(_))))).map(|t| t.2.clone()).expect("host REQ");
+    let host_req = w.hub.lock().unwrap().cm_tap.iter().find(|(s, _, m)| *s == H_MAC && matches!(CmMsg::parse(m), Ok((_, CmMsg::Req(_))))).map(|t| t.2.clone()).expect("host REQ");
     for &(t_comm, h_comm, t_qpn) in &live {
         let dreq = CmMsg::Dreq(Dreq { local_comm_id: h_comm, remote_comm_id: t_comm, remote_qpn: t_qpn, private_data: [0; 220] }).encode(0xd0 ^ h_comm as u64);
         let rej = |local: u32| CmMsg::Rej(Rej { local_comm_id: local, remote_comm_id: t_comm, message_rejected: 2, reject_info_length: 0, reason: rej_reason::CONSUMER_DEFINED, ari: [0; 72], private_data: [0; 148] }).encode(0xe0 ^ h_comm as u64);
@@ -409,8 +410,8 @@ fn attack(w: &mut World, reqs: u32, silent: usize, base: u32) -> (rdma::cm::CmSt
     assert_eq!(w.o.borrow().svc.connections(), live0, "no queue closed by the spoofs");
     verified(w, &mut host, 64, base as u64 + 1);
     host.disconnect(&mut w.h.v, &mut w.env).expect("disconnect");
-    w.hub.borrow_mut().tap_on = false;
-    w.hub.borrow_mut().cm_tap = Vec::new();
+    w.hub.lock().unwrap().tap_on = false;
+    w.hub.lock().unwrap().cm_tap = Vec::new();
     // The attackers stop. The Connect deadline (5 s) closes the queues the flooder's REQs got:
     // the target's DREQs to a peer that never answers are resent max_cm_retries (15) times
     // at its CM response timeout (about 4 s) before the entry closes; then timewait (4 s) and

@@ -1,6 +1,6 @@
 //! Benchmark (printed): driver cost of post_send and poll_cq, doorbell MMIO writes per operation.
 //!
-//! Measured against the emulated adapter's memory (SimHal: RefCell + Vec-backed "physical"
+//! Measured against the emulated adapter's memory (SimHal: mutex + Vec-backed "physical"
 //! memory, so every 16-byte WQE store is a call), the UAR doorbell write is a call into the
 //! model that queues the doorbell. CQEs are written by the model outside the timed region.
 

@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use mlx5::selftest::{loopback_rc, LoopbackConfig};
 use mlx5::{Error, Mlx5, Mlx5Verbs};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 fn verbs() -> (Rig, Mlx5Verbs<emu_connectx::SimHal, emu_connectx::Bar0>) {
     let (rig, hal, bar) = rig();
@@ -40,12 +41,12 @@ fn loopback_switched_off_is_refused_turned_back_on_or_fails_with_retry_exceeded(
     let cx = rig.cx.clone();
     // Armed: once both RC QPs are in RTS (GSI + 2), the model's vport loopback goes off, as if
     // another agent had set disable_uc_local_lb after the self-test checked it.
-    let armed = std::rc::Rc::new(std::cell::Cell::new(false));
+    let armed = std::sync::Arc::new(AtomicBool::new(false));
     let arm = armed.clone();
     hal.set_relax_hook(Box::new(move || {
-        if arm.get() && cx.device().qps.values().filter(|q| q.state == emu_connectx::consts::qp::RTS).count() >= 3 {
+        if arm.load(Relaxed) && cx.device().qps.values().filter(|q| q.state == emu_connectx::consts::qp::RTS).count() >= 3 {
             cx.device_mut().vport.disable_uc_local_lb = true;
-            arm.set(false);
+            arm.store(false, Relaxed);
         }
         cx.poll();
     }));
@@ -61,7 +62,7 @@ fn loopback_switched_off_is_refused_turned_back_on_or_fails_with_retry_exceeded(
     // Loopback off under the running test: the SEND leaves for the (absent) wire and is retried
     // until the transport gives up: an error completion, and every object is destroyed.
     let before = (v.dev.live_qps(), v.dev.live_cqs(), v.dev.live_mkeys());
-    armed.set(true);
+    armed.store(true, Relaxed);
     let r = loopback_rc(&mut v, &LoopbackConfig { rounds: 1, size: 256, ..Default::default() });
     assert!(matches!(r, Err(Error::WorkCompletion { .. })), "{r:?}");
     assert_eq!((v.dev.live_qps(), v.dev.live_cqs(), v.dev.live_mkeys()), before);

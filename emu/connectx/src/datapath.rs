@@ -110,7 +110,7 @@ impl Keys for KeyView<'_> {
 }
 
 /// The cable as a plain link (no cable: None).
-fn wire_of(link: &mut Option<Box<dyn Link>>) -> Option<&mut dyn Link> {
+fn wire_of(link: &mut Option<Box<dyn Link + Send>>) -> Option<&mut dyn Link> {
     match link {
         Some(l) => Some(l.as_mut()),
         None => None,
@@ -221,7 +221,7 @@ impl Device {
     }
 
     /// Plug in the wire.
-    pub fn attach_link(&mut self, link: Box<dyn Link>) {
+    pub fn attach_link(&mut self, link: Box<dyn Link + Send>) {
         self.link = Some(link);
     }
 

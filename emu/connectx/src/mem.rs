@@ -6,9 +6,15 @@
 //! only through `dma_read`/`dma_write`, which fail on unmapped addresses the way a DMA to
 //! nowhere fails on a real bus (the model turns that into the adapter's own error report).
 //! The driver side reaches it through `SimDma` regions (`hal::DmaRegion`), freed on drop.
-use std::cell::{Cell, RefCell};
+//!
+//! All of it is shareable across threads, as the hardware it stands in for is (issue #13: the
+//! queue groups of one adapter driven from several threads): memory is one mutex taken once
+//! per access (a whole range, never per byte), the clock an atomic counter, the `SimHal`'s
+//! knobs atomics. Single-threaded runs (the simulator) stay deterministic: nothing here
+//! depends on scheduling.
 use std::collections::BTreeMap;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use hal::{DmaRegion, DmaSlice, Hal, HalError, PhysAddr};
 
@@ -43,7 +49,7 @@ pub struct MemStats {
 /// Physical memory the model reaches that `PhysMem` does not own: e.g. a QEMU guest's RAM
 /// file shared with the host (`emu/pci-shim`), where the guest's driver allocates and the
 /// model only DMAs. Addresses are physical, `[0, len)`; an access outside fails (false).
-pub trait ExternalMem {
+pub trait ExternalMem: Send + Sync {
     /// Bytes of physical address space, from 0.
     fn len(&self) -> u64;
     /// Copy `buf.len()` bytes at `pa` into `buf`; false if out of range.
@@ -55,7 +61,7 @@ pub trait ExternalMem {
 struct MemInner {
     base: PhysAddr,
     /// When set, every access goes here instead of `regions` (which stay empty).
-    ext: Option<Rc<dyn ExternalMem>>,
+    ext: Option<Arc<dyn ExternalMem>>,
     regions: BTreeMap<PhysAddr, Vec<u8>>,
     stats: MemStats,
     last_fault: Option<DmaFault>,
@@ -63,9 +69,9 @@ struct MemInner {
     read_filter: Option<DmaReadFilter>,
 }
 
-/// Shared simulated physical memory (single-threaded).
+/// Shared simulated physical memory (a handle; clones share it, across threads too).
 #[derive(Clone)]
-pub struct PhysMem(Rc<RefCell<MemInner>>);
+pub struct PhysMem(Arc<Mutex<MemInner>>);
 
 impl Default for PhysMem {
     fn default() -> Self {
@@ -79,7 +85,7 @@ impl PhysMem {
     }
     /// Memory whose first region starts at `base` (rounded up to 4 KiB).
     pub fn with_base(base: PhysAddr) -> Self {
-        PhysMem(Rc::new(RefCell::new(MemInner {
+        PhysMem(Arc::new(Mutex::new(MemInner {
             base: (base + 0xFFF) & !0xFFF,
             ext: None,
             regions: BTreeMap::new(),
@@ -90,15 +96,22 @@ impl PhysMem {
     }
 
     /// Memory backed entirely by `ext` (someone else allocates in it; `alloc` is refused).
-    pub fn external(ext: Rc<dyn ExternalMem>) -> Self {
+    pub fn external(ext: Arc<dyn ExternalMem>) -> Self {
         let m = Self::with_base(0);
-        m.0.borrow_mut().ext = Some(ext);
+        m.lock().ext = Some(ext);
         m
+    }
+
+    /// The memory's state, for one whole access. A thread that panicked holding it (a failed
+    /// assertion in a test) left it consistent: every update under it is complete before any
+    /// check that can panic, so the poison is ignored.
+    fn lock(&self) -> MutexGuard<'_, MemInner> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Allocate `size` zeroed bytes aligned to `align` (at least 4 KiB).
     pub fn alloc(&self, size: usize, align: usize) -> Result<PhysAddr, HalError> {
-        if self.0.borrow().ext.is_some() {
+        if self.lock().ext.is_some() {
             return Err(HalError::OutOfMemory { size, align });
         }
         if align == 0 || !align.is_power_of_two() {
@@ -108,7 +121,7 @@ impl PhysMem {
             return Err(HalError::OutOfMemory { size, align });
         }
         let align = align.max(4096) as u64;
-        let mut m = self.0.borrow_mut();
+        let mut m = self.lock();
         let mut cand = align_up(m.base, align);
         for (&start, v) in m.regions.iter() {
             if cand + size as u64 + GUARD <= start {
@@ -131,7 +144,7 @@ impl PhysMem {
     /// with pages a broken adapter never gave back): a region dropped later frees nothing, and
     /// a leaked region keeps no simulated memory alive.
     pub fn free_all(&self) {
-        let mut m = self.0.borrow_mut();
+        let mut m = self.lock();
         let n = m.regions.len();
         m.regions.clear();
         m.stats.regions = 0;
@@ -141,7 +154,7 @@ impl PhysMem {
 
     /// Free the region starting at `pa`. Returns whether there was one.
     pub fn free(&self, pa: PhysAddr) -> bool {
-        let mut m = self.0.borrow_mut();
+        let mut m = self.lock();
         match m.regions.remove(&pa) {
             Some(v) => {
                 m.stats.regions -= 1;
@@ -154,16 +167,16 @@ impl PhysMem {
     }
 
     pub fn stats(&self) -> MemStats {
-        self.0.borrow().stats
+        self.lock().stats
     }
     /// The most recent device access to unmapped memory.
     pub fn last_fault(&self) -> Option<DmaFault> {
-        self.0.borrow().last_fault
+        self.lock().last_fault
     }
 
     /// Whether `[pa, pa+len)` lies inside one allocated region.
     pub fn is_mapped(&self, pa: PhysAddr, len: usize) -> bool {
-        let m = self.0.borrow();
+        let m = self.lock();
         match &m.ext {
             Some(e) => pa.checked_add(len as u64).is_some_and(|end| end <= e.len()),
             None => locate(&m.regions, pa, len).is_some(),
@@ -172,7 +185,7 @@ impl PhysMem {
 
     /// Device read (DMA). Fails on any byte outside an allocated region.
     pub fn dma_read(&self, pa: PhysAddr, buf: &mut [u8]) -> Result<(), DmaFault> {
-        let mut m = self.0.borrow_mut();
+        let mut m = self.lock();
         match (&m.ext, locate(&m.regions, pa, buf.len())) {
             (Some(e), _) if e.read(pa, buf) => Ok(()),
             (None, Some((start, off))) => {
@@ -191,7 +204,7 @@ impl PhysMem {
 
     /// Device write (DMA). Fails (writing nothing) on any byte outside an allocated region.
     pub fn dma_write(&self, pa: PhysAddr, data: &[u8]) -> Result<(), DmaFault> {
-        let mut m = self.0.borrow_mut();
+        let mut m = self.lock();
         match (&m.ext, locate(&m.regions, pa, data.len())) {
             (Some(e), _) if e.write(pa, data) => Ok(()),
             (None, Some((start, off))) => {
@@ -221,18 +234,24 @@ impl PhysMem {
 
     /// Host-side (test/driver) access; panics outside allocated memory like a wild pointer.
     pub fn read(&self, pa: PhysAddr, buf: &mut [u8]) {
-        let m = self.0.borrow();
+        self.read_host(pa, buf);
+    }
+
+    /// [`PhysMem::read`], returning the driver's read filter under the same lock.
+    fn read_host(&self, pa: PhysAddr, buf: &mut [u8]) -> Option<DmaReadFilter> {
+        let m = self.lock();
         if let Some(e) = &m.ext {
             assert!(e.read(pa, buf), "host read of unmapped {pa:#x}+{}", buf.len());
-            return;
+            return m.read_filter.clone();
         }
         let (start, off) = locate(&m.regions, pa, buf.len())
             .unwrap_or_else(|| panic!("host read of unmapped {pa:#x}+{}", buf.len()));
         buf.copy_from_slice(&m.regions[&start][off..off + buf.len()]);
+        m.read_filter.clone()
     }
     /// Host-side write; panics outside allocated memory.
     pub fn write(&self, pa: PhysAddr, data: &[u8]) {
-        let mut m = self.0.borrow_mut();
+        let mut m = self.lock();
         if let Some(e) = &m.ext {
             assert!(e.write(pa, data), "host write of unmapped {pa:#x}+{}", data.len());
             return;
@@ -261,7 +280,7 @@ fn locate(r: &BTreeMap<PhysAddr, Vec<u8>>, pa: PhysAddr, len: usize) -> Option<(
 /// only with `advance`, i.e. `SimHal::relax`); `realtime()` also follows the host's monotonic
 /// clock, for runs against a real peer (e.g. a Linux guest on a datagram link).
 #[derive(Clone, Default)]
-pub struct SimClock(Rc<Cell<u64>>, Option<std::time::Instant>);
+pub struct SimClock(Arc<AtomicU64>, Option<std::time::Instant>);
 
 impl SimClock {
     pub fn new() -> Self {
@@ -269,19 +288,19 @@ impl SimClock {
     }
     /// A clock that advances with wall time (plus any explicit `advance`).
     pub fn realtime() -> Self {
-        SimClock(Rc::default(), Some(std::time::Instant::now()))
+        SimClock(Arc::default(), Some(std::time::Instant::now()))
     }
     pub fn now_ns(&self) -> u64 {
         let wall = self.1.map(|t| t.elapsed().as_nanos() as u64).unwrap_or(0);
-        self.0.get().wrapping_add(wall)
+        self.0.load(Ordering::Relaxed).wrapping_add(wall)
     }
     pub fn advance(&self, ns: u64) {
-        self.0.set(self.0.get().wrapping_add(ns));
+        self.0.fetch_add(ns, Ordering::Relaxed);
     }
 }
 
 /// What the driver reads from DMA memory passes through this first ([`SimHal::set_dma_read_filter`]).
-pub type DmaReadFilter = Rc<dyn Fn(&mut [u8])>;
+pub type DmaReadFilter = Arc<dyn Fn(&mut [u8]) + Send + Sync>;
 
 /// A DMA region of `PhysMem`, returned to it on drop.
 pub struct SimDma {
@@ -299,9 +318,7 @@ impl DmaRegion for SimDma {
     }
     fn read(&self, offset: usize, buf: &mut [u8]) {
         assert!(offset + buf.len() <= self.len, "DmaRegion read out of range");
-        self.mem.read(self.pa + offset as u64, buf);
-        let filter = self.mem.0.borrow().read_filter.clone();
-        if let Some(f) = filter {
+        if let Some(f) = self.mem.read_host(self.pa + offset as u64, buf) {
             f(buf);
         }
     }
@@ -321,15 +338,18 @@ impl Drop for SimDma {
 /// (and explicit `advance`) moves, so timeouts run fast and deterministically.
 /// Cloning shares everything (memory, clock, relax step and hook, copy switch, read filter).
 #[derive(Clone)]
-pub struct SimHal(Rc<SimHalInner>);
+pub struct SimHal(Arc<SimHalInner>);
+
+/// What a `SimHal` runs in every `relax()`.
+pub type RelaxHook = Box<dyn FnMut() + Send>;
 
 struct SimHalInner {
     mem: PhysMem,
     clock: SimClock,
-    step_ns: Cell<u64>,
-    hook: RefCell<Option<Box<dyn FnMut()>>>,
+    step_ns: AtomicU64,
+    hook: Mutex<Option<RelaxHook>>,
     /// Whether `copy_dma` is offered (as the image's platform does).
-    copy_dma: Cell<bool>,
+    copy_dma: AtomicBool,
 }
 
 impl SimHal {
@@ -337,32 +357,33 @@ impl SimHal {
     pub const DEFAULT_STEP_NS: u64 = 100_000;
 
     pub fn new(mem: PhysMem, clock: SimClock) -> Self {
-        SimHal(Rc::new(SimHalInner {
+        SimHal(Arc::new(SimHalInner {
             mem,
             clock,
-            step_ns: Cell::new(Self::DEFAULT_STEP_NS),
-            hook: RefCell::new(None),
-            copy_dma: Cell::new(true),
+            step_ns: AtomicU64::new(Self::DEFAULT_STEP_NS),
+            hook: Mutex::new(None),
+            copy_dma: AtomicBool::new(true),
         }))
     }
     /// Virtual nanoseconds each `relax()` adds.
     pub fn set_relax_step(&self, ns: u64) {
-        self.0.step_ns.set(ns);
+        self.0.step_ns.store(ns, Ordering::Relaxed);
     }
     /// Whether the platform offers `copy_dma` (on by default; off: a platform that cannot
     /// copy between DMA slices, whose users must fall back on their own).
     pub fn set_copy_dma(&self, on: bool) {
-        self.0.copy_dma.set(on);
+        self.0.copy_dma.store(on, Ordering::Relaxed);
     }
     /// Pass everything the driver reads from its DMA regions through `f` (a broken or hostile
     /// adapter, which may write anything into memory it was given); the adapter model's own
     /// DMA is not filtered.
     pub fn set_dma_read_filter(&self, f: DmaReadFilter) {
-        self.0.mem.0.borrow_mut().read_filter = Some(f);
+        self.0.mem.lock().read_filter = Some(f);
     }
-    /// Something to run in every `relax()` (e.g. `ConnectX::poll`), after time advances.
-    pub fn set_relax_hook(&self, f: Box<dyn FnMut()>) {
-        *self.0.hook.borrow_mut() = Some(f);
+    /// Something to run in every `relax()` (e.g. `ConnectX::poll`), after time advances. A
+    /// `relax()` while the hook runs (in it, or on another thread) skips it.
+    pub fn set_relax_hook(&self, f: RelaxHook) {
+        *self.0.hook.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
     }
     pub fn mem(&self) -> &PhysMem {
         &self.0.mem
@@ -385,18 +406,21 @@ impl Hal for SimHal {
     /// Counted as DMA traffic; a range outside allocated memory is refused (false).
     fn copy_dma(&self, dst: DmaSlice, src: DmaSlice) -> bool {
         let (dst_len, dst, src, len) = (dst.len(), dst.paddr(), src.paddr(), src.len());
-        if !self.0.copy_dma.get() || dst_len < len || !self.0.mem.is_mapped(src, len) || !self.0.mem.is_mapped(dst, len) {
+        if !self.0.copy_dma.load(Ordering::Relaxed) || dst_len < len || !self.0.mem.is_mapped(src, len) || !self.0.mem.is_mapped(dst, len) {
             return false;
         }
         let mut tmp = vec![0u8; len];
         self.0.mem.dma_read(src, &mut tmp).is_ok() && self.0.mem.dma_write(dst, &tmp).is_ok()
     }
     fn relax(&self) {
-        self.0.clock.advance(self.0.step_ns.get());
-        if let Ok(mut h) = self.0.hook.try_borrow_mut() {
-            if let Some(f) = h.as_mut() {
-                f();
-            }
+        self.0.clock.advance(self.0.step_ns.load(Ordering::Relaxed));
+        let mut hook = match self.0.hook.try_lock() {
+            Ok(h) => h,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        if let Some(f) = hook.as_mut() {
+            f();
         }
     }
 }
@@ -452,7 +476,7 @@ mod tests {
         hal.set_copy_dma(false);
         assert!(!hal.copy_dma(sb, sa), "a platform without copy_dma");
         // The driver's reads pass the filter; the adapter's DMA does not.
-        hal.set_dma_read_filter(Rc::new(|buf: &mut [u8]| buf[0] ^= 0xFF));
+        hal.set_dma_read_filter(Arc::new(|buf: &mut [u8]| buf[0] ^= 0xFF));
         assert_eq!(b.read_u8(0), 0xF8);
         assert_eq!(hal.mem().dma_read_be32(b.paddr()).unwrap() >> 24, 7);
         // A region leaked by the driver keeps no memory once the run frees everything.
@@ -464,19 +488,19 @@ mod tests {
     }
 
     /// A flat byte array standing in for a guest's RAM file.
-    struct Flat(RefCell<Vec<u8>>);
+    struct Flat(Mutex<Vec<u8>>);
     impl ExternalMem for Flat {
         fn len(&self) -> u64 {
-            self.0.borrow().len() as u64
+            self.0.lock().unwrap().len() as u64
         }
         fn read(&self, pa: PhysAddr, buf: &mut [u8]) -> bool {
-            let v = self.0.borrow();
+            let v = self.0.lock().unwrap();
             let Some(src) = (pa as usize).checked_add(buf.len()).and_then(|end| v.get(pa as usize..end)) else { return false };
             buf.copy_from_slice(src);
             true
         }
         fn write(&self, pa: PhysAddr, data: &[u8]) -> bool {
-            let mut v = self.0.borrow_mut();
+            let mut v = self.0.lock().unwrap();
             let Some(dst) = (pa as usize).checked_add(data.len()).and_then(|end| v.get_mut(pa as usize..end)) else { return false };
             dst.copy_from_slice(data);
             true
@@ -485,11 +509,11 @@ mod tests {
 
     #[test]
     fn external_backing_routes_dma_and_faults_past_its_end() {
-        let flat = Rc::new(Flat(RefCell::new(vec![0u8; 0x3000])));
+        let flat = Arc::new(Flat(Mutex::new(vec![0u8; 0x3000])));
         let m = PhysMem::external(flat.clone());
         assert!(m.alloc(4096, 4096).is_err(), "the guest allocates, not the model");
         m.dma_write(0x1ffe, &[1, 2, 3, 4]).unwrap();
-        assert_eq!(&flat.0.borrow()[0x1ffe..0x2002], &[1, 2, 3, 4]);
+        assert_eq!(&flat.0.lock().unwrap()[0x1ffe..0x2002], &[1, 2, 3, 4]);
         assert_eq!(m.dma_read_be32(0x1ffe).unwrap(), 0x0102_0304);
         assert!(m.is_mapped(0, 0x3000) && !m.is_mapped(0x2fff, 2));
         assert!(m.dma_read(0x2ffe, &mut [0u8; 4]).is_err());

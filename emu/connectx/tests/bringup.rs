@@ -515,14 +515,14 @@ fn command_completion_eqe_when_subscribed() {
 fn relax_hook_runs_the_model() {
     let r = Rig::new();
     let cx = r.cx.clone();
-    let polls = std::rc::Rc::new(std::cell::Cell::new(0));
+    let polls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let p = polls.clone();
     r.hal.set_relax_hook(Box::new(move || {
         cx.poll();
-        p.set(p.get() + 1);
+        p.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }));
     assert!(!hal::poll_until(&r.hal, 1_000_000, || false));
-    assert!(polls.get() >= 10);
+    assert!(polls.load(std::sync::atomic::Ordering::Relaxed) >= 10);
 }
 
 #[test]

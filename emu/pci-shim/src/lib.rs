@@ -28,7 +28,7 @@
 #[allow(unsafe_code)]
 pub mod shared;
 
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use emu_connectx::{ConnectX, PhysMem, SimClock, BAR0_SIZE, FIRST_UAR};
@@ -90,7 +90,7 @@ impl Shim {
     pub fn new(ram: SharedMap, bar: SharedMap, cfg: emu_connectx::Config) -> Shim {
         assert!(bar.len() >= BAR0_SIZE, "BAR file smaller than the adapter's BAR0");
         let uar_pages = (cfg.profile.caps.max_uars as usize).min(BAR0_SIZE / 0x1000 - FIRST_UAR as usize);
-        let mem = PhysMem::external(Rc::new(GuestRam(ram)));
+        let mem = PhysMem::external(Arc::new(GuestRam(ram)));
         let cx = ConnectX::new(mem, SimClock::realtime(), cfg);
         let mut s = Shim { cx, bar, published: [0; 2], uar_pages, last_refresh: None, port_up_pending: false, stats: ShimStats::default() };
         for (i, off) in [CMDQ_H, CMDQ_L].into_iter().enumerate() {
@@ -110,7 +110,7 @@ impl Shim {
 
     /// Plug the port into `link`. Like a cabled port, it reports "up" (a PORT_CHANGE event)
     /// as soon as the driver has an EQ subscribed to port events.
-    pub fn attach_link(&mut self, link: Box<dyn emu_roce::Link>) {
+    pub fn attach_link(&mut self, link: Box<dyn emu_roce::Link + Send>) {
         self.cx.attach_link(link);
         self.port_up_pending = true;
     }

@@ -1,14 +1,15 @@
 //! Links: one Ethernet frame per `send`, one per `poll`. In-process pairs with seeded
 //! impairments (loss, duplication, reordering, delay), a Unix-datagram link and a UDP link on
 //! 127.0.0.1 (the two framings QEMU `-netdev dgram` speaks), and a pcap-writing wrapper.
+//! The in-process pair's ends may live on different threads (its queues are behind a mutex,
+//! taken once per frame); one thread driving both stays deterministic.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Largest frame any link carries (jumbo-safe).
 pub const MAX_FRAME: usize = 65536;
@@ -108,13 +109,13 @@ struct Shared {
 #[derive(Debug)]
 pub struct MemLink {
     side: usize,
-    shared: Rc<RefCell<Shared>>,
+    shared: Arc<Mutex<Shared>>,
 }
 
 impl MemLink {
     /// Two connected ends with the same impairments in both directions.
     pub fn pair(imp: Impairments, seed: u64) -> (MemLink, MemLink) {
-        let shared = Rc::new(RefCell::new(Shared {
+        let shared = Arc::new(Mutex::new(Shared {
             now_ns: 0,
             rng: SplitMix64::new(seed),
             imp,
@@ -124,32 +125,37 @@ impl MemLink {
         }));
         (MemLink { side: 0, shared: shared.clone() }, MemLink { side: 1, shared })
     }
+    /// Both directions' state, for one frame or query. A thread that panicked holding it left
+    /// it whole (no update under it can panic halfway), so the poison is ignored.
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
     /// Advance the link clock (either end; shared).
     pub fn set_now(&self, now_ns: u64) {
-        self.shared.borrow_mut().now_ns = now_ns;
+        self.lock().now_ns = now_ns;
     }
     /// Change impairments (e.g. stop loss to drain).
     pub fn set_impairments(&self, imp: Impairments) {
-        self.shared.borrow_mut().imp = imp;
+        self.lock().imp = imp;
     }
     pub fn stats(&self) -> MemLinkStats {
-        self.shared.borrow().stats
+        self.lock().stats
     }
     /// Frames in flight in both directions.
     pub fn in_flight(&self) -> usize {
-        let s = self.shared.borrow();
+        let s = self.lock();
         s.queues[0].len() + s.queues[1].len()
     }
     /// Earliest delivery time of a frame in flight (for event-driven test loops).
     pub fn next_delivery(&self) -> Option<u64> {
-        let s = self.shared.borrow();
+        let s = self.lock();
         s.queues.iter().flat_map(|q| q.iter().map(|f| f.deliver_at)).min()
     }
 }
 
 impl Link for MemLink {
     fn send(&mut self, frame: &[u8]) {
-        let mut s = self.shared.borrow_mut();
+        let mut s = self.lock();
         let s = &mut *s;
         s.stats.sent += 1;
         let imp = s.imp;
@@ -176,7 +182,7 @@ impl Link for MemLink {
     }
 
     fn poll(&mut self) -> Option<Vec<u8>> {
-        let mut s = self.shared.borrow_mut();
+        let mut s = self.lock();
         let now = s.now_ns;
         let q = &mut s.queues[self.side];
         let mut best: Option<usize> = None;

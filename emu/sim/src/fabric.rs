@@ -5,8 +5,7 @@
 //! be corrupted (one byte after the BTH flipped), counted per port, so the simulator can check
 //! that the receiving engine's ICRC check caught every one.
 
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use emu_roce::link::{MemLinkStats, SplitMix64};
 use emu_roce::{Impairments, Link, MemLink};
@@ -20,19 +19,33 @@ const ROCEV2_PORT: u16 = 4791;
 
 /// Per-port corruption state shared by the fabric and the node's end.
 #[derive(Debug)]
-struct Tap {
+struct TapState {
     /// Probability a RoCEv2 frame delivered to the node is corrupted.
-    corrupt: Cell<f64>,
+    corrupt: f64,
     /// Frames corrupted on delivery to the node currently on this port.
-    corrupted: Cell<u64>,
-    rng: RefCell<SplitMix64>,
+    corrupted: u64,
+    rng: SplitMix64,
+}
+
+/// [`TapState`] shared by the fabric and the node's end (which the node's adapter owns, and an
+/// adapter may be driven from another thread; the simulator itself is one thread).
+#[derive(Debug, Clone)]
+struct Tap(Arc<Mutex<TapState>>);
+
+impl Tap {
+    fn new(seed: u64) -> Tap {
+        Tap(Arc::new(Mutex::new(TapState { corrupt: 0.0, corrupted: 0, rng: SplitMix64::new(seed) })))
+    }
+    fn lock(&self) -> MutexGuard<'_, TapState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// The node's end of its switch port (what the node's emulated ConnectX is given).
 pub struct NodeLink {
     end: MemLink,
     clock: SimClock,
-    tap: Rc<Tap>,
+    tap: Tap,
 }
 
 /// Whether `f` is a RoCEv2 frame long enough to corrupt; returns the end of its IP packet.
@@ -52,17 +65,18 @@ impl Link for NodeLink {
     fn poll(&mut self) -> Option<Vec<u8>> {
         self.end.set_now(self.clock.now_ns());
         let mut f = self.end.poll()?;
-        let p = self.tap.corrupt.get();
+        let mut tap = self.tap.lock();
+        let p = tap.corrupt;
         if p > 0.0 {
             if let Some(end) = roce_end(&f) {
-                let mut rng = self.tap.rng.borrow_mut();
-                if rng.chance(p) {
-                    let at = CORRUPT_FROM + rng.below((end - CORRUPT_FROM) as u64) as usize;
-                    f[at] ^= 1 + rng.below(255) as u8;
-                    self.tap.corrupted.set(self.tap.corrupted.get() + 1);
+                if tap.rng.chance(p) {
+                    let at = CORRUPT_FROM + tap.rng.below((end - CORRUPT_FROM) as u64) as usize;
+                    f[at] ^= 1 + tap.rng.below(255) as u8;
+                    tap.corrupted += 1;
                 }
             }
         }
+        drop(tap);
         Some(f)
     }
 }
@@ -77,7 +91,7 @@ struct Port {
     /// IP MTU of the port's switch side: larger frames towards or from the node are dropped
     /// (a switch port configured smaller than the nodes: MTU mismatch).
     mtu: Option<usize>,
-    tap: Rc<Tap>,
+    tap: Tap,
     /// Link counters of the port's earlier pairs (replaced when a node is rebuilt).
     past: MemLinkStats,
 }
@@ -107,7 +121,7 @@ impl Fabric {
     /// A new port for the node with `mac`; returns its index and the node's end.
     pub fn add_port(&mut self, mac: [u8; 6]) -> (usize, NodeLink) {
         let (node, sw) = self.pair(Impairments::default());
-        let tap = Rc::new(Tap { corrupt: Cell::new(0.0), corrupted: Cell::new(0), rng: RefCell::new(SplitMix64::new(self.seeds.next_u64())) });
+        let tap = Tap::new(self.seeds.next_u64());
         self.ports.push(Port { mac, sw, imp: Impairments::default(), down: false, attached: true, mtu: None, tap: tap.clone(), past: MemLinkStats::default() });
         (self.ports.len() - 1, NodeLink { end: node, clock: self.clock.clone(), tap })
     }
@@ -122,7 +136,7 @@ impl Fabric {
         p.past = add_stats(p.past, s);
         p.sw = sw;
         p.attached = true;
-        p.tap.corrupted.set(0);
+        p.tap.lock().corrupted = 0;
         NodeLink { end: node, clock: self.clock.clone(), tap: p.tap.clone() }
     }
 
@@ -161,12 +175,12 @@ impl Fabric {
 
     /// Corruption probability of RoCEv2 frames delivered on port `i`.
     pub fn set_corrupt(&mut self, i: usize, p: f64) {
-        self.ports[i].tap.corrupt.set(p);
+        self.ports[i].tap.lock().corrupt = p;
     }
 
     /// Frames corrupted on delivery to the node now on port `i`.
     pub fn corrupted(&self, i: usize) -> u64 {
-        self.ports[i].tap.corrupted.get()
+        self.ports[i].tap.lock().corrupted
     }
 
     /// Forward every frame that reached the switch; returns how many.

@@ -3,8 +3,9 @@
 //!
 //! The one home of the two-node harness: `emu-runner` builds its node with it, and so do the
 //! driver's and the apps' tests (`drivers/mlx5/tests`, `apps/nvmeof/tests`).
-//! Loop turn, single-threaded: `app.poll(); node.poll()` (driver housekeeping, then the
-//! adapter, which polls its link).
+//! Loop turn: `app.poll(); node.poll()` (driver housekeeping, then the adapter, which polls
+//! its link). The adapter, memory, clock and link are shareable across threads (queue groups
+//! on threads of their own: `drivers/mlx5/tests/group_threads.rs`).
 
 use rdma::Control;
 use emu_connectx::{Bar0, ConnectX, PhysMem, SimClock, SimHal};
@@ -47,7 +48,7 @@ const TIMEOUTS: Timeouts = Timeouts { init_ns: 2_000_000_000, cmd_ns: 2_000_000_
 impl Node {
     /// Bring a node up with `ip`/`mac`; its physical memory starts at `mem_base` (give each
     /// node of a test its own range so a stray address cannot hit the other node's memory).
-    pub fn new(clock: SimClock, ip: [u8; 4], mac: [u8; 6], mem_base: u64, link: Box<dyn emu_roce::Link>) -> Result<Node, Error> {
+    pub fn new(clock: SimClock, ip: [u8; 4], mac: [u8; 6], mem_base: u64, link: Box<dyn emu_roce::Link + Send>) -> Result<Node, Error> {
         Self::with_options(clock, ip, mac, mem_base, link, Options::default())
     }
 
@@ -57,7 +58,7 @@ impl Node {
         ip: [u8; 4],
         mac: [u8; 6],
         mem_base: u64,
-        link: Box<dyn emu_roce::Link>,
+        link: Box<dyn emu_roce::Link + Send>,
         opts: Options,
     ) -> Result<Node, Error> {
         // As the appliance does: a VF by its PCI ID (Linux's table), skipping PF-only steps.

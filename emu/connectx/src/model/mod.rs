@@ -305,7 +305,7 @@ pub struct Device {
     /// The RoCEv2 transport engine (exists between INIT_HCA and TEARDOWN_HCA).
     pub engine: Option<emu_roce::Engine>,
     /// The wire; without one, transmitted frames are dropped.
-    pub link: Option<Box<dyn emu_roce::Link>>,
+    pub link: Option<Box<dyn emu_roce::Link + Send>>,
     /// Raw Ethernet queues and steering.
     pub raw: crate::raw::Raw,
     /// Frames the port sent to itself, on their way back in ([`crate::loopback`]).
