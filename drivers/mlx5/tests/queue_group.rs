@@ -5,7 +5,7 @@
 //! the slow path, and a device failure makes it flush and be released without commands.
 mod common;
 use common::*;
-use hal::{DmaRegion, Hal, Mmio, PhysAddr};
+use hal::{DmaRegion, Hal};
 use mlx5::{Error, Mlx5, Mlx5Verbs, QueueGroup};
 use rdma::{Access, Completion, Control, Cqn, DataPath, Lkey, Neighbours, Qpn, RcConnectAttrs, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 
@@ -348,32 +348,11 @@ fn shutdown_destroys_a_group_the_app_still_holds() {
     drop(b.groups);
 }
 
-/// A DMA region and BAR window that are `Send` (as the kernel's are: plain addresses).
-struct SendDma;
-impl DmaRegion for SendDma {
-    fn paddr(&self) -> PhysAddr {
-        0
-    }
-    fn len(&self) -> usize {
-        0
-    }
-    fn read(&self, _: usize, _: &mut [u8]) {}
-    fn write(&self, _: usize, _: &[u8]) {}
-}
-struct SendBar;
-impl Mmio for SendBar {
-    fn size(&self) -> usize {
-        0
-    }
-    fn read32(&self, _: usize) -> u32 {
-        0
-    }
-    fn write32(&self, _: usize, _: u32) {}
-    fn write64(&self, _: usize, _: u64) {}
-}
-
 #[test]
-fn a_group_is_send_when_its_dma_and_mmio_types_are() {
+fn a_group_is_send_with_the_simulated_platform_types() {
+    // The emulated adapter and its memory are shared across threads as hardware is
+    // (tests/group_threads.rs runs groups on threads of their own).
     fn send<T: Send>() {}
-    send::<QueueGroup<SendDma, SendBar>>();
+    send::<G>();
+    send::<(emu_connectx::SimHal, emu_connectx::ConnectX, emu_roce::MemLink)>();
 }

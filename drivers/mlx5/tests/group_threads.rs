@@ -1,0 +1,350 @@
+//! Queue groups on threads (issue #13): 2 and 4 `mlx5::QueueGroup`s of one device, each moved
+//! to a std thread of its own, carry verified RDMA traffic with a peer node at the same time:
+//! SENDs from the peer land in the group's SRQ and are checked byte for byte, and each group
+//! QP RDMA-WRITEs a pattern into the peer's memory and READs it back. The control part (the
+//! device, `Mlx5`) stays on the main thread, which also drives both emulated adapters and the
+//! virtual clock; between two rounds the groups come back to it, and it destroys and creates
+//! QPs in them. At the end every object is gone from the adapter.
+//!
+//! The emulated adapter, its memory, clock and link are shared by the threads as hardware is
+//! (a lock per access inside the stand-in); the groups themselves share nothing.
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use emu_connectx::{Bar0, SimDma};
+use emu_roce::Impairments;
+use hal::DmaRegion;
+use mlx5::QueueGroup;
+use rdma::{Access, Completion, Control, Cqn, DataPath, Lkey, Neighbours, Qpn, RcConnectAttrs, RecvWr, Rkey, SendOp, SendWr, Sge, WcOpcode, WcStatus};
+use testbed::{Clocked, Node, SimClock};
+
+type G = QueueGroup<SimDma, Bar0>;
+
+/// Group QPs per group, peer SENDs per QP and round, WRITE+READ pairs per QP and round.
+const QPS: usize = 2;
+const MSGS: u64 = 120;
+const RW_ROUNDS: u64 = 24;
+/// Peer SENDs outstanding per connection (2 x 8 < the receives a group keeps posted).
+const DEPTH: u64 = 8;
+/// Receives a group keeps posted in its SRQ, each a `RECV_SLOT`-byte slot.
+const RECVS: u64 = 32;
+const RECV_SLOT: u64 = 1024;
+/// Where a group's WRITE source and READ destination areas start in its buffer, each 8 KiB a QP.
+const RW_AREA: u64 = RECVS * RECV_SLOT;
+const RW_SLOT: u64 = 8192;
+const GROUP_BUF: usize = (RW_AREA + 2 * QPS as u64 * RW_SLOT) as usize;
+/// Give up (and fail) past this much virtual time.
+const VIRTUAL_LIMIT_NS: u64 = 60_000_000_000;
+
+fn attrs(remote: &Node, rqpn: Qpn) -> RcConnectAttrs {
+    RcConnectAttrs {
+        remote_qpn: rqpn,
+        remote_ip: remote.v.local_ip(),
+        remote_mac: remote.v.local_mac(),
+        rq_psn: 0x200,
+        sq_psn: 0x200,
+        mtu: 1024,
+        udp_sport: 0,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        timeout: 14,
+        min_rnr_timer: 1,
+        max_rd_atomic: 1,
+        max_dest_rd_atomic: 1,
+        access: Access { local_write: true, remote_read: true, remote_write: true },
+    }
+}
+
+/// What a peer SEND carries: its sequence number, then a fill derived from the connection.
+fn message(conn: usize, seq: u64) -> Vec<u8> {
+    let len = 64 + (seq % 7) as usize * 130;
+    let mut m = vec![(conn as u64 * 37 + seq) as u8; len];
+    m[..8].copy_from_slice(&seq.to_le_bytes());
+    m
+}
+
+/// The bytes QP `conn` writes to the peer in round `r` (over several 1 KiB packets).
+fn pattern(conn: usize, r: u64) -> Vec<u8> {
+    let len = 4096 + (r % 3) as usize * 1000;
+    (0..len).map(|i| (i as u64 * 31 + r * 7 + conn as u64 * 3) as u8).collect()
+}
+
+/// A group as handed to its thread: the group, its QPs (connection numbers and QPNs), its
+/// buffer and key, and where its QPs' areas are in the peer's memory.
+struct Work {
+    g: G,
+    conns: Vec<(usize, Qpn)>,
+    buf: SimDma,
+    lkey: Lkey,
+    peer_base: u64,
+    rkey: Rkey,
+    round: u64,
+}
+
+/// Tallies a thread hands back with its group.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Tally {
+    recvs: u64,
+    recv_bytes: u64,
+    writes: u64,
+    reads: u64,
+    rw_bytes: u64,
+}
+
+/// The poller of one group on its own thread: keeps its SRQ stocked, checks every message in
+/// order per connection, runs WRITE-then-READ-back rounds per QP, until all are done.
+fn serve(mut w: Work, stop: Arc<AtomicBool>) -> (Work, Tally) {
+    let mut t = Tally::default();
+    let (cq, srq) = (w.g.cqn(), w.g.srqn());
+    let sge = |w: &Work, off: u64, len: u32| Sge { addr: w.buf.paddr() + off, len, lkey: w.lkey };
+    let recvs: Vec<RecvWr> = (0..RECVS).map(|s| RecvWr { wr_id: s, sge: sge(&w, s * RECV_SLOT, RECV_SLOT as u32) }).collect();
+    if w.round == 0 {
+        // Later rounds find the SRQ stocked: every receive consumed was posted again.
+        w.g.post_srq_recv_batch(srq, &recvs).unwrap();
+    }
+    let n = w.conns.len();
+    let mut next = vec![0u64; n];
+    let mut rounds = vec![0u64; n];
+    // Start each QP's first round: WRITE the pattern to the peer.
+    let post_write = |w: &mut Work, k: usize, r: u64| {
+        let (conn, q) = w.conns[k];
+        let data = pattern(conn, r + w.round * RW_ROUNDS);
+        let src = RW_AREA + k as u64 * RW_SLOT;
+        w.buf.write(src as usize, &data);
+        let op = SendOp::RdmaWrite { remote_addr: w.peer_base + conn as u64 * RW_SLOT, rkey: w.rkey };
+        let wr = SendWr { wr_id: (k as u64) << 32 | r << 1, op, sge: sge(w, src, data.len() as u32), signaled: true, ud: None };
+        w.g.post_send(q, &wr).unwrap();
+    };
+    for k in 0..n {
+        post_write(&mut w, k, 0);
+    }
+    let mut wc = [Completion::default(); 32];
+    while next.iter().any(|&m| m < MSGS) || rounds.iter().any(|&r| r < RW_ROUNDS) {
+        assert!(!stop.load(Relaxed), "stopped: messages {next:?}, rounds {rounds:?}");
+        let got = w.g.poll_cq(cq, &mut wc);
+        if got == 0 {
+            thread::sleep(Duration::from_micros(20));
+            continue;
+        }
+        for c in &wc[..got] {
+            assert_eq!(c.status, WcStatus::Success, "{c:?}");
+            let k = w.conns.iter().position(|&(_, q)| q == c.qpn).expect("a QP of this group");
+            let conn = w.conns[k].0;
+            match c.opcode {
+                WcOpcode::Recv => {
+                    let want = message(conn, next[k]);
+                    let mut got = vec![0u8; c.byte_len as usize];
+                    w.buf.read((c.wr_id * RECV_SLOT) as usize, &mut got);
+                    assert_eq!(got, want, "connection {conn}: message {} whole and in order", next[k]);
+                    next[k] += 1;
+                    t.recvs += 1;
+                    t.recv_bytes += got.len() as u64;
+                    let again = RecvWr { wr_id: c.wr_id, sge: sge(&w, c.wr_id * RECV_SLOT, RECV_SLOT as u32) };
+                    w.g.post_srq_recv(srq, &again).unwrap();
+                }
+                WcOpcode::RdmaWrite => {
+                    // Read the written bytes back into the QP's READ area.
+                    let r = (c.wr_id & 0xffff_ffff) >> 1;
+                    let len = pattern(conn, r + w.round * RW_ROUNDS).len() as u32;
+                    let dst = RW_AREA + (QPS + k) as u64 * RW_SLOT;
+                    w.buf.write(dst as usize, &vec![0u8; len as usize]);
+                    let op = SendOp::RdmaRead { remote_addr: w.peer_base + conn as u64 * RW_SLOT, rkey: w.rkey };
+                    let wr = SendWr { wr_id: c.wr_id | 1, op, sge: sge(&w, dst, len), signaled: true, ud: None };
+                    w.g.post_send(c.qpn, &wr).unwrap();
+                    t.writes += 1;
+                }
+                WcOpcode::RdmaRead => {
+                    let r = (c.wr_id & 0xffff_ffff) >> 1;
+                    let want = pattern(conn, r + w.round * RW_ROUNDS);
+                    let mut back = vec![0u8; want.len()];
+                    w.buf.read((RW_AREA + (QPS + k) as u64 * RW_SLOT) as usize, &mut back);
+                    assert_eq!(back, want, "connection {conn}: round {r} read back as written");
+                    t.reads += 1;
+                    t.rw_bytes += 2 * want.len() as u64;
+                    rounds[k] = r + 1;
+                    if r + 1 < RW_ROUNDS {
+                        post_write(&mut w, k, r + 1);
+                    }
+                }
+                other => panic!("unexpected completion {other:?}: {c:?}"),
+            }
+        }
+    }
+    (w, t)
+}
+
+/// The peer's SENDs towards every group QP, paced to `DEPTH` outstanding per connection.
+struct Sender<'a> {
+    qps: Vec<Qpn>,
+    cq: Cqn,
+    buf: &'a SimDma,
+    lkey: Lkey,
+    sent: Vec<u64>,
+    done: Vec<u64>,
+}
+
+impl Sender<'_> {
+    fn turn(&mut self, b: &mut Node) {
+        let mut wc = [Completion::default(); 32];
+        let n = b.v.poll_cq(self.cq, &mut wc);
+        for c in &wc[..n] {
+            assert_eq!((c.status, c.opcode), (WcStatus::Success, WcOpcode::Send), "{c:?}");
+            self.done[(c.wr_id >> 32) as usize] += 1;
+        }
+        for conn in 0..self.qps.len() {
+            while self.sent[conn] < MSGS && self.sent[conn] - self.done[conn] < DEPTH {
+                let seq = self.sent[conn];
+                let m = message(conn, seq);
+                let off = (conn as u64 * DEPTH + seq % DEPTH) * RECV_SLOT;
+                self.buf.write(off as usize, &m);
+                let sge = Sge { addr: self.buf.paddr() + off, len: m.len() as u32, lkey: self.lkey };
+                let wr = SendWr { wr_id: (conn as u64) << 32 | seq, op: SendOp::Send, sge, signaled: true, ud: None };
+                b.v.post_send(self.qps[conn], &wr).unwrap();
+                self.sent[conn] += 1;
+            }
+        }
+    }
+}
+
+/// A group QP in `g` connected to a fresh peer QP (on the peer's one CQ).
+fn connect(a: &mut Node, b: &mut Node, g: &mut G, pcq: Cqn) -> (Qpn, Qpn) {
+    let q = a.v.dev.create_group_qp(g, 6).unwrap();
+    let p = b.v.create_rc_qp(pcq, pcq, 2 * DEPTH as u32, 1).unwrap();
+    let to_a = attrs(a, q);
+    b.v.connect_rc_qp(p, &to_a).unwrap();
+    let to_b = attrs(b, p);
+    a.v.dev.connect_group_qp(g, q, &to_b).unwrap();
+    (q, p)
+}
+
+fn counts(n: &Node) -> (usize, usize, usize) {
+    (n.v.dev.live_qps(), n.v.dev.live_cqs(), n.v.dev.live_srqs())
+}
+
+fn groups_on_threads(ngroups: usize) {
+    let clock = SimClock::new();
+    let (la, lb) = Clocked::pair(&clock, Impairments::default(), 13);
+    let mut a = Node::new(clock.clone(), [10, 0, 13, 1], [2, 0, 0, 0, 13, 1], 0x1_0000_0000, Box::new(la)).expect("node a");
+    let mut b = Node::new(clock.clone(), [10, 0, 13, 2], [2, 0, 0, 0, 13, 2], 0x2_0000_0000, Box::new(lb)).expect("node b");
+    let (base_a, base_b) = (counts(&a), counts(&b));
+    let conns = ngroups * QPS;
+    // The peer: one CQ, a send area and the area the groups WRITE to and READ from.
+    let pcq = b.v.create_cq(1024).unwrap();
+    let send_buf = b.v.alloc_buf(conns * (DEPTH * RECV_SLOT) as usize).unwrap();
+    let (send_lkey, _) = b.v.reg_mr(send_buf.paddr(), send_buf.len() as u64, Access { local_write: true, ..Default::default() }).unwrap();
+    let target = b.v.alloc_buf(conns * RW_SLOT as usize).unwrap();
+    let (target_lkey, rkey) = b.v.reg_mr(target.paddr(), target.len() as u64, Access { local_write: true, remote_read: true, remote_write: true }).unwrap();
+    // The groups, each with its buffer and QPS connections (numbered across groups).
+    let mut works = Vec::new();
+    let mut peer_qps = Vec::new();
+    for _ in 0..ngroups {
+        let mut g = a.v.dev.create_group(8, 6).unwrap();
+        let buf = a.v.alloc_buf(GROUP_BUF).unwrap();
+        let (lkey, _) = a.v.reg_mr(buf.paddr(), GROUP_BUF as u64, Access { local_write: true, ..Default::default() }).unwrap();
+        let mut mine = Vec::new();
+        for _ in 0..QPS {
+            let (q, p) = connect(&mut a, &mut b, &mut g, pcq);
+            mine.push((peer_qps.len(), q));
+            peer_qps.push(p);
+        }
+        works.push(Work { g, conns: mine, buf, lkey, peer_base: target.paddr(), rkey, round: 0 });
+    }
+    assert_eq!(a.v.dev.live_groups(), ngroups);
+    let mut total = Tally::default();
+    for round in 0..2u64 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let handles: Vec<_> = works
+            .drain(..)
+            .map(|mut w| {
+                w.round = round;
+                let stop = stop.clone();
+                thread::spawn(move || serve(w, stop))
+            })
+            .collect();
+        let mut tx = Sender { qps: peer_qps.clone(), cq: pcq, buf: &send_buf, lkey: send_lkey, sent: vec![0; conns], done: vec![0; conns] };
+        // The main thread: the device's housekeeping, both adapters, the peer, virtual time.
+        let start = clock.now_ns();
+        while !handles.iter().all(|h| h.is_finished()) {
+            a.poll();
+            tx.turn(&mut b);
+            b.poll();
+            clock.advance(1_000);
+            if clock.now_ns() - start > VIRTUAL_LIMIT_NS {
+                stop.store(true, Relaxed);
+            }
+        }
+        for h in handles {
+            let (w, t) = h.join().expect("a group's thread failed");
+            assert_eq!((t.recvs, t.writes, t.reads), (QPS as u64 * MSGS, QPS as u64 * RW_ROUNDS, QPS as u64 * RW_ROUNDS), "{t:?}");
+            total.recvs += t.recvs;
+            total.recv_bytes += t.recv_bytes;
+            total.rw_bytes += t.rw_bytes;
+            works.push(w);
+        }
+        assert_eq!(tx.done, vec![MSGS; conns], "every peer SEND acknowledged");
+        // Back on the main thread: the device is fine, each group saw only its own traffic.
+        for w in works.iter_mut() {
+            assert!(!a.v.dev.sync_group(&mut w.g), "the device did not fail");
+            let st = w.g.stats();
+            assert_eq!(st.bad_cqes, 0, "{st:?}");
+            assert_eq!(st.completions, (round + 1) * QPS as u64 * (MSGS + 2 * RW_ROUNDS), "{st:?}");
+        }
+        // The control part replaces the first QP of every group with a new one; the next round
+        // runs on it and on the QP kept.
+        for w in works.iter_mut() {
+            let (conn, old) = w.conns[0];
+            a.v.dev.destroy_group_qp(&mut w.g, old).unwrap();
+            b.v.destroy_qp(peer_qps[conn]).unwrap();
+            let (q, p) = connect(&mut a, &mut b, &mut w.g, pcq);
+            w.conns[0] = (conn, q);
+            peer_qps[conn] = p;
+        }
+    }
+    eprintln!(
+        "GROUP-THREADS groups={ngroups} threads={ngroups} messages={} message_bytes={} rdma_rw_bytes={} virtual_ms={}",
+        total.recvs,
+        total.recv_bytes,
+        total.rw_bytes,
+        clock.now_ns() / 1_000_000
+    );
+    // Teardown by the control part: no object left beyond what the nodes had at the start.
+    for w in works.iter_mut() {
+        for &(conn, q) in &w.conns {
+            a.v.dev.destroy_group_qp(&mut w.g, q).unwrap();
+            b.v.destroy_qp(peer_qps[conn]).unwrap();
+        }
+    }
+    for w in works {
+        let Work { g, buf, lkey, .. } = w;
+        assert_eq!(g.live_qps(), 0);
+        a.v.dev.destroy_group(g).unwrap();
+        a.v.dereg_mr(lkey).unwrap();
+        drop(buf);
+    }
+    b.v.dereg_mr(send_lkey).unwrap();
+    b.v.dereg_mr(target_lkey).unwrap();
+    b.v.destroy_cq(pcq).unwrap();
+    drop((send_buf, target));
+    assert_eq!(a.v.dev.live_groups(), 0);
+    assert_eq!((counts(&a), counts(&b)), (base_a, base_b), "live QPs, CQs, SRQs back to the baseline");
+    for n in [a, b] {
+        let (cx, mem) = (n.cx.clone(), n.hal.mem().clone());
+        let st = n.v.shutdown().unwrap();
+        assert_eq!(st.pages_given, st.pages_reclaimed);
+        let c = cx.counters();
+        assert_eq!((c.live_objects(), c.pages_held, c.objects_abandoned), (0, 0, 0), "{c:?}");
+        assert_eq!(mem.stats().regions, 0, "every ring and buffer freed");
+    }
+}
+
+#[test]
+fn two_groups_on_two_threads() {
+    groups_on_threads(2);
+}
+
+#[test]
+fn four_groups_on_four_threads() {
+    groups_on_threads(4);
+}
