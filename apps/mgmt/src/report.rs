@@ -324,9 +324,9 @@ where
             f.sample(&[("event", name)], val);
         }
     }
-    if let Some((tx, rx, err)) = v.dev.raw_stats() {
-        e.family("mlx5_raw_frames_total", Kind::Counter, "Frames on the raw Ethernet queue (ARP, management).").sample(&[("dir", "rx")], rx).sample(&[("dir", "tx")], tx);
-        e.single("mlx5_raw_rx_errors_total", Kind::Counter, "Raw receive completions with an error.", err);
+    if let Some(r) = v.dev.raw_stats() {
+        e.family("mlx5_raw_frames_total", Kind::Counter, "Frames on the raw Ethernet queue (ARP, management).").sample(&[("dir", "rx")], r.rx_frames).sample(&[("dir", "tx")], r.tx_frames);
+        e.single("mlx5_raw_rx_errors_total", Kind::Counter, "Raw receive completions with an error.", r.rx_errors);
     }
     if let Some((_q, dropped, long)) = v.mgmt_tap_stats() {
         e.family("mgmt_frames_dropped_total", Kind::Counter, "Frames for the management stack dropped before it saw them.").sample(&[("reason", "queue_full")], dropped).sample(&[("reason", "too_long")], long);

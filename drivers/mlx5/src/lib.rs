@@ -49,7 +49,7 @@ pub use device::{AsyncEvent, Caps, Config, Mkey, Mlx5, QpKind, QpState, Srq, Srq
 pub use error::Error;
 pub use health::{FwVersion, HealthReport};
 pub use trace::TraceMode;
-pub use raw::{MAX_FRAME, MAX_INLINE_FRAME};
+pub use raw::{RawStats, MAX_FRAME, MAX_INLINE_FRAME};
 pub use verbs::Mlx5Verbs;
 pub use group::{GroupStats, QueueGroup};
 pub use vport::VportInfo;

@@ -400,9 +400,19 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         n
     }
 
-    pub fn raw_stats(&self) -> Option<(u64, u64, u64)> {
-        self.raw.as_ref().map(|r| (r.tx_frames, r.rx_frames, r.rx_errors))
+    /// The raw Ethernet queue's frame counts (None before it is set up).
+    pub fn raw_stats(&self) -> Option<RawStats> {
+        self.raw.as_ref().map(|r| RawStats { tx_frames: r.tx_frames, rx_frames: r.rx_frames, rx_errors: r.rx_errors })
     }
+}
+
+/// Frames through the raw Ethernet queue ([`Mlx5::raw_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RawStats {
+    pub tx_frames: u64,
+    pub rx_frames: u64,
+    /// Receive completions with an error.
+    pub rx_errors: u64,
 }
 
 /// WQEBBs of the raw WQE starting at `idx` (from its ctrl segment's ds).
