@@ -16,22 +16,7 @@ fn side(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64, link: Clocked) -
 }
 
 fn attrs(remote: &Side, rqpn: Qpn) -> RcConnectAttrs {
-    RcConnectAttrs {
-        remote_qpn: rqpn,
-        remote_ip: remote.v.local_ip(),
-        remote_mac: remote.v.local_mac(),
-        rq_psn: 100,
-        sq_psn: 100,
-        mtu: 1024,
-        udp_sport: 0,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        timeout: 14,
-        min_rnr_timer: 1,
-        max_rd_atomic: 4,
-        max_dest_rd_atomic: 4,
-        access: Access { local_write: true, remote_read: true, remote_write: true },
-    }
+    remote.rc_attrs_towards(rqpn)
 }
 
 fn run_until(a: &mut Side, b: &mut Side, clock: &SimClock, cq: (rdma::Cqn, rdma::Cqn), want: (usize, usize)) -> (Vec<Completion>, Vec<Completion>) {

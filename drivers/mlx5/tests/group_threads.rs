@@ -17,7 +17,7 @@ use emu_connectx::{Bar0, SimDma};
 use emu_roce::Impairments;
 use hal::DmaRegion;
 use mlx5::QueueGroup;
-use rdma::{Access, Completion, Control, Cqn, DataPath, Lkey, Neighbours, Qpn, RcConnectAttrs, RecvWr, Rkey, SendOp, SendWr, Sge, WcOpcode, WcStatus};
+use rdma::{Access, Completion, Control, Cqn, DataPath, Lkey, Qpn, RecvWr, Rkey, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 use testbed::{Clocked, Node, SimClock};
 
 type G = QueueGroup<SimDma, Bar0>;
@@ -37,25 +37,6 @@ const RW_SLOT: u64 = 8192;
 const GROUP_BUF: usize = (RW_AREA + 2 * QPS as u64 * RW_SLOT) as usize;
 /// Give up (and fail) past this much virtual time.
 const VIRTUAL_LIMIT_NS: u64 = 60_000_000_000;
-
-fn attrs(remote: &Node, rqpn: Qpn) -> RcConnectAttrs {
-    RcConnectAttrs {
-        remote_qpn: rqpn,
-        remote_ip: remote.v.local_ip(),
-        remote_mac: remote.v.local_mac(),
-        rq_psn: 0x200,
-        sq_psn: 0x200,
-        mtu: 1024,
-        udp_sport: 0,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        timeout: 14,
-        min_rnr_timer: 1,
-        max_rd_atomic: 1,
-        max_dest_rd_atomic: 1,
-        access: Access { local_write: true, remote_read: true, remote_write: true },
-    }
-}
 
 /// What a peer SEND carries: its sequence number, then a fill derived from the connection.
 fn message(conn: usize, seq: u64) -> Vec<u8> {
@@ -212,9 +193,9 @@ impl Sender<'_> {
 fn connect(a: &mut Node, b: &mut Node, g: &mut G, pcq: Cqn) -> (Qpn, Qpn) {
     let q = a.v.dev.create_group_qp(g, 6).unwrap();
     let p = b.v.create_rc_qp(pcq, pcq, 2 * DEPTH as u32, 1).unwrap();
-    let to_a = attrs(a, q);
+    let to_a = a.rc_attrs_towards(q);
     b.v.connect_rc_qp(p, &to_a).unwrap();
-    let to_b = attrs(b, p);
+    let to_b = b.rc_attrs_towards(p);
     a.v.dev.connect_group_qp(g, q, &to_b).unwrap();
     (q, p)
 }

@@ -74,6 +74,29 @@ impl Node {
         Ok(Node { clock, hal, cx, v })
     }
 
+    /// What a QP on another node connects with to this node's RC QP `qpn`: this node's
+    /// addresses, PSN 100 both ways, 1 KiB MTU, retries and RNR retries unbounded by the tests'
+    /// pace (7), 4 RDMA READs in flight, every access granted.
+    pub fn rc_attrs_towards(&self, qpn: rdma::Qpn) -> rdma::RcConnectAttrs {
+        use rdma::Neighbours;
+        rdma::RcConnectAttrs {
+            remote_qpn: qpn,
+            remote_ip: self.v.local_ip(),
+            remote_mac: self.v.local_mac(),
+            rq_psn: 100,
+            sq_psn: 100,
+            mtu: 1024,
+            udp_sport: 0,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            timeout: 14,
+            min_rnr_timer: 1,
+            max_rd_atomic: 4,
+            max_dest_rd_atomic: 4,
+            access: rdma::Access { local_write: true, remote_read: true, remote_write: true },
+        }
+    }
+
     /// Device side of one loop turn (driver housekeeping, then adapter + link).
     pub fn poll(&mut self) {
         self.v.poll();
