@@ -177,6 +177,19 @@ fn verified(net: &mut Net, h: &mut Node, host: &mut Host<V>, lbas: &[u64], tag: 
     }
 }
 
+/// Disconnect every controller in order, let the CM settle, and check that the initiator's
+/// QPs/CQs are back at `base` and the target holds no queue or CM connection.
+fn disconnect_to_baseline(net: &mut Net, h: &mut Node, set: &mut Controllers<V>, base: (usize, usize)) {
+    set.disconnect(&mut h.v, net).expect("orderly disconnect");
+    for _ in 0..1000 {
+        h.v.poll();
+        net.w.turn();
+    }
+    assert_eq!((h.v.dev.live_qps(), h.v.dev.live_cqs()), base, "initiator objects after disconnect");
+    assert_eq!(net.w.target.queues(), 0, "target queues after disconnect");
+    assert!(net.w.conns.is_empty(), "CM connections after disconnect: {:?}", net.w.conns.len());
+}
+
 #[test]
 fn a_failed_device_is_released_by_every_controller_before_it_comes_back() {
     let (mut net, mut h, mut set) = setup();
@@ -213,14 +226,7 @@ fn a_failed_device_is_released_by_every_controller_before_it_comes_back() {
         assert_eq!(set.ctrls[i].connects, 2);
         assert_eq!(set.ctrls[i].host().stats.reconnects, 1);
     }
-    set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");
-    for _ in 0..1000 {
-        h.v.poll();
-        net.w.turn();
-    }
-    assert_eq!((h.v.dev.live_qps(), h.v.dev.live_cqs()), (qps0, cqs0), "initiator objects after disconnect");
-    assert_eq!(net.w.target.queues(), 0, "target queues after disconnect");
-    assert!(net.w.conns.is_empty(), "CM connections after disconnect: {:?}", net.w.conns.len());
+    disconnect_to_baseline(&mut net, &mut h, &mut set, (qps0, cqs0));
 }
 
 #[test]
@@ -312,14 +318,7 @@ fn a_verified_workload_resumes_after_its_target_went_away_and_came_back() {
     assert_eq!(set.ctrls[1].connects, 1);
     assert!(ev.iter().any(|e| e.0 == 0 && e.1 == "Released"));
     // Nothing left behind once both disconnect.
-    set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");
-    for _ in 0..1000 {
-        h.v.poll();
-        net.w.turn();
-    }
-    assert_eq!((h.v.dev.live_qps(), h.v.dev.live_cqs()), (qps0, cqs0), "initiator objects after disconnect");
-    assert_eq!(net.w.target.queues(), 0, "target queues after disconnect");
-    assert!(net.w.conns.is_empty(), "CM connections after disconnect: {:?}", net.w.conns.len());
+    disconnect_to_baseline(&mut net, &mut h, &mut set, (qps0, cqs0));
 }
 
 #[test]
