@@ -177,6 +177,20 @@ fn verified(net: &mut Net, h: &mut Node, host: &mut Host<V>, lbas: &[u64], tag: 
     }
 }
 
+/// Keep 4 reads outstanding on B's queue 1 and reap what completed (each must succeed);
+/// returns how many completed this turn.
+fn keep_b_busy(h: &mut Node, host: &mut Host<V>, inflight: &mut usize, now: u64, done: &mut [IoDone]) -> usize {
+    while *inflight < 4 {
+        let Some(slot) = host.alloc_slot(1) else { break };
+        host.submit(&mut h.v, 1, slot, IoKind::Read, 1, slot as u64 * 8, 8, now).expect("submit to B");
+        *inflight += 1;
+    }
+    let n = host.poll(&mut h.v, now, done).expect("B's poll");
+    *inflight -= n;
+    assert!(done[..n].iter().all(|d| d.status.is_success()));
+    n
+}
+
 /// Disconnect every controller in order, let the CM settle, and check that the initiator's
 /// QPs/CQs are back at `base` and the target holds no queue or CM connection.
 fn disconnect_to_baseline(net: &mut Net, h: &mut Node, set: &mut Controllers<V>, base: (usize, usize)) {
@@ -256,15 +270,7 @@ fn io_to_a_live_target_flows_while_a_dead_one_is_retried() {
             }
         }
         let retrying = matches!(set.ctrls[0].state(), CtrlState::Connecting { .. } | CtrlState::Backoff { .. });
-        let host = set.ctrls[1].live().expect("B stays live");
-        while inflight < 4 {
-            let Some(slot) = host.alloc_slot(1) else { break };
-            host.submit(&mut h.v, 1, slot, IoKind::Read, 1, slot as u64 * 8, 8, now).expect("submit to B");
-            inflight += 1;
-        }
-        let n = host.poll(&mut h.v, now, &mut done).expect("B's poll");
-        inflight -= n;
-        assert!(done[..n].iter().all(|d| d.status.is_success()));
+        let n = keep_b_busy(&mut h, set.ctrls[1].live().expect("B stays live"), &mut inflight, now, &mut done);
         b_done += n as u64;
         if retrying {
             b_done_while_retrying += n as u64;
@@ -354,15 +360,7 @@ fn io_to_a_live_target_flows_while_another_is_slow_to_answer_connect() {
         }
         let enabling = matches!(set.ctrls[0].state(), CtrlState::Enabling { .. });
         enabling_turns += u64::from(enabling);
-        let host = set.ctrls[1].live().expect("B stays live");
-        while inflight < 4 {
-            let Some(slot) = host.alloc_slot(1) else { break };
-            host.submit(&mut h.v, 1, slot, IoKind::Read, 1, slot as u64 * 8, 8, now).expect("submit to B");
-            inflight += 1;
-        }
-        let n = host.poll(&mut h.v, now, &mut done).expect("B's poll");
-        inflight -= n;
-        assert!(done[..n].iter().all(|d| d.status.is_success()));
+        let n = keep_b_busy(&mut h, set.ctrls[1].live().expect("B stays live"), &mut inflight, now, &mut done);
         if enabling {
             b_while_enabling += n as u64;
         }
