@@ -3,6 +3,7 @@
 mod common;
 use common::*;
 use emu_roce::*;
+use emu_roce::wire::{Frame, OpKind};
 
 const MIB: usize = 1 << 20;
 
@@ -401,6 +402,95 @@ fn stale_duplicates_are_not_re_executed() {
     p.a.eng.post_send(Qpn(0x11), send_wr(4, SendOp::Send, ka, 0x10_0000, 10)).unwrap();
     assert!(p.run_until(p.now + 10_000_000, |p| p.a.cqes.len() == 1 && p.b.cqes.len() == 1));
     assert_eq!(p.b.cqes[0].wr_id, 2);
+}
+
+/// A: one 3-packet READ from B's `kb` and one SEND, run to completion; returns A's frames
+/// (READ REQUEST, SEND) so a test can replay them at B.
+fn read_then_send_frames(p: &mut Pair, ka: u32, kb: u32) -> Vec<Vec<u8>> {
+    p.b.eng.post_recv(Qpn(0x12), recv_wr(1, kb, 0x20_8000, 8192)).unwrap();
+    p.b.eng.post_recv(Qpn(0x12), recv_wr(2, kb, 0x20_8000, 8192)).unwrap();
+    p.a.eng.post_send(Qpn(0x11), send_wr(1, SendOp::RdmaRead { remote_va: 0x20_0000, rkey: Rkey(kb) }, ka, 0x10_8000, 3000)).unwrap();
+    p.a.eng.post_send(Qpn(0x11), send_wr(2, SendOp::Send, ka, 0x10_0000, 100)).unwrap();
+    let mut sent = Vec::new();
+    for _ in 0..100 {
+        p.now += 1000;
+        p.a.link.set_now(p.now);
+        let mut tap = Tap { inner: &mut p.a.link, sent: Vec::new() };
+        p.a.eng.poll(p.now, &mut tap, &mut p.a.mem, &mut p.a.keys);
+        sent.extend(tap.sent);
+        p.b.poll(p.now);
+        while let Some(c) = p.a.eng.pop_completion() {
+            p.a.cqes.push(c);
+        }
+    }
+    assert_eq!(p.a.take_cqes().iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(), vec![(1, WcStatus::Success), (2, WcStatus::Success)]);
+    assert_eq!(p.b.take_cqes().len(), 1);
+    assert_eq!(sent.len(), 2, "READ REQUEST, SEND");
+    sent
+}
+
+/// rxe, retrying, re-sends READ requests and SENDs in bursts. A duplicate READ whose reply is
+/// still queued restarts in place, ahead of the re-ACK queued after it (an ACK past a READ the
+/// requester waits for reads as "response lost": rxe retries at once, which fed a retransmission
+/// storm against Linux nvmet); duplicate ACKs queued back to back are coalesced.
+#[test]
+fn duplicate_read_reply_keeps_its_place_ahead_of_the_re_ack() {
+    let mut p = Pair::new(Impairments::default(), 17, 4 * MIB);
+    p.connect(0x11, 0x12, rc_attrs());
+    let ka = p.a.reg(0x10_0000, 64 * 1024, Access::ALL);
+    let kb = p.b.reg(0x20_0000, 64 * 1024, Access::ALL);
+    let sent = read_then_send_frames(&mut p, ka, kb);
+    // The burst: READ, SEND, SEND, READ (all in before B polls).
+    for f in [&sent[0], &sent[1], &sent[1], &sent[0]] {
+        p.a.link.send(f);
+    }
+    let before = p.b.eng.counters();
+    p.now += 1000;
+    p.b.link.set_now(p.now);
+    let mut tap = Tap { inner: &mut p.b.link, sent: Vec::new() };
+    p.b.eng.poll(p.now, &mut tap, &mut p.b.mem, &mut p.b.keys);
+    let ops: Vec<OpKind> = tap
+        .sent
+        .iter()
+        .map(|f| match wire::parse_frame(f) {
+            Ok(Frame::Roce(pkt)) => pkt.op.kind,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(p.b.eng.counters().dup_requests - before.dup_requests, 4);
+    assert_eq!(ops, vec![OpKind::ReadResponse, OpKind::ReadResponse, OpKind::ReadResponse, OpKind::Ack], "the READ replay first, then one ACK");
+    // The requester ignores all of it and the connection still works.
+    p.run_until(p.now + 1_000_000, |_| false);
+    assert!(p.a.cqes.is_empty() && p.b.cqes.is_empty());
+    p.a.eng.post_send(Qpn(0x11), send_wr(3, SendOp::Send, ka, 0x10_0000, 10)).unwrap();
+    assert!(p.run_until(p.now + 10_000_000, |p| p.a.cqes.len() == 1 && p.b.cqes.len() == 1));
+}
+
+/// A duplicate READ whose key the requester has invalidated since (nvmet-rdma's SEND WITH
+/// INVALIDATE follows its READ's completion; rxe may still re-send the READ) is dropped as stale:
+/// no NAK, the responder's QP keeps serving.
+#[test]
+fn stale_read_replay_after_invalidation_is_dropped_not_fatal() {
+    let mut p = Pair::new(Impairments::default(), 19, 4 * MIB);
+    p.connect(0x11, 0x12, rc_attrs());
+    let ka = p.a.reg(0x10_0000, 64 * 1024, Access::ALL);
+    let kb = p.b.reg(0x20_0000, 64 * 1024, Access::ALL);
+    let sent = read_then_send_frames(&mut p, ka, kb);
+    p.b.keys.mrs.get_mut(&kb).unwrap().valid = false;
+    let before = p.b.eng.counters();
+    p.a.link.send(&sent[0]);
+    p.run_until(p.now + 1_000_000, |_| false);
+    let after = p.b.eng.counters();
+    assert_eq!(after.dup_requests - before.dup_requests, 1);
+    assert_eq!(after.stale_read_replays_dropped - before.stale_read_replays_dropped, 1);
+    assert_eq!(after.nak_err_sent, before.nak_err_sent, "no NAK");
+    assert_eq!(after.read_resp_sent, before.read_resp_sent);
+    assert!(p.a.cqes.is_empty() && p.b.cqes.is_empty());
+    // B's QP still serves (a SEND into its second receive).
+    p.b.keys.mrs.get_mut(&kb).unwrap().valid = true;
+    p.a.eng.post_send(Qpn(0x11), send_wr(3, SendOp::Send, ka, 0x10_0000, 10)).unwrap();
+    assert!(p.run_until(p.now + 10_000_000, |p| p.a.cqes.len() == 1 && p.b.cqes.len() == 1));
+    assert_eq!((p.b.cqes[0].wr_id, p.b.cqes[0].status), (2, WcStatus::Success));
 }
 
 #[test]

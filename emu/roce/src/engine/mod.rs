@@ -93,6 +93,8 @@ pub struct Counters {
     pub nak_err_sent: u64,
     pub nak_err_rcvd: u64,
     pub dup_requests: u64,
+    /// Duplicate READ requests not answered because their key was invalidated since (see resp.rs).
+    pub stale_read_replays_dropped: u64,
     pub out_of_seq_dropped: u64,
     pub read_resp_sent: u64,
     pub read_resp_rcvd: u64,

@@ -47,8 +47,8 @@ pub(super) struct ReadRes {
 pub(super) enum RespItem {
     /// ACK or NAK: syndrome, PSN.
     Ack { syndrome: u8, psn: u32 },
-    /// READ response packets still to send.
-    Read { res_psn: u32, psn: u32, va: u64, rkey: Rkey, remaining: u64, first: bool },
+    /// READ response packets still to send; `replay` when answering a duplicate READ request.
+    Read { res_psn: u32, psn: u32, va: u64, rkey: Rkey, remaining: u64, first: bool, replay: bool },
 }
 
 #[derive(Debug)]

@@ -220,7 +220,7 @@ fn responder_inner(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, fatal: 
                 qp.reads.pop_front();
             }
             qp.reads.push_back(ReadRes { first_psn: psn, npkts: n, va, rkey, len });
-            qp.out.push_back(RespItem::Read { res_psn: psn, psn, va, rkey, remaining: len, first: true });
+            qp.out.push_back(RespItem::Read { res_psn: psn, psn, va, rkey, remaining: len, first: true, replay: false });
             qp.epsn = wire::psn_add(psn, n);
             qp.msn = wire::psn_add(qp.msn, 1);
             return;
@@ -255,12 +255,27 @@ fn duplicate(qp: &mut Qp, pkt: &RocePacket<'_>) {
         if rkey != res.rkey || va != res.va.wrapping_add(off) || len != res.len - off.min(res.len) {
             return;
         }
-        // Replace any queued reply of the same READ by the replay.
-        qp.out.retain(|it| !matches!(it, RespItem::Read { res_psn, .. } if *res_psn == res.first_psn));
-        qp.out.push_back(RespItem::Read { res_psn: res.first_psn, psn, va, rkey, remaining: len, first: true });
+        // A reply of the same READ still queued restarts where it stands, so it keeps its place
+        // ahead of the ACKs queued after it: an ACK past a READ the requester still waits for
+        // tells it the READ's response was lost (rxe retries at once), and moving the replay
+        // behind such an ACK feeds a retransmission storm.
+        let replay = RespItem::Read { res_psn: res.first_psn, psn, va, rkey, remaining: len, first: true, replay: true };
+        match qp.out.iter_mut().find(|it| matches!(it, RespItem::Read { res_psn, .. } if *res_psn == res.first_psn)) {
+            Some(queued) => *queued = replay,
+            None => qp.out.push_back(replay),
+        }
         return;
     }
-    queue_ack(qp, wire::AETH_ACK_UNLIMITED, wire::psn_add(qp.epsn, wire::MASK24));
+    // Duplicate SEND/WRITE: re-ACK (C9-105), coalesced with an ACK still queued last (an ACK
+    // covers every PSN up to its own, so one suffices).
+    let psn = wire::psn_add(qp.epsn, wire::MASK24);
+    if let Some(RespItem::Ack { syndrome, psn: p }) = qp.out.back_mut() {
+        if *syndrome == wire::AETH_ACK_UNLIMITED {
+            *p = psn;
+            return;
+        }
+    }
+    queue_ack(qp, wire::AETH_ACK_UNLIMITED, psn);
 }
 
 pub(super) fn transmit(qp: &mut Qp, ctx: &mut Ctx<'_>, tx: &mut TxOut<'_>) -> usize {
@@ -277,7 +292,7 @@ pub(super) fn transmit(qp: &mut Qp, ctx: &mut Ctx<'_>, tx: &mut TxOut<'_>) -> us
                 ctx.c.acks_sent += 1;
                 sent += 1;
             }
-            RespItem::Read { psn, va, rkey, remaining, first, .. } => {
+            RespItem::Read { psn, va, rkey, remaining, first, replay, .. } => {
                 let n = remaining.min(pmtu);
                 let last = remaining <= pmtu;
                 let seg = match (first, last) {
@@ -295,6 +310,18 @@ pub(super) fn transmit(qp: &mut Qp, ctx: &mut Ctx<'_>, tx: &mut TxOut<'_>) -> us
                 } else {
                     Ok(())
                 };
+                if r.is_err() && replay {
+                    // A duplicate READ whose key has gone since it was executed: the requester
+                    // invalidated it, which it does once it holds the data (nvmet-rdma answers
+                    // with SEND WITH INVALIDATE only after its READ completed; rxe may still
+                    // re-send such a READ while retrying). Drop it as a stale duplicate rather
+                    // than fail the QP; a requester that truly still waits retries and, in the
+                    // end, sees its retry count exhausted.
+                    *ctx.scratch = payload;
+                    qp.out.pop_front();
+                    ctx.c.stale_read_replays_dropped += 1;
+                    continue;
+                }
                 if r.is_err() {
                     // The key went away between request and reply: NAK and error, as at request time.
                     *ctx.scratch = payload;
