@@ -112,6 +112,11 @@ impl<D: DmaRegion, M: Mmio> QueueGroup<D, M> {
     pub fn failed(&self) -> bool {
         self.failed
     }
+    /// Whether the group can no longer work (learnt by `Mlx5::sync_group`): its device
+    /// failed, or the adapter reported its CQ in error or its SRQ failed.
+    pub fn broken(&self) -> bool {
+        self.failed || self.cq.broken || self.srq.failed
+    }
 
     #[inline(always)]
     pub(crate) fn index(&self, qpn: Qpn) -> Option<usize> {

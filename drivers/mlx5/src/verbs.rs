@@ -388,6 +388,10 @@ impl<H: Hal, M: Mmio + Clone> GroupVerbs for Mlx5Verbs<H, M> {
     fn check_group(&mut self, g: &mut Self::Group) {
         self.dev.check_group(g);
     }
+    fn group_broken(&mut self, g: &mut Self::Group) -> bool {
+        self.dev.sync_group(g);
+        g.broken()
+    }
     fn create_group(&mut self, cq_entries: u32, srq_wrs: u32) -> Result<Self::Group, Error> {
         // One WQE of the RMP always stays back.
         self.dev.create_group(log2_ceil(cq_entries.max(2)), log2_ceil(srq_wrs.saturating_add(1).max(2)))

@@ -442,6 +442,14 @@ pub trait GroupVerbs: SrqVerbs {
     fn check_group(&mut self, g: &mut Self::Group) {
         let _ = g;
     }
+    /// Whether group `g` is broken for good (slow path): its CQ in error (an overrun the
+    /// adapter reported), its SRQ failed, or its device failed since it was made. Its QPs are
+    /// in ERROR and flush; the app closes its queues, gives it no new ones and replaces it
+    /// once it holds none. Default: never.
+    fn group_broken(&mut self, g: &mut Self::Group) -> bool {
+        let _ = g;
+        false
+    }
     /// A group whose CQ holds at least `cq_entries` completions and whose SRQ at least
     /// `srq_wrs` receives.
     fn create_group(&mut self, cq_entries: u32, srq_wrs: u32) -> Result<Self::Group, Self::Error>;

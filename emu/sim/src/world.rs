@@ -126,6 +126,9 @@ pub struct Outcome {
     /// Completions an initiator reaped from one target while its own controller on another
     /// target was not connected (being released, backing off or reconnecting).
     pub ops_while_own_reconnect: u64,
+    /// Target poll groups found broken (a CQ overrun) and replaced once their queues were gone
+    /// (not in [`Outcome::line`]).
+    pub groups_replaced: u64,
     pub corrupted: u64,
     /// Frames the switch dropped for exceeding a port's MTU.
     pub mtu_drops: u64,
@@ -522,6 +525,7 @@ impl World {
                 if let Some(mut t) = self.targets[j].take() {
                     self.check_icrc(j, &t.node.cx);
                     self.out.recoveries += t.svc.stats.device_recoveries;
+                    self.out.groups_replaced += t.svc.target.stats.groups_replaced;
                     let saved = keep.then(|| t.svc.target.core.namespace_dev(&subnqn(j), 1).expect("namespace").contents());
                     drop(t);
                     self.fabric.detach(j);

@@ -219,3 +219,20 @@ fn a_crashed_target_is_noticed_by_the_transport_before_keep_alive() {
         assert!((500_000_000..700_000_000).contains(ns), "within 8 ACK timeouts and a little: {seen:?}");
     }
 }
+
+#[test]
+fn a_target_poll_group_whose_cq_broke_is_replaced() {
+    // The campaign on 633c1c2 (seeds 1600000..1620266 and, with 2 targets, 1700000..): a CQ
+    // overrun on the target's adapter broke one poll group's CQ for good. The target kept
+    // handing new queues to that group, whose QPs could carry nothing, so every reconnect's
+    // I/O queue Connect went unanswered (RetryExceeded, or the bring-up waited until the
+    // controller's keep-alive expired) and the initiators re-entered the bring-up for ever:
+    // "no progress 30s after the faults stopped: ... enabling". The target now closes a
+    // broken group's queues, gives it no new ones and replaces it once none is left.
+    for (seed, targets) in [(1602312, 1), (1604304, 1), (1604751, 1), (1609516, 1), (1700421, 2), (1701262, 2), (1702433, 2), (1703044, 2), (1703148, 2), (1704409, 2), (1706885, 2)] {
+        let out = run(Config { targets, ..cfg(seed, &faults::ALL) });
+        assert!(out.failure.is_none(), "seed {seed}: {:?} (replay: scripts/simulate --seed {seed} --targets {targets})", out.failure);
+        assert!(out.drawn.contains(&Kind::CqOverrun), "the plan of the time: {}", out.line(seed));
+        assert!(out.groups_replaced > 0, "seed {seed}: a broken group was replaced: {}", out.line(seed));
+    }
+}

@@ -103,6 +103,10 @@ pub struct TransportStats {
     pub stuck_commands: u64,
     /// Commands that did not fit a queue's RDMA READ wait list (must stay 0).
     pub read_wait_overflow: u64,
+    /// Poll groups the device reported broken (CQ in error, SRQ failed), and those replaced
+    /// by a new group once none of their queues was left.
+    pub groups_broken: u64,
+    pub groups_replaced: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,6 +301,8 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// turn (`release_pending`), so a completion later in the batch still finds its group.
     in_poll: bool,
     release_pending: bool,
+    /// A broken poll group waits to be replaced (`replace_broken_groups`, at the end of a turn).
+    replace_pending: bool,
     /// Counts of groups released so far, by group number (see [`GroupStats`]).
     group_totals: Vec<GroupStats>,
     n_groups: usize,
@@ -345,6 +351,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             groups: Vec::new(),
             in_poll: false,
             release_pending: false,
+            replace_pending: false,
             group_totals: Vec::new(),
             n_groups: groups.clamp(1, max_queues.max(1)),
             next_group: 0,
@@ -541,6 +548,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             work += self.check_keep_alive(verbs, now_ns);
             work += self.core.check_stores();
             work += self.check_qp_errors(verbs);
+            work += self.check_broken_groups(verbs);
             work += self.expire_unadmitted(verbs, now_ns);
             self.check_srq_limits(verbs);
             if now_ns >= self.next_stuck_check_ns {
@@ -560,6 +568,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if self.release_pending {
             self.release_pending = false;
             self.release_idle_groups(verbs);
+        }
+        if self.replace_pending {
+            self.replace_broken_groups(verbs);
         }
         work
     }

@@ -151,6 +151,10 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// Most queues this group takes (its CQ is sized for them).
     pub(super) max_queues: usize,
     pub(super) live: usize,
+    /// The device says the group can no longer work (`GroupVerbs::group_broken`): its queues
+    /// are closed, it takes no new ones, buffers given back are not re-posted, and it is
+    /// replaced once no queue refers to it.
+    pub(super) broken: bool,
     pub(super) stats: GroupStats,
 }
 
@@ -173,7 +177,7 @@ impl<V: GroupVerbs> PollGroup<V> {
                 return Err(());
             }
         };
-        let mut g = PollGroup { rings, cq, srq, recv, recv_lkey, buf_len, bufs, repost, qps: QpTable::new(max_queues), max_queues, live: 0, stats: GroupStats::default() };
+        let mut g = PollGroup { rings, cq, srq, recv, recv_lkey, buf_len, bufs, repost, qps: QpTable::new(max_queues), max_queues, live: 0, broken: false, stats: GroupStats::default() };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
@@ -200,7 +204,9 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// Post the buffers given back this turn (one batch). Returns how many.
     pub(super) fn flush(&mut self, verbs: &mut V) -> Result<usize, V::Error> {
         let n = self.repost.len();
-        if n == 0 {
+        if n == 0 || self.broken {
+            // A broken group's SRQ takes nothing more; its buffers die with it.
+            self.repost.clear();
             return Ok(0);
         }
         let r = verbs.group_path(&mut self.rings).post_srq_recv_batch(self.srq, &self.repost);

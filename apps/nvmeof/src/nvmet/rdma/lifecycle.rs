@@ -293,40 +293,105 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
 
-    /// The poll group the next queue goes to: round-robin, skipping groups already holding
-    /// the most queues their CQ was sized for. Creates the groups with the first queue.
+    /// The poll group the next queue goes to: round-robin, skipping broken groups and groups
+    /// already holding the most queues their CQ was sized for. Creates the groups with the
+    /// first queue; replaces broken groups no queue refers to any more.
     fn pick_group(&mut self, verbs: &mut V) -> Option<usize> {
         if self.groups.is_empty() {
             let n = self.n_groups;
-            let per = self.conns.len().div_ceil(n);
-            let cfg = self.core.config();
-            let depth = cfg.io_queue_depth.max(ADMIN_QUEUE_DEPTH as u16);
-            let buf_len = self.core.io_capsule_size();
-            let (bufs, limit) = (self.srq_bufs, srq_limit(self.srq_bufs));
             if self.groups.try_reserve_exact(n).is_err() {
                 return None;
             }
             for gi in 0..n {
-                match PollGroup::new(verbs, gi, per, sq_depth(depth), bufs, buf_len, limit) {
+                match self.new_group(verbs, gi) {
                     Ok(g) => self.groups.push(g),
                     Err(()) => {
-                        log::warn!("nvmeof: rdma: poll group not created (CQ, SRQ or {bufs} x {buf_len} B of buffers)");
                         self.release_idle_groups(verbs);
                         return None;
                     }
                 }
             }
-            log::info!("nvmeof: rdma: {n} poll group(s), SRQ of {bufs} x {buf_len} B each");
+            log::info!("nvmeof: rdma: {n} poll group(s), SRQ of {} x {} B each", self.srq_bufs, self.core.io_capsule_size());
+        }
+        if self.replace_pending && !self.in_poll {
+            self.replace_broken_groups(verbs);
         }
         let n = self.groups.len();
         for k in 0..n {
             let gi = (self.next_group + k) % n;
-            if self.groups[gi].live < self.groups[gi].max_queues {
+            let g = &self.groups[gi];
+            if !g.broken && g.live < g.max_queues {
                 self.next_group = (gi + 1) % n;
                 return Some(gi);
             }
         }
         None
+    }
+
+    /// A new poll group for slot `gi`, sized for this target's queues.
+    fn new_group(&mut self, verbs: &mut V, gi: usize) -> Result<PollGroup<V>, ()> {
+        let per = self.conns.len().div_ceil(self.n_groups);
+        let depth = self.core.config().io_queue_depth.max(ADMIN_QUEUE_DEPTH as u16);
+        let buf_len = self.core.io_capsule_size();
+        let (bufs, limit) = (self.srq_bufs, srq_limit(self.srq_bufs));
+        PollGroup::new(verbs, gi, per, sq_depth(depth), bufs, buf_len, limit).inspect_err(|()| {
+            log::warn!("nvmeof: rdma: poll group {gi} not created (CQ, SRQ or {bufs} x {buf_len} B of buffers)");
+        })
+    }
+
+    /// Groups the device reports broken (slow path: once per millisecond): each is marked,
+    /// its queues are closed with the CM told (their QPs are in ERROR and can carry nothing),
+    /// and it waits to be replaced.
+    pub(super) fn check_broken_groups(&mut self, verbs: &mut V) -> usize {
+        let mut work = 0;
+        for gi in 0..self.groups.len() {
+            let g = &mut self.groups[gi];
+            if g.broken || !verbs.group_broken(&mut g.rings) {
+                continue;
+            }
+            g.broken = true;
+            work += 1;
+            self.stats.groups_broken += 1;
+            self.replace_pending = true;
+            log::warn!("nvmeof: rdma: poll group {gi} broken (CQ in error or SRQ failed): closing its {} queue(s); replaced once they are gone", g.live);
+            for ci in 0..self.hi {
+                if self.conns[ci].as_ref().is_some_and(|c| !c.draining && c.group as usize == gi) {
+                    self.teardown(verbs, ci, true);
+                }
+            }
+        }
+        work
+    }
+
+    /// Replace each broken group no queue (live or draining) refers to any more by a new one
+    /// in its slot (outside a turn's completion handling). A group that cannot be made now is
+    /// tried again at the end of a later turn.
+    pub(super) fn replace_broken_groups(&mut self, verbs: &mut V) {
+        if self.in_poll {
+            return;
+        }
+        self.replace_pending = false;
+        for gi in 0..self.groups.len() {
+            if !self.groups[gi].broken {
+                continue;
+            }
+            if self.conns[..self.hi].iter().flatten().any(|c| c.group as usize == gi) {
+                self.replace_pending = true;
+                continue;
+            }
+            let Ok(fresh) = self.new_group(verbs, gi) else {
+                self.replace_pending = true;
+                continue;
+            };
+            let old = core::mem::replace(&mut self.groups[gi], fresh);
+            if self.group_totals.len() <= gi {
+                self.group_totals.resize(gi + 1, GroupStats::default());
+            }
+            self.group_totals[gi] = self.group_totals[gi].plus(GroupStats { queues_live: 0, ..old.stats });
+            old.destroy(verbs);
+            self.stats.groups_replaced += 1;
+            log::info!("nvmeof: rdma: poll group {gi} replaced");
+        }
     }
 
     /// With no queue left (live or draining), release the poll groups (their CQs, SRQs and
