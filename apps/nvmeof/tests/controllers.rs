@@ -35,6 +35,8 @@ struct Net {
     /// receive: the host's capsules wait in RNR retries), so Fabrics Connect is never
     /// answered. CM handle -> (its QP, CQ) on the target's adapter.
     mute: Option<TargetAddr>,
+    /// As `mute`, for I/O queues only (the REQ's qid not 0): the admin queue works.
+    mute_io: Option<TargetAddr>,
     mute_qps: BTreeMap<u32, (Qpn, rdma::Cqn)>,
 }
 
@@ -75,7 +77,9 @@ impl HostEnv<V> for Net {
             self.unanswered.push(h);
             return Ok(h);
         }
-        if self.mute == Some(self.to) {
+        // NVMe-RDMA REQ private data: RECFMT, then the QID (little-endian).
+        let io_queue = u16::from_le_bytes([private[2], private[3]]) != 0;
+        if self.mute == Some(self.to) || (io_queue && self.mute_io == Some(self.to)) {
             let v = &mut self.w.t.v;
             let cq = v.create_cq(16).map_err(|_| ())?;
             let tqp = v.create_rc_qp(cq, cq, 16, 16).map_err(|_| ())?;
@@ -122,9 +126,12 @@ fn setup() -> (Net, Node, Controllers<V>) {
 
 /// [`setup`] with each connect step and bring-up command given `timeout_ns`.
 fn setup_with(timeout_ns: u64) -> (Net, Node, Controllers<V>) {
+    setup_cfg(nvmeof::host::HostConfig { timeout_ns, ..host_cfg(8) })
+}
+
+fn setup_cfg(cfg: nvmeof::host::HostConfig) -> (Net, Node, Controllers<V>) {
     let (w, h) = setup_two_subsystems();
-    let net = Net { w, to: A, down: None, conns: BTreeMap::new(), unanswered: Vec::new(), next_dead: 0, outage: None, mute: None, mute_qps: BTreeMap::new() };
-    let cfg = nvmeof::host::HostConfig { timeout_ns, ..host_cfg(8) };
+    let net = Net { w, to: A, down: None, conns: BTreeMap::new(), unanswered: Vec::new(), next_dead: 0, outage: None, mute: None, mute_io: None, mute_qps: BTreeMap::new() };
     let mut set = Controllers::new(&cfg, &[(A, SUBNQN), (B, SUBNQN_B)]);
     set.reconnect_delay_ns = 1_000_000;
     (net, h, set)
@@ -383,5 +390,67 @@ fn io_to_a_live_target_flows_while_another_is_slow_to_answer_connect() {
     verified(&mut net, &mut h, host, &[8, 16], 0xA0, true);
     verified(&mut net, &mut h, host, &[8, 16], 0xA0, false);
     assert_eq!(net.w.t.v.dev.live_qps(), t_qps0, "target QPs: A's new admin + I/O queue replace the old ones");
+    set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");
+}
+
+#[test]
+fn a_bring_up_waiting_for_an_io_queue_keeps_its_controller_alive() {
+    // KATO 1 s (the target's least); each bring-up step may take 3 s. A's reconnect gets its
+    // admin queue, but its I/O queue's Fabrics Connect is never answered: for the 3 s the
+    // bring-up waits, its Keep Alives (from Identify Controller on, as Linux's host since
+    // 6.6) keep the new controller alive on the target, which would otherwise expire it
+    // after 1 s.
+    let (mut net, mut h, mut set) = setup_cfg(nvmeof::host::HostConfig { timeout_ns: 3_000_000_000, kato_ms: 1000, ..host_cfg(8) });
+    drive(&mut net, &mut h, &mut set, |s| s.all_live());
+    net.take_down(&mut h.v, A);
+    net.down = None;
+    net.mute_io = Some(A);
+    let expired0 = net.w.target.core.stats.ka_expired;
+    let (mut ka_enabling, mut waited_ns, mut last) = (0u64, 0u64, net.w.clock.now_ns());
+    let mut failed = None;
+    for turn in 0.. {
+        assert!(turn < 2_000_000, "A's bring-up never ended");
+        h.v.poll();
+        let now = net.w.clock.now_ns();
+        let was_enabling = matches!(set.ctrls[0].state(), CtrlState::Enabling { .. });
+        let ka0 = set.ctrls[0].host().stats.keep_alives;
+        set.poll(&mut h.v, &mut net, |i, e| {
+            if i == 0 && was_enabling && matches!(e, CtrlEvent::AttemptFailed(_)) {
+                failed = Some(format!("{e:?}"));
+            }
+        });
+        if failed.is_some() {
+            break;
+        }
+        if was_enabling {
+            ka_enabling += set.ctrls[0].host().stats.keep_alives - ka0;
+            waited_ns += now - last;
+        }
+        last = now;
+        // A finds its closed queues by its keep-alive tick; B is live and idle: its own.
+        if let Some(host) = set.ctrls[0].live() {
+            if host.tick(&mut h.v, now).is_err() {
+                set.ctrls[0].fail();
+            }
+        }
+        if let Some(host) = set.ctrls[1].live() {
+            host.tick(&mut h.v, now).expect("B's keep-alive");
+        }
+        net.w.clock.advance(50_000);
+        net.w.turn();
+    }
+    let failed = failed.expect("ended");
+    println!("A waited {} ms in Enabling, sent {ka_enabling} Keep Alives, then: {failed}", waited_ns / 1_000_000);
+    assert!(failed.contains("Timeout"), "the I/O queue's Connect timed out, nothing else: {failed}");
+    assert!(waited_ns >= 2_900_000_000, "A's bring-up waited ~3 s: {waited_ns} ns");
+    assert_eq!(net.w.target.core.stats.ka_expired, expired0, "no controller's keep-alive expired on the target");
+    assert!(ka_enabling >= 5, "Keep Alive every KATO/2 while waiting: {ka_enabling}");
+    // A's I/O queues are answered again: A reconnects and its verified I/O works.
+    net.mute_io = None;
+    drive(&mut net, &mut h, &mut set, |s| s.all_live());
+    assert!(net.mute_qps.is_empty(), "the silent connection was released");
+    let host = set.ctrls[0].live().expect("A live again");
+    verified(&mut net, &mut h, host, &[8, 16], 0xA1, true);
+    verified(&mut net, &mut h, host, &[8, 16], 0xA1, false);
     set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");
 }

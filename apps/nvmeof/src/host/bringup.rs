@@ -4,7 +4,8 @@
 //! Connect), the active namespace list and each namespace. [`BringUp::step`] submits a
 //! step's command or looks once for its answer; a reconnect (`controllers`) advances it once
 //! per poll, so a slow target costs the others nothing; [`Host::connect`] loops on it.
-//! Not yet non-blocking: a DH-HMAC-CHAP exchange the target asks for at a Fabrics Connect.
+//! Keep Alive runs from Identify Controller on (`Host::tick`, between the bring-up's own admin
+//! commands). Not yet non-blocking: a DH-HMAC-CHAP exchange the target asks for at a Fabrics Connect.
 
 use super::*;
 
@@ -65,8 +66,17 @@ impl<V: Verbs> BringUp<V> {
     /// for the target. On an error the caller calls [`BringUp::abandon`] and tears down.
     pub(super) fn step(&mut self, h: &mut Host<V>, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<bool, Error<V::Error>> {
         let now = env.now_ns();
+        if self.step == Step::Done {
+            return Ok(true);
+        }
+        // Keep Alive from the end of controller enable (Identify Controller set the KATO the
+        // target's timer has run by since the admin Connect), not from the end of the
+        // bring-up: the I/O queues' connects may take longer than the KATO. The admin queue is
+        // looked at only while no bring-up command of its own is in flight on it.
+        if h.ctrl.is_some() && !matches!(self.cmd, Some((0, _, _))) {
+            h.tick(verbs, now)?;
+        }
         match self.step {
-            Step::Done => return Ok(true),
             Step::IoCm { qid } => return self.io_cm(h, verbs, env, qid, now),
             _ => {}
         }
