@@ -494,27 +494,11 @@ fn discover(verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::ada
 
 type HostSet = nvmeof::host::controllers::Controllers<crate::adapter::Verbs>;
 
-/// The set's first connect: polled until live; its first failed attempt is the answer (no
-/// retries before the target was ever reached, as a one-shot connect).
+/// The set's first connect ([`Controllers::connect_all`](nvmeof::host::controllers::Controllers::connect_all)),
+/// out of line.
 #[inline(never)]
 fn bring_up(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>) -> Result<(), HostError> {
-    use nvmeof::host::controllers::CtrlEvent;
-    loop {
-        let mut failed = None;
-        set.poll(verbs, env, |_, e| {
-            if let CtrlEvent::AttemptFailed(e) = e {
-                failed = Some(e);
-            }
-        });
-        if let Some(e) = failed {
-            let _ = set.disconnect(verbs, env);
-            return Err(e);
-        }
-        if set.all_live() {
-            return Ok(());
-        }
-        env.idle(verbs);
-    }
+    set.connect_all(verbs, env)
 }
 
 /// Run `nvmf.bench=` on `nsid` and print the report and fio's JSON (between

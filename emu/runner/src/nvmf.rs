@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use blockdev::BlockDevice;
 use emu_connectx::SimHal;
 use nvmeof::cmdline::{build_target, NvmeofArgs};
-use nvmeof::host::{Host, HostConfig};
+use nvmeof::host::controllers::{Controllers, CtrlEvent, TargetAddr};
+use nvmeof::host::{Host, HostConfig, HostEnv};
+use nvmeof::verify::reconnecting::{LaneResult, Workload};
 use nvmeof::host::cm_env::CmHostEnv;
 use nvmeof::nvmet::service::TargetService;
 use nvmeof::nvmet::{Core, PortConfig, TargetConfig};
@@ -227,7 +229,36 @@ pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64, bench_
     if !entries.iter().any(|e| e.subnqn == c.nqn) {
         return Err(format!("discovery log has no entry for {}", c.nqn));
     }
-    let mut host = Host::connect(v, &mut env, cfg, &c.nqn).map_err(|e| format!("connect: {e:?}"))?;
+    let r = initiate(v, &mut env, &args, cfg, count, seed, bench_json);
+    // Let the DREQ/DREP exchange finish.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        nvmeof::host::HostEnv::idle(&mut env, v);
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    r.map(|_| ())
+}
+
+/// What [`initiate`] saw: the verified workload and its controller's connects.
+#[derive(Debug, Clone, Copy)]
+pub struct InitiatorReport {
+    pub lane: LaneResult,
+    pub connects: u64,
+    pub failed_attempts: u64,
+}
+
+/// `args.connect`'s controller as the one controller of a
+/// [`Controllers`](nvmeof::host::controllers::Controllers) set (as the image's initiator):
+/// connect (the first failed attempt is the answer), identify, `count` verified I/Os that
+/// survive a lost target (the set releases and reconnects the controller with backoff; the
+/// workload resumes: `nvmeof::verify::reconnecting`), then the bench if `nvmf.bench=` was given
+/// (it does not reconnect: a target lost during it ends it with the error), then disconnect.
+pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, args: &NvmeofArgs, cfg: HostConfig, count: u64, seed: u64, bench_json: Option<&Path>) -> Result<InitiatorReport, String> {
+    let c = args.connect.as_ref().ok_or("no nvmf.connect=")?;
+    let addr = TargetAddr { ip: c.addr, port: c.port };
+    let mut set = Controllers::new(&cfg, &[(addr, c.nqn.as_str())]);
+    set.connect_all(v, env).map_err(|e| format!("connect: {e:?}"))?;
+    let host = set.ctrls[0].live().expect("connected");
     if let Some(ci) = &host.ctrl {
         println!("RUNNER controller cntlid={} subnqn={} mdts_bytes={} maxcmd={} ioccsz={} kas={} vs={:#x}", ci.cntlid, ci.subnqn, ci.mdts_bytes, ci.maxcmd, ci.ioccsz, ci.kas, ci.vs);
     }
@@ -237,56 +268,80 @@ pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64, bench_
     let (nq, depth) = host.io_queues();
     println!("RUNNER io queues {nq} depth {depth}");
     let nsid = host.namespaces.first().ok_or("no namespace")?.nsid;
-    let r = nvmeof::verify::run(&mut host, v, &mut env, nsid, count, c.qd as usize, 32, seed).map_err(|e| format!("verified I/O: {e:?}"))?;
-    println!("RUNNER verify writes={} reads={} blocks_verified={} mismatches={} errors={} first_error={:?}", r.writes, r.reads, r.blocks_verified, r.mismatches, r.errors, r.first_error);
-    if r.mismatches != 0 || r.errors != 0 || r.blocks_verified == 0 {
-        let _ = host.disconnect(v, &mut env);
+    let w = Workload { count, qd: c.qd as usize, max_blocks: 32, seed, stall_ns: VERIFY_STALL_NS };
+    let r = nvmeof::verify::reconnecting::run(&mut set, v, env, &w, |_, e| match e {
+        CtrlEvent::AttemptFailed(e) => log::warn!("runner: reconnect attempt failed: {e:?}"),
+        e => println!("RUNNER controller event {e:?}"),
+    });
+    let r = match r {
+        Ok(r) => r[0],
+        Err(e) => {
+            let _ = set.disconnect(v, env);
+            return Err(format!("verified I/O: {e:?}"));
+        }
+    };
+    let vr = r.verify;
+    println!("RUNNER verify writes={} reads={} blocks_verified={} mismatches={} errors={} first_error={:?}", vr.writes, vr.reads, vr.blocks_verified, vr.mismatches, vr.errors, vr.first_error);
+    println!("RUNNER reconnect releases={} lost_writes={} lost_reads={} after_reconnect={} connects={}", r.releases, r.lost_writes, r.lost_reads, r.answered_after_reconnect, set.ctrls[0].connects);
+    if vr.mismatches != 0 || vr.errors != 0 || vr.blocks_verified == 0 {
+        let _ = set.disconnect(v, env);
         return Err("verified I/O failed".into());
     }
     if let Some(b) = &args.bench {
-        // On a terminal, a progress line rewritten in place every second.
-        let tty = std::io::stdout().is_terminal();
-        let mut progress = |p: &nvmeof::bench::BenchProgress| {
-            if tty {
-                print!("\r{p}\x1b[K");
-                let _ = std::io::stdout().flush();
-            }
+        let Some(host) = set.ctrls[0].live() else {
+            let _ = set.disconnect(v, env);
+            return Err("bench: the controller is not connected".into());
         };
-        let res = host.bench_with_progress(v, &mut env, nsid, b, &mut progress).map_err(|e| format!("bench: {e:?}"))?;
-        if tty {
-            print!("\r\x1b[K");
-        }
-        let mut out = String::new();
-        let _ = res.write(&mut out, b);
-        let timestamp_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        let job = nvmeof::fio_json::JobInfo { jobname: nvmeof::fio_json::rw_name(b.pattern), timestamp_ms };
-        match bench_json {
-            Some(path) => {
-                let mut doc = String::new();
-                let _ = nvmeof::fio_json::write(&mut doc, b, &res, &job);
-                std::fs::write(path, doc).map_err(|e| format!("bench: writing {}: {e}", path.display()))?;
-                let _ = writeln!(out, "RUNNER bench fio json {}", path.display());
-            }
-            None => {
-                let _ = nvmeof::fio_json::write_marked(&mut out, b, &res, &job);
-            }
-        }
-        let _ = writeln!(out);
-        print!("{out}");
-        if res.errors != 0 {
-            let _ = host.disconnect(v, &mut env);
-            return Err(format!("bench: {} I/O errors", res.errors));
+        if let Err(e) = bench(host, v, env, nsid, b, bench_json) {
+            let _ = set.disconnect(v, env);
+            return Err(e);
         }
     }
-    host.disconnect(v, &mut env).map_err(|e| format!("disconnect: {e:?}"))?;
-    // Let the DREQ/DREP exchange finish.
-    let until = Instant::now() + Duration::from_millis(300);
-    while Instant::now() < until {
-        nvmeof::host::HostEnv::idle(&mut env, v);
-        std::thread::sleep(Duration::from_micros(100));
+    let report = InitiatorReport { lane: r, connects: set.ctrls[0].connects, failed_attempts: set.ctrls[0].failed_attempts };
+    set.disconnect(v, env).map_err(|(_, e)| format!("disconnect: {e:?}"))?;
+    Ok(report)
+}
+
+/// `nvmf.bench=` on `nsid`: the report on stdout, fio's JSON into `bench_json` (or on stdout
+/// between `nvmeof::fio_json` markers).
+fn bench<E: HostEnv<crate::Verbs>>(host: &mut Host<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, nsid: u32, b: &nvmeof::bench::BenchConfig, bench_json: Option<&Path>) -> Result<(), String> {
+    // On a terminal, a progress line rewritten in place every second.
+    let tty = std::io::stdout().is_terminal();
+    let mut progress = |p: &nvmeof::bench::BenchProgress| {
+        if tty {
+            print!("\r{p}\x1b[K");
+            let _ = std::io::stdout().flush();
+        }
+    };
+    let res = host.bench_with_progress(v, env, nsid, b, &mut progress).map_err(|e| format!("bench: {e:?}"))?;
+    if tty {
+        print!("\r\x1b[K");
+    }
+    let mut out = String::new();
+    let _ = res.write(&mut out, b);
+    let timestamp_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let job = nvmeof::fio_json::JobInfo { jobname: nvmeof::fio_json::rw_name(b.pattern), timestamp_ms };
+    match bench_json {
+        Some(path) => {
+            let mut doc = String::new();
+            let _ = nvmeof::fio_json::write(&mut doc, b, &res, &job);
+            std::fs::write(path, doc).map_err(|e| format!("bench: writing {}: {e}", path.display()))?;
+            let _ = writeln!(out, "RUNNER bench fio json {}", path.display());
+        }
+        None => {
+            let _ = nvmeof::fio_json::write_marked(&mut out, b, &res, &job);
+        }
+    }
+    let _ = writeln!(out);
+    print!("{out}");
+    if res.errors != 0 {
+        return Err(format!("bench: {} I/O errors", res.errors));
     }
     Ok(())
 }
+
+/// The verified workload gives up after this long without an answered I/O (its target away).
+const VERIFY_STALL_NS: u64 = 60_000_000_000;
 
 /// 32 bytes from the host OS's random source, seeding the DH-HMAC-CHAP CSPRNG.
 fn os_seed() -> [u8; 32] {

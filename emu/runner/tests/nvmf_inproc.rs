@@ -35,6 +35,11 @@ fn setup() -> (SimClock, Rc<RefCell<TargetSide>>, Node, Env) {
 
 /// As [`setup`], the target built from its command-line words plus `words` (bounds, ...).
 fn setup_with(words: &str) -> (SimClock, Rc<RefCell<TargetSide>>, Node, Env) {
+    setup_hooked(words, |_| {})
+}
+
+/// As [`setup_with`], `hook` called with the target after each of its polls.
+fn setup_hooked(words: &str, mut hook: impl FnMut(&mut TargetSide) + 'static) -> (SimClock, Rc<RefCell<TargetSide>>, Node, Env) {
     let clock = SimClock::new();
     clock.advance(1_000_000);
     let (a, b) = MemLink::pair(Impairments::default(), 11);
@@ -55,6 +60,7 @@ fn setup_with(words: &str) -> (SimClock, Rc<RefCell<TargetSide>>, Node, Env) {
         let TargetSide { svc, node } = &mut *s;
         svc.poll(&mut node.v, c2.now_ns());
         node.poll();
+        hook(&mut s);
     });
     let env = CmHostEnv::new(cm, TARGET, 4420, clk, poll);
     (clock, side, h, env)
@@ -191,4 +197,37 @@ fn initiator_reconnects_after_the_target_dropped_it() {
     let r = nvmeof::verify::run(&mut host, &mut h.v, &mut env, 1, 1_000, 16, 16, 4).expect("after");
     assert_eq!((r.errors, r.mismatches), (0, 0), "{r:?}");
     host.disconnect(&mut h.v, &mut env).expect("disconnect");
+}
+
+/// The runner's initiator (`emu_runner::nvmf::initiate`, what `--app nvmf-initiator` runs) on
+/// the product's `Controllers`: the target closes every connection mid-run (as a port taken
+/// away and given back) after 300 writes; the controller is released and reconnected and the
+/// verified workload resumes and completes with every block matching.
+#[test]
+fn runner_initiator_survives_the_target_dropping_it_mid_run() {
+    // After 300 writes the target closes every connection, then listens again.
+    let dropped = Rc::new(std::cell::Cell::new(false));
+    let d2 = dropped.clone();
+    let (_clock, side, mut h, mut env) = setup_hooked("", move |s| {
+        if !d2.get() && s.svc.target.core.stats.writes >= 300 {
+            d2.set(true);
+            s.svc.close_all(&mut s.node.v);
+            s.svc.cm.listen(4420).unwrap();
+        }
+    });
+    let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues=2,qd=8")).unwrap();
+    let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, cfg(), 2_000, 7, None).expect("initiator run");
+    println!("{r:?}");
+    assert!(dropped.get(), "the target dropped the initiator mid-run");
+    let v = r.lane.verify;
+    assert_eq!((v.mismatches, v.errors), (0, 0), "{r:?}");
+    assert!(r.lane.releases >= 1 && r.connects >= 2, "released and reconnected: {r:?}");
+    assert!(r.lane.answered_after_reconnect >= 1_000, "the workload resumed: {r:?}");
+    assert!(v.blocks_verified > 1_000, "{r:?}");
+    for _ in 0..2_000 {
+        env.idle(&mut h.v);
+    }
+    let s = side.borrow();
+    assert_eq!(s.svc.connections(), 0, "every queue closed after the run");
+    assert_eq!(s.svc.target.core.live_ctrls(), 0);
 }

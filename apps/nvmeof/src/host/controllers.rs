@@ -126,6 +126,28 @@ impl<V: Verbs> Controllers<V> {
         self.ctrls.iter().all(|c| c.state == CtrlState::Live)
     }
 
+    /// The set's first connect, waited for (polled, the CM and device run by `env.idle`)
+    /// until every controller is live; the first failed attempt is the answer (no retries
+    /// before the target was ever reached, as a one-shot connect) and the set is released.
+    pub fn connect_all(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
+        loop {
+            let mut failed = None;
+            self.poll(verbs, env, |_, e| {
+                if let CtrlEvent::AttemptFailed(e) = e {
+                    failed.get_or_insert(e);
+                }
+            });
+            if let Some(e) = failed {
+                let _ = self.disconnect(verbs, env);
+                return Err(e);
+            }
+            if self.all_live() {
+                return Ok(());
+            }
+            env.idle(verbs);
+        }
+    }
+
     /// Advance every controller that is not live by one step; `on(i, event)` hears what
     /// happened to controller `i`. Call from the poll loop (it waits only in the bring-up
     /// after a target answered the CM).
