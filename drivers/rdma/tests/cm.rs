@@ -30,7 +30,7 @@ fn connect_exchange_data_disconnect() {
     assert!(matches!(w.t.events.pop(), Some(CmEvent::Established { qpn, .. }) if qpn == tq));
 
     // TIDs: REP and RTU reuse the REQ's TID; the REQ TID is hi<<32 | comm-id byte-swapped.
-    let mads: Vec<(u16, u64, Vec<u8>)> = log.borrow().iter().map(|(_, m)| (attr_of(m), MadHdr::parse(m).unwrap().tid, m.clone())).collect();
+    let mads: Vec<(u16, u64, Vec<u8>)> = log.lock().unwrap().iter().map(|(_, m)| (attr_of(m), MadHdr::parse(m).unwrap().tid, m.clone())).collect();
     let attrs: Vec<u16> = mads.iter().map(|m| m.0).collect();
     assert_eq!(attrs, vec![attr::REQ, attr::REP, attr::RTU]);
     assert!(mads.iter().all(|m| m.1 == mads[0].1));
@@ -60,7 +60,7 @@ fn connect_exchange_data_disconnect() {
     w.run(3, 1000);
     assert!(w.h.events.contains(&CmEvent::Disconnected { id: hid }));
     assert!(w.t.events.contains(&CmEvent::Disconnected { id: req.id }));
-    let l = log.borrow();
+    let l = log.lock().unwrap();
     let dreq = &l[l.len() - 2].1;
     let drep = &l[l.len() - 1].1;
     assert_eq!((attr_of(dreq), attr_of(drep)), (attr::DREQ, attr::DREP));
@@ -92,7 +92,7 @@ fn consumer_reject_carries_reason_and_private_data() {
     assert_eq!((id, reason), (hid, rej_reason::CONSUMER_DEFINED));
     assert_eq!(NvmeRdmaCmRej::parse(&private_data).unwrap(), rej);
     // REJ reuses the REQ TID; host QP destroyed; no QP was ever created on the target.
-    let l = log.borrow();
+    let l = log.lock().unwrap();
     assert_eq!(MadHdr::parse(&l[1].1).unwrap().tid, MadHdr::parse(&l[0].1).unwrap().tid);
     assert_eq!(w.h.dev.resources().qps, 0);
     assert_eq!(w.t.dev.resources().qps, 0);
@@ -130,7 +130,7 @@ fn lost_req_rep_and_rtu_are_recovered_by_retries() {
         let req = req.expect("REQ arrived");
         assert!(w.h.events.iter().any(|e| matches!(e, CmEvent::Established { id, .. } if *id == hid)), "lost {lost:#x}: {:?}", w.h.events);
         assert!(w.t.events.iter().any(|e| matches!(e, CmEvent::Established { id, .. } if *id == req.id)), "lost {lost:#x}: {:?}", w.t.events);
-        let sent = |a: u16| log.borrow().iter().filter(|(_, m)| attr_of(m) == a).count();
+        let sent = |a: u16| log.lock().unwrap().iter().filter(|(_, m)| attr_of(m) == a).count();
         assert!(sent(lost) >= 2, "the lost {lost:#x} was sent again");
         assert_eq!(w.t.dev.resources().qps, 1, "one connection, one QP");
         if lost == attr::REP {
@@ -148,7 +148,7 @@ fn duplicate_req_gives_one_connect_request_and_a_resent_rep() {
     w.connect(4420, b"x");
     w.run(2, 1000);
     // Replay the REQ (as a retransmission would) while the app is deciding, then after REP.
-    let req_mad = log.borrow()[0].1.clone();
+    let req_mad = log.lock().unwrap()[0].1.clone();
     let hq = Qpn(1);
     w.f.inject_ud(HOST, hq, TARGET, Qpn(1), GSI_QKEY, &req_mad);
     w.run(2, 1000);
@@ -156,13 +156,13 @@ fn duplicate_req_gives_one_connect_request_and_a_resent_rep() {
     let req = w.take_request();
     w.accept(req.id, b"");
     w.run(3, 1000);
-    let reps_before = log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REP).count();
+    let reps_before = log.lock().unwrap().iter().filter(|(_, m)| attr_of(m) == attr::REP).count();
     // Established now; a late duplicate REQ must not create anything new.
     w.f.inject_ud(HOST, hq, TARGET, Qpn(1), GSI_QKEY, &req_mad);
     w.run(2, 1000);
     assert_eq!(w.t.cm.stats().dup_reqs, 2);
     assert!(w.t.events.iter().all(|e| !matches!(e, CmEvent::ConnectRequest(_))));
-    assert_eq!(log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REP).count(), reps_before);
+    assert_eq!(log.lock().unwrap().iter().filter(|(_, m)| attr_of(m) == attr::REP).count(), reps_before);
     assert_eq!(w.t.dev.resources().qps, 1);
 }
 
@@ -174,10 +174,10 @@ fn no_answer_ends_in_unreachable_after_max_cm_retries() {
     let hid = w.connect(4420, b"");
     w.run(100, 1_000_000);
     assert_eq!(w.h.events, vec![CmEvent::Unreachable { id: hid }]);
-    let reqs = log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REQ).count();
+    let reqs = log.lock().unwrap().iter().filter(|(_, m)| attr_of(m) == attr::REQ).count();
     assert_eq!(reqs, 1 + 3, "first REQ + max_cm_retries resends");
     // Linux sends REJ(TIMEOUT) when it gives up on a REQ.
-    let last = log.borrow().last().unwrap().1.clone();
+    let last = log.lock().unwrap().last().unwrap().1.clone();
     assert!(matches!(CmMsg::parse(&last).unwrap().1, CmMsg::Rej(r) if r.reason == rej_reason::TIMEOUT));
     assert_eq!(w.h.dev.resources().qps, 0);
     assert_eq!(w.h.cm.conn_count(), 0);
@@ -195,7 +195,7 @@ fn mra_extends_the_active_timer() {
     w.t.cm.delay(&mut w.t.dev, req.id, 18).unwrap();
     w.run(50, 10_000_000); // 0.5 s
     assert!(w.h.events.is_empty(), "{:?}", w.h.events);
-    assert_eq!(log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REQ).count(), 1);
+    assert_eq!(log.lock().unwrap().iter().filter(|(_, m)| attr_of(m) == attr::REQ).count(), 1);
     w.accept(req.id, b"");
     w.run(3, 1000);
     assert!(matches!(w.h.events.pop(), Some(CmEvent::Established { id, .. }) if id == hid));
@@ -218,7 +218,7 @@ fn rep_unanswered_times_out_on_the_passive_side() {
     assert_eq!(w.t.dev.resources().qps, 0, "QP destroyed on REP timeout");
     assert_eq!(w.t.cm.qp_count(), 0);
     // The REQ's Max CM Retries (3) bound the REP resends.
-    assert_eq!(log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REP).count(), 4);
+    assert_eq!(log.lock().unwrap().iter().filter(|(_, m)| attr_of(m) == attr::REP).count(), 4);
 }
 
 #[test]
@@ -232,7 +232,7 @@ fn target_initiated_disconnect_and_lost_drep() {
     assert!(w.h.events.contains(&CmEvent::Disconnected { id: hid }));
     assert!(w.t.events.contains(&CmEvent::Disconnected { id: tid }));
     // The DREQ was resent and the host (in timewait) answered the duplicate with a DREP.
-    let n = |a: u16| log.borrow().iter().filter(|(_, m)| attr_of(m) == a).count();
+    let n = |a: u16| log.lock().unwrap().iter().filter(|(_, m)| attr_of(m) == a).count();
     assert!(n(attr::DREQ) >= 2 && n(attr::DREP) >= 2);
     assert_eq!(w.t.dev.resources().qps + w.h.dev.resources().qps, 0);
 }
@@ -289,7 +289,7 @@ fn listener_answers_the_linux_req_as_nvmet_would() {
     assert_eq!((nv.qid, nv.hrqsize, nv.hsqsize), (0, 32, 31));
     let tq = w.accept(req.id, &NvmeRdmaCmRep { recfmt: 0, crqsize: nv.hsqsize + 1 }.to_bytes());
     w.run(1, 1000);
-    let rep_mad = log.borrow().iter().find(|(_, m)| attr_of(m) == attr::REP).expect("REP sent").1.clone();
+    let rep_mad = log.lock().unwrap().iter().find(|(_, m)| attr_of(m) == attr::REP).expect("REP sent").1.clone();
     // Expected REP bytes from the field facts: Linux TID echoed, comm IDs, our QPN, PSN
     // (random, read back), RespRes = min(16, REQ InitDepth 0) = 0, InitDepth = min(16, 128) = 16,
     // ack delay 15 | failover 0 | E2E 1 = 0x79, RNR 7 << 5 = 0xe0, GUID = EUI-64 of 02:00:0a:4d:00:01.
@@ -329,7 +329,7 @@ fn listener_answers_the_linux_req_as_nvmet_would() {
     w.f.inject_ud(HOST, Qpn(1), TARGET, Qpn(1), GSI_QKEY, &dreq(tq.0));
     w.run(1, 1000);
     assert_eq!(w.t.events.pop(), Some(CmEvent::Disconnected { id: req.id }));
-    let drep = log.borrow().last().unwrap().1.clone();
+    let drep = log.lock().unwrap().last().unwrap().1.clone();
     assert_eq!(MadHdr::parse(&drep).unwrap().tid, 0x0000_0002_7e98_0c6f);
     assert!(matches!(CmMsg::parse(&drep).unwrap().1, CmMsg::Drep(d) if d.local_comm_id == req.id.0 && d.remote_comm_id == 0x6f0c987e));
 
@@ -371,7 +371,7 @@ fn our_req_matches_linux_byte_for_byte_except_per_connection_values() {
     };
     let id = w.h.cm.connect(&mut w.h.dev, &p).unwrap();
     let qpn = w.h.cm.qpn(id).unwrap();
-    let ours = log.borrow()[0].1.clone();
+    let ours = log.lock().unwrap()[0].1.clone();
     // Start from Linux's bytes and substitute only what differs per connection/host.
     let mut want = linux_req_mad();
     want[8..12].copy_from_slice(&1u32.to_be_bytes()); // TID hi (Linux: its MAD agent's)
@@ -406,9 +406,9 @@ fn first_packet_establishes_when_the_rtu_is_lost() {
     w.run(1, 1000);
     assert!(matches!(w.t.events.pop(), Some(CmEvent::Established { id, .. }) if id == req.id));
     // Established: the REP timer is off, nothing more is resent.
-    let reps = log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REP).count();
+    let reps = log.lock().unwrap().iter().filter(|(_, m)| attr_of(m) == attr::REP).count();
     w.run(50, 1_000_000);
-    assert_eq!(log.borrow().iter().filter(|(_, m)| attr_of(m) == attr::REP).count(), reps);
+    assert_eq!(log.lock().unwrap().iter().filter(|(_, m)| attr_of(m) == attr::REP).count(), reps);
     assert!(w.t.events.is_empty() && w.h.events.is_empty());
 }
 
@@ -545,7 +545,7 @@ fn app_owned_qps_connect_carry_data_and_are_left_to_the_app() {
     w.run(3, 1000);
     assert!(matches!(w.h.events.pop(), Some(CmEvent::Established { id, qpn, private_data }) if id == hid && qpn == hq && &private_data[..3] == b"rep"));
     assert!(matches!(w.t.events.pop(), Some(CmEvent::Established { id, qpn, .. }) if id == req.id && qpn == tq));
-    let l = log.borrow();
+    let l = log.lock().unwrap();
     let (_, CmMsg::Rep(rep)) = CmMsg::parse(&l[1].1).unwrap() else { panic!() };
     assert_eq!((rep.local_qpn, rep.starting_psn, rep.responder_resources, rep.initiator_depth), (tq.0, attrs.rq_psn, 0, 16));
     drop(l);

@@ -183,7 +183,8 @@ fn table_and_per_source_bounds_refuse_with_no_resources() {
     assert_eq!(w.t.cm.conn_count(), 16);
     assert_eq!(w.t.cm.stats().refused_table_full, 8);
     let no_res = log
-        .borrow()
+        .lock()
+        .unwrap()
         .iter()
         .filter(|(src, m)| *src == TARGET && matches!(CmMsg::parse(m), Ok((_, CmMsg::Rej(r))) if r.reason == rej_reason::NO_RESOURCES))
         .count();

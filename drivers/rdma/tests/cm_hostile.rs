@@ -41,7 +41,7 @@ fn spoofed_rej_dreq_rtu_mra_and_req_do_not_disturb_a_live_connection() {
     let log = tap(&w.f, |_, _| false);
     let (hid, tid_conn, hq, tq) = w.establish(4420);
     traffic_still_flows(&mut w, hq, b"before!!");
-    let host_req = log.borrow().iter().find(|(_, m)| attr_of(m) == attr::REQ).unwrap().1.clone();
+    let host_req = log.lock().unwrap().iter().find(|(_, m)| attr_of(m) == attr::REQ).unwrap().1.clone();
     let (req_tid, host_req) = req_of(&host_req);
     let before = w.t.cm.stats();
     let hs_before = w.h.cm.stats();
@@ -110,12 +110,12 @@ fn stale_connection_from_the_same_source_is_still_detected() {
     w.t.cm.listen(4420).unwrap();
     let log = tap(&w.f, |_, _| false);
     let (_hid, tid_conn, _hq, _tq) = w.establish(4420);
-    let (_, mut r) = req_of(&log.borrow().iter().find(|(_, m)| attr_of(m) == attr::REQ).unwrap().1);
+    let (_, mut r) = req_of(&log.lock().unwrap().iter().find(|(_, m)| attr_of(m) == attr::REQ).unwrap().1);
     r.local_comm_id ^= 0x5555;
     w.f.inject_ud(HOST, Qpn(1), TARGET, Qpn(1), GSI_QKEY, &CmMsg::Req(r).encode(0x42));
     w.run(3, 1000);
     assert_eq!(w.t.cm.stats().stale_rejects, 1);
-    let rej = log.borrow().iter().rev().find(|(src, m)| *src == TARGET && attr_of(m) == attr::REJ).map(|x| x.1.clone()).expect("REJ");
+    let rej = log.lock().unwrap().iter().rev().find(|(src, m)| *src == TARGET && attr_of(m) == attr::REJ).map(|x| x.1.clone()).expect("REJ");
     assert!(matches!(CmMsg::parse(&rej).unwrap().1, CmMsg::Rej(j) if j.reason == rej_reason::STALE_CONN));
     w.run(5, 1000);
     assert!(w.t.events.contains(&CmEvent::Disconnected { id: tid_conn }), "{:?}", w.t.events);
@@ -133,7 +133,8 @@ fn req_whose_gid_is_not_its_source_is_rejected() {
     assert!(w.t.events.is_empty(), "{:?}", w.t.events);
     assert_eq!(w.t.cm.conn_count(), 0);
     let (dst_is_attacker, reason) = log
-        .borrow()
+        .lock()
+        .unwrap()
         .iter()
         .find(|(src, m)| *src == TARGET && attr_of(m) == attr::REJ)
         .map(|(_, m)| match CmMsg::parse(m).unwrap().1 {

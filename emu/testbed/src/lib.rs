@@ -25,3 +25,10 @@ pub mod soft;
 
 pub use emu_connectx::{Bar0, ConnectX, DmaReadFilter, PhysMem, SimClock, SimDma, SimHal};
 pub use node::{Clocked, Node, Options, Verbs};
+
+/// A piece of test equipment's shared state for one access (the soft fabric and buffers, the
+/// NVMe drive). A thread that panicked holding it (a failed assertion in a test) poisons it;
+/// it is still the equipment's state, so later accesses proceed.
+pub(crate) fn locked<T: ?Sized>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -17,7 +17,8 @@
 //! - A fabric-wide UD filter lets tests drop chosen datagrams (lost MAD tests).
 //!
 //! Nothing moves until a device is polled: `poll()` or `poll_cq()` processes that device's
-//! inbox. Everything is single-threaded (`Rc<RefCell<..>>`).
+//! inbox. The fabric and every buffer sit behind a lock each (`Arc<Mutex<..>>`, as the emulated
+//! ConnectX's stand-in hardware is), so devices and buffers are `Send`.
 //!
 //! Usage (the same code runs in tests/soft_verbs.rs):
 //! ```text
@@ -32,9 +33,10 @@
 //! ```
 //! Leak checks: [`SoftDevice::resources`] counts live QPs (besides QP1), CQs, MRs and buffers.
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
-use std::rc::{Rc, Weak};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::locked;
 
 use hal::{DmaRegion, PhysAddr};
 use rdma::*;
@@ -66,7 +68,7 @@ pub enum SoftError {
 }
 
 /// A predicate over UD datagrams in flight: `(src_ip, dst_ip, payload) -> deliver?`.
-pub type UdFilter = Box<dyn FnMut(Ipv4, Ipv4, &[u8]) -> bool>;
+pub type UdFilter = Box<dyn FnMut(Ipv4, Ipv4, &[u8]) -> bool + Send>;
 
 /// Fabric counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -107,7 +109,7 @@ struct FabricInner {
 /// The "network": a set of soft devices addressed by IPv4.
 #[derive(Clone)]
 pub struct SoftFabric {
-    inner: Rc<RefCell<FabricInner>>,
+    inner: Arc<Mutex<FabricInner>>,
 }
 
 impl Default for SoftFabric {
@@ -119,7 +121,7 @@ impl Default for SoftFabric {
 impl SoftFabric {
     pub fn new() -> Self {
         SoftFabric {
-            inner: Rc::new(RefCell::new(FabricInner {
+            inner: Arc::new(Mutex::new(FabricInner {
                 nodes: Vec::new(),
                 inbox: BTreeMap::new(),
                 filter: None,
@@ -132,7 +134,7 @@ impl SoftFabric {
     pub fn add_device(&self, ip: Ipv4) -> SoftDevice {
         let mac = [0x02, 0x00, ip[0], ip[1], ip[2], ip[3]];
         {
-            let mut f = self.inner.borrow_mut();
+            let mut f = locked(&self.inner);
             f.nodes.push((ip, mac));
             f.inbox.entry(ip).or_default();
         }
@@ -164,7 +166,7 @@ impl SoftFabric {
 
     /// Install (or clear) the UD filter; datagrams it returns `false` for are lost.
     pub fn set_ud_filter(&self, f: Option<UdFilter>) {
-        self.inner.borrow_mut().filter = f;
+        locked(&self.inner).filter = f;
     }
 
     /// Put a hand-made UD datagram on the wire (e.g. a MAD captured from Linux), as if
@@ -174,11 +176,11 @@ impl SoftFabric {
     }
 
     pub fn stats(&self) -> FabricStats {
-        self.inner.borrow().stats
+        locked(&self.inner).stats
     }
 
     fn push(&self, dst: Ipv4, p: Packet) -> bool {
-        let mut f = self.inner.borrow_mut();
+        let mut f = locked(&self.inner);
         match f.inbox.get_mut(&dst) {
             Some(q) => {
                 q.push_back(p);
@@ -192,7 +194,7 @@ impl SoftFabric {
 /// A DMA buffer of a soft device.
 pub struct SoftBuf {
     paddr: PhysAddr,
-    data: Rc<RefCell<Vec<u8>>>,
+    data: Arc<Mutex<Vec<u8>>>,
 }
 
 impl DmaRegion for SoftBuf {
@@ -200,13 +202,13 @@ impl DmaRegion for SoftBuf {
         self.paddr
     }
     fn len(&self) -> usize {
-        self.data.borrow().len()
+        locked(&self.data).len()
     }
     fn read(&self, offset: usize, buf: &mut [u8]) {
-        buf.copy_from_slice(&self.data.borrow()[offset..offset + buf.len()]);
+        buf.copy_from_slice(&locked(&self.data)[offset..offset + buf.len()]);
     }
     fn write(&self, offset: usize, data: &[u8]) {
-        self.data.borrow_mut()[offset..offset + data.len()].copy_from_slice(data);
+        locked(&self.data)[offset..offset + data.len()].copy_from_slice(data);
     }
 }
 
@@ -308,7 +310,7 @@ pub struct SoftDevice {
     fabric: SoftFabric,
     ip: Ipv4,
     mac: Mac,
-    mem: BTreeMap<PhysAddr, Weak<RefCell<Vec<u8>>>>,
+    mem: BTreeMap<PhysAddr, Weak<Mutex<Vec<u8>>>>,
     next_paddr: PhysAddr,
     /// Registrations by index (key >> 8).
     mrs: BTreeMap<u32, Mr>,
@@ -372,12 +374,12 @@ impl SoftDevice {
         self.cqs.values().map(|c| c.overruns).sum()
     }
 
-    fn mem_find(&self, addr: u64, len: u64) -> Option<(Rc<RefCell<Vec<u8>>>, usize)> {
+    fn mem_find(&self, addr: u64, len: u64) -> Option<(Arc<Mutex<Vec<u8>>>, usize)> {
         let (base, w) = self.mem.range(..=addr).next_back()?;
         let buf = w.upgrade()?;
         let off = (addr - base) as usize;
         let end = off.checked_add(len as usize)?;
-        if end > buf.borrow().len() {
+        if end > locked(&buf).len() {
             return None;
         }
         Some((buf, off))
@@ -388,7 +390,7 @@ impl SoftDevice {
             return Some(Vec::new());
         }
         let (buf, off) = self.mem_find(addr, len as u64)?;
-        let b = buf.borrow();
+        let b = locked(&buf);
         Some(b[off..off + len as usize].to_vec())
     }
 
@@ -398,7 +400,7 @@ impl SoftDevice {
         }
         match self.mem_find(addr, data.len() as u64) {
             Some((buf, off)) => {
-                buf.borrow_mut()[off..off + data.len()].copy_from_slice(data);
+                locked(&buf)[off..off + data.len()].copy_from_slice(data);
                 true
             }
             None => false,
@@ -497,7 +499,7 @@ impl SoftDevice {
     fn pump(&mut self) {
         loop {
             let p = {
-                let mut f = self.fabric.inner.borrow_mut();
+                let mut f = locked(&self.fabric.inner);
                 match f.inbox.get_mut(&self.ip).and_then(|q| q.pop_front()) {
                     Some(p) => p,
                     None => break,
@@ -602,7 +604,7 @@ impl SoftDevice {
                 }
             }
         };
-        self.fabric.inner.borrow_mut().stats.rc_packets += 1;
+        locked(&self.fabric.inner).stats.rc_packets += 1;
         self.fabric.push(src_ip, Packet::RcResp { dst_qpn: src_qpn, id, result });
         None
     }
@@ -750,7 +752,7 @@ impl SoftDevice {
             }
             let data = self.mem_read(wr.sge.addr, wr.sge.len).ok_or(SoftError::LocalProtection)?;
             let deliver = {
-                let mut f = self.fabric.inner.borrow_mut();
+                let mut f = locked(&self.fabric.inner);
                 f.stats.ud_sent += 1;
                 let keep = match f.filter.as_mut() {
                     Some(filt) => filt(self.ip, dest.dest_ip, &data),

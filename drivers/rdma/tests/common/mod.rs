@@ -1,7 +1,6 @@
 //! Shared CM test harness over soft verbs: two nodes (target, host), a fake clock, MAD taps.
 #![allow(dead_code)]
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 use hal::DmaRegion;
 use rdma::cm::*;
@@ -144,21 +143,24 @@ pub fn attr_of(mad: &[u8]) -> u16 {
     u16::from_be_bytes([mad[16], mad[17]])
 }
 
+/// The MADs a tap saw, by source address (the fabric's UD filter fills it).
+pub type MadLog = Arc<Mutex<Vec<(Ipv4, Vec<u8>)>>>;
+
 /// Record every MAD on the fabric; drop the ones `drop` says to.
-pub fn tap(f: &SoftFabric, mut drop: impl FnMut(u16, usize) -> bool + 'static) -> Rc<RefCell<Vec<(Ipv4, Vec<u8>)>>> {
+pub fn tap(f: &SoftFabric, mut drop: impl FnMut(u16, usize) -> bool + Send + 'static) -> MadLog {
     tap_to(f, move |a, n, _| drop(a, n))
 }
 
 /// Like `tap`, the predicate also sees the destination address.
-pub fn tap_to(f: &SoftFabric, mut drop: impl FnMut(u16, usize, Ipv4) -> bool + 'static) -> Rc<RefCell<Vec<(Ipv4, Vec<u8>)>>> {
-    let log = Rc::new(RefCell::new(Vec::new()));
+pub fn tap_to(f: &SoftFabric, mut drop: impl FnMut(u16, usize, Ipv4) -> bool + Send + 'static) -> MadLog {
+    let log = Arc::new(Mutex::new(Vec::new()));
     let l2 = log.clone();
     let mut counts = std::collections::HashMap::<u16, usize>::new();
     f.set_ud_filter(Some(Box::new(move |src, dst, p: &[u8]| {
         let a = attr_of(p);
         let n = counts.entry(a).or_insert(0);
         *n += 1;
-        l2.borrow_mut().push((src, p.to_vec()));
+        l2.lock().unwrap().push((src, p.to_vec()));
         !drop(a, *n, dst)
     })));
     log

@@ -7,6 +7,8 @@ use nvme_spec::{io_op, oncs, rw_cdw12, DsmRange, Sqe, Status};
 const OP_COMPARE: u8 = io_op::COMPARE;
 use zerocopy::FromBytes;
 
+use crate::locked;
+
 use super::{IoRecord, NvmeDrive, DEALLOCATED_MARK};
 
 /// DSM CDW11 bit 2: Attribute – Deallocate.
@@ -17,7 +19,7 @@ const COMPARE_FAILURE: Status = Status { sct: 2, sc: 0x85, dnr: true };
 
 impl NvmeDrive {
     pub(super) fn io(&self, c: &Sqe) -> (u32, Status) {
-        let mut s = self.st.borrow_mut();
+        let mut s = locked(&self.st);
         s.io_commands += 1;
         if let Some((sct, sc)) = s.inject.take() {
             return (0, Status { sct, sc, dnr: s.inject_dnr });
@@ -67,19 +69,19 @@ impl NvmeDrive {
                             return (0, Status::DATA_XFER_ERROR);
                         }
                         if c.opcode == io_op::WRITE {
-                            self.st.borrow_mut().meta_written.extend_from_slice(&m);
+                            locked(&self.st).meta_written.extend_from_slice(&m);
                         }
                     }
                 }
                 let mut buf = vec![0u8; bytes];
                 if c.opcode == io_op::READ {
-                    buf.copy_from_slice(self.st.borrow().ns(nsid).expect("looked up").read(slba, nlb));
+                    buf.copy_from_slice(locked(&self.st).ns(nsid).expect("looked up").read(slba, nlb));
                     return (0, self.transfer(c, &mut buf, true).err().unwrap_or(Status::SUCCESS));
                 }
                 if let Err(st) = self.transfer(c, &mut buf, false) {
                     return (0, st);
                 }
-                let mut s = self.st.borrow_mut();
+                let mut s = locked(&self.st);
                 let ns = s.ns_mut(nsid).expect("looked up");
                 if c.opcode == io_op::WRITE {
                     ns.store(slba, &buf, cached);
@@ -110,7 +112,7 @@ impl NvmeDrive {
                     return (0, st);
                 }
                 let ranges: Vec<DsmRange> = raw.chunks_exact(16).map(|r| DsmRange::read_from_bytes(r).expect("16 bytes")).collect();
-                let mut s = self.st.borrow_mut();
+                let mut s = locked(&self.st);
                 let ns = s.ns_mut(nsid).expect("looked up");
                 let mut total = 0u64;
                 for r in &ranges {

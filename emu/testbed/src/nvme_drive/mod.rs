@@ -23,8 +23,9 @@
 mod io;
 pub mod media;
 
-use std::cell::{RefCell, RefMut};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::locked;
 
 use emu_connectx::PhysMem;
 use hal::Mmio;
@@ -64,7 +65,7 @@ pub enum Completion {
 }
 
 /// A script of hostile behaviour (fuzz targets); every method's default is honest.
-pub trait Misbehaviour {
+pub trait Misbehaviour: Send {
     fn on_enable(&mut self) -> Readiness {
         Readiness::Ready
     }
@@ -243,9 +244,10 @@ impl DriveState {
 #[derive(Clone)]
 pub struct NvmeDrive {
     mem: PhysMem,
-    st: Rc<RefCell<DriveState>>,
-    script: Rc<RefCell<Option<Box<dyn Misbehaviour>>>>,
+    st: Arc<Mutex<DriveState>>,
+    script: Arc<Mutex<Option<Box<dyn Misbehaviour>>>>,
 }
+
 
 /// BAR0 register offsets the driver programs (Base §3.1.4; the PCIe-only ones).
 const AQA: usize = 0x24;
@@ -259,20 +261,20 @@ impl NvmeDrive {
         Self::with_state(mem, DriveState::default())
     }
     pub fn with_state(mem: &PhysMem, st: DriveState) -> Self {
-        NvmeDrive { mem: mem.clone(), st: Rc::new(RefCell::new(st)), script: Rc::default() }
+        NvmeDrive { mem: mem.clone(), st: Arc::new(Mutex::new(st)), script: Arc::default() }
     }
     /// The drive's state (configuration, registers, what it saw); do not hold it across a
     /// driver call.
-    pub fn state(&self) -> RefMut<'_, DriveState> {
-        self.st.borrow_mut()
+    pub fn state(&self) -> MutexGuard<'_, DriveState> {
+        locked(&self.st)
     }
     /// Script hostile behaviour.
     pub fn set_misbehaviour(&self, m: Box<dyn Misbehaviour>) {
-        *self.script.borrow_mut() = Some(m);
+        *locked(&self.script) = Some(m);
     }
     /// Run the commands whose doorbells were deferred.
     pub fn run_pending(&self) {
-        let p: Vec<(usize, u16)> = self.st.borrow_mut().pending.drain(..).collect();
+        let p: Vec<(usize, u16)> = locked(&self.st).pending.drain(..).collect();
         for (q, t) in p {
             self.run_sq(q, t);
         }
@@ -280,7 +282,7 @@ impl NvmeDrive {
     /// Power loss: every namespace loses its unflushed cached writes; the controller resets
     /// (not ready, no queues, nothing pending).
     pub fn power_loss(&self) {
-        let mut s = self.st.borrow_mut();
+        let mut s = locked(&self.st);
         for ns in &mut s.namespaces {
             ns.lose_cache();
         }
@@ -292,7 +294,7 @@ impl NvmeDrive {
     }
 
     fn enable(&self, s: &mut DriveState) {
-        let readiness = match self.script.borrow_mut().as_mut() {
+        let readiness = match locked(&self.script).as_mut() {
             Some(m) => m.on_enable(),
             None => Readiness::Ready,
         };
@@ -315,7 +317,7 @@ impl NvmeDrive {
     pub fn run_sq(&self, qid: usize, tail: u16) {
         loop {
             let (sq, hung) = {
-                let s = self.st.borrow();
+                let s = locked(&self.st);
                 (s.sqs.get(qid).copied().flatten(), s.hung)
             };
             let Some(mut sq) = sq else { return };
@@ -328,9 +330,9 @@ impl NvmeDrive {
             }
             let sqe = Sqe::read_from_bytes(&raw).expect("64 bytes");
             sq.head = (sq.head + 1) % sq.size;
-            self.st.borrow_mut().sqs[qid] = Some(sq);
+            locked(&self.st).sqs[qid] = Some(sq);
             let (dw0, status) = if qid == 0 { self.admin(&sqe) } else { self.io(&sqe) };
-            let twist = match self.script.borrow_mut().as_mut() {
+            let twist = match locked(&self.script).as_mut() {
                 Some(m) => m.completion(qid as u16, sqe.opcode),
                 None => Completion::Honest,
             };
@@ -355,7 +357,7 @@ impl NvmeDrive {
     /// Post a completion; `status` is the status field without the phase (bits 15:1 >> 1).
     #[allow(clippy::too_many_arguments)]
     fn post(&self, cqid: usize, sqid: u16, sqhd: u16, cid: u16, dw0: u32, status: u16, wrong_phase: bool) {
-        let mut s = self.st.borrow_mut();
+        let mut s = locked(&self.st);
         let Some(cq) = s.cqs.get_mut(cqid).and_then(|c| c.as_mut()) else { return };
         let phase = cq.phase ^ wrong_phase;
         let cqe = Cqe { dw0: dw0.into(), dw1: 0.into(), sqhd: sqhd.into(), sqid: sqid.into(), cid: cid.into(), status: ((status << 1) | phase as u16).into() };
@@ -416,7 +418,7 @@ impl NvmeDrive {
             out.push((pa, n));
             left -= n;
         }
-        let mut s = self.st.borrow_mut();
+        let mut s = locked(&self.st);
         s.max_list_pages_seen = s.max_list_pages_seen.max(list_pages);
         Some(out)
     }
@@ -424,14 +426,14 @@ impl NvmeDrive {
     /// Move `buf` to (`to_host`) or from the host memory the PRPs describe.
     fn transfer(&self, sqe: &Sqe, buf: &mut [u8], to_host: bool) -> Result<(), Status> {
         let Some(segs) = self.segments(sqe.dptr.prp1(), sqe.dptr.prp2(), buf.len()) else {
-            self.st.borrow_mut().prp_errors += 1;
+            locked(&self.st).prp_errors += 1;
             return Err(Status { sct: 0, sc: 0x13, dnr: true }); // PRP Offset Invalid
         };
         let mut off = 0;
         for (pa, n) in segs {
             let r = if to_host { self.mem.dma_write(pa, &buf[off..off + n]) } else { self.mem.dma_read(pa, &mut buf[off..off + n]) };
             if r.is_err() {
-                self.st.borrow_mut().prp_errors += 1;
+                locked(&self.st).prp_errors += 1;
                 return Err(Status::DATA_XFER_ERROR);
             }
             off += n;
@@ -444,7 +446,7 @@ impl NvmeDrive {
         let qid = (cdw10 & 0xFFFF) as usize;
         let size = ((cdw10 >> 16) as u16).saturating_add(1);
         let invalid_qid = Status { sct: 1, sc: 0x01, dnr: true };
-        let mut s = self.st.borrow_mut();
+        let mut s = locked(&self.st);
         let queue_ok = qid > 0 && qid < s.sqs.len();
         match c.opcode {
             admin_op::IDENTIFY => {
@@ -453,7 +455,7 @@ impl NvmeDrive {
                     Ok(p) => p,
                     Err(st) => return (0, st),
                 };
-                if let Some(m) = self.script.borrow_mut().as_mut() {
+                if let Some(m) = locked(&self.script).as_mut() {
                     m.identify(cns, &mut page);
                 }
                 drop(s);
@@ -573,7 +575,7 @@ impl Mmio for NvmeDrive {
         0x4000
     }
     fn read32(&self, offset: usize) -> u32 {
-        let s = self.st.borrow();
+        let s = locked(&self.st);
         let cap = s.cap().into_bits();
         match offset {
             0x00 => cap as u32,
@@ -591,7 +593,7 @@ impl Mmio for NvmeDrive {
     }
     fn write32(&self, offset: usize, value: u32) {
         if offset >= DOORBELLS {
-            let mut s = self.st.borrow_mut();
+            let mut s = locked(&self.st);
             let stride = 4usize << s.dstrd;
             let idx = (offset - DOORBELLS) / stride;
             let qid = idx / 2;
@@ -612,7 +614,7 @@ impl Mmio for NvmeDrive {
             self.run_sq(qid, value as u16);
             return;
         }
-        let mut s = self.st.borrow_mut();
+        let mut s = locked(&self.st);
         match offset {
             0x14 => {
                 let shn = (value >> 14) & 3;

@@ -15,7 +15,7 @@ impl Neighbours for SoftDevice {
         self.mac
     }
     fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
-        self.fabric.inner.borrow().nodes.iter().find(|(i, _)| *i == ip).map(|(_, m)| *m)
+        locked(&self.fabric.inner).nodes.iter().find(|(i, _)| *i == ip).map(|(_, m)| *m)
     }
 }
 
@@ -27,8 +27,8 @@ impl Control for SoftDevice {
         }
         let paddr = self.next_paddr;
         self.next_paddr += ((len as u64 + 4095) & !4095) + 4096; // guard page between buffers
-        let data = Rc::new(RefCell::new(vec![0u8; len]));
-        self.mem.insert(paddr, Rc::downgrade(&data));
+        let data = Arc::new(Mutex::new(vec![0u8; len]));
+        self.mem.insert(paddr, Arc::downgrade(&data));
         Ok(SoftBuf { paddr, data })
     }
     fn reg_mr(&mut self, addr: PhysAddr, len: u64, access: Access) -> Result<(Lkey, Rkey), SoftError> {
