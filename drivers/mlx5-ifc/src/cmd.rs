@@ -1,5 +1,6 @@
 //! Command-interface numbers: opcodes [mlx5_ifc.h MLX5_CMD_OP_*], command status
-//! [MLX5_CMD_STAT_*], delivery status (entry byte 0x3f bits 7:1), register ids [MLX5_REG_*], capability types, teardown profiles, `nic_interface` values.
+//! [MLX5_CMD_STAT_*], delivery status (entry byte 0x3f bits 7:1), register ids [MLX5_REG_*], `op_mod` values (ACCESS_REG, pages, vport state), capability types,
+//! teardown profiles, health syndromes, `ts_format` values, `nic_interface` values.
 
 macro_rules! numbers {
     ($(#[$m:meta])* $ty:ty { $($name:ident = $v:expr => $text:expr,)* }) => {
@@ -137,6 +138,34 @@ pub mod reg {
     });
 }
 
+/// ACCESS_REG `op_mod` [Linux `mlx5_core_access_reg`: write 0, read 1].
+pub mod access_reg {
+    pub const WRITE: u16 = 0;
+    pub const READ: u16 = 1;
+}
+
+/// QUERY_PAGES and MANAGE_PAGES `op_mod` [mlx5_ifc.h MLX5_BOOT_PAGES / MLX5_INIT_PAGES /
+/// MLX5_REGULAR_PAGES; MLX5_PAGES_CANT_GIVE / MLX5_PAGES_GIVE / MLX5_PAGES_TAKE].
+pub mod pages_op {
+    pub const BOOT: u16 = 1;
+    pub const INIT: u16 = 2;
+    pub const REGULAR: u16 = 3;
+    /// MANAGE_PAGES: the driver could not allocate what was asked for.
+    pub const CANT_GIVE: u16 = 0;
+    pub const GIVE: u16 = 1;
+    pub const TAKE: u16 = 2;
+}
+
+/// QUERY_VPORT_STATE `op_mod` and `state` [mlx5_ifc.h MLX5_VPORT_STATE_OP_MOD_*, MLX5_VPORT_STATE_*].
+pub mod vport_state {
+    /// The function's own vNIC vport.
+    pub const OP_MOD_VNIC_VPORT: u16 = 0;
+    pub const OP_MOD_ESW_VPORT: u16 = 1;
+    pub const OP_MOD_UPLINK: u16 = 2;
+    pub const DOWN: u8 = 0;
+    pub const UP: u8 = 1;
+}
+
 /// Capability types, QUERY/SET_HCA_CAP `op_mod` bits 15:1 [mlx5_ifc.h MLX5_CAP_GENERAL, MLX5_CAP_ROCE].
 pub mod cap_type {
     pub const GENERAL: u16 = 0;
@@ -155,6 +184,33 @@ pub mod teardown {
     /// `teardown_hca_out.state`.
     pub const FORCE_STATE_SUCCESS: u64 = 0;
     pub const FORCE_STATE_FAIL: u64 = 1;
+}
+
+/// `health_buffer.synd` values [Linux health.c MLX5_INITIAL_SEG_HEALTH_SYNDROME_*], named as
+/// Linux's health report describes them.
+pub mod health_synd {
+    numbers!(u8 {
+        NONE = 0x0 => "none",
+        FW_INTERNAL_ERR = 0x1 => "firmware internal error",
+        DEAD_IRISC = 0x7 => "irisc not responding",
+        HW_FATAL_ERR = 0x8 => "unrecoverable hardware error",
+        FW_CRC_ERR = 0x9 => "firmware CRC error",
+        ICM_FETCH_PCI_ERR = 0xa => "ICM fetch PCI error",
+        HW_FTL_ERR = 0xb => "HW fatal error",
+        ASYNC_EQ_OVERRUN_ERR = 0xc => "async EQ buffer overrun",
+        EQ_ERR = 0xd => "EQ error",
+        EQ_INV = 0xe => "invalid EQ referenced",
+        FFSER_ERR = 0xf => "FFSER error",
+        HIGH_TEMP_ERR = 0x10 => "high temperature",
+    });
+}
+
+/// `ts_format` of QP, SQ and RQ contexts [mlx5_ifc.h MLX5_QPC_TIMESTAMP_FORMAT_*, the same
+/// numbers for SQ and RQ].
+pub mod ts_format {
+    pub const FREE_RUNNING: u8 = 0x0;
+    pub const DEFAULT: u8 = 0x1;
+    pub const REAL_TIME: u8 = 0x2;
 }
 
 /// `init_seg.nic_interface` values [mlx5_ifc.h MLX5_INITIAL_SEG_NIC_INTERFACE_*].

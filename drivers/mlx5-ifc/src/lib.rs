@@ -6,8 +6,10 @@
 //! - [`layout`]: the one layout engine (big-endian bit fields, get/set, walk, lookup);
 //! - [`ifc`]: every structure as a field table with the headers' names; `tests/` holds the
 //!   tables against offsets taken from the public headers, `scripts/mlx5-layouts` prints them;
-//! - [`cmd`]: command opcodes, command and delivery statuses, register ids, with their names;
-//! - [`queue`]: event types, QP types/states, WQE and CQE opcodes, CQE syndromes, UMR masks.
+//! - [`cmd`]: command opcodes, command and delivery statuses, register ids, with their names,
+//!   and the commands' `op_mod` values;
+//! - [`queue`]: event types, QP types/states, SQ/RQ states, WQE and CQE opcodes, CQE syndromes,
+//!   UMR masks, UAR register offsets, NIC receive steering numbers.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -16,5 +18,7 @@ pub mod ifc;
 pub mod layout;
 pub mod queue;
 
-pub use cmd::{cap_type, delivery, nic_interface, op, reg, status, teardown};
-pub use queue::{cqe_op, cqe_synd, event, qp, rmp_state, rq_type, umr, wq_type, wqe_op};
+pub use cmd::{
+    access_reg, cap_type, delivery, health_synd, nic_interface, op, pages_op, reg, status, teardown, ts_format, vport_state,
+};
+pub use queue::{ctrl_flags, cqe_op, cqe_synd, event, flow, qp, rmp_state, rq_type, uar, umr, wq_state, wq_type, wqe_op};

@@ -1,6 +1,6 @@
 //! Queue numbers: event types [mlx5_ifc.h / device.h MLX5_EVENT_TYPE_*], QP service types and
-//! states [mlx5_ifc.h], send WQE, CQE and UMR codes [rdma-core mlx5dv.h, Linux qp.h], and the
-//! fixed sizes of the rings.
+//! states [mlx5_ifc.h], send WQE, CQE and UMR codes [rdma-core mlx5dv.h, Linux qp.h], the
+//! fixed sizes of the rings, UAR register offsets [device.h] and steering numbers [mlx5_ifc.h].
 
 /// Send WQE basic block (bytes); every SQ slot is one [mlx5dv.h MLX5_SEND_WQE_BB].
 pub const WQEBB: usize = 64;
@@ -44,6 +44,52 @@ pub mod rq_type {
 pub mod wq_type {
     pub const LINKED_LIST: u8 = 0x0;
     pub const CYCLIC: u8 = 0x1;
+}
+
+/// Send WQE ctrl segment `fm_ce_se` bits [mlx5dv.h MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_CTRL_SOLICITED].
+pub mod ctrl_flags {
+    /// A CQE for this WQE, signalled or not.
+    pub const CQ_UPDATE: u8 = 2 << 2;
+    pub const SOLICITED: u8 = 1 << 1;
+}
+
+/// UD address vector flag in `av.dqp_dct` [mlx5dv.h MLX5_EXTENDED_UD_AV].
+pub const EXTENDED_UD_AV: u32 = 0x8000_0000;
+
+/// Registers of a UAR page (byte offsets in the 4 KiB page) [Linux device.h MLX5_CQ_DOORBELL,
+/// MLX5_EQ_DOORBEL_OFFSET, MLX5_BF_OFFSET].
+pub mod uar {
+    /// CQ arm doorbell (64-bit: arm command, sequence, CQN; then the consumer index).
+    pub const CQ_DOORBELL: usize = 0x20;
+    /// EQ consumer index, arming the EQ.
+    pub const EQ_ARM: usize = 0x40;
+    /// EQ consumer index, not arming it (Linux writes `doorbell + 2` dwords).
+    pub const EQ_NOARM: usize = 0x48;
+    /// First BlueFlame / send doorbell register (the first 8 bytes of a WQE); two buffers of
+    /// 0x100 bytes per BlueFlame register follow to the end of the page.
+    pub const BF: usize = 0x800;
+}
+
+/// SQ and RQ states, `sqc.state` / `rqc.state` and MODIFY_SQ/RQ's current state
+/// [mlx5_ifc.h MLX5_SQC_STATE_*, MLX5_RQC_STATE_*: the same numbers].
+pub mod wq_state {
+    pub const RST: u8 = 0x0;
+    pub const RDY: u8 = 0x1;
+    pub const ERR: u8 = 0x3;
+}
+
+/// NIC receive steering: flow table types, flow-context actions and destination types
+/// [mlx5_ifc.h FS_FT_NIC_RX, MLX5_FLOW_CONTEXT_ACTION_*, MLX5_FLOW_DESTINATION_TYPE_*].
+pub mod flow {
+    /// `table_type` of the NIC receive tables.
+    pub const TABLE_NIC_RX: u8 = 0x0;
+    pub const ACTION_ALLOW: u32 = 0x1;
+    pub const ACTION_DROP: u32 = 0x2;
+    pub const ACTION_FWD_DEST: u32 = 0x4;
+    pub const ACTION_COUNT: u32 = 0x8;
+    pub const DEST_VPORT: u8 = 0x0;
+    pub const DEST_FLOW_TABLE: u8 = 0x1;
+    pub const DEST_TIR: u8 = 0x2;
 }
 
 /// `rmpc.state` [mlx5_ifc.h MLX5_RMPC_STATE_*].

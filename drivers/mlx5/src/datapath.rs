@@ -14,15 +14,15 @@ use mlx5_ifc::queue::{INLINE_SEG, INVALID_LKEY};
 pub use mlx5_ifc::queue::WQEBB;
 pub use mlx5_ifc::{cqe_op, wqe_op};
 /// Offset of doorbell register 0 in a UAR page.
-const UAR_BF_OFFSET: usize = 0x800;
+const UAR_BF_OFFSET: usize = mlx5_ifc::uar::BF;
 /// fm_ce_se: CQE always (ce = 2).
-const CE_ALWAYS: u64 = 0x08;
+const CE_ALWAYS: u64 = mlx5_ifc::ctrl_flags::CQ_UPDATE as u64;
 /// Largest inline payload `post_send_inline` accepts.
 pub const MAX_INLINE: usize = 256;
 /// Largest WQE: ctrl 16 + AV 48 + raddr 16 + inline header 4 + payload, rounded to WQEBBs.
 const MAX_WQE: usize = (16 + 48 + 16 + 4 + MAX_INLINE).div_ceil(WQEBB) * WQEBB;
 /// Extended-AV flag in dqp_dct.
-const AV_EXTENDED: u32 = 0x8000_0000;
+const AV_EXTENDED: u32 = mlx5_ifc::queue::EXTENDED_UD_AV;
 
 /// mlx5 CQE error syndrome → verbs status (mlx5dv.h MLX5_CQE_SYNDROME_*).
 pub fn wc_status(syndrome: u8) -> WcStatus {

@@ -87,21 +87,7 @@ impl HealthReport {
 
     /// Name of the health syndrome (values from Linux health.c MLX5_HEALTH_SYNDR_*).
     pub fn synd_name(&self) -> &'static str {
-        match self.synd {
-            0 => "none",
-            0x1 => "firmware internal error",
-            0x7 => "irisc not responding",
-            0x8 => "unrecoverable hardware error",
-            0x9 => "firmware CRC error",
-            0xa => "ICM fetch PCI error",
-            0xb => "HW fatal error",
-            0xc => "async EQ buffer overrun",
-            0xd => "EQ error",
-            0xe => "invalid EQ referenced",
-            0xf => "FFSER error",
-            0x10 => "high temperature",
-            _ => "unknown",
-        }
+        mlx5_ifc::health_synd::name(self.synd).unwrap_or("unknown")
     }
 }
 

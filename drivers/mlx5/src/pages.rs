@@ -22,17 +22,7 @@ pub(crate) const PAGES_PER_CMD: usize = 512;
 pub(crate) const PAGE_MSG: usize = crate::cmd::PAGE_SLOT_MSG;
 const _: () = assert!(0x10 + 8 * PAGES_PER_CMD <= PAGE_MSG);
 
-/// QUERY_PAGES op_mod (mlx5_ifc: BOOT_PAGES / INIT_PAGES / REGULAR_PAGES).
-pub(crate) mod pages_op {
-    pub const BOOT: u16 = 1;
-    pub const INIT: u16 = 2;
-    pub const REGULAR: u16 = 3;
-    /// MANAGE_PAGES op_mod: could not allocate (ALLOCATION_FAIL), give (ALLOCATION_SUCCESS),
-    /// take (HCA_RETURN_PAGES).
-    pub const FAIL: u16 = 0;
-    pub const GIVE: u16 = 1;
-    pub const TAKE: u16 = 2;
-}
+pub(crate) use mlx5_ifc::pages_op;
 
 impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// QUERY_PAGES(op_mod) and give (or take) what the firmware asks for, to the function it names.
@@ -76,7 +66,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Tell the firmware its page request cannot be met.
     fn refuse_pages(&mut self, func: u16) -> Result<(), Error> {
         let len = manage_pages_in::LAYOUT.size;
-        self.begin_page_cmd(pages_op::FAIL, func, 0, len);
+        self.begin_page_cmd(pages_op::CANT_GIVE, func, 0, len);
         self.page_cmd(len, manage_pages_out::LAYOUT.size)
     }
 

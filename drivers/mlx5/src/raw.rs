@@ -13,17 +13,18 @@ use crate::error::Error;
 use crate::ifc::*;
 use crate::layout::{get, set, Field};
 use hal::{DmaRegion, Hal, Mmio};
+use mlx5_ifc::{ctrl_flags, flow, uar};
 use rdma::Cqn;
 
 const LOG_SQ: u8 = 6; // 64 WQEBBs
 const LOG_RQ: u8 = 6; // 64 receive buffers
 const RX_BUF: usize = 2048;
-const WQ_CYCLIC: u64 = 1;
-const WQ_RST: u64 = 0;
-const WQ_RDY: u64 = 1;
-const TABLE_NIC_RX: u64 = 0;
-const ACTION_FWD_DEST: u64 = 0x4;
-const DEST_TIR: u64 = 2;
+const WQ_CYCLIC: u64 = mlx5_ifc::wq_type::CYCLIC as u64;
+const WQ_RST: u64 = mlx5_ifc::wq_state::RST as u64;
+const WQ_RDY: u64 = mlx5_ifc::wq_state::RDY as u64;
+const TABLE_NIC_RX: u64 = flow::TABLE_NIC_RX as u64;
+const ACTION_FWD_DEST: u64 = flow::ACTION_FWD_DEST as u64;
+const DEST_TIR: u64 = flow::DEST_TIR as u64;
 /// Frames up to this many bytes go whole inline in the WQE (one doorbell, no buffer).
 pub const MAX_INLINE_FRAME: usize = 256;
 /// Largest frame `send_frame` takes: an Ethernet frame for a 1,500-byte MTU, FCS excluded. Longer
@@ -342,7 +343,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut w, wqe_ctrl_seg::opcode, wqe_op::SEND as u64);
         set(&mut w, wqe_ctrl_seg::qpn, raw.sqn as u64);
         set(&mut w, wqe_ctrl_seg::ds, (total / 16) as u64);
-        set(&mut w, wqe_ctrl_seg::fm_ce_se, 0x08);
+        set(&mut w, wqe_ctrl_seg::fm_ce_se, ctrl_flags::CQ_UPDATE as u64);
         for b in 0..nbb {
             let slot = (pi as usize + b) & (ring - 1);
             let mut bb = [0u8; WQEBB];
@@ -355,7 +356,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
         let first8 = u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
         raw.tx_frames += 1;
-        self.bar.write64_be(uar + 0x800, first8);
+        self.bar.write64_be(uar + uar::BF, first8);
         Ok(())
     }
 

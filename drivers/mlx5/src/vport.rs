@@ -24,10 +24,10 @@ pub struct VportInfo {
 }
 
 /// Access register ID of PMTU (Linux `MLX5_REG_PMTU`).
-const REG_PMTU: u64 = 0x5003;
+const REG_PMTU: u64 = mlx5_ifc::reg::PMTU as u64;
 /// ACCESS_REG op_mod (Linux `mlx5_core_access_reg`: 1 read, 0 write).
-const REG_READ: u16 = 1;
-const REG_WRITE: u16 = 0;
+const REG_READ: u16 = mlx5_ifc::access_reg::READ;
+const REG_WRITE: u16 = mlx5_ifc::access_reg::WRITE;
 /// Bytes a RoCEv2 packet adds around its payload at most (GRH 40 + UDP 8 + BTH 12 + XRC 4 +
 /// AtomicETH 28 + ICRC 4: the overhead Linux `iboe_get_mtu` takes off the Ethernet MTU).
 const ROCE_OVERHEAD: u32 = 96;

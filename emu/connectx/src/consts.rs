@@ -1,7 +1,9 @@
 //! The model's own syndromes; the interface's numbers (opcodes, statuses, event types, QP
-//! states, register ids) come from the shared `mlx5-ifc` facts and are re-exported here.
+//! states, register ids, `op_mod` values, UAR offsets, steering numbers) come from the shared `mlx5-ifc` facts and are re-exported here.
 
-pub use mlx5_ifc::{delivery, event, op, qp, reg, rmp_state, rq_type, status, wq_type};
+pub use mlx5_ifc::{
+    access_reg, delivery, event, flow, op, pages_op, qp, reg, rmp_state, rq_type, status, uar, vport_state, wq_state, wq_type,
+};
 
 /// The model's syndromes. Real firmware syndromes are not published; the model gives every
 /// check its own stable value so a test (or a driver log) can tell exactly which check fired.

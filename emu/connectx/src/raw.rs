@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use emu_roce::Link;
 
-use crate::consts::{status as st, synd};
+use crate::consts::{flow, status as st, synd, wq_state, wq_type};
 use crate::datapath::{cqe_op, INVALID_LKEY};
 use mlx5_ifc::ifc as l;
 use mlx5_ifc::layout::{get, set, Field};
@@ -74,11 +74,11 @@ const fn ipv4_of(union: Field) -> Field {
     union.element(32, 3)
 }
 
-const ACTION_DROP: u64 = 0x2;
-const ACTION_FWD_DEST: u64 = 0x4;
-const DEST_FLOW_TABLE: u8 = 1;
-const DEST_TIR: u8 = 2;
-const WQ_RDY: u8 = 1;
+const ACTION_DROP: u64 = flow::ACTION_DROP as u64;
+const ACTION_FWD_DEST: u64 = flow::ACTION_FWD_DEST as u64;
+const DEST_FLOW_TABLE: u8 = flow::DEST_FLOW_TABLE;
+const DEST_TIR: u8 = flow::DEST_TIR;
+const WQ_RDY: u8 = wq_state::RDY;
 
 #[derive(Debug, Clone)]
 pub struct RawWq {
@@ -271,7 +271,7 @@ impl Device {
                 if sq && !self.raw.tises.contains_key(&tis) {
                     return Err((st::BAD_RES, synd::NO_SUCH_QP));
                 }
-                if get(w, wq::wq_type) != 1 {
+                if get(w, wq::wq_type) != wq_type::CYCLIC as u64 {
                     return Err((st::BAD_PARAM, synd::BAD_QP_TYPE));
                 }
                 let dbr = get(w, wq::dbr_addr);
@@ -324,11 +324,11 @@ impl Device {
                 let new = get(&inp[0x20..], sqc::state) as u8;
                 let map = if opcode == op::MODIFY_SQ { &mut self.raw.sqs } else { &mut self.raw.rqs };
                 let q = map.get_mut(&wqn).ok_or((st::BAD_RES, synd::NO_SUCH_QP))?;
-                if q.state != cur || new > 3 {
+                if q.state != cur || new > wq_state::ERR {
                     return Err((st::BAD_RES_STATE, synd::BAD_TRANSITION));
                 }
                 q.state = new;
-                if new == 0 {
+                if new == wq_state::RST {
                     q.hw = 0;
                 }
                 Ok(out16(None))
@@ -369,7 +369,7 @@ impl Device {
             op::CREATE_FLOW_TABLE => {
                 need(inp, 0x18 + 0x28)?;
                 let ty = get(inp, create_flow_table_in::table_type) as u8;
-                if ty != 0 {
+                if ty != flow::TABLE_NIC_RX {
                     return Err((st::BAD_PARAM, synd::BAD_OP_MOD)); // only NIC_RX modelled
                 }
                 let ctx = &inp[0x18..];

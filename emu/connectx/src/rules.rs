@@ -10,31 +10,25 @@
 use log::warn;
 
 use crate::consts::{event, status as st, synd};
+use mlx5_ifc::ts_format as ts;
 use crate::model::{Device, FuncState};
 use crate::profile::TsCap;
 
-/// Health syndrome for an async EQ overrun (Linux `health.c`
-/// MLX5_INITIAL_SEG_HEALTH_SYNDROME_ASYNC_EQ_OVERRUN_ERR = 0xc: "Async EQ buffer overrun").
-pub const HEALTH_SYND_ASYNC_EQ_OVERRUN: u8 = 0xc;
-/// A send WQE basic block; the SQ must start on one (rdma-core mlx5 MLX5_SEND_WQE_BB).
-pub const SEND_WQE_BB: u64 = 64;
+/// Health syndrome for an async EQ overrun ("async EQ buffer overrun").
+pub const HEALTH_SYND_ASYNC_EQ_OVERRUN: u8 = mlx5_ifc::health_synd::ASYNC_EQ_OVERRUN_ERR;
+/// A send WQE basic block; the SQ must start on one.
+pub const SEND_WQE_BB: u64 = mlx5_ifc::queue::WQEBB as u64;
 /// Bytes RoCEv2 adds around a path-MTU payload at most (Linux `iboe_get_mtu`).
 pub const ROCE_OVERHEAD: u64 = 96;
-/// ts_format values in QP/SQ/RQ contexts (mlx5_ifc MLX5_*_TIMESTAMP_FORMAT_*).
-pub mod ts {
-    pub const FREE_RUNNING: u64 = 0;
-    pub const DEFAULT: u64 = 1;
-    pub const REAL_TIME: u64 = 2;
-}
 
 /// Whether a context's `ts_format` is acceptable under the capability `cap` [mlx5_ifc.h]:
 /// free-running-only parts know only FREE_RUNNING (older firmware: a reserved field, must be
 /// 0); real-time-only parts refuse FREE_RUNNING; parts with both accept any defined value.
 pub fn ts_format_ok(cap: TsCap, v: u64) -> bool {
     match cap {
-        TsCap::FreeRunning => v == ts::FREE_RUNNING,
-        TsCap::RealTime => v == ts::DEFAULT || v == ts::REAL_TIME,
-        TsCap::Both => v <= ts::REAL_TIME,
+        TsCap::FreeRunning => v == ts::FREE_RUNNING as u64,
+        TsCap::RealTime => v == ts::DEFAULT as u64 || v == ts::REAL_TIME as u64,
+        TsCap::Both => v <= ts::REAL_TIME as u64,
     }
 }
 

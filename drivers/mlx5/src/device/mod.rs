@@ -40,15 +40,15 @@ pub use mlx5_ifc::event;
 /// The well-known QP1 Q_Key.
 pub const GSI_QKEY: u32 = 0x8001_0000;
 /// UAR page offsets: EQ doorbell without arm (mlx5 eq.c / vfio).
-const UAR_EQ_DB_NOARM: usize = 0x48;
+const UAR_EQ_DB_NOARM: usize = mlx5_ifc::uar::EQ_NOARM;
 /// CQ doorbell record arm word for a CQ used in polling mode: arm sequence number 2 in bits
 /// 31:28 (Linux `steering/dr_send.c` writes `2 << 28` "to avoid the HW running db-recovery on a
 /// CQ used in polling mode").
 pub const CQ_DB_POLLING_ARM: u32 = 2 << 28;
 /// QUERY_VPORT_STATE op_mod for the function's own vNIC vport and the `state` value for up
 /// (Linux mlx5_ifc.h MLX5_VPORT_STATE_OP_MOD_VNIC_VPORT, vport.h MLX5_VPORT_STATE_UP).
-const VPORT_STATE_OP_MOD_VNIC: u16 = 0;
-const VPORT_STATE_UP: u64 = 1;
+const VPORT_STATE_OP_MOD_VNIC: u16 = mlx5_ifc::vport_state::OP_MOD_VNIC_VPORT;
+const VPORT_STATE_UP: u64 = mlx5_ifc::vport_state::UP as u64;
 
 /// Bring-up configuration.
 #[derive(Debug, Clone, Copy)]
@@ -642,10 +642,11 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 /// DEFAULT (1), which real-time-only parts accept (Linux `mlx5_get_qp_default_ts`, DPDK
 /// `mlx5_ts_format_conv`).
 pub fn ts_format(cap: u8) -> u64 {
+    use mlx5_ifc::ts_format::{DEFAULT, FREE_RUNNING};
     if cap == 0 {
-        0
+        FREE_RUNNING as u64
     } else {
-        1
+        DEFAULT as u64
     }
 }
 

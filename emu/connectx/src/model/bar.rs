@@ -3,6 +3,7 @@
 //! registers (EQ, CQ arm, send queue), decoded and handed to the object they name.
 
 use super::{Device, FuncState, FIRST_UAR};
+use crate::consts::uar as uar_reg;
 
 impl Device {
     pub(super) fn initializing(&self) -> bool {
@@ -99,17 +100,17 @@ impl Device {
             return;
         }
         match (reg, bytes.len()) {
-            (0x40 | 0x48, _) => {
+            (uar_reg::EQ_ARM | uar_reg::EQ_NOARM, _) => {
                 self.ctr.eq_doorbells += 1;
                 let v = u32::from_be_bytes(bytes[0..4].try_into().unwrap());
-                self.eq_doorbell(uar, v, reg == 0x40);
+                self.eq_doorbell(uar, v, reg == uar_reg::EQ_ARM);
             }
-            (0x20, 8) => {
+            (uar_reg::CQ_DOORBELL, 8) => {
                 self.ctr.cq_arm_doorbells += 1;
                 let v = u64::from_be_bytes(bytes.try_into().unwrap());
                 self.cq_arm(uar, v);
             }
-            (0x800..=0xFFF, 8) => {
+            (uar_reg::BF..=0xFFF, 8) => {
                 let v = u64::from_be_bytes(bytes.try_into().unwrap());
                 let qpn = ((v & 0xFFFF_FFFF) >> 8) as u32;
                 let ok = match self.qps.get(&qpn) {

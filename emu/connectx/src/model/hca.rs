@@ -4,7 +4,7 @@
 use log::warn;
 
 use super::{fail, need, out, CmdResult, Device, FuncState, Vport, GID_TABLE};
-use crate::consts::{reg, status as st, synd};
+use crate::consts::{access_reg, reg, status as st, synd};
 use mlx5_ifc::ifc as l;
 use mlx5_ifc::layout::{get, set};
 
@@ -86,7 +86,7 @@ impl Device {
     pub(super) fn access_reg(&mut self, op_mod: u16, inp: &[u8]) -> CmdResult {
         let id = get(inp, l::access_register_in::register_id) as u16;
         let data = &inp[16..];
-        let read = op_mod == 1;
+        let read = op_mod == access_reg::READ;
         match id {
             reg::HOST_ENDIANNESS => {
                 self.check_host_endianness_access(!read)?;

@@ -4,7 +4,7 @@
 use log::warn;
 
 use super::{fail, need, out, CmdResult, Device, FuncState, FW_PAGE_FILL, MAX_CMD_LEN, PAGE};
-use crate::consts::{event, status as st, synd};
+use crate::consts::{event, pages_op, status as st, synd};
 use mlx5_ifc::ifc as l;
 use mlx5_ifc::layout::{get, set};
 
@@ -16,8 +16,8 @@ impl Device {
         let i = self.cfg.profile.pages.init as i64;
         let n = match (self.func, op_mod) {
             (FuncState::TornDown, _) => -held,
-            (_, 1) => (b - held).max(0),
-            (_, 2) => (b + i - held).max(0),
+            (_, pages_op::BOOT) => (b - held).max(0),
+            (_, pages_op::INIT) => (b + i - held).max(0),
             (FuncState::Initialized, _) => self.page_target() - held,
             _ => 0,
         };
@@ -31,12 +31,12 @@ impl Device {
         let n = get(inp, l::manage_pages_in::input_num_entries) as usize;
         self.check_page_function(get(inp, l::manage_pages_in::function_id))?;
         match op_mod {
-            0 => {
+            pages_op::CANT_GIVE => {
                 // The driver could not allocate what was asked for.
                 self.page_req_outstanding = u32::MAX; // do not ask again until asked to
                 Ok(out(16))
             }
-            1 => {
+            pages_op::GIVE => {
                 if self.faults.refuse_pages {
                     return fail(st::NO_RES, synd::PAGES_REFUSED);
                 }

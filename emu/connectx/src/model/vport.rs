@@ -2,7 +2,7 @@
 //! QUERY_VPORT_STATE, SET_ / QUERY_ROCE_ADDRESS (the GID table), and port up/down events.
 
 use super::{fail, need, out, CmdResult, Device, GID_TABLE};
-use crate::consts::{event, status as st, synd};
+use crate::consts::{event, status as st, synd, vport_state};
 use mlx5_ifc::ifc as l;
 use mlx5_ifc::layout::{get, set, Field};
 
@@ -89,7 +89,7 @@ impl Device {
     pub(super) fn query_vport_state(&self, op_mod: u16, inp: &[u8]) -> CmdResult {
         // op_mod 0 = own vNIC vport; 1 (e-switch vport) and 2 (uplink) and other_vport
         // need e-switch manager rights, which this function does not have.
-        if op_mod != 0 {
+        if op_mod != vport_state::OP_MOD_VNIC_VPORT {
             return fail(st::BAD_PARAM, synd::BAD_OP_MOD);
         }
         if get(inp, l::query_vport_state_in::other_vport) != 0 {
@@ -97,7 +97,7 @@ impl Device {
         }
         let mut o = out(16);
         set(&mut o, l::query_vport_state_out::admin_state, 1);
-        set(&mut o, l::query_vport_state_out::state, if self.vport.down { 0 } else { 1 });
+        set(&mut o, l::query_vport_state_out::state, if self.vport.down { vport_state::DOWN } else { vport_state::UP } as u64);
         Ok(o)
     }
 
