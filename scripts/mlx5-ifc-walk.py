@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Usage: mlx5-ifc-walk.py path/to/mlx5_ifc.h struct... -> "struct.field bit_offset bit_width" lines.
-# How the numbers in drivers/mlx5/tests/layout_offsets.rs were taken from the public headers.
+# How the numbers in drivers/mlx5-ifc/tests/layout_offsets/ were taken from the public headers.
 # Flatten mlx5_ifc `_bits` pseudo-structs (1 array element = 1 bit) into bit offsets.
 import re, sys
 src = open(sys.argv[1]).read()
