@@ -1,9 +1,7 @@
 //! Tests of the stores' I/O handles (`blockdev::IoHandles`, SPDK's io_channel): a RAM
 //! namespace's handles share its blocks and nothing else, and can be moved to other threads.
-use std::sync::Mutex;
-
 use blockdev::{Backing, BlockDevice, BlockDone, BlockIo, BlockOp, IoHandles, NoLocal, NsSpec, NullNamespace, RamNamespace};
-use hal::{DmaRegion, DmaSlice, Hal, HalError, PhysAddr};
+use hal::{DmaRegion, DmaSlice, Hal};
 use testbed::{PhysMem, SimClock, SimHal};
 
 fn done(d: &mut impl BlockDevice) -> Vec<BlockDone> {
@@ -63,53 +61,25 @@ fn null_and_backing_handles_are_of_the_same_kind() {
     assert_eq!(hr.direct_region(), ram.direct_region(), "the handle is on the same memory");
 }
 
-/// A platform whose DMA memory may be shared between threads (the image's `KernelDma` is
-/// `Send + Sync` too); heap memory behind a mutex, which only these tests' copies take.
-#[derive(Clone)]
-struct ThreadHal;
-struct HeapDma {
-    paddr: PhysAddr,
-    bytes: Mutex<Vec<u8>>,
-}
-impl DmaRegion for HeapDma {
-    fn paddr(&self) -> PhysAddr {
-        self.paddr
-    }
-    fn len(&self) -> usize {
-        self.bytes.lock().unwrap().len()
-    }
-    fn read(&self, offset: usize, buf: &mut [u8]) {
-        buf.copy_from_slice(&self.bytes.lock().unwrap()[offset..offset + buf.len()]);
-    }
-    fn write(&self, offset: usize, data: &[u8]) {
-        self.bytes.lock().unwrap()[offset..offset + data.len()].copy_from_slice(data);
-    }
-}
-impl Hal for ThreadHal {
-    type Dma = HeapDma;
-    fn dma_alloc(&self, size: usize, _align: usize) -> Result<HeapDma, HalError> {
-        let v = vec![0u8; size];
-        Ok(HeapDma { paddr: v.as_ptr() as PhysAddr, bytes: Mutex::new(v) })
-    }
-    fn now_ns(&self) -> u64 {
-        0
-    }
-}
-
 fn assert_send<T: Send>(_: &T) {}
 
 #[test]
 fn ram_handles_serve_from_their_own_threads() {
-    let mut ns = RamNamespace::new(ThreadHal, 4 << 20, 512).unwrap();
+    // The shared simulated platform is `Send + Sync` as the image's `KernelHal` is (its DMA
+    // arena one lock per access); no `copy_dma`, so a copy goes through the handle's own reads.
+    let hal = SimHal::new(PhysMem::new(), SimClock::new());
+    hal.set_copy_dma(false);
+    let mut ns = RamNamespace::new(hal.clone(), 4 << 20, 512).unwrap();
     const THREADS: u64 = 4;
     const BLOCKS_EACH: u64 = 256;
     let workers: Vec<_> = (0..THREADS)
         .map(|t| {
             let mut h = ns.io_handle().unwrap();
             assert_send(&h);
+            let hal = hal.clone();
             std::thread::spawn(move || {
                 // Each thread writes its own blocks (one pattern per block) through its handle.
-                let buf = ThreadHal.dma_alloc(512, 4096).unwrap();
+                let buf = hal.dma_alloc(512, 4096).unwrap();
                 for i in 0..BLOCKS_EACH {
                     let lba = t * BLOCKS_EACH + i;
                     buf.write(0, &[(lba % 251) as u8 + 1; 512]);
