@@ -7,14 +7,14 @@
 //! inline header), which suits ARP-sized control traffic.
 
 use crate::cmd::{op, MAX_MSG};
-use crate::datapath::{cqe_op, wqe_op, WQEBB};
+use crate::datapath::{cqe_op, poll_ring, wqe_op, WQEBB};
 use crate::device::Mlx5;
 use crate::error::Error;
 use crate::ifc::*;
 use crate::layout::{get, set, Field};
 use hal::{DmaRegion, Hal, Mmio};
 use mlx5_ifc::{ctrl_flags, flow, uar};
-use rdma::Cqn;
+use rdma::{Completion, Cqn, WcStatus};
 
 const LOG_SQ: u8 = 6; // 64 WQEBBs
 const LOG_RQ: u8 = 6; // 64 receive buffers
@@ -36,6 +36,8 @@ pub const MAX_FRAME: usize = 1514;
 const INLINE_HDR: usize = 18;
 /// Send buffer per SQ slot (a gathered frame's tail).
 const TX_BUF: usize = 2048;
+/// CQEs taken from a raw CQ per pass of the shared ring poll.
+const CQE_BATCH: usize = 16;
 
 /// The raw Ethernet objects (ids as the firmware numbered them).
 pub struct RawEth<D> {
@@ -56,8 +58,6 @@ pub struct RawEth<D> {
     sq_pi: u16,
     sq_ci: u16,
     rq_head: u16,
-    tx_cq_ci: u32,
-    rx_cq_ci: u32,
     /// Reserved lkey (the WQs are created with rlky: physical addresses).
     lkey: u32,
     /// Frames sent / received / dropped for errors.
@@ -112,8 +112,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             sq_pi: 0,
             sq_ci: 0,
             rq_head: 0,
-            tx_cq_ci: 0,
-            rx_cq_ci: 0,
             lkey: self.reserved_lkey().0,
             tx_frames: 0,
             rx_frames: 0,
@@ -361,43 +359,62 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     }
 
     fn reap_tx(&mut self) {
-        let Some(raw) = self.raw.as_mut() else { return };
-        let Some(cq) = self.cqs.iter().find(|c| c.cqn == raw.tx_cq) else { return };
+        let Some(tx_cq) = self.raw.as_ref().map(|r| r.tx_cq) else { return };
+        let Ok(i) = self.cq_index(tx_cq) else { return };
+        let (Some(raw), cq) = (self.raw.as_mut(), &mut self.cqs[i]) else { return };
+        let mut done = [Completion::default(); CQE_BATCH];
         loop {
-            let Some(e) = next_cqe(cq, raw.tx_cq_ci) else { break };
-            raw.tx_cq_ci += 1;
-            let counter = get(&e, cqe64::wqe_counter) as u16;
-            // One WQE per frame; WQEs are ≤ 5 WQEBBs. Completed up to and including `counter`.
-            raw.sq_ci = counter.wrapping_add(frame_bbs(&raw.sq_buf, counter, LOG_SQ));
+            // One WQE per frame; WQEs are ≤ 5 WQEBBs. Completed up to and including the CQE's
+            // WQE counter (carried in `wr_id`).
+            let n = poll_ring(cq, &mut done, |e| Some(Completion { wr_id: get(e, cqe64::wqe_counter), ..Completion::default() }));
+            for c in &done[..n] {
+                let counter = c.wr_id as u16;
+                raw.sq_ci = counter.wrapping_add(frame_bbs(&raw.sq_buf, counter, LOG_SQ));
+            }
+            if n < done.len() {
+                break;
+            }
         }
-        cq.dbr.write_be32(0, raw.tx_cq_ci & 0xff_ffff);
     }
 
     /// Hand every received frame to `f` (and re-post its buffer). Returns how many.
     pub fn poll_frames(&mut self, mut f: impl FnMut(&[u8])) -> usize {
         self.reap_tx();
-        let Some(raw) = self.raw.as_mut() else { return 0 };
-        let Some(cq) = self.cqs.iter().find(|c| c.cqn == raw.rx_cq) else { return 0 };
+        let Some(rx_cq) = self.raw.as_ref().map(|r| r.rx_cq) else { return 0 };
+        let Ok(i) = self.cq_index(rx_cq) else { return 0 };
+        let (Some(raw), cq) = (self.raw.as_mut(), &mut self.cqs[i]) else { return 0 };
         let mut n = 0;
         let mut buf = [0u8; RX_BUF];
+        let mut done = [Completion::default(); CQE_BATCH];
         loop {
-            let Some(e) = next_cqe(cq, raw.rx_cq_ci) else { break };
-            raw.rx_cq_ci += 1;
-            let counter = get(&e, cqe64::wqe_counter) as u16;
-            let slot = (counter as usize) & ((1 << LOG_RQ) - 1);
-            let op = get(&e, cqe64::opcode) as u8;
-            let len = (get(&e, cqe64::byte_cnt) as usize).min(RX_BUF);
-            if op == cqe_op::RESP_SEND {
-                raw.rx.read(slot * RX_BUF, &mut buf[..len]);
-                raw.rx_frames += 1;
-                f(&buf[..len]);
-                n += 1;
-            } else {
-                raw.rx_errors += 1;
+            // The receive's WQE counter names its buffer slot (`wr_id`); a receive that is not
+            // a SEND's is an error.
+            let got = poll_ring(cq, &mut done, |e| {
+                let op = get(e, cqe64::opcode) as u8;
+                Some(Completion {
+                    wr_id: get(e, cqe64::wqe_counter),
+                    byte_len: get(e, cqe64::byte_cnt) as u32,
+                    status: if op == cqe_op::RESP_SEND { WcStatus::Success } else { WcStatus::Other(op) },
+                    ..Completion::default()
+                })
+            });
+            for c in &done[..got] {
+                let slot = (c.wr_id as usize) & ((1 << LOG_RQ) - 1);
+                let len = (c.byte_len as usize).min(RX_BUF);
+                if c.status == WcStatus::Success {
+                    raw.rx.read(slot * RX_BUF, &mut buf[..len]);
+                    raw.rx_frames += 1;
+                    f(&buf[..len]);
+                    n += 1;
+                } else {
+                    raw.rx_errors += 1;
+                }
+                post_rx(raw);
             }
-            post_rx(raw);
+            if got < done.len() {
+                break;
+            }
         }
-        cq.dbr.write_be32(0, raw.rx_cq_ci & 0xff_ffff);
         n
     }
 
@@ -423,22 +440,6 @@ fn frame_bbs<D: DmaRegion>(sq: &D, idx: u16, log: u8) -> u16 {
     sq.read(slot * WQEBB, &mut c);
     let ds = get(&c, wqe_ctrl_seg::ds) as usize;
     (ds * 16).div_ceil(WQEBB).max(1) as u16
-}
-
-fn next_cqe<D: DmaRegion>(cq: &crate::device::Cq<D>, ci: u32) -> Option<[u8; 64]> {
-    let size = 1u32 << cq.log_size;
-    let at = ((ci & (size - 1)) as usize) * 64;
-    // Ownership (op_own) first, the rest once the CQE is ours (as `Mlx5::poll_cq`).
-    let own = cqe64::op_own.byte();
-    let mut e = [0u8; 64];
-    cq.buf.read(at + own, &mut e[own..own + 1]);
-    let op = get(&e, cqe64::opcode) as u8;
-    if op == cqe_op::INVALID || get(&e, cqe64::owner) as u32 != (ci >> cq.log_size) & 1 {
-        return None;
-    }
-    core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
-    cq.buf.read(at, &mut e[..own]);
-    Some(e)
 }
 
 /// Post receive buffer `rq_head` (buffer slot = WQE slot) and bump the RQ doorbell record.
