@@ -20,7 +20,8 @@ use log::debug;
 
 use crate::consts::{qp as qps, status as st, synd};
 use mlx5_ifc::ifc as l;
-use mlx5_ifc::layout::{get, Field};
+use mlx5_ifc::ifc::cqe64 as cqe;
+use mlx5_ifc::layout::{get, set, Field};
 use crate::mem::PhysMem;
 use crate::model::{Device, Mkey, Qp, RESD_LKEY};
 
@@ -28,15 +29,6 @@ pub use mlx5_ifc::queue::INVALID_LKEY;
 use mlx5_ifc::queue::INLINE_SEG;
 pub use mlx5_ifc::{cqe_op, cqe_synd, umr, wqe_op};
 
-// CQE byte offsets [mlx5dv.h struct mlx5_cqe64 / mlx5_err_cqe].
-const CQE_FLAGS_RQPN: usize = 0x18;
-const CQE_IMM_INVAL: usize = 0x24;
-const CQE_BYTE_CNT: usize = 0x2c;
-const CQE_VENDOR_SYND: usize = 0x36;
-const CQE_SYNDROME: usize = 0x37;
-const CQE_SOP_QPN: usize = 0x38;
-const CQE_WQE_COUNTER: usize = 0x3c;
-const CQE_OP_OWN: usize = 0x3f;
 
 struct MemView<'a>(&'a PhysMem);
 
@@ -676,13 +668,14 @@ impl Device {
     /// A requester CQE written by the adapter itself (NOP, LOCAL_INVAL, WQE errors).
     fn req_cqe(&mut self, qpn: u32, idx: u16, opcode: u8, syndrome: u8) {
         let mut c = [0u8; 64];
-        c[CQE_SOP_QPN..CQE_SOP_QPN + 4].copy_from_slice(&(((opcode as u32) << 24) | qpn).to_be_bytes());
-        c[CQE_WQE_COUNTER..CQE_WQE_COUNTER + 2].copy_from_slice(&idx.to_be_bytes());
+        set(&mut c, cqe::s_wqe_opcode, opcode as u64);
+        set(&mut c, cqe::qpn, qpn as u64);
+        set(&mut c, cqe::wqe_counter, idx as u64);
         if syndrome != 0 {
-            c[CQE_SYNDROME] = syndrome;
-            c[CQE_OP_OWN] = cqe_op::REQ_ERR << 4;
+            set(&mut c, cqe::syndrome, syndrome as u64);
+            set(&mut c, cqe::opcode, cqe_op::REQ_ERR as u64);
         } else {
-            c[CQE_OP_OWN] = cqe_op::REQ << 4;
+            set(&mut c, cqe::opcode, cqe_op::REQ as u64);
         }
         let cqn = self.qps[&qpn].cqn_snd;
         self.post_cqe(cqn, &c);
@@ -715,7 +708,7 @@ impl Device {
         let cqn = if send { q.cqn_snd } else { q.cqn_rcv };
         let wqe_opcode = (c.wr_id >> 32) as u8;
         let counter = (c.wr_id & 0xffff) as u16;
-        e[CQE_WQE_COUNTER..CQE_WQE_COUNTER + 2].copy_from_slice(&counter.to_be_bytes());
+        set(&mut e, cqe::wqe_counter, counter as u64);
         let qpn = c.qpn.0 & 0xff_ffff;
         if c.status != WcStatus::Success {
             let s = match c.status {
@@ -732,25 +725,26 @@ impl Device {
                 WcStatus::RnrRetryExceeded => cqe_synd::RNR_RETRY_EXC_ERR,
                 WcStatus::Success => 0,
             };
-            e[CQE_SYNDROME] = s;
-            e[CQE_VENDOR_SYND] = c.vendor_err;
-            let op = if send { wqe_opcode as u32 } else { 0 };
-            e[CQE_SOP_QPN..CQE_SOP_QPN + 4].copy_from_slice(&((op << 24) | qpn).to_be_bytes());
-            e[CQE_OP_OWN] = if send { cqe_op::REQ_ERR } else { cqe_op::RESP_ERR } << 4;
+            set(&mut e, cqe::syndrome, s as u64);
+            set(&mut e, cqe::vendor_err_synd, c.vendor_err as u64);
+            set(&mut e, cqe::s_wqe_opcode, if send { wqe_opcode as u64 } else { 0 });
+            set(&mut e, cqe::qpn, qpn as u64);
+            set(&mut e, cqe::opcode, if send { cqe_op::REQ_ERR } else { cqe_op::RESP_ERR } as u64);
             // The engine moved the QP to ERROR: mirror it.
             if let Some(q) = self.qps.get_mut(&c.qpn.0) {
                 q.state = qps::ERR;
                 mlx5_ifc::layout::set(&mut q.qpc, l::qpc::state, qps::ERR as u64);
             }
         } else if send {
-            e[CQE_SOP_QPN..CQE_SOP_QPN + 4].copy_from_slice(&(((wqe_opcode as u32) << 24) | qpn).to_be_bytes());
+            set(&mut e, cqe::s_wqe_opcode, wqe_opcode as u64);
+            set(&mut e, cqe::qpn, qpn as u64);
             if c.opcode == WcOpcode::RdmaRead {
-                e[CQE_BYTE_CNT..CQE_BYTE_CNT + 4].copy_from_slice(&c.byte_len.to_be_bytes());
+                set(&mut e, cqe::byte_cnt, c.byte_len as u64);
             }
-            e[CQE_OP_OWN] = cqe_op::REQ << 4;
+            set(&mut e, cqe::opcode, cqe_op::REQ as u64);
         } else {
-            e[CQE_SOP_QPN..CQE_SOP_QPN + 4].copy_from_slice(&qpn.to_be_bytes());
-            e[CQE_BYTE_CNT..CQE_BYTE_CNT + 4].copy_from_slice(&c.byte_len.to_be_bytes());
+            set(&mut e, cqe::qpn, qpn as u64);
+            set(&mut e, cqe::byte_cnt, c.byte_len as u64);
             let op = match (c.opcode, c.imm, c.invalidated_rkey) {
                 (WcOpcode::RecvRdmaWithImm, _, _) => cqe_op::RESP_WR_IMM,
                 (_, Some(_), _) => cqe_op::RESP_SEND_IMM,
@@ -758,15 +752,15 @@ impl Device {
                 _ => cqe_op::RESP_SEND,
             };
             if let Some(imm) = c.imm {
-                e[CQE_IMM_INVAL..CQE_IMM_INVAL + 4].copy_from_slice(&imm.to_be_bytes());
+                set(&mut e, cqe::imm_inval_pkey, imm as u64);
             } else if let Some(k) = c.invalidated_rkey {
-                e[CQE_IMM_INVAL..CQE_IMM_INVAL + 4].copy_from_slice(&k.0.to_be_bytes());
+                set(&mut e, cqe::imm_inval_pkey, k.0 as u64);
             }
             if c.grh {
-                let v = (1u32 << 28) | (c.src_qp.0 & 0xff_ffff);
-                e[CQE_FLAGS_RQPN..CQE_FLAGS_RQPN + 4].copy_from_slice(&v.to_be_bytes());
+                // flags_rqpn: the GRH-present flag (bits 29:28 = 1) and the source QPN.
+                set(&mut e, cqe::flags_rqpn, (1u64 << 28) | (c.src_qp.0 & 0xff_ffff) as u64);
             }
-            e[CQE_OP_OWN] = op << 4;
+            set(&mut e, cqe::opcode, op as u64);
         }
         self.post_cqe(cqn, &e);
     }
