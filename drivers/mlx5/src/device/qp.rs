@@ -212,6 +212,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// INIT2RTR_QP for the QP `c` describes (its state is the caller's to set).
     pub(crate) fn init2rtr(&mut self, c: QpCtl, a: &RcConnectAttrs) -> Result<(), Error> {
         let (qpn, kind) = (c.qpn, c.kind);
+        if kind != QpKind::Rc {
+            return Err(Error::InvalidArgument("RC attributes for a QP that is not RC"));
+        }
         mtu_bytes_to_enum(a.mtu).map(u64::from).ok_or(Error::InvalidArgument("path MTU"))?;
         // Never more than the port carries (firmware refuses a path MTU over the port's max).
         let mtu = mtu_bytes_to_enum(a.mtu.min(self.port_mtu.max_path_mtu())).map(u64::from).ok_or(Error::InvalidArgument("path MTU"))?;
@@ -219,29 +222,23 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let q = init2rtr_qp_in::qpc;
         let path = qpc::primary_address_path.at(q);
         set(&mut self.inb, ads::vhca_port_num.at(path), 1);
-        if kind == QpKind::Gsi {
-            set(&mut self.inb, qpc::mtu.at(q), 1);
-            set(&mut self.inb, qpc::log_msg_max.at(q), 8);
-            set(&mut self.inb, qpc::q_key.at(q), GSI_QKEY as u64);
-        } else {
-            set(&mut self.inb, qpc::mtu.at(q), mtu);
-            set(&mut self.inb, qpc::log_msg_max.at(q), self.caps.log_max_msg as u64);
-            set(&mut self.inb, qpc::remote_qpn.at(q), a.remote_qpn.0 as u64 & 0xff_ffff);
-            set(&mut self.inb, qpc::next_rcv_psn.at(q), a.rq_psn as u64 & 0xff_ffff);
-            let rra = log2_ceil(a.max_dest_rd_atomic as u32).min(self.caps.log_max_ra_res_qp);
-            set(&mut self.inb, qpc::log_rra_max.at(q), rra as u64);
-            set(&mut self.inb, qpc::min_rnr_nak.at(q), a.min_rnr_timer as u64);
-            set(&mut self.inb, qpc::rre.at(q), a.access.remote_read as u64);
-            set(&mut self.inb, qpc::rwe.at(q), a.access.remote_write as u64);
-            set_bytes(&mut self.inb, ads::rgid_rip.at(path), &gid_from_ipv4(a.remote_ip));
-            let m = a.remote_mac;
-            set(&mut self.inb, ads::rmac_47_32.at(path), u16::from_be_bytes([m[0], m[1]]) as u64);
-            set(&mut self.inb, ads::rmac_31_0.at(path), u32::from_be_bytes([m[2], m[3], m[4], m[5]]) as u64);
-            set(&mut self.inb, ads::src_addr_index.at(path), 0);
-            set(&mut self.inb, ads::hop_limit.at(path), 64);
-            let sport = if a.udp_sport >= 0xc000 { a.udp_sport } else { rocev2_sport(qpn, a.remote_qpn) };
-            set(&mut self.inb, ads::udp_sport.at(path), sport as u64);
-        }
+        set(&mut self.inb, qpc::mtu.at(q), mtu);
+        set(&mut self.inb, qpc::log_msg_max.at(q), self.caps.log_max_msg as u64);
+        set(&mut self.inb, qpc::remote_qpn.at(q), a.remote_qpn.0 as u64 & 0xff_ffff);
+        set(&mut self.inb, qpc::next_rcv_psn.at(q), a.rq_psn as u64 & 0xff_ffff);
+        let rra = log2_ceil(a.max_dest_rd_atomic as u32).min(self.caps.log_max_ra_res_qp);
+        set(&mut self.inb, qpc::log_rra_max.at(q), rra as u64);
+        set(&mut self.inb, qpc::min_rnr_nak.at(q), a.min_rnr_timer as u64);
+        set(&mut self.inb, qpc::rre.at(q), a.access.remote_read as u64);
+        set(&mut self.inb, qpc::rwe.at(q), a.access.remote_write as u64);
+        set_bytes(&mut self.inb, ads::rgid_rip.at(path), &gid_from_ipv4(a.remote_ip));
+        let m = a.remote_mac;
+        set(&mut self.inb, ads::rmac_47_32.at(path), u16::from_be_bytes([m[0], m[1]]) as u64);
+        set(&mut self.inb, ads::rmac_31_0.at(path), u32::from_be_bytes([m[2], m[3], m[4], m[5]]) as u64);
+        set(&mut self.inb, ads::src_addr_index.at(path), 0);
+        set(&mut self.inb, ads::hop_limit.at(path), 64);
+        let sport = if a.udp_sport >= 0xc000 { a.udp_sport } else { rocev2_sport(qpn, a.remote_qpn) };
+        set(&mut self.inb, ads::udp_sport.at(path), sport as u64);
         self.run(len, init2rtr_qp_out::LAYOUT.size)
     }
 
@@ -256,18 +253,19 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// RTR2RTS_QP for the QP `c` describes (its state is the caller's to set).
     pub(crate) fn rtr2rts(&mut self, c: QpCtl, a: &RcConnectAttrs) -> Result<(), Error> {
         let (qpn, kind) = (c.qpn, c.kind);
+        if kind != QpKind::Rc {
+            return Err(Error::InvalidArgument("RC attributes for a QP that is not RC"));
+        }
         let len = self.begin_modify(op::RTR2RTS_QP, qpn);
         let q = rtr2rts_qp_in::qpc;
         let path = qpc::primary_address_path.at(q);
         set(&mut self.inb, qpc::pm_state.at(q), 3);
         set(&mut self.inb, qpc::next_send_psn.at(q), a.sq_psn as u64 & 0xff_ffff);
-        if kind == QpKind::Rc {
-            set(&mut self.inb, qpc::retry_count.at(q), a.retry_cnt.min(7) as u64);
-            set(&mut self.inb, qpc::rnr_retry.at(q), a.rnr_retry.min(7) as u64);
-            let sra = log2_ceil(a.max_rd_atomic as u32).min(self.caps.log_max_ra_req_qp);
-            set(&mut self.inb, qpc::log_sra_max.at(q), sra as u64);
-            set(&mut self.inb, ads::ack_timeout.at(path), a.timeout.min(31) as u64);
-        }
+        set(&mut self.inb, qpc::retry_count.at(q), a.retry_cnt.min(7) as u64);
+        set(&mut self.inb, qpc::rnr_retry.at(q), a.rnr_retry.min(7) as u64);
+        let sra = log2_ceil(a.max_rd_atomic as u32).min(self.caps.log_max_ra_req_qp);
+        set(&mut self.inb, qpc::log_sra_max.at(q), sra as u64);
+        set(&mut self.inb, ads::ack_timeout.at(path), a.timeout.min(31) as u64);
         self.run(len, rtr2rts_qp_out::LAYOUT.size)
     }
 
@@ -278,12 +276,30 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.qp_rtr2rts(qpn, a)
     }
 
-    /// Bring the GSI QP (QP1) to RTS.
+    /// Bring the GSI QP (QP1) to RTS: a UD QP with no peer, so its transitions carry only the
+    /// port, a 256-byte path MTU (MADs), 256-byte messages, the well-known Q_Key and send PSN 0,
+    /// none of an RC connection's attributes.
     pub fn activate_gsi(&mut self, qpn: Qpn) -> Result<(), Error> {
-        let a = RcConnectAttrs { mtu: 256, ..Default::default() };
         self.qp_rst2init(qpn, Access::default())?;
-        self.qp_init2rtr(qpn, &a)?;
-        self.qp_rtr2rts(qpn, &a)
+        let i = self.qp_index(qpn)?;
+        if self.qps[i].kind != QpKind::Gsi {
+            return Err(Error::InvalidArgument("activate_gsi on a QP that is not QP1"));
+        }
+        let len = self.begin_modify(op::INIT2RTR_QP, qpn);
+        let q = init2rtr_qp_in::qpc;
+        set(&mut self.inb, ads::vhca_port_num.at(qpc::primary_address_path.at(q)), 1);
+        set(&mut self.inb, qpc::mtu.at(q), 1);
+        set(&mut self.inb, qpc::log_msg_max.at(q), 8);
+        set(&mut self.inb, qpc::q_key.at(q), GSI_QKEY as u64);
+        self.run(len, init2rtr_qp_out::LAYOUT.size)?;
+        self.qps[i].state = QpState::Rtr;
+        let len = self.begin_modify(op::RTR2RTS_QP, qpn);
+        let q = rtr2rts_qp_in::qpc;
+        set(&mut self.inb, qpc::pm_state.at(q), 3);
+        set(&mut self.inb, qpc::next_send_psn.at(q), 0);
+        self.run(len, rtr2rts_qp_out::LAYOUT.size)?;
+        self.qps[i].state = QpState::Rts;
+        Ok(())
     }
 
     /// Any state → ERROR.
