@@ -79,7 +79,7 @@ fn engine() -> Engine {
     let ops = [SendOp::Send, SendOp::RdmaRead { remote_va: 0, rkey: Rkey(9) }, SendOp::RdmaWrite { remote_va: 0, rkey: Rkey(9) }];
     for (i, op) in ops.into_iter().enumerate() {
         let sge = Sge { addr: 0x8000, len: 3000, lkey: Lkey(KEY) };
-        let wr = SendWr { wr_id: i as u64, op, data: Gather::Sges(vec![sge]), signaled: true, solicited: false, ud: None };
+        let wr = SendWr { wr_id: i as u64, op, data: Gather::Sges(vec![sge]), signaled: true, solicited: false, fence: false, ud: None };
         eng.post_send(Qpn(2), wr).unwrap();
     }
     eng

@@ -77,7 +77,7 @@ impl Evil {
         let off = (self.spare_next % SPARE_SLOTS) * SPARE_SLOT;
         self.spare_next += 1;
         buf.write(off, bytes);
-        let wr = SendWr { wr_id: u64::MAX, op: SendOp::Send, sge: Sge { addr: buf.paddr() + off as u64, len: bytes.len() as u32, lkey: *lkey }, signaled: false, ud: None };
+        let wr = SendWr { wr_id: u64::MAX, op: SendOp::Send, sge: Sge { addr: buf.paddr() + off as u64, len: bytes.len() as u32, lkey: *lkey }, signaled: false, fence: false, ud: None };
         self.dev.post_send(qp, &wr).unwrap();
     }
 

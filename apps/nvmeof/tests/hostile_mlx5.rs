@@ -116,7 +116,7 @@ impl Flooder {
         let off = (self.sent % Self::SLOTS) as usize * 256;
         self.buf.write(off, mad);
         let ud = UdDest { remote_qpn: Qpn(1), qkey: GSI_QKEY, dest_ip: T_IP, dest_mac: T_MAC, udp_sport: 0xC0DE };
-        let wr = SendWr { wr_id: self.sent, op: SendOp::Send, sge: Sge { addr: self.buf.paddr() + off as u64, len: 256, lkey: self.lkey }, signaled: true, ud: Some(ud) };
+        let wr = SendWr { wr_id: self.sent, op: SendOp::Send, sge: Sge { addr: self.buf.paddr() + off as u64, len: 256, lkey: self.lkey }, signaled: true, fence: false, ud: Some(ud) };
         let qp1 = self.n.v.gsi_qp();
         let ok = self.n.v.post_send(qp1, &wr).is_ok();
         if ok {

@@ -311,7 +311,7 @@ fn failed_rdma_read_fails_the_write_and_leaves_the_namespace() {
     host.submit(&mut h.v, 1, s1, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
     let key = host.slot_key(1, s1);
     let hqp = *w.host_qps.last().expect("I/O queue QP");
-    let inv = rdma::SendWr { wr_id: 0x1bad, op: rdma::SendOp::LocalInvalidate(key), sge: rdma::Sge { addr: 0, len: 0, lkey: rdma::Lkey(0) }, signaled: false, ud: None };
+    let inv = rdma::SendWr { wr_id: 0x1bad, op: rdma::SendOp::LocalInvalidate(key), sge: rdma::Sge { addr: 0, len: 0, lkey: rdma::Lkey(0) }, signaled: false, fence: false, ud: None };
     h.v.post_send(hqp, &inv).unwrap();
     let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
     let mut answered = vec![];
@@ -470,7 +470,7 @@ fn target_reusing_a_completed_ios_key_is_refused() {
     let src = w.t.v.alloc_buf(4096).unwrap();
     src.write(0, &[0xA5; 4096]);
     let (lk, _) = w.t.v.reg_mr(src.paddr(), 4096, Access { local_write: true, ..Default::default() }).unwrap();
-    let wr = rdma::SendWr { wr_id: 0xbad, op: rdma::SendOp::RdmaWrite { remote_addr: addr, rkey: key }, sge: rdma::Sge { addr: src.paddr(), len: 4096, lkey: lk }, signaled: true, ud: None };
+    let wr = rdma::SendWr { wr_id: 0xbad, op: rdma::SendOp::RdmaWrite { remote_addr: addr, rkey: key }, sge: rdma::Sge { addr: src.paddr(), len: 4096, lkey: lk }, signaled: true, fence: false, ud: None };
     w.target.queue_data_path(&mut w.t.v, tqp).expect("the target's QP").post_send(tqp, &wr).unwrap();
     for _ in 0..2000 {
         w.turn();

@@ -8,7 +8,7 @@
 //!   tables against offsets taken from the public headers, `scripts/mlx5-layouts` prints them;
 //! - [`cmd`]: command opcodes, command and delivery statuses, register ids, with their names,
 //!   and the commands' `op_mod` values;
-//! - [`queue`]: event types, QP types/states, SQ/RQ states, WQE and CQE opcodes, CQE syndromes,
+//! - [`queue`]: event types, QP types/states, SQ/RQ states, WQE and CQE opcodes, fence modes, CQE syndromes,
 //!   UMR masks, UAR register offsets, NIC receive steering numbers.
 #![no_std]
 #![forbid(unsafe_code)]
@@ -21,4 +21,4 @@ pub mod queue;
 pub use cmd::{
     access_reg, cap_type, delivery, health_synd, nic_interface, op, pages_op, reg, status, teardown, ts_format, vport_state,
 };
-pub use queue::{ctrl_flags, cqe_op, cqe_synd, event, flow, qp, rmp_state, rq_type, uar, umr, wq_state, wq_type, wqe_op};
+pub use queue::{ctrl_flags, cqe_op, cqe_synd, event, fence_mode, flow, qp, rmp_state, rq_type, uar, umr, wq_state, wq_type, wqe_op};

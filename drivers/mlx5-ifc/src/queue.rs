@@ -1,5 +1,5 @@
 //! Queue numbers: event types [mlx5_ifc.h / device.h MLX5_EVENT_TYPE_*], QP service types and
-//! states [mlx5_ifc.h], send WQE, CQE and UMR codes [rdma-core mlx5dv.h, Linux qp.h], the
+//! states [mlx5_ifc.h], send WQE (opcodes, fence modes), CQE and UMR codes [rdma-core mlx5dv.h, Linux qp.h], the
 //! fixed sizes of the rings, UAR register offsets [device.h] and steering numbers [mlx5_ifc.h].
 
 /// Send WQE basic block (bytes); every SQ slot is one [mlx5dv.h MLX5_SEND_WQE_BB].
@@ -124,6 +124,31 @@ pub mod wqe_op {
     pub const RDMA_READ: u8 = 0x10;
     pub const LOCAL_INVAL: u8 = 0x1b;
     pub const UMR: u8 = 0x25;
+}
+
+/// Fence mode, bits 7:5 of the send WQE ctrl segment's `fm_ce_se` byte [Linux qp.h
+/// MLX5_FENCE_MODE_*; rdma-core mlx5dv.h MLX5_WQE_CTRL_FENCE = 4 << 5 and
+/// MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE = 1 << 5].
+///
+/// What a verbs fence (IBV_SEND_FENCE / IB_SEND_FENCE: wait for earlier RDMA READs and atomics
+/// of the send queue) maps to: Linux mlx5 posts [`FENCE`](fence_mode::FENCE), or
+/// [`SMALL_AND_FENCE`](fence_mode::SMALL_AND_FENCE) when the WQE also follows a UMR (it must
+/// wait for the key change as well); rdma-core's provider always posts `SMALL_AND_FENCE` (the
+/// union of both waits, so it need not know what came before). Linux gives a UMR itself
+/// [`INITIATOR_SMALL`](fence_mode::INITIATOR_SMALL) or [`STRONG_ORDERING`](fence_mode::STRONG_ORDERING)
+/// and the WQE after it `INITIATOR_SMALL`.
+pub mod fence_mode {
+    /// Where the mode sits in `fm_ce_se`.
+    pub const MASK: u8 = 0b111 << 5;
+    pub const NONE: u8 = 0;
+    /// Wait for earlier local operations of the queue (a UMR) to finish.
+    pub const INITIATOR_SMALL: u8 = 1 << 5;
+    /// Wait for earlier RDMA READs and atomics of the queue to complete.
+    pub const FENCE: u8 = 2 << 5;
+    /// Wait for every earlier WQE of the queue to complete.
+    pub const STRONG_ORDERING: u8 = 3 << 5;
+    /// `FENCE` and `INITIATOR_SMALL` together.
+    pub const SMALL_AND_FENCE: u8 = 4 << 5;
 }
 
 /// UMR control-segment flag and mkey-mask bits [Linux qp.h MLX5_UMR_INLINE, MLX5_MKEY_MASK_*;

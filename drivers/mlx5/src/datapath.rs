@@ -10,6 +10,7 @@ use hal::{DmaRegion, Hal, Mmio};
 use rdma::{Completion, Qpn, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
 
 use mlx5_ifc::cqe_synd as synd;
+use mlx5_ifc::fence_mode;
 use mlx5_ifc::queue::{INLINE_SEG, INVALID_LKEY};
 pub use mlx5_ifc::queue::WQEBB;
 pub use mlx5_ifc::{cqe_op, wqe_op};
@@ -193,13 +194,20 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
     let mut len = ctrl::LAYOUT.size;
     // The opcode the completion is reported as (a UMR is a registration or an invalidation).
     let mut slot_opcode = opcode;
-    let mut fence = if q.next_fence { crate::fastreg::FENCE_SMALL } else { 0 };
+    // A verbs fence waits for earlier READs (FENCE); after a UMR it must also wait for the key
+    // change (SMALL_AND_FENCE), as Linux mlx5 maps IB_SEND_FENCE.
+    let mut fence = match (wr.fence, q.next_fence) {
+        (false, false) => 0,
+        (false, true) => crate::fastreg::FENCE_SMALL,
+        (true, false) => fence_mode::FENCE as u64,
+        (true, true) => fence_mode::SMALL_AND_FENCE as u64,
+    };
     let umr = matches!(wr.op, SendOp::RegMr { .. } | SendOp::LocalInvalidate(_));
     if umr {
         let (n, _, so) = crate::fastreg::write(&mut w, &wr.op)?;
         len = n;
         slot_opcode = so;
-        fence = crate::fastreg::FENCE_SMALL;
+        fence = if wr.fence { fence_mode::SMALL_AND_FENCE as u64 } else { crate::fastreg::FENCE_SMALL };
     }
     if q.kind == QpKind::Gsi {
         let ud = wr.ud.ok_or(Error::InvalidArgument("UD send without address"))?;

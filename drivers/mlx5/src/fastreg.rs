@@ -18,7 +18,7 @@
 use crate::error::Error;
 use crate::ifc::{mkc, wqe_ctrl_seg as ctrl, wqe_umr_ctrl_seg as umr_ctrl};
 use crate::layout::set;
-use mlx5_ifc::{umr, wqe_op};
+use mlx5_ifc::{fence_mode, umr, wqe_op};
 use rdma::{Access, SendOp};
 
 /// Send WQE opcode of a UMR [mlx5dv.h MLX5_OPCODE_UMR].
@@ -28,10 +28,10 @@ pub const OPCODE_UMR: u8 = wqe_op::UMR;
 pub const SLOT_LOCAL_INVAL: u8 = wqe_op::LOCAL_INVAL;
 const UMR_INLINE: u64 = umr::FLAG_INLINE as u64;
 
-/// Fence mode "initiator small" in fm_ce_se bits 7:5 [qp.h MLX5_FENCE_MODE_INITIATOR_SMALL]:
-/// the WQE waits for earlier local operations (a UMR) to finish; set on a UMR and on the WQE
-/// after it, as Linux does, so a command capsule never leaves before its key is valid.
-pub const FENCE_SMALL: u64 = 1 << 5;
+/// Fence mode "initiator small" ([`fence_mode::INITIATOR_SMALL`]): the WQE waits for earlier
+/// local operations (a UMR) to finish; set on a UMR and on the WQE after it, as Linux does, so a
+/// command capsule never leaves before its key is valid.
+pub const FENCE_SMALL: u64 = fence_mode::INITIATOR_SMALL as u64;
 
 /// mkc access mode MTT [mlx5_ifc.h MLX5_MKC_ACCESS_MODE_MTT].
 const ACCESS_MODE_MTT: u64 = 1;

@@ -207,7 +207,7 @@ fn rounds<H: Hal, M: Mmio>(v: &mut Mlx5Verbs<H, M>, a: &Side<H::Dma>, b: &Side<H
     let zero = vec![0u8; size];
     let to = cfg.op_timeout_ns;
     let sge = |s: &Side<H::Dma>, at: usize| Sge { addr: s.buf.paddr() + at as u64, len: cfg.size, lkey: s.lkey };
-    let wr = |id: u64, op: SendOp, sge: Sge| SendWr { wr_id: id, op, sge, signaled: true, ud: None };
+    let wr = |id: u64, op: SendOp, sge: Sge| SendWr { wr_id: id, op, sge, signaled: true, fence: false, ud: None };
     let id = (round as u64) << 8;
 
     // SEND A -> B (into B's posted receive).

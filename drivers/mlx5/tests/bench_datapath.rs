@@ -45,6 +45,7 @@ fn bench_post_send_and_poll_cq() {
         op: SendOp::RdmaWrite { remote_addr: 0x1000, rkey: Rkey(0x55) },
         sge: Sge { addr: 0x1_0000_0000, len: 4096, lkey: Lkey(0x66) },
         signaled: true,
+        fence: false,
         ud: None,
     };
     const N: usize = 200_000;

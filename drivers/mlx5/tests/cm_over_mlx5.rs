@@ -142,7 +142,7 @@ fn cm_connect_send_disconnect_over_mlx5() {
     let (hid, tid, hq, _tq) = w.establish(4420);
     w.h.buf.write(60_000, b"capsule!");
     let sge = Sge { addr: w.h.buf.paddr() + 60_000, len: 8, lkey: w.h.lkey };
-    w.h.v.post_send(hq, &SendWr { wr_id: 1, op: SendOp::Send, sge, signaled: true, ud: None }).unwrap();
+    w.h.v.post_send(hq, &SendWr { wr_id: 1, op: SendOp::Send, sge, signaled: true, fence: false, ud: None }).unwrap();
     let mut got = Vec::new();
     for _ in 0..10_000 {
         w.step(1_000);

@@ -43,6 +43,7 @@ fn send_wqe_layout_doorbells_and_completions() {
         op: SendOp::RdmaWrite { remote_addr: 0xdead_0000_1000, rkey: Rkey(0x1234) },
         sge: Sge { addr: 0x1_0000_8000, len: 300, lkey: Lkey(0x5678) },
         signaled: true,
+        fence: false,
         ud: None,
     };
     dev.post_send(qp, &wr).unwrap();
@@ -77,7 +78,7 @@ fn send_wqe_layout_doorbells_and_completions() {
     let mut wrid = 100;
     for round in 0..10u16 {
         // Send + receive each round: the 4-entry CQ wraps five times.
-        let send = SendWr { wr_id: wrid, op: SendOp::SendWithImm(0xabcd), sge: Sge::default(), signaled: true, ud: None };
+        let send = SendWr { wr_id: wrid, op: SendOp::SendWithImm(0xabcd), sge: Sge::default(), signaled: true, fence: false, ud: None };
         dev.post_send(qp, &send).unwrap();
         dev.post_recv(qp, &RecvWr { wr_id: wrid + 1, sge: Sge { addr: 0x1_0000_9000, len: 4096, lkey: Lkey(1) } }).unwrap();
         let pi = 1 + round; // one WQEBB each
@@ -113,7 +114,7 @@ fn send_queue_full_is_an_error_not_an_overwrite() {
     let cq = dev.create_cq(4).unwrap();
     let qp = dev.create_qp(QpKind::Rc, cq, cq, 2, 2, 0).unwrap();
     dev.connect_rc(qp, &rc_attrs(Qpn(9))).unwrap();
-    let wr = SendWr { wr_id: 1, op: SendOp::Send, sge: Sge::default(), signaled: true, ud: None };
+    let wr = SendWr { wr_id: 1, op: SendOp::Send, sge: Sge::default(), signaled: true, fence: false, ud: None };
     for _ in 0..4 {
         dev.post_send(qp, &wr).unwrap();
     }
@@ -134,7 +135,7 @@ fn ud_send_on_qp1_carries_an_address_vector() {
     let gsi = dev.create_qp(QpKind::Gsi, cq, cq, 3, 3, 2).unwrap();
     dev.activate_gsi(gsi).unwrap();
     // Advance the SQ to its last WQEBB (1 + 3 * 2 = 7) so the 2-WQEBB UD WQE wraps around the ring.
-    let small = SendWr { wr_id: 0, op: SendOp::Send, sge: Sge::default(), signaled: true, ud: Some(UdDest::default()) };
+    let small = SendWr { wr_id: 0, op: SendOp::Send, sge: Sge::default(), signaled: true, fence: false, ud: Some(UdDest::default()) };
     let big = SendWr { sge: Sge { addr: 0x1_0000_a000, len: 1, lkey: Lkey(3) }, ..small };
     dev.post_send(gsi, &small).unwrap(); // ctrl + AV = 1 WQEBB
     for _ in 0..3 {
@@ -146,7 +147,7 @@ fn ud_send_on_qp1_carries_an_address_vector() {
     let mut out = [Completion::default(); 4];
     assert_eq!(dev.poll_cq(cq, &mut out).unwrap(), 4);
     let ud = UdDest { remote_qpn: Qpn(1), qkey: 0x8001_0000, dest_ip: [192, 168, 7, 3], dest_mac: [2, 0, 0, 0, 0, 0x33], udp_sport: 0xc123 };
-    let wr = SendWr { wr_id: 5, op: SendOp::Send, sge: Sge { addr: 0x1_0000_a000, len: 256, lkey: Lkey(3) }, signaled: true, ud: Some(ud) };
+    let wr = SendWr { wr_id: 5, op: SendOp::Send, sge: Sge { addr: 0x1_0000_a000, len: 256, lkey: Lkey(3) }, signaled: true, fence: false, ud: Some(ud) };
     dev.post_send(gsi, &wr).unwrap(); // WQEBBs 7 and 0 (wrapped)
     let d = rig.cx.device();
     let q = &d.qps[&gsi.0];
@@ -172,7 +173,7 @@ fn cqes_for_unknown_qps_or_idle_slots_are_dropped_and_counted() {
     let cq = dev.create_cq(4).unwrap();
     let qp = dev.create_qp(QpKind::Rc, cq, cq, 2, 2, 0).unwrap();
     // Posting before RTS is refused.
-    let wr = SendWr { wr_id: 1, op: SendOp::Send, sge: Sge::default(), signaled: true, ud: None };
+    let wr = SendWr { wr_id: 1, op: SendOp::Send, sge: Sge::default(), signaled: true, fence: false, ud: None };
     assert!(dev.post_send(qp, &wr).is_err());
     dev.connect_rc(qp, &rc_attrs(Qpn(9))).unwrap();
     let mut d = rig.cx.device_mut();
@@ -226,7 +227,7 @@ fn deferred_sends_share_one_doorbell_and_receives_need_no_mmio() {
     };
     let mmio0 = rig.cx.counters().mmio_writes;
     let stats0 = dev.stats();
-    let send = |i: u64| SendWr { wr_id: i, op: SendOp::Send, sge: Sge { addr: 0x1_0000_9000, len: 16, lkey: Lkey(1) }, signaled: true, ud: None };
+    let send = |i: u64| SendWr { wr_id: i, op: SendOp::Send, sge: Sge { addr: 0x1_0000_9000, len: 16, lkey: Lkey(1) }, signaled: true, fence: false, ud: None };
     for i in 0..3 {
         dev.post_send_deferred(qp, &send(i)).unwrap();
     }

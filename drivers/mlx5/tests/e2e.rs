@@ -67,7 +67,7 @@ fn rc_send_write_read_between_two_adapters() {
     // SEND 3000 bytes A -> B.
     let msg: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 3) as u8).collect();
     bufa.write(0, &msg);
-    a.v.post_send(qa, &SendWr { wr_id: 10, op: SendOp::Send, sge: Sge { addr: bufa.paddr(), len: 3000, lkey: lka }, signaled: true, ud: None }).unwrap();
+    a.v.post_send(qa, &SendWr { wr_id: 10, op: SendOp::Send, sge: Sge { addr: bufa.paddr(), len: 3000, lkey: lka }, signaled: true, fence: false, ud: None }).unwrap();
     let (ca, cb) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (1, 1));
     assert_eq!((ca[0].wr_id, ca[0].status, ca[0].opcode), (10, WcStatus::Success, WcOpcode::Send), "{ca:?}");
     assert_eq!((cb[0].wr_id, cb[0].status, cb[0].byte_len), (1, WcStatus::Success, 3000), "{cb:?}");
@@ -83,6 +83,7 @@ fn rc_send_write_read_between_two_adapters() {
         op: SendOp::RdmaWrite { remote_addr: bufb.paddr() + 8192, rkey: rkb },
         sge: Sge { addr: bufa.paddr() + 4096, len: 20000, lkey: lka },
         signaled: true,
+        fence: false,
         ud: None,
     };
     a.v.post_send(qa, &w).unwrap();
@@ -96,6 +97,7 @@ fn rc_send_write_read_between_two_adapters() {
         op: SendOp::RdmaRead { remote_addr: bufb.paddr() + 8192, rkey: rkb },
         sge: Sge { addr: bufa.paddr() + 32768, len: 20000, lkey: lka },
         signaled: true,
+        fence: false,
         ud: None,
     };
     a.v.post_send(qa, &r).unwrap();
@@ -145,7 +147,7 @@ fn gsi_qp1_ud_exchange() {
     let mad: Vec<u8> = (0..256u32).map(|i| i as u8 ^ 0x5a).collect();
     bufa.write(4096, &mad);
     let ud = rdma::UdDest { remote_qpn: Qpn(1), qkey: 0x8001_0000, dest_ip: b.v.local_ip(), dest_mac: b.v.local_mac(), udp_sport: 0xc001 };
-    let wr = SendWr { wr_id: 2, op: SendOp::Send, sge: Sge { addr: bufa.paddr() + 4096, len: 256, lkey: resd_a }, signaled: true, ud: Some(ud) };
+    let wr = SendWr { wr_id: 2, op: SendOp::Send, sge: Sge { addr: bufa.paddr() + 4096, len: 256, lkey: resd_a }, signaled: true, fence: false, ud: Some(ud) };
     a.v.post_send(ga, &wr).unwrap();
     let (ca, cb) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (1, 1));
     assert_eq!((ca[0].wr_id, ca[0].status), (2, WcStatus::Success), "{ca:?}");
@@ -184,16 +186,16 @@ fn immediates_and_send_with_invalidate() {
         b.v.post_recv(qb, &RecvWr { wr_id: 100 + i, sge: Sge { addr: bufb.paddr() + 1024 * i, len: 1024, lkey: lkb } }).unwrap();
     }
     let sge = Sge { addr: bufa.paddr(), len: 64, lkey: lka };
-    a.v.post_send(qa, &SendWr { wr_id: 1, op: SendOp::SendWithImm(0x1122_3344), sge, signaled: true, ud: None }).unwrap();
-    a.v.post_send(qa, &SendWr { wr_id: 2, op: SendOp::RdmaWriteWithImm { remote_addr: bufb.paddr() + 8192, rkey: rk_io, imm: 0x5566_7788 }, sge, signaled: true, ud: None }).unwrap();
-    a.v.post_send(qa, &SendWr { wr_id: 3, op: SendOp::SendWithInvalidate(rk_io), sge, signaled: true, ud: None }).unwrap();
+    a.v.post_send(qa, &SendWr { wr_id: 1, op: SendOp::SendWithImm(0x1122_3344), sge, signaled: true, fence: false, ud: None }).unwrap();
+    a.v.post_send(qa, &SendWr { wr_id: 2, op: SendOp::RdmaWriteWithImm { remote_addr: bufb.paddr() + 8192, rkey: rk_io, imm: 0x5566_7788 }, sge, signaled: true, fence: false, ud: None }).unwrap();
+    a.v.post_send(qa, &SendWr { wr_id: 3, op: SendOp::SendWithInvalidate(rk_io), sge, signaled: true, fence: false, ud: None }).unwrap();
     let (ca, cb) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (3, 3));
     assert!(ca.iter().all(|c| c.status == WcStatus::Success), "{ca:?}");
     assert_eq!((cb[0].wr_id, cb[0].opcode, cb[0].imm), (100, WcOpcode::RecvWithImm, Some(0x1122_3344)), "{cb:?}");
     assert_eq!((cb[1].wr_id, cb[1].opcode, cb[1].imm), (101, WcOpcode::RecvRdmaWithImm, Some(0x5566_7788)), "{cb:?}");
     assert_eq!((cb[2].wr_id, cb[2].opcode, cb[2].invalidated_rkey), (102, WcOpcode::Recv, Some(rk_io)), "{cb:?}");
     // The invalidated key no longer reaches B's memory; the long-lived one still does.
-    a.v.post_send(qa, &SendWr { wr_id: 4, op: SendOp::RdmaWrite { remote_addr: bufb.paddr() + 8192, rkey: rk_io }, sge, signaled: true, ud: None }).unwrap();
+    a.v.post_send(qa, &SendWr { wr_id: 4, op: SendOp::RdmaWrite { remote_addr: bufb.paddr() + 8192, rkey: rk_io }, sge, signaled: true, fence: false, ud: None }).unwrap();
     let (ca, _) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (1, 0));
     assert_eq!((ca[0].wr_id, ca[0].status), (4, WcStatus::RemoteAccess), "{ca:?}");
     let _ = rkb;
@@ -224,7 +226,7 @@ fn sends_over_a_lossy_reordering_link_arrive_once_in_order() {
             let fill = vec![(sent % 251) as u8; len as usize];
             bufa.write(slot(sent) as usize, &fill);
             let sge = Sge { addr: bufa.paddr() + slot(sent), len, lkey: lka };
-            a.v.post_send(qa, &SendWr { wr_id: sent, op: SendOp::Send, sge, signaled: true, ud: None }).unwrap();
+            a.v.post_send(qa, &SendWr { wr_id: sent, op: SendOp::Send, sge, signaled: true, fence: false, ud: None }).unwrap();
             sent += 1;
         }
         a.cx.poll();
@@ -290,7 +292,7 @@ fn queue_counters_count_rdma_writes_and_reads_received() {
     let sge = Sge { addr: bufa.paddr(), len: 512, lkey: lka };
     for i in 0..5u64 {
         let op = if i < 3 { SendOp::RdmaWrite { remote_addr: bufb.paddr(), rkey: rkb } } else { SendOp::RdmaRead { remote_addr: bufb.paddr(), rkey: rkb } };
-        a.v.post_send(qa, &SendWr { wr_id: i, op, sge, signaled: true, ud: None }).unwrap();
+        a.v.post_send(qa, &SendWr { wr_id: i, op, sge, signaled: true, fence: false, ud: None }).unwrap();
     }
     let (ga, _) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (5, 0));
     assert!(ga.iter().all(|c| c.status == WcStatus::Success), "{ga:?}");
@@ -310,7 +312,7 @@ fn inline_send_and_write() {
     let (lkb, rkb) = b.v.reg_mr(bufb.paddr(), 8192, Access { local_write: true, remote_read: true, remote_write: true }).unwrap();
     b.v.post_recv(qb, &RecvWr { wr_id: 1, sge: Sge { addr: bufb.paddr(), len: 1024, lkey: lkb } }).unwrap();
     let msg: Vec<u8> = (0..200u8).collect();
-    let wr = SendWr { wr_id: 5, op: SendOp::Send, sge: Sge::default(), signaled: true, ud: None };
+    let wr = SendWr { wr_id: 5, op: SendOp::Send, sge: Sge::default(), signaled: true, fence: false, ud: None };
     a.v.dev.post_send_inline(qa, &wr, &msg).unwrap();
     let w = SendWr { wr_id: 6, op: SendOp::RdmaWrite { remote_addr: bufb.paddr() + 4096, rkey: rkb }, ..wr };
     a.v.dev.post_send_inline(qa, &w, b"written inline").unwrap();
@@ -402,7 +404,7 @@ fn peer_access(clock: &SimClock, a: &mut Side, b: &mut Side, write: bool, addr: 
     bufb.write(0, &[0xEE; 64]);
     let sge = Sge { addr: bufb.paddr(), len: 64, lkey: lkb };
     let op = if write { SendOp::RdmaWrite { remote_addr: addr, rkey } } else { SendOp::RdmaRead { remote_addr: addr, rkey } };
-    b.v.post_send(qb, &SendWr { wr_id: 7, op, sge, signaled: true, ud: None }).unwrap();
+    b.v.post_send(qb, &SendWr { wr_id: 7, op, sge, signaled: true, fence: false, ud: None }).unwrap();
     let (_, cb) = run_until(a, b, clock, (cqa, cqb), (0, 1));
     let st = cb[0].status;
     if st != WcStatus::Success {
@@ -437,8 +439,8 @@ fn fast_register(clock: &SimClock, a: &mut Side, b: &mut Side, key: rdma::Rkey, 
     let (cqa, cqb, qa, qb) = fresh_pair(a, b);
     let key = key.next_variant();
     let before = a.v.dev.stats().sq_doorbells;
-    a.v.post_send_deferred(qa, &SendWr { wr_id: 1, op: SendOp::RegMr { key, addr, len, access }, sge: Sge::default(), signaled: true, ud: None }).unwrap();
-    a.v.post_send_deferred(qa, &SendWr { wr_id: 2, op: SendOp::Send, sge: Sge::default(), signaled: true, ud: None }).unwrap();
+    a.v.post_send_deferred(qa, &SendWr { wr_id: 1, op: SendOp::RegMr { key, addr, len, access }, sge: Sge::default(), signaled: true, fence: false, ud: None }).unwrap();
+    a.v.post_send_deferred(qa, &SendWr { wr_id: 2, op: SendOp::Send, sge: Sge::default(), signaled: true, fence: false, ud: None }).unwrap();
     a.v.ring_send(qa).unwrap();
     assert_eq!(a.v.dev.stats().sq_doorbells - before, 1, "registration and SEND share one doorbell");
     let bufb = b.v.alloc_buf(4096).unwrap();
@@ -458,7 +460,7 @@ fn fast_register(clock: &SimClock, a: &mut Side, b: &mut Side, key: rdma::Rkey, 
 /// Post one local invalidation of `key` on a fresh QP of A and wait for it.
 fn local_invalidate(clock: &SimClock, a: &mut Side, b: &mut Side, key: rdma::Rkey) {
     let (cqa, cqb, qa, qb) = fresh_pair(a, b);
-    a.v.post_send(qa, &SendWr { wr_id: 3, op: SendOp::LocalInvalidate(key), sge: Sge::default(), signaled: true, ud: None }).unwrap();
+    a.v.post_send(qa, &SendWr { wr_id: 3, op: SendOp::LocalInvalidate(key), sge: Sge::default(), signaled: true, fence: false, ud: None }).unwrap();
     let (ca, _) = run_until(a, b, clock, (cqa, cqb), (1, 0));
     assert_eq!((ca[0].status, ca[0].opcode), (WcStatus::Success, WcOpcode::LocalInvalidate), "{ca:?}");
     for (q, c, side) in [(qa, cqa, &mut *a), (qb, cqb, &mut *b)] {
@@ -541,7 +543,7 @@ fn hostile_peer_cannot_reach_initiator_memory_without_a_live_key() {
         let (cqa, cqb, qa, qb) = fresh_pair(&mut a, &mut b);
         let (lka, _) = a.v.reg_mr(code.paddr(), 64, Access { local_write: true, ..Default::default() }).unwrap();
         a.v.post_recv(qa, &RecvWr { wr_id: 5, sge: Sge { addr: code.paddr(), len: 0, lkey: lka } }).unwrap();
-        b.v.post_send(qb, &SendWr { wr_id: 6, op: SendOp::SendWithInvalidate(k2), sge: Sge::default(), signaled: true, ud: None }).unwrap();
+        b.v.post_send(qb, &SendWr { wr_id: 6, op: SendOp::SendWithInvalidate(k2), sge: Sge::default(), signaled: true, fence: false, ud: None }).unwrap();
         let (ca, cb) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (1, 1));
         assert_eq!((cb[0].status, ca[0].invalidated_rkey), (WcStatus::Success, Some(k2)), "{ca:?} {cb:?}");
         for (q, c, side) in [(qa, cqa, &mut a), (qb, cqb, &mut b)] {

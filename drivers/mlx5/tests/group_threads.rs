@@ -95,7 +95,7 @@ fn serve(mut w: Work, stop: Arc<AtomicBool>) -> (Work, Tally) {
         let src = RW_AREA + k as u64 * RW_SLOT;
         w.buf.write(src as usize, &data);
         let op = SendOp::RdmaWrite { remote_addr: w.peer_base + conn as u64 * RW_SLOT, rkey: w.rkey };
-        let wr = SendWr { wr_id: (k as u64) << 32 | r << 1, op, sge: sge(w, src, data.len() as u32), signaled: true, ud: None };
+        let wr = SendWr { wr_id: (k as u64) << 32 | r << 1, op, sge: sge(w, src, data.len() as u32), signaled: true, fence: false, ud: None };
         w.g.post_send(q, &wr).unwrap();
     };
     for k in 0..n {
@@ -132,7 +132,7 @@ fn serve(mut w: Work, stop: Arc<AtomicBool>) -> (Work, Tally) {
                     let dst = RW_AREA + (QPS + k) as u64 * RW_SLOT;
                     w.buf.write(dst as usize, &vec![0u8; len as usize]);
                     let op = SendOp::RdmaRead { remote_addr: w.peer_base + conn as u64 * RW_SLOT, rkey: w.rkey };
-                    let wr = SendWr { wr_id: c.wr_id | 1, op, sge: sge(&w, dst, len), signaled: true, ud: None };
+                    let wr = SendWr { wr_id: c.wr_id | 1, op, sge: sge(&w, dst, len), signaled: true, fence: false, ud: None };
                     w.g.post_send(c.qpn, &wr).unwrap();
                     t.writes += 1;
                 }
@@ -181,7 +181,7 @@ impl Sender<'_> {
                 let off = (conn as u64 * DEPTH + seq % DEPTH) * RECV_SLOT;
                 self.buf.write(off as usize, &m);
                 let sge = Sge { addr: self.buf.paddr() + off, len: m.len() as u32, lkey: self.lkey };
-                let wr = SendWr { wr_id: (conn as u64) << 32 | seq, op: SendOp::Send, sge, signaled: true, ud: None };
+                let wr = SendWr { wr_id: (conn as u64) << 32 | seq, op: SendOp::Send, sge, signaled: true, fence: false, ud: None };
                 b.v.post_send(self.qps[conn], &wr).unwrap();
                 self.sent[conn] += 1;
             }

@@ -87,7 +87,7 @@ impl Bench {
     fn send_from_plain(&mut self, p: Qpn, id: u64, fill: u8, len: u32) {
         let slot = 1024 + id % 1024;
         self.buf.write((slot * SLOT) as usize, &vec![fill; len as usize]);
-        let wr = SendWr { wr_id: id, op: SendOp::Send, sge: self.sge(slot, len), signaled: true, ud: None };
+        let wr = SendWr { wr_id: id, op: SendOp::Send, sge: self.sge(slot, len), signaled: true, fence: false, ud: None };
         self.v.post_send(p, &wr).unwrap();
     }
     fn step(&mut self) {
@@ -162,7 +162,7 @@ fn groups_serve_traffic_through_their_own_rings_and_uar_pages() {
         b.v.post_recv(p, &RecvWr { wr_id: 7, sge: b.sge(900, SLOT as u32) }).unwrap();
         b.v.post_recv(p, &RecvWr { wr_id: 8, sge: b.sge(901, SLOT as u32) }).unwrap();
         for id in [1u64, 2] {
-            let wr = SendWr { wr_id: id, op: SendOp::Send, sge: b.sge(1000, 32), signaled: true, ud: None };
+            let wr = SendWr { wr_id: id, op: SendOp::Send, sge: b.sge(1000, 32), signaled: true, fence: false, ud: None };
             b.groups[gi].post_send_deferred(q, &wr).unwrap();
         }
         b.groups[gi].ring_send(q).unwrap();
@@ -303,10 +303,10 @@ fn a_device_failure_flushes_a_group_which_is_then_released_without_the_adapter()
     b.fill_srq(0, 4);
     let (_, q, _) = b.pairs[0];
     let sge = b.sge(1000, 8);
-    b.groups[0].post_send(q, &SendWr { wr_id: 77, op: SendOp::Send, sge, signaled: true, ud: None }).unwrap();
+    b.groups[0].post_send(q, &SendWr { wr_id: 77, op: SendOp::Send, sge, signaled: true, fence: false, ud: None }).unwrap();
     b.v.dev.enter_error_state(Error::CmdQueueDead);
     assert!(b.v.dev.sync_group(&mut b.groups[0]));
-    assert!(matches!(b.groups[0].post_send(q, &SendWr { wr_id: 78, op: SendOp::Send, sge, signaled: true, ud: None }), Err(Error::DeviceFailed)));
+    assert!(matches!(b.groups[0].post_send(q, &SendWr { wr_id: 78, op: SendOp::Send, sge, signaled: true, fence: false, ud: None }), Err(Error::DeviceFailed)));
     let cq = b.groups[0].cqn();
     let mut wc = [Completion::default(); 16];
     let mut flushed = Vec::new();

@@ -69,7 +69,7 @@ fn flush_release_recover(rig: &Rig, v: &mut V, h: Held, flr: bool) {
     assert!(wc[..n].iter().all(|c| c.status == WcStatus::WrFlushed && c.qpn == h.qp));
     assert_eq!(wc[..n].iter().map(|c| c.wr_id).collect::<Vec<_>>(), vec![100, 101, 102]);
     assert_eq!(v.poll_cq(h.cq, &mut wc), 0, "each once");
-    let send = SendWr { wr_id: 7, op: SendOp::Send, sge: Sge { addr: 0, len: 0, lkey: h.lkey }, signaled: true, ud: None };
+    let send = SendWr { wr_id: 7, op: SendOp::Send, sge: Sge { addr: 0, len: 0, lkey: h.lkey }, signaled: true, fence: false, ud: None };
     assert_eq!(v.post_send(h.qp, &send), Err(Error::DeviceFailed));
     assert_eq!(v.create_cq(4), Err(Error::DeviceFailed));
     v.qp_to_error(h.qp).unwrap();

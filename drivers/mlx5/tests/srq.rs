@@ -82,7 +82,7 @@ impl Bench {
     fn send(&mut self, k: usize, id: u64, fill: u8, len: u32) {
         let at = 0x8_0000 + (k as u64 * 16 + id % 16) * SLOT;
         self.buf.write(at as usize, &vec![fill; len as usize]);
-        let wr = SendWr { wr_id: id, op: SendOp::Send, sge: Sge { addr: self.buf.paddr() + at, len, lkey: self.lkey }, signaled: true, ud: None };
+        let wr = SendWr { wr_id: id, op: SendOp::Send, sge: Sge { addr: self.buf.paddr() + at, len, lkey: self.lkey }, signaled: true, fence: false, ud: None };
         self.v.post_send(self.senders[k], &wr).unwrap();
     }
     fn step(&mut self) {

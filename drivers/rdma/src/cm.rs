@@ -352,6 +352,7 @@ impl<V: Verbs> Cm<V> {
             op: SendOp::Send,
             sge: Sge { addr: self.buf.paddr() + off as u64, len: MAD_LEN as u32, lkey: self.lkey },
             signaled: true,
+            fence: false,
             ud: Some(UdDest { remote_qpn: Qpn(1), qkey: GSI_QKEY, dest_ip: ip, dest_mac: mac, udp_sport: GSI_UDP_SPORT }),
         };
         let qp1 = v.gsi_qp();

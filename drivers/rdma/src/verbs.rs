@@ -118,6 +118,11 @@ pub struct SendWr {
     pub sge: Sge,
     /// Generate a completion for this request (unsignaled ones complete silently).
     pub signaled: bool,
+    /// Fenced (IBA `IB_SEND_FENCE`): the device does not begin this request until every RDMA
+    /// READ (and atomic) posted before it on the same send queue has completed, its data
+    /// placed. A READ that fails leaves the fenced request flushed, never sent. Requests after
+    /// it wait behind it (send-queue order), so a fence stalls the queue for one READ.
+    pub fence: bool,
     /// For UD QPs only.
     pub ud: Option<UdDest>,
 }

@@ -41,9 +41,9 @@ fn connect_exchange_data_disconnect() {
 
     // Data both ways over the CM-made QPs.
     w.h.buf.write(60_000, b"capsule!");
-    w.h.dev.post_send(hq, &SendWr { wr_id: 1, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 8, lkey: w.h.lkey }, signaled: true, ud: None }).unwrap();
+    w.h.dev.post_send(hq, &SendWr { wr_id: 1, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 8, lkey: w.h.lkey }, signaled: true, fence: false, ud: None }).unwrap();
     w.t.buf.write(60_000, b"response");
-    w.t.dev.post_send(tq, &SendWr { wr_id: 2, op: SendOp::RdmaWrite { remote_addr: w.h.buf.paddr() + 50_000, rkey: w.h.rkey }, sge: Sge { addr: w.t.buf.paddr() + 60_000, len: 8, lkey: w.t.lkey }, signaled: true, ud: None }).unwrap();
+    w.t.dev.post_send(tq, &SendWr { wr_id: 2, op: SendOp::RdmaWrite { remote_addr: w.h.buf.paddr() + 50_000, rkey: w.h.rkey }, sge: Sge { addr: w.t.buf.paddr() + 60_000, len: 8, lkey: w.t.lkey }, signaled: true, fence: false, ud: None }).unwrap();
     w.run(3, 1000);
     let mut wc = [Completion::default(); 8];
     let n = w.t.dev.poll_cq(w.t.cq, &mut wc);
@@ -397,7 +397,7 @@ fn first_packet_establishes_when_the_rtu_is_lost() {
     assert_eq!(id, hid);
     assert!(w.t.events.is_empty(), "no RTU, not established yet");
     // The host sends at once; the target app sees the receive and tells the CM (COMM_EST).
-    w.h.dev.post_send(hq, &SendWr { wr_id: 1, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 64, lkey: w.h.lkey }, signaled: true, ud: None }).unwrap();
+    w.h.dev.post_send(hq, &SendWr { wr_id: 1, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 64, lkey: w.h.lkey }, signaled: true, fence: false, ud: None }).unwrap();
     w.run(1, 1000);
     let mut wc = [Completion::default(); 4];
     assert_eq!(w.t.dev.poll_cq(w.t.cq, &mut wc), 1);
@@ -552,9 +552,9 @@ fn app_owned_qps_connect_carry_data_and_are_left_to_the_app() {
 
     // Data both ways.
     w.h.buf.write(60_000, b"capsule!");
-    w.h.dev.post_send(hq, &SendWr { wr_id: 1, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 8, lkey: w.h.lkey }, signaled: true, ud: None }).unwrap();
+    w.h.dev.post_send(hq, &SendWr { wr_id: 1, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 8, lkey: w.h.lkey }, signaled: true, fence: false, ud: None }).unwrap();
     w.t.buf.write(60_000, b"response");
-    w.t.dev.post_send(tq, &SendWr { wr_id: 2, op: SendOp::RdmaWrite { remote_addr: w.h.buf.paddr() + 50_000, rkey: w.h.rkey }, sge: Sge { addr: w.t.buf.paddr() + 60_000, len: 8, lkey: w.t.lkey }, signaled: true, ud: None }).unwrap();
+    w.t.dev.post_send(tq, &SendWr { wr_id: 2, op: SendOp::RdmaWrite { remote_addr: w.h.buf.paddr() + 50_000, rkey: w.h.rkey }, sge: Sge { addr: w.t.buf.paddr() + 60_000, len: 8, lkey: w.t.lkey }, signaled: true, fence: false, ud: None }).unwrap();
     w.run(3, 1000);
     let mut b = [0u8; 8];
     w.t.buf.read(0, &mut b);

@@ -42,7 +42,7 @@ fn serve(w: &mut World, accepted: &mut Vec<ConnId>) {
 
 fn send_verified(w: &mut World, hq: Qpn, tag: &[u8; 8]) {
     w.h.buf.write(60_000, tag);
-    w.h.dev.post_send(hq, &SendWr { wr_id: 9, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 8, lkey: w.h.lkey }, signaled: true, ud: None }).unwrap();
+    w.h.dev.post_send(hq, &SendWr { wr_id: 9, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 8, lkey: w.h.lkey }, signaled: true, fence: false, ud: None }).unwrap();
     w.run(3, 1000);
     let mut wc = [Completion::default(); 16];
     let n = w.t.dev.poll_cq(w.t.cq, &mut wc);

@@ -13,7 +13,7 @@ const ATTACKER: [u8; 4] = [10, 77, 0, 66];
 /// Send a SEND host → target over the live connection and check it arrives intact.
 fn traffic_still_flows(w: &mut World, hq: Qpn, tag: &[u8; 8]) {
     w.h.buf.write(60_000, tag);
-    w.h.dev.post_send(hq, &SendWr { wr_id: 77, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 8, lkey: w.h.lkey }, signaled: true, ud: None }).unwrap();
+    w.h.dev.post_send(hq, &SendWr { wr_id: 77, op: SendOp::Send, sge: Sge { addr: w.h.buf.paddr() + 60_000, len: 8, lkey: w.h.lkey }, signaled: true, fence: false, ud: None }).unwrap();
     w.run(3, 1000);
     let mut wc = [Completion::default(); 16];
     let n = w.t.dev.poll_cq(w.t.cq, &mut wc);

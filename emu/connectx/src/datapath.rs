@@ -4,7 +4,9 @@
 //! Formats [Linux include/linux/mlx5/qp.h, rdma-core mlx5dv.h; reference mlx5.md §2]:
 //! - SQ: 64-byte WQEBBs after the RQ in the QP buffer; the doorbell record's dword 1 holds the
 //!   SQ producer counter; a 64-bit write of the ctrl segment's first 8 bytes to UAR+0x800 rings.
-//! - Ctrl segment: opmod|wqe_index|opcode, qpn|ds, signature, fm_ce_se, imm/inval rkey.
+//! - Ctrl segment: opmod|wqe_index|opcode, qpn|ds, signature, fm_ce_se, imm/inval rkey; a
+//!   fence mode that waits for READs (`fence_mode::FENCE`, `SMALL_AND_FENCE`, `STRONG_ORDERING`)
+//!   makes the engine hold the WQE until every earlier READ of the SQ is complete.
 //! - Remote address seg (raddr, rkey), data segs (byte_count, lkey, addr), inline segs
 //!   (0x80000000|len + bytes, padded to 16), datagram seg (48 B address vector).
 //! - RQ: WQEs of 2^(log_rq_stride+4) bytes of data segs, ended by lkey 0x100; the doorbell
@@ -28,6 +30,7 @@ use crate::model::{Device, Mkey, Qp, RESD_LKEY};
 pub use mlx5_ifc::queue::INVALID_LKEY;
 use mlx5_ifc::queue::INLINE_SEG;
 pub use mlx5_ifc::{cqe_op, cqe_synd, umr, wqe_op};
+use mlx5_ifc::fence_mode;
 
 
 struct MemView<'a>(&'a PhysMem);
@@ -427,6 +430,9 @@ impl Device {
         let imm = u32::from_be_bytes(ctrl[0x0c..0x10].try_into().unwrap());
         let signaled = (fm_ce_se >> 2) & 3 >= 2;
         let solicited = fm_ce_se & 2 != 0;
+        // Fence modes that wait for earlier RDMA READs (the engine holds the WQE until they are
+        // complete); "initiator small" alone waits for local work only, which runs at once here.
+        let fence = matches!(fm_ce_se & fence_mode::MASK, fence_mode::FENCE | fence_mode::STRONG_ORDERING | fence_mode::SMALL_AND_FENCE);
         let wqebbs = (ds * 16).div_ceil(64).max(1) as u16;
         if w1 >> 8 != qpn || wqe_index != idx || ds == 0 {
             return (idx, Parsed::Bad(cqe_synd::LOCAL_QP_OP_ERR), wqebbs, opcode);
@@ -507,7 +513,7 @@ impl Device {
             Some(_) => return (idx, Parsed::Bad(cqe_synd::LOCAL_QP_OP_ERR), wqebbs, opcode),
             None => Gather::Sges(sges),
         };
-        (idx, Parsed::Post(SendWr { wr_id, op, data, signaled, solicited, ud: uda }), wqebbs, opcode)
+        (idx, Parsed::Post(SendWr { wr_id, op, data, signaled, solicited, fence, ud: uda }), wqebbs, opcode)
     }
 
     /// Apply a UMR WQE (fast registration): umr ctrl seg (flags, klm_octowords, mkey_mask), mkey

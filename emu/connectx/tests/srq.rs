@@ -217,7 +217,7 @@ impl PeerEngine {
         PeerEngine { eng, link }
     }
     fn send(&mut self, qpn: u32, wr_id: u64, payload: Vec<u8>) {
-        let wr = SendWr { wr_id, op: SendOp::Send, data: Gather::Inline(payload), signaled: true, solicited: false, ud: None };
+        let wr = SendWr { wr_id, op: SendOp::Send, data: Gather::Inline(payload), signaled: true, solicited: false, fence: false, ud: None };
         self.eng.post_send(Qpn(qpn), wr).unwrap();
     }
     fn poll(&mut self, now: u64) -> Vec<emu_roce::Completion> {

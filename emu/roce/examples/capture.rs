@@ -50,7 +50,7 @@ fn main() {
     p.a.write_va(ka, 0x130_0000, &mad);
     p.b.eng.post_recv(Qpn(1), recv_wr(1, kr, 0x900_0000, 296)).unwrap();
     let ud = UdAddr { remote_qpn: Qpn(1), qkey: wire::GSI_QKEY, dest_ip: IP_B, dest_mac: MAC_B, udp_sport: 0xD872 };
-    p.a.eng.post_send(Qpn(1), SendWr { ud: Some(ud), ..send_wr(100, SendOp::Send, ka, 0x130_0000, 256) }).unwrap();
+    p.a.eng.post_send(Qpn(1), SendWr { fence: false, ud: Some(ud), ..send_wr(100, SendOp::Send, ka, 0x130_0000, 256) }).unwrap();
     // A SEND before B posts a receive: RNR NAK.
     p.a.eng.post_send(Qpn(0x11), send_wr(1, SendOp::SendWithImm(7), ka, 0x100_0000, 3000)).unwrap();
     let mut now = 0u64;

@@ -14,7 +14,7 @@
 //! eng.post_recv(qpn, RecvWr { wr_id, sges })?;        // RQ doorbell: one call per new RQ WQE
 //! eng.create_srq(srqn)?; eng.attach_srq(qpn, Some(srqn))?; // RMP + QP with rq_type SRQ (in RESET)
 //! eng.post_srq_recv(srqn, RecvWr { wr_id, sges })?;   // RMP WQEs, fetched along the list
-//! eng.post_send(qpn, SendWr { wr_id, op, data, signaled, solicited, ud })?; // SQ doorbell, per WQE
+//! eng.post_send(qpn, SendWr { wr_id, op, data, signaled, solicited, fence, ud })?; // SQ doorbell, per WQE
 //! loop {
 //!     eng.poll(now_ns, &mut link, &mut phys_mem, &mut mkeys);  // rx, timers, tx
 //!     while let Some(c) = eng.pop_completion() { /* write a CQE to the CQ of c.qpn/c.queue */ }
@@ -38,7 +38,8 @@
 //!
 //! * Requester: PMTU segmentation, AckReq on each message's last packet and every 64th
 //!   packet, 128-PSN window, READ consumes ceil(len/PMTU) PSNs, at most `max_rd_atomic` READs
-//!   outstanding, go-back-N from the oldest unacknowledged PSN on timeout (4.096 µs × 2^timeout,
+//!   outstanding, a fenced WQE (`SendWr::fence`) not begun before every earlier READ's response
+//!   is placed (later WQEs wait behind it; a failed READ flushes it unsent), go-back-N from the oldest unacknowledged PSN on timeout (4.096 µs × 2^timeout,
 //!   `retry_cnt`, 7 = infinite unless `PortConfig::retry_cnt_7_infinite` is off, as the
 //!   emulated ConnectX has it) or NAK-PSN-sequence-error, RNR NAK wait per the IBA timer table
 //!   (`rnr_retry`, 7 = infinite), coalesced ACKs, an ACK past an incomplete READ = lost

@@ -192,6 +192,9 @@ pub struct SendWr {
     pub signaled: bool,
     /// Set the BTH SE bit on the last packet (SEND / WRITE with immediate).
     pub solicited: bool,
+    /// Fenced: not begun until every earlier RDMA READ of the send queue has completed (its
+    /// response placed); later requests wait behind it.
+    pub fence: bool,
     /// For UD QPs only.
     pub ud: Option<UdAddr>,
 }

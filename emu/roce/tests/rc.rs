@@ -589,3 +589,58 @@ fn send_longer_than_receive_buffer() {
     assert_eq!(p.b.cqes[0].status, WcStatus::LocalLength);
     assert_eq!(p.a.cqes[0].status, WcStatus::RemoteInvalidRequest);
 }
+
+/// A fenced SEND posted behind an RDMA READ is not on the wire before the READ's last response
+/// is placed; an unfenced one goes at once (one-way delay 50 µs: the SEND would reach the
+/// responder 50 µs before the READ's data is back).
+#[test]
+fn fenced_send_waits_for_the_read_before_it_and_an_unfenced_one_does_not() {
+    for fence in [false, true] {
+        let mut p = Pair::new(Impairments { delay_ns: 50_000, ..Default::default() }, 31, 8 * MIB);
+        p.connect(0x11, 0x12, rc_attrs());
+        let ka = p.a.reg(0x10_0000, 64 * 1024, Access::ALL);
+        let kb = p.b.reg(0x20_0000, 64 * 1024, Access::ALL);
+        let d = pattern(5000, 7);
+        p.b.write_va(kb, 0x20_0000, &d);
+        p.b.eng.post_recv(Qpn(0x12), recv_wr(50, kb, 0x20_8000, 64)).unwrap();
+        p.a.eng.post_send(Qpn(0x11), send_wr(1, SendOp::RdmaRead { remote_va: 0x20_0000, rkey: Rkey(kb) }, ka, 0x10_0000, 5000)).unwrap();
+        p.a.eng.post_send(Qpn(0x11), SendWr { fence, ..send_wr(2, SendOp::Send, ka, 0x10_8000, 16) }).unwrap();
+        p.step();
+        // READ request only (fenced) or READ request + SEND (not fenced).
+        assert_eq!(p.a.eng.counters().req_sent, if fence { 1 } else { 2 }, "fence {fence}");
+        // When the SEND's receive completes at B, has the READ's data landed at A?
+        let mut landed_at_recv = None;
+        assert!(p.run_until(p.now + 100_000_000, |p| {
+            if landed_at_recv.is_none() && !p.b.cqes.is_empty() {
+                landed_at_recv = Some(p.a.read_va(ka, 0x10_0000, 5000) == d);
+            }
+            p.a.cqes.len() == 2 && p.b.cqes.len() == 1
+        }));
+        assert_eq!(landed_at_recv, Some(fence), "fence {fence}: READ data placed before the SEND arrived");
+        let c = p.a.take_cqes();
+        assert_eq!((c[0].wr_id, c[0].status, c[0].opcode), (1, WcStatus::Success, WcOpcode::RdmaRead));
+        assert_eq!((c[1].wr_id, c[1].status, c[1].opcode), (2, WcStatus::Success, WcOpcode::Send));
+        assert_eq!(p.b.cqes[0].status, WcStatus::Success);
+        assert_eq!(p.a.eng.counters().fence_waits > 0, fence);
+    }
+}
+
+/// A READ that fails (remote access error) leaves the fenced SEND behind it flushed, never sent.
+#[test]
+fn failed_read_leaves_the_fenced_send_flushed_and_unsent() {
+    let mut p = Pair::new(Impairments { delay_ns: 50_000, ..Default::default() }, 32, 8 * MIB);
+    p.connect(0x11, 0x12, rc_attrs());
+    let ka = p.a.reg(0x10_0000, 64 * 1024, Access::ALL);
+    let kb = p.b.reg(0x20_0000, 64 * 1024, Access::ALL);
+    p.b.eng.post_recv(Qpn(0x12), recv_wr(50, kb, 0x20_8000, 64)).unwrap();
+    p.a.eng.post_send(Qpn(0x11), send_wr(1, SendOp::RdmaRead { remote_va: 0x20_0000, rkey: Rkey(kb ^ 0x40) }, ka, 0x10_0000, 5000)).unwrap();
+    p.a.eng.post_send(Qpn(0x11), SendWr { fence: true, ..send_wr(2, SendOp::Send, ka, 0x10_8000, 16) }).unwrap();
+    assert!(p.run_until(p.now + 100_000_000, |p| p.a.cqes.len() == 2));
+    let c = p.a.take_cqes();
+    assert_eq!((c[0].wr_id, c[0].status), (1, WcStatus::RemoteAccess));
+    assert_eq!((c[1].wr_id, c[1].status), (2, WcStatus::WrFlushed));
+    assert_eq!(p.a.eng.counters().req_sent, 1, "only the READ request went out");
+    // B's QP went to ERROR with the NAK (class C): its receive is flushed, never filled.
+    assert!(p.b.cqes.iter().all(|c| c.status == WcStatus::WrFlushed), "{:?}", p.b.cqes);
+    assert_eq!(p.b.eng.counters().rx_frames, 1);
+}

@@ -39,7 +39,7 @@ fn gsi_mad_over_qp1_matches_linux_framing() {
     p.a.write_va(ka, 0x1_0000, &mad);
     p.b.eng.post_recv(Qpn(1), recv_wr(77, kb, 0x2_0000, 40 + 256)).unwrap();
     let ud = UdAddr { remote_qpn: Qpn(1), qkey: 0, dest_ip: IP_B, dest_mac: MAC_B, udp_sport: 55410 };
-    p.a.eng.post_send(Qpn(1), SendWr { ud: Some(ud), ..send_wr(5, SendOp::Send, ka, 0x1_0000, 256) }).unwrap();
+    p.a.eng.post_send(Qpn(1), SendWr { fence: false, ud: Some(ud), ..send_wr(5, SendOp::Send, ka, 0x1_0000, 256) }).unwrap();
     // Capture A's frame.
     let mut tap = Tap { inner: MemLink::pair(Impairments::default(), 0).0, sent: vec![] };
     p.a.eng.poll(0, &mut tap, &mut p.a.mem, &mut p.a.keys);
@@ -74,6 +74,7 @@ fn ud_qkey_mismatch_and_no_receive_are_dropped() {
     let ka = p.a.reg(0x1_0000, 4096, Access::ALL);
     let kb = p.b.reg(0x2_0000, 4096, Access::ALL);
     let mk = |qkey, id| SendWr {
+        fence: false,
         ud: Some(UdAddr { remote_qpn: Qpn(0x22), qkey, dest_ip: IP_B, dest_mac: MAC_B, udp_sport: 0xC001 }),
         ..send_wr(id, SendOp::SendWithImm(id as u32), ka, 0x1_0000, 100)
     };

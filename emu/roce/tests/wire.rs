@@ -238,7 +238,7 @@ fn fuzz_engine() -> (Engine, MemLink, MemLink) {
     }
     for i in 0..3 {
         let op = [SendOp::Send, SendOp::RdmaRead { remote_va: 0, rkey: Rkey(9) }, SendOp::RdmaWrite { remote_va: 0, rkey: Rkey(9) }][i];
-        eng.post_send(Qpn(2), SendWr { wr_id: i as u64, op, data: Gather::Sges(vec![Sge { addr: 0, len: 3000, lkey: Lkey(0x42) }]), signaled: true, solicited: false, ud: None }).unwrap();
+        eng.post_send(Qpn(2), SendWr { wr_id: i as u64, op, data: Gather::Sges(vec![Sge { addr: 0, len: 3000, lkey: Lkey(0x42) }]), signaled: true, solicited: false, fence: false, ud: None }).unwrap();
     }
     let (l1, l2) = MemLink::pair(Impairments::default(), 0);
     (eng, l1, l2)

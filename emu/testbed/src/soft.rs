@@ -10,7 +10,8 @@
 //!   does not exist / is not connected to the sender completes with `RetryExceeded` (what a
 //!   real requester sees after its retries). A SEND with no posted receive waits until one
 //!   is posted (infinite RNR retry). Send completions come only after the responder
-//!   processed the request (i.e. after the "ACK").
+//!   processed the request (i.e. after the "ACK"). A fenced WR (`SendWr::fence`) and the WRs
+//!   after it are held until no RDMA READ of the QP is waiting for its response.
 //! - UD on QP1 (GSI): 256-byte-ish MADs, Q_Key must be 0x80010000, receive buffers get the
 //!   40-byte GRH area first (20 zero bytes + an IPv4 header with the source/dest address),
 //!   as rxe delivers them. No receive posted → the datagram is dropped (counted).
@@ -250,11 +251,18 @@ struct Qp {
     parked: VecDeque<Packet>,
     /// Send WRs written with `post_send_deferred`, not yet rung.
     deferred: VecDeque<SendWr>,
+    /// Rung send WRs held behind a fenced one (the first) while a READ is outstanding, in order.
+    fenced: VecDeque<SendWr>,
     /// The SRQ this QP takes its receives from instead of `rq`.
     srq: Option<u32>,
 }
 
 impl Qp {
+    /// Whether an RDMA READ of this QP is waiting for its response (what a fence waits for).
+    fn read_outstanding(&self) -> bool {
+        self.outstanding.iter().any(|o| o.opcode == WcOpcode::RdmaRead)
+    }
+
     fn new(kind: QpKind, send_cq: Cqn, recv_cq: Cqn, sq: u32, rq: u32) -> Self {
         Qp {
             kind,
@@ -269,6 +277,7 @@ impl Qp {
             next_id: 0,
             parked: VecDeque::new(),
             deferred: VecDeque::new(),
+            fenced: VecDeque::new(),
             srq: None,
         }
     }
@@ -360,13 +369,31 @@ impl SoftDevice {
     fn run_deferred(&mut self, qpn: Qpn) -> Result<(), SoftError> {
         let mut r = Ok(());
         loop {
-            let Some(wr) = self.qps.get_mut(&qpn.0).and_then(|q| q.deferred.pop_front()) else { break };
+            let Some(q) = self.qps.get_mut(&qpn.0) else { break };
+            let Some(wr) = q.deferred.pop_front() else { break };
+            if !q.fenced.is_empty() || (wr.fence && q.read_outstanding()) {
+                // Fenced behind a READ, or behind a WR that is (send-queue order).
+                q.fenced.push_back(wr);
+                continue;
+            }
             let x = self.exec_send(qpn, &wr);
             if r.is_ok() {
                 r = x;
             }
         }
         r
+    }
+
+    /// Start the WRs held behind a fence once no READ of `qpn` is outstanding.
+    fn run_fenced(&mut self, qpn: Qpn) {
+        loop {
+            let Some(q) = self.qps.get_mut(&qpn.0) else { return };
+            if q.state != QpState::Rts || q.fenced.front().is_none_or(|w| w.fence && q.read_outstanding()) {
+                return;
+            }
+            let wr = q.fenced.pop_front().expect("checked above");
+            let _ = self.exec_send(qpn, &wr);
+        }
     }
 
     /// Completions lost because a CQ was full.
@@ -480,7 +507,7 @@ impl SoftDevice {
         let Some(qp) = self.qps.get_mut(&qpn) else { return };
         qp.state = QpState::Error;
         let outs: Vec<Outstanding> = qp.outstanding.drain(..).collect();
-        let unrung: Vec<SendWr> = qp.deferred.drain(..).collect();
+        let unrung: Vec<SendWr> = qp.fenced.drain(..).chain(qp.deferred.drain(..)).collect();
         let rqs: Vec<RecvWr> = qp.rq.drain(..).collect();
         qp.parked.clear();
         let (scq, rcq) = (qp.send_cq, qp.recv_cq);
@@ -628,6 +655,8 @@ impl SoftDevice {
                 }
                 if status != WcStatus::Success {
                     self.error_qp(qpn.0);
+                } else {
+                    self.run_fenced(qpn);
                 }
             }
             Err(n) => {

@@ -58,7 +58,7 @@ impl Rig {
     fn send(&mut self, k: usize, id: u64, fill: u8, len: u32) {
         let at = (k as u64 * 16 + id % 16) * SLOT;
         self.abuf.write(at as usize, &vec![fill; len as usize]);
-        let wr = SendWr { wr_id: id, op: SendOp::Send, sge: Sge { addr: self.abuf.paddr() + at, len, lkey: self.alkey }, signaled: true, ud: None };
+        let wr = SendWr { wr_id: id, op: SendOp::Send, sge: Sge { addr: self.abuf.paddr() + at, len, lkey: self.alkey }, signaled: true, fence: false, ud: None };
         self.a.post_send(self.senders[k], &wr).unwrap();
     }
     fn pump(&mut self) {

@@ -68,7 +68,7 @@ fn pump(a: &mut SoftDevice, b: &mut SoftDevice) {
 fn send_recv_waits_for_receive_and_completes_after_ack() {
     let (_f, mut a, mut b, sa, sb) = pair();
     sa.buf.write(0, b"hello");
-    a.post_send(sa.qp, &SendWr { wr_id: 7, op: SendOp::SendWithImm(0x55), sge: Sge { addr: sa.buf.paddr(), len: 5, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+    a.post_send(sa.qp, &SendWr { wr_id: 7, op: SendOp::SendWithImm(0x55), sge: Sge { addr: sa.buf.paddr(), len: 5, lkey: sa.lkey }, signaled: true, fence: false, ud: None }).unwrap();
     pump(&mut a, &mut b);
     let mut c = [Completion::default(); 4];
     assert_eq!(a.poll_cq(sa.cq, &mut c), 0, "no ACK before the responder has a receive");
@@ -87,13 +87,13 @@ fn write_and_read_move_bytes() {
     let (_f, mut a, mut b, sa, sb) = pair();
     let data: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
     sa.buf.write(0, &data);
-    a.post_send(sa.qp, &SendWr { wr_id: 1, op: SendOp::RdmaWrite { remote_addr: sb.buf.paddr() + 4096, rkey: sb.rkey }, sge: Sge { addr: sa.buf.paddr(), len: 4096, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+    a.post_send(sa.qp, &SendWr { wr_id: 1, op: SendOp::RdmaWrite { remote_addr: sb.buf.paddr() + 4096, rkey: sb.rkey }, sge: Sge { addr: sa.buf.paddr(), len: 4096, lkey: sa.lkey }, signaled: true, fence: false, ud: None }).unwrap();
     b.poll();
     assert_eq!(poll_one(&mut a, sa.cq).status, WcStatus::Success);
     let mut got = vec![0u8; 4096];
     sb.buf.read(4096, &mut got);
     assert_eq!(got, data);
-    a.post_send(sa.qp, &SendWr { wr_id: 2, op: SendOp::RdmaRead { remote_addr: sb.buf.paddr() + 4096, rkey: sb.rkey }, sge: Sge { addr: sa.buf.paddr() + 4096, len: 4096, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+    a.post_send(sa.qp, &SendWr { wr_id: 2, op: SendOp::RdmaRead { remote_addr: sb.buf.paddr() + 4096, rkey: sb.rkey }, sge: Sge { addr: sa.buf.paddr() + 4096, len: 4096, lkey: sa.lkey }, signaled: true, fence: false, ud: None }).unwrap();
     b.poll();
     let c = poll_one(&mut a, sa.cq);
     assert_eq!((c.wr_id, c.status, c.opcode), (2, WcStatus::Success, WcOpcode::RdmaRead));
@@ -112,15 +112,15 @@ fn bad_rkey_out_of_bounds_and_invalidated_key_fail_on_requester_only() {
             _ => {
                 // The requester itself invalidates the responder's key with SEND WITH INVALIDATE.
                 b.post_recv(sb.qp, &RecvWr { wr_id: 1, sge: Sge { addr: sb.buf.paddr(), len: 16, lkey: sb.lkey } }).unwrap();
-                a.post_send(sa.qp, &SendWr { wr_id: 3, op: SendOp::SendWithInvalidate(sb.rkey), sge: Sge { addr: sa.buf.paddr(), len: 4, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+                a.post_send(sa.qp, &SendWr { wr_id: 3, op: SendOp::SendWithInvalidate(sb.rkey), sge: Sge { addr: sa.buf.paddr(), len: 4, lkey: sa.lkey }, signaled: true, fence: false, ud: None }).unwrap();
                 let rc = poll_one(&mut b, sb.cq);
                 assert_eq!(rc.invalidated_rkey, Some(sb.rkey));
                 assert_eq!(poll_one(&mut a, sa.cq).status, WcStatus::Success);
                 (sb.buf.paddr(), sb.rkey)
             }
         };
-        a.post_send(sa.qp, &SendWr { wr_id: 5, op: SendOp::RdmaWrite { remote_addr: addr, rkey }, sge: Sge { addr: sa.buf.paddr(), len: 512, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
-        a.post_send(sa.qp, &SendWr { wr_id: 6, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr(), len: 4, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+        a.post_send(sa.qp, &SendWr { wr_id: 5, op: SendOp::RdmaWrite { remote_addr: addr, rkey }, sge: Sge { addr: sa.buf.paddr(), len: 512, lkey: sa.lkey }, signaled: true, fence: false, ud: None }).unwrap();
+        a.post_send(sa.qp, &SendWr { wr_id: 6, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr(), len: 4, lkey: sa.lkey }, signaled: true, fence: false, ud: None }).unwrap();
         b.poll();
         let c = poll_one(&mut a, sa.cq);
         assert_eq!((c.wr_id, c.status), (5, WcStatus::RemoteAccess), "case {case}");
@@ -131,7 +131,7 @@ fn bad_rkey_out_of_bounds_and_invalidated_key_fail_on_requester_only() {
         let sb2 = side(&mut b);
         a.connect_rc_qp(sa2.qp, &attrs(&b, sb2.qp)).unwrap();
         b.connect_rc_qp(sb2.qp, &attrs(&a, sa2.qp)).unwrap();
-        a.post_send(sa2.qp, &SendWr { wr_id: 8, op: SendOp::RdmaWrite { remote_addr: sb2.buf.paddr(), rkey: sb2.rkey }, sge: Sge { addr: sa2.buf.paddr(), len: 512, lkey: sa2.lkey }, signaled: true, ud: None }).unwrap();
+        a.post_send(sa2.qp, &SendWr { wr_id: 8, op: SendOp::RdmaWrite { remote_addr: sb2.buf.paddr(), rkey: sb2.rkey }, sge: Sge { addr: sa2.buf.paddr(), len: 512, lkey: sa2.lkey }, signaled: true, fence: false, ud: None }).unwrap();
         b.poll();
         assert_eq!(poll_one(&mut a, sa2.cq).status, WcStatus::Success);
     }
@@ -140,13 +140,13 @@ fn bad_rkey_out_of_bounds_and_invalidated_key_fail_on_requester_only() {
 #[test]
 fn local_key_violation_and_dead_peer() {
     let (_f, mut a, mut b, sa, sb) = pair();
-    a.post_send(sa.qp, &SendWr { wr_id: 1, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr() + 8190, len: 16, lkey: sa.lkey }, signaled: true, ud: None }).unwrap();
+    a.post_send(sa.qp, &SendWr { wr_id: 1, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr() + 8190, len: 16, lkey: sa.lkey }, signaled: true, fence: false, ud: None }).unwrap();
     assert_eq!(poll_one(&mut a, sa.cq).status, WcStatus::LocalProtection);
     // Peer QP destroyed: requests end in RetryExceeded.
     let sa2 = side(&mut a);
     a.connect_rc_qp(sa2.qp, &attrs(&b, sb.qp)).unwrap();
     b.destroy_qp(sb.qp).unwrap();
-    a.post_send(sa2.qp, &SendWr { wr_id: 2, op: SendOp::Send, sge: Sge { addr: sa2.buf.paddr(), len: 4, lkey: sa2.lkey }, signaled: true, ud: None }).unwrap();
+    a.post_send(sa2.qp, &SendWr { wr_id: 2, op: SendOp::Send, sge: Sge { addr: sa2.buf.paddr(), len: 4, lkey: sa2.lkey }, signaled: true, fence: false, ud: None }).unwrap();
     b.poll();
     assert_eq!(poll_one(&mut a, sa2.cq).status, WcStatus::RetryExceeded);
 }
@@ -166,9 +166,9 @@ fn ud_on_qp1_has_grh_and_checks_qkey() {
     ba.fill(0, 256, 0xab);
     let mut ud = UdDest { remote_qpn: Qpn(1), qkey: 0x1234, dest_ip: b.local_ip(), dest_mac: b.local_mac(), udp_sport: 0xd872 };
     let ga = a.gsi_qp();
-    a.post_send(ga, &SendWr { wr_id: 3, op: SendOp::Send, sge: Sge { addr: ba.paddr(), len: 256, lkey: la }, signaled: true, ud: Some(ud) }).unwrap();
+    a.post_send(ga, &SendWr { wr_id: 3, op: SendOp::Send, sge: Sge { addr: ba.paddr(), len: 256, lkey: la }, signaled: true, fence: false, ud: Some(ud) }).unwrap();
     ud.qkey = GSI_QKEY;
-    a.post_send(ga, &SendWr { wr_id: 4, op: SendOp::Send, sge: Sge { addr: ba.paddr(), len: 256, lkey: la }, signaled: true, ud: Some(ud) }).unwrap();
+    a.post_send(ga, &SendWr { wr_id: 4, op: SendOp::Send, sge: Sge { addr: ba.paddr(), len: 256, lkey: la }, signaled: true, fence: false, ud: Some(ud) }).unwrap();
     let gcq = b.gsi_cq();
     let c = poll_one(&mut b, gcq);
     assert_eq!((c.wr_id, c.byte_len, c.src_qp), (1, 296, Qpn(1)));
@@ -203,7 +203,7 @@ fn deferred_sends_wait_for_the_doorbell_and_run_in_order() {
     for i in 0..3u64 {
         b.post_recv(sb.qp, &RecvWr { wr_id: 100 + i, sge: Sge { addr: sb.buf.paddr() + 64 * i, len: 64, lkey: sb.lkey } }).unwrap();
     }
-    let send = |i: u64| SendWr { wr_id: i, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr() + i, len: 1, lkey: sa.lkey }, signaled: true, ud: None };
+    let send = |i: u64| SendWr { wr_id: i, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr() + i, len: 1, lkey: sa.lkey }, signaled: true, fence: false, ud: None };
     sa.buf.write(0, &[10, 11, 12]);
     let before = a.doorbells();
     a.post_send_deferred(sa.qp, &send(0)).unwrap();
@@ -238,7 +238,7 @@ fn batch_post_and_flush_of_unrung_work_on_error() {
     let (_f, mut a, mut b, sa, sb) = pair();
     let recvs: Vec<RecvWr> = (0..4u64).map(|i| RecvWr { wr_id: 200 + i, sge: Sge { addr: sb.buf.paddr() + 64 * i, len: 64, lkey: sb.lkey } }).collect();
     b.post_recv_batch(sb.qp, &recvs).unwrap();
-    let send = |i: u64| SendWr { wr_id: i, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr(), len: 8, lkey: sa.lkey }, signaled: i == 1, ud: None };
+    let send = |i: u64| SendWr { wr_id: i, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr(), len: 8, lkey: sa.lkey }, signaled: i == 1, fence: false, ud: None };
     let before = a.doorbells();
     a.post_send_batch(sa.qp, &[send(0), send(1)]).unwrap();
     assert_eq!(a.doorbells(), before + 1);
@@ -254,4 +254,52 @@ fn batch_post_and_flush_of_unrung_work_on_error() {
     let f = poll_one(&mut a, sa.cq);
     assert_eq!((f.wr_id, f.status), (5, WcStatus::WrFlushed));
     assert!(a.post_send_deferred(sa.qp, &send(6)).is_err(), "no posting in ERROR");
+}
+
+/// A's READ of B's first 4 KiB (key `rkey`) and a SEND to B's posted receive, with one doorbell.
+fn read_then_send(a: &mut SoftDevice, b: &mut SoftDevice, sa: &Side, sb: &Side, rkey: Rkey, fence: bool) {
+    b.post_recv(sb.qp, &RecvWr { wr_id: 9, sge: Sge { addr: sb.buf.paddr() + 4096, len: 64, lkey: sb.lkey } }).unwrap();
+    let read = SendWr { wr_id: 1, op: SendOp::RdmaRead { remote_addr: sb.buf.paddr(), rkey }, sge: Sge { addr: sa.buf.paddr(), len: 4096, lkey: sa.lkey }, signaled: true, fence: false, ud: None };
+    let send = SendWr { wr_id: 2, op: SendOp::Send, sge: Sge { addr: sa.buf.paddr() + 4096, len: 8, lkey: sa.lkey }, fence, ..read };
+    a.post_send_batch(sa.qp, &[read, send]).unwrap();
+}
+
+#[test]
+fn fenced_send_waits_for_the_read_response_an_unfenced_one_does_not() {
+    for fence in [false, true] {
+        let (_f, mut a, mut b, sa, sb) = pair();
+        let data: Vec<u8> = (0..4096u32).map(|i| (i * 11 + 1) as u8).collect();
+        sb.buf.write(0, &data);
+        read_then_send(&mut a, &mut b, &sa, &sb, sb.rkey, fence);
+        // B serves the READ request (and the SEND, if it was sent).
+        let mut c = [Completion::default(); 4];
+        let n = b.poll_cq(sb.cq, &mut c);
+        assert_eq!(n, usize::from(!fence), "fence {fence}: the SEND reached B before A placed the READ's data");
+        // A places the READ response; a held SEND goes now.
+        let r = poll_one(&mut a, sa.cq);
+        assert_eq!((r.wr_id, r.status, r.opcode), (1, WcStatus::Success, WcOpcode::RdmaRead));
+        let mut got = vec![0u8; 4096];
+        sa.buf.read(0, &mut got);
+        assert_eq!(got, data);
+        if fence {
+            assert_eq!(poll_one(&mut b, sb.cq).wr_id, 9);
+        }
+        let s = poll_one(&mut a, sa.cq);
+        assert_eq!((s.wr_id, s.status), (2, WcStatus::Success));
+    }
+}
+
+#[test]
+fn failed_read_leaves_the_fenced_send_flushed_never_sent() {
+    let (_f, mut a, mut b, sa, sb) = pair();
+    read_then_send(&mut a, &mut b, &sa, &sb, Rkey(sb.rkey.0 + 1000), true);
+    pump(&mut a, &mut b);
+    let c = poll_one(&mut a, sa.cq);
+    assert_eq!((c.wr_id, c.status), (1, WcStatus::RemoteAccess));
+    let c = poll_one(&mut a, sa.cq);
+    assert_eq!((c.wr_id, c.status), (2, WcStatus::WrFlushed));
+    pump(&mut a, &mut b);
+    // The responder keeps serving (soft NAKs leave it in RTS): its receive is still unfilled.
+    let mut out = [Completion::default(); 4];
+    assert_eq!(b.poll_cq(sb.cq, &mut out), 0);
 }

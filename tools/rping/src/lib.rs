@@ -220,7 +220,7 @@ impl<V: Verbs> Rping<V> {
         self.buf.write(SEND_OFF, &m);
         let sge = Sge { addr: self.buf.paddr() + SEND_OFF as u64, len: INFO_LEN as u32, lkey: self.lkey };
         let qp = self.qpn();
-        v.post_send(qp, &SendWr { wr_id: WR_SEND, op: SendOp::Send, sge, signaled: true, ud: None }).map_err(Error::Verbs)
+        v.post_send(qp, &SendWr { wr_id: WR_SEND, op: SendOp::Send, sge, signaled: true, fence: false, ud: None }).map_err(Error::Verbs)
     }
 
     fn qpn(&self) -> Qpn {
@@ -446,7 +446,7 @@ impl<V: Verbs> Rping<V> {
             // An advert while a READ/WRITE is outstanding: protocol violation.
             _ => return Err(Error::BogusRecv { byte_len: INFO_LEN as u32 }),
         };
-        v.post_send(qp, &SendWr { wr_id, op, sge, signaled: true, ud: None }).map_err(Error::Verbs)
+        v.post_send(qp, &SendWr { wr_id, op, sge, signaled: true, fence: false, ud: None }).map_err(Error::Verbs)
     }
 
     fn client_recv(&mut self, v: &mut V) -> Result<(), Error<V::Error>> {

@@ -151,6 +151,7 @@ impl<V: Verbs> HQueue<V> {
             op: SendOp::Send,
             sge: Sge { addr: self.cmd.paddr() + off as u64, len: (64 + inline) as u32, lkey: self.cmd_lkey },
             signaled: true,
+            fence: false,
             ud: None,
         };
         verbs.post_send(self.qpn, &wr).map_err(Error::Verbs)
@@ -270,7 +271,7 @@ impl<V: Verbs> HQueue<V> {
         match s.inv_key {
             Some(k) if !s.invalidated => {
                 s.local_inv = true;
-                let wr = SendWr { wr_id: wrid(KIND_LINV, idx), op: SendOp::LocalInvalidate(Rkey(k)), sge: Sge::default(), signaled: true, ud: None };
+                let wr = SendWr { wr_id: wrid(KIND_LINV, idx), op: SendOp::LocalInvalidate(Rkey(k)), sge: Sge::default(), signaled: true, fence: false, ud: None };
                 verbs.post_send_deferred(self.qpn, &wr).map_err(Error::Verbs)?;
                 Ok(false)
             }
@@ -290,7 +291,7 @@ impl<V: Verbs> HQueue<V> {
         }
         let key = self.data_keys[slot].next_variant();
         let access = Access { local_write: true, remote_read: !to_host, remote_write: to_host };
-        let wr = SendWr { wr_id: wrid(KIND_REG, s), op: SendOp::RegMr { key, addr, len, access }, sge: Sge::default(), signaled: false, ud: None };
+        let wr = SendWr { wr_id: wrid(KIND_REG, s), op: SendOp::RegMr { key, addr, len, access }, sge: Sge::default(), signaled: false, fence: false, ud: None };
         verbs.post_send_deferred(self.qpn, &wr).map_err(Error::Verbs)?;
         self.data_keys[slot] = key;
         self.slots[slot].inv_key = Some(key.0);

@@ -55,6 +55,7 @@ impl Raw {
             op: SendOp::Send,
             sge: Sge { addr: self.cmd.paddr(), len: bytes.len() as u32, lkey: self.cmd_lkey },
             signaled: true,
+            fence: false,
             ud: None,
         };
         hd.post_send(self.qp, &wr).unwrap();

@@ -98,6 +98,8 @@ pub struct Counters {
     pub out_of_seq_dropped: u64,
     pub read_resp_sent: u64,
     pub read_resp_rcvd: u64,
+    /// Transmit passes that stopped at a fenced WQE because an earlier READ was incomplete.
+    pub fence_waits: u64,
     pub ud_sent: u64,
     pub ud_rcvd: u64,
     pub ud_dropped: u64,

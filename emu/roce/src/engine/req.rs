@@ -1,6 +1,7 @@
 //! Requester (rxe_req.c): turns send WQEs into request packets: PSN assignment, PMTU
-//! segmentation, the 128-PSN window, READ credit (`max_rd_atomic`), AckReq placement and
-//! retransmission from the point the completer rewound to.
+//! segmentation, the 128-PSN window, READ credit (`max_rd_atomic`), fenced WQEs held until every
+//! earlier READ is complete, AckReq placement and retransmission from the point the completer
+//! rewound to.
 
 use super::comp::requester_error;
 use super::dma::gather;
@@ -13,6 +14,13 @@ fn outstanding_reads(qp: &Qp) -> usize {
     qp.sq.iter().filter(|e| e.is_read() && !e.done && e.first_psn.is_some()).count()
 }
 
+/// Whether a READ before SQ entry `idx` is not complete yet (its response not all placed):
+/// what a fenced WQE waits for (IBA fence; rxe holds such a WQE the same way). Entries leave
+/// the SQ head in order once done, so this is a scan of what is in flight only.
+fn read_before_incomplete(qp: &Qp, idx: usize) -> bool {
+    qp.sq.iter().take(idx).any(|e| e.is_read() && !e.done)
+}
+
 pub(super) fn transmit(qp: &mut Qp, ctx: &mut Ctx<'_>, tx: &mut TxOut<'_>) -> usize {
     let mut sent = 0;
     let pmtu = u64::from(qp.attrs.pmtu);
@@ -22,6 +30,11 @@ pub(super) fn transmit(qp: &mut Qp, ctx: &mut Ctx<'_>, tx: &mut TxOut<'_>) -> us
         }
         let idx = qp.sq_next;
         if qp.sq[idx].first_psn.is_none() {
+            if qp.sq[idx].wr.fence && read_before_incomplete(qp, idx) {
+                // Begun once the READ's last response is placed (the completer calls back in).
+                ctx.c.fence_waits += 1;
+                break;
+            }
             if qp.sq[idx].is_read() && outstanding_reads(qp) >= usize::from(qp.attrs.max_rd_atomic.max(1)) {
                 break;
             }

@@ -248,6 +248,7 @@ pub fn send_wr(wr_id: u64, op: SendOp, key: u32, va: u64, len: u32) -> SendWr {
         data: Gather::Sges(if len == 0 { vec![] } else { vec![Sge { addr: va, len, lkey: Lkey(key) }] }),
         signaled: true,
         solicited: false,
+        fence: false,
         ud: None,
     }
 }

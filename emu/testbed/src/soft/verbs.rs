@@ -127,20 +127,21 @@ impl DataPath for SoftDevice {
         if q.state != QpState::Rts {
             return Err(SoftError::BadState(qpn));
         }
-        if q.kind == QpKind::Rc && (q.outstanding.len() + q.deferred.len()) as u32 >= q.sq_cap {
+        if q.kind == QpKind::Rc && (q.outstanding.len() + q.deferred.len() + q.fenced.len()) as u32 >= q.sq_cap {
             return Err(SoftError::QueueFull(qpn));
         }
-        // One doorbell: it also starts everything written before it.
+        // One doorbell: it also starts everything written before it (in order, behind a fence
+        // when there is one).
         self.doorbells += 1;
-        self.run_deferred(qpn)?;
-        self.exec_send(qpn, wr)
+        self.qps.get_mut(&qpn.0).expect("checked above").deferred.push_back(*wr);
+        self.run_deferred(qpn)
     }
     fn post_send_deferred(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), SoftError> {
         let q = self.qps.get_mut(&qpn.0).ok_or(SoftError::NoSuchQp(qpn))?;
         if q.state != QpState::Rts {
             return Err(SoftError::BadState(qpn));
         }
-        if q.kind == QpKind::Rc && (q.outstanding.len() + q.deferred.len()) as u32 >= q.sq_cap {
+        if q.kind == QpKind::Rc && (q.outstanding.len() + q.deferred.len() + q.fenced.len()) as u32 >= q.sq_cap {
             return Err(SoftError::QueueFull(qpn));
         }
         q.deferred.push_back(*wr);

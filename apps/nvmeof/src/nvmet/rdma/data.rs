@@ -30,7 +30,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         c.slots[s as usize].state = SlotState::Reading;
         c.reads_in_flight += 1;
-        let wr = SendWr { wr_id: wr_id(ci, c.gen, Kind::Read, s), op: SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) }, sge, signaled: true, ud: None };
+        let wr = SendWr { wr_id: wr_id(ci, c.gen, Kind::Read, s), op: SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) }, sge, signaled: true, fence: false, ud: None };
         self.stats.rdma_reads += 1;
         self.defer_send(verbs, ci, &wr);
     }
@@ -78,6 +78,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             op: SendOp::RdmaWrite { remote_addr: addr, rkey: Rkey(key) },
             sge: src,
             signaled: false,
+            fence: false,
             ud: None,
         };
         self.stats.rdma_writes += 1;
@@ -187,6 +188,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             op: SendOp::Send,
             sge: Sge { addr: c.rsp.paddr() + (idx as usize * Cqe::SIZE) as u64, len: Cqe::SIZE as u32, lkey: c.rsp_lkey },
             signaled: true,
+            fence: false,
             ud: None,
         };
         self.stats.responses += 1;
@@ -233,6 +235,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             op,
             sge: Sge { addr: c.rsp.paddr() + (s as usize * Cqe::SIZE) as u64, len: Cqe::SIZE as u32, lkey: c.rsp_lkey },
             signaled: true,
+            fence: false,
             ud: None,
         };
         self.stats.responses += 1;
