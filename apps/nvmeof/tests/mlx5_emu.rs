@@ -286,9 +286,43 @@ fn zero_copy_writes_are_ordered_with_overlapping_commands() {
     assert_eq!(ns_of(&mut w).copied_bytes, copied0, "no CPU copy");
 }
 
+/// At QD1 a keyed-SGL Write to the RAM namespace costs one doorbell: the target posts the RDMA
+/// READ and the response SEND, fenced behind it, in the same turn. The host may see that
+/// response and send its next command before the target has polled the READ's completion; a
+/// Read of the same blocks sent right after each Write returns the Write's data whole (the
+/// fence placed it before the response left; the Write's range lasts until the READ's
+/// completion is polled, so the Read may wait for it, never the other way round).
+#[test]
+fn keyed_writes_at_qd1_ring_one_doorbell_and_read_back_whole() {
+    let (mut w, mut h) = setup();
+    let cfg = HostConfig { inline_writes: false, ..host_cfg(4) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let lba = 3200;
+    let (fenced0, reads0) = (w.target.stats.fenced_responses, w.target.stats.rdma_reads);
+    let (wr, r) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
+    let mut write_doorbells = 0;
+    for round in 0..32u8 {
+        let (buf, off, _) = host.slot_buf(1, wr);
+        buf.write(off, &[round ^ 0x5C; 4096]);
+        let db0 = w.t.cx.counters().sq_doorbells;
+        host.submit(&mut h.v, 1, wr, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
+        wait_done(&mut w, &mut h, &mut host, 1);
+        write_doorbells += w.t.cx.counters().sq_doorbells - db0;
+        host.submit(&mut h.v, 1, r, IoKind::Read, 1, lba, 8, w.clock.now_ns()).unwrap();
+        wait_done(&mut w, &mut h, &mut host, 1);
+        let (buf, off, _) = host.slot_buf(1, r);
+        let mut got = vec![0u8; 4096];
+        buf.read(off, &mut got);
+        assert!(got.iter().all(|&b| b == round ^ 0x5C), "round {round}: the read returned the write's data whole");
+    }
+    assert_eq!(w.target.stats.rdma_reads - reads0, 32);
+    assert_eq!(w.target.stats.fenced_responses - fenced0, 32, "every write answered in its READ's turn");
+    assert_eq!(write_doorbells, 32, "one target send doorbell per keyed write at QD1");
+}
+
 /// A keyed-SGL Write whose RDMA READ fails (the host's key was invalidated before the target
-/// read with it: remote access error) is never answered with success: the target fails the
-/// queue, and the namespace keeps its old data (nothing arrived to land). Had the READ
+/// read with it: remote access error) is never answered with success (its response SEND, posted
+/// fenced behind the READ, is flushed by the adapter, never sent): the target fails the queue, and the namespace keeps its old data (nothing arrived to land). Had the READ
 /// failed part way, the bytes that landed would be data of a write the host never saw
 /// succeed, which NVMe allows for a failed write.
 #[test]
@@ -303,7 +337,7 @@ fn failed_rdma_read_fails_the_write_and_leaves_the_namespace() {
     host.submit(&mut h.v, 1, s0, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
     wait_done(&mut w, &mut h, &mut host, 1);
     assert!(ns_block4k(&mut w, lba).iter().all(|&b| b == 0x5A));
-    let (errors0, queues0) = (w.target.stats.wc_errors, w.target.queues());
+    let (errors0, queues0, fenced0) = (w.target.stats.wc_errors, w.target.queues(), w.target.stats.fenced_responses);
     // The next Write's key is invalidated by the host right behind its capsule.
     let s1 = host.alloc_slot(1).unwrap();
     let (buf, off, _) = host.slot_buf(1, s1);
@@ -324,6 +358,7 @@ fn failed_rdma_read_fails_the_write_and_leaves_the_namespace() {
     }
     assert!(answered.iter().all(|d| !d.status.is_success()), "the failed write was not answered with success: {answered:?}");
     assert_eq!(w.target.stats.wc_errors - errors0, 1, "the READ failed at the target");
+    assert_eq!(w.target.stats.fenced_responses - fenced0, 1, "its success response was posted, fenced behind the READ, and flushed unsent");
     assert_eq!(w.target.queues(), queues0 - 1, "the target failed the queue");
     assert!(w.target.take_closed().is_some(), "and asked the CM to disconnect it");
     assert!(ns_block4k(&mut w, lba).iter().all(|&b| b == 0x5A), "the namespace kept its data");

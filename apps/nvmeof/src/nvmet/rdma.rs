@@ -88,6 +88,9 @@ pub struct TransportStats {
     pub held_reads: u64,
     /// Keyed-SGL writes whose data the adapter placed straight into namespace memory.
     pub direct_writes: u64,
+    /// Of those, the ones answered in the turn their RDMA READ was posted, by a SEND fenced
+    /// behind it (READ and response on one doorbell).
+    pub fenced_responses: u64,
     /// Zero-copy transfers that did not fit the range table (must stay 0; failed INTERNAL).
     pub range_overflow: u64,
     /// Send doorbells asked of the device: sends are written with `post_send_deferred` and
@@ -154,7 +157,8 @@ struct Slot {
     /// A decoded Write waiting for (or placing) its data.
     write: Option<PendingWrite>,
     /// The zero-copy range this command holds (carried in the response's `wr_id`, whose
-    /// completion ends a Read's range even after the slot took its next capsule).
+    /// completion ends a Read's range even after the slot took its next capsule; a Write
+    /// answered by a fenced SEND carries it in its READ's `wr_id`).
     range: RangeId,
     resume: Resume,
     /// The group's SRQ buffer holding this command's capsule (`NO_BUF`: none).
@@ -182,6 +186,8 @@ pub struct QueueReport {
 
 /// `Slot::rbuf` of a slot holding no receive buffer.
 const NO_BUF: u16 = u16::MAX;
+/// `Conn::lone_write` when there is none.
+const NO_SLOT: u16 = u16::MAX;
 
 struct Conn<V: GroupVerbs> {
     gen: u16,
@@ -231,9 +237,19 @@ struct Conn<V: GroupVerbs> {
     close_after_send: bool,
     /// Send WRs written this turn and not yet rung.
     unrung: bool,
+    /// A zero-copy Write whose RDMA READ is written at the end of the turn (`NO_SLOT`: none),
+    /// when it is known whether the turn gave the queue anything else (`answer_lone_writes`).
+    lone_write: u16,
 }
 
 impl<V: GroupVerbs> Conn<V> {
+    /// Whether the queue has one command in flight and at most `reads` RDMA READs outstanding
+    /// (an answered Write's READ whose completion is not polled yet counts).
+    #[inline(always)]
+    fn idle_but_one(&self, reads: u8) -> bool {
+        self.free.len() + 1 == self.depth as usize && self.reads_in_flight <= reads
+    }
+
     /// Offset of slot `s`'s data in `data`.
     #[inline(always)]
     fn data_off(&self, s: u16) -> usize {
@@ -560,8 +576,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if !self.blocked.is_empty() {
             self.run_blocked(verbs, now_ns);
         }
-        // Receive buffers go back before the responses are rung (the host's next capsules
-        // find them).
+        // A lone zero-copy Write's READ (and, if the queue is still otherwise idle, its fenced
+        // response); then receive buffers go back before the responses are rung (the host's
+        // next capsules find them).
+        self.answer_lone_writes(verbs);
         self.repost_buffers(verbs);
         self.ring_doorbells(verbs);
         self.in_poll = false;

@@ -6,7 +6,9 @@ use super::*;
 
 impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// RDMA READ slot `s`'s host data: into namespace memory (a zero-copy Write) or the
-    /// slot's buffer; queued while the QP has its most READs outstanding.
+    /// slot's buffer; queued while the QP has its most READs outstanding. A zero-copy Write
+    /// that is its queue's only command, with no READ outstanding, waits for the end of the
+    /// turn (`answer_lone_writes`).
     pub(super) fn post_read(&mut self, verbs: &mut V, ci: usize, s: u16) {
         let c = self.conns[ci].as_mut().expect("live");
         let slot = &c.slots[s as usize];
@@ -28,11 +30,64 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         } else {
             Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey }
         };
+        let lone = c.lone_write == NO_SLOT && c.idle_but_one(0) && slot.direct_addr != 0 && slot.write.is_some();
         c.slots[s as usize].state = SlotState::Reading;
         c.reads_in_flight += 1;
-        let wr = SendWr { wr_id: wr_id(ci, c.gen, Kind::Read, s), op: SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) }, sge, signaled: true, fence: false, ud: None };
         self.stats.rdma_reads += 1;
+        if lone {
+            c.lone_write = s;
+            self.list_unrung(ci);
+            return;
+        }
+        let wr = SendWr { wr_id: wr_id(ci, c.gen, Kind::Read, s), op: SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) }, sge, signaled: true, fence: false, ud: None };
         self.defer_send(verbs, ci, &wr);
+    }
+
+    /// End of the turn: write the READ of each queue's lone zero-copy Write. A queue the turn
+    /// gave no other command, with no other READ outstanding (a host at QD1), has the Write
+    /// answered now: the response SEND is fenced behind the READ (the adapter begins it only
+    /// once the data is placed; a failed READ flushes it unsent), so READ and response share
+    /// the turn's one doorbell. Otherwise the READ goes alone and the Write is answered once
+    /// its completion is polled, batched with that turn's sends: a fence would hold every later
+    /// work request of the queue behind the READ, which at depth costs more than it saves.
+    pub(super) fn answer_lone_writes(&mut self, verbs: &mut V) {
+        if self.unrung_overflow {
+            for ci in 0..self.hi {
+                self.answer_lone_write(verbs, ci);
+            }
+            return;
+        }
+        for i in 0..self.unrung.len() {
+            let ci = self.unrung[i] as usize;
+            self.answer_lone_write(verbs, ci);
+        }
+    }
+
+    fn answer_lone_write(&mut self, verbs: &mut V, ci: usize) {
+        let Some(c) = self.conns[ci].as_mut() else { return };
+        let s = core::mem::replace(&mut c.lone_write, NO_SLOT);
+        if s == NO_SLOT || c.draining {
+            return;
+        }
+        let alone = c.idle_but_one(1);
+        let slot = &mut c.slots[s as usize];
+        let Some(Sgl::Keyed { addr, len, key, .. }) = slot.sgl else { return };
+        let sge = Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey };
+        let op = SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) };
+        if !alone {
+            let wr = SendWr { wr_id: wr_id(ci, c.gen, Kind::Read, s), op, sge, signaled: true, fence: false, ud: None };
+            self.defer_send(verbs, ci, &wr);
+            return;
+        }
+        // The range moves to the READ's `wr_id`: its completion ends it (the slot is free by
+        // then); until then overlapping commands wait as for any Write still landing.
+        let (range, t0) = (core::mem::replace(&mut slot.range, RangeId::NONE), slot.t0);
+        let wr = SendWr { wr_id: WrId::new(ci, c.gen, Kind::AnsweredRead, s, range).raw(), op, sge, signaled: true, fence: false, ud: None };
+        if !self.defer_send(verbs, ci, &wr) {
+            return;
+        }
+        self.stats.fenced_responses += 1;
+        self.respond_fenced(verbs, ci, s, Status::SUCCESS, 0, 0, t0, true);
     }
 
     /// A zero-copy Write: once nothing in flight overlaps its blocks, claim them and RDMA
@@ -90,14 +145,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Inlined: it is on every command's path (the call would cost ~45 instructions per I/O).
     #[inline(always)]
     pub(super) fn defer_send(&mut self, verbs: &mut V, ci: usize, wr: &SendWr) -> bool {
-        let c = self.conns[ci].as_mut().expect("live");
         self.stats.posts += 1;
-        if !c.unrung {
-            c.unrung = true;
-            if self.unrung.push(ci as u16).is_err() {
-                self.unrung_overflow = true;
-            }
-        }
+        self.list_unrung(ci);
+        let c = self.conns[ci].as_mut().expect("live");
         let posted = match self.groups.get_mut(c.group as usize) {
             Some(g) => verbs.group_path(&mut g.rings).post_send_deferred(c.qpn, wr).is_ok(),
             None => false,
@@ -108,6 +158,18 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             return false;
         }
         true
+    }
+
+    /// List queue `ci` for this turn's doorbells (once).
+    #[inline(always)]
+    pub(super) fn list_unrung(&mut self, ci: usize) {
+        let c = self.conns[ci].as_mut().expect("live");
+        if !c.unrung {
+            c.unrung = true;
+            if self.unrung.push(ci as u16).is_err() {
+                self.unrung_overflow = true;
+            }
+        }
     }
 
     pub(super) fn on_block_done(&mut self, verbs: &mut V, tag: u64, st: Status) {
@@ -196,7 +258,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub(super) fn respond(&mut self, verbs: &mut V, ci: usize, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
+        self.respond_fenced(verbs, ci, s, status, dw0, dw1, t0, false);
+    }
+
+    /// Answer slot `s` (its SEND `fence`d behind the queue's outstanding READs when asked) and
+    /// free the slot.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn respond_fenced(&mut self, verbs: &mut V, ci: usize, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64, fence: bool) {
         let c = self.conns[ci].as_mut().expect("live");
         let (cid, sgl, range, opcode) = {
             let sl = &c.slots[s as usize];
@@ -235,7 +305,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             op,
             sge: Sge { addr: c.rsp.paddr() + (s as usize * Cqe::SIZE) as u64, len: Cqe::SIZE as u32, lkey: c.rsp_lkey },
             signaled: true,
-            fence: false,
+            fence,
             ud: None,
         };
         self.stats.responses += 1;

@@ -41,6 +41,16 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                     self.data_in(verbs, ci, s, now_ns);
                 }
             }
+            Some(Kind::AnsweredRead) => {
+                // The Write's data is in place (its response, fenced behind this READ, is
+                // going out): the blocks are free for overlapping commands again.
+                let c = self.conns[ci].as_mut().expect("live");
+                c.reads_in_flight = c.reads_in_flight.saturating_sub(1);
+                self.inflight.remove(id.range(), ci, gen);
+                if let Some(next) = self.conns[ci].as_mut().and_then(|c| c.read_wait.pop_front()) {
+                    self.post_read(verbs, ci, next);
+                }
+            }
             Some(Kind::Send) => {
                 // The response went out, so did the RDMA WRITE before it (RC order): the
                 // namespace memory a zero-copy Read sent from may change now.

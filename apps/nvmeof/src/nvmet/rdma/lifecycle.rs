@@ -169,6 +169,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             draining: false,
             close_after_send: false,
             unrung: false,
+            lone_write: NO_SLOT,
         })
     }
 

@@ -19,6 +19,10 @@ pub(super) enum Kind {
     Write = 4,
     /// An AER: its block tag carries the CID, its response the AER response buffer.
     Aer = 5,
+    /// The RDMA READ of a zero-copy Write answered by a SEND fenced behind it: its completion
+    /// ends the Write's range and gives back the READ credit, and never touches the slot
+    /// (answered already, it may hold its next command).
+    AnsweredRead = 6,
 }
 
 /// Bits: slot 0..16, range 16..32, kind 32..36, generation 36..52, queue index 52..64.
@@ -60,6 +64,7 @@ impl WrId {
             3 => Kind::Read,
             4 => Kind::Write,
             5 => Kind::Aer,
+            6 => Kind::AnsweredRead,
             _ => return None,
         })
     }
