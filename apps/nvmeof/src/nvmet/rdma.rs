@@ -317,7 +317,8 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// turn (`release_pending`), so a completion later in the batch still finds its group.
     in_poll: bool,
     release_pending: bool,
-    /// A broken poll group waits to be replaced (`replace_broken_groups`, at the end of a turn).
+    /// A broken poll group waits to be replaced (`replace_broken_groups`, at the end of a
+    /// turn that ran the slow-path checks).
     replace_pending: bool,
     /// Counts of groups released so far, by group number (see [`GroupStats`]).
     group_totals: Vec<GroupStats>,
@@ -559,7 +560,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.complete_aer(verbs, tag, dw0);
         }
         // Keep-alive timers have 100 ms granularity (KAS); look at them once per millisecond.
-        if now_ns >= self.next_ka_check_ns {
+        let slow = now_ns >= self.next_ka_check_ns;
+        if slow {
             self.next_ka_check_ns = now_ns.saturating_add(1_000_000);
             work += self.check_keep_alive(verbs, now_ns);
             work += self.core.check_stores();
@@ -587,7 +589,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.release_pending = false;
             self.release_idle_groups(verbs);
         }
-        if self.replace_pending {
+        // Tried once per millisecond (a device that cannot make a group now is not asked
+        // every turn).
+        if slow && self.replace_pending {
             self.replace_broken_groups(verbs);
         }
         work
