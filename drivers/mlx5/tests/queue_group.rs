@@ -285,7 +285,10 @@ fn a_cq_error_and_srq_limit_reach_the_group_on_its_slow_path() {
     };
     assert_eq!(b.rig.cx.inject_cq_overrun(pick), Some(cq0.0));
     b.step();
+    assert!(!b.groups[0].broken() && !b.groups[1].broken());
     assert!(!b.v.dev.sync_group(&mut b.groups[0]), "the device is fine");
+    assert!(b.groups[0].broken(), "its CQ is in error for good: the group is broken");
+    assert!(!b.v.dev.sync_group(&mut b.groups[1]) && !b.groups[1].broken(), "the other group is not");
     let mut wc = [Completion::default(); 16];
     let n = b.groups[0].poll_cq(cq0, &mut wc);
     assert!(n > 0 && wc[..n].iter().all(|c| c.status == WcStatus::WrFlushed), "{:?}", &wc[..n]);
