@@ -8,6 +8,7 @@
 //! [`CmdQueue::poll`], [`CmdQueue::finish`]; the device's `run` loop) and answers page requests
 //! on the reserved slot ([`CmdQueue::exec`] with [`Slot::Pages`]).
 
+use crate::bar::{read_field, write_field};
 use crate::error::Error;
 use crate::health::HealthMonitor;
 use crate::ifc::{cmd_layout as ent, cmd_prot_block as blk, init_seg, mbox_in, mbox_out};
@@ -113,18 +114,12 @@ pub struct CmdErrors {
     pub abandoned: u64,
 }
 
-fn bar_write_field<M: Mmio + ?Sized>(bar: &M, f: Field, v: u32) {
-    // Whole-dword registers only (cmdq_addr_h, cmd_dbell).
-    debug_assert!(f.width == 32 && f.off % 32 == 0);
-    bar.write32_be((f.off / 8) as usize, v);
-}
-
 impl<D: DmaRegion> CmdQueue<D> {
     /// Allocate the queue page and mailboxes and tell the firmware where they are (init segment
     /// dwords 0x10/0x14), then wait for `initializing` to clear again.
     pub fn new<H: Hal<Dma = D>, M: Mmio + ?Sized>(hal: &H, bar: &M, timeouts: Timeouts) -> Result<Self, Error> {
-        let l = crate::health::read_field(bar, init_seg::log_cmdq_size) as u8;
-        let s = crate::health::read_field(bar, init_seg::log_cmdq_stride) as u8;
+        let l = read_field(bar, init_seg::log_cmdq_size) as u8;
+        let s = read_field(bar, init_seg::log_cmdq_stride) as u8;
         // Two slots at least: one for commands, the last reserved for MANAGE_PAGES.
         if (1usize << s) < 64 || (l as u32 + s as u32) > 12 || l > 5 || l < 1 {
             return Err(Error::BadCmdqGeometry { log_size: l, log_stride: s });
@@ -145,7 +140,7 @@ impl<D: DmaRegion> CmdQueue<D> {
             pending: None,
         };
         let pa = queue.paddr();
-        bar_write_field(bar, init_seg::cmdq_addr_h, (pa >> 32) as u32);
+        write_field(bar, init_seg::cmdq_addr_h, (pa >> 32) as u32);
         // Low dword: address bits 31:12; nic_interface 0 (full driver); size/stride read-only.
         let mut lo = [0u8; 4];
         let cmdq_l = Field { off: init_seg::cmdq_addr_l.off - 0x14 * 8, width: init_seg::cmdq_addr_l.width };
@@ -288,7 +283,7 @@ impl<D: DmaRegion> CmdQueue<D> {
         self.queue.write(index * self.stride, &e);
         core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
         self.slot_mut(slot).pending = Some(Pending { opcode, op_mod, out_blocks });
-        bar_write_field(bar, init_seg::cmd_dbell, 1 << index);
+        write_field(bar, init_seg::cmd_dbell, 1 << index);
         self.issued += 1;
         Ok(())
     }

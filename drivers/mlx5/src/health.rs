@@ -1,18 +1,10 @@
 //! Initialization segment: firmware version, `initializing` wait, health buffer and counter.
 
+use crate::bar::read_field;
 use crate::error::Error;
 use crate::ifc::{health_buffer as hb, init_seg};
 use crate::layout::Field;
 use hal::{Hal, Mmio};
-
-/// Read a (≤32-bit, dword-contained) init-segment field from the BAR.
-pub fn read_field<M: Mmio + ?Sized>(bar: &M, f: Field) -> u32 {
-    let dw = (f.off / 32 * 4) as usize;
-    let v = bar.read32_be(dw);
-    let shift = 32 - (f.off % 32) - f.width;
-    let mask = if f.width == 32 { u32::MAX } else { (1u32 << f.width) - 1 };
-    (v >> shift) & mask
-}
 
 /// Firmware version from init segment dwords 0 and 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

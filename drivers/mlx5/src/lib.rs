@@ -25,6 +25,7 @@
 extern crate alloc;
 
 pub mod arp;
+pub mod bar;
 pub mod cmd;
 pub mod datapath;
 pub mod device;

@@ -14,7 +14,7 @@ use crate::cmd::op;
 use crate::device::Mlx5;
 use crate::error::Error;
 use crate::ifc::{init_seg, teardown_hca_in, teardown_hca_out};
-use crate::layout::{set, Field};
+use crate::layout::set;
 use hal::{Hal, Mmio};
 
 use mlx5_ifc::teardown::{profile, FORCE_STATE_FAIL};
@@ -86,7 +86,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.set_nic_interface(NIC_IFC_DISABLED);
         let start = self.hal.now_ns();
         loop {
-            if crate::health::read_field(&self.bar, init_seg::nic_interface) == NIC_IFC_DISABLED {
+            if crate::bar::read_field(&self.bar, init_seg::nic_interface) == NIC_IFC_DISABLED {
                 return Ok(());
             }
             if self.hal.now_ns().wrapping_sub(start) >= FAST_TEARDOWN_TIMEOUT_NS {
@@ -99,10 +99,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 
     /// Write `nic_interface` into init-segment dword 0x14, keeping the command queue address.
     pub(crate) fn set_nic_interface(&self, v: u32) {
-        let dw = (init_seg::nic_interface.off / 32 * 4) as usize;
-        let mut b = self.bar.read32_be(dw).to_be_bytes();
-        let f = Field { off: init_seg::nic_interface.off % 32, width: init_seg::nic_interface.width };
-        set(&mut b, f, v as u64);
-        self.bar.write32_be(dw, u32::from_be_bytes(b));
+        crate::bar::write_field(&self.bar, init_seg::nic_interface, v);
     }
 }
