@@ -308,6 +308,8 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// Queues with sends written this turn, to ring at its end (overflow: scan them all).
     unrung: heapless::Vec<u16, 64>,
     unrung_overflow: bool,
+    /// A queue listed in `unrung` has a `Conn::lone_write` this turn.
+    lone_writes: bool,
     /// One past the highest live queue index.
     hi: usize,
     /// Poll groups (created with the first queue, released with the last); how many, the
@@ -364,6 +366,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             blocked: alloc::collections::VecDeque::with_capacity(slots),
             unrung: heapless::Vec::new(),
             unrung_overflow: false,
+            lone_writes: false,
             hi: 0,
             groups: Vec::new(),
             in_poll: false,

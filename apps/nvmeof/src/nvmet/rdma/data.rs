@@ -36,6 +36,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.stats.rdma_reads += 1;
         if lone {
             c.lone_write = s;
+            self.lone_writes = true;
             self.list_unrung(ci);
             return;
         }
@@ -50,7 +51,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// the turn's one doorbell. Otherwise the READ goes alone and the Write is answered once
     /// its completion is polled, batched with that turn's sends: a fence would hold every later
     /// work request of the queue behind the READ, which at depth costs more than it saves.
+    #[inline]
     pub(super) fn answer_lone_writes(&mut self, verbs: &mut V) {
+        // Most turns have none (reads, writes at depth): one flag, no pass over the queues.
+        if !core::mem::replace(&mut self.lone_writes, false) {
+            return;
+        }
         if self.unrung_overflow {
             for ci in 0..self.hi {
                 self.answer_lone_write(verbs, ci);
