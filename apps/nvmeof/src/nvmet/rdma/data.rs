@@ -44,8 +44,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.defer_send(verbs, ci, &wr);
     }
 
-    /// End of the turn: write the READ of each queue's lone zero-copy Write. A queue the turn
-    /// gave no other command, with no other READ outstanding (a host at QD1), has the Write
+    /// End of the turn: write the READ of each queue's lone zero-copy Write. If it is still the
+    /// queue's only command, with no other READ outstanding (a host at QD1), the Write is
     /// answered now: the response SEND is fenced behind the READ (the adapter begins it only
     /// once the data is placed; a failed READ flushes it unsent), so READ and response share
     /// the turn's one doorbell. Otherwise the READ goes alone and the Write is answered once
