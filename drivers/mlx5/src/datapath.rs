@@ -22,6 +22,15 @@ const CE_ALWAYS: u64 = mlx5_ifc::ctrl_flags::CQ_UPDATE as u64;
 pub const MAX_INLINE: usize = 256;
 /// Largest WQE: ctrl 16 + AV 48 + raddr 16 + inline header 4 + payload, rounded to WQEBBs.
 const MAX_WQE: usize = (16 + 48 + 16 + 4 + MAX_INLINE).div_ceil(WQEBB) * WQEBB;
+/// fm_ce_se fence mode by (fenced WR, after a UMR): a verbs fence waits for earlier READs
+/// (FENCE); after a UMR a WQE waits for the key change (INITIATOR_SMALL), a fenced one for both
+/// (SMALL_AND_FENCE), as Linux mlx5 maps IB_SEND_FENCE. A table: no branch per WQE.
+const FENCE_MODES: [u64; 4] = [
+    fence_mode::NONE as u64,
+    fence_mode::INITIATOR_SMALL as u64,
+    fence_mode::FENCE as u64,
+    fence_mode::SMALL_AND_FENCE as u64,
+];
 /// Extended-AV flag in dqp_dct.
 const AV_EXTENDED: u32 = mlx5_ifc::queue::EXTENDED_UD_AV;
 
@@ -194,14 +203,7 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
     let mut len = ctrl::LAYOUT.size;
     // The opcode the completion is reported as (a UMR is a registration or an invalidation).
     let mut slot_opcode = opcode;
-    // A verbs fence waits for earlier READs (FENCE); after a UMR it must also wait for the key
-    // change (SMALL_AND_FENCE), as Linux mlx5 maps IB_SEND_FENCE.
-    let mut fence = match (wr.fence, q.next_fence) {
-        (false, false) => 0,
-        (false, true) => crate::fastreg::FENCE_SMALL,
-        (true, false) => fence_mode::FENCE as u64,
-        (true, true) => fence_mode::SMALL_AND_FENCE as u64,
-    };
+    let mut fence = FENCE_MODES[(wr.fence as usize) << 1 | q.next_fence as usize];
     let umr = matches!(wr.op, SendOp::RegMr { .. } | SendOp::LocalInvalidate(_));
     if umr {
         let (n, _, so) = crate::fastreg::write(&mut w, &wr.op)?;
