@@ -347,6 +347,24 @@ impl Link for Tap<'_> {
     }
 }
 
+/// 100 steps of 1 µs with A's frames kept as they leave (B polled as usual); A's completions
+/// go to `p.a.cqes`.
+fn run_a_through_a_tap(p: &mut Pair) -> Vec<Vec<u8>> {
+    let mut sent = Vec::new();
+    for _ in 0..100 {
+        p.now += 1000;
+        p.a.link.set_now(p.now);
+        let mut tap = Tap { inner: &mut p.a.link, sent: Vec::new() };
+        p.a.eng.poll(p.now, &mut tap, &mut p.a.mem, &mut p.a.keys);
+        sent.extend(tap.sent);
+        p.b.poll(p.now);
+        while let Some(c) = p.a.eng.pop_completion() {
+            p.a.cqes.push(c);
+        }
+    }
+    sent
+}
+
 /// rxe re-sends already-ACKed packets now and then (linuxpeer.md): replaying old SEND, WRITE
 /// and READ REQUEST frames later is re-ACKed / re-answered but never re-executed.
 #[test]
@@ -365,19 +383,7 @@ fn stale_duplicates_are_not_re_executed() {
     p.a.eng.post_send(Qpn(0x11), send_wr(1, SendOp::RdmaWrite { remote_va: 0x20_0000, rkey: Rkey(kb) }, ka, 0x10_0000, 3000)).unwrap();
     p.a.eng.post_send(Qpn(0x11), send_wr(2, SendOp::Send, ka, 0x10_0000, 100)).unwrap();
     p.a.eng.post_send(Qpn(0x11), send_wr(3, SendOp::RdmaRead { remote_va: 0x20_0000, rkey: Rkey(kb) }, ka, 0x10_8000, 3000)).unwrap();
-    // Run A through a tap to keep its frames.
-    let mut sent = Vec::new();
-    for _ in 0..100 {
-        p.now += 1000;
-        p.a.link.set_now(p.now);
-        let mut tap = Tap { inner: &mut p.a.link, sent: Vec::new() };
-        p.a.eng.poll(p.now, &mut tap, &mut p.a.mem, &mut p.a.keys);
-        sent.extend(tap.sent);
-        p.b.poll(p.now);
-        while let Some(c) = p.a.eng.pop_completion() {
-            p.a.cqes.push(c);
-        }
-    }
+    let sent = run_a_through_a_tap(&mut p);
     assert_eq!(p.a.take_cqes().iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(), vec![(1, WcStatus::Success), (2, WcStatus::Success), (3, WcStatus::Success)]);
     let brecv = p.b.take_cqes();
     assert_eq!(brecv.iter().map(|c| (c.wr_id, c.status, c.byte_len)).collect::<Vec<_>>(), vec![(1, WcStatus::Success, 100)]);
@@ -411,18 +417,7 @@ fn read_then_send_frames(p: &mut Pair, ka: u32, kb: u32) -> Vec<Vec<u8>> {
     p.b.eng.post_recv(Qpn(0x12), recv_wr(2, kb, 0x20_8000, 8192)).unwrap();
     p.a.eng.post_send(Qpn(0x11), send_wr(1, SendOp::RdmaRead { remote_va: 0x20_0000, rkey: Rkey(kb) }, ka, 0x10_8000, 3000)).unwrap();
     p.a.eng.post_send(Qpn(0x11), send_wr(2, SendOp::Send, ka, 0x10_0000, 100)).unwrap();
-    let mut sent = Vec::new();
-    for _ in 0..100 {
-        p.now += 1000;
-        p.a.link.set_now(p.now);
-        let mut tap = Tap { inner: &mut p.a.link, sent: Vec::new() };
-        p.a.eng.poll(p.now, &mut tap, &mut p.a.mem, &mut p.a.keys);
-        sent.extend(tap.sent);
-        p.b.poll(p.now);
-        while let Some(c) = p.a.eng.pop_completion() {
-            p.a.cqes.push(c);
-        }
-    }
+    let sent = run_a_through_a_tap(p);
     assert_eq!(p.a.take_cqes().iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(), vec![(1, WcStatus::Success), (2, WcStatus::Success)]);
     assert_eq!(p.b.take_cqes().len(), 1);
     assert_eq!(sent.len(), 2, "READ REQUEST, SEND");
