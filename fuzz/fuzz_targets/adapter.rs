@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use emu_connectx::{ConnectX, PhysMem, Profile, SimClock, SimHal};
 use hal::Mmio;
 use mlx5::selftest::{loopback_rc, LoopbackConfig};
-use mlx5::{Config, Mlx5, Mlx5Verbs, Timeouts};
+use mlx5::{Config, Mlx5Verbs, Timeouts};
 
 /// Which reads to alter: (reads to let through first, xor mask), consumed in order.
 /// Shared by the BAR and the DMA read filter (which the simulated platform wants `Sync`).
@@ -120,13 +120,9 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     };
     // An adapter the plan leaves alone must pass everything, with every page given back.
     let honest = steps.len() < 6;
-    let dev = match Mlx5::bring_up(hal, bar, cfg) {
-        Ok(d) => d,
-        Err(e) => return assert!(!honest, "honest bring-up failed: {e:?}"),
-    };
-    let mut v = match Mlx5Verbs::new(dev) {
+    let mut v = match Mlx5Verbs::bring_up(hal, bar, cfg) {
         Ok(v) => v,
-        Err(e) => return assert!(!honest, "honest verbs setup failed: {e:?}"),
+        Err(e) => return assert!(!honest, "honest bring-up failed: {e:?}"),
     };
     let r = loopback_rc(&mut v, &LoopbackConfig { rounds: 1, size: 512, ..Default::default() });
     assert!(!honest || r.is_ok(), "honest loopback failed: {r:?}");

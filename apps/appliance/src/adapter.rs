@@ -212,22 +212,15 @@ pub(crate) fn bring_up(f: &PciFunction, bar: u8, head: &str, ip: [u8; 4], trace:
         }
     };
     let cfg = mlx5::Config { ipv4: ip, trace, vf, ..Default::default() };
-    let dev = match mlx5::Mlx5::bring_up(KernelHal, bar0, cfg) {
-        Ok(d) => d,
+    let mut verbs = match mlx5::Mlx5Verbs::bring_up(KernelHal, bar0, cfg) {
+        Ok(v) => Box::new(v),
         Err(e) => {
+            // bring_up released what it made (pages reclaimed, HCA disabled) before failing.
             error!("{head}: bring-up failed: {e} ({e:?})");
             return None;
         }
     };
-    let fw = dev.fw;
-    let mut verbs = match mlx5::Mlx5Verbs::new(dev) {
-        Ok(v) => Box::new(v),
-        Err(e) => {
-            // new() shut the device down (pages reclaimed, HCA disabled) before failing.
-            error!("{head}: firmware {fw}: verbs setup failed: {e} ({e:?})");
-            return None;
-        }
-    };
+    let fw = verbs.fw();
     // Ask the firmware (QUERY_VPORT_STATE): it need not send a port-change event at boot.
     // Only if it refuses the query, wait a moment for such an event instead.
     if let Err(e) = verbs.dev.query_link() {

@@ -6,7 +6,7 @@
 //! - [`cmd`]: command queue (inline + chained mailboxes, tokens, ownership, typed errors).
 //! - [`trace`]: the firmware command trace (`mlx5_cmd` tracepoint lines, hex dumps).
 //! - [`health`]: init segment, `initializing` wait, health buffer/counter.
-//! - [`device`]: [`Mlx5::bring_up`] in firmware order, EQ polling (page requests, errors),
+//! - [`device`]: the device layer: [`Mlx5::bring_up`] in firmware order, EQ polling (page requests, errors),
 //!   PD/TD/UAR/MKeys/CQs/QPs, SRQs (RMP: `create_srq`, `post_srq_recv`, `arm_srq`, QPs on them by
 //!   `create_qp_srq`, many QPs per CQ), QP state transitions, [`Mlx5::shutdown`] reclaiming every page.
 //! - [`teardown`]: the TEARDOWN_HCA ladder (graceful, fast teardown, force close).
@@ -14,7 +14,8 @@
 //! - [`group`]: [`QueueGroup`], the rings of one poll group (CQ, SRQ, its QPs' send queues, its
 //!   own UAR page) as an object of its own that implements `rdma::DataPath` without the device.
 //! - [`fastreg`]: UMR WQEs: per-I/O key registration and invalidation through the send queue.
-//! - [`verbs`]: [`Mlx5Verbs`], the `rdma::Verbs` implementation apps use; [`arp`]: the ARP
+//! - [`verbs`]: [`Mlx5Verbs`], the `rdma::Verbs` implementation apps use
+//!   ([`Mlx5Verbs::bring_up`] reaches "ready", [`Mlx5Verbs::shutdown`] releases it); [`arp`]: the ARP
 //!   frames it feeds its neighbour table (`rdma::neigh`) with; [`mgmt_tap`]: the bounded queue of
 //!   other raw frames for a management network stack.
 //! - [`selftest`]: RC traffic between two QPs over the port's local loopback, verified.

@@ -49,14 +49,22 @@ pub struct Mlx5Verbs<H: Hal, M: Mmio> {
 }
 
 impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
-    /// Create the GSI CQ and QP1, bring QP1 to RTS, and bring up the raw Ethernet path for ARP
-    /// (if the adapter refuses it, only static neighbours work; see `raw_eth`).
+    /// Bring the adapter behind `bar` (BAR0) up to "ready" — the one way to get an adapter apps
+    /// can use: the device bring-up ([`Mlx5::bring_up`]: firmware order up to PD, reserved lkey,
+    /// RoCE and GID 0), then the GSI CQ and QP1 (in RTS), then the raw Ethernet path for ARP (if
+    /// the adapter refuses it, only static neighbours work; see `raw_eth`).
     ///
-    /// On failure the device is shut down before the error is returned (every object
-    /// destroyed, TEARDOWN_HCA, every firmware page reclaimed, DISABLE_HCA): the pages the
-    /// firmware owned must not go back to the DMA pool while the adapter may still use them.
-    /// The returned error is the setup error; a failing shutdown is logged.
-    pub fn new(mut dev: Mlx5<H, M>) -> Result<Self, Error> {
+    /// On failure everything made so far is released by the one cleanup, [`Mlx5::shutdown`]'s
+    /// (every object destroyed, TEARDOWN_HCA, every firmware page reclaimed, DISABLE_HCA) before
+    /// the error is returned: the pages the firmware owned must not go back to the DMA pool while
+    /// the adapter may still use them. The returned error is the setup error; a failing cleanup
+    /// is logged. [`Mlx5Verbs::shutdown`] is the same cleanup for a ready adapter.
+    pub fn bring_up(hal: H, bar: M, cfg: crate::Config) -> Result<Self, Error> {
+        Self::ready(Mlx5::bring_up(hal, bar, cfg)?)
+    }
+
+    /// The steps after the device bring-up (see [`Mlx5Verbs::bring_up`]).
+    fn ready(mut dev: Mlx5<H, M>) -> Result<Self, Error> {
         let (gsi_cq, gsi) = match Self::create_gsi(&mut dev) {
             Ok(v) => v,
             Err(e) => {
@@ -186,7 +194,7 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
     }
 
     /// Bring a failed device up again ([`Mlx5::recover`]), then the GSI CQ and QP and the raw
-    /// Ethernet path as [`Mlx5Verbs::new`] does (neighbour entries are kept).
+    /// Ethernet path as [`Mlx5Verbs::bring_up`] does (neighbour entries are kept).
     pub fn recover(&mut self) -> Result<(), Error> {
         if self.dev.failed().is_none() {
             return Ok(());
@@ -211,9 +219,18 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
         r
     }
 
-    /// Destroy everything and hand the adapter back to firmware control.
+    /// Destroy everything and hand the adapter back to firmware control (the one cleanup, as on
+    /// a failed [`Mlx5Verbs::bring_up`]).
     pub fn shutdown(self) -> Result<crate::device::Stats, Error> {
         self.dev.shutdown()
+    }
+}
+
+/// What apps, the management plane and tests read of the adapter (the device stays private).
+impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
+    /// Firmware version (from the init segment at bring-up).
+    pub fn fw(&self) -> crate::health::FwVersion {
+        self.dev.fw
     }
 }
 

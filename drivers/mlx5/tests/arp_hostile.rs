@@ -6,7 +6,7 @@
 use emu_connectx::{ConnectX, PhysMem, SimClock, SimHal};
 use emu_roce::{Impairments, Link, MemLink};
 use mlx5::arp;
-use mlx5::{Config, Mlx5, Mlx5Verbs};
+use mlx5::{Config, Mlx5Verbs};
 use rdma::neigh::{ArpOp, NeighConfig};
 use rdma::{Control, Neighbours};
 
@@ -30,7 +30,7 @@ impl Rig {
         let mem = PhysMem::with_base(0x1_0000_0000);
         let hal = SimHal::new(mem.clone(), clock.clone());
         let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac: MY_MAC, port_answers_arp: false, ..Default::default() });
-        let v = Mlx5Verbs::new(Mlx5::bring_up(hal, cx.bar0(), Config { ipv4: ME, ..Config::default() }).unwrap()).unwrap();
+        let v = Mlx5Verbs::bring_up(hal, cx.bar0(), Config { ipv4: ME, ..Config::default() }).unwrap();
         assert!(v.raw_eth);
         let (dev_end, wire) = MemLink::pair(Impairments::default(), 5);
         cx.attach_link(Box::new(dev_end));

@@ -257,20 +257,22 @@ fn page_demand_over_budget_is_refused_and_reported() {
     assert_eq!(rig.mem.stats().regions, 0);
 }
 
-/// `Mlx5Verbs::new` failing (a command of the GSI setup refused by the firmware) shuts the
-/// device down before returning the error: no firmware page is left with the adapter, no object
+/// `Mlx5Verbs::bring_up` failing after the device bring-up (a command of the GSI setup refused
+/// by the firmware) shuts the device down before returning the error: no firmware page is left with the adapter, no object
 /// abandoned, the function is disabled and all DMA memory is back with the host.
 #[test]
 fn verbs_setup_failure_shuts_the_device_down() {
     for opcode in [op::CREATE_CQ, op::CREATE_QP, op::RST2INIT_QP, op::INIT2RTR_QP, op::RTR2RTS_QP] {
         // Firmware that wants pages per QP, so the failing setup has pages beyond bring-up's.
         let (rig, hal, bar) = common::rig_with(emu_connectx::Config::for_profile(emu_connectx::Profile { pages: emu_connectx::profile::PageDemand { per_qp: 2, ..Default::default() }, ..Default::default() }));
-        let dev = Mlx5::bring_up(hal, bar, cfg()).expect("bring-up");
-        assert!(rig.cx.counters().pages_held > 0);
+        // The device bring-up sends none of these commands: the failure comes after it, with
+        // the bring-up's pages and objects held.
         rig.cx.faults_mut().forced.insert(opcode, (0x3, SYNDROME));
-        let err = mlx5::Mlx5Verbs::new(dev).err().unwrap_or_else(|| panic!("0x{opcode:x}: verbs setup succeeded"));
+        let err = mlx5::Mlx5Verbs::bring_up(hal, bar, cfg()).err().unwrap_or_else(|| panic!("0x{opcode:x}: verbs setup succeeded"));
         assert!(matches!(err, Error::Command { opcode: o, status: 0x3, syndrome: SYNDROME, .. } if o == opcode), "0x{opcode:x}: {err:?}");
         let c = rig.cx.counters();
+        // Only the forced command failed: the device bring-up before it went through.
+        assert_eq!(c.cmd_failures, 1, "0x{opcode:x}: {c:?}");
         assert_eq!(c.pages_held, 0, "0x{opcode:x}: {c:?}");
         assert_eq!(c.pages_abandoned, 0, "0x{opcode:x}: {c:?}");
         assert_eq!(c.objects_abandoned, 0, "0x{opcode:x}: {c:?}");

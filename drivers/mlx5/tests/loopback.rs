@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use mlx5::selftest::{loopback_rc, LoopbackConfig};
-use mlx5::{Error, Mlx5, Mlx5Verbs};
+use mlx5::{Error, Mlx5Verbs};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 fn verbs() -> (Rig, Mlx5Verbs<emu_connectx::SimHal, emu_connectx::Bar0>) {
@@ -14,8 +14,7 @@ fn verbs() -> (Rig, Mlx5Verbs<emu_connectx::SimHal, emu_connectx::Bar0>) {
     hal.set_relax_hook(Box::new(move || {
         cx.poll();
     }));
-    let dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
-    (rig, Mlx5Verbs::new(dev).unwrap())
+    (rig, Mlx5Verbs::bring_up(hal, bar, cfg()).unwrap())
 }
 
 #[test]
@@ -50,7 +49,7 @@ fn loopback_switched_off_is_refused_turned_back_on_or_fails_with_retry_exceeded(
         }
         cx.poll();
     }));
-    let mut v = Mlx5Verbs::new(Mlx5::bring_up(hal, bar, cfg()).unwrap()).unwrap();
+    let mut v = Mlx5Verbs::bring_up(hal, bar, cfg()).unwrap();
     v.dev.set_local_loopback(false).unwrap();
     assert!(!v.dev.query_vport().unwrap().uc_local_lb);
     let cfg = LoopbackConfig { rounds: 1, size: 256, enable_local_lb: false, ..Default::default() };

@@ -6,7 +6,7 @@
 
 use emu_connectx::{ConnectX, PhysMem, SimClock, SimHal};
 use emu_roce::{Impairments, Link, MemLink};
-use mlx5::{Config, Mlx5, Mlx5Verbs, MAX_FRAME, MAX_INLINE_FRAME};
+use mlx5::{Config, Mlx5Verbs, MAX_FRAME, MAX_INLINE_FRAME};
 use rdma::{Control, Neighbours};
 
 type V = Mlx5Verbs<SimHal, emu_connectx::Bar0>;
@@ -27,8 +27,8 @@ fn side(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64) -> (ConnectX, V)
     let mem = PhysMem::with_base(base);
     let hal = SimHal::new(mem.clone(), clock.clone());
     let cx = ConnectX::new(mem, clock.clone(), emu_connectx::Config { mac, port_answers_arp: false, ..Default::default() });
-    let dev = Mlx5::bring_up(hal, cx.bar0(), Config { ipv4: ip, ..Config::default() }).expect("bring-up");
-    (cx, Mlx5Verbs::new(dev).expect("verbs"))
+    let v = Mlx5Verbs::bring_up(hal, cx.bar0(), Config { ipv4: ip, ..Config::default() }).expect("bring-up");
+    (cx, v)
 }
 
 fn ipv4_frame(dst: [u8; 6], src: [u8; 6], len: usize, fill: u8) -> Vec<u8> {

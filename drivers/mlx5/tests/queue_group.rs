@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use hal::{DmaRegion, Hal};
-use mlx5::{Error, Mlx5, Mlx5Verbs, QueueGroup};
+use mlx5::{Error, Mlx5Verbs, QueueGroup};
 use rdma::{Access, Completion, Control, Cqn, DataPath, Lkey, Neighbours, Qpn, RcConnectAttrs, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 
 type V = Mlx5Verbs<emu_connectx::SimHal, emu_connectx::Bar0>;
@@ -51,7 +51,7 @@ fn bench(ngroups: usize, per: usize) -> Bench {
     hal.set_relax_hook(Box::new(move || {
         cx.poll();
     }));
-    let mut v = Mlx5Verbs::new(Mlx5::bring_up(hal, bar, cfg()).unwrap()).unwrap();
+    let mut v = Mlx5Verbs::bring_up(hal, bar, cfg()).unwrap();
     let pcq = v.create_cq(256).unwrap();
     let buf = v.alloc_buf(1 << 20).unwrap();
     let (lkey, _) = v.reg_mr(buf.paddr(), 1 << 20, Access { local_write: true, ..Default::default() }).unwrap();

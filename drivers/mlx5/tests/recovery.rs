@@ -8,7 +8,7 @@
 mod common;
 use common::*;
 use mlx5::selftest::{loopback_rc, LoopbackConfig};
-use mlx5::{op, Error, Mlx5, Mlx5Verbs};
+use mlx5::{op, Error, Mlx5Verbs};
 use rdma::{Access, Completion, Control, DataPath, RecvWr, SendOp, SendWr, Sge, WcStatus};
 
 type V = Mlx5Verbs<emu_connectx::SimHal, emu_connectx::Bar0>;
@@ -27,8 +27,7 @@ fn verbs_on(flr: bool) -> (Rig, V) {
     hal.set_relax_hook(Box::new(move || {
         cx.poll();
     }));
-    let dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
-    (rig, Mlx5Verbs::new(dev).unwrap())
+    (rig, Mlx5Verbs::bring_up(hal, bar, cfg()).unwrap())
 }
 
 /// A connected-enough RC QP (RTS towards itself) with receives and a send posted, its CQ,

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use hal::{DmaRegion, Hal};
 use mlx5::device::event;
-use mlx5::{Mlx5, Mlx5Verbs, SrqId};
+use mlx5::{Mlx5Verbs, SrqId};
 use rdma::{Access, Completion, Control, Cqn, DataPath, Lkey, Neighbours, Qpn, RcConnectAttrs, RecvWr, SendOp, SendWr, Sge, SrqVerbs, Srqn, WcOpcode, WcStatus};
 
 type V = Mlx5Verbs<emu_connectx::SimHal, emu_connectx::Bar0>;
@@ -52,7 +52,7 @@ fn bench(n: usize, log_srq: u8) -> Bench {
     hal.set_relax_hook(Box::new(move || {
         cx.poll();
     }));
-    let mut v = Mlx5Verbs::new(Mlx5::bring_up(hal, bar, cfg()).unwrap()).unwrap();
+    let mut v = Mlx5Verbs::bring_up(hal, bar, cfg()).unwrap();
     let srq = v.dev.create_srq(log_srq, 0).unwrap();
     let rcq = v.create_cq(64).unwrap();
     let scq = v.create_cq(64).unwrap();

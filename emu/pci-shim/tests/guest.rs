@@ -156,12 +156,11 @@ fn drive_mlx5(tag: &str, profile: emu_connectx::Profile) -> (String, ShimStats, 
     let mut cfg = mlx5::Config { ipv4: [10, 0, 0, 1], vf, ..mlx5::Config::default() };
     // A command that waits for pages never completing is a test failure, not a minute's wait.
     cfg.timeouts.cmd_ns = 10_000_000_000;
-    let dev = mlx5::Mlx5::bring_up(hal, bar, cfg);
-    let verbs = dev.map(|d| (d.fw, mlx5::Mlx5Verbs::new(d)));
+    let verbs = mlx5::Mlx5Verbs::bring_up(hal, bar, cfg);
     stop.store(true, SeqCst);
     let (stats, ctr) = shim.join().unwrap();
-    let (fw, verbs) = verbs.expect("bring-up over the shared files");
-    let verbs = verbs.expect("verbs setup over the shared files");
+    let verbs = verbs.expect("bring-up over the shared files");
+    let fw = verbs.fw();
     drop(verbs);
     (format!("{fw}"), stats, ctr)
 }

@@ -9,7 +9,7 @@
 
 use rdma::Control;
 use emu_connectx::{Bar0, ConnectX, PhysMem, SimClock, SimHal};
-use mlx5::{Mlx5, Mlx5Verbs, Timeouts};
+use mlx5::{Mlx5Verbs, Timeouts};
 
 /// The verbs a node's apps run on.
 pub type Verbs = Mlx5Verbs<SimHal, Bar0>;
@@ -68,8 +68,7 @@ impl Node {
         let cx_cfg = emu_connectx::Config { mac, port_answers_arp: opts.port_answers_arp, profile: opts.profile, ..Default::default() };
         let cx = ConnectX::new(mem, clock.clone(), cx_cfg);
         let cfg = mlx5::Config { ipv4: ip, timeouts: TIMEOUTS, trace: opts.trace, vf, ..mlx5::Config::default() };
-        let dev = Mlx5::bring_up(hal.clone(), cx.bar0(), cfg).map_err(Error::BringUp)?;
-        let v = Mlx5Verbs::new(dev).map_err(Error::BringUp)?;
+        let v = Mlx5Verbs::bring_up(hal.clone(), cx.bar0(), cfg).map_err(Error::BringUp)?;
         cx.attach_link(link);
         Ok(Node { clock, hal, cx, v })
     }

@@ -369,9 +369,11 @@ fn clear(b: &mut [u8]) {
 }
 
 impl<H: Hal, M: Mmio> Mlx5<H, M> {
-    /// Bring the adapter behind `bar` (BAR0) up to a state where CQs and QPs can be created:
-    /// everything up to the PD and the reserved lkey, RoCE enabled and GID 0 set (no memory key). On failure everything that was
-    /// created is undone (as far as the firmware still answers) and the error is returned.
+    /// The device layer's bring-up (apps use [`crate::Mlx5Verbs::bring_up`], which starts with
+    /// this): the adapter behind `bar` (BAR0) up to a state where CQs and QPs can be created:
+    /// everything up to the PD and the reserved lkey, RoCE enabled and GID 0 set (no memory
+    /// key). On failure everything that was created is undone by the one cleanup
+    /// ([`Mlx5::shutdown`]'s, as far as the firmware still answers) and the error is returned.
     pub fn bring_up(hal: H, bar: M, cfg: Config) -> Result<Self, Error> {
         if bar.size() < init_seg::LAYOUT.size {
             return Err(Error::BarTooSmall(bar.size()));
