@@ -223,14 +223,14 @@ pub(crate) fn bring_up(f: &PciFunction, bar: u8, head: &str, ip: [u8; 4], trace:
     let fw = verbs.fw();
     // Ask the firmware (QUERY_VPORT_STATE): it need not send a port-change event at boot.
     // Only if it refuses the query, wait a moment for such an event instead.
-    if let Err(e) = verbs.dev.query_link() {
+    if let Err(e) = verbs.query_link() {
         warn!("{head}: link state query failed ({e}); waiting for a port event");
         let t0 = kernel::time::now_ns();
-        while verbs.dev.link_up().is_none() && kernel::time::now_ns() - t0 < LINK_WAIT_NS {
+        while verbs.link_up().is_none() && kernel::time::now_ns() - t0 < LINK_WAIT_NS {
             verbs.poll();
         }
     }
-    let link = match verbs.dev.link_up() {
+    let link = match verbs.link_up() {
         Some(true) => "link up",
         Some(false) => "link down",
         None => "link state unknown (query refused, no port event within 2 s)",

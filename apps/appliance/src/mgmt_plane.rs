@@ -41,7 +41,7 @@ impl Plane {
         self.m.run(now, &mut |page, w| match page {
             mgmt::Page::Metrics => {
                 // The adapter's queue counters are read (one firmware command) only for a page.
-                if let Err(e) = v.dev.refresh_queue_counters() {
+                if let Err(e) = v.refresh_queue_counters() {
                     log::warn!("mgmt: queue counters: {e}");
                 }
                 let mut e = Exposition::new(w);

@@ -14,6 +14,7 @@
 //! selftest: connectx PASS
 //! ```
 use log::{error, info};
+use rdma::Neighbours;
 
 use crate::adapter::Adapter;
 use crate::config::Config;
@@ -48,24 +49,23 @@ pub fn run(cfg: &Config) -> bool {
 
 /// Everything between bring-up and shutdown; true when it all passed.
 fn exercise(a: &mut Adapter, cfg: &Config) -> bool {
-    info!("selftest: connectx: {} firmware {}, ISSI {}", a.bdf, a.verbs.dev.fw, a.verbs.dev.issi);
+    info!("selftest: connectx: {} firmware {}, ISSI {}", a.bdf, a.verbs.fw(), a.verbs.issi());
     let v = &mut *a.verbs;
-    let dev = &mut v.dev;
-    info!("selftest: connectx: capabilities {:?}", dev.caps);
-    let link = match dev.query_link() {
+    info!("selftest: connectx: capabilities {:?}", v.caps());
+    let link = match v.query_link() {
         Ok(true) => "link up",
         Ok(false) => "link down (local loopback does not need the cable)",
         Err(_) => "link state unknown (QUERY_VPORT_STATE refused)",
     };
-    let vport = match dev.query_vport() {
+    let vport = match v.query_vport() {
         Ok(i) => i,
         Err(e) => {
             error!("selftest: connectx: QUERY_NIC_VPORT_CONTEXT failed: {e}");
             return false;
         }
     };
-    let m = dev.mac();
-    let ip = dev.ipv4();
+    let m = v.local_mac();
+    let ip = v.local_ip();
     info!(
         "selftest: connectx: {link}, port MTU {}, path MTU {}, MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, GID 0 ::ffff:{}.{}.{}.{} (RoCEv2), RoCE {}, unicast local loopback {}",
         vport.mtu,

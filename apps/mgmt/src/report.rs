@@ -10,7 +10,7 @@ use blockdev::BlockDevice;
 use hal::{Hal, Mmio};
 use nvmeof::bench::Histogram;
 use nvmeof::nvmet::service::TargetService;
-use rdma::GroupVerbs;
+use rdma::{GroupVerbs, Neighbours};
 
 use crate::prom::{Exposition, Kind, LATENCY_BOUNDS_S};
 use crate::stack::MgmtStats;
@@ -283,37 +283,37 @@ pub fn adapter_metrics<'a, H: Hal, M: Mmio + 'a>(e: &mut Exposition<'_>, v: &mlx
 where
     H::Dma: 'a,
 {
-    let d = v.dev.stats();
-    let gs = v.dev.group_stats(groups);
+    let d = v.stats();
+    let gs = v.group_stats(groups);
     let all = gs.iter().fold(mlx5::GroupStats::default(), |a, g| a.plus(*g));
-    let link = match v.dev.link_up() {
+    let link = match v.link_up() {
         Some(true) => 1,
         Some(false) => 0,
         None => -1,
     };
     e.single("mlx5_link_up", Kind::Gauge, "Port state: 1 up, 0 down, -1 not yet known.", link);
-    let h = v.dev.health_report();
+    let h = v.health_report();
     e.single("mlx5_health_syndrome", Kind::Gauge, "Firmware health syndrome (0: healthy).", h.synd);
     e.single("mlx5_health_heartbeat", Kind::Gauge, "Firmware health counter (advances while the firmware runs).", h.counter);
     e.single("mlx5_firmware_commands_total", Kind::Counter, "Firmware commands issued.", d.commands);
-    let ce = v.dev.command_errors();
+    let ce = v.command_errors();
     e.family("mlx5_firmware_command_errors_total", Kind::Counter, "Firmware commands that failed: refused with a status, delivery error, abandoned (timeout or dead firmware).")
         .sample(&[("kind", "refused")], ce.refused)
         .sample(&[("kind", "delivery")], ce.delivery)
         .sample(&[("kind", "abandoned")], ce.abandoned);
-    let mtu = v.dev.port_mtu;
+    let mtu = v.port_mtu();
     e.family("mlx5_port_mtu_bytes", Kind::Gauge, "Port MTU (PMTU register): operational, administrative, largest the port takes.")
         .sample(&[("kind", "oper")], mtu.oper)
         .sample(&[("kind", "admin")], mtu.admin)
         .sample(&[("kind", "max")], mtu.max);
-    e.single("mlx5_firmware_pages", Kind::Gauge, "Pages given to the firmware and not reclaimed.", v.dev.pages_held());
+    e.single("mlx5_firmware_pages", Kind::Gauge, "Pages given to the firmware and not reclaimed.", v.pages_held());
     e.single("mlx5_error_events_total", Kind::Counter, "Asynchronous error events (CQ/QP/port errors).", d.error_events);
     e.single("mlx5_bad_cqes_total", Kind::Counter, "CQEs naming an unknown QP or a WQE not outstanding (dropped), on every queue (the device's own and every queue group's).", d.bad_cqes + all.bad_cqes);
     e.single("mlx5_send_doorbells_total", Kind::Counter, "Send doorbells rung, on every queue: the device's own (mlx5_device_send_doorbells_total) and every queue group's (mlx5_group_send_doorbells_total).", d.sq_doorbells + all.sq_doorbells);
     e.single("mlx5_device_send_doorbells_total", Kind::Counter, "Send doorbells rung on the device's own queues (GSI, raw Ethernet, queues outside queue groups).", d.sq_doorbells);
     group_families(e, &gs);
-    e.single("mlx5_queue_pairs", Kind::Gauge, "Queue pairs live.", v.dev.live_qps());
-    let qc = v.dev.queue_counters();
+    e.single("mlx5_queue_pairs", Kind::Gauge, "Queue pairs live.", v.live_qps());
+    let qc = v.queue_counters();
     if !qc.is_empty() {
         let mut f = e.family(
             "mlx5_roce_qp_events_total",
@@ -324,7 +324,7 @@ where
             f.sample(&[("event", name)], val);
         }
     }
-    if let Some(r) = v.dev.raw_stats() {
+    if let Some(r) = v.raw_stats() {
         e.family("mlx5_raw_frames_total", Kind::Counter, "Frames on the raw Ethernet queue (ARP, management).").sample(&[("dir", "rx")], r.rx_frames).sample(&[("dir", "tx")], r.tx_frames);
         e.single("mlx5_raw_rx_errors_total", Kind::Counter, "Raw receive completions with an error.", r.rx_errors);
     }
@@ -409,9 +409,9 @@ fn html_escape(w: &mut dyn Write, s: &str) -> fmt::Result {
 /// The one-page HTML status: identity, uptime, link, subsystems with their namespaces and
 /// allowed hosts, connections and controllers, command counts.
 pub fn status_page<H: Hal, M: Mmio, V: GroupVerbs, B: BlockDevice>(w: &mut dyn Write, name: &str, uptime_s: u64, v: &mlx5::Mlx5Verbs<H, M>, svc: &TargetService<V, B>) -> fmt::Result {
-    let ip = v.dev.ipv4();
-    let mac = v.dev.mac();
-    let link = match v.dev.link_up() {
+    let ip = v.local_ip();
+    let mac = v.local_mac();
+    let link = match v.link_up() {
         Some(true) => "up",
         Some(false) => "down",
         None => "unknown",
@@ -425,7 +425,7 @@ pub fn status_page<H: Hal, M: Mmio, V: GroupVerbs, B: BlockDevice>(w: &mut dyn W
     writeln!(
         w,
         "<h2>Adapter</h2>\n<table><tr><td>address</td><td>{}.{}.{}.{}</td></tr><tr><td>MAC</td><td>{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}</td></tr><tr><td>link</td><td>{link}</td></tr><tr><td>health syndrome</td><td>{}</td></tr></table>",
-        ip[0], ip[1], ip[2], ip[3], mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], v.dev.health_report().synd
+        ip[0], ip[1], ip[2], ip[3], mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], v.health_report().synd
     )?;
     w.write_str("<h2>Subsystems</h2>\n<table><tr><th>NQN</th><th>namespaces</th><th>hosts</th></tr>\n")?;
     for s in core.subsystems() {

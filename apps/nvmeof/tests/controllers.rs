@@ -206,7 +206,7 @@ fn disconnect_to_baseline(net: &mut Net, h: &mut Node, set: &mut Controllers<V>,
         h.v.poll();
         net.w.turn();
     }
-    assert_eq!((h.v.dev.live_qps(), h.v.dev.live_cqs()), base, "initiator objects after disconnect");
+    assert_eq!((h.v.live_qps(), h.v.live_cqs()), base, "initiator objects after disconnect");
     assert_eq!(net.w.target.queues(), 0, "target queues after disconnect");
     assert!(net.w.conns.is_empty(), "CM connections after disconnect: {:?}", net.w.conns.len());
 }
@@ -214,14 +214,14 @@ fn disconnect_to_baseline(net: &mut Net, h: &mut Node, set: &mut Controllers<V>,
 #[test]
 fn a_failed_device_is_released_by_every_controller_before_it_comes_back() {
     let (mut net, mut h, mut set) = setup();
-    let (qps0, cqs0) = (h.v.dev.live_qps(), h.v.dev.live_cqs());
+    let (qps0, cqs0) = (h.v.live_qps(), h.v.live_cqs());
     drive(&mut net, &mut h, &mut set, |s| s.all_live());
     let lbas = [0u64, 64, 800];
     for (i, tag) in [(0, 0xA0), (1, 0xB0)] {
         let host = set.ctrls[i].live().expect("live");
         verified(&mut net, &mut h, host, &lbas, tag, true);
     }
-    let (qps, cqs) = (h.v.dev.live_qps(), h.v.dev.live_cqs());
+    let (qps, cqs) = (h.v.live_qps(), h.v.live_cqs());
     assert_eq!(qps - qps0, 4, "admin + one I/O queue per controller");
 
     // The initiator's adapter reports itself broken.
@@ -237,7 +237,7 @@ fn a_failed_device_is_released_by_every_controller_before_it_comes_back() {
     assert_eq!(set.device_recoveries, 1);
     // Exactly the queues of two controllers: nothing destroyed twice (a release after the
     // bring-up would have taken another controller's new QP), nothing left over.
-    assert_eq!((h.v.dev.live_qps(), h.v.dev.live_cqs()), (qps, cqs), "events {ev:?}");
+    assert_eq!((h.v.live_qps(), h.v.live_cqs()), (qps, cqs), "events {ev:?}");
     for (i, tag) in [(0, 0xA0), (1, 0xB0)] {
         let host = set.ctrls[i].live().expect("live");
         // What was acknowledged before the failure reads back; new writes work.
@@ -308,7 +308,7 @@ fn io_to_a_live_target_flows_while_a_dead_one_is_retried() {
 #[test]
 fn a_verified_workload_resumes_after_its_target_went_away_and_came_back() {
     let (mut net, mut h, mut set) = setup();
-    let (qps0, cqs0) = (h.v.dev.live_qps(), h.v.dev.live_cqs());
+    let (qps0, cqs0) = (h.v.live_qps(), h.v.live_cqs());
     let t0 = net.w.clock.now_ns();
     // A goes away a little into the run (its connections close under the host, reconnects are
     // not answered) and comes back ~10 ms later; B is never touched.
@@ -339,7 +339,7 @@ fn io_to_a_live_target_flows_while_another_is_slow_to_answer_connect() {
     // Each bring-up command may take 20 ms (the default is 5 s).
     let (mut net, mut h, mut set) = setup_with(20_000_000);
     drive(&mut net, &mut h, &mut set, |s| s.all_live());
-    let t_qps0 = net.w.t.v.dev.live_qps();
+    let t_qps0 = net.w.t.v.live_qps();
     // A's connections close; its reconnect's CM is answered, but its Fabrics Connect never is.
     net.take_down(&mut h.v, A);
     net.down = None;
@@ -389,7 +389,7 @@ fn io_to_a_live_target_flows_while_another_is_slow_to_answer_connect() {
     let host = set.ctrls[0].live().expect("A live again");
     verified(&mut net, &mut h, host, &[8, 16], 0xA0, true);
     verified(&mut net, &mut h, host, &[8, 16], 0xA0, false);
-    assert_eq!(net.w.t.v.dev.live_qps(), t_qps0, "target QPs: A's new admin + I/O queue replace the old ones");
+    assert_eq!(net.w.t.v.live_qps(), t_qps0, "target QPs: A's new admin + I/O queue replace the old ones");
     set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");
 }
 

@@ -166,7 +166,7 @@ fn connect_disconnect_over_groups_leaks_nothing() {
             w.conns.values().map(|c| d.qps[&c.0 .0].uar).collect()
         };
         assert_eq!(pages.len(), 2, "the five queues' QPs ring through their groups' two pages: {pages:?}");
-        assert!(!pages.contains(&w.t.v.dev.uar().unwrap()));
+        assert!(!pages.contains(&w.t.v.uar().unwrap()));
         verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 200, 8, 100 + round, |_, _| None);
         host.disconnect(&mut h.v, &mut w).expect("disconnect");
         for _ in 0..1000 {
@@ -289,7 +289,7 @@ fn device_failure_reaches_every_group_which_is_released_without_the_adapter() {
     let (mut w, mut h) = setup_groups(4, 2);
     let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect");
     verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 200, 8, 41, |_, _| None);
-    assert_eq!(w.t.v.dev.live_groups(), 2);
+    assert_eq!(w.t.v.live_groups(), 2);
     assert!(w.t.cx.raise_internal_error(), "the EQ takes the event");
     for _ in 0..100 {
         w.turn();
@@ -308,18 +308,18 @@ fn device_failure_reaches_every_group_which_is_released_without_the_adapter() {
     }
     assert_eq!(w.target.queues(), 0);
     w.target.release_namespaces(&mut w.t.v);
-    assert_eq!(w.t.v.dev.live_groups(), 0, "both groups released");
-    let cmds = w.t.v.dev.stats().commands;
+    assert_eq!(w.t.v.live_groups(), 0, "both groups released");
+    let cmds = w.t.v.stats().commands;
     assert!(w.t.v.recover_device());
-    assert_eq!(w.t.v.dev.stats().objects_forgotten, 0, "the app released everything it held");
-    assert!(w.t.v.dev.stats().commands > cmds);
+    assert_eq!(w.t.v.stats().objects_forgotten, 0, "the app released everything it held");
+    assert!(w.t.v.stats().commands > cmds);
     drop(host);
     w.target.register_namespaces(&mut w.t.v);
     w.conns.clear();
     let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect after recovery");
     let n = verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 200, 8, 42, |_, _| None);
     assert!(n >= 200, "{n} I/Os after recovery");
-    assert_eq!(w.t.v.dev.live_groups(), 2, "new groups on the recovered device");
+    assert_eq!(w.t.v.live_groups(), 2, "new groups on the recovered device");
 }
 
 /// Linux-like host settings over 4 groups: in-capsule writes, per-I/O keys invalidated by the

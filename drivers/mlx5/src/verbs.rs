@@ -26,7 +26,7 @@ const NEIGH_SWEEP_NS: u64 = 1_000_000_000;
 
 /// An adapter brought up and ready for apps: `Mlx5` plus the GSI QP (in RTS) and its CQ.
 pub struct Mlx5Verbs<H: Hal, M: Mmio> {
-    pub dev: Mlx5<H, M>,
+    pub(crate) dev: Mlx5<H, M>,
     gsi: Qpn,
     gsi_cq: Cqn,
     neigh: NeighTable,
@@ -226,11 +226,115 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
     }
 }
 
-/// What apps, the management plane and tests read of the adapter (the device stays private).
+/// What apps, the management plane and tests read (and refresh) of the adapter: identity, link,
+/// health, counters and live objects. The device itself stays private to the driver.
 impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
     /// Firmware version (from the init segment at bring-up).
     pub fn fw(&self) -> crate::health::FwVersion {
         self.dev.fw
+    }
+    /// The interface step-sequence ID in use (SET_ISSI).
+    pub fn issi(&self) -> u16 {
+        self.dev.issi
+    }
+    /// The capabilities read at bring-up.
+    pub fn caps(&self) -> &crate::Caps {
+        &self.dev.caps
+    }
+    /// The port's MTUs (PMTU register, read at bring-up).
+    pub fn port_mtu(&self) -> crate::vport::PortMtu {
+        self.dev.port_mtu
+    }
+    /// Link state from the last port-change event or [`Mlx5Verbs::query_link`]; `None` until
+    /// one of them told.
+    pub fn link_up(&self) -> Option<bool> {
+        self.dev.link_up()
+    }
+    /// Ask the firmware for the vport's operational state (QUERY_VPORT_STATE); true = up.
+    pub fn query_link(&mut self) -> Result<bool, Error> {
+        self.dev.query_link()
+    }
+    /// The NIC vport context (MTU, RoCE, local loopback) for the validation kit.
+    pub fn query_vport(&mut self) -> Result<crate::VportInfo, Error> {
+        self.dev.query_vport()
+    }
+    /// The health buffer decoded now.
+    pub fn health_report(&self) -> crate::HealthReport {
+        self.dev.health_report()
+    }
+    /// Why the device failed, while it is failed (see [`Mlx5Verbs::recover`]).
+    pub fn failure(&self) -> Option<Error> {
+        self.dev.failed()
+    }
+    /// Command-interface and page counters.
+    pub fn stats(&self) -> crate::Stats {
+        self.dev.stats()
+    }
+    /// Command-interface failures so far (refused by firmware, delivery errors, abandoned).
+    pub fn command_errors(&self) -> crate::cmd::CmdErrors {
+        self.dev.command_errors()
+    }
+    /// Pages the firmware holds now.
+    pub fn pages_held(&self) -> usize {
+        self.dev.pages_held()
+    }
+    /// QPs live on the adapter (QP1 and those of queue groups included).
+    pub fn live_qps(&self) -> usize {
+        self.dev.live_qps()
+    }
+    /// CQs live on the adapter (the GSI CQ and those of queue groups included).
+    pub fn live_cqs(&self) -> usize {
+        self.dev.live_cqs()
+    }
+    /// Shared receive queues live (outside queue groups).
+    pub fn live_srqs(&self) -> usize {
+        self.dev.live_srqs()
+    }
+    /// Memory keys live.
+    pub fn live_mkeys(&self) -> usize {
+        self.dev.live_mkeys()
+    }
+    /// Queue groups live.
+    pub fn live_groups(&self) -> usize {
+        self.dev.live_groups()
+    }
+    /// The counts of each queue group slot: those released from it plus, for the groups in
+    /// `live` (their owner holds them), theirs. Slow path (a metrics page).
+    pub fn group_stats<'a>(&self, live: impl Iterator<Item = &'a crate::QueueGroup<H::Dma, M>>) -> alloc::vec::Vec<crate::GroupStats>
+    where
+        H::Dma: 'a,
+        M: 'a,
+    {
+        self.dev.group_stats(live)
+    }
+    /// The queue counters (named totals), as of the last [`Mlx5Verbs::refresh_queue_counters`].
+    pub fn queue_counters(&self) -> &[(&'static str, u64)] {
+        self.dev.queue_counters()
+    }
+    /// Read the queue counter set (QUERY_Q_COUNTER) into the totals (slow path).
+    pub fn refresh_queue_counters(&mut self) -> Result<(), Error> {
+        self.dev.refresh_queue_counters()
+    }
+    /// Raw Ethernet path counters (`None`: the path is not up).
+    pub fn raw_stats(&self) -> Option<crate::RawStats> {
+        self.dev.raw_stats()
+    }
+    /// The reserved lkey local DMA uses.
+    pub fn reserved_lkey(&self) -> Lkey {
+        self.dev.reserved_lkey()
+    }
+    /// The UAR page the device's own queues ring on.
+    pub fn uar(&self) -> Option<u32> {
+        self.dev.uar()
+    }
+}
+
+/// The device under the verbs, for this crate's own tests only (feature `test-device-access`,
+/// enabled by its dev-dependency on itself): fault injection and device-level objects.
+#[cfg(feature = "test-device-access")]
+impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
+    pub fn test_device(&mut self) -> &mut Mlx5<H, M> {
+        &mut self.dev
     }
 }
 

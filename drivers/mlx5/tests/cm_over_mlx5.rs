@@ -186,7 +186,7 @@ fn thousand_cm_cycles_over_mlx5_leak_nothing() {
         for (n, base) in [(&w.t, &base_t), (&w.h, &base_h)] {
             let c = n.cx.counters();
             assert_eq!((c.qps, c.mkeys, c.cqs, c.pages_held), (base.qps, base.mkeys, base.cqs, base.pages_held), "cycle {i}: {c:?}");
-            assert_eq!(n.v.dev.live_qps(), 1, "cycle {i}: only QP1 left");
+            assert_eq!(n.v.live_qps(), 1, "cycle {i}: only QP1 left");
         }
     }
     w.run(3, 50_000_000);

@@ -141,8 +141,8 @@ fn gsi_qp1_ud_exchange() {
     let (cqa, cqb) = (a.v.gsi_cq(), b.v.gsi_cq());
     let bufa = a.v.alloc_buf(8192).unwrap();
     let bufb = b.v.alloc_buf(8192).unwrap();
-    let resd_a = a.v.dev.reserved_lkey();
-    let resd_b = b.v.dev.reserved_lkey();
+    let resd_a = a.v.reserved_lkey();
+    let resd_b = b.v.reserved_lkey();
     b.v.post_recv(gb, &RecvWr { wr_id: 1, sge: Sge { addr: bufb.paddr(), len: 40 + 256, lkey: resd_b } }).unwrap();
     let mad: Vec<u8> = (0..256u32).map(|i| i as u8 ^ 0x5a).collect();
     bufa.write(4096, &mad);
@@ -257,9 +257,9 @@ fn sends_over_a_lossy_reordering_link_arrive_once_in_order() {
     // The adapters' queue counters (QUERY_Q_COUNTER on the set every QP names) tell the same
     // story as the RoCE engines' own port counters: what the loss cost, seen by each side.
     for s in [&mut a, &mut b] {
-        s.v.dev.refresh_queue_counters().unwrap();
+        s.v.refresh_queue_counters().unwrap();
     }
-    let qc = |s: &Side, name: &str| s.v.dev.queue_counters().iter().find(|(n, _)| *n == name).map(|&(_, v)| v).expect(name);
+    let qc = |s: &Side, name: &str| s.v.queue_counters().iter().find(|(n, _)| *n == name).map(|&(_, v)| v).expect(name);
     let (ea, eb) = (a.cx.engine_counters().unwrap(), b.cx.engine_counters().unwrap());
     assert_eq!(qc(&b, "out_of_sequence"), eb.nak_seq_sent + eb.out_of_seq_dropped, "responder: PSNs ahead of the expected one");
     assert_eq!(qc(&b, "duplicate_request"), eb.dup_requests);
@@ -273,7 +273,7 @@ fn sends_over_a_lossy_reordering_link_arrive_once_in_order() {
     }
     // A second read adds nothing new (the first one cleared the set).
     let before = qc(&b, "out_of_sequence");
-    b.v.dev.refresh_queue_counters().unwrap();
+    b.v.refresh_queue_counters().unwrap();
     assert_eq!(qc(&b, "out_of_sequence"), before);
     drop((bufa, bufb));
     leak_check(a, b);
@@ -283,7 +283,7 @@ fn sends_over_a_lossy_reordering_link_arrive_once_in_order() {
 fn queue_counters_count_rdma_writes_and_reads_received() {
     let (clock, mut a, mut b) = pair(Impairments::default());
     let (cqa, cqb, qa, _qb) = connected(&mut a, &mut b);
-    assert!(a.v.dev.queue_counter_set().is_some(), "the model offers max_qp_cnt: the driver takes a set");
+    assert!(a.v.test_device().queue_counter_set().is_some(), "the model offers max_qp_cnt: the driver takes a set");
     let full = Access { local_write: true, remote_read: true, remote_write: true };
     let bufa = a.v.alloc_buf(4096).unwrap();
     let bufb = b.v.alloc_buf(4096).unwrap();
@@ -296,10 +296,10 @@ fn queue_counters_count_rdma_writes_and_reads_received() {
     }
     let (ga, _) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (5, 0));
     assert!(ga.iter().all(|c| c.status == WcStatus::Success), "{ga:?}");
-    b.v.dev.refresh_queue_counters().unwrap();
-    let qc = |s: &Side, name: &str| s.v.dev.queue_counters().iter().find(|(n, _)| *n == name).map(|&(_, v)| v).expect(name);
+    b.v.refresh_queue_counters().unwrap();
+    let qc = |s: &Side, name: &str| s.v.queue_counters().iter().find(|(n, _)| *n == name).map(|&(_, v)| v).expect(name);
     assert_eq!((qc(&b, "rx_write_requests"), qc(&b, "rx_read_requests")), (3, 2));
-    assert!(b.v.dev.queue_counters().iter().filter(|(n, _)| !n.starts_with("rx_")).all(|&(_, v)| v == 0), "{:?}", b.v.dev.queue_counters());
+    assert!(b.v.queue_counters().iter().filter(|(n, _)| !n.starts_with("rx_")).all(|&(_, v)| v == 0), "{:?}", b.v.queue_counters());
     drop((bufa, bufb));
     leak_check(a, b);
 }
@@ -313,10 +313,10 @@ fn inline_send_and_write() {
     b.v.post_recv(qb, &RecvWr { wr_id: 1, sge: Sge { addr: bufb.paddr(), len: 1024, lkey: lkb } }).unwrap();
     let msg: Vec<u8> = (0..200u8).collect();
     let wr = SendWr { wr_id: 5, op: SendOp::Send, sge: Sge::default(), signaled: true, fence: false, ud: None };
-    a.v.dev.post_send_inline(qa, &wr, &msg).unwrap();
+    a.v.test_device().post_send_inline(qa, &wr, &msg).unwrap();
     let w = SendWr { wr_id: 6, op: SendOp::RdmaWrite { remote_addr: bufb.paddr() + 4096, rkey: rkb }, ..wr };
-    a.v.dev.post_send_inline(qa, &w, b"written inline").unwrap();
-    assert!(a.v.dev.post_send_inline(qa, &wr, &[0u8; mlx5::datapath::MAX_INLINE + 1]).is_err());
+    a.v.test_device().post_send_inline(qa, &w, b"written inline").unwrap();
+    assert!(a.v.test_device().post_send_inline(qa, &wr, &[0u8; mlx5::datapath::MAX_INLINE + 1]).is_err());
     let (ca, cb) = run_until(&mut a, &mut b, &clock, (cqa, cqb), (2, 1));
     assert!(ca.iter().all(|c| c.status == WcStatus::Success), "{ca:?}");
     assert_eq!((cb[0].wr_id, cb[0].byte_len), (1, 200));
@@ -415,11 +415,11 @@ fn peer_access(clock: &SimClock, a: &mut Side, b: &mut Side, write: bool, addr: 
         }
         assert_eq!(a.cx.device().qps[&qa.0].state, emu_connectx::consts::qp::ERR, "A's QP after a refused access");
         a.v.poll();
-        let ev = a.v.dev.take_event().expect("A is told its QP failed");
+        let ev = a.v.test_device().take_event().expect("A is told its QP failed");
         assert_eq!((ev.event_type, ev.object), (mlx5::device::event::WQ_ACCESS_ERROR, qa.0), "{ev:?}");
         // The requester learns of it from its error CQE, not from an async event.
         b.v.poll();
-        assert_eq!(b.v.dev.take_event(), None, "B's error is reported by its CQE only");
+        assert_eq!(b.v.test_device().take_event(), None, "B's error is reported by its CQE only");
     }
     let _ = (a.v.qp_to_error(qa), b.v.qp_to_error(qb));
     let mut out = [Completion::default(); 8];
@@ -438,11 +438,11 @@ fn peer_access(clock: &SimClock, a: &mut Side, b: &mut Side, write: bool, addr: 
 fn fast_register(clock: &SimClock, a: &mut Side, b: &mut Side, key: rdma::Rkey, addr: u64, len: u32, access: Access) -> rdma::Rkey {
     let (cqa, cqb, qa, qb) = fresh_pair(a, b);
     let key = key.next_variant();
-    let before = a.v.dev.stats().sq_doorbells;
+    let before = a.v.stats().sq_doorbells;
     a.v.post_send_deferred(qa, &SendWr { wr_id: 1, op: SendOp::RegMr { key, addr, len, access }, sge: Sge::default(), signaled: true, fence: false, ud: None }).unwrap();
     a.v.post_send_deferred(qa, &SendWr { wr_id: 2, op: SendOp::Send, sge: Sge::default(), signaled: true, fence: false, ud: None }).unwrap();
     a.v.ring_send(qa).unwrap();
-    assert_eq!(a.v.dev.stats().sq_doorbells - before, 1, "registration and SEND share one doorbell");
+    assert_eq!(a.v.stats().sq_doorbells - before, 1, "registration and SEND share one doorbell");
     let bufb = b.v.alloc_buf(4096).unwrap();
     let (lkb, _) = b.v.reg_mr(bufb.paddr(), 4096, Access { local_write: true, ..Default::default() }).unwrap();
     b.v.post_recv(qb, &RecvWr { wr_id: 9, sge: Sge { addr: bufb.paddr(), len: 64, lkey: lkb } }).unwrap();

@@ -191,17 +191,17 @@ impl Sender<'_> {
 
 /// A group QP in `g` connected to a fresh peer QP (on the peer's one CQ).
 fn connect(a: &mut Node, b: &mut Node, g: &mut G, pcq: Cqn) -> (Qpn, Qpn) {
-    let q = a.v.dev.create_group_qp(g, 6).unwrap();
+    let q = a.v.test_device().create_group_qp(g, 6).unwrap();
     let p = b.v.create_rc_qp(pcq, pcq, 2 * DEPTH as u32, 1).unwrap();
     let to_a = a.rc_attrs_towards(q);
     b.v.connect_rc_qp(p, &to_a).unwrap();
     let to_b = b.rc_attrs_towards(p);
-    a.v.dev.connect_group_qp(g, q, &to_b).unwrap();
+    a.v.test_device().connect_group_qp(g, q, &to_b).unwrap();
     (q, p)
 }
 
 fn counts(n: &Node) -> (usize, usize, usize) {
-    (n.v.dev.live_qps(), n.v.dev.live_cqs(), n.v.dev.live_srqs())
+    (n.v.live_qps(), n.v.live_cqs(), n.v.live_srqs())
 }
 
 fn groups_on_threads(ngroups: usize) {
@@ -221,7 +221,7 @@ fn groups_on_threads(ngroups: usize) {
     let mut works = Vec::new();
     let mut peer_qps = Vec::new();
     for _ in 0..ngroups {
-        let mut g = a.v.dev.create_group(8, 6).unwrap();
+        let mut g = a.v.test_device().create_group(8, 6).unwrap();
         let buf = a.v.alloc_buf(GROUP_BUF).unwrap();
         let (lkey, _) = a.v.reg_mr(buf.paddr(), GROUP_BUF as u64, Access { local_write: true, ..Default::default() }).unwrap();
         let mut mine = Vec::new();
@@ -232,7 +232,7 @@ fn groups_on_threads(ngroups: usize) {
         }
         works.push(Work { g, conns: mine, buf, lkey, peer_base: target.paddr(), rkey, round: 0 });
     }
-    assert_eq!(a.v.dev.live_groups(), ngroups);
+    assert_eq!(a.v.live_groups(), ngroups);
     let mut total = Tally::default();
     for round in 0..2u64 {
         let stop = Arc::new(AtomicBool::new(false));
@@ -267,7 +267,7 @@ fn groups_on_threads(ngroups: usize) {
         assert_eq!(tx.done, vec![MSGS; conns], "every peer SEND acknowledged");
         // Back on the main thread: the device is fine, each group saw only its own traffic.
         for w in works.iter_mut() {
-            assert!(!a.v.dev.sync_group(&mut w.g), "the device did not fail");
+            assert!(!a.v.test_device().sync_group(&mut w.g), "the device did not fail");
             let st = w.g.stats();
             assert_eq!(st.bad_cqes, 0, "{st:?}");
             assert_eq!(st.completions, (round + 1) * QPS as u64 * (MSGS + 2 * RW_ROUNDS), "{st:?}");
@@ -276,7 +276,7 @@ fn groups_on_threads(ngroups: usize) {
         // runs on it and on the QP kept.
         for w in works.iter_mut() {
             let (conn, old) = w.conns[0];
-            a.v.dev.destroy_group_qp(&mut w.g, old).unwrap();
+            a.v.test_device().destroy_group_qp(&mut w.g, old).unwrap();
             b.v.destroy_qp(peer_qps[conn]).unwrap();
             let (q, p) = connect(&mut a, &mut b, &mut w.g, pcq);
             w.conns[0] = (conn, q);
@@ -293,14 +293,14 @@ fn groups_on_threads(ngroups: usize) {
     // Teardown by the control part: no object left beyond what the nodes had at the start.
     for w in works.iter_mut() {
         for &(conn, q) in &w.conns {
-            a.v.dev.destroy_group_qp(&mut w.g, q).unwrap();
+            a.v.test_device().destroy_group_qp(&mut w.g, q).unwrap();
             b.v.destroy_qp(peer_qps[conn]).unwrap();
         }
     }
     for w in works {
         let Work { g, buf, lkey, .. } = w;
         assert_eq!(g.live_qps(), 0);
-        a.v.dev.destroy_group(g).unwrap();
+        a.v.test_device().destroy_group(g).unwrap();
         a.v.dereg_mr(lkey).unwrap();
         drop(buf);
     }
@@ -308,7 +308,7 @@ fn groups_on_threads(ngroups: usize) {
     b.v.dereg_mr(target_lkey).unwrap();
     b.v.destroy_cq(pcq).unwrap();
     drop((send_buf, target));
-    assert_eq!(a.v.dev.live_groups(), 0);
+    assert_eq!(a.v.live_groups(), 0);
     assert_eq!((counts(&a), counts(&b)), (base_a, base_b), "live QPs, CQs, SRQs back to the baseline");
     for n in [a, b] {
         let (cx, mem) = (n.cx.clone(), n.hal.mem().clone());

@@ -58,14 +58,14 @@ fn bench(ngroups: usize, per: usize) -> Bench {
     let mut groups = Vec::new();
     let mut pairs = Vec::new();
     for gi in 0..ngroups {
-        let mut g = v.dev.create_group(8, 5).unwrap();
+        let mut g = v.test_device().create_group(8, 5).unwrap();
         for _ in 0..per {
-            let q = v.dev.create_group_qp(&mut g, 4).unwrap();
+            let q = v.test_device().create_group_qp(&mut g, 4).unwrap();
             let p = v.create_rc_qp(pcq, pcq, 16, 16).unwrap();
             let a = attrs(&v, q);
             v.connect_rc_qp(p, &a).unwrap();
             let a = attrs(&v, p);
-            v.dev.connect_group_qp(&mut g, q, &a).unwrap();
+            v.test_device().connect_group_qp(&mut g, q, &a).unwrap();
             pairs.push((gi, q, p));
         }
         groups.push(g);
@@ -92,7 +92,7 @@ impl Bench {
     }
     fn step(&mut self) {
         self.v.poll();
-        self.v.dev.hal().relax();
+        self.v.test_device().hal().relax();
     }
     /// Poll group `gi` until `want` completions came (or give up).
     fn drain_group(&mut self, gi: usize, want: usize) -> Vec<Completion> {
@@ -119,10 +119,10 @@ fn groups_serve_traffic_through_their_own_rings_and_uar_pages() {
     // The device counts what lives on the adapter, groups included: GSI + 4 plain + 4 group
     // QPs; the GSI CQ, the raw Ethernet path's two, the plain QPs' one and 2 group CQs; 2 group
     // SRQs.
-    assert_eq!((b.v.dev.live_qps(), b.v.dev.live_cqs(), b.v.dev.live_srqs()), (9, 6, 2));
+    assert_eq!((b.v.live_qps(), b.v.live_cqs(), b.v.live_srqs()), (9, 6, 2));
     // Each group rings its own UAR page, neither the device's nor the other group's.
     let (u0, u1) = (b.groups[0].uar(), b.groups[1].uar());
-    assert!(u0 != u1 && Some(u0) != b.v.dev.uar() && Some(u1) != b.v.dev.uar());
+    assert!(u0 != u1 && Some(u0) != b.v.uar() && Some(u1) != b.v.uar());
     for &(gi, q, _) in &b.pairs {
         let dev = b.rig.cx.device();
         assert_eq!(dev.qps[&q.0].uar, b.groups[gi].uar(), "QP {q} rings through its group's page");
@@ -195,7 +195,7 @@ fn groups_serve_traffic_through_their_own_rings_and_uar_pages() {
         assert_eq!((st.send_wqes, st.sq_doorbells, st.bad_cqes), (4, 2, 0), "{st:?}");
         assert_eq!(st.completions, 10, "6 receives and 4 sends polled from its CQ: {st:?}");
     }
-    let by_slot = b.v.dev.group_stats(b.groups.iter());
+    let by_slot = b.v.group_stats(b.groups.iter());
     for g in &b.groups {
         assert_eq!(by_slot[g.slot()], g.stats(), "the device reports a live group's counts under its slot");
     }
@@ -205,17 +205,17 @@ fn groups_serve_traffic_through_their_own_rings_and_uar_pages() {
 
 fn finish(mut b: Bench) {
     for (gi, q, p) in b.pairs.clone() {
-        b.v.dev.destroy_group_qp(&mut b.groups[gi], q).unwrap();
+        b.v.test_device().destroy_group_qp(&mut b.groups[gi], q).unwrap();
         b.v.destroy_qp(p).unwrap();
     }
-    let before = b.v.dev.group_stats(b.groups.iter());
+    let before = b.v.group_stats(b.groups.iter());
     for g in b.groups.drain(..) {
         assert_eq!(g.live_qps(), 0);
-        b.v.dev.destroy_group(g).unwrap();
+        b.v.test_device().destroy_group(g).unwrap();
     }
-    assert_eq!(b.v.dev.live_groups(), 0);
-    assert_eq!(b.v.dev.group_stats(core::iter::empty()), before, "a released group's counts stay with its slot");
-    assert_eq!(b.v.dev.live_srqs(), 0);
+    assert_eq!(b.v.live_groups(), 0);
+    assert_eq!(b.v.group_stats(core::iter::empty()), before, "a released group's counts stay with its slot");
+    assert_eq!(b.v.live_srqs(), 0);
     b.v.destroy_cq(b.pcq).unwrap();
     b.v.dereg_mr(b.lkey).unwrap();
     let st = b.v.shutdown().unwrap();
@@ -247,7 +247,7 @@ fn destroying_a_group_qp_cleans_its_cqes_and_gives_the_srq_its_buffers_back() {
     }
     assert_eq!(acked, 4);
     assert_eq!(b.groups[0].srq().free_slots(), cap - 8, "eight posted, none polled yet");
-    b.v.dev.destroy_group_qp(&mut b.groups[0], q0).unwrap();
+    b.v.test_device().destroy_group_qp(&mut b.groups[0], q0).unwrap();
     assert_eq!(b.groups[0].stats().cqes_cleaned, 3);
     let cq = b.groups[0].cqn();
     let n = b.groups[0].poll_cq(cq, &mut wc);
@@ -265,16 +265,16 @@ fn a_cq_error_and_srq_limit_reach_the_group_on_its_slow_path() {
     for gi in 0..2 {
         b.fill_srq(gi, 8);
     }
-    assert!(b.v.dev.arm_group_srq(&mut b.groups[0], 6).is_ok());
+    assert!(b.v.test_device().arm_group_srq(&mut b.groups[0], 6).is_ok());
     let p = b.pairs[0].2;
     for m in 0..3 {
         b.send_from_plain(p, m, 1, 16);
     }
     assert_eq!(b.drain_group(0, 3).len(), 3);
     b.step();
-    assert!(b.v.dev.take_group_srq_limit(&mut b.groups[0]), "below 6 posted: the limit event, for this group");
-    assert!(!b.v.dev.take_group_srq_limit(&mut b.groups[0]), "reported once");
-    assert!(!b.v.dev.take_group_srq_limit(&mut b.groups[1]));
+    assert!(b.v.test_device().take_group_srq_limit(&mut b.groups[0]), "below 6 posted: the limit event, for this group");
+    assert!(!b.v.test_device().take_group_srq_limit(&mut b.groups[0]), "reported once");
+    assert!(!b.v.test_device().take_group_srq_limit(&mut b.groups[1]));
     // Break group 0's CQ: after the sync its QP is flushed there; group 1 keeps serving.
     let cq0 = b.groups[0].cqn();
     // The emulator picks among the receive CQs of RC QPs in RTS, in QPN order.
@@ -286,9 +286,9 @@ fn a_cq_error_and_srq_limit_reach_the_group_on_its_slow_path() {
     assert_eq!(b.rig.cx.inject_cq_overrun(pick), Some(cq0.0));
     b.step();
     assert!(!b.groups[0].broken() && !b.groups[1].broken());
-    assert!(!b.v.dev.sync_group(&mut b.groups[0]), "the device is fine");
+    assert!(!b.v.test_device().sync_group(&mut b.groups[0]), "the device is fine");
     assert!(b.groups[0].broken(), "its CQ is in error for good: the group is broken");
-    assert!(!b.v.dev.sync_group(&mut b.groups[1]) && !b.groups[1].broken(), "the other group is not");
+    assert!(!b.v.test_device().sync_group(&mut b.groups[1]) && !b.groups[1].broken(), "the other group is not");
     let mut wc = [Completion::default(); 16];
     let n = b.groups[0].poll_cq(cq0, &mut wc);
     assert!(n > 0 && wc[..n].iter().all(|c| c.status == WcStatus::WrFlushed), "{:?}", &wc[..n]);
@@ -307,8 +307,8 @@ fn a_device_failure_flushes_a_group_which_is_then_released_without_the_adapter()
     let (_, q, _) = b.pairs[0];
     let sge = b.sge(1000, 8);
     b.groups[0].post_send(q, &SendWr { wr_id: 77, op: SendOp::Send, sge, signaled: true, fence: false, ud: None }).unwrap();
-    b.v.dev.enter_error_state(Error::CmdQueueDead);
-    assert!(b.v.dev.sync_group(&mut b.groups[0]));
+    b.v.test_device().enter_error_state(Error::CmdQueueDead);
+    assert!(b.v.test_device().sync_group(&mut b.groups[0]));
     assert!(matches!(b.groups[0].post_send(q, &SendWr { wr_id: 78, op: SendOp::Send, sge, signaled: true, fence: false, ud: None }), Err(Error::DeviceFailed)));
     let cq = b.groups[0].cqn();
     let mut wc = [Completion::default(); 16];
@@ -327,15 +327,15 @@ fn a_device_failure_flushes_a_group_which_is_then_released_without_the_adapter()
     assert_eq!(ids, vec![0, 1, 2, 3]);
     // Recover with the group still held: its objects are forgotten; released, it sends no command.
     b.v.recover().unwrap();
-    assert!(b.v.dev.sync_group(&mut b.groups[0]), "made before the reset");
-    let cmds = b.v.dev.stats().commands;
+    assert!(b.v.test_device().sync_group(&mut b.groups[0]), "made before the reset");
+    let cmds = b.v.stats().commands;
     let g = b.groups.remove(0);
-    b.v.dev.destroy_group(g).unwrap();
-    assert_eq!(b.v.dev.stats().commands, cmds, "nothing of it is on the adapter any more");
+    b.v.test_device().destroy_group(g).unwrap();
+    assert_eq!(b.v.stats().commands, cmds, "nothing of it is on the adapter any more");
     // A new group works on the recovered device.
-    let g = b.v.dev.create_group(6, 3).unwrap();
+    let g = b.v.test_device().create_group(6, 3).unwrap();
     assert!(!g.failed());
-    b.v.dev.destroy_group(g).unwrap();
+    b.v.test_device().destroy_group(g).unwrap();
     let Bench { rig, v, buf, .. } = b;
     v.shutdown().unwrap();
     drop(buf);

@@ -56,7 +56,7 @@ fn flush_release_recover(rig: &Rig, v: &mut V, h: Held, flr: bool) {
     assert!(v.device_failed());
     let flr = u64::from(flr);
     assert_eq!((rig.cx.counters().flrs, rig.cx.counters().sw_resets), (flr, 1 - flr), "the function was reset once, by one means");
-    assert_eq!(v.dev.stats().flr_resets, flr);
+    assert_eq!(v.stats().flr_resets, flr);
     assert_eq!(rig.cx.counters().live_objects(), 0, "the reset dropped every object");
     assert_eq!(rig.cx.counters().pages_held, 0);
     // As hardware after a reset: `initializing` until the firmware is ready (virtual time).
@@ -78,14 +78,15 @@ fn flush_release_recover(rig: &Rig, v: &mut V, h: Held, flr: bool) {
     let old_gsi = v.gsi_qp();
     assert!(v.recover_device(), "{:?}", v.last_poll_error);
     assert!(!v.device_failed());
-    let st = v.dev.stats();
+    let st = v.stats();
     assert_eq!((st.device_failures, st.recoveries, st.flushed_on_failure, st.objects_forgotten), (1, 1, 3, 0), "{st:?}");
     // GSI again (the old one went with the reset; the model numbers objects afresh).
-    assert_eq!(v.dev.qp(v.gsi_qp()).map(|q| q.kind), Some(mlx5::QpKind::Gsi));
+    let gsi = v.gsi_qp();
+    assert_eq!(v.test_device().qp(gsi).map(|q| q.kind), Some(mlx5::QpKind::Gsi));
     let _ = old_gsi;
     let r = loopback_rc(v, &LoopbackConfig { rounds: 4, size: 3000, ..Default::default() }).unwrap();
     assert_eq!(r.ops, 12);
-    v.dev.check_health().unwrap();
+    v.test_device().check_health().unwrap();
 }
 
 #[test]
@@ -98,7 +99,7 @@ fn hung_command_resets_flushes_and_recovers() {
         // The hang is a property of this firmware; after the reset it is gone in this test.
         rig.cx.faults_mut().hang_opcodes.clear();
         flush_release_recover(&rig, &mut v, h, flr);
-        assert_eq!(v.dev.command_errors().abandoned, 1, "the hung command stays counted across the new queue");
+        assert_eq!(v.command_errors().abandoned, 1, "the hung command stays counted across the new queue");
         let st = v.shutdown().unwrap();
         assert_eq!(st.recoveries, 1);
         assert_eq!(rig.mem.stats().regions, 0, "no DMA memory left behind");
@@ -113,9 +114,9 @@ fn health_syndrome_found_by_the_poll_loop_resets_and_recovers() {
         rig.cx.set_health_syndrome(0x1);
         rig.clock.advance(1_000_000);
         v.poll();
-        assert!(matches!(v.dev.failed(), Some(Error::Firmware(r)) if r.synd == 0x1), "{:?}", v.dev.failed());
+        assert!(matches!(v.failure(), Some(Error::Firmware(r)) if r.synd == 0x1), "{:?}", v.failure());
         flush_release_recover(&rig, &mut v, h, flr);
-        assert_eq!(v.dev.health_report().synd, 0, "the reset cleared the syndrome");
+        assert_eq!(v.health_report().synd, 0, "the reset cleared the syndrome");
         v.shutdown().unwrap();
         assert_eq!(rig.mem.stats().regions, 0);
     }
@@ -128,7 +129,7 @@ fn internal_error_event_resets_and_recovers() {
         let h = hold(&mut v);
         assert!(rig.cx.raise_internal_error(), "the EQ takes the event");
         v.poll();
-        assert!(matches!(v.dev.failed(), Some(Error::FatalEvent { event_type: 0x08, .. })), "{:?}", v.dev.failed());
+        assert!(matches!(v.failure(), Some(Error::FatalEvent { event_type: 0x08, .. })), "{:?}", v.failure());
         flush_release_recover(&rig, &mut v, h, flr);
         v.shutdown().unwrap();
         assert_eq!(rig.mem.stats().regions, 0);
@@ -147,7 +148,7 @@ fn recovery_while_the_firmware_still_hangs_fails_and_can_be_retried() {
     assert_eq!(rig.cx.counters().flrs, 2);
     rig.cx.faults_mut().hang_opcodes.clear();
     assert!(v.recover_device(), "{:?}", v.last_poll_error);
-    assert_eq!((v.dev.stats().device_failures, v.dev.stats().recoveries), (1, 1));
+    assert_eq!((v.stats().device_failures, v.stats().recoveries), (1, 1));
     let r = loopback_rc(&mut v, &LoopbackConfig { rounds: 2, size: 100, ..Default::default() }).unwrap();
     assert_eq!(r.ops, 6);
     v.shutdown().unwrap();
@@ -181,7 +182,7 @@ fn qp_driven_to_error_by_the_adapter_flushes_its_work_and_the_device_stays_up() 
     let h = hold_connected(&mut v);
     assert_eq!(rig.cx.inject_qp_error(0), Some(h.qp.0));
     assert_eq!(flushed_receives(&rig, &mut v, h.cq), vec![100, 101, 102]);
-    let ev = v.dev.take_event().expect("WQ_CATAS_ERROR reported");
+    let ev = v.test_device().take_event().expect("WQ_CATAS_ERROR reported");
     assert_eq!((ev.event_type, ev.object), (mlx5_ifc::event::WQ_CATAS_ERROR, h.qp.0));
     assert!(!v.device_failed());
     v.destroy_qp(h.qp).unwrap();
@@ -198,9 +199,9 @@ fn cq_overrun_flushes_the_work_of_its_qps_in_the_driver_and_the_device_stays_up(
     let h = hold_connected(&mut v);
     assert_eq!(rig.cx.inject_cq_overrun(0), Some(h.cq.0));
     assert_eq!(flushed_receives(&rig, &mut v, h.cq), vec![100, 101, 102]);
-    let ev = v.dev.take_event().expect("CQ_ERROR reported");
+    let ev = v.test_device().take_event().expect("CQ_ERROR reported");
     assert_eq!((ev.event_type, ev.object, ev.syndrome), (mlx5_ifc::event::CQ_ERROR, h.cq.0, 1));
-    assert!(v.dev.cq(h.cq).unwrap().broken);
+    assert!(v.test_device().cq(h.cq).unwrap().broken);
     assert!(!v.device_failed());
     v.destroy_qp(h.qp).unwrap();
     v.destroy_cq(h.cq).unwrap();

@@ -53,7 +53,7 @@ fn bench(n: usize, log_srq: u8) -> Bench {
         cx.poll();
     }));
     let mut v = Mlx5Verbs::bring_up(hal, bar, cfg()).unwrap();
-    let srq = v.dev.create_srq(log_srq, 0).unwrap();
+    let srq = v.test_device().create_srq(log_srq, 0).unwrap();
     let rcq = v.create_cq(64).unwrap();
     let scq = v.create_cq(64).unwrap();
     let buf = v.alloc_buf(1 << 20).unwrap();
@@ -61,13 +61,13 @@ fn bench(n: usize, log_srq: u8) -> Bench {
     let (mut senders, mut receivers) = (Vec::new(), Vec::new());
     for _ in 0..n {
         let s = v.create_rc_qp(scq, scq, 16, 1).unwrap();
-        let r = v.dev.create_qp_srq(rcq, rcq, 2, srq).unwrap();
+        let r = v.test_device().create_qp_srq(rcq, rcq, 2, srq).unwrap();
         connect(&mut v, s, r);
         connect(&mut v, r, s);
         senders.push(s);
         receivers.push(r);
     }
-    let cap = v.dev.srq(srq).unwrap().capacity() as u64;
+    let cap = v.test_device().srq(srq).unwrap().capacity() as u64;
     Bench { rig, v, srq, rcq, scq, senders, receivers, buf, lkey, free: (0..cap).collect() }
 }
 
@@ -76,7 +76,7 @@ impl Bench {
     fn post(&mut self) {
         let slot = self.free.pop().expect("a free slot");
         let wr = RecvWr { wr_id: slot, sge: Sge { addr: self.buf.paddr() + slot * SLOT, len: SLOT as u32, lkey: self.lkey } };
-        self.v.dev.post_srq_recv(self.srq, &wr).unwrap();
+        self.v.test_device().post_srq_recv(self.srq, &wr).unwrap();
     }
     /// SEND `len` bytes of `fill` from sender `k` (payload area above the receive slots).
     fn send(&mut self, k: usize, id: u64, fill: u8, len: u32) {
@@ -87,18 +87,18 @@ impl Bench {
     }
     fn step(&mut self) {
         self.v.poll();
-        self.v.dev.hal().relax();
+        self.v.test_device().hal().relax();
     }
     fn rnr_naks(&self) -> u64 {
         self.rig.cx.device().engine.as_ref().unwrap().counters().rnr_nak_sent
     }
     fn finish(mut self) {
-        assert!(self.v.dev.destroy_srq(self.srq).is_err(), "refused while QPs use it");
+        assert!(self.v.test_device().destroy_srq(self.srq).is_err(), "refused while QPs use it");
         for q in self.senders.iter().chain(&self.receivers) {
             self.v.destroy_qp(*q).unwrap();
         }
-        self.v.dev.destroy_srq(self.srq).unwrap();
-        assert_eq!(self.v.dev.live_srqs(), 0);
+        self.v.test_device().destroy_srq(self.srq).unwrap();
+        assert_eq!(self.v.live_srqs(), 0);
         self.v.destroy_cq(self.rcq).unwrap();
         self.v.destroy_cq(self.scq).unwrap();
         self.v.dereg_mr(self.lkey).unwrap();
@@ -112,7 +112,7 @@ impl Bench {
 fn connections_outnumbering_the_srq_buffers_complete_through_rnr_retry_and_reposts() {
     let (n, per) = (6usize, 4u64);
     let mut b = bench(n, 3); // 7 receives for 6 connections x 4 messages
-    assert_eq!(b.v.dev.srq(b.srq).unwrap().capacity(), 7);
+    assert_eq!(b.v.test_device().srq(b.srq).unwrap().capacity(), 7);
     for _ in 0..3 {
         b.post();
     }
@@ -152,7 +152,7 @@ fn connections_outnumbering_the_srq_buffers_complete_through_rnr_retry_and_repos
     assert_eq!(got, vec![per; n]);
     assert_eq!(sent, n as u64 * per);
     assert!(b.rnr_naks() > 0, "the SRQ ran dry and senders were told to retry");
-    assert_eq!(b.v.dev.stats().bad_cqes, 0);
+    assert_eq!(b.v.stats().bad_cqes, 0);
     b.finish();
 }
 
@@ -163,7 +163,7 @@ fn srq_limit_event_arrives_once_per_arming() {
     let wrs: Vec<RecvWr> = b.free.drain(..).map(|s| RecvWr { wr_id: s, sge: Sge { addr: b.buf.paddr() + s * SLOT, len: SLOT as u32, lkey: b.lkey } }).collect();
     b.v.post_srq_recv_batch(Srqn(b.srq.0), &wrs).unwrap();
     assert!(b.v.post_srq_recv(Srqn(b.srq.0), &wrs[0]).is_err(), "SRQ full");
-    b.v.dev.arm_srq(b.srq, 3).unwrap();
+    b.v.test_device().arm_srq(b.srq, 3).unwrap();
     let mut received = 0u64;
     let deliver = |b: &mut Bench, count: u64, received: &mut u64| {
         for _ in 0..count {
@@ -187,16 +187,16 @@ fn srq_limit_event_arrives_once_per_arming() {
         // One more turn so the EQ is read after the last completion.
         b.step();
         b.v.poll();
-        b.v.dev.srq(b.srq).unwrap().limit_events
+        b.v.test_device().srq(b.srq).unwrap().limit_events
     };
     assert_eq!(deliver(&mut b, 4, &mut received), 0, "3 left: not below the limit");
     assert_eq!(deliver(&mut b, 1, &mut received), 1, "2 left: the event");
     assert_eq!(deliver(&mut b, 1, &mut received), 1, "disarmed until armed again");
-    b.v.dev.arm_srq(b.srq, 1).unwrap();
+    b.v.test_device().arm_srq(b.srq, 1).unwrap();
     assert_eq!(deliver(&mut b, 1, &mut received), 2, "re-armed: the next drop below fires again");
-    let rmpn = b.v.dev.srq(b.srq).unwrap().rmpn;
+    let rmpn = b.v.test_device().srq(b.srq).unwrap().rmpn;
     let mut limits = 0;
-    while let Some(e) = b.v.dev.take_event() {
+    while let Some(e) = b.v.test_device().take_event() {
         if e.event_type == event::SRQ_RQ_LIMIT {
             assert_eq!(e.object, rmpn);
             limits += 1;
@@ -207,7 +207,7 @@ fn srq_limit_event_arrives_once_per_arming() {
     let id = Srqn(b.srq.0);
     assert!(b.v.srq_limit_reached(id));
     assert!(!b.v.srq_limit_reached(id));
-    assert!(b.v.dev.arm_srq(b.srq, 8).is_err(), "a limit beyond the SRQ is refused");
+    assert!(b.v.test_device().arm_srq(b.srq, 8).is_err(), "a limit beyond the SRQ is refused");
     b.finish();
 }
 
@@ -217,7 +217,7 @@ fn srq_limit_event_arrives_once_per_arming() {
 #[test]
 fn srq_in_error_is_reported_with_its_qps() {
     let mut b = bench(3, 3);
-    let rmpn = b.v.dev.srq(b.srq).unwrap().rmpn;
+    let rmpn = b.v.test_device().srq(b.srq).unwrap().rmpn;
     // Corrupt the WQE the adapter fetches next, behind the driver's back.
     let (pa, next) = {
         let d = b.rig.cx.device();
@@ -230,10 +230,10 @@ fn srq_in_error_is_reported_with_its_qps() {
         b.step();
     }
     b.v.poll();
-    assert!(b.v.dev.srq(b.srq).unwrap().failed);
+    assert!(b.v.test_device().srq(b.srq).unwrap().failed);
     let mut catas = 0;
     let mut last = Vec::new();
-    while let Some(e) = b.v.dev.take_event() {
+    while let Some(e) = b.v.test_device().take_event() {
         match e.event_type {
             event::SRQ_CATAS_ERROR => {
                 assert_eq!(e.object, rmpn);
@@ -278,14 +278,14 @@ fn destroying_a_qp_on_the_srq_cleans_its_cqes_so_a_reused_qpn_gets_none() {
     assert_eq!(acked, 2);
     let gone = b.receivers.remove(0);
     b.v.destroy_qp(gone).unwrap();
-    assert_eq!(b.v.dev.stats().cqes_cleaned, 2, "both receive CQEs taken out at destroy");
-    let s = b.v.dev.srq(b.srq).unwrap();
+    assert_eq!(b.v.stats().cqes_cleaned, 2, "both receive CQEs taken out at destroy");
+    let s = b.v.test_device().srq(b.srq).unwrap();
     assert_eq!(s.free_slots(), s.capacity() - 4, "the 2 consumed WQEs posted again: 4 posted");
     let rcq = b.rcq;
     assert_eq!(b.v.poll_cq(rcq, &mut wc), 0, "nothing of the destroyed QP is reported");
     // A new connection whose receiving QP gets the destroyed QP's number.
     let (scq, srq) = (b.scq, b.srq);
-    let r2 = b.v.dev.create_qp_srq(rcq, rcq, 2, srq).unwrap();
+    let r2 = b.v.test_device().create_qp_srq(rcq, rcq, 2, srq).unwrap();
     let s2 = b.v.create_rc_qp(scq, scq, 16, 1).unwrap();
     assert_eq!(r2, gone, "the adapter reuses the lowest free QPN");
     connect(&mut b.v, s2, r2);
@@ -321,6 +321,6 @@ fn destroying_a_qp_on_the_srq_cleans_its_cqes_so_a_reused_qpn_gets_none() {
         }
         b.free.push(c.wr_id);
     }
-    assert_eq!(b.v.dev.stats().bad_cqes, 0);
+    assert_eq!(b.v.stats().bad_cqes, 0);
     b.finish();
 }

@@ -167,9 +167,9 @@ fn run_nvmf(a: &Args) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let (pf, d) = (&a.opts.profile, &node.v.dev);
+    let (pf, d) = (&a.opts.profile, &node.v);
     let vf = mlx5::pci_id(pf.pci_vendor_id, pf.pci_device_id).is_some_and(|i| i.vf);
-    println!("RUNNER adapter profile={} pci={:04x}:{:04x} vf={vf} firmware {} issi {}", pf.name, pf.pci_vendor_id, pf.pci_device_id, d.fw, d.issi);
+    println!("RUNNER adapter profile={} pci={:04x}:{:04x} vf={vf} firmware {} issi {}", pf.name, pf.pci_vendor_id, pf.pci_device_id, d.fw(), d.issi());
     let port = if a.port_given { a.port } else { 4420 };
     let r = if a.app == "nvmf-target" {
         emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref(), a.serve_ctrls, a.spin, a.mgmt, a.config.as_ref())

@@ -172,7 +172,7 @@ fn serve_mgmt(m: &mut mgmt::Mgmt, node: &mut Node, svc: &TargetService<crate::Ve
     m.run(host_clock_ns(), &mut |page, w| match page {
         mgmt::Page::Metrics => {
             // The adapter's queue counters are read (one firmware command) only for a page.
-            if let Err(e) = v.dev.refresh_queue_counters() {
+            if let Err(e) = v.refresh_queue_counters() {
                 log::warn!("runner: queue counters: {e}");
             }
             let mut e = mgmt::prom::Exposition::new(w);

@@ -11,9 +11,9 @@ fn every_profile_reaches_the_model_and_tears_down_clean() {
         let (a, _b) = emu_roce::MemLink::pair(Default::default(), 1);
         let n = Node::with_options(SimClock::new(), [10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 0x1_0000_0000, Box::new(a), Options { profile: p.clone(), ..Default::default() })
             .unwrap_or_else(|e| panic!("{name}: {e:?}"));
-        let fw = n.v.dev.fw;
+        let fw = n.v.fw();
         assert_eq!((fw.major, fw.minor, fw.subminor), (p.fw.major, p.fw.minor, p.fw.subminor), "{name}");
-        assert_eq!(n.v.dev.caps.log_max_ra_req_qp, p.caps.log_max_ra_req_qp, "{name}");
+        assert_eq!(n.v.caps().log_max_ra_req_qp, p.caps.log_max_ra_req_qp, "{name}");
         let st = n.v.shutdown().unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(st.pages_given, st.pages_reclaimed, "{name}");
         assert_eq!(n.cx.counters().pages_held, 0, "{name}");

@@ -62,7 +62,7 @@ fn summary_ok(l: &str) -> bool {
 #[test]
 fn trace_lines_per_command_then_full_dumps() {
     let (n, lines) = node(mlx5::TraceMode::Commands);
-    let commands = n.v.dev.stats().commands as usize;
+    let commands = n.v.stats().commands as usize;
     assert!(commands > 20, "{commands}");
     assert_eq!(lines.len(), commands, "one line per command: {lines:#?}");
     for l in &lines {
@@ -74,7 +74,7 @@ fn trace_lines_per_command_then_full_dumps() {
     drop(n);
 
     let (n, lines) = node(mlx5::TraceMode::Full);
-    let commands = n.v.dev.stats().commands as usize;
+    let commands = n.v.stats().commands as usize;
     let summaries = lines.iter().filter(|l| summary_ok(l)).count();
     assert_eq!(summaries, commands);
     let dump = |l: &&String| slot_of(l).is_some_and(|(_, r)| r.starts_with("dump command data "));

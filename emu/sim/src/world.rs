@@ -251,7 +251,7 @@ struct Target {
 impl Target {
     fn footprint(&self) -> Footprint {
         let m = self.node.hal.mem().stats();
-        let d = &self.node.v.dev;
+        let d = &self.node.v;
         Footprint {
             cm_conns: self.svc.cm.conn_count(),
             connections: self.svc.connections(),
@@ -392,7 +392,7 @@ impl World {
             node.v.add_neighbor(t_ip(j), t_mac(j)).map_err(|e| format!("neighbour: {e:?}"))?;
         }
         let cm = Cm::new(&mut node.v, cm_config(branch(self.cfg.seed, 0x400 + k as u64 * 0x1000 + inc))).map_err(|e| format!("cm: {e:?}"))?;
-        let qps0 = node.v.dev.live_qps();
+        let qps0 = node.v.live_qps();
         let clock = self.clock.clone();
         let cx = node.cx.clone();
         let me = self.me.clone();

@@ -396,7 +396,7 @@ impl Sim {
             self.w.borrow_mut().turn();
             let w = self.w.borrow();
             let t_ok = w.targets.iter().all(|t| t.as_ref().is_some_and(|t| t.footprint() == t.baseline));
-            let i_ok = w.inits.iter().flatten().all(|i| i.parts.as_ref().is_some_and(|p| p.env.tracked() == 0 && p.env.cm.conn_count() == 0 && p.node.v.dev.live_qps() == p.qps0));
+            let i_ok = w.inits.iter().flatten().all(|i| i.parts.as_ref().is_some_and(|p| p.env.tracked() == 0 && p.env.cm.conn_count() == 0 && p.node.v.live_qps() == p.qps0));
             if t_ok && i_ok {
                 break;
             }
