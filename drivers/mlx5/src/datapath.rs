@@ -168,16 +168,55 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 // queues created outside a group) and by each [`crate::QueueGroup`]: they work on one QP's or
 // CQ's ring state and the doorbell page they are given, nothing else.
 
-/// Doorbell record (DBR[1] = SQ producer counter), then the doorbell register of the UAR page
-/// at `uar` with the newest WQE's first 8 bytes; the device runs the SQ up to the record.
-/// Nothing (false) if every WQE was announced already.
+// The ring mechanics every work queue shares (RC/UD QPs here, queue groups, the raw Ethernet
+// SQ/RQ in `raw.rs`, SRQs): room in a ring of 2^log entries, a WQE copied in WQEBB by WQEBB so it
+// wraps at the ring's end, the doorbell record, the UAR doorbell write. What goes into a WQE is
+// each queue kind's own.
+
+/// Room for `n` more entries (WQEBBs, receive WQEs) in a ring of 2^`log` with producer counter
+/// `pi` and consumer counter `ci`.
+#[inline]
+pub(crate) fn ring_has_room(pi: u16, ci: u16, log: u8, n: usize) -> bool {
+    pi.wrapping_sub(ci) as usize + n <= 1usize << log
+}
+
+/// Copy the WQE `w` (whole WQEBBs) into the send ring at byte `sq` of `buf` (2^`log` WQEBBs),
+/// WQEBB by WQEBB from producer counter `pi`, so a WQE at the ring's end wraps to its start.
+/// Returns the WQE's first 8 bytes (what the doorbell write carries).
+#[inline]
+pub(crate) fn put_wqe<D: DmaRegion>(buf: &D, sq: usize, log: u8, pi: u16, w: &[u8]) -> u64 {
+    let mask = (1usize << log) - 1;
+    for (b, bb) in w.chunks_exact(WQEBB).enumerate() {
+        buf.write(sq + ((pi as usize + b) & mask) * WQEBB, bb);
+    }
+    u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]])
+}
+
+/// Announce a send queue: its doorbell record (DBR[1] of the record at byte `at` of `dbr` =
+/// producer counter `pi`), then the doorbell register of the UAR page at `uar` with the newest
+/// WQE's first 8 bytes; the device runs the SQ up to the record.
+#[inline]
+pub(crate) fn sq_doorbell<D: DmaRegion, M: Mmio>(dbr: &D, at: usize, pi: u16, bar: &M, uar: usize, first8: u64) {
+    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+    dbr.write_be32(at + 4, pi as u32);
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    bar.write64_be(uar + UAR_BF_OFFSET, first8);
+}
+
+/// Announce receive WQEs: the doorbell record (DBR[0] of the record at byte `at` of `dbr` =
+/// producer counter `head`), a memory write the adapter reads; receives need no MMIO doorbell.
+#[inline]
+pub(crate) fn rq_doorbell<D: DmaRegion>(dbr: &D, at: usize, head: u16) {
+    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+    dbr.write_be32(at, head as u32);
+}
+
+/// Ring `q`'s SQ ([`sq_doorbell`]) for the WQEs written since the last doorbell. Nothing (false)
+/// if every WQE was announced already.
 #[inline]
 pub(crate) fn ring_sq<D: DmaRegion, M: Mmio>(q: &mut Qp<D>, bar: &M, uar: usize) -> bool {
     let Some(first8) = q.sq_unrung.take() else { return false };
-    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-    q.dbr.write_be32(4, q.sq_pi as u32);
-    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-    bar.write64_be(uar + UAR_BF_OFFSET, first8);
+    sq_doorbell(&q.dbr, 0, q.sq_pi, bar, uar, first8);
     true
 }
 
@@ -251,11 +290,10 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
         len += wqe_data_seg::LAYOUT.size;
     }
     let nbb = len.div_ceil(WQEBB);
-    let ring = 1usize << q.log_sq;
-    let in_flight = q.sq_pi.wrapping_sub(q.sq_ci) as usize;
-    if in_flight + nbb > ring {
+    if !ring_has_room(q.sq_pi, q.sq_ci, q.log_sq, nbb) {
         return Err(Error::InvalidArgument("send queue full"));
     }
+    let ring = 1usize << q.log_sq;
     let pi = q.sq_pi;
     set(&mut w, ctrl::wqe_index, pi as u64);
     set(&mut w, ctrl::opcode, opcode as u64);
@@ -263,17 +301,12 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
     set(&mut w, ctrl::ds, (len / 16) as u64);
     set(&mut w, ctrl::fm_ce_se, fence | if wr.signaled { CE_ALWAYS } else { 0 });
     set(&mut w, ctrl::imm, imm as u64);
-    // Copy WQEBB by WQEBB so a WQE at the ring's end wraps to its start.
-    let sq = q.sq_offset();
-    for b in 0..nbb {
-        let slot = (pi as usize + b) & (ring - 1);
-        q.buf.write(sq + slot * WQEBB, &w[b * WQEBB..(b + 1) * WQEBB]);
-    }
+    let first8 = put_wqe(&q.buf, q.sq_offset(), q.log_sq, pi, &w[..nbb * WQEBB]);
     q.sq_slots[pi as usize & (ring - 1)] =
         SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode: slot_opcode };
     q.sq_pi = pi.wrapping_add(nbb as u16);
     q.next_fence = umr;
-    q.sq_unrung = Some(u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
+    q.sq_unrung = Some(first8);
     Ok(())
 }
 
@@ -291,16 +324,15 @@ pub(crate) fn write_recvs<D: DmaRegion>(q: &mut Qp<D>, wrs: &[RecvWr]) -> Result
             break;
         }
     }
-    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-    q.dbr.write_be32(0, q.rq_head as u32);
+    rq_doorbell(&q.dbr, 0, q.rq_head);
     r
 }
 
 fn write_recv<D: DmaRegion>(q: &mut Qp<D>, wr: &RecvWr) -> Result<(), Error> {
-    let ring = 1usize << q.log_rq;
-    if q.rq_head.wrapping_sub(q.rq_tail) as usize >= ring {
+    if !ring_has_room(q.rq_head, q.rq_tail, q.log_rq, 1) {
         return Err(Error::InvalidArgument("receive queue full"));
     }
+    let ring = 1usize << q.log_rq;
     let stride = 16usize << q.log_rq_stride;
     let mut w = [0u8; 32];
     set(&mut w, wqe_data_seg::byte_count, wr.sge.len as u64);

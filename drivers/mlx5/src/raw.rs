@@ -5,20 +5,27 @@
 //! One wildcard rule (group with no match criteria, one FWD_DEST entry to the TIR) steers every
 //! remaining frame to the RQ; frames are sent inline (the whole frame in the Ethernet segment's
 //! inline header), which suits ARP-sized control traffic.
+//!
+//! The ring mechanics (room, WQEBB copy with wrap, doorbell records, the UAR doorbell write) and
+//! CQ polling are the data path's (`datapath::{put_wqe, sq_doorbell, rq_doorbell, poll_ring}`),
+//! as for RC/UD queues; the Ethernet WQE's segments are this file's own.
 
 use crate::cmd::{op, MAX_MSG};
-use crate::datapath::{cqe_op, poll_ring, wqe_op, WQEBB};
+use crate::datapath::{cqe_op, poll_ring, put_wqe, ring_has_room, rq_doorbell, sq_doorbell, wqe_op, WQEBB};
 use crate::device::Mlx5;
 use crate::error::Error;
 use crate::ifc::*;
 use crate::layout::{get, set, Field};
 use hal::{DmaRegion, Hal, Mmio};
-use mlx5_ifc::{ctrl_flags, flow, uar};
+use mlx5_ifc::{ctrl_flags, flow};
 use rdma::{Completion, Cqn, WcStatus};
 
 const LOG_SQ: u8 = 6; // 64 WQEBBs
 const LOG_RQ: u8 = 6; // 64 receive buffers
 const RX_BUF: usize = 2048;
+/// The doorbell records in `RawEth::dbr`: the SQ's at 0, the RQ's at 32.
+const SQ_DBR: usize = 0;
+const RQ_DBR: usize = 32;
 const WQ_CYCLIC: u64 = mlx5_ifc::wq_type::CYCLIC as u64;
 const WQ_RST: u64 = mlx5_ifc::wq_state::RST as u64;
 const WQ_RDY: u64 = mlx5_ifc::wq_state::RDY as u64;
@@ -87,7 +94,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let rx_cq = self.create_cq(LOG_RQ)?;
         let sq_buf = self.hal.dma_alloc((1 << LOG_SQ) * WQEBB, 4096)?;
         let rq_buf = self.hal.dma_alloc((1 << LOG_RQ) * 16, 4096)?;
-        let dbr = self.hal.dma_alloc(64, 64)?; // SQ DBR at 0, RQ DBR at 32
+        let dbr = self.hal.dma_alloc(64, 64)?; // SQ_DBR, RQ_DBR
         let rx = self.hal.dma_alloc((1 << LOG_RQ) * RX_BUF, 4096)?;
         let tx = self.hal.dma_alloc((1 << LOG_SQ) * TX_BUF, 4096)?;
 
@@ -141,7 +148,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             (wq::wq_type.at(w), WQ_CYCLIC),
             (wq::pd.at(w), pd as u64),
             (wq::uar_page.at(w), uar as u64),
-            (wq::dbr_addr.at(w), raw.dbr.paddr()),
+            (wq::dbr_addr.at(w), raw.dbr.paddr() + SQ_DBR as u64),
             (wq::log_wq_stride.at(w), 6),
             (wq::log_wq_pg_sz.at(w), 0),
             (wq::log_wq_sz.at(w), LOG_SQ as u64),
@@ -168,7 +175,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             (rqc::ts_format.at(c), crate::device::ts_format(self.caps.rq_ts_format)),
             (wq::wq_type.at(w), WQ_CYCLIC),
             (wq::pd.at(w), pd as u64),
-            (wq::dbr_addr.at(w), raw.dbr.paddr() + 32),
+            (wq::dbr_addr.at(w), raw.dbr.paddr() + RQ_DBR as u64),
             (wq::log_wq_stride.at(w), 4),
             (wq::log_wq_pg_sz.at(w), 0),
             (wq::log_wq_sz.at(w), LOG_RQ as u64),
@@ -326,7 +333,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             set(d, wqe_data_seg::lkey, raw.lkey as u64);
             set(d, wqe_data_seg::addr, raw.tx.paddr() + (slot * TX_BUF) as u64);
             total += 16;
-            if raw.sq_pi.wrapping_sub(raw.sq_ci) as usize + total.div_ceil(WQEBB) > ring {
+            if !ring_has_room(raw.sq_pi, raw.sq_ci, LOG_SQ, total.div_ceil(WQEBB)) {
                 return Err(Error::InvalidArgument("raw send queue full"));
             }
             raw.tx.write(slot * TX_BUF, tail);
@@ -334,7 +341,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             w[at..at + frame.len()].copy_from_slice(frame);
         }
         let nbb = total.div_ceil(WQEBB);
-        if raw.sq_pi.wrapping_sub(raw.sq_ci) as usize + nbb > ring {
+        if !ring_has_room(raw.sq_pi, raw.sq_ci, LOG_SQ, nbb) {
             return Err(Error::InvalidArgument("raw send queue full"));
         }
         set(&mut w, wqe_ctrl_seg::wqe_index, pi as u64);
@@ -342,19 +349,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut w, wqe_ctrl_seg::qpn, raw.sqn as u64);
         set(&mut w, wqe_ctrl_seg::ds, (total / 16) as u64);
         set(&mut w, wqe_ctrl_seg::fm_ce_se, ctrl_flags::CQ_UPDATE as u64);
-        for b in 0..nbb {
-            let slot = (pi as usize + b) & (ring - 1);
-            let mut bb = [0u8; WQEBB];
-            bb.copy_from_slice(&w[b * WQEBB..(b + 1) * WQEBB]);
-            raw.sq_buf.write(slot * WQEBB, &bb);
-        }
+        let first8 = put_wqe(&raw.sq_buf, 0, LOG_SQ, pi, &w[..nbb * WQEBB]);
         raw.sq_pi = pi.wrapping_add(nbb as u16);
-        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-        raw.dbr.write_be32(4, raw.sq_pi as u32);
-        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-        let first8 = u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
         raw.tx_frames += 1;
-        self.bar.write64_be(uar + uar::BF, first8);
+        sq_doorbell(&raw.dbr, SQ_DBR, raw.sq_pi, &self.bar, uar, first8);
         Ok(())
     }
 
@@ -451,6 +449,5 @@ fn post_rx<D: DmaRegion>(raw: &mut RawEth<D>) {
     set(&mut w, wqe_data_seg::addr, raw.rx.paddr() + (slot * RX_BUF) as u64);
     raw.rq_buf.write(slot * 16, &w);
     raw.rq_head = raw.rq_head.wrapping_add(1);
-    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-    raw.dbr.write_be32(32, raw.rq_head as u32);
+    rq_doorbell(&raw.dbr, RQ_DBR, raw.rq_head);
 }

@@ -77,8 +77,7 @@ impl<D: DmaRegion> Srq<D> {
             self.counter = self.counter.wrapping_add(1);
         }
         if self.counter != before {
-            core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-            self.dbr.write_be32(0, self.counter as u32);
+            crate::datapath::rq_doorbell(&self.dbr, 0, self.counter);
         }
         r
     }
@@ -140,8 +139,7 @@ impl<D: DmaRegion> Srq<D> {
         self.posted += 1;
         self.head = self.next[h];
         self.counter = self.counter.wrapping_add(1);
-        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-        self.dbr.write_be32(0, self.counter as u32);
+        crate::datapath::rq_doorbell(&self.dbr, 0, self.counter);
         true
     }
 
