@@ -28,9 +28,6 @@ const REG_PMTU: u64 = mlx5_ifc::reg::PMTU as u64;
 /// ACCESS_REG op_mod (Linux `mlx5_core_access_reg`: 1 read, 0 write).
 const REG_READ: u16 = mlx5_ifc::access_reg::READ;
 const REG_WRITE: u16 = mlx5_ifc::access_reg::WRITE;
-/// Bytes a RoCEv2 packet adds around its payload at most (GRH 40 + UDP 8 + BTH 12 + XRC 4 +
-/// AtomicETH 28 + ICRC 4: the overhead Linux `iboe_get_mtu` takes off the Ethernet MTU).
-const ROCE_OVERHEAD: u32 = 96;
 
 /// The port's MTUs in bytes, from the PMTU register.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +48,7 @@ impl PortMtu {
     /// Largest IB path MTU (256..4096) whose RoCEv2 packets fit in the port's max MTU (as
     /// Linux `iboe_get_mtu` picks the active MTU from the netdev MTU).
     pub fn max_path_mtu(&self) -> u32 {
-        let room = (self.max as u32).saturating_sub(ROCE_OVERHEAD);
+        let room = (self.max as u32).saturating_sub(rdma::cm_wire::ROCEV2_MTU_OVERHEAD);
         [4096u32, 2048, 1024, 512].into_iter().find(|&m| m <= room).unwrap_or(256)
     }
 }

@@ -816,6 +816,11 @@ pub fn flow_label_to_udp_sport(fl: u32) -> u16 {
     (0xC000 | (low ^ high)) as u16
 }
 
+/// Bytes a RoCEv2 packet adds around its path-MTU payload at most: GRH 40 + UDP 8 + BTH 12 +
+/// XRC 4 + AtomicETH 28 + ICRC 4 (the overhead Linux `iboe_get_mtu` takes off the Ethernet
+/// MTU). A path MTU fits a port when it plus this is at most the port's MTU.
+pub const ROCEV2_MTU_OVERHEAD: u32 = 96;
+
 /// IB MTU enum → bytes (1=256 .. 5=4096).
 pub fn mtu_enum_to_bytes(e: u8) -> Option<u32> {
     match e {

@@ -18,8 +18,6 @@ use crate::profile::TsCap;
 pub const HEALTH_SYND_ASYNC_EQ_OVERRUN: u8 = mlx5_ifc::health_synd::ASYNC_EQ_OVERRUN_ERR;
 /// A send WQE basic block; the SQ must start on one.
 pub const SEND_WQE_BB: u64 = mlx5_ifc::queue::WQEBB as u64;
-/// Bytes RoCEv2 adds around a path-MTU payload at most (Linux `iboe_get_mtu`).
-pub const ROCE_OVERHEAD: u64 = 96;
 
 /// Whether a context's `ts_format` is acceptable under the capability `cap` [mlx5_ifc.h]:
 /// free-running-only parts know only FREE_RUNNING (older firmware: a reserved field, must be
@@ -158,7 +156,7 @@ impl Device {
     /// Model's choice: which status real firmware answers with is not public.
     pub(crate) fn check_path_mtu(&self, code: u64) -> Result<(), (u8, u32)> {
         let bytes = 128u64 << code.min(5);
-        if bytes + ROCE_OVERHEAD > self.cfg.profile.caps.max_mtu as u64 {
+        if bytes + rdma::cm_wire::ROCEV2_MTU_OVERHEAD as u64 > self.cfg.profile.caps.max_mtu as u64 {
             warn!("cx: path MTU {bytes} does not fit the port's max_mtu {}", self.cfg.profile.caps.max_mtu);
             return Err((st::BAD_PARAM, synd::MTU_OVER_MAX));
         }

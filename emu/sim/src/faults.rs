@@ -252,7 +252,8 @@ pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], targets: usize, initiators: us
             }
             Kind::Health => {
                 // Fatal syndromes (Linux health.c MLX5_INITIAL_SEG_HEALTH_SYNDROME_*).
-                const SYND: [u8; 7] = [0x1, 0x7, 0x8, 0x9, 0xa, 0xb, 0xd];
+                use mlx5_ifc::health_synd as h;
+                const SYND: [u8; 7] = [h::FW_INTERNAL_ERR, h::DEAD_IRISC, h::HW_FATAL_ERR, h::FW_CRC_ERR, h::ICM_FETCH_PCI_ERR, h::HW_FTL_ERR, h::EQ_ERR];
                 let synd = SYND[rng.below(SYND.len() as u64) as usize];
                 plan.actions.push((t, Action::HealthSyndrome { port, synd }));
             }
