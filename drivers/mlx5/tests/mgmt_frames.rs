@@ -5,23 +5,12 @@
 //! `answers_arp` the driver leaves answering to the stack.
 
 use emu_connectx::{ConnectX, PhysMem, SimClock, SimHal};
-use emu_roce::{Impairments, Link, MemLink};
+use emu_roce::Impairments;
 use mlx5::{Config, Mlx5Verbs, MAX_FRAME, MAX_INLINE_FRAME};
 use rdma::{Control, Neighbours};
+use testbed::Clocked;
 
 type V = Mlx5Verbs<SimHal, emu_connectx::Bar0>;
-
-struct Clocked(MemLink, SimClock);
-impl Link for Clocked {
-    fn send(&mut self, f: &[u8]) {
-        self.0.set_now(self.1.now_ns());
-        self.0.send(f)
-    }
-    fn poll(&mut self) -> Option<Vec<u8>> {
-        self.0.set_now(self.1.now_ns());
-        self.0.poll()
-    }
-}
 
 fn side(clock: &SimClock, ip: [u8; 4], mac: [u8; 6], base: u64) -> (ConnectX, V) {
     let mem = PhysMem::with_base(base);
@@ -54,9 +43,9 @@ fn frames_of_every_size_cross_and_the_queue_is_bounded() {
     let (amac, bmac) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
     let (acx, mut a) = side(&clock, [10, 0, 0, 1], amac, 0x1_0000_0000);
     let (bcx, mut b) = side(&clock, [10, 0, 0, 2], bmac, 0x2_0000_0000);
-    let (la, lb) = MemLink::pair(Impairments::default(), 3);
-    acx.attach_link(Box::new(Clocked(la, clock.clone())));
-    bcx.attach_link(Box::new(Clocked(lb, clock.clone())));
+    let (la, lb) = Clocked::pair(&clock, Impairments::default(), 3);
+    acx.attach_link(Box::new(la));
+    bcx.attach_link(Box::new(lb));
     b.enable_mgmt_frames(4, true);
     let turn = |a: &mut V, b: &mut V| {
         for _ in 0..20 {
