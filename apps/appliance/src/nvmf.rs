@@ -7,7 +7,7 @@
 //! - Initiator (`nvmf.connect=`): connect (or read the discovery log when `nqn=` is the
 //!   discovery NQN) as one controller of `nvmeof::host::controllers::Controllers` (reconnected
 //!   with backoff after a lost target), print the controller and namespaces, run
-//!   `nvmf.verify=` (resumes after a reconnect) and `nvmf.bench=` if given, disconnect; the
+//!   `nvmf.verify=` and `nvmf.bench=` if given (both resume after a reconnect), disconnect; the
 //!   image then ends as `exit=` says.
 //!
 //! Every problem is a clear error line naming the option; no panic.
@@ -449,19 +449,13 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
         ok = verified_io(&mut set, verbs, &mut env, verify, spec.qd);
     }
     if let (true, Some(b)) = (ok, &args.bench) {
-        match set.ctrls[0].live() {
-            // The bench does not reconnect: a target lost during it ends it with the error.
-            Some(host) => match host.namespaces.first().map(|n| n.nsid) {
-                None => {
-                    error!("nvmf: bench: the controller has no namespace");
-                    ok = false;
-                }
-                Some(nsid) => ok = bench(host, verbs, &mut env, nsid, b),
-            },
+        // On the set: a target lost during the bench is reconnected and the bench goes on.
+        match set.ctrls[0].host().namespaces.first().map(|n| n.nsid) {
             None => {
-                error!("nvmf: bench: the controller is not connected");
+                error!("nvmf: bench: the controller has no namespace");
                 ok = false;
             }
+            Some(nsid) => ok = bench(&mut set, verbs, &mut env, nsid, b),
         }
     }
     let c = &set.ctrls[0];
@@ -501,20 +495,28 @@ fn bring_up(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl
     set.connect_all(verbs, env)
 }
 
-/// Run `nvmf.bench=` on `nsid` and print the report and fio's JSON (between
-/// `nvmeof::fio_json` markers). Returns whether it ran without errors.
+/// Run `nvmf.bench=` on `nsid` of the set's controller (reconnected if its target is lost:
+/// `nvmeof::bench::run::reconnecting`) and print the report and fio's JSON (between
+/// `nvmeof::fio_json` markers). Returns whether it ran without I/O errors (I/Os lost to an
+/// outage are reported, not errors).
 #[inline(never)]
-fn bench(
-    host: &mut nvmeof::host::Host<crate::adapter::Verbs>,
-    verbs: &mut crate::adapter::Verbs,
-    env: &mut impl HostEnv<crate::adapter::Verbs>,
-    nsid: u32,
-    cfg: &nvmeof::bench::BenchConfig,
-) -> bool {
+fn bench(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, nsid: u32, cfg: &nvmeof::bench::BenchConfig) -> bool {
+    use nvmeof::host::controllers::CtrlEvent;
     // Progress once a second on the console (scripts/run --image shows it on a terminal).
     let mut progress = |p: &nvmeof::bench::BenchProgress| info!("nvmf: {p}");
-    // Matched by reference: the result (with its histograms) stays where bench() put it.
-    match &host.bench_with_progress(verbs, env, nsid, cfg, &mut progress) {
+    let mut attempts = 0u64;
+    let mut on = |e: &CtrlEvent<mlx5::Error>| match e {
+        CtrlEvent::AttemptFailed(e) => {
+            attempts += 1;
+            // Rate-limited: the target may be away for a while.
+            if attempts <= 4 || attempts % 100 == 0 {
+                warn!("nvmf: bench: reconnect attempt {attempts} failed: {e:?}");
+            }
+        }
+        e => info!("nvmf: bench: {e:?}"),
+    };
+    // Matched by reference: the result (with its histograms) stays where the bench put it.
+    match &nvmeof::bench::run::reconnecting(set, 0, verbs, env, nsid, cfg, &mut progress, &mut on) {
         Ok(r) => {
             let mut s = String::new();
             let _ = r.write(&mut s, cfg);
@@ -524,7 +526,7 @@ fn bench(
             for line in s.lines() {
                 info!("nvmf: {line}");
             }
-            r.errors == 0
+            r.errors == 0 && r.ios > 0
         }
         Err(e) => {
             error!("nvmf: bench on nsid {nsid}: {e:?}");

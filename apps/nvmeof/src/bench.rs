@@ -11,6 +11,8 @@
 use alloc::boxed::Box;
 use core::fmt::Write;
 
+pub mod run;
+
 /// fio's `FIO_IO_U_PLAT_BITS`: sub-bucket bits per power of two.
 pub const PLAT_BITS: u32 = 6;
 /// fio's `FIO_IO_U_PLAT_VAL`: sub-buckets per power of two.
@@ -250,6 +252,9 @@ pub struct DirResult {
     pub ios: u64,
     /// Completed with an error status.
     pub errors: u64,
+    /// Submitted but never answered: in flight when the controller's queues were released
+    /// (not latency samples, not re-issued).
+    pub lost: u64,
     /// Bytes moved by successful I/Os.
     pub bytes: u64,
     /// Submit → completion latency of successful I/Os (ns). Boxed: the result is returned by
@@ -265,6 +270,16 @@ pub struct BenchResult {
     pub reads: u64,
     pub writes: u64,
     pub errors: u64,
+    /// Submitted I/Os never answered (both directions; see [`DirResult::lost`]), so
+    /// `reads + writes == ios + lost`.
+    pub lost: u64,
+    /// Times the controller was lost and live again (an outage still open at the end counts).
+    pub outages: u64,
+    /// Time from the last answer before each loss until live again: total and longest (ns).
+    pub outage_ns: u64,
+    pub longest_outage_ns: u64,
+    /// The run ended while its controller was down.
+    pub down_at_end: bool,
     pub bytes: u64,
     pub elapsed_ns: u64,
     /// Completions by direction.
@@ -309,6 +324,19 @@ impl BenchResult {
             self.elapsed_ns / 1000
         )?;
         writeln!(w, "  IOPS={}, BW={} KiB/s", self.iops(), self.bandwidth_bps() / 1024)?;
+        if self.outages != 0 || self.lost != 0 {
+            writeln!(
+                w,
+                "  outages={} down={} us (longest {} us){}, lost={} (r {} / w {}): never answered, not latency samples, not re-issued",
+                self.outages,
+                self.outage_ns / 1000,
+                self.longest_outage_ns / 1000,
+                if self.down_at_end { ", down at the end" } else { "" },
+                self.lost,
+                self.read.lost,
+                self.write.lost
+            )?;
+        }
         for (name, d) in [("read", &self.read), ("write", &self.write)] {
             if d.ios == 0 {
                 continue;

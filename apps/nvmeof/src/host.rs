@@ -14,7 +14,7 @@ use rdma::{Access, Completion, Cqn, Lkey, Qpn, RecvWr, Rkey, SendOp, SendWr, Sge
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, IntoBytes};
 
-use crate::bench::{BenchConfig, BenchProgress, BenchResult, Pattern, Rng};
+use crate::bench::{BenchConfig, BenchProgress, BenchResult};
 use crate::wire::*;
 use nvme_spec::props::{Cap, Cc, Csts};
 use crate::Error;
@@ -32,8 +32,6 @@ pub use validate::{DiscField, TargetFault, MAX_CAPSULE, MAX_DISC_RECORDS, MAX_QU
 
 /// Reads of a discovery log that keeps changing before the host gives up.
 const DISC_READ_TRIES: usize = 4;
-/// How often [`Host::bench_with_progress`] reports progress.
-const PROGRESS_NS: u64 = 1_000_000_000;
 
 /// CC to enable a controller: NVM command set, 4 KiB pages, 64-byte SQEs, 16-byte CQEs.
 const CC_ENABLE: Cc = Cc::new().with_en(true).with_iosqes(6).with_iocqes(4);
@@ -826,14 +824,13 @@ impl<V: Verbs> Host<V> {
         r
     }
 
-    /// Run a benchmark on namespace `nsid` over I/O queue 1. Writes carry a per-block pattern
-    /// (not verified here; see the tests for verified I/O).
+    /// Run a benchmark on namespace `nsid` over I/O queue 1 (the first error ends it; a
+    /// controller of a [`controllers::Controllers`] set runs `bench::run::reconnecting`).
     pub fn bench(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, nsid: u32, cfg: &BenchConfig) -> Result<BenchResult, Error<V::Error>> {
         self.bench_with_progress(verbs, env, nsid, cfg, &mut |_| {})
     }
 
-    /// [`Host::bench`], calling `progress` about once a second (from the loop's slow path:
-    /// one clock comparison per turn) with the I/Os completed so far.
+    /// [`Host::bench`], calling `progress` about once a second (from the loop's slow path).
     pub fn bench_with_progress(
         &mut self,
         verbs: &mut V,
@@ -842,91 +839,7 @@ impl<V: Verbs> Host<V> {
         cfg: &BenchConfig,
         progress: &mut dyn FnMut(&BenchProgress),
     ) -> Result<BenchResult, Error<V::Error>> {
-        let ns = *self.namespaces.iter().find(|n| n.nsid == nsid).ok_or(Error::Config("no such namespace"))?;
-        if cfg.block_size % ns.block_size != 0 || cfg.block_size == 0 {
-            return Err(Error::Config("block size not a multiple of the LBA size"));
-        }
-        let blocks = cfg.block_size / ns.block_size;
-        let span = ns.blocks / blocks as u64;
-        if span == 0 {
-            return Err(Error::Config("namespace smaller than one I/O"));
-        }
-        let mut rng = Rng::new(cfg.seed);
-        let mut seq = 0u64;
-        let mut res = BenchResult::default();
-        // Direction of each slot's I/O in flight (slots are indexes below the queue depth).
-        let mut slot_is_read = alloc::vec![false; self.io_queues().1 as usize];
-        let start = env.now_ns();
-        let mut next_progress = start.saturating_add(PROGRESS_NS);
-        let mut inflight = 0u32;
-        let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 64];
-        let qd = cfg.queue_depth.min(self.io_queues().1).max(1) as u32;
-        let mut issued = 0u64;
-        loop {
-            let now = env.now_ns();
-            let time_up = now.saturating_sub(start) >= cfg.duration_ns;
-            let count_up = cfg.max_ios != 0 && issued >= cfg.max_ios;
-            if !(time_up || count_up) {
-                while inflight < qd {
-                    let Some(slot) = self.alloc_slot(1) else { break };
-                    let idx = match cfg.pattern {
-                        Pattern::SeqRead | Pattern::SeqWrite => {
-                            seq = (seq + 1) % span;
-                            seq
-                        }
-                        _ => rng.next() % span,
-                    };
-                    let read = match cfg.pattern {
-                        Pattern::RandRead | Pattern::SeqRead => true,
-                        Pattern::RandWrite | Pattern::SeqWrite => false,
-                        Pattern::RandMix { read_pct } => (rng.next() % 100) < read_pct as u64,
-                    };
-                    let kind = if read { IoKind::Read } else { IoKind::Write };
-                    self.submit(verbs, 1, slot, kind, nsid, idx * blocks as u64, blocks, now)?;
-                    if let Some(r) = slot_is_read.get_mut(slot as usize) {
-                        *r = read;
-                    }
-                    if read {
-                        res.reads += 1;
-                    } else {
-                        res.writes += 1;
-                    }
-                    inflight += 1;
-                    issued += 1;
-                    if cfg.max_ios != 0 && issued >= cfg.max_ios {
-                        break;
-                    }
-                }
-            } else if inflight == 0 {
-                break;
-            }
-            let now = env.now_ns();
-            let n = self.poll(verbs, now, &mut done)?;
-            for d in &done[..n] {
-                inflight -= 1;
-                res.ios += 1;
-                let dir = if slot_is_read.get(d.slot as usize).copied().unwrap_or(false) { &mut res.read } else { &mut res.write };
-                dir.ios += 1;
-                if d.status.is_success() {
-                    res.bytes += cfg.block_size as u64;
-                    dir.bytes += cfg.block_size as u64;
-                    dir.lat.record(d.latency_ns);
-                } else {
-                    res.errors += 1;
-                    dir.errors += 1;
-                }
-            }
-            if now >= next_progress {
-                next_progress = now.saturating_add(PROGRESS_NS);
-                progress(&BenchProgress { elapsed_ns: now.saturating_sub(start), ios: res.ios, duration_ns: cfg.duration_ns });
-            }
-            self.tick(verbs, now)?;
-            if n == 0 {
-                env.idle(verbs);
-            }
-        }
-        res.elapsed_ns = env.now_ns().saturating_sub(start);
-        Ok(res)
+        crate::bench::run::on_host(self, verbs, env, nsid, cfg, progress)
     }
 }
 

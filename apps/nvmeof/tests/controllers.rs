@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use hal::DmaRegion;
+use nvmeof::bench::{BenchConfig, Pattern};
 use nvmeof::host::controllers::{Controllers, CtrlEvent, CtrlState, TargetAddr};
 use nvmeof::host::{ConnectPoll, Host, HostEnv, IoDone, IoKind};
 use nvmeof::verify::reconnecting::{self, Workload};
@@ -38,6 +39,11 @@ struct Net {
     /// As `mute`, for I/O queues only (the REQ's qid not 0): the admin queue works.
     mute_io: Option<TargetAddr>,
     mute_qps: BTreeMap<u32, (Qpn, rdma::Cqn)>,
+    /// A planned target restart at this time (taken in `idle`): the running target (its
+    /// connections closed by the outage) is dropped and a new one with new, empty RAM
+    /// namespaces serves the same subsystems.
+    restart: Option<u64>,
+    restarts: u64,
 }
 
 impl Net {
@@ -59,6 +65,12 @@ impl HostEnv<V> for Net {
         self.w.now_ns()
     }
     fn idle(&mut self, verbs: &mut V) {
+        if self.restart.is_some_and(|at| self.w.clock.now_ns() >= at) {
+            self.restart = None;
+            self.restarts += 1;
+            self.w.target.release_namespaces(&mut self.w.t.v);
+            self.w.target = target_on(2, 1, two_subsystems(&self.w.t));
+        }
         if let Some((from, to, t)) = self.outage {
             let now = self.w.now_ns();
             if now >= to {
@@ -131,7 +143,7 @@ fn setup_with(timeout_ns: u64) -> (Net, Node, Controllers<V>) {
 
 fn setup_cfg(cfg: nvmeof::host::HostConfig) -> (Net, Node, Controllers<V>) {
     let (w, h) = setup_two_subsystems();
-    let net = Net { w, to: A, down: None, conns: BTreeMap::new(), unanswered: Vec::new(), next_dead: 0, outage: None, mute: None, mute_io: None, mute_qps: BTreeMap::new() };
+    let net = Net { w, to: A, down: None, conns: BTreeMap::new(), unanswered: Vec::new(), next_dead: 0, outage: None, mute: None, mute_io: None, mute_qps: BTreeMap::new(), restart: None, restarts: 0 };
     let mut set = Controllers::new(&cfg, &[(A, SUBNQN), (B, SUBNQN_B)]);
     set.reconnect_delay_ns = 1_000_000;
     (net, h, set)
@@ -453,4 +465,50 @@ fn a_bring_up_waiting_for_an_io_queue_keeps_its_controller_alive() {
     verified(&mut net, &mut h, host, &[8, 16], 0xA1, true);
     verified(&mut net, &mut h, host, &[8, 16], 0xA1, false);
     set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");
+}
+
+#[test]
+fn a_bench_survives_a_target_restart_and_counts_what_it_lost() {
+    // One controller: the restart takes the whole target (both subsystems) away.
+    let (mut net, mut h, _) = setup();
+    let mut set = Controllers::new(&nvmeof::host::HostConfig { timeout_ns: 2_000_000, ..host_cfg(8) }, &[(A, SUBNQN)]);
+    set.reconnect_delay_ns = 1_000_000;
+    let (qps0, cqs0) = (h.v.dev.live_qps(), h.v.dev.live_cqs());
+    drive(&mut net, &mut h, &mut set, |s| s.all_live());
+    let t0 = net.w.clock.now_ns();
+    // A goes away 2 ms into the bench (its connections close under the host, connects are not
+    // answered), its target is restarted at 3 ms (new RAM namespaces), and it listens again
+    // at 12 ms.
+    net.outage = Some((t0 + 2_000_000, t0 + 12_000_000, A));
+    net.restart = Some(t0 + 3_000_000);
+    let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: 8, duration_ns: 30_000_000, max_ios: 0, seed: 7 };
+    let mut ev = Vec::new();
+    let mut progress = |_: &nvmeof::bench::BenchProgress| {};
+    let r = nvmeof::bench::run::reconnecting(&mut set, 0, &mut h.v, &mut net, 1, &cfg, &mut progress, &mut |e| ev.push(format!("{e:?}"))).expect("bench ran");
+    let mut text = String::new();
+    r.write(&mut text, &cfg).unwrap();
+    println!("{text}events {ev:?}");
+    assert_eq!(net.restarts, 1, "the target was restarted");
+    assert!(net.outage.is_none(), "the run outlasted the outage");
+    assert!(r.elapsed_ns >= cfg.duration_ns, "ran its duration: {r:?}");
+    // Every submitted I/O was answered or lost, never both; only answered successes are
+    // latency samples; nothing failed with a status.
+    assert_eq!(r.reads + r.writes, r.ios + r.lost, "{r:?}");
+    assert_eq!((r.read.lost + r.write.lost, r.read.ios + r.write.ios), (r.lost, r.ios));
+    assert_eq!(r.errors, 0);
+    assert_eq!(r.lat().count(), r.ios, "a lost I/O is no latency sample");
+    assert!(r.lost >= 1 && r.lost <= 8, "the I/Os in flight at the loss (QD 8): {}", r.lost);
+    assert_eq!((r.outages, r.down_at_end), (1, false), "{r:?}");
+    // Down from the loss (2 ms) until live again (after 12 ms); the rest of the run ran.
+    assert!((10_000_000..r.elapsed_ns).contains(&r.outage_ns), "outage {} ns", r.outage_ns);
+    assert_eq!(r.longest_outage_ns, r.outage_ns);
+    assert!(text.contains(&format!("outages=1 down={} us", r.outage_ns / 1000)), "{text}");
+    assert_eq!(set.ctrls[0].connects, 2, "reconnected once");
+    assert!(set.ctrls[0].failed_attempts >= 1, "retried while down: {ev:?}");
+    assert!(ev.first().is_some_and(|e| e == "Released") && ev.last().is_some_and(|e| e == "Live"), "{ev:?}");
+    // The bench went on after the reconnect: the new target served reads and writes.
+    let c = net.w.target.core.stats;
+    assert!(c.reads > 0 && c.writes > 0, "the restarted target served the bench: {c:?}");
+    // Nothing of the lost connection or the new one left behind.
+    disconnect_to_baseline(&mut net, &mut h, &mut set, (qps0, cqs0));
 }

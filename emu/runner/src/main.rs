@@ -6,8 +6,12 @@
 //!            [--size S] [--no-verify] [--timeout SECONDS]
 //! emu-runner ... --app nvmf-target --nvmf "nvmet.subsys=NQN,ns=ram:64M,host=HOSTNQN" \
 //!            [--port 4420] [--timeout SECONDS] [--stop-file PATH] [--serve-ctrls N]
+//!            [--drop-after-writes N]
 //!            (--serve-ctrls N: end with PASS once N controllers were created and all are gone;
-//!             --spin: the target never naps when idle, for latency figures)
+//!             --spin: the target never naps when idle, for latency figures;
+//!             --drop-after-writes N: a test hook: once N writes were served, close every
+//!             connection and listen again, the namespaces kept, as a port taken away and
+//!             given back)
 //! emu-runner ... --app nvmf-initiator --nvmf "nvmf.connect=IP[:PORT],nqn=NQN[,qd=N,queues=N] \
 //!            [nvmf.bench=randread,bs=4096,qd=1,time=5s]" [--count N] [--seed N] [--bench-json PATH]
 //!            (the bench's fio JSON (json+ shape) into PATH instead of stdout; on a terminal a
@@ -48,6 +52,7 @@ struct Args {
     bench_json: Option<PathBuf>,
     seed: u64,
     serve_ctrls: u64,
+    drop_after_writes: u64,
     spin: bool,
     mgmt: Option<mgmt::MgmtConfig>,
     /// `--config FILE`: an nvmetcli-saved configuration, read before the node starts.
@@ -57,7 +62,7 @@ struct Args {
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("emu-runner: {msg}");
-    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--config NVMETCLI.json] [--stop-file PATH] [--serve-ctrls N] [--spin] [--mgmt \"WORDS\"] [--seed N] [--bench-json PATH] [--trace 1|full] [--profile NAME|list]");
+    eprintln!("usage: emu-runner --ip A.B.C.D --mac XX:..:XX --sock-local PATH --sock-remote PATH --app rping-server|rping-client|nvmf-target|nvmf-initiator [--peer-ip IP] [--port N] [--count N] [--size N] [--no-verify] [--timeout S] [--nvmf \"WORDS\"] [--config NVMETCLI.json] [--stop-file PATH] [--serve-ctrls N] [--drop-after-writes N] [--spin] [--mgmt \"WORDS\"] [--seed N] [--bench-json PATH] [--trace 1|full] [--profile NAME|list]");
     ExitCode::from(2)
 }
 
@@ -80,6 +85,7 @@ fn parse() -> Result<Args, String> {
         bench_json: None,
         seed: 1,
         serve_ctrls: 0,
+        drop_after_writes: 0,
         spin: false,
         mgmt: None,
         config: None,
@@ -118,6 +124,7 @@ fn parse() -> Result<Args, String> {
             "--bench-json" => a.bench_json = Some(v.into()),
             "--seed" => a.seed = v.parse().map_err(|_| bad())?,
             "--serve-ctrls" => a.serve_ctrls = v.parse().map_err(|_| bad())?,
+            "--drop-after-writes" => a.drop_after_writes = v.parse().map_err(|_| bad())?,
             "--count" => a.count = v.parse().map_err(|_| bad())?,
             "--size" => a.size = v.parse().map_err(|_| bad())?,
             "--timeout" => a.timeout = v.parse().map_err(|_| bad())?,
@@ -172,7 +179,7 @@ fn run_nvmf(a: &Args) -> ExitCode {
     println!("RUNNER adapter profile={} pci={:04x}:{:04x} vf={vf} firmware {} issi {}", pf.name, pf.pci_vendor_id, pf.pci_device_id, d.fw(), d.issi());
     let port = if a.port_given { a.port } else { 4420 };
     let r = if a.app == "nvmf-target" {
-        emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref(), a.serve_ctrls, a.spin, a.mgmt, a.config.as_ref())
+        emu_runner::nvmf::run_target(&mut node, &a.nvmf, a.ip, port, Duration::from_secs(a.timeout), a.stop_file.as_deref(), a.serve_ctrls, a.drop_after_writes, a.spin, a.mgmt, a.config.as_ref())
     } else {
         let t0 = Instant::now();
         let r = emu_runner::nvmf::run_initiator(&mut node, &a.nvmf, a.count as u64, a.seed, a.bench_json.as_deref());

@@ -75,6 +75,8 @@ pub fn poll_groups(words: &str) -> Result<usize, String> {
 
 /// Serve until `timeout` passes, `stop_file` appears, or (with `serve_ctrls` > 0) that many
 /// controllers have been created and every one is gone again; prints the counters at the end.
+/// `drop_after_writes` > 0 (a test hook): once that many writes were served, every connection
+/// is closed and the port listened on again, namespaces kept (a target taken away and back).
 /// `spin`: never sleep (lowest latency; takes a whole core). With `mgmt` the management stack
 /// runs in the same loop (a bounded budget per turn): ping, `/metrics`, `/`.
 #[allow(clippy::too_many_arguments)]
@@ -86,6 +88,7 @@ pub fn run_target(
     timeout: Duration,
     stop_file: Option<&Path>,
     serve_ctrls: u64,
+    drop_after_writes: u64,
     spin: bool,
     mgmt: Option<mgmt::MgmtConfig>,
     config: Option<&NvmeofArgs>,
@@ -108,6 +111,7 @@ pub fn run_target(
         m
     });
     let mut turns = 0u64;
+    let mut dropped = false;
     let mut next_check = Instant::now();
     loop {
         let mut n = svc.poll(&mut node.v, clock.now_ns());
@@ -124,6 +128,12 @@ pub fn run_target(
             next_check = Instant::now() + Duration::from_millis(100);
             if stop_file.is_some_and(|p| p.exists()) {
                 break;
+            }
+            if drop_after_writes > 0 && svc.target.core.stats.writes >= drop_after_writes && !dropped {
+                dropped = true;
+                svc.close_all(&mut node.v);
+                svc.cm.listen(port).map_err(|e| format!("listen again: {e:?}"))?;
+                println!("RUNNER dropped every connection after {} writes (--drop-after-writes), listening again", svc.target.core.stats.writes);
             }
             if t0.elapsed() > timeout {
                 if serve_ctrls > 0 {
@@ -239,10 +249,12 @@ pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64, bench_
     r.map(|_| ())
 }
 
-/// What [`initiate`] saw: the verified workload and its controller's connects.
-#[derive(Debug, Clone, Copy)]
+/// What [`initiate`] saw: the verified workload, the bench (if `nvmf.bench=` was given) and
+/// its controller's connects.
+#[derive(Debug, Clone)]
 pub struct InitiatorReport {
     pub lane: LaneResult,
+    pub bench: Option<nvmeof::bench::BenchResult>,
     pub connects: u64,
     pub failed_attempts: u64,
 }
@@ -252,7 +264,8 @@ pub struct InitiatorReport {
 /// connect (the first failed attempt is the answer), identify, `count` verified I/Os that
 /// survive a lost target (the set releases and reconnects the controller with backoff; the
 /// workload resumes: `nvmeof::verify::reconnecting`), then the bench if `nvmf.bench=` was given
-/// (it does not reconnect: a target lost during it ends it with the error), then disconnect.
+/// (on the same set: a target lost during it is reconnected and the bench goes on,
+/// `nvmeof::bench::run::reconnecting`), then disconnect.
 pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, args: &NvmeofArgs, cfg: HostConfig, count: u64, seed: u64, bench_json: Option<&Path>) -> Result<InitiatorReport, String> {
     let c = args.connect.as_ref().ok_or("no nvmf.connect=")?;
     let addr = TargetAddr { ip: c.addr, port: c.port };
@@ -287,24 +300,25 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
         let _ = set.disconnect(v, env);
         return Err("verified I/O failed".into());
     }
+    let mut bench_result = None;
     if let Some(b) = &args.bench {
-        let Some(host) = set.ctrls[0].live() else {
-            let _ = set.disconnect(v, env);
-            return Err("bench: the controller is not connected".into());
-        };
-        if let Err(e) = bench(host, v, env, nsid, b, bench_json) {
-            let _ = set.disconnect(v, env);
-            return Err(e);
+        match bench(&mut set, v, env, nsid, b, bench_json) {
+            Ok(res) => bench_result = Some(res),
+            Err(e) => {
+                let _ = set.disconnect(v, env);
+                return Err(e);
+            }
         }
     }
-    let report = InitiatorReport { lane: r, connects: set.ctrls[0].connects, failed_attempts: set.ctrls[0].failed_attempts };
+    let report = InitiatorReport { lane: r, bench: bench_result, connects: set.ctrls[0].connects, failed_attempts: set.ctrls[0].failed_attempts };
     set.disconnect(v, env).map_err(|(_, e)| format!("disconnect: {e:?}"))?;
     Ok(report)
 }
 
-/// `nvmf.bench=` on `nsid`: the report on stdout, fio's JSON into `bench_json` (or on stdout
-/// between `nvmeof::fio_json` markers).
-fn bench<E: HostEnv<crate::Verbs>>(host: &mut Host<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, nsid: u32, b: &nvmeof::bench::BenchConfig, bench_json: Option<&Path>) -> Result<(), String> {
+/// `nvmf.bench=` on `nsid` of the set's controller (reconnected if its target is lost): the
+/// report on stdout, a `RUNNER bench outages` line, fio's JSON into `bench_json` (or on stdout
+/// between `nvmeof::fio_json` markers). I/O errors fail it; I/Os lost to an outage do not.
+fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, nsid: u32, b: &nvmeof::bench::BenchConfig, bench_json: Option<&Path>) -> Result<nvmeof::bench::BenchResult, String> {
     // On a terminal, a progress line rewritten in place every second.
     let tty = std::io::stdout().is_terminal();
     let mut progress = |p: &nvmeof::bench::BenchProgress| {
@@ -313,12 +327,28 @@ fn bench<E: HostEnv<crate::Verbs>>(host: &mut Host<crate::Verbs>, v: &mut crate:
             let _ = std::io::stdout().flush();
         }
     };
-    let res = host.bench_with_progress(v, env, nsid, b, &mut progress).map_err(|e| format!("bench: {e:?}"))?;
+    let mut on = |e: &CtrlEvent<mlx5::Error>| match e {
+        CtrlEvent::AttemptFailed(e) => log::warn!("runner: bench: reconnect attempt failed: {e:?}"),
+        e => println!("RUNNER bench controller event {e:?}"),
+    };
+    let res = nvmeof::bench::run::reconnecting(set, 0, v, env, nsid, b, &mut progress, &mut on).map_err(|e| format!("bench: {e:?}"))?;
     if tty {
         print!("\r\x1b[K");
     }
     let mut out = String::new();
     let _ = res.write(&mut out, b);
+    let _ = writeln!(
+        out,
+        "RUNNER bench outages={} outage_ns={} longest_outage_ns={} down_at_end={} lost={} ios={} submitted={} errors={}",
+        res.outages,
+        res.outage_ns,
+        res.longest_outage_ns,
+        res.down_at_end,
+        res.lost,
+        res.ios,
+        res.reads + res.writes,
+        res.errors
+    );
     let timestamp_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     let job = nvmeof::fio_json::JobInfo { jobname: nvmeof::fio_json::rw_name(b.pattern), timestamp_ms };
     match bench_json {
@@ -337,7 +367,7 @@ fn bench<E: HostEnv<crate::Verbs>>(host: &mut Host<crate::Verbs>, v: &mut crate:
     if res.errors != 0 {
         return Err(format!("bench: {} I/O errors", res.errors));
     }
-    Ok(())
+    Ok(res)
 }
 
 /// The verified workload gives up after this long without an answered I/O (its target away).

@@ -231,3 +231,38 @@ fn runner_initiator_survives_the_target_dropping_it_mid_run() {
     assert_eq!(s.svc.connections(), 0, "every queue closed after the run");
     assert_eq!(s.svc.target.core.live_ctrls(), 0);
 }
+
+/// The runner's `nvmf.bench=` on the same `Controllers`: the target closes every connection
+/// once the bench has written 1,500 blocks (the port taken away and given back); the bench
+/// counts what was in flight as lost (no latency sample, no error), the outage, and goes on
+/// on the new connection to the end of its duration.
+#[test]
+fn runner_bench_survives_the_target_dropping_it_mid_bench() {
+    let dropped = Rc::new(std::cell::Cell::new(None));
+    let d2 = dropped.clone();
+    let (clock, side, mut h, mut env) = setup_hooked("", move |s| {
+        // The verified run before the bench writes ~100 blocks.
+        if d2.get().is_none() && s.svc.target.core.stats.writes >= 1_500 {
+            d2.set(Some(s.svc.target.core.stats.commands));
+            s.svc.close_all(&mut s.node.v);
+            s.svc.cm.listen(4420).unwrap();
+        }
+    });
+    let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues=2,qd=8 nvmf.bench=randrw,qd=8,time=150ms,seed=3")).unwrap();
+    let t0 = clock.now_ns();
+    let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, cfg(), 200, 7, None).expect("initiator run");
+    let took = clock.now_ns() - t0;
+    let b = r.bench.clone().expect("bench ran");
+    println!("{:?} connects {} failed attempts {}; {} ms virtual", b, r.connects, r.failed_attempts, took / 1_000_000);
+    let at = dropped.get().expect("the target dropped the initiator mid-bench");
+    assert_eq!(r.lane.releases, 0, "the drop came during the bench, not the verified run");
+    assert_eq!(r.connects, 2, "reconnected once");
+    assert_eq!((b.outages, b.down_at_end, b.errors), (1, false, 0), "{b:?}");
+    assert!(b.lost >= 1 && b.lost <= 8, "in flight at the drop (QD 8): {b:?}");
+    assert_eq!(b.reads + b.writes, b.ios + b.lost);
+    assert_eq!(b.lat().count(), b.ios, "lost I/Os are no latency samples");
+    assert!(b.outage_ns > 0 && b.outage_ns < b.elapsed_ns);
+    // The bench went on after the reconnect: the target answered more than it had by the drop.
+    let s = side.borrow();
+    assert!(s.svc.target.core.stats.commands > at + 1_000, "commands after the drop: {} at the drop, {} in all", at, s.svc.target.core.stats.commands);
+}

@@ -168,19 +168,22 @@ pub const SUBNQN_B: &str = "nqn.2026-01.io.appliance:ram1";
 /// The pair with two subsystems ([`SUBNQN`], [`SUBNQN_B`]), a RAM namespace each: two
 /// controllers of one initiator device.
 pub fn setup_two_subsystems() -> (World, Node) {
-    setup_subsystems(2, 1, |t| {
-        [(SUBNQN, "EMU0001", 0x5a), (SUBNQN_B, "EMU0002", 0x5b)]
-            .into_iter()
-            .map(|(nqn, serial, g)| SubsystemConfig {
-                nqn: nqn.into(),
-                serial: serial.into(),
-                model: "appliance ram (emulated ConnectX)".into(),
-                hosts: vec![HOSTNQN.into()],
-                allow_any_host: false,
-                namespaces: vec![NamespaceConfig { nsid: 1, dev: RamNamespace::new(t.hal.clone(), 4 << 20, 512).expect("namespace memory"), nguid: [g; 16] }],
-            })
-            .collect()
-    })
+    setup_subsystems(2, 1, two_subsystems)
+}
+
+/// [`setup_two_subsystems`]'s subsystems, new RAM namespaces on `t` (also a restarted target's).
+pub fn two_subsystems(t: &Node) -> Vec<SubsystemConfig<RamNamespace<SimHal>>> {
+    [(SUBNQN, "EMU0001", 0x5a), (SUBNQN_B, "EMU0002", 0x5b)]
+        .into_iter()
+        .map(|(nqn, serial, g)| SubsystemConfig {
+            nqn: nqn.into(),
+            serial: serial.into(),
+            model: "appliance ram (emulated ConnectX)".into(),
+            hosts: vec![HOSTNQN.into()],
+            allow_any_host: false,
+            namespaces: vec![NamespaceConfig { nsid: 1, dev: RamNamespace::new(t.hal.clone(), 4 << 20, 512).expect("namespace memory"), nguid: [g; 16] }],
+        })
+        .collect()
 }
 
 /// The pair with the subsystems `subs` builds on the target node.
@@ -192,7 +195,14 @@ pub fn setup_subsystems<B: BlockDevice>(max_io_queues: u16, groups: usize, subs:
     let mut h = node(&clock, H_IP, H_MAC, 0x2_0000_0000, b);
     t.v.add_neighbor(H_IP, H_MAC).unwrap();
     h.v.add_neighbor(T_IP, T_MAC).unwrap();
-    let subs = subs(&t);
+    let target = target_on(max_io_queues, groups, subs(&t));
+    let host_cx = h.cx.clone();
+    let w = World { clock, t, host_cx, target, conns: BTreeMap::new(), host_qps: Vec::new(), next: 1, psn: 0x10_0000 };
+    (w, h)
+}
+
+/// The pair's target serving `subs` (a test that restarts the target builds a new one).
+pub fn target_on<B: BlockDevice>(max_io_queues: u16, groups: usize, subs: Vec<SubsystemConfig<B>>) -> RdmaTarget<V, B> {
     let cfg = TargetConfig {
         ports: vec![PortConfig { portid: 1, traddr: T_IP, trsvcid: 4420 }],
         inline_data_size: 4096,
@@ -204,9 +214,7 @@ pub fn setup_subsystems<B: BlockDevice>(max_io_queues: u16, groups: usize, subs:
     };
     let mut target = RdmaTarget::with_poll_groups(Core::new(cfg, subs).expect("config"), 8, groups);
     target.set_turnaround_clock(tsc);
-    let host_cx = h.cx.clone();
-    let w = World { clock, t, host_cx, target, conns: BTreeMap::new(), host_qps: Vec::new(), next: 1, psn: 0x10_0000 };
-    (w, h)
+    target
 }
 
 pub fn host_cfg(depth: u16) -> HostConfig {
