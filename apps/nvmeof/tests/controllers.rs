@@ -509,6 +509,8 @@ fn a_bench_survives_a_target_restart_and_counts_what_it_lost() {
     // The bench went on after the reconnect: the new target served reads and writes.
     let c = net.w.target.core.stats;
     assert!(c.reads > 0 && c.writes > 0, "the restarted target served the bench: {c:?}");
+    assert_eq!((c.errors, net.w.target.stats.bad_capsules), (0, 0), "{c:?}");
+    assert_eq!(set.ctrls[0].host().stats.errors, 0, "{:?}", set.ctrls[0].host().stats);
     // Nothing of the lost connection or the new one left behind.
     disconnect_to_baseline(&mut net, &mut h, &mut set, (qps0, cqs0));
 }
