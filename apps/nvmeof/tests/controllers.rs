@@ -43,6 +43,9 @@ struct Net {
     /// connections closed by the outage) is dropped and a new one with new, empty RAM
     /// namespaces serves the same subsystems.
     restart: Option<u64>,
+    /// As `restart`, without an outage first: the old target's connections are left as they
+    /// are (its QPs still on the adapter, nobody serving them), as a killed process.
+    silent_restart: Option<u64>,
     restarts: u64,
 }
 
@@ -65,6 +68,11 @@ impl HostEnv<V> for Net {
         self.w.now_ns()
     }
     fn idle(&mut self, verbs: &mut V) {
+        if self.silent_restart.is_some_and(|at| self.w.clock.now_ns() >= at) {
+            self.silent_restart = None;
+            self.restarts += 1;
+            self.w.target = target_on(2, 1, two_subsystems(&self.w.t));
+        }
         if self.restart.is_some_and(|at| self.w.clock.now_ns() >= at) {
             self.restart = None;
             self.restarts += 1;
@@ -143,7 +151,7 @@ fn setup_with(timeout_ns: u64) -> (Net, Node, Controllers<V>) {
 
 fn setup_cfg(cfg: nvmeof::host::HostConfig) -> (Net, Node, Controllers<V>) {
     let (w, h) = setup_two_subsystems();
-    let net = Net { w, to: A, down: None, conns: BTreeMap::new(), unanswered: Vec::new(), next_dead: 0, outage: None, mute: None, mute_io: None, mute_qps: BTreeMap::new(), restart: None, restarts: 0 };
+    let net = Net { w, to: A, down: None, conns: BTreeMap::new(), unanswered: Vec::new(), next_dead: 0, outage: None, mute: None, mute_io: None, mute_qps: BTreeMap::new(), restart: None, silent_restart: None, restarts: 0 };
     let mut set = Controllers::new(&cfg, &[(A, SUBNQN), (B, SUBNQN_B)]);
     set.reconnect_delay_ns = 1_000_000;
     (net, h, set)
@@ -513,4 +521,35 @@ fn a_bench_survives_a_target_restart_and_counts_what_it_lost() {
     assert_eq!(set.ctrls[0].host().stats.errors, 0, "{:?}", set.ctrls[0].host().stats);
     // Nothing of the lost connection or the new one left behind.
     disconnect_to_baseline(&mut net, &mut h, &mut set, (qps0, cqs0));
+}
+
+/// As a killed target process: the target is replaced without closing anything (the old
+/// target's QPs stay on the adapter, unserved), the host finds out only by its keep-alive,
+/// reconnects to the new target, and the bench goes on with no error anywhere.
+#[test]
+fn a_bench_survives_a_killed_target_found_by_its_keep_alive() {
+    let (mut net, mut h, _) = setup();
+    let mut set = Controllers::new(&nvmeof::host::HostConfig { timeout_ns: 2_000_000, kato_ms: 1000, ..host_cfg(8) }, &[(A, SUBNQN)]);
+    set.reconnect_delay_ns = 1_000_000;
+    drive(&mut net, &mut h, &mut set, |s| s.all_live());
+    let t0 = net.w.clock.now_ns();
+    net.silent_restart = Some(t0 + 2_000_000);
+    let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: 8, duration_ns: 10_000_000_000, max_ios: 60_000, seed: 7 };
+    let mut ev = Vec::new();
+    let mut progress = |_: &nvmeof::bench::BenchProgress| {};
+    let r = nvmeof::bench::run::reconnecting(&mut set, 0, &mut h.v, &mut net, 1, &cfg, &mut progress, &mut |e| ev.push(format!("{e:?}"))).expect("bench ran");
+    let mut text = String::new();
+    r.write(&mut text, &cfg).unwrap();
+    println!("{text}events {ev:?}");
+    let c = net.w.target.core.stats;
+    println!("new target {c:?} {:?}; host {:?}", net.w.target.stats, set.ctrls[0].host().stats);
+    assert_eq!(net.restarts, 1);
+    assert_eq!((r.outages, r.down_at_end, r.errors), (1, false, 0), "{r:?}");
+    assert_eq!(r.reads + r.writes, r.ios + r.lost);
+    // A Keep Alive goes out every KATO/2 and fails the controller when unanswered for a KATO.
+    assert!((500_000_000..=1_100_000_000).contains(&r.outage_ns), "found by the keep-alive (KATO 1 s): {} ns", r.outage_ns);
+    assert!(r.lost >= 1 && r.lost <= 8, "{r:?}");
+    assert!(c.reads > 0 && c.writes > 0, "the new target served the bench: {c:?}");
+    assert_eq!((c.errors, net.w.target.stats.bad_capsules), (0, 0), "{c:?}");
+    assert_eq!(set.ctrls[0].host().stats.errors, 0, "{:?}", set.ctrls[0].host().stats);
 }
