@@ -553,3 +553,29 @@ fn a_bench_survives_a_killed_target_found_by_its_keep_alive() {
     assert_eq!((c.errors, net.w.target.stats.bad_capsules), (0, 0), "{c:?}");
     assert_eq!(set.ctrls[0].host().stats.errors, 0, "{:?}", set.ctrls[0].host().stats);
 }
+
+/// Regression (found by `13-image-mlx5-emu` (e): the new target counted a bad capsule, Command
+/// Sequence Error): a reconnect whose last Keep Alive is more than KATO/2 old must not send a
+/// Keep Alive on the new admin queue before its Fabrics Connect (the previous connection's
+/// controller info made the bring-up tick from its first step).
+#[test]
+fn a_reconnect_sends_no_keep_alive_before_its_fabrics_connect() {
+    let (mut net, mut h, _) = setup();
+    let mut set = Controllers::new(&nvmeof::host::HostConfig { timeout_ns: 2_000_000, kato_ms: 1000, ..host_cfg(8) }, &[(A, SUBNQN)]);
+    set.reconnect_delay_ns = 1_000_000;
+    drive(&mut net, &mut h, &mut set, |s| s.all_live());
+    // 0.6 s without a tick: the last Keep Alive (the connect's) is past KATO/2, as when a dead
+    // target is found by its keep-alive.
+    net.w.clock.advance(600_000_000);
+    let (errors0, ka0) = (net.w.target.core.stats.errors, set.ctrls[0].host().stats.keep_alives);
+    net.take_down(&mut h.v, A);
+    net.down = None;
+    set.ctrls[0].fail();
+    drive(&mut net, &mut h, &mut set, |s| s.ctrls[0].connects == 2 && s.all_live());
+    let host = set.ctrls[0].host().stats;
+    assert_eq!(set.ctrls[0].connects, 2);
+    assert_eq!((net.w.target.core.stats.errors - errors0, net.w.target.stats.bad_capsules), (0, 0), "{:?}", net.w.target.core.stats);
+    assert_eq!(host.errors, 0, "{host:?}");
+    println!("keep alives during the reconnect: {}", host.keep_alives - ka0);
+    set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");
+}

@@ -154,6 +154,8 @@ pub fn run_target(
         node.poll();
         std::thread::sleep(Duration::from_micros(100));
     }
+    // The service's counters (errors by status included) on stderr, as after a timeout.
+    svc.report();
     let mut rep = String::new();
     let _ = svc.target.turnaround.write_report(&mut rep, "target turnaround, receive CQE seen -> response posted (host clock)");
     print!("{rep}");

@@ -45,11 +45,15 @@ pub(super) struct BringUp<V: Verbs> {
     capsule: usize,
     ids: Vec<u32>,
     page: Vec<u8>,
+    /// This bring-up's Identify Controller was answered: Keep Alive runs. (Not `Host::ctrl`,
+    /// which a reconnect still holds from the previous connection: ticking on it sent a Keep
+    /// Alive before the new admin queue's Fabrics Connect, a Command Sequence Error.)
+    keep_alive: bool,
 }
 
 impl<V: Verbs> BringUp<V> {
     pub(super) fn new() -> Self {
-        BringUp { step: Step::Connect, cmd: None, ioq: None, cntlid: 0, cap: 0, vs: 0, granted: 0, depth: 0, xfer: 0, capsule: 0, ids: Vec::new(), page: Vec::new() }
+        BringUp { step: Step::Connect, cmd: None, ioq: None, cntlid: 0, cap: 0, vs: 0, granted: 0, depth: 0, xfer: 0, capsule: 0, ids: Vec::new(), page: Vec::new(), keep_alive: false }
     }
 
     /// Release what the bring-up holds beyond the host's queues (an I/O queue whose CM
@@ -73,7 +77,7 @@ impl<V: Verbs> BringUp<V> {
         // target's timer has run by since the admin Connect), not from the end of the
         // bring-up: the I/O queues' connects may take longer than the KATO. The admin queue is
         // looked at only while no bring-up command of its own is in flight on it.
-        if h.ctrl.is_some() && !matches!(self.cmd, Some((0, _, _))) {
+        if self.keep_alive && !matches!(self.cmd, Some((0, _, _))) {
             h.tick(verbs, now)?;
         }
         match self.step {
@@ -191,6 +195,7 @@ impl<V: Verbs> BringUp<V> {
                 self.xfer = (h.cfg.max_io_bytes as u64).min(info.mdts_bytes) as usize;
                 h.ctrl = Some(info);
                 h.last_ka_ns = now;
+                self.keep_alive = true;
                 if discovery {
                     Step::Done
                 } else {
