@@ -41,7 +41,7 @@ fn cumulative_s(h: &Histogram) -> ([u64; LATENCY_BOUNDS_S.len()], f64) {
 /// The NVMe-oF target's families (`nvmf_*`).
 pub fn target_metrics<V: GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: &TargetService<V, B>) {
     let core = &svc.target.core;
-    let (c, t, s, b, a) = (core.stats, svc.target.stats, svc.stats, core.bound_stats(), core.auth.stats);
+    let (c, t, s, b, a) = (core.stats, svc.target.stats(), svc.stats, core.bound_stats(), core.auth.stats);
     e.single("nvmf_connections", Kind::Gauge, "RDMA queues (connections) open now.", svc.connections());
     e.single("nvmf_controllers", Kind::Gauge, "Controllers live now.", core.live_ctrls());
     e.single("nvmf_in_flight", Kind::Gauge, "Block I/Os submitted to namespaces and not yet completed.", core.block_inflight_count());

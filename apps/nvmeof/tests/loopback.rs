@@ -123,7 +123,7 @@ fn connect_identify_and_verified_io_qd1_qd32() {
     let (r1, w1) = verified_io_with(&mut host, &mut hd, &mut w, 10_000, 1, 7, &mut shadow, &mut gen);
     let (r32, w32) = verified_io_with(&mut host, &mut hd, &mut w, 10_000, 32, 8, &mut shadow, &mut gen);
     assert!(r1 > 4000 && w1 > 4000 && r32 > 4000 && w32 > 4000);
-    let ts = w.target.stats;
+    let ts = w.target.stats();
     // Reads leave by RDMA WRITE straight from the buffer the namespace filled: 0 CPU bytes.
     assert_eq!(ts.io_copy_bytes, 0);
     assert!(ts.rdma_writes >= r1 + r32);
@@ -172,9 +172,9 @@ fn invalidate_keys_and_no_inline() {
     let c = HostConfig { invalidate: true, inline_writes: false, ..cfg() };
     let mut host = Host::connect(&mut hd, &mut w, c, SUBNQN).expect("connect");
     verified_io(&mut host, &mut hd, &mut w, 2000, 8, 3);
-    assert!(w.target.stats.send_invalidate > 2000);
+    assert!(w.target.stats().send_invalidate > 2000);
     assert!(host.stats.invalidated > 2000);
-    assert_eq!(w.target.stats.inline_writes, 2, "only the two I/O-queue Connects went inline");
+    assert_eq!(w.target.stats().inline_writes, 2, "only the two I/O-queue Connects went inline");
 }
 
 #[test]
@@ -334,7 +334,7 @@ fn bench_prints_report_and_json() {
     w.target.turnaround.write_report(&mut t, "target turnaround").unwrap();
     println!("{t}");
     assert!(w.target.turnaround.count() >= 3000);
-    let ts = w.target.stats;
+    let ts = w.target.stats();
     let per_io = ts.posts as f64 / ts.responses as f64;
     println!("target: {} responses, {:.2} posts per command, {} bytes copied on I/O paths", ts.responses, per_io, ts.io_copy_bytes);
     assert!(per_io <= 3.01, "recv re-post + optional RDMA op + response SEND");
@@ -378,12 +378,12 @@ fn qd1_4k_reads_for_profiling() {
     let mut w = make_world(&fabric, 8192, &[HOSTNQN]);
     let mut hd = host_dev(&fabric);
     let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
-    let before = w.target.stats.responses;
+    let before = w.target.stats().responses;
     let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: u64::MAX / 4, max_ios: n, seed: 9 };
     let r = host.bench(&mut hd, &mut w, 1, &bc).unwrap();
     assert_eq!((r.ios, r.errors), (n, 0));
-    assert_eq!(w.target.stats.responses - before, n + host.stats.keep_alives);
-    assert_eq!(w.target.stats.io_copy_bytes, 0);
+    assert_eq!(w.target.stats().responses - before, n + host.stats.keep_alives);
+    assert_eq!(w.target.stats().io_copy_bytes, 0);
     println!("NVMEOF-PROFILE-IOS {n}");
 }
 
@@ -429,10 +429,10 @@ fn controller_reset_tears_down_io_queues() {
     let mut hd = host_dev(&fabric);
     let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
     assert_eq!(w.target.queues(), 3, "admin + 2 I/O queues");
-    let io_qps_before = w.target.stats.conns_closed;
+    let io_qps_before = w.target.stats().conns_closed;
     host.admin_raw(&mut hd, &mut w, nvmeof::host::property_set_sqe(prop::CC, 0), None).expect("CC.EN = 0");
     assert_eq!(w.target.queues(), 1, "only the admin queue is left");
-    assert_eq!(w.target.stats.conns_closed - io_qps_before, 2);
+    assert_eq!(w.target.stats().conns_closed - io_qps_before, 2);
     let mut closed = vec![];
     while let Some(q) = w.target.take_closed() {
         closed.push(q);

@@ -195,7 +195,7 @@ fn malformed_admin_and_io_capsules_get_statuses() {
     cap.extend_from_slice(r.as_bytes());
     assert!(st(&q.xchg(&mut hd, &mut w, &cap)).is_success());
     assert_eq!(w.target.core.live_ctrls(), 1);
-    assert!(w.target.stats.bad_capsules >= 8);
+    assert!(w.target.stats().bad_capsules >= 8);
     // The subsystem counts each I/O error by its status, as the core does overall.
     let (_, sub) = w.target.core.subsystem_stats().find(|(n, _)| *n == SUBNQN).expect("subsystem");
     let lba_range = sub.by_status.iter().find(|&(sct, sc, _)| (sct, sc) == (Status::LBA_RANGE.sct, Status::LBA_RANGE.sc)).map(|e| e.2);
@@ -364,7 +364,7 @@ fn cm_private_data_checks() {
     assert_eq!(rej(&mut w, &cm_req_private(1, 65)), Some(cm_rej::INVALID_HSQSIZE));
     let ok = w.target.accept(&mut w.tdev, &cm_req_private(0, 32), &a).unwrap();
     assert_eq!(ok.1.crqsize.get(), 32);
-    assert_eq!(w.target.stats.conns_rejected, 5);
+    assert_eq!(w.target.stats().conns_rejected, 5);
 }
 
 /// Controller enable/reset/shutdown state machine, features, and I/O-queue Connect rules,

@@ -34,7 +34,7 @@ struct Snap {
 }
 fn snap(w: &mut World) -> Snap {
     let c = w.t.cx.counters();
-    let st = w.target.stats;
+    let st = w.target.stats();
     let ns = ns_of(w);
     Snap { mmio: c.mmio_writes, sq_db: c.sq_doorbells, responses: st.responses, target_copy: st.io_copy_bytes, ns_copy: ns.copied_bytes, zero_copy: ns.zero_copy }
 }
@@ -196,14 +196,14 @@ fn overlapping_write_waits_for_zero_copy_read() {
     host.submit(&mut h.v, 1, s0, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
     wait(&mut w, &mut h, &mut host, 1, &mut done);
     // Read and an overlapping (in-capsule) Write of 0xBB, sent together.
-    let held0 = w.target.stats.held_writes;
+    let held0 = w.target.stats().held_writes;
     let (r, wr) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
     fill(&mut host, r, 0);
     fill(&mut host, wr, 0xBB);
     host.submit(&mut h.v, 1, r, IoKind::Read, 1, lba, 8, w.clock.now_ns()).unwrap();
     host.submit(&mut h.v, 1, wr, IoKind::Write, 1, lba + 4, 8, w.clock.now_ns()).unwrap();
     wait(&mut w, &mut h, &mut host, 2, &mut done);
-    assert_eq!(w.target.stats.held_writes - held0, 1, "the write waited for the read");
+    assert_eq!(w.target.stats().held_writes - held0, 1, "the write waited for the read");
     let (buf, off, _) = host.slot_buf(1, r);
     let mut got = vec![0u8; 4096];
     buf.read(off, &mut got);
@@ -259,7 +259,7 @@ fn zero_copy_writes_are_ordered_with_overlapping_commands() {
         buf.write(off, &[byte; 4096]);
     };
     let copied0 = ns_of(&mut w).copied_bytes;
-    let (direct0, held_r0, held_w0) = (w.target.stats.direct_writes, w.target.stats.held_reads, w.target.stats.held_writes);
+    let (direct0, held_r0, held_w0) = (w.target.stats().direct_writes, w.target.stats().held_reads, w.target.stats().held_writes);
     // A Write of 0xC1 and a Read of the same blocks, sent together.
     let (wr, r) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
     fill(&mut host, wr, 0xC1);
@@ -267,7 +267,7 @@ fn zero_copy_writes_are_ordered_with_overlapping_commands() {
     host.submit(&mut h.v, 1, wr, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
     host.submit(&mut h.v, 1, r, IoKind::Read, 1, lba, 8, w.clock.now_ns()).unwrap();
     wait_done(&mut w, &mut h, &mut host, 2);
-    assert_eq!(w.target.stats.held_reads - held_r0, 1, "the read waited for the write's data");
+    assert_eq!(w.target.stats().held_reads - held_r0, 1, "the read waited for the write's data");
     let (buf, off, _) = host.slot_buf(1, r);
     let mut got = vec![0u8; 4096];
     buf.read(off, &mut got);
@@ -279,10 +279,10 @@ fn zero_copy_writes_are_ordered_with_overlapping_commands() {
     host.submit(&mut h.v, 1, w1, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
     host.submit(&mut h.v, 1, w2, IoKind::Write, 1, lba + 4, 8, w.clock.now_ns()).unwrap();
     wait_done(&mut w, &mut h, &mut host, 2);
-    assert_eq!(w.target.stats.held_writes - held_w0, 1, "the second write waited for the first");
+    assert_eq!(w.target.stats().held_writes - held_w0, 1, "the second write waited for the first");
     let got = ns_block4k(&mut w, lba);
     assert!(got[..2048].iter().all(|&b| b == 0xD2) && got[2048..].iter().all(|&b| b == 0xE3), "the later write landed last");
-    assert_eq!(w.target.stats.direct_writes - direct0, 3, "every keyed write went straight to namespace memory");
+    assert_eq!(w.target.stats().direct_writes - direct0, 3, "every keyed write went straight to namespace memory");
     assert_eq!(ns_of(&mut w).copied_bytes, copied0, "no CPU copy");
 }
 
@@ -298,7 +298,7 @@ fn keyed_writes_at_qd1_ring_one_doorbell_and_read_back_whole() {
     let cfg = HostConfig { inline_writes: false, ..host_cfg(4) };
     let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
     let lba = 3200;
-    let (fenced0, reads0) = (w.target.stats.fenced_responses, w.target.stats.rdma_reads);
+    let (fenced0, reads0) = (w.target.stats().fenced_responses, w.target.stats().rdma_reads);
     let (wr, r) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
     let mut write_doorbells = 0;
     for round in 0..32u8 {
@@ -315,8 +315,8 @@ fn keyed_writes_at_qd1_ring_one_doorbell_and_read_back_whole() {
         buf.read(off, &mut got);
         assert!(got.iter().all(|&b| b == round ^ 0x5C), "round {round}: the read returned the write's data whole");
     }
-    assert_eq!(w.target.stats.rdma_reads - reads0, 32);
-    assert_eq!(w.target.stats.fenced_responses - fenced0, 32, "every write answered in its READ's turn");
+    assert_eq!(w.target.stats().rdma_reads - reads0, 32);
+    assert_eq!(w.target.stats().fenced_responses - fenced0, 32, "every write answered in its READ's turn");
     assert_eq!(write_doorbells, 32, "one target send doorbell per keyed write at QD1");
 }
 
@@ -337,7 +337,7 @@ fn failed_rdma_read_fails_the_write_and_leaves_the_namespace() {
     host.submit(&mut h.v, 1, s0, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
     wait_done(&mut w, &mut h, &mut host, 1);
     assert!(ns_block4k(&mut w, lba).iter().all(|&b| b == 0x5A));
-    let (errors0, queues0, fenced0) = (w.target.stats.wc_errors, w.target.queues(), w.target.stats.fenced_responses);
+    let (errors0, queues0, fenced0) = (w.target.stats().wc_errors, w.target.queues(), w.target.stats().fenced_responses);
     // The next Write's key is invalidated by the host right behind its capsule.
     let s1 = host.alloc_slot(1).unwrap();
     let (buf, off, _) = host.slot_buf(1, s1);
@@ -357,8 +357,8 @@ fn failed_rdma_read_fails_the_write_and_leaves_the_namespace() {
         }
     }
     assert!(answered.iter().all(|d| !d.status.is_success()), "the failed write was not answered with success: {answered:?}");
-    assert_eq!(w.target.stats.wc_errors - errors0, 1, "the READ failed at the target");
-    assert_eq!(w.target.stats.fenced_responses - fenced0, 1, "its success response was posted, fenced behind the READ, and flushed unsent");
+    assert_eq!(w.target.stats().wc_errors - errors0, 1, "the READ failed at the target");
+    assert_eq!(w.target.stats().fenced_responses - fenced0, 1, "its success response was posted, fenced behind the READ, and flushed unsent");
     assert_eq!(w.target.queues(), queues0 - 1, "the target failed the queue");
     assert!(w.target.take_closed().is_some(), "and asked the CM to disconnect it");
     assert!(ns_block4k(&mut w, lba).iter().all(|&b| b == 0x5A), "the namespace kept its data");
@@ -408,7 +408,7 @@ fn four_io_queues_at_qd32_over_mlx5() {
         }
         assert!(sent.is_empty(), "{} of 128 {kind:?}s never completed", sent.len());
     }
-    let t = w.target.stats;
+    let t = w.target.stats();
     assert_eq!((t.block_done_lost, t.read_wait_overflow, t.closed_overflow), (0, 0, 0), "{t:?}");
 }
 

@@ -57,7 +57,7 @@ struct Snap {
 fn snap(w: &mut NvmeWorld, d: &NvmeDrive) -> Snap {
     let c = w.t.cx.counters();
     let s = d.state();
-    Snap { nic_mmio: c.mmio_writes, nic_sq: c.sq_doorbells, drive_sq: s.sq_doorbells, drive_cq: s.cq_doorbells, drive_cmds: s.io_commands, copied: w.target.stats.io_copy_bytes }
+    Snap { nic_mmio: c.mmio_writes, nic_sq: c.sq_doorbells, drive_sq: s.sq_doorbells, drive_cq: s.cq_doorbells, drive_cmds: s.io_commands, copied: w.target.stats().io_copy_bytes }
 }
 
 /// 4 KiB random I/O at `qd`; prints the figure lines; returns (drive commands, CPU bytes

@@ -109,7 +109,7 @@ fn verified_io_over_1_2_and_4_poll_groups() {
         assert_eq!(host.io_queues().0, 4);
         let n = verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 10_000, 32, 7 + groups as u64, |_, _| None);
         assert_eq!(n, 20_000);
-        let t = w.target.stats;
+        let t = w.target.stats();
         assert_eq!((t.block_done_lost, t.read_wait_overflow, t.closed_overflow, t.wc_errors, t.post_errors), (0, 0, 0, 0, 0), "{t:?}");
         let mut capsules = 0;
         for g in 0..groups {
@@ -219,7 +219,7 @@ fn qp_in_error_leaves_other_groups_serving() {
     let n = verified_spread(&mut w, &mut h, &mut host, &[2, 3, 4], 1000, 16, 6, |_, _| None);
     assert_eq!(n, 2000);
     assert_eq!(w.target.queues(), 4, "admin + queues 2..4 live, queue 1 closed");
-    assert!(w.target.stats.conns_closed >= 1);
+    assert!(w.target.stats().conns_closed >= 1);
 }
 
 /// One group whose SRQ has 4 receive buffers serves 5 connections (admin + 4 I/O queues at
@@ -239,7 +239,7 @@ fn more_connections_than_srq_buffers() {
     assert_eq!(g.queues_live, 5);
     assert!(t.rnr_nak_sent > 0 && hc.rnr_nak_rcvd > 0, "the SRQ never ran dry: {t:?}");
     assert!(g.srq_limit_events > 0, "no SRQ limit event: {g:?}");
-    assert_eq!(w.target.stats.wc_errors, 0);
+    assert_eq!(w.target.stats().wc_errors, 0);
 }
 
 /// For `scripts/bench-nvmeof` (NVMEOF-SCALING, callgrind on `RdmaTarget::poll`):

@@ -160,7 +160,7 @@ pub fn run_target(
     let _ = svc.target.turnaround.write_report(&mut rep, "target turnaround, receive CQE seen -> response posted (host clock)");
     print!("{rep}");
     let s = svc.stats;
-    let t = svc.target.stats;
+    let t = svc.target.stats();
     let c = svc.target.core.stats;
     let a = svc.target.core.auth.stats;
     println!(

@@ -119,7 +119,7 @@ fn ten_thousand_verified_ios_at_qd1_and_qd32() {
     }
     let s = side.borrow();
     assert_eq!(s.svc.connections(), 0);
-    assert_eq!((s.svc.target.stats.bad_capsules, s.svc.target.stats.wc_errors), (0, 0));
+    assert_eq!((s.svc.target.stats().bad_capsules, s.svc.target.stats().wc_errors), (0, 0));
     assert_eq!(s.svc.target.core.live_ctrls(), 0);
     assert!(s.svc.target.core.stats.reads > 5_000 && s.svc.target.core.stats.writes > 5_000);
 }

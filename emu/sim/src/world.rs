@@ -525,7 +525,7 @@ impl World {
                 if let Some(mut t) = self.targets[j].take() {
                     self.check_icrc(j, &t.node.cx);
                     self.out.recoveries += t.svc.stats.device_recoveries;
-                    self.out.groups_replaced += t.svc.target.stats.groups_replaced;
+                    self.out.groups_replaced += t.svc.target.stats().groups_replaced;
                     let saved = keep.then(|| t.svc.target.core.namespace_dev(&subnqn(j), 1).expect("namespace").contents());
                     drop(t);
                     self.fabric.detach(j);

@@ -112,6 +112,43 @@ pub struct TransportStats {
     pub groups_replaced: u64,
 }
 
+impl TransportStats {
+    /// `self` with `o`'s counts added (slow path: a poll group's share folded in).
+    pub fn plus(self, o: TransportStats) -> TransportStats {
+        TransportStats {
+            qp_errors: self.qp_errors + o.qp_errors,
+            conns_accepted: self.conns_accepted + o.conns_accepted,
+            conns_rejected: self.conns_rejected + o.conns_rejected,
+            conns_closed: self.conns_closed + o.conns_closed,
+            capsules: self.capsules + o.capsules,
+            bad_capsules: self.bad_capsules + o.bad_capsules,
+            responses: self.responses + o.responses,
+            error_responses: self.error_responses + o.error_responses,
+            rdma_reads: self.rdma_reads + o.rdma_reads,
+            rdma_writes: self.rdma_writes + o.rdma_writes,
+            send_invalidate: self.send_invalidate + o.send_invalidate,
+            inline_writes: self.inline_writes + o.inline_writes,
+            admin_copy_bytes: self.admin_copy_bytes + o.admin_copy_bytes,
+            io_copy_bytes: self.io_copy_bytes + o.io_copy_bytes,
+            wc_errors: self.wc_errors + o.wc_errors,
+            post_errors: self.post_errors + o.post_errors,
+            posts: self.posts + o.posts,
+            held_writes: self.held_writes + o.held_writes,
+            held_reads: self.held_reads + o.held_reads,
+            direct_writes: self.direct_writes + o.direct_writes,
+            fenced_responses: self.fenced_responses + o.fenced_responses,
+            range_overflow: self.range_overflow + o.range_overflow,
+            send_doorbells: self.send_doorbells + o.send_doorbells,
+            block_done_lost: self.block_done_lost + o.block_done_lost,
+            closed_overflow: self.closed_overflow + o.closed_overflow,
+            stuck_commands: self.stuck_commands + o.stuck_commands,
+            read_wait_overflow: self.read_wait_overflow + o.read_wait_overflow,
+            groups_broken: self.groups_broken + o.groups_broken,
+            groups_replaced: self.groups_replaced + o.groups_replaced,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SlotState {
     /// Free: on the queue's free list, waiting for a capsule.
@@ -301,15 +338,9 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// Namespace memory registered for zero-copy reads.
     ns_mrs: Vec<NsMr>,
     ns_registered: bool,
-    /// Namespace memory zero-copy transfers are using.
+    /// Namespace memory zero-copy transfers are using (target-wide: see README's poll
+    /// groups row for how it is to be split).
     inflight: InFlight,
-    /// Commands held until overlapping zero-copy transfers are done: (conn, gen, slot).
-    blocked: alloc::collections::VecDeque<(usize, u16, u16)>,
-    /// Queues with sends written this turn, to ring at its end (overflow: scan them all).
-    unrung: heapless::Vec<u16, 64>,
-    unrung_overflow: bool,
-    /// A queue listed in `unrung` has a `Conn::lone_write` this turn.
-    lone_writes: bool,
     /// One past the highest live queue index.
     hi: usize,
     /// Poll groups (created with the first queue, released with the last); how many, the
@@ -329,7 +360,9 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     srq_bufs: u16,
     /// Receive CQE seen → response SEND posted, in clock units (when a clock is set).
     pub turnaround: Histogram,
-    pub stats: TransportStats,
+    /// The slow path's counters and the shares of the groups released so far; the live
+    /// groups keep their own (`PollGroup::io`), added by [`RdmaTarget::stats`].
+    stats: TransportStats,
 }
 
 impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
@@ -363,10 +396,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             ns_mrs: Vec::new(),
             ns_registered: false,
             inflight: InFlight::with_capacity(2 * slots),
-            blocked: alloc::collections::VecDeque::with_capacity(slots),
-            unrung: heapless::Vec::new(),
-            unrung_overflow: false,
-            lone_writes: false,
             hi: 0,
             groups: Vec::new(),
             in_poll: false,
@@ -402,6 +431,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// the device's own per-group counters from them).
     pub fn group_objects(&self) -> impl Iterator<Item = &V::Group> + '_ {
         self.groups.iter().map(|g| &g.rings)
+    }
+
+    /// Transport counters: the target's own plus every live poll group's share (slow path).
+    pub fn stats(&self) -> TransportStats {
+        self.groups.iter().fold(self.stats, |t, g| t.plus(g.io))
     }
 
     /// Counters of poll group `g` (zero before the groups exist).
@@ -577,16 +611,13 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 self.check_stuck();
             }
         }
-        // Held writes whose overlapping reads have been sent (or whose queues went away).
-        if !self.blocked.is_empty() {
-            self.run_blocked(verbs, now_ns);
+        // Each group's end of turn: held writes whose overlapping reads have been sent (or
+        // whose queues went away); a lone zero-copy Write's READ (and, if the queue is still
+        // otherwise idle, its fenced response); then receive buffers go back before the
+        // responses are rung (the host's next capsules find them).
+        for gi in 0..self.groups.len() {
+            self.end_group_turn(verbs, gi, now_ns);
         }
-        // A lone zero-copy Write's READ (and, if the queue is still otherwise idle, its fenced
-        // response); then receive buffers go back before the responses are rung (the host's
-        // next capsules find them).
-        self.answer_lone_writes(verbs);
-        self.repost_buffers(verbs);
-        self.ring_doorbells(verbs);
         self.in_poll = false;
         if self.release_pending {
             self.release_pending = false;
@@ -600,18 +631,28 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         work
     }
 
-    /// Post every group's buffers given back this turn (one batch per group).
-    fn repost_buffers(&mut self, verbs: &mut V) {
-        for g in self.groups.iter_mut() {
-            match g.flush(verbs) {
-                Ok(n) => self.stats.posts += n as u64,
-                Err(e) => {
-                    // The buffers are lost to the SRQ (it shrinks); counted and logged.
-                    self.stats.post_errors += 1;
-                    log::warn!("nvmeof: rdma: SRQ re-post failed: {e:?}");
-                }
+    /// The end of group `gi`'s turn, which touches only the group's own lists and queues: its
+    /// held commands retried, its lone Writes' READs, the buffers its commands gave back
+    /// re-posted (one batch), then one send doorbell per queue of the group that had WRs
+    /// written this turn.
+    #[inline]
+    fn end_group_turn(&mut self, verbs: &mut V, gi: usize, now_ns: u64) {
+        if !self.groups[gi].blocked.is_empty() {
+            self.run_blocked(verbs, gi, now_ns);
+        }
+        if self.groups[gi].lone_writes {
+            self.answer_lone_writes(verbs, gi);
+        }
+        let g = &mut self.groups[gi];
+        match g.flush(verbs) {
+            Ok(n) => g.io.posts += n as u64,
+            Err(e) => {
+                // The buffers are lost to the SRQ (it shrinks); counted and logged.
+                g.io.post_errors += 1;
+                log::warn!("nvmeof: rdma: SRQ re-post failed: {e:?}");
             }
         }
+        self.ring_doorbells(verbs, gi);
     }
 
     /// Commands that have waited longer than [`STUCK_NS`] for their response (slow path: once a
@@ -693,17 +734,19 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
-    /// One send doorbell per QP that had WRs written this turn.
-    fn ring_doorbells(&mut self, verbs: &mut V) {
-        if self.unrung_overflow {
-            self.unrung_overflow = false;
-            self.unrung.clear();
+    /// One send doorbell per QP of group `gi` that had WRs written this turn.
+    fn ring_doorbells(&mut self, verbs: &mut V, gi: usize) {
+        let Some(g) = self.groups.get_mut(gi) else { return };
+        if core::mem::replace(&mut g.unrung_overflow, false) {
+            g.unrung.clear();
             for ci in 0..self.hi {
-                self.ring_one(verbs, ci);
+                if self.conns[ci].as_ref().is_some_and(|c| c.group as usize == gi) {
+                    self.ring_one(verbs, ci);
+                }
             }
             return;
         }
-        while let Some(ci) = self.unrung.pop() {
+        while let Some(ci) = self.groups.get_mut(gi).and_then(|g| g.unrung.pop()) {
             self.ring_one(verbs, ci as usize);
         }
     }
@@ -717,10 +760,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if c.draining {
             return;
         }
-        self.stats.send_doorbells += 1;
         let Some(g) = self.groups.get_mut(c.group as usize) else { return };
+        g.io.send_doorbells += 1;
         if verbs.group_path(&mut g.rings).ring_send(c.qpn).is_err() {
-            self.stats.post_errors += 1;
+            g.io.post_errors += 1;
             self.teardown(verbs, ci, true);
         }
     }

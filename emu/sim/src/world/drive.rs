@@ -104,7 +104,7 @@ impl Sim {
         let init_recoveries = w.inits.iter().flatten().filter_map(|i| i.parts.as_ref()).map(|p| p.env.recoveries).sum::<u64>();
         w.out.init_recoveries += init_recoveries;
         w.out.recoveries += recoveries;
-        let replaced = w.targets.iter().flatten().map(|t| t.svc.target.stats.groups_replaced).sum::<u64>();
+        let replaced = w.targets.iter().flatten().map(|t| t.svc.target.stats().groups_replaced).sum::<u64>();
         w.out.groups_replaced += replaced;
         let frames = w.fabric.stats().sent;
         w.out.frames = frames;

@@ -17,7 +17,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             if c.read_wait.len() >= c.read_wait.capacity() {
                 // Cannot happen (a slot waits at most once); counted, and the queue is failed
                 // rather than leaving the command without an answer.
-                self.stats.read_wait_overflow += 1;
+                self.groups[c.group as usize].io.read_wait_overflow += 1;
                 self.teardown(verbs, ci, true);
                 return;
             }
@@ -33,10 +33,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let lone = c.lone_write == NO_SLOT && c.idle_but_one(0) && slot.direct_addr != 0 && slot.write.is_some();
         c.slots[s as usize].state = SlotState::Reading;
         c.reads_in_flight += 1;
-        self.stats.rdma_reads += 1;
+        let g = &mut self.groups[c.group as usize];
+        g.io.rdma_reads += 1;
         if lone {
             c.lone_write = s;
-            self.lone_writes = true;
+            g.lone_writes = true;
             self.list_unrung(ci);
             return;
         }
@@ -51,21 +52,24 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// the turn's one doorbell. Otherwise the READ goes alone and the Write is answered once
     /// its completion is polled, batched with that turn's sends: a fence would hold every later
     /// work request of the queue behind the READ, which at depth costs more than it saves.
-    #[inline]
-    pub(super) fn answer_lone_writes(&mut self, verbs: &mut V) {
-        // Most turns have none (reads, writes at depth): one flag, no pass over the queues.
-        if !core::mem::replace(&mut self.lone_writes, false) {
-            return;
-        }
-        if self.unrung_overflow {
+    pub(super) fn answer_lone_writes(&mut self, verbs: &mut V, gi: usize) {
+        // Most turns have none (reads, writes at depth): one flag (the caller's), no pass
+        // over the queues.
+        let g = &mut self.groups[gi];
+        g.lone_writes = false;
+        if g.unrung_overflow {
             for ci in 0..self.hi {
-                self.answer_lone_write(verbs, ci);
+                if self.conns[ci].as_ref().is_some_and(|c| c.group as usize == gi) {
+                    self.answer_lone_write(verbs, ci);
+                }
             }
             return;
         }
-        for i in 0..self.unrung.len() {
-            let ci = self.unrung[i] as usize;
-            self.answer_lone_write(verbs, ci);
+        // A queue's answer may tear it down, never list another: the list only shrinks.
+        let mut i = 0;
+        while let Some(&ci) = self.groups.get(gi).and_then(|g| g.unrung.get(i)) {
+            self.answer_lone_write(verbs, ci as usize);
+            i += 1;
         }
     }
 
@@ -92,7 +96,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if !self.defer_send(verbs, ci, &wr) {
             return;
         }
-        self.stats.fenced_responses += 1;
+        if let Some(c) = self.conns[ci].as_ref() {
+            self.groups[c.group as usize].io.fenced_responses += 1;
+        }
         self.respond_fenced(verbs, ci, s, Status::SUCCESS, 0, 0, t0, true);
     }
 
@@ -122,7 +128,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 if let Some(r) = range {
                     self.inflight.remove(r, ci, gen);
                 }
-                self.stats.range_overflow += range.is_none() as u64;
+                self.groups[c.group as usize].io.range_overflow += range.is_none() as u64;
                 let (q, cid, nsid, t0) = (c.q, slot.sqe.cid.get(), slot.sqe.nsid.get(), slot.t0);
                 self.core.record_error(&q, cid, Status::INTERNAL, nsid);
                 self.respond(verbs, ci, s, Status::INTERNAL, 0, 0, t0);
@@ -142,7 +148,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             fence: false,
             ud: None,
         };
-        self.stats.rdma_writes += 1;
+        self.groups[c.group as usize].io.rdma_writes += 1;
         self.defer_send(verbs, ci, &wr)
     }
 
@@ -151,29 +157,36 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Inlined: it is on every command's path (the call would cost ~45 instructions per I/O).
     #[inline(always)]
     pub(super) fn defer_send(&mut self, verbs: &mut V, ci: usize, wr: &SendWr) -> bool {
-        self.stats.posts += 1;
-        self.list_unrung(ci);
         let c = self.conns[ci].as_mut().expect("live");
-        let posted = match self.groups.get_mut(c.group as usize) {
-            Some(g) => verbs.group_path(&mut g.rings).post_send_deferred(c.qpn, wr).is_ok(),
-            None => false,
-        };
-        if !posted {
+        let Some(g) = self.groups.get_mut(c.group as usize) else {
             self.stats.post_errors += 1;
+            self.teardown(verbs, ci, true);
+            return false;
+        };
+        g.io.posts += 1;
+        if !c.unrung {
+            c.unrung = true;
+            if g.unrung.push(ci as u16).is_err() {
+                g.unrung_overflow = true;
+            }
+        }
+        if verbs.group_path(&mut g.rings).post_send_deferred(c.qpn, wr).is_err() {
+            g.io.post_errors += 1;
             self.teardown(verbs, ci, true);
             return false;
         }
         true
     }
 
-    /// List queue `ci` for this turn's doorbells (once).
+    /// List queue `ci` for its group's doorbells this turn (once).
     #[inline(always)]
     pub(super) fn list_unrung(&mut self, ci: usize) {
         let c = self.conns[ci].as_mut().expect("live");
         if !c.unrung {
             c.unrung = true;
-            if self.unrung.push(ci as u16).is_err() {
-                self.unrung_overflow = true;
+            let g = &mut self.groups[c.group as usize];
+            if g.unrung.push(ci as u16).is_err() {
+                g.unrung_overflow = true;
             }
         }
     }
@@ -259,7 +272,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             fence: false,
             ud: None,
         };
-        self.stats.responses += 1;
+        self.groups[c.group as usize].io.responses += 1;
         self.defer_send(verbs, ci, &wr);
     }
 
@@ -300,7 +313,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         c.rsp.write(s as usize * Cqe::SIZE, cqe.as_bytes());
         let op = match sgl {
             Some(Sgl::Keyed { key, invalidate: true, .. }) => {
-                self.stats.send_invalidate += 1;
+                self.groups[c.group as usize].io.send_invalidate += 1;
                 SendOp::SendWithInvalidate(Rkey(key))
             }
             _ => SendOp::Send,
@@ -314,9 +327,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             fence,
             ud: None,
         };
-        self.stats.responses += 1;
+        let io = &mut self.groups[c.group as usize].io;
+        io.responses += 1;
         if !status.is_success() {
-            self.stats.error_responses += 1;
+            io.error_responses += 1;
         }
         // The slot and its receive buffer are free again: the buffer is re-posted to the SRQ
         // at the end of this turn, before the SEND is rung with the rest of the turn's sends.

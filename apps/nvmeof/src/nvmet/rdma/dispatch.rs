@@ -19,7 +19,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let kind = id.kind();
         if wc.status != WcStatus::Success {
             if wc.status != WcStatus::WrFlushed {
-                self.stats.wc_errors += 1;
+                self.groups[gi].io.wc_errors += 1;
                 log::warn!("nvmeof: rdma: {} completion error {:?} ({kind:?})", c.qpn, wc.status);
             }
             // A failed RDMA READ of a zero-copy Write leaves the command unanswered with its
@@ -88,7 +88,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 if ok {
                     self.groups[gi].stats.slot_overruns += 1;
                 } else if wc.status != WcStatus::WrFlushed {
-                    self.stats.wc_errors += 1;
+                    self.groups[gi].io.wc_errors += 1;
                     log::warn!("nvmeof: rdma: {:?} receive completion error {:?}", wc.qpn, wc.status);
                 }
                 self.teardown(verbs, ci, true);
@@ -126,11 +126,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     pub(super) fn on_capsule(&mut self, verbs: &mut V, ci: usize, s: u16, byte_len: u32, now_ns: u64) {
-        self.stats.capsules += 1;
         let t0 = self.turnaround_clock.map_or(0, |f| f());
         let c = self.conns[ci].as_mut().expect("live");
         c.capsules += 1;
-        let g = &self.groups[c.group as usize];
+        let g = &mut self.groups[c.group as usize];
+        g.io.capsules += 1;
         let n = core::cmp::min(byte_len as usize, 64).min(c.capsule);
         let slot = &mut c.slots[s as usize];
         let base = slot.rbuf as usize * g.buf_len;
@@ -150,8 +150,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         slot.range = RangeId::NONE;
         match self.check_capsule(ci, s, byte_len) {
             Err(st) => {
-                self.stats.bad_capsules += 1;
                 let c = self.conns[ci].as_ref().expect("live");
+                self.groups[c.group as usize].io.bad_capsules += 1;
                 let q = c.q;
                 let sqe = &c.slots[s as usize].sqe;
                 let (cid, nsid) = (sqe.cid.get(), sqe.nsid.get());
@@ -203,26 +203,33 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         Ok(())
     }
 
-    /// Hold slot `s` until nothing in flight overlaps it; `resume` is what it does then.
+    /// Hold slot `s` until nothing in flight overlaps it (on its group's list); `resume` is
+    /// what it does then.
     pub(super) fn hold(&mut self, ci: usize, s: u16, resume: Resume) {
         let c = self.conns[ci].as_mut().expect("live");
+        let g = &mut self.groups[c.group as usize];
         let slot = &mut c.slots[s as usize];
         if slot.state != SlotState::Blocked {
             slot.state = SlotState::Blocked;
             slot.resume = resume;
             if resume == Resume::Send {
-                self.stats.held_reads += 1;
+                g.io.held_reads += 1;
             } else {
-                self.stats.held_writes += 1;
+                g.io.held_writes += 1;
             }
         }
-        self.blocked.push_back((ci, c.gen, s));
+        // Room for every slot of the group's queues (reserved with the group); a slot is on
+        // the list at most once.
+        if g.blocked.len() < g.blocked.capacity() {
+            g.blocked.push_back((ci, c.gen, s));
+        }
     }
 
-    /// Retry held commands (each may be held again).
-    pub(super) fn run_blocked(&mut self, verbs: &mut V, now_ns: u64) {
-        for _ in 0..self.blocked.len() {
-            let Some((ci, gen, s)) = self.blocked.pop_front() else { break };
+    /// Retry group `gi`'s held commands (each may be held again).
+    pub(super) fn run_blocked(&mut self, verbs: &mut V, gi: usize, now_ns: u64) {
+        let n = self.groups.get(gi).map_or(0, |g| g.blocked.len());
+        for _ in 0..n {
+            let Some((ci, gen, s)) = self.groups.get_mut(gi).and_then(|g| g.blocked.pop_front()) else { break };
             let Some(c) = self.conns.get(ci).and_then(|c| c.as_ref()) else { continue };
             let slot = &c.slots[s as usize];
             if c.gen != gen || c.draining || slot.state != SlotState::Blocked {
@@ -283,14 +290,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 Sgl::Inline { offset, .. } => self.groups[c.group as usize].recv.read(capsule_at as usize + 64 + offset as usize, &mut small[..small_len]),
                 Sgl::Keyed { .. } => c.data.read(c.data_off(s), &mut small[..small_len]),
             }
+            let io = &mut self.groups[c.group as usize].io;
             if c.q.qid == 0 || sqe.opcode == FABRICS_OPCODE {
-                self.stats.admin_copy_bytes += small_len as u64;
+                io.admin_copy_bytes += small_len as u64;
             } else {
-                self.stats.io_copy_bytes += small_len as u64;
+                io.io_copy_bytes += small_len as u64;
             }
         }
         if matches!(sgl, Sgl::Inline { len, .. } if len > 0) {
-            self.stats.inline_writes += 1;
+            self.groups[c.group as usize].io.inline_writes += 1;
         }
         let data = DataIn { bytes: &small[..small_len], buf, sgl_len: sgl.len(), tag, fetched };
         let action = self.core.execute(&mut c.q, &sqe, &data, now_ns);
@@ -322,7 +330,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                     let n = core::cmp::min(out_len as usize, sgl.len() as usize);
                     if let Sgl::Keyed { .. } = sgl {
                         c.data.write(c.data_off(s), &self.core.out()[..n]);
-                        self.stats.admin_copy_bytes += n as u64;
+                        self.groups[c.group as usize].io.admin_copy_bytes += n as u64;
                         let c = self.conns[ci].as_ref().expect("live");
                         let src = Sge { addr: c.data.paddr() + c.data_off(s) as u64, len: n as u32, lkey: c.data_lkey };
                         if !self.post_write(verbs, ci, s, src) {
@@ -365,7 +373,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                     // than send stale slot memory.
                     other => {
                         if matches!(other, Some((_, None))) {
-                            self.stats.range_overflow += 1;
+                            self.groups[c.group as usize].io.range_overflow += 1;
                         }
                         slot.status = Status::INTERNAL;
                     }
@@ -377,7 +385,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 c.slots[s as usize].write = Some(w);
                 match w.direct_buf() {
                     Some(buf) => {
-                        self.stats.direct_writes += 1;
+                        self.groups[c.group as usize].io.direct_writes += 1;
                         c.slots[s as usize].direct_addr = buf.paddr();
                         self.fetch_direct(verbs, ci, s);
                     }

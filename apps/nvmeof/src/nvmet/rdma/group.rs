@@ -9,6 +9,7 @@
 //! the group holds its own data path object (`mlx5::QueueGroup`: rings and a doorbell page of its
 //! own), which every post and poll of the group goes through.
 
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use hal::DmaRegion;
@@ -16,6 +17,7 @@ use rdma::{Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
 
 use super::ranges::RangeId;
 use super::wr_id::{Kind, WrId};
+use super::TransportStats;
 
 /// Per-group counters (cumulative over the group's lives: a group released with its last
 /// queue adds its counts to the target's totals for that group number).
@@ -134,7 +136,10 @@ impl QpTable {
     }
 }
 
-/// One poll group: its CQ, SRQ and the SRQ's receive buffers.
+/// One poll group: its CQ, SRQ and the SRQ's receive buffers, and what one turn of the group
+/// keeps (its held commands, the queues it must ring, its share of the transport's counters),
+/// so that a turn of the group writes nothing another group's turn writes (see the design in
+/// README's poll groups row: the step toward each group on its own CPU).
 pub(super) struct PollGroup<V: GroupVerbs> {
     /// The group's rings as the device hands them out (its data path: `V::group_path`).
     pub(super) rings: V::Group,
@@ -156,15 +161,30 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// replaced once no queue refers to it.
     pub(super) broken: bool,
     pub(super) stats: GroupStats,
+    /// This group's share of the transport's counters (`RdmaTarget::stats` adds the groups'
+    /// shares; a released group's share goes to the target's own).
+    pub(super) io: TransportStats,
+    /// Commands of this group's queues held until overlapping zero-copy transfers are done:
+    /// (queue, generation, slot); room for every slot of the queues the group takes.
+    pub(super) blocked: VecDeque<(usize, u16, u16)>,
+    /// This group's queues with sends written this turn, to ring at its end (overflow: the
+    /// group's queues are all looked at).
+    pub(super) unrung: heapless::Vec<u16, 64>,
+    pub(super) unrung_overflow: bool,
+    /// A queue listed in `unrung` has a lone zero-copy Write this turn.
+    pub(super) lone_writes: bool,
 }
 
 impl<V: GroupVerbs> PollGroup<V> {
-    /// Group `gi`, for up to `max_queues` queues of up to `sq` send WRs each, with `bufs`
-    /// receive buffers of `buf_len` bytes, all posted; the SRQ limit armed at `limit`.
+    /// Group `gi`, for up to `max_queues` queues of up to `sq` send WRs and `depth` slots
+    /// each, with `bufs` receive buffers of `buf_len` bytes, all posted; the SRQ limit armed
+    /// at `limit`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, bufs: u16, buf_len: usize, limit: u32) -> Result<Self, ()> {
+    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<Self, ()> {
         let mut repost = Vec::new();
         repost.try_reserve_exact(bufs as usize).map_err(|_| ())?;
+        let mut blocked = VecDeque::new();
+        blocked.try_reserve_exact(max_queues * depth as usize).map_err(|_| ())?;
         let cq_entries = max_queues as u32 * sq + bufs as u32;
         let rings = verbs.create_group(cq_entries, bufs as u32).map_err(|_| ())?;
         let (cq, srq) = (verbs.group_cq(&rings), verbs.group_srq(&rings));
@@ -177,7 +197,26 @@ impl<V: GroupVerbs> PollGroup<V> {
                 return Err(());
             }
         };
-        let mut g = PollGroup { rings, cq, srq, recv, recv_lkey, buf_len, bufs, repost, qps: QpTable::new(max_queues), max_queues, live: 0, broken: false, stats: GroupStats::default() };
+        let mut g = PollGroup {
+            rings,
+            cq,
+            srq,
+            recv,
+            recv_lkey,
+            buf_len,
+            bufs,
+            repost,
+            qps: QpTable::new(max_queues),
+            max_queues,
+            live: 0,
+            broken: false,
+            stats: GroupStats::default(),
+            io: TransportStats::default(),
+            blocked,
+            unrung: heapless::Vec::new(),
+            unrung_overflow: false,
+            lone_writes: false,
+        };
         for b in 0..bufs {
             g.give_back(gi, b);
         }

@@ -201,9 +201,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let gen = c.gen;
         // Its QP is gone with everything in flight: forget its zero-copy ranges and held commands.
         self.inflight.remove_queue(ci, gen);
-        self.blocked.retain(|b| b.0 != ci || b.1 != gen);
         let c = self.conns[ci].as_mut().expect("live");
         if let Some(g) = self.groups.get_mut(c.group as usize) {
+            g.blocked.retain(|b| b.0 != ci || b.1 != gen);
             let _ = verbs.group_qp_to_error(&mut g.rings, c.qpn);
             let _ = verbs.destroy_group_qp(&mut g.rings, c.qpn);
             g.qps.remove(c.qpn);
@@ -335,7 +335,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let depth = self.core.config().io_queue_depth.max(ADMIN_QUEUE_DEPTH as u16);
         let buf_len = self.core.io_capsule_size();
         let (bufs, limit) = (self.srq_bufs, srq_limit(self.srq_bufs));
-        PollGroup::new(verbs, gi, per, sq_depth(depth), bufs, buf_len, limit).inspect_err(|()| {
+        PollGroup::new(verbs, gi, per, sq_depth(depth), depth, bufs, buf_len, limit).inspect_err(|()| {
             log::warn!("nvmeof: rdma: poll group {gi} not created (CQ, SRQ or {bufs} x {buf_len} B of buffers)");
         })
     }
@@ -389,6 +389,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 self.group_totals.resize(gi + 1, GroupStats::default());
             }
             self.group_totals[gi] = self.group_totals[gi].plus(GroupStats { queues_live: 0, ..old.stats });
+            self.stats = self.stats.plus(old.io);
             old.destroy(verbs);
             self.stats.groups_replaced += 1;
             log::info!("nvmeof: rdma: poll group {gi} replaced");
@@ -411,6 +412,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 self.group_totals.resize(gi + 1, GroupStats::default());
             }
             self.group_totals[gi] = self.group_totals[gi].plus(GroupStats { queues_live: 0, ..g.stats });
+            self.stats = self.stats.plus(g.io);
             g.destroy(verbs);
         }
         self.next_group = 0;
