@@ -33,11 +33,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let lone = c.lone_write == NO_SLOT && c.idle_but_one(0) && slot.direct_addr != 0 && slot.write.is_some();
         c.slots[s as usize].state = SlotState::Reading;
         c.reads_in_flight += 1;
-        let g = &mut self.groups[c.group as usize];
-        g.io.rdma_reads += 1;
         if lone {
+            // Its READ is counted when it is written (`defer_send`), at the end of the turn.
             c.lone_write = s;
-            g.lone_writes = true;
+            self.groups[c.group as usize].lone_writes = true;
             self.list_unrung(ci);
             return;
         }
@@ -148,12 +147,13 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             fence: false,
             ud: None,
         };
-        self.groups[c.group as usize].io.rdma_writes += 1;
         self.defer_send(verbs, ci, &wr)
     }
 
     /// Write `wr` on queue `ci` without ringing and list the queue for this turn's one
-    /// doorbell (rung at the end of `poll`). A device error tears the queue down (false).
+    /// doorbell (rung at the end of `poll`), counted by its operation in the queue's group
+    /// (one look-up of the group per work request). A device error tears the queue down
+    /// (false).
     /// Inlined: it is on every command's path (the call would cost ~45 instructions per I/O).
     #[inline(always)]
     pub(super) fn defer_send(&mut self, verbs: &mut V, ci: usize, wr: &SendWr) -> bool {
@@ -164,6 +164,17 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             return false;
         };
         g.io.posts += 1;
+        match wr.op {
+            SendOp::RdmaRead { .. } => g.io.rdma_reads += 1,
+            SendOp::RdmaWrite { .. } => g.io.rdma_writes += 1,
+            SendOp::SendWithInvalidate(_) => {
+                g.io.responses += 1;
+                g.io.send_invalidate += 1;
+            }
+            // The target SENDs nothing but responses.
+            SendOp::Send | SendOp::SendWithImm(_) => g.io.responses += 1,
+            _ => {}
+        }
         if !c.unrung {
             c.unrung = true;
             if g.unrung.push(ci as u16).is_err() {
@@ -272,7 +283,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             fence: false,
             ud: None,
         };
-        self.groups[c.group as usize].io.responses += 1;
         self.defer_send(verbs, ci, &wr);
     }
 
@@ -312,10 +322,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         c.rsp.write(s as usize * Cqe::SIZE, cqe.as_bytes());
         let op = match sgl {
-            Some(Sgl::Keyed { key, invalidate: true, .. }) => {
-                self.groups[c.group as usize].io.send_invalidate += 1;
-                SendOp::SendWithInvalidate(Rkey(key))
-            }
+            Some(Sgl::Keyed { key, invalidate: true, .. }) => SendOp::SendWithInvalidate(Rkey(key)),
             _ => SendOp::Send,
         };
         let wr = SendWr {
@@ -327,10 +334,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             fence,
             ud: None,
         };
-        let io = &mut self.groups[c.group as usize].io;
-        io.responses += 1;
+        // Responses (and SEND WITH INVALIDATE) are counted by `defer_send`.
         if !status.is_success() {
-            io.error_responses += 1;
+            self.groups[c.group as usize].io.error_responses += 1;
         }
         // The slot and its receive buffer are free again: the buffer is re-posted to the SRQ
         // at the end of this turn, before the SEND is rung with the rest of the turn's sends.
