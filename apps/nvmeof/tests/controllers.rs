@@ -481,7 +481,7 @@ fn a_bench_survives_a_target_restart_and_counts_what_it_lost() {
     let (mut net, mut h, _) = setup();
     let mut set = Controllers::new(&nvmeof::host::HostConfig { timeout_ns: 2_000_000, ..host_cfg(8) }, &[(A, SUBNQN)]);
     set.reconnect_delay_ns = 1_000_000;
-    let (qps0, cqs0) = (h.v.dev.live_qps(), h.v.dev.live_cqs());
+    let (qps0, cqs0) = (h.v.live_qps(), h.v.live_cqs());
     drive(&mut net, &mut h, &mut set, |s| s.all_live());
     let t0 = net.w.clock.now_ns();
     // A goes away 2 ms into the bench (its connections close under the host, connects are not
@@ -517,7 +517,7 @@ fn a_bench_survives_a_target_restart_and_counts_what_it_lost() {
     // The bench went on after the reconnect: the new target served reads and writes.
     let c = net.w.target.core.stats;
     assert!(c.reads > 0 && c.writes > 0, "the restarted target served the bench: {c:?}");
-    assert_eq!((c.errors, net.w.target.stats.bad_capsules), (0, 0), "{c:?}");
+    assert_eq!((c.errors, net.w.target.stats().bad_capsules), (0, 0), "{c:?}");
     assert_eq!(set.ctrls[0].host().stats.errors, 0, "{:?}", set.ctrls[0].host().stats);
     // Nothing of the lost connection or the new one left behind.
     disconnect_to_baseline(&mut net, &mut h, &mut set, (qps0, cqs0));
@@ -542,7 +542,7 @@ fn a_bench_survives_a_killed_target_found_by_its_keep_alive() {
     r.write(&mut text, &cfg).unwrap();
     println!("{text}events {ev:?}");
     let c = net.w.target.core.stats;
-    println!("new target {c:?} {:?}; host {:?}", net.w.target.stats, set.ctrls[0].host().stats);
+    println!("new target {c:?} {:?}; host {:?}", net.w.target.stats(), set.ctrls[0].host().stats);
     assert_eq!(net.restarts, 1);
     assert_eq!((r.outages, r.down_at_end, r.errors), (1, false, 0), "{r:?}");
     assert_eq!(r.reads + r.writes, r.ios + r.lost);
@@ -550,7 +550,7 @@ fn a_bench_survives_a_killed_target_found_by_its_keep_alive() {
     assert!((500_000_000..=1_100_000_000).contains(&r.outage_ns), "found by the keep-alive (KATO 1 s): {} ns", r.outage_ns);
     assert!(r.lost >= 1 && r.lost <= 8, "{r:?}");
     assert!(c.reads > 0 && c.writes > 0, "the new target served the bench: {c:?}");
-    assert_eq!((c.errors, net.w.target.stats.bad_capsules), (0, 0), "{c:?}");
+    assert_eq!((c.errors, net.w.target.stats().bad_capsules), (0, 0), "{c:?}");
     assert_eq!(set.ctrls[0].host().stats.errors, 0, "{:?}", set.ctrls[0].host().stats);
 }
 
@@ -574,7 +574,7 @@ fn a_reconnect_sends_no_keep_alive_before_its_fabrics_connect() {
     drive(&mut net, &mut h, &mut set, |s| s.ctrls[0].connects == 2 && s.all_live());
     let host = set.ctrls[0].host().stats;
     assert_eq!(set.ctrls[0].connects, 2);
-    assert_eq!((net.w.target.core.stats.errors - errors0, net.w.target.stats.bad_capsules), (0, 0), "{:?}", net.w.target.core.stats);
+    assert_eq!((net.w.target.core.stats.errors - errors0, net.w.target.stats().bad_capsules), (0, 0), "{:?}", net.w.target.core.stats);
     assert_eq!(host.errors, 0, "{host:?}");
     println!("keep alives during the reconnect: {}", host.keep_alives - ka0);
     set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");

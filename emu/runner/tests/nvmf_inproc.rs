@@ -265,5 +265,5 @@ fn runner_bench_survives_the_target_dropping_it_mid_bench() {
     // The bench went on after the reconnect: the target answered more than it had by the drop.
     let s = side.borrow();
     assert!(s.svc.target.core.stats.commands > at + 1_000, "commands after the drop: {} at the drop, {} in all", at, s.svc.target.core.stats.commands);
-    assert_eq!((s.svc.target.core.stats.errors, s.svc.target.stats.bad_capsules), (0, 0), "{:?}", s.svc.target.core.stats);
+    assert_eq!((s.svc.target.core.stats.errors, s.svc.target.stats().bad_capsules), (0, 0), "{:?}", s.svc.target.core.stats);
 }
