@@ -3,7 +3,7 @@
 //! then verified I/O; wrong or missing secrets refused before any I/O; commands on a queue
 //! that has not authenticated are refused with AUTH_REQUIRED.
 
-mod common;
+use crate::common;
 use common::*;
 
 use hal::{DmaRegion, DmaSlice};

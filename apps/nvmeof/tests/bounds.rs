@@ -3,7 +3,7 @@
 //! deadline, KATO range, controllers per host, queues per source), I/O queues bound to their
 //! controller's host and source, and the per-connection memory figure.
 
-mod common;
+use crate::common;
 use common::raw::*;
 use common::*;
 

@@ -15,7 +15,7 @@ use nvmeof::Status;
 use rdma::{Control, Qpn};
 use testbed::Node;
 
-mod emu_pair;
+use crate::emu_pair;
 use emu_pair::*;
 
 const A: TargetAddr = TargetAddr { ip: [10, 88, 0, 1], port: 4420 };

@@ -8,7 +8,7 @@
 //! fails takes only its namespace out of service, and hosts are told (Namespace Attribute
 //! Changed).
 
-mod common;
+use crate::common;
 
 use std::cell::RefCell;
 use std::rc::Rc;

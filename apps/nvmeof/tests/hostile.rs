@@ -5,7 +5,7 @@
 //! the value, never panic, and never report a read as good whose data the target did not
 //! deliver.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::cell::RefCell;

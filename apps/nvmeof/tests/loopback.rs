@@ -1,7 +1,7 @@
 //! Appliance initiator ↔ appliance target over the soft verbs: connect, identify, discovery,
 //! verified random I/O at QD1/QD32, allow-list, keep-alive expiry, reconnect, bench.
 
-mod common;
+use crate::common;
 use common::*;
 
 use hal::DmaRegion;

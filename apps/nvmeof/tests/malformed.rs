@@ -1,7 +1,7 @@
 //! Malformed capsules, SGLs and lengths get NVMe error statuses on that command while the
 //! queue keeps serving; bounded-time fuzz of the capsule/SGL/Fabrics parsing paths.
 
-mod common;
+use crate::common;
 use common::raw::*;
 use common::*;
 

@@ -7,7 +7,7 @@
 //! target's adapter (every MMIO write to its BAR, and SQ doorbells), CPU-copied bytes per
 //! read (the target's own copies + the RAM device's), and the target turnaround histogram
 //! (receive CQE seen → response posted) in TSC ticks of this host. Run:
-//! `cargo test --release -p nvmeof --test mlx5_emu -- --nocapture --test-threads=1`.
+//! `cargo test --release -p nvmeof --test it mlx5_emu:: -- --nocapture --test-threads=1`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,7 +19,7 @@ use nvmeof::Status;
 use rdma::{Access, Control, DataPath};
 use testbed::Node;
 
-mod emu_pair;
+use crate::emu_pair;
 use emu_pair::*;
 
 /// Snapshot of what one measurement reads.

@@ -9,7 +9,7 @@
 //! copied (the transport's copies; the NVMe driver has no data-copy path: the drive moves
 //! data by DMA between its media and the slot's RDMA buffer, which is the command's PRP
 //! buffer). Asserted: one drive command per I/O and 0 bytes copied. Run:
-//! `cargo test --release -p nvmeof --test nvme_emu -- --nocapture --test-threads=1`.
+//! `cargo test --release -p nvmeof --test it nvme_emu:: -- --nocapture --test-threads=1`.
 
 use std::fmt::Write as _;
 
@@ -22,7 +22,7 @@ use rdma::Control;
 use testbed::nvme_drive::{DriveNs, DriveState, NvmeDrive};
 use testbed::{Node, SimHal};
 
-mod emu_pair;
+use crate::emu_pair;
 use emu_pair::*;
 
 type Ns = NvmeNamespace<'static, SimHal, NvmeDrive>;

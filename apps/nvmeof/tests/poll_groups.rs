@@ -14,7 +14,7 @@ use nvmeof::Status;
 use rdma::{Control, Qpn};
 use testbed::Node;
 
-mod emu_pair;
+use crate::emu_pair;
 use emu_pair::*;
 
 /// Random 4 KiB writes then reads of the same blocks, `qd` outstanding per queue on `queues`,

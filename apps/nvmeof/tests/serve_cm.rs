@@ -3,7 +3,7 @@
 //! I/O, is refused when not allowed (Connect status) or when its CM private data is bad (REJ 28
 //! with the NVMe-RDMA status), and leaves no QP behind on either side after disconnect.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::cell::{Cell, RefCell};

@@ -4,7 +4,7 @@
 //! memory, so every 16-byte WQE store is a call), the UAR doorbell write is a call into the
 //! model that queues the doorbell. CQEs are written by the model outside the timed region.
 
-mod common;
+use crate::common;
 use common::*;
 use mlx5::{Mlx5, QpKind};
 use rdma::{Completion, Lkey, Qpn, Rkey, SendOp, SendWr, Sge};

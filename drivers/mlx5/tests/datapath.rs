@@ -1,7 +1,7 @@
 //! Data path against the emulated adapter's memory: WQE bytes as the adapter reads them,
 //! doorbell record + UAR doorbell, CQEs written by the model (owner bits) polled by the driver.
 
-mod common;
+use crate::common;
 use common::*;
 use mlx5::{Mlx5, QpKind};
 use rdma::{Completion, Lkey, Qpn, RecvWr, Rkey, SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus};

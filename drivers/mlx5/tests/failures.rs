@@ -1,6 +1,6 @@
 //! Every failure path ends in a typed error, in bounded (virtual) time, without leaks.
 
-mod common;
+use crate::common;
 use common::*;
 use mlx5::{op, Error, Mlx5, QpKind};
 use rdma::Qpn;

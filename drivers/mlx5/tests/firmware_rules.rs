@@ -5,7 +5,7 @@
 //! teardown fallback; and bring-up plus 1,000 bring-up/teardown cycles for every profile.
 //! Where a test shows the old driver's failure it drives the adapter the way the old driver did.
 
-mod common;
+use crate::common;
 use common::*;
 use emu_connectx::{Config as CxConfig, Profile};
 use mlx5::{Error, Mlx5, QpKind};

@@ -2,7 +2,7 @@
 //! function exchange SEND / RDMA WRITE / RDMA READ over the port's local loopback, with no link;
 //! with loopback switched off (NIC vport `disable_uc_local_lb`) the frames go to the wire and
 //! the test fails with a retry-exceeded completion.
-mod common;
+use crate::common;
 use common::*;
 use mlx5::selftest::{loopback_rc, LoopbackConfig};
 use mlx5::{Error, Mlx5Verbs};

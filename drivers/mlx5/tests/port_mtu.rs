@@ -3,7 +3,7 @@
 //! what the old driver did (no PMTU read, path MTU as asked), it makes the driver believe in a
 //! larger port.
 
-mod common;
+use crate::common;
 use common::*;
 use emu_connectx::{Config as CxConfig, Profile};
 use mlx5::{vport::PortMtu, Error, Mlx5, QpKind};

@@ -3,7 +3,7 @@
 //! traffic through `rdma::DataPath` without the device; the device creates, connects and
 //! destroys QPs in it (CQ cleaned, SRQ buffers back), hands it CQ errors and SRQ limit events on
 //! the slow path, and a device failure makes it flush and be released without commands.
-mod common;
+use crate::common;
 use common::*;
 use hal::{DmaRegion, Hal};
 use mlx5::{Error, Mlx5Verbs, QueueGroup};

@@ -5,7 +5,7 @@
 //! work completes with flush errors, posts and creates fail, releases succeed; `recover` brings
 //! the device up again and RDMA works again (the loopback self-test passes). Each failure is
 //! run on both platforms.
-mod common;
+use crate::common;
 use common::*;
 use mlx5::selftest::{loopback_rc, LoopbackConfig};
 use mlx5::{op, Error, Mlx5Verbs};

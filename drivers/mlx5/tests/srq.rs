@@ -2,7 +2,7 @@
 //! loopback: N RC connections whose receiving QPs share one SRQ (RMP) with fewer receives than
 //! connections and one receive CQ; traffic completes through RNR retries while the owner
 //! reposts; the SRQ limit event arrives once per arming; nothing is left behind.
-mod common;
+use crate::common;
 use common::*;
 use hal::{DmaRegion, Hal};
 use mlx5::device::event;

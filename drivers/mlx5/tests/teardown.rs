@@ -4,7 +4,7 @@
 //! exactly when the one before fails, and every firmware page comes back (by MANAGE_PAGES, or
 //! released by the closed function after a fast teardown).
 
-mod common;
+use crate::common;
 use common::*;
 use emu_connectx::{Config as CxConfig, Profile};
 use mlx5::{Error, Mlx5, QpKind};

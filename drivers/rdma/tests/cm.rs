@@ -1,7 +1,7 @@
 //! CM behaviour over soft verbs: connect/data/disconnect, REJ paths, lost MADs, duplicates,
 //! MRA, timeouts, stale connections, 1,000 cycles without leaks, and interop with the REQ
 //! bytes Linux nvme-rdma sent (linuxpeer.md).
-mod common;
+use crate::common;
 use common::*;
 use hal::DmaRegion;
 use rdma::cm::*;

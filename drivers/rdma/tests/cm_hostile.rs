@@ -1,7 +1,7 @@
 //! CM against a hostile fabric (issue 10): spoofed REJ/DREQ/RTU/MRA/REQ that name a live
 //! connection's comm IDs, QPN or node GUID from another source (or with comm ID 0) leave it
 //! alone; peer-chosen timers are clamped where the QP is brought to RTS.
-mod common;
+use crate::common;
 use common::*;
 use hal::DmaRegion;
 use rdma::cm::*;

@@ -1,6 +1,6 @@
 //! Model-level tests: raw commands built by hand (not the driver) in the order real firmware
 //! expects, each error status path, and owner bits.
-mod common;
+use crate::common;
 use common::*;
 use emu_connectx::consts::{delivery, event, op, qp, reg, status as st, synd};
 use mlx5_ifc::ifc as l;

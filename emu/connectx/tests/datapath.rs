@@ -1,6 +1,6 @@
 //! Data path through two emulated adapters on an in-process link: WQEs written by hand into
 //! SQ/RQ buffers, doorbells rung through the UAR, CQEs read by owner bit.
-mod common;
+use crate::common;
 use common::*;
 use emu_connectx::datapath::{cqe_op, cqe_synd, wqe_op};
 use emu_connectx::*;

@@ -2,7 +2,7 @@
 //! QUERY/DEALLOC of a set that does not exist refused, a QP context naming an unallocated set
 //! refused, a set busy while a QP counts into it, and what a QP counted staying with its set
 //! after the QP is destroyed (until a read with `clear`).
-mod common;
+use crate::common;
 use common::*;
 use emu_connectx::consts::{op, qp};
 use emu_connectx::*;

@@ -1,7 +1,7 @@
 //! Raw Ethernet path: TIS+SQ transmit, RQ+TIR+NIC_RX flow table receive. A sends an ARP
 //! request from its raw SQ; B's port answers it; the reply (not RoCE) is steered by A's
 //! flow table into A's raw RQ.
-mod common;
+use crate::common;
 use common::*;
 use emu_connectx::datapath::cqe_op;
 use mlx5_ifc::layout::{get, set};

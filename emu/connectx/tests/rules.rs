@@ -1,7 +1,7 @@
 //! Profile-driven firmware rules at the command interface, without the driver: a command held
 //! for pages asked in the middle of it, profile identity in the init segment and caps.
 
-mod common;
+use crate::common;
 use common::*;
 use emu_connectx::consts::{event, op};
 use mlx5_ifc::ifc as l;

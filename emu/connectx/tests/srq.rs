@@ -3,7 +3,7 @@
 //! messages (the peer retries on RNR NAK while the owner reposts), the limit event fires once
 //! per arming, an RMP in error reports itself and its QPs, and a CQ too small for the QPs that
 //! share it raises the CQ error event. The peer is a bare RoCE engine on the other end of the link.
-mod common;
+use crate::common;
 use common::*;
 use emu_connectx::consts::{event, op, qp, rmp_state, rq_type};
 use emu_connectx::datapath::cqe_op;

@@ -1,7 +1,7 @@
 //! Messages per second through the in-process link (printed; run with --nocapture).
 //! The assertion is only that every message arrived; the numbers are for the report.
 
-mod common;
+use crate::common;
 
 #[test]
 fn bench_send_rate_in_process_link() {

@@ -2,7 +2,7 @@
 //! duplicating, reordering link, for several seeds: every operation completes once, in
 //! order, with the right bytes.
 
-mod common;
+use crate::common;
 use common::*;
 use emu_roce::*;
 

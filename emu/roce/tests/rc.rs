@@ -1,6 +1,6 @@
 //! Two engines over the in-process link: RC SEND/WRITE/READ, loss recovery, errors, RNR, UD.
 
-mod common;
+use crate::common;
 use common::*;
 use emu_roce::*;
 use emu_roce::wire::{Frame, OpKind};

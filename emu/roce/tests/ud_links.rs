@@ -1,6 +1,6 @@
 //! UD on QP1 (GSI) and other UD QPs; the Unix-datagram and UDP-loopback links; pcap output.
 
-mod common;
+use crate::common;
 use common::*;
 use emu_roce::wire::{self, Frame};
 use emu_roce::*;
