@@ -1,6 +1,6 @@
 //! Full bring-up to QPs in RTS and full teardown against the emulated ConnectX.
 
-use crate::common;
+mod common;
 use common::*;
 use emu_connectx::Counters;
 use mlx5::{Error, Mlx5, QpKind, QpState};

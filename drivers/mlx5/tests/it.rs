@@ -1,13 +1,12 @@
 //! Every integration test file of this crate as one test binary (one build and link instead of
 //! one per file): each `tests/NAME.rs` is module `NAME`, so `cargo test -p PKG --test it NAME::`
 //! runs one file's tests. Files that must run in a process of their own (a counting global
-//! allocator) stay separate targets in Cargo.toml.
+//! allocator, a resident-set measurement) stay separate targets in Cargo.toml.
 
 mod common;
 
 mod arp_hostile;
 mod bench_datapath;
-mod bringup;
 mod cm_over_mlx5;
 mod datapath;
 mod e2e;

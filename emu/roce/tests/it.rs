@@ -1,7 +1,7 @@
 //! Every integration test file of this crate as one test binary (one build and link instead of
 //! one per file): each `tests/NAME.rs` is module `NAME`, so `cargo test -p PKG --test it NAME::`
 //! runs one file's tests. Files that must run in a process of their own (a counting global
-//! allocator) stay separate targets in Cargo.toml.
+//! allocator, a resident-set measurement) stay separate targets in Cargo.toml.
 
 mod common;
 
