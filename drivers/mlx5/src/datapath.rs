@@ -180,14 +180,15 @@ pub(crate) fn ring_has_room(pi: u16, ci: u16, log: u8, n: usize) -> bool {
     pi.wrapping_sub(ci) as usize + n <= 1usize << log
 }
 
-/// Copy the WQE `w` (whole WQEBBs) into the send ring at byte `sq` of `buf` (2^`log` WQEBBs),
+/// Copy the WQE's `nbb` WQEBBs from `w` into the send ring at byte `sq` of `buf` (2^`log` WQEBBs),
 /// WQEBB by WQEBB from producer counter `pi`, so a WQE at the ring's end wraps to its start.
 /// Returns the WQE's first 8 bytes (what the doorbell write carries).
 #[inline]
-pub(crate) fn put_wqe<D: DmaRegion>(buf: &D, sq: usize, log: u8, pi: u16, w: &[u8]) -> u64 {
-    let mask = (1usize << log) - 1;
-    for (b, bb) in w.chunks_exact(WQEBB).enumerate() {
-        buf.write(sq + ((pi as usize + b) & mask) * WQEBB, bb);
+pub(crate) fn put_wqe<D: DmaRegion>(buf: &D, sq: usize, log: u8, pi: u16, w: &[u8], nbb: usize) -> u64 {
+    let ring = 1usize << log;
+    for b in 0..nbb {
+        let slot = (pi as usize + b) & (ring - 1);
+        buf.write(sq + slot * WQEBB, &w[b * WQEBB..(b + 1) * WQEBB]);
     }
     u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]])
 }
@@ -301,7 +302,7 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
     set(&mut w, ctrl::ds, (len / 16) as u64);
     set(&mut w, ctrl::fm_ce_se, fence | if wr.signaled { CE_ALWAYS } else { 0 });
     set(&mut w, ctrl::imm, imm as u64);
-    let first8 = put_wqe(&q.buf, q.sq_offset(), q.log_sq, pi, &w[..nbb * WQEBB]);
+    let first8 = put_wqe(&q.buf, q.sq_offset(), q.log_sq, pi, &w, nbb);
     q.sq_slots[pi as usize & (ring - 1)] =
         SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode: slot_opcode };
     q.sq_pi = pi.wrapping_add(nbb as u16);

@@ -349,7 +349,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut w, wqe_ctrl_seg::qpn, raw.sqn as u64);
         set(&mut w, wqe_ctrl_seg::ds, (total / 16) as u64);
         set(&mut w, wqe_ctrl_seg::fm_ce_se, ctrl_flags::CQ_UPDATE as u64);
-        let first8 = put_wqe(&raw.sq_buf, 0, LOG_SQ, pi, &w[..nbb * WQEBB]);
+        let first8 = put_wqe(&raw.sq_buf, 0, LOG_SQ, pi, &w, nbb);
         raw.sq_pi = pi.wrapping_add(nbb as u16);
         raw.tx_frames += 1;
         sq_doorbell(&raw.dbr, SQ_DBR, raw.sq_pi, &self.bar, uar, first8);
