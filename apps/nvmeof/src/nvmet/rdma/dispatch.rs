@@ -218,11 +218,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 g.io.held_writes += 1;
             }
         }
-        // Room for every slot of the group's queues (reserved with the group); a slot is on
-        // the list at most once.
-        if g.blocked.len() < g.blocked.capacity() {
-            g.blocked.push_back((ci, c.gen, s));
-        }
+        // Room for every slot of the group's queues is reserved with the group and a slot is on
+        // the list at most once, so this does not allocate; were the room ever short, the list
+        // grows rather than leave a held command unanswered for good.
+        g.blocked.push_back((ci, c.gen, s));
     }
 
     /// Retry group `gi`'s held commands (each may be held again).
