@@ -158,6 +158,18 @@ fn setup_cfg(cfg: nvmeof::host::HostConfig) -> (Net, Node, Controllers<V>) {
 }
 
 /// Run the set and the world until `done`; the events seen meanwhile.
+/// Controller 0's bench of nsid 1 on the reconnecting set: its result, its text report and the
+/// controller events it saw.
+fn bench_reconnecting(net: &mut Net, h: &mut Node, set: &mut Controllers<V>, cfg: &BenchConfig) -> (nvmeof::bench::BenchResult, String, Vec<String>) {
+    let mut ev = Vec::new();
+    let mut progress = |_: &nvmeof::bench::BenchProgress| {};
+    let r = nvmeof::bench::run::reconnecting(set, 0, &mut h.v, net, 1, cfg, &mut progress, &mut |e| ev.push(format!("{e:?}"))).expect("bench ran");
+    let mut text = String::new();
+    r.write(&mut text, cfg).unwrap();
+    println!("{text}events {ev:?}");
+    (r, text, ev)
+}
+
 fn drive(net: &mut Net, h: &mut Node, set: &mut Controllers<V>, mut done: impl FnMut(&Controllers<V>) -> bool) -> Vec<(usize, String)> {
     let mut ev = Vec::new();
     for _ in 0..200_000 {
@@ -490,12 +502,7 @@ fn a_bench_survives_a_target_restart_and_counts_what_it_lost() {
     net.outage = Some((t0 + 2_000_000, t0 + 12_000_000, A));
     net.restart = Some(t0 + 3_000_000);
     let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: 8, duration_ns: 30_000_000, max_ios: 0, seed: 7 };
-    let mut ev = Vec::new();
-    let mut progress = |_: &nvmeof::bench::BenchProgress| {};
-    let r = nvmeof::bench::run::reconnecting(&mut set, 0, &mut h.v, &mut net, 1, &cfg, &mut progress, &mut |e| ev.push(format!("{e:?}"))).expect("bench ran");
-    let mut text = String::new();
-    r.write(&mut text, &cfg).unwrap();
-    println!("{text}events {ev:?}");
+    let (r, text, ev) = bench_reconnecting(&mut net, &mut h, &mut set, &cfg);
     assert_eq!(net.restarts, 1, "the target was restarted");
     assert!(net.outage.is_none(), "the run outlasted the outage");
     assert!(r.elapsed_ns >= cfg.duration_ns, "ran its duration: {r:?}");
@@ -535,12 +542,7 @@ fn a_bench_survives_a_killed_target_found_by_its_keep_alive() {
     let t0 = net.w.clock.now_ns();
     net.silent_restart = Some(t0 + 2_000_000);
     let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: 8, duration_ns: 10_000_000_000, max_ios: 60_000, seed: 7 };
-    let mut ev = Vec::new();
-    let mut progress = |_: &nvmeof::bench::BenchProgress| {};
-    let r = nvmeof::bench::run::reconnecting(&mut set, 0, &mut h.v, &mut net, 1, &cfg, &mut progress, &mut |e| ev.push(format!("{e:?}"))).expect("bench ran");
-    let mut text = String::new();
-    r.write(&mut text, &cfg).unwrap();
-    println!("{text}events {ev:?}");
+    let (r, _, _) = bench_reconnecting(&mut net, &mut h, &mut set, &cfg);
     let c = net.w.target.core.stats;
     println!("new target {c:?} {:?}; host {:?}", net.w.target.stats(), set.ctrls[0].host().stats);
     assert_eq!(net.restarts, 1);
