@@ -284,9 +284,25 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
     println!("RUNNER io queues {nq} depth {depth}");
     let nsid = host.namespaces.first().ok_or("no namespace")?.nsid;
     let w = Workload { count, qd: c.qd as usize, max_blocks: 32, seed, stall_ns: VERIFY_STALL_NS };
-    let r = nvmeof::verify::reconnecting::run(&mut set, v, env, &w, |_, e| match e {
-        CtrlEvent::AttemptFailed(e) => log::warn!("runner: reconnect attempt failed: {e:?}"),
-        e => println!("RUNNER controller event {e:?}"),
+    // Outages (released until live again), wall clock: the target's side of them is real time.
+    let (mut down_since, mut outage, mut longest) = (None::<Instant>, Duration::ZERO, Duration::ZERO);
+    let r = nvmeof::verify::reconnecting::run(&mut set, v, env, &w, |_, e| {
+        match e {
+            CtrlEvent::AttemptFailed(e) => log::warn!("runner: reconnect attempt failed: {e:?}"),
+            e => println!("RUNNER controller event {e:?}"),
+        }
+        match e {
+            CtrlEvent::Released => {
+                down_since.get_or_insert_with(Instant::now);
+            }
+            CtrlEvent::Live => {
+                if let Some(t) = down_since.take() {
+                    outage += t.elapsed();
+                    longest = longest.max(t.elapsed());
+                }
+            }
+            _ => {}
+        }
     });
     let r = match r {
         Ok(r) => r[0],
@@ -297,7 +313,17 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
     };
     let vr = r.verify;
     println!("RUNNER verify writes={} reads={} blocks_verified={} mismatches={} errors={} first_error={:?}", vr.writes, vr.reads, vr.blocks_verified, vr.mismatches, vr.errors, vr.first_error);
-    println!("RUNNER reconnect releases={} lost_writes={} lost_reads={} after_reconnect={} connects={}", r.releases, r.lost_writes, r.lost_reads, r.answered_after_reconnect, set.ctrls[0].connects);
+    println!(
+        "RUNNER reconnect releases={} lost_writes={} lost_reads={} after_reconnect={} connects={} failed_attempts={} outage_ms={} longest_outage_ms={}",
+        r.releases,
+        r.lost_writes,
+        r.lost_reads,
+        r.answered_after_reconnect,
+        set.ctrls[0].connects,
+        set.ctrls[0].failed_attempts,
+        outage.as_millis(),
+        longest.as_millis()
+    );
     if vr.mismatches != 0 || vr.errors != 0 || vr.blocks_verified == 0 {
         let _ = set.disconnect(v, env);
         return Err("verified I/O failed".into());
