@@ -1,7 +1,9 @@
 //! Several controllers on one initiator device (`nvmeof::host::controllers`): after the device
 //! fails every controller releases its queues before the device comes back, then each
 //! reconnects and verified I/O resumes with nothing leaked; and while one target is down and
-//! retried, I/O to the other keeps completing. Two subsystems of the emulated-ConnectX pair
+//! retried, I/O to the other keeps completing; a subsystem unlinked from its port (Linux nvmet's
+//! way: queues disconnected, Connects refused with DNR) is retried and reconnected once linked
+//! again. Two subsystems of the emulated-ConnectX pair
 //! stand for the two targets (each reached at its own address through the test's CM).
 
 use std::collections::BTreeMap;
@@ -47,6 +49,16 @@ struct Net {
     /// are (its QPs still on the adapter, nobody serving them), as a killed process.
     silent_restart: Option<u64>,
     restarts: u64,
+    /// A planned unlinking of target `t`'s subsystem from its port, from..to, as Linux nvmet
+    /// does when the port's link in configfs is removed: its connections are disconnected
+    /// (nvmet deletes the controller), and meanwhile the CM still accepts connections to `t`
+    /// but Fabrics Connect is answered "invalid subsystem" (Connect Invalid Parameters, DNR)
+    /// by `refuser`, a target on the same adapter that does not serve that NQN.
+    unlink: Option<(u64, u64, TargetAddr)>,
+    unlinked: bool,
+    refuser: Option<nvmeof::nvmet::rdma::RdmaTarget<V, blockdev::RamNamespace<testbed::SimHal>>>,
+    /// CM handle -> the refuser's QP.
+    refused: BTreeMap<u32, Qpn>,
 }
 
 impl Net {
@@ -54,6 +66,11 @@ impl Net {
     /// them) and later connects to it are never answered.
     fn take_down(&mut self, verbs: &mut V, t: TargetAddr) {
         self.down = Some(t);
+        self.disconnect_all(verbs, t);
+    }
+
+    /// Every connection to `t` closes under the host, as a DREQ would flush them.
+    fn disconnect_all(&mut self, verbs: &mut V, t: TargetAddr) {
         let hs: Vec<u32> = self.conns.iter().filter(|c| c.1 .1 == t).map(|c| *c.0).collect();
         for h in hs {
             let (qp, _) = self.conns.remove(&h).expect("listed");
@@ -79,6 +96,19 @@ impl HostEnv<V> for Net {
             self.w.target.release_namespaces(&mut self.w.t.v);
             self.w.target = target_on(2, 1, two_subsystems(&self.w.t));
         }
+        if let Some((from, to, t)) = self.unlink {
+            let now = self.w.now_ns();
+            if now >= to {
+                self.unlink = None;
+                self.unlinked = false;
+            } else if now >= from && !self.unlinked {
+                self.unlinked = true;
+                self.disconnect_all(verbs, t);
+            }
+        }
+        if let Some(r) = self.refuser.as_mut() {
+            r.poll(&mut self.w.t.v, self.w.clock.now_ns());
+        }
         if let Some((from, to, t)) = self.outage {
             let now = self.w.now_ns();
             if now >= to {
@@ -95,6 +125,17 @@ impl HostEnv<V> for Net {
             self.next_dead += 1;
             let h = 0x8000_0000 | self.next_dead;
             self.unanswered.push(h);
+            return Ok(h);
+        }
+        if self.unlinked && self.unlink.is_some_and(|u| u.2 == self.to) {
+            let r = self.refuser.as_mut().expect("an unlink has a refuser");
+            self.w.psn += 0x1000;
+            let (hp, tp) = (self.w.psn, self.w.psn + 0x800);
+            let (tqp, _) = r.accept(&mut self.w.t.v, private, &rc_attrs(qp, H_IP, H_MAC, hp, tp)).map_err(|_| ())?;
+            verbs.connect_rc_qp(qp, &rc_attrs(tqp, T_IP, T_MAC, tp, hp)).map_err(|_| ())?;
+            self.next_dead += 1;
+            let h = 0x2000_0000 | self.next_dead;
+            self.refused.insert(h, tqp);
             return Ok(h);
         }
         // NVMe-RDMA REQ private data: RECFMT, then the QID (little-endian).
@@ -120,12 +161,16 @@ impl HostEnv<V> for Net {
         if self.unanswered.contains(&handle) {
             return ConnectPoll::Pending;
         }
-        if self.mute_qps.contains_key(&handle) {
+        if self.mute_qps.contains_key(&handle) || self.refused.contains_key(&handle) {
             return ConnectPoll::Connected { crqsize: 32 };
         }
         self.w.cm_poll(verbs, handle)
     }
     fn cm_disconnect(&mut self, verbs: &mut V, handle: u32) {
+        if let Some(tqp) = self.refused.remove(&handle) {
+            self.refuser.as_mut().expect("refused by it").disconnected(&mut self.w.t.v, tqp);
+            return;
+        }
         if let Some((tqp, cq)) = self.mute_qps.remove(&handle) {
             let _ = self.w.t.v.destroy_qp(tqp);
             let _ = self.w.t.v.destroy_cq(cq);
@@ -151,7 +196,7 @@ fn setup_with(timeout_ns: u64) -> (Net, Node, Controllers<V>) {
 
 fn setup_cfg(cfg: nvmeof::host::HostConfig) -> (Net, Node, Controllers<V>) {
     let (w, h) = setup_two_subsystems();
-    let net = Net { w, to: A, down: None, conns: BTreeMap::new(), unanswered: Vec::new(), next_dead: 0, outage: None, mute: None, mute_io: None, mute_qps: BTreeMap::new(), restart: None, silent_restart: None, restarts: 0 };
+    let net = Net { w, to: A, down: None, conns: BTreeMap::new(), unanswered: Vec::new(), next_dead: 0, outage: None, mute: None, mute_io: None, mute_qps: BTreeMap::new(), restart: None, silent_restart: None, restarts: 0, unlink: None, unlinked: false, refuser: None, refused: BTreeMap::new() };
     let mut set = Controllers::new(&cfg, &[(A, SUBNQN), (B, SUBNQN_B)]);
     set.reconnect_delay_ns = 1_000_000;
     (net, h, set)
@@ -363,6 +408,60 @@ fn a_verified_workload_resumes_after_its_target_went_away_and_came_back() {
     assert_eq!(set.ctrls[1].connects, 1);
     assert!(ev.iter().any(|e| e.0 == 0 && e.1 == "Released"));
     // Nothing left behind once both disconnect.
+    disconnect_to_baseline(&mut net, &mut h, &mut set, (qps0, cqs0));
+}
+
+/// What Linux nvmet (6.1) does when a subsystem's port link is removed in configfs and later
+/// added back (`60-nvmeof-linux` part 2 does it to this initiator): every queue of the
+/// controller is disconnected, and each Connect to that NQN meanwhile is accepted by the CM
+/// and answered Connect Invalid Parameters (SCT 1, SC 82h) with DNR, IATTR pointing at
+/// SUBNQN. The host retries the refused Connect (as Linux 6.1's host does until
+/// ctrl_loss_tmo) and reconnects once the link is back; A's verified workload resumes with
+/// nothing lost that was acknowledged, B never notices, nothing leaks.
+#[test]
+fn a_verified_workload_resumes_after_its_subsystem_was_unlinked_from_the_port_and_back() {
+    let (mut net, mut h, mut set) = setup();
+    let (qps0, cqs0) = (h.v.live_qps(), h.v.live_cqs());
+    // The refuser: the same port's target without A's subsystem (a placeholder one only).
+    let placeholder = nvmeof::nvmet::SubsystemConfig {
+        nqn: "nqn.2026-01.io.appliance:placeholder".into(),
+        serial: "EMU0009".into(),
+        model: "placeholder".into(),
+        hosts: vec![],
+        allow_any_host: true,
+        namespaces: vec![nvmeof::nvmet::NamespaceConfig { nsid: 1, dev: blockdev::RamNamespace::new(net.w.t.hal.clone(), 64 << 10, 512).expect("memory"), nguid: [0x59; 16] }],
+    };
+    net.refuser = Some(target_on(2, 1, vec![placeholder]));
+    let t0 = net.w.clock.now_ns();
+    let (from, to) = (t0 + 300_000, t0 + 10_000_000);
+    net.unlink = Some((from, to, A));
+    let w = Workload { count: 3000, qd: 8, max_blocks: 8, seed: 0x16, stall_ns: 1_000_000_000 };
+    let mut ev = Vec::new();
+    let mut a_live_at = Vec::new();
+    let clock = net.w.clock.clone();
+    let r = reconnecting::run(&mut set, &mut h.v, &mut net, &w, |i, e| {
+        if i == 0 && matches!(e, CtrlEvent::Live) {
+            a_live_at.push(clock.now_ns());
+        }
+        ev.push((i, format!("{e:?}")));
+    })
+    .expect("workload finished");
+    println!("A: {:?}\nB: {:?}\nevents {ev:?}", r[0], r[1]);
+    let (a, b) = (r[0], r[1]);
+    assert_eq!((a.verify.mismatches, b.verify.mismatches), (0, 0));
+    assert_eq!((a.verify.errors, b.verify.errors), (0, 0));
+    assert!(a.releases == 1 && b.releases == 0, "only A was lost, once: {a:?} {b:?}");
+    assert!(a.answered_after_reconnect >= 500, "A's workload resumed: {a:?}");
+    // Every attempt while unlinked reached the refuser and was refused with its status.
+    let refused = ev.iter().filter(|e| e.0 == 0 && e.1 == "AttemptFailed(Nvme(Status { sct: 1, sc: 130, dnr: true }))").count() as u64;
+    assert!(refused >= 2, "A's Connects refused as invalid subsystem: {ev:?}");
+    assert_eq!(refused, set.ctrls[0].failed_attempts, "no other failure: {ev:?}");
+    assert_eq!(set.ctrls[0].connects, 2, "A reconnected once");
+    // The first connect, then the reconnect only once linked again.
+    assert!(a_live_at.len() == 2 && a_live_at[0] < from && a_live_at[1] >= to, "A live at {a_live_at:?} (unlinked {from}..{to})");
+    assert_eq!(set.ctrls[1].connects, 1);
+    assert_eq!(net.refuser.as_ref().expect("there").queues(), 0, "the refused connections were released");
+    assert!(net.refused.is_empty());
     disconnect_to_baseline(&mut net, &mut h, &mut set, (qps0, cqs0));
 }
 
