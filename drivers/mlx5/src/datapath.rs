@@ -6,6 +6,7 @@ use crate::device::{Cq, Mlx5, Qp, QpKind, QpState, SqSlot, Srq};
 use crate::error::Error;
 use crate::ifc::{cqe64, wqe_av, wqe_ctrl_seg as ctrl, wqe_data_seg, wqe_inline_seg, wqe_raddr_seg};
 use crate::layout::{get, set, set_bytes};
+
 use hal::{DmaRegion, Hal, Mmio};
 use rdma::{Completion, Qpn, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
 
@@ -14,8 +15,6 @@ use mlx5_ifc::fence_mode;
 use mlx5_ifc::queue::{INLINE_SEG, INVALID_LKEY};
 pub use mlx5_ifc::queue::WQEBB;
 pub use mlx5_ifc::{cqe_op, wqe_op};
-/// Offset of doorbell register 0 in a UAR page.
-const UAR_BF_OFFSET: usize = mlx5_ifc::uar::BF;
 /// fm_ce_se: CQE always (ce = 2).
 const CE_ALWAYS: u64 = mlx5_ifc::ctrl_flags::CQ_UPDATE as u64;
 /// Largest inline payload `post_send_inline` accepts.
@@ -168,56 +167,15 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 // queues created outside a group) and by each [`crate::QueueGroup`]: they work on one QP's or
 // CQ's ring state and the doorbell page they are given, nothing else.
 
-// The ring mechanics every work queue shares (RC/UD QPs here, queue groups, the raw Ethernet
-// SQ/RQ in `raw.rs`, SRQs): room in a ring of 2^log entries, a WQE copied in WQEBB by WQEBB so it
-// wraps at the ring's end, the doorbell record, the UAR doorbell write. What goes into a WQE is
-// each queue kind's own.
+// The ring mechanics themselves are `crate::ring`'s ([`crate::ring::WorkRing`], [`crate::ring::CompletionRing`]); what
+// follows is what goes into an RC/UD WQE and what a CQE of such a QP means.
 
-/// Room for `n` more entries (WQEBBs, receive WQEs) in a ring of 2^`log` with producer counter
-/// `pi` and consumer counter `ci`.
-#[inline]
-pub(crate) fn ring_has_room(pi: u16, ci: u16, log: u8, n: usize) -> bool {
-    pi.wrapping_sub(ci) as usize + n <= 1usize << log
-}
-
-/// Copy the WQE's `nbb` WQEBBs from `w` into the send ring at byte `sq` of `buf` (2^`log` WQEBBs),
-/// WQEBB by WQEBB from producer counter `pi`, so a WQE at the ring's end wraps to its start.
-/// Returns the WQE's first 8 bytes (what the doorbell write carries).
-#[inline]
-pub(crate) fn put_wqe<D: DmaRegion>(buf: &D, sq: usize, log: u8, pi: u16, w: &[u8], nbb: usize) -> u64 {
-    let ring = 1usize << log;
-    for b in 0..nbb {
-        let slot = (pi as usize + b) & (ring - 1);
-        buf.write(sq + slot * WQEBB, &w[b * WQEBB..(b + 1) * WQEBB]);
-    }
-    u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]])
-}
-
-/// Announce a send queue: its doorbell record (DBR[1] of the record at byte `at` of `dbr` =
-/// producer counter `pi`), then the doorbell register of the UAR page at `uar` with the newest
-/// WQE's first 8 bytes; the device runs the SQ up to the record.
-#[inline]
-pub(crate) fn sq_doorbell<D: DmaRegion, M: Mmio>(dbr: &D, at: usize, pi: u16, bar: &M, uar: usize, first8: u64) {
-    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-    dbr.write_be32(at + 4, pi as u32);
-    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-    bar.write64_be(uar + UAR_BF_OFFSET, first8);
-}
-
-/// Announce receive WQEs: the doorbell record (DBR[0] of the record at byte `at` of `dbr` =
-/// producer counter `head`), a memory write the adapter reads; receives need no MMIO doorbell.
-#[inline]
-pub(crate) fn rq_doorbell<D: DmaRegion>(dbr: &D, at: usize, head: u16) {
-    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-    dbr.write_be32(at, head as u32);
-}
-
-/// Ring `q`'s SQ ([`sq_doorbell`]) for the WQEs written since the last doorbell. Nothing (false)
-/// if every WQE was announced already.
+/// Ring `q`'s SQ ([`crate::ring::WorkRing::ring_doorbell`]) for the WQEs written since the last doorbell.
+/// Nothing (false) if every WQE was announced already.
 #[inline]
 pub(crate) fn ring_sq<D: DmaRegion, M: Mmio>(q: &mut Qp<D>, bar: &M, uar: usize) -> bool {
     let Some(first8) = q.sq_unrung.take() else { return false };
-    sq_doorbell(&q.dbr, 0, q.sq_pi, bar, uar, first8);
+    q.sq.ring_doorbell(&q.dbr, bar, uar, first8);
     true
 }
 
@@ -291,21 +249,19 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
         len += wqe_data_seg::LAYOUT.size;
     }
     let nbb = len.div_ceil(WQEBB);
-    if !ring_has_room(q.sq_pi, q.sq_ci, q.log_sq, nbb) {
+    if !q.sq.has_room(nbb) {
         return Err(Error::InvalidArgument("send queue full"));
     }
-    let ring = 1usize << q.log_sq;
-    let pi = q.sq_pi;
+    let pi = q.sq.pi();
     set(&mut w, ctrl::wqe_index, pi as u64);
     set(&mut w, ctrl::opcode, opcode as u64);
     set(&mut w, ctrl::qpn, q.qpn.0 as u64);
     set(&mut w, ctrl::ds, (len / 16) as u64);
     set(&mut w, ctrl::fm_ce_se, fence | if wr.signaled { CE_ALWAYS } else { 0 });
     set(&mut w, ctrl::imm, imm as u64);
-    let first8 = put_wqe(&q.buf, q.sq_offset(), q.log_sq, pi, &w, nbb);
-    q.sq_slots[pi as usize & (ring - 1)] =
-        SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode: slot_opcode };
-    q.sq_pi = pi.wrapping_add(nbb as u16);
+    let first8 = q.sq.put_wqe(&q.buf, &w, nbb);
+    q.sq_slots[q.sq.slot(pi)] = SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode: slot_opcode };
+    q.sq.advance(nbb as u16);
     q.next_fence = umr;
     q.sq_unrung = Some(first8);
     Ok(())
@@ -325,16 +281,15 @@ pub(crate) fn write_recvs<D: DmaRegion>(q: &mut Qp<D>, wrs: &[RecvWr]) -> Result
             break;
         }
     }
-    rq_doorbell(&q.dbr, 0, q.rq_head);
+    q.rq.write_record(&q.dbr);
     r
 }
 
 fn write_recv<D: DmaRegion>(q: &mut Qp<D>, wr: &RecvWr) -> Result<(), Error> {
-    if !ring_has_room(q.rq_head, q.rq_tail, q.log_rq, 1) {
+    if !q.rq.has_room(1) {
         return Err(Error::InvalidArgument("receive queue full"));
     }
-    let ring = 1usize << q.log_rq;
-    let stride = 16usize << q.log_rq_stride;
+    let stride = q.rq.stride();
     let mut w = [0u8; 32];
     set(&mut w, wqe_data_seg::byte_count, wr.sge.len as u64);
     set(&mut w, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
@@ -345,46 +300,17 @@ fn write_recv<D: DmaRegion>(q: &mut Qp<D>, wr: &RecvWr) -> Result<(), Error> {
     } else {
         16
     };
-    let slot = q.rq_head as usize & (ring - 1);
-    q.buf.write(slot * stride, &w[..n]);
-    q.rq_wrid[slot] = wr.wr_id;
-    q.rq_head = q.rq_head.wrapping_add(1);
+    q.rq.put(&q.buf, &w[..n]);
+    q.rq_wrid[q.rq.slot(q.rq.pi())] = wr.wr_id;
+    q.rq.advance(1);
     Ok(())
 }
 
-/// Take CQEs from `c` into `out` until it is empty or `out` full; `decode` turns each into a
-/// completion (`None`: not reported, e.g. a CQE naming no outstanding work). The consumer index
-/// record moves once, when CQEs were taken.
+/// Take CQEs from `c` into `out` ([`crate::ring::CompletionRing::poll`]) until it is empty or `out` full;
+/// `decode` turns each into a completion (`None`: not reported).
 #[inline]
-pub(crate) fn poll_ring<D: DmaRegion>(c: &mut Cq<D>, out: &mut [Completion], mut decode: impl FnMut(&[u8; 64]) -> Option<Completion>) -> usize {
-    let mut n = 0;
-    let mut consumed = false;
-    let size = 1u32 << c.log_size;
-    let own = cqe64::op_own.byte();
-    while n < out.len() {
-        let at = ((c.ci & (size - 1)) as usize) * cqe64::LAYOUT.size;
-        // Ownership first (the op_own byte): an empty CQ costs one small load, not a 64-byte
-        // copy; the rest of the CQE is read once it is ours.
-        let mut e = [0u8; 64];
-        c.buf.read(at + own, &mut e[own..own + 1]);
-        let op = get(&e, cqe64::opcode) as u8;
-        let owner = get(&e, cqe64::owner) as u32;
-        if op == cqe_op::INVALID || owner != (c.ci >> c.log_size) & 1 {
-            break;
-        }
-        core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
-        c.buf.read(at, &mut e[..own]);
-        c.ci = c.ci.wrapping_add(1);
-        consumed = true;
-        if let Some(wc) = decode(&e) {
-            out[n] = wc;
-            n += 1;
-        }
-    }
-    if consumed {
-        c.dbr.write_be32(0, c.ci & 0xff_ffff);
-    }
-    n
+pub(crate) fn poll_ring<D: DmaRegion>(c: &mut Cq<D>, out: &mut [Completion], decode: impl FnMut(&[u8; 64]) -> Option<Completion>) -> usize {
+    c.ring.poll(&c.buf, &c.dbr, out, decode)
 }
 
 /// The completion a CQE of QP `q` reports; a receive from an SRQ takes its `wr_id` from `srq`
@@ -396,14 +322,13 @@ pub(crate) fn decode_cqe<D: DmaRegion>(e: &[u8; 64], q: &mut Qp<D>, srq: Option<
     let mut wc = Completion { qpn: q.qpn, ..Default::default() };
     let send_side = matches!(op, cqe_op::REQ | cqe_op::REQ_ERR);
     if send_side {
-        let ring = 1usize << q.log_sq;
-        // The completed WQE must lie in the outstanding window [sq_ci, sq_pi).
-        if counter.wrapping_sub(q.sq_ci) >= q.sq_pi.wrapping_sub(q.sq_ci) {
+        // The completed WQE must lie in the outstanding window [ci, pi).
+        if !q.sq.outstanding(counter) {
             return None;
         }
-        let slot = q.sq_slots[counter as usize & (ring - 1)];
+        let slot = q.sq_slots[q.sq.slot(counter)];
         wc.wr_id = slot.wr_id;
-        q.sq_ci = counter.wrapping_add(slot.wqebbs.max(1) as u16);
+        q.sq.complete_to(counter.wrapping_add(slot.wqebbs.max(1) as u16));
         wc.opcode = slot_wc_opcode(slot.opcode);
     } else if q.srq.is_some() {
         // The WQE came from the QP's SRQ: its wr_id, and the WQE goes back on the list.
@@ -412,12 +337,11 @@ pub(crate) fn decode_cqe<D: DmaRegion>(e: &[u8; 64], q: &mut Qp<D>, srq: Option<
         wc.src_qp = Qpn(get(e, cqe64::rqpn) as u32);
         wc.opcode = WcOpcode::Recv;
     } else {
-        let ring = 1usize << q.log_rq;
-        if counter.wrapping_sub(q.rq_tail) >= q.rq_head.wrapping_sub(q.rq_tail) {
+        if !q.rq.outstanding(counter) {
             return None;
         }
-        wc.wr_id = q.rq_wrid[counter as usize & (ring - 1)];
-        q.rq_tail = counter.wrapping_add(1);
+        wc.wr_id = q.rq_wrid[q.rq.slot(counter)];
+        q.rq.complete_to(counter.wrapping_add(1));
         wc.byte_len = get(e, cqe64::byte_cnt) as u32;
         wc.src_qp = Qpn(get(e, cqe64::rqpn) as u32);
         wc.opcode = WcOpcode::Recv;

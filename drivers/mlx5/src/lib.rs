@@ -10,6 +10,9 @@
 //!   PD/TD/UAR/MKeys/CQs/QPs, SRQs (RMP: `create_srq`, `post_srq_recv`, `arm_srq`, QPs on them by
 //!   `create_qp_srq`, many QPs per CQ), QP state transitions, [`Mlx5::shutdown`] reclaiming every page.
 //! - [`teardown`]: the TEARDOWN_HCA ladder (graceful, fast teardown, force close).
+//! - [`ring`]: the one ring type of every work queue ([`ring::WorkRing`]: QP SQ/RQ, SRQ, raw
+//!   Ethernet SQ/RQ) and of every CQ ([`ring::CompletionRing`]): room, slot, WQE copy, doorbell
+//!   record and UAR doorbell, CQE ownership and consumer index.
 //! - [`datapath`]: `post_send`/`post_recv`/`poll_cq` straight on the rings.
 //! - [`group`]: [`QueueGroup`], the rings of one poll group (CQ, SRQ, its QPs' send queues, its
 //!   own UAR page) as an object of its own that implements `rdma::DataPath` without the device.
@@ -38,6 +41,7 @@ pub mod mgmt_tap;
 mod objindex;
 pub mod pages;
 pub mod raw;
+pub mod ring;
 pub mod selftest;
 pub mod teardown;
 pub mod trace;

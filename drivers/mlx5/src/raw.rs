@@ -6,16 +6,17 @@
 //! remaining frame to the RQ; frames are sent inline (the whole frame in the Ethernet segment's
 //! inline header), which suits ARP-sized control traffic.
 //!
-//! The ring mechanics (room, WQEBB copy with wrap, doorbell records, the UAR doorbell write) and
-//! CQ polling are the data path's (`datapath::{put_wqe, sq_doorbell, rq_doorbell, poll_ring}`),
-//! as for RC/UD queues; the Ethernet WQE's segments are this file's own.
+//! The SQ and RQ are [`WorkRing`]s and the CQs are polled by their [`crate::ring::CompletionRing`]
+//! (room, WQEBB copy with wrap, doorbell records, the UAR doorbell write, CQE ownership), as for
+//! RC/UD queues; the Ethernet WQE's segments are this file's own.
 
 use crate::cmd::{op, MAX_MSG};
-use crate::datapath::{cqe_op, poll_ring, put_wqe, ring_has_room, rq_doorbell, sq_doorbell, wqe_op, WQEBB};
+use crate::datapath::{cqe_op, poll_ring, wqe_op, WQEBB};
 use crate::device::Mlx5;
 use crate::error::Error;
 use crate::ifc::*;
 use crate::layout::{get, set, Field};
+use crate::ring::WorkRing;
 use hal::{DmaRegion, Hal, Mmio};
 use mlx5_ifc::{ctrl_flags, flow};
 use rdma::{Completion, Cqn, WcStatus};
@@ -23,7 +24,9 @@ use rdma::{Completion, Cqn, WcStatus};
 const LOG_SQ: u8 = 6; // 64 WQEBBs
 const LOG_RQ: u8 = 6; // 64 receive buffers
 const RX_BUF: usize = 2048;
-/// The doorbell records in `RawEth::dbr`: the SQ's at 0, the RQ's at 32.
+/// log2 of a receive WQE (one data segment).
+const LOG_RQ_STRIDE: u8 = 4;
+/// The doorbell records in `RawEth::dbr`: the SQ's at 0 (its DBR[1]), the RQ's at 32 (DBR[0]).
 const SQ_DBR: usize = 0;
 const RQ_DBR: usize = 32;
 const WQ_CYCLIC: u64 = mlx5_ifc::wq_type::CYCLIC as u64;
@@ -62,9 +65,8 @@ pub struct RawEth<D> {
     rx: D,
     /// Send buffers, one per SQ WQEBB slot (a gathered frame uses the slot its WQE starts at).
     tx: D,
-    sq_pi: u16,
-    sq_ci: u16,
-    rq_head: u16,
+    sq: WorkRing,
+    rq: WorkRing,
     /// Reserved lkey (the WQs are created with rlky: physical addresses).
     lkey: u32,
     /// Frames sent / received / dropped for errors.
@@ -93,7 +95,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let tx_cq = self.create_cq(LOG_SQ)?;
         let rx_cq = self.create_cq(LOG_RQ)?;
         let sq_buf = self.hal.dma_alloc((1 << LOG_SQ) * WQEBB, 4096)?;
-        let rq_buf = self.hal.dma_alloc((1 << LOG_RQ) * 16, 4096)?;
+        let rq_buf = self.hal.dma_alloc((1 << LOG_RQ) << LOG_RQ_STRIDE, 4096)?;
         let dbr = self.hal.dma_alloc(64, 64)?; // SQ_DBR, RQ_DBR
         let rx = self.hal.dma_alloc((1 << LOG_RQ) * RX_BUF, 4096)?;
         let tx = self.hal.dma_alloc((1 << LOG_SQ) * TX_BUF, 4096)?;
@@ -116,9 +118,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             dbr,
             rx,
             tx,
-            sq_pi: 0,
-            sq_ci: 0,
-            rq_head: 0,
+            sq: WorkRing::send(0, LOG_SQ, SQ_DBR),
+            rq: WorkRing::receive(0, LOG_RQ, LOG_RQ_STRIDE, RQ_DBR),
             lkey: self.reserved_lkey().0,
             tx_frames: 0,
             rx_frames: 0,
@@ -176,7 +177,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             (wq::wq_type.at(w), WQ_CYCLIC),
             (wq::pd.at(w), pd as u64),
             (wq::dbr_addr.at(w), raw.dbr.paddr() + RQ_DBR as u64),
-            (wq::log_wq_stride.at(w), 4),
+            (wq::log_wq_stride.at(w), LOG_RQ_STRIDE as u64),
             (wq::log_wq_pg_sz.at(w), 0),
             (wq::log_wq_sz.at(w), LOG_RQ as u64),
             (Field { off: create_rq_in::LAYOUT.size as u32 * 8, width: 64 }, raw.rq_buf.paddr()),
@@ -313,8 +314,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         if frame.len() > MAX_FRAME || frame.len() < 14 {
             return Err(Error::InvalidArgument("frame size"));
         }
-        let ring = 1usize << LOG_SQ;
-        let pi = raw.sq_pi;
+        let pi = raw.sq.pi();
         let len = frame.len().max(60);
         let gather = frame.len() > MAX_INLINE_FRAME;
         let inline = if gather { INLINE_HDR } else { len };
@@ -327,13 +327,13 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         if gather {
             w[at..at + INLINE_HDR].copy_from_slice(&frame[..INLINE_HDR]);
             let tail = &frame[INLINE_HDR..];
-            let slot = pi as usize & (ring - 1);
+            let slot = raw.sq.slot(pi);
             let d = &mut w[total..total + 16];
             set(d, wqe_data_seg::byte_count, tail.len() as u64);
             set(d, wqe_data_seg::lkey, raw.lkey as u64);
             set(d, wqe_data_seg::addr, raw.tx.paddr() + (slot * TX_BUF) as u64);
             total += 16;
-            if !ring_has_room(raw.sq_pi, raw.sq_ci, LOG_SQ, total.div_ceil(WQEBB)) {
+            if !raw.sq.has_room(total.div_ceil(WQEBB)) {
                 return Err(Error::InvalidArgument("raw send queue full"));
             }
             raw.tx.write(slot * TX_BUF, tail);
@@ -341,7 +341,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             w[at..at + frame.len()].copy_from_slice(frame);
         }
         let nbb = total.div_ceil(WQEBB);
-        if !ring_has_room(raw.sq_pi, raw.sq_ci, LOG_SQ, nbb) {
+        if !raw.sq.has_room(nbb) {
             return Err(Error::InvalidArgument("raw send queue full"));
         }
         set(&mut w, wqe_ctrl_seg::wqe_index, pi as u64);
@@ -349,10 +349,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut w, wqe_ctrl_seg::qpn, raw.sqn as u64);
         set(&mut w, wqe_ctrl_seg::ds, (total / 16) as u64);
         set(&mut w, wqe_ctrl_seg::fm_ce_se, ctrl_flags::CQ_UPDATE as u64);
-        let first8 = put_wqe(&raw.sq_buf, 0, LOG_SQ, pi, &w, nbb);
-        raw.sq_pi = pi.wrapping_add(nbb as u16);
+        let first8 = raw.sq.put_wqe(&raw.sq_buf, &w, nbb);
+        raw.sq.advance(nbb as u16);
         raw.tx_frames += 1;
-        sq_doorbell(&raw.dbr, SQ_DBR, raw.sq_pi, &self.bar, uar, first8);
+        raw.sq.ring_doorbell(&raw.dbr, &self.bar, uar, first8);
         Ok(())
     }
 
@@ -367,7 +367,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             let n = poll_ring(cq, &mut done, |e| Some(Completion { wr_id: get(e, cqe64::wqe_counter), ..Completion::default() }));
             for c in &done[..n] {
                 let counter = c.wr_id as u16;
-                raw.sq_ci = counter.wrapping_add(frame_bbs(&raw.sq_buf, counter, LOG_SQ));
+                raw.sq.complete_to(counter.wrapping_add(frame_bbs(&raw.sq_buf, &raw.sq, counter)));
             }
             if n < done.len() {
                 break;
@@ -397,7 +397,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                 })
             });
             for c in &done[..got] {
-                let slot = (c.wr_id as usize) & ((1 << LOG_RQ) - 1);
+                let slot = raw.rq.slot(c.wr_id as u16);
                 let len = (c.byte_len as usize).min(RX_BUF);
                 if c.status == WcStatus::Success {
                     raw.rx.read(slot * RX_BUF, &mut buf[..len]);
@@ -431,23 +431,23 @@ pub struct RawStats {
     pub rx_errors: u64,
 }
 
-/// WQEBBs of the raw WQE starting at `idx` (from its ctrl segment's ds).
-fn frame_bbs<D: DmaRegion>(sq: &D, idx: u16, log: u8) -> u16 {
-    let slot = (idx as usize) & ((1 << log) - 1);
+/// WQEBBs of the raw WQE starting at `idx` of `ring` (from its ctrl segment's ds).
+fn frame_bbs<D: DmaRegion>(buf: &D, ring: &WorkRing, idx: u16) -> u16 {
     let mut c = [0u8; 16];
-    sq.read(slot * WQEBB, &mut c);
+    buf.read(ring.offset(idx), &mut c);
     let ds = get(&c, wqe_ctrl_seg::ds) as usize;
     (ds * 16).div_ceil(WQEBB).max(1) as u16
 }
 
-/// Post receive buffer `rq_head` (buffer slot = WQE slot) and bump the RQ doorbell record.
+/// Post the receive buffer of the RQ's next slot (buffer slot = WQE slot) and bump the RQ
+/// doorbell record.
 fn post_rx<D: DmaRegion>(raw: &mut RawEth<D>) {
-    let slot = (raw.rq_head as usize) & ((1 << LOG_RQ) - 1);
-    let mut w = [0u8; 16];
+    let slot = raw.rq.slot(raw.rq.pi());
+    let mut w = [0u8; 1 << LOG_RQ_STRIDE];
     set(&mut w, wqe_data_seg::byte_count, RX_BUF as u64);
     set(&mut w, wqe_data_seg::lkey, raw.lkey as u64);
     set(&mut w, wqe_data_seg::addr, raw.rx.paddr() + (slot * RX_BUF) as u64);
-    raw.rq_buf.write(slot * 16, &w);
-    raw.rq_head = raw.rq_head.wrapping_add(1);
-    rq_doorbell(&raw.dbr, RQ_DBR, raw.rq_head);
+    raw.rq.put(&raw.rq_buf, &w);
+    raw.rq.advance(1);
+    raw.rq.write_record(&raw.dbr);
 }

@@ -20,18 +20,15 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             return Err(Error::InvalidArgument("CQ size"));
         }
         let eqn = self.eq.as_ref().map(|e| e.eqn).ok_or(Error::InvalidArgument("no EQ"))?;
-        let bytes = (1usize << log_size) * cqe64::LAYOUT.size;
-        let npages = bytes.div_ceil(PAGE);
+        let ring = CompletionRing::new(log_size);
+        let npages = ring.bytes().div_ceil(PAGE);
         let in_len = create_cq_in::pas.byte() + 8 * npages;
         if in_len > MAX_MSG {
             return Err(Error::InvalidArgument("CQ too large"));
         }
         let buf = self.hal.dma_alloc(npages * PAGE, PAGE)?;
         let dbr = self.hal.dma_alloc(64, 64)?;
-        for i in 0..(1usize << log_size) {
-            // opcode INVALID (0xF) in op_own, owner 0.
-            buf.write_u8(i * cqe64::LAYOUT.size + cqe64::op_own.byte(), 0xf0);
-        }
+        ring.init(&buf, &dbr);
         self.begin(op::CREATE_CQ, 0, in_len);
         let c = create_cq_in::cq_context;
         set(&mut self.inb, cqc::cqe_sz.at(c), 0);
@@ -43,13 +40,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         for i in 0..npages {
             set(&mut self.inb, create_cq_in::pas.index(i as u32), buf.paddr() + (i * PAGE) as u64);
         }
-        // Doorbell record: set_ci = 0; arm word = sequence 2, no command: "polling mode", so the
-        // adapter's doorbell recovery leaves the CQ alone (Linux dr_send.c dr_create_cq).
-        dbr.write_be32(0, 0);
-        dbr.write_be32(4, CQ_DB_POLLING_ARM);
         self.run(in_len, create_cq_out::LAYOUT.size)?;
         let cqn = Cqn(self.out(create_cq_out::cqn) as u32);
-        Ok(Cq { cqn, buf, dbr, log_size, ci: 0, broken: false })
+        Ok(Cq { cqn, buf, dbr, ring, broken: false })
     }
 
     pub fn destroy_cq(&mut self, cqn: Cqn) -> Result<(), Error> {

@@ -29,16 +29,12 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 /// Take QP `qpn`'s CQEs out of `c`; with `on_srq` its receives go back to `srq`. Returns the
 /// CQEs taken out and the receives `srq` did not know (counted as bad CQEs).
 pub(crate) fn clean_ring<D: DmaRegion>(c: &mut Cq<D>, qpn: Qpn, on_srq: bool, srq: Option<&mut Srq<D>>) -> (u64, u64) {
-    let (size, ci, log) = (1u32 << c.log_size, c.ci, c.log_size);
+    let (r, ci) = (c.ring, c.ring.ci());
     let own = cqe64::op_own.byte();
-    let at = |i: u32| ((i & (size - 1)) as usize) * cqe64::LAYOUT.size;
-    let sw_owned = |buf: &D, i: u32| {
-        let op_own = buf.read_u8(at(i) + own);
-        (op_own >> 4) != cqe_op::INVALID && u32::from(op_own & 1) == (i >> log) & 1
-    };
+    let at = |i: u32| r.offset(i);
     // The CQEs software owns now: [ci, pi).
     let mut pi = ci;
-    while pi.wrapping_sub(ci) < size && sw_owned(&c.buf, pi) {
+    while pi.wrapping_sub(ci) < r.size() && r.sw_owned(&c.buf, pi) {
         pi = pi.wrapping_add(1);
     }
     core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
@@ -66,9 +62,7 @@ pub(crate) fn clean_ring<D: DmaRegion>(c: &mut Cq<D>, qpn: Qpn, on_srq: bool, sr
     if freed == 0 {
         return (0, 0);
     }
-    c.ci = ci.wrapping_add(freed);
-    core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-    c.dbr.write_be32(0, c.ci & 0xff_ffff);
+    c.ring.consume(&c.dbr, freed);
     let mut bad = 0;
     if let Some(s) = srq {
         // Oldest first, as the adapter consumed them.

@@ -26,6 +26,7 @@ use crate::error::Error;
 use crate::health::{self, FwVersion, HealthReport};
 use crate::ifc::*;
 use crate::layout::{get, set, set_bytes, Field};
+use crate::ring::{CompletionRing, WorkRing};
 use hal::{DmaRegion, Hal, Mmio, PhysAddr};
 use rdma::{Access, Cqn, Lkey, Pdn, Qpn, RcConnectAttrs, Rkey};
 
@@ -41,10 +42,6 @@ pub use mlx5_ifc::event;
 pub const GSI_QKEY: u32 = 0x8001_0000;
 /// UAR page offsets: EQ doorbell without arm (mlx5 eq.c / vfio).
 const UAR_EQ_DB_NOARM: usize = mlx5_ifc::uar::EQ_NOARM;
-/// CQ doorbell record arm word for a CQ used in polling mode: arm sequence number 2 in bits
-/// 31:28 (Linux `steering/dr_send.c` writes `2 << 28` "to avoid the HW running db-recovery on a
-/// CQ used in polling mode").
-pub const CQ_DB_POLLING_ARM: u32 = 2 << 28;
 /// QUERY_VPORT_STATE op_mod for the function's own vNIC vport and the `state` value for up
 /// (Linux mlx5_ifc.h MLX5_VPORT_STATE_OP_MOD_VNIC_VPORT, vport.h MLX5_VPORT_STATE_UP).
 const VPORT_STATE_OP_MOD_VNIC: u16 = mlx5_ifc::vport_state::OP_MOD_VNIC_VPORT;
@@ -191,14 +188,12 @@ struct Eq<D> {
     ci: u32,
 }
 
-/// A completion queue: ring of 64-byte CQEs and its doorbell record.
+/// A completion queue: its buffer of 64-byte CQEs and doorbell record, and the ring over them.
 pub struct Cq<D> {
     pub cqn: Cqn,
     pub buf: D,
     pub dbr: D,
-    pub log_size: u8,
-    /// Consumer counter (CQEs taken).
-    pub ci: u32,
+    pub ring: CompletionRing,
     /// The adapter reported a CQ error (overrun, access violation): it writes no more CQEs
     /// here; the work outstanding on its QPs completes as flush errors ([`recovery`]).
     pub broken: bool,
@@ -222,26 +217,21 @@ pub enum QpState {
     Error,
 }
 
-/// A queue pair: one buffer (RQ at 0, SQ after it) and a doorbell record.
+/// A queue pair: one buffer (RQ at 0, SQ after it) and one doorbell record (DBR[0] RQ, DBR[1]
+/// SQ), and the two rings over them.
 pub struct Qp<D> {
     pub qpn: Qpn,
     pub kind: QpKind,
     pub buf: D,
     pub dbr: D,
-    pub log_sq: u8,
-    pub log_rq: u8,
-    /// log2(RQ WQE bytes) - 4.
-    pub log_rq_stride: u8,
+    /// Send ring in WQEBBs (its producer counter is ctrl.wqe_index; completed up to a CQE's
+    /// wqe_counter).
+    pub sq: WorkRing,
+    /// Receive ring in WQEs (unused, size 1, on an SRQ).
+    pub rq: WorkRing,
     pub send_cq: Cqn,
     pub recv_cq: Cqn,
     pub state: QpState,
-    /// SQ producer counter in WQEBBs (ctrl.wqe_index, DBR[1]).
-    pub sq_pi: u16,
-    /// SQ WQEBBs known completed (from CQE wqe_counter).
-    pub sq_ci: u16,
-    /// RQ producer / consumer counters in WQEs.
-    pub rq_head: u16,
-    pub rq_tail: u16,
     /// Per SQ WQEBB slot: work request of the WQE starting there.
     pub(crate) sq_slots: Vec<SqSlot>,
     /// Per RQ WQE slot: wr_id.
@@ -279,13 +269,6 @@ impl<D: DmaRegion> Qp<D> {
         QpCtl { qpn: self.qpn, kind: self.kind, send_cq: self.send_cq, recv_cq: self.recv_cq, dbr: self.dbr.paddr() }
     }
 
-    /// Byte offset of the SQ inside `buf`.
-    pub fn sq_offset(&self) -> usize {
-        if self.srq.is_some() {
-            return 0;
-        }
-        (1usize << self.log_rq) << (self.log_rq_stride + 4)
-    }
 }
 
 /// A memory key: an MTT registration of one physically contiguous buffer.

@@ -133,16 +133,12 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             kind,
             buf,
             dbr,
-            log_sq,
-            log_rq,
-            log_rq_stride,
+            sq: WorkRing::send(rq_bytes, log_sq, 0),
+            // On an SRQ the QP has no RQ: a ring of one entry nothing is posted to.
+            rq: if srq.is_some() { WorkRing::receive(0, 0, 0, 0) } else { WorkRing::receive(0, log_rq, log_rq_stride + 4, 0) },
             send_cq,
             recv_cq,
             state: QpState::Reset,
-            sq_pi: 0,
-            sq_ci: 0,
-            rq_head: 0,
-            rq_tail: 0,
             sq_slots: alloc::vec![SqSlot::default(); 1 << log_sq],
             rq_wrid: alloc::vec![0; 1 << log_rq],
             sq_unrung: None,
@@ -316,7 +312,8 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         self.simple(op::QP_2RST, 0, qp_2rst_in::LAYOUT.size, &[(qp_2rst_in::qpn, qpn.0 as u64)])?;
         let q = &mut self.qps[i];
         q.state = QpState::Reset;
-        (q.sq_pi, q.sq_ci, q.rq_head, q.rq_tail) = (0, 0, 0, 0);
+        q.sq.reset();
+        q.rq.reset();
         q.sq_unrung = None;
         q.dbr.write(0, &[0u8; 8]);
         Ok(())

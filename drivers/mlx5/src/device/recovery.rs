@@ -185,10 +185,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 /// `q`'s outstanding send work as flush errors into `out[*n..]` (as far as it has room); what
 /// was written and not announced is dropped.
 pub(crate) fn flush_sq<D: DmaRegion>(q: &mut Qp<D>, out: &mut [Completion], n: &mut usize) {
-    while *n < out.len() && q.sq_ci != q.sq_pi {
-        let ring = 1usize << q.log_sq;
-        let slot = q.sq_slots[q.sq_ci as usize & (ring - 1)];
-        q.sq_ci = q.sq_ci.wrapping_add(slot.wqebbs.max(1) as u16);
+    while *n < out.len() && !q.sq.is_idle() {
+        let ci = q.sq.ci();
+        let slot = q.sq_slots[q.sq.slot(ci)];
+        q.sq.complete_to(ci.wrapping_add(slot.wqebbs.max(1) as u16));
         let opcode = crate::datapath::slot_wc_opcode(slot.opcode);
         out[*n] = Completion { wr_id: slot.wr_id, status: WcStatus::WrFlushed, opcode, qpn: q.qpn, ..Default::default() };
         *n += 1;
@@ -201,10 +201,10 @@ pub(crate) fn flush_rq<D: DmaRegion>(q: &mut Qp<D>, out: &mut [Completion], n: &
     if q.srq.is_some() {
         return;
     }
-    while *n < out.len() && q.rq_tail != q.rq_head {
-        let ring = 1usize << q.log_rq;
-        let wr_id = q.rq_wrid[q.rq_tail as usize & (ring - 1)];
-        q.rq_tail = q.rq_tail.wrapping_add(1);
+    while *n < out.len() && !q.rq.is_idle() {
+        let ci = q.rq.ci();
+        let wr_id = q.rq_wrid[q.rq.slot(ci)];
+        q.rq.complete_to(ci.wrapping_add(1));
         out[*n] = Completion { wr_id, status: WcStatus::WrFlushed, opcode: WcOpcode::Recv, qpn: q.qpn, ..Default::default() };
         *n += 1;
     }

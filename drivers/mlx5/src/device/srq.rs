@@ -32,12 +32,12 @@ pub struct Srq<D> {
     pub rmpn: u32,
     buf: D,
     dbr: D,
-    log_size: u8,
+    /// The WQEs and their counter (producer counter = WQEs posted, doorbell record dword 0);
+    /// which WQE comes next is the list's, not the counter's.
+    ring: WorkRing,
     /// Next WQE to post; the list's last WQE.
     head: u16,
     tail: u16,
-    /// WQEs posted (doorbell record dword 0).
-    counter: u16,
     /// Per WQE: its successor (a copy of what is written in the buffer), the posted wr_id, and
     /// whether it is posted and not yet completed.
     next: Vec<u16>,
@@ -58,7 +58,7 @@ impl<D: DmaRegion> Srq<D> {
     /// (full) the ones before it are posted.
     pub(crate) fn post_batch(&mut self, wrs: &[RecvWr]) -> Result<(), Error> {
         let mut r = Ok(());
-        let before = self.counter;
+        let before = self.ring.pi();
         for wr in wrs {
             if self.head == self.tail {
                 r = Err(Error::InvalidArgument("SRQ full"));
@@ -69,15 +69,15 @@ impl<D: DmaRegion> Srq<D> {
             set(&mut d, wqe_data_seg::byte_count, wr.sge.len as u64);
             set(&mut d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
             set(&mut d, wqe_data_seg::addr, wr.sge.addr);
-            self.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
+            self.buf.write(self.ring.offset(h as u16) + wqe_srq_next_seg::LAYOUT.size, &d);
             self.wrid[h] = wr.wr_id;
             self.busy[h] = true;
             self.posted += 1;
             self.head = self.next[h];
-            self.counter = self.counter.wrapping_add(1);
+            self.ring.advance(1);
         }
-        if self.counter != before {
-            crate::datapath::rq_doorbell(&self.dbr, 0, self.counter);
+        if self.ring.pi() != before {
+            self.ring.write_record(&self.dbr);
         }
         r
     }
@@ -88,12 +88,12 @@ impl<D: DmaRegion> Srq<D> {
     }
     /// Capacity in receives (one WQE stays back).
     pub fn capacity(&self) -> usize {
-        (1usize << self.log_size) - 1
+        self.ring.size() - 1
     }
     fn set_next(&mut self, i: u16, next: u16) {
         let mut b = [0u8; 2];
         set(&mut b, Field { off: 0, width: 16 }, next as u64);
-        self.buf.write(i as usize * STRIDE + NEXT.byte(), &b);
+        self.buf.write(self.ring.offset(i) + NEXT.byte(), &b);
         self.next[i as usize] = next;
     }
 
@@ -129,17 +129,17 @@ impl<D: DmaRegion> Srq<D> {
         if !self.busy.get(i).copied().unwrap_or(false) {
             return false;
         }
-        self.buf.read(i * STRIDE + wqe_srq_next_seg::LAYOUT.size, &mut d);
+        self.buf.read(self.ring.offset(counter) + wqe_srq_next_seg::LAYOUT.size, &mut d);
         let Some(wr_id) = self.complete(counter) else { return false };
         // `complete` linked one WQE back, so the list has room at its head.
         let h = self.head as usize;
-        self.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
+        self.buf.write(self.ring.offset(h as u16) + wqe_srq_next_seg::LAYOUT.size, &d);
         self.wrid[h] = wr_id;
         self.busy[h] = true;
         self.posted += 1;
         self.head = self.next[h];
-        self.counter = self.counter.wrapping_add(1);
-        crate::datapath::rq_doorbell(&self.dbr, 0, self.counter);
+        self.ring.advance(1);
+        self.ring.write_record(&self.dbr);
         true
     }
 
@@ -194,10 +194,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             rmpn: 0,
             buf,
             dbr,
-            log_size,
+            ring: WorkRing::receive(0, log_size, LOG_STRIDE, 0),
             head: 0,
             tail: (size - 1) as u16,
-            counter: 0,
             next: alloc::vec![0; size],
             wrid: alloc::vec![0; size],
             busy: alloc::vec![false; size],
@@ -252,7 +251,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// Arm the SRQ limit: one SRQ_RQ_LIMIT event when fewer than `lwm` receives remain.
     pub fn arm_srq(&mut self, id: SrqId, lwm: u16) -> Result<(), Error> {
         let s = self.srq(id).ok_or(Error::NoSuchObject { kind: "SRQ", id: id.0 })?;
-        if lwm == 0 || u32::from(lwm) >= 1u32 << s.log_size {
+        if lwm == 0 || usize::from(lwm) >= s.ring.size() {
             return Err(Error::InvalidArgument("SRQ limit"));
         }
         let rmpn = s.rmpn;
