@@ -32,8 +32,9 @@ pub struct Srq<D> {
     pub rmpn: u32,
     buf: D,
     dbr: D,
-    /// The WQEs and their counter (producer counter = WQEs posted, doorbell record dword 0);
-    /// which WQE comes next is the list's, not the counter's.
+    /// The WQEs' ring: its counter (producer counter = WQEs posted, doorbell record dword 0)
+    /// and doorbell record. Which WQE comes next is the list's, not the counter's: a WQE is
+    /// addressed by its list index (`index * STRIDE`).
     ring: WorkRing,
     /// Next WQE to post; the list's last WQE.
     head: u16,
@@ -69,7 +70,7 @@ impl<D: DmaRegion> Srq<D> {
             set(&mut d, wqe_data_seg::byte_count, wr.sge.len as u64);
             set(&mut d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
             set(&mut d, wqe_data_seg::addr, wr.sge.addr);
-            self.buf.write(self.ring.offset(h as u16) + wqe_srq_next_seg::LAYOUT.size, &d);
+            self.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
             self.wrid[h] = wr.wr_id;
             self.busy[h] = true;
             self.posted += 1;
@@ -93,7 +94,7 @@ impl<D: DmaRegion> Srq<D> {
     fn set_next(&mut self, i: u16, next: u16) {
         let mut b = [0u8; 2];
         set(&mut b, Field { off: 0, width: 16 }, next as u64);
-        self.buf.write(self.ring.offset(i) + NEXT.byte(), &b);
+        self.buf.write(i as usize * STRIDE + NEXT.byte(), &b);
         self.next[i as usize] = next;
     }
 
@@ -129,11 +130,11 @@ impl<D: DmaRegion> Srq<D> {
         if !self.busy.get(i).copied().unwrap_or(false) {
             return false;
         }
-        self.buf.read(self.ring.offset(counter) + wqe_srq_next_seg::LAYOUT.size, &mut d);
+        self.buf.read(i * STRIDE + wqe_srq_next_seg::LAYOUT.size, &mut d);
         let Some(wr_id) = self.complete(counter) else { return false };
         // `complete` linked one WQE back, so the list has room at its head.
         let h = self.head as usize;
-        self.buf.write(self.ring.offset(h as u16) + wqe_srq_next_seg::LAYOUT.size, &d);
+        self.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
         self.wrid[h] = wr_id;
         self.busy[h] = true;
         self.posted += 1;
