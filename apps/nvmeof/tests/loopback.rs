@@ -12,10 +12,6 @@ use nvmeof::wire::*;
 use nvmeof::{Error, Status};
 use testbed::soft::SoftFabric;
 
-fn cfg() -> HostConfig {
-    HostConfig { hostnqn: HOSTNQN.into(), io_queues: 2, io_depth: 32, max_io_bytes: 32 * 1024, ..Default::default() }
-}
-
 fn pattern(lba: u64, gen: u64, i: usize) -> u8 {
     (lba.wrapping_mul(31).wrapping_add(gen.wrapping_mul(7)).wrapping_add(i as u64 / 8) ^ (i as u64)) as u8
 }
@@ -104,7 +100,7 @@ fn connect_identify_and_verified_io_qd1_qd32() {
     let fabric = SoftFabric::new();
     let mut w = make_world(&fabric, 8192, &[HOSTNQN]);
     let mut hd = host_dev(&fabric);
-    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
+    let mut host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect");
     let ctrl = host.ctrl.clone().unwrap();
     assert_eq!(ctrl.cntrltype, 1);
     assert_eq!(ctrl.subnqn, SUBNQN);
@@ -169,7 +165,7 @@ fn invalidate_keys_and_no_inline() {
     let fabric = SoftFabric::new();
     let mut w = make_world(&fabric, 2048, &[HOSTNQN]);
     let mut hd = host_dev(&fabric);
-    let c = HostConfig { invalidate: true, inline_writes: false, ..cfg() };
+    let c = HostConfig { invalidate: true, inline_writes: false, ..host_cfg() };
     let mut host = Host::connect(&mut hd, &mut w, c, SUBNQN).expect("connect");
     verified_io(&mut host, &mut hd, &mut w, 2000, 8, 3);
     assert!(w.target.stats().send_invalidate > 2000);
@@ -182,7 +178,7 @@ fn discovery_lists_only_allowed_subsystems() {
     let fabric = SoftFabric::new();
     let mut w = make_world(&fabric, 64, &[HOSTNQN]);
     let mut hd = host_dev(&fabric);
-    let e = Host::discover(&mut hd, &mut w, cfg()).expect("discover");
+    let e = Host::discover(&mut hd, &mut w, host_cfg()).expect("discover");
     assert_eq!(e.len(), 1);
     assert_eq!(e[0].subnqn, SUBNQN);
     assert_eq!(e[0].traddr, "10.0.0.1");
@@ -200,19 +196,19 @@ fn host_not_on_allow_list_is_refused() {
     let fabric = SoftFabric::new();
     let mut w = make_world(&fabric, 64, &["nqn.2014-08.org.nvmexpress:uuid:someone-else"]);
     let mut hd = host_dev(&fabric);
-    match Host::connect(&mut hd, &mut w, cfg(), SUBNQN) {
+    match Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN) {
         Err(Error::Nvme(s)) => assert_eq!(s, Status::CONNECT_INVALID_HOST),
         Err(e) => panic!("unexpected {e:?}"),
         Ok(_) => panic!("connected"),
     }
-    match Host::connect(&mut hd, &mut w, cfg(), OTHER_NQN) {
+    match Host::connect(&mut hd, &mut w, host_cfg(), OTHER_NQN) {
         Err(Error::Nvme(s)) => assert_eq!(s, Status::CONNECT_INVALID_HOST),
         _ => panic!("expected refusal"),
     }
     assert_eq!(w.target.core.stats.connects_refused, 2);
     assert_eq!(w.target.core.live_ctrls(), 0);
     // Discovery shows this host nothing.
-    let e = Host::discover(&mut hd, &mut w, cfg()).expect("discover");
+    let e = Host::discover(&mut hd, &mut w, host_cfg()).expect("discover");
     assert!(e.is_empty());
 }
 
@@ -221,7 +217,7 @@ fn keep_alive_expiry_frees_controller_and_host_reconnects() {
     let fabric = SoftFabric::new();
     let mut w = make_world(&fabric, 1024, &[HOSTNQN]);
     let mut hd = host_dev(&fabric);
-    let c = HostConfig { kato_ms: 2000, ..cfg() };
+    let c = HostConfig { kato_ms: 2000, ..host_cfg() };
     let mut host = Host::connect(&mut hd, &mut w, c, SUBNQN).expect("connect");
     // A host that keeps ticking stays alive for 10 simulated seconds.
     for _ in 0..100 {
@@ -277,7 +273,7 @@ fn io_traffic_alone_keeps_the_controller_alive() {
     let fabric = SoftFabric::new();
     let mut w = make_world(&fabric, 1024, &[HOSTNQN]);
     let mut hd = host_dev(&fabric);
-    let c = HostConfig { kato_ms: 2000, ..cfg() };
+    let c = HostConfig { kato_ms: 2000, ..host_cfg() };
     let mut host = Host::connect(&mut hd, &mut w, c, SUBNQN).expect("connect");
     let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 4];
     for i in 0..100u64 {
@@ -315,7 +311,7 @@ fn bench_prints_report_and_json() {
     let mut w = make_world(&fabric, 4096, &[HOSTNQN]);
     w.target.set_turnaround_clock(wall_ns);
     let mut hd = host_dev(&fabric);
-    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
+    let mut host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect");
     let bc = BenchConfig { pattern: Pattern::RandMix { read_pct: 70 }, block_size: 4096, queue_depth: 16, duration_ns: 1_000_000_000_000, max_ios: 3000, seed: 5 };
     let r = host.bench(&mut hd, &mut w, 1, &bc).unwrap();
     assert_eq!(r.ios, 3000);
@@ -352,7 +348,7 @@ fn namespace_change_raises_aen() {
     let fabric = SoftFabric::new();
     let mut w = make_world(&fabric, 64, &[HOSTNQN]);
     let mut hd = host_dev(&fabric);
-    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
+    let mut host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect");
     w.target.core.notify_ns_changed(SUBNQN, 1);
     for _ in 0..10 {
         use nvmeof::host::HostEnv;
@@ -369,23 +365,6 @@ fn namespace_change_raises_aen() {
     assert_eq!(u32::from_le_bytes(l[0..4].try_into().unwrap()), 0, "cleared by RAE=0 read");
 }
 
-/// 4 KiB random reads at QD1 on a RAM namespace: the workload `scripts/tests.d/40-nvmeof-ir`
-/// runs under callgrind to count target fast-path instructions per I/O.
-#[test]
-fn qd1_4k_reads_for_profiling() {
-    let n: u64 = std::env::var("NVMEOF_PROFILE_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
-    let fabric = SoftFabric::new();
-    let mut w = make_world(&fabric, 8192, &[HOSTNQN]);
-    let mut hd = host_dev(&fabric);
-    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
-    let before = w.target.stats().responses;
-    let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: u64::MAX / 4, max_ios: n, seed: 9 };
-    let r = host.bench(&mut hd, &mut w, 1, &bc).unwrap();
-    assert_eq!((r.ios, r.errors), (n, 0));
-    assert_eq!(w.target.stats().responses - before, n + host.stats.keep_alives);
-    assert_eq!(w.target.stats().io_copy_bytes, 0);
-    println!("NVMEOF-PROFILE-IOS {n}");
-}
 
 /// Abort (admin 0x08): parsed (CDW10 = CID << 16 | SQID); nothing is ever queued inside the
 /// target, so the answer is "not aborted" (DW0 bit 0 = 1); an SQID the controller never had
@@ -395,7 +374,7 @@ fn abort_is_parsed_and_answered_not_aborted() {
     let fabric = SoftFabric::new();
     let mut w = make_world(&fabric, 256, &[HOSTNQN]);
     let mut hd = host_dev(&fabric);
-    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
+    let mut host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect");
     let abort = |sqid: u32, cid: u32| {
         let mut s = Sqe::zeroed();
         s.opcode = admin_op::ABORT;
@@ -427,7 +406,7 @@ fn controller_reset_tears_down_io_queues() {
     let fabric = SoftFabric::new();
     let mut w = make_world(&fabric, 256, &[HOSTNQN]);
     let mut hd = host_dev(&fabric);
-    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
+    let mut host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect");
     assert_eq!(w.target.queues(), 3, "admin + 2 I/O queues");
     let io_qps_before = w.target.stats().conns_closed;
     host.admin_raw(&mut hd, &mut w, nvmeof::host::property_set_sqe(prop::CC, 0), None).expect("CC.EN = 0");
@@ -453,7 +432,7 @@ fn device_latency_is_timed_per_namespace() {
     let mut w = make_world(&fabric, 4096, &[HOSTNQN]);
     assert!(w.target.core.set_device_clock(wall_ns));
     let mut hd = host_dev(&fabric);
-    let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
+    let mut host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect");
     verified_io(&mut host, &mut hd, &mut w, 400, 8, 3);
     let c = w.target.core.stats;
     let ns: Vec<_> = w.target.core.namespace_stats().collect();

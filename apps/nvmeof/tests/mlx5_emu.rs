@@ -138,29 +138,6 @@ fn measure_target_over_mlx5_and_emulated_connectx() {
     assert_eq!(w.target.queues(), 0);
 }
 
-/// 4 KiB random I/O over mlx5 + emulated ConnectX with a RAM namespace: the workload
-/// `scripts/bench-nvmeof` runs under callgrind (collecting only `RdmaTarget::poll`, i.e. the
-/// target, the mlx5 driver calls it makes and the namespace, not the adapter model's own loop).
-/// `NVMEOF_PROFILE_OP=read|write` (writes use keyed SGLs: RDMA READ of the host's data),
-/// `NVMEOF_PROFILE_QD` (default 1), `NVMEOF_PROFILE_IOS`.
-#[test]
-fn target_4k_for_profiling_mlx5() {
-    let n: u64 = std::env::var("NVMEOF_PROFILE_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
-    let qd: u16 = std::env::var("NVMEOF_PROFILE_QD").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-    let write = std::env::var("NVMEOF_PROFILE_OP").is_ok_and(|v| v == "write");
-    let (mut w, mut h) = setup();
-    let cfg = HostConfig { inline_writes: false, ..host_cfg(qd) };
-    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
-    let pattern = if write { Pattern::RandWrite } else { Pattern::RandRead };
-    let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 3 };
-    let zc0 = ns_of(&mut w).zero_copy;
-    let r = host.bench(&mut h.v, &mut w, 1, &bc).unwrap();
-    assert_eq!((r.ios, r.errors), (n, 0));
-    if !write {
-        assert_eq!(ns_of(&mut w).zero_copy - zc0, n, "every read zero-copy");
-    }
-    println!("NVMEOF-PROFILE-IOS {n} op={} qd={qd}", if write { "write" } else { "read" });
-}
 
 /// A Write that lands while a zero-copy Read of the same blocks is still being sent from
 /// namespace memory is held until that Read's response completed: the Read returns the old
@@ -550,17 +527,3 @@ fn measure_initiator_keys_over_mlx5() {
     }
 }
 
-/// 4 KiB random reads at QD1 for callgrind on the initiator (`Host::submit` + `Host::poll`):
-/// `NVMEOF_HOST_KEYS=static` for the long-lived keys, per-I/O keys otherwise.
-#[test]
-fn qd1_4k_reads_for_profiling_host_keys() {
-    let n: u64 = std::env::var("NVMEOF_PROFILE_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
-    let per_io = std::env::var("NVMEOF_HOST_KEYS").map_or(true, |v| v != "static");
-    let (mut w, mut h) = setup();
-    let cfg = HostConfig { per_io_keys: per_io, ..host_cfg(1) };
-    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
-    let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: u64::MAX / 4, max_ios: n, seed: 3 };
-    let r = host.bench(&mut h.v, &mut w, 1, &bc).unwrap();
-    assert_eq!((r.ios, r.errors), (n, 0));
-    println!("NVMEOF-PROFILE-IOS {n} per-io-keys={per_io}");
-}

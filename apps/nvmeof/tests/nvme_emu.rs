@@ -14,36 +14,15 @@
 use std::fmt::Write as _;
 
 use hal::DmaRegion;
-use nvme::{Config, Controller, NvmeNamespace};
 use nvmeof::bench::{BenchConfig, Pattern, Rng};
 use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
 use nvmeof::Status;
 use rdma::Control;
-use testbed::nvme_drive::{DriveNs, DriveState, NvmeDrive};
-use testbed::{Node, SimHal};
+use testbed::nvme_drive::NvmeDrive;
+use testbed::Node;
 
 use crate::emu_pair;
 use emu_pair::*;
-
-type Ns = NvmeNamespace<'static, SimHal, NvmeDrive>;
-type NvmeWorld = World<Ns>;
-
-/// The pair, namespace 1 on the emulated drive (64 MiB of 512-byte blocks, volatile write
-/// cache on, MDTS 128 KiB, one I/O queue pair of 128 entries). The drive's controller lives
-/// as long as the test process (the namespace borrows it).
-fn setup_nvme() -> (NvmeWorld, Node, NvmeDrive) {
-    let mut drive = None;
-    let (w, h) = setup_on(2, 1, |t| {
-        let st = DriveState { vwc: 1, wce: true, namespaces: vec![DriveNs::new(1, NS_BYTES / 512)], ..DriveState::default() };
-        let d = NvmeDrive::with_state(t.hal.mem(), st);
-        drive = Some(d.clone());
-        let ctrl = Box::leak(Box::new(Controller::init(t.hal.clone(), d, Config::default()).expect("drive up")));
-        let info = ctrl.identify_namespace(1).expect("identify");
-        let q = ctrl.create_io_queue_pair(128).expect("I/O queue");
-        NvmeNamespace::new(ctrl, info, q).expect("namespace")
-    });
-    (w, h, drive.expect("built"))
-}
 
 #[derive(Clone, Copy)]
 struct Snap {
@@ -147,27 +126,6 @@ fn measure_target_over_nvme_drive() {
     host.disconnect(&mut h.v, &mut w).expect("disconnect");
 }
 
-/// 4 KiB random I/O to the NVMe-backed namespace: the workload `scripts/bench-nvmeof` runs
-/// under callgrind (collecting `RdmaTarget::poll` and what it calls: the target, the mlx5 and
-/// NVMe driver calls; the emulated drive runs inside the NVMe doorbell write and is excluded
-/// by crate). `NVMEOF_PROFILE_OP=read|write`, `NVMEOF_PROFILE_QD` (default 1),
-/// `NVMEOF_PROFILE_IOS`.
-#[test]
-fn target_4k_for_profiling_nvme() {
-    let n: u64 = std::env::var("NVMEOF_PROFILE_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
-    let qd: u16 = std::env::var("NVMEOF_PROFILE_QD").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-    let write = std::env::var("NVMEOF_PROFILE_OP").is_ok_and(|v| v == "write");
-    let (mut w, mut h, d) = setup_nvme();
-    let cfg = HostConfig { inline_writes: false, ..host_cfg(qd) };
-    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
-    let pattern = if write { Pattern::RandWrite } else { Pattern::RandRead };
-    let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 3 };
-    let c0 = d.state().io_commands;
-    let r = host.bench(&mut h.v, &mut w, 1, &bc).unwrap();
-    assert_eq!((r.ios, r.errors), (n, 0));
-    assert_eq!(d.state().io_commands - c0, n, "every I/O reached the drive");
-    println!("NVMEOF-PROFILE-IOS {n} op={} qd={qd} nvme", if write { "write" } else { "read" });
-}
 
 /// The drive's media and PI errors reach the host as the drive reported them (DNR kept), one
 /// drive command per host command (no retries); Write Zeroes beyond MDTS but within the

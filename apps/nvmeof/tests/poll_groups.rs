@@ -95,10 +95,6 @@ fn verified_spread(w: &mut World, h: &mut Node, host: &mut Host<V>, queues: &[u1
     total
 }
 
-fn four_queues(depth: u16) -> HostConfig {
-    HostConfig { io_queues: 4, io_depth: depth, max_io_bytes: 4096, inline_writes: false, ..host_cfg(depth) }
-}
-
 /// 1, 2 and 4 poll groups: 4 I/O queues, 10,000 verified random 4 KiB writes and as many
 /// reads at QD32 per queue; every group serves queues (admin + I/O handed out round-robin).
 #[test]
@@ -242,43 +238,6 @@ fn more_connections_than_srq_buffers() {
     assert_eq!(w.target.stats().wc_errors, 0);
 }
 
-/// For `scripts/bench-nvmeof` (NVMEOF-SCALING, callgrind on `RdmaTarget::poll`):
-/// `NVMEOF_PROFILE_IOS` random 4 KiB reads spread over 4 I/O queues at QD8 each (QD32 in
-/// all), the queues over `NVMEOF_PROFILE_GROUPS` poll groups (default 1), one thread.
-#[test]
-fn spread_4k_reads_for_profiling() {
-    let n: usize = std::env::var("NVMEOF_PROFILE_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
-    let groups: usize = std::env::var("NVMEOF_PROFILE_GROUPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-    let (mut w, mut h) = setup_groups(4, groups);
-    let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect");
-    let mut rng = Rng::new(3);
-    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 64];
-    let mut per_q = [0usize; 5];
-    let (mut sent, mut finished) = (0, 0);
-    while finished < n {
-        for q in 1..=4u16 {
-            while per_q[q as usize] < 8 && sent < n {
-                let slot = host.alloc_slot(q).expect("slot");
-                let lba = (rng.next() % (NS_BYTES / 4096 - 1)) * 8;
-                host.submit(&mut h.v, q, slot, IoKind::Read, 1, lba, 8, w.clock.now_ns()).expect("submit");
-                per_q[q as usize] += 1;
-                sent += 1;
-            }
-        }
-        h.v.poll();
-        let got = host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll");
-        for d in &done[..got] {
-            assert!(d.status.is_success(), "{:?}", d.status);
-            per_q[d.queue as usize] -= 1;
-            finished += 1;
-        }
-        w.turn();
-    }
-    for g in 0..groups {
-        assert!(w.target.group_stats(g).capsules > 0, "group {g} idle");
-    }
-    println!("NVMEOF-PROFILE-IOS {n} op=read qd=32 queues=4 groups={groups}");
-}
 
 /// The target's adapter fails while two groups serve: each group learns it on its next turn
 /// (its CQ flushes what was outstanding), the queues close, and the groups, whose objects the

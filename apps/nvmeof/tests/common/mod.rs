@@ -10,7 +10,7 @@ use std::rc::{Rc, Weak};
 
 use blockdev::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
 use hal::{DmaRegion, DmaSlice, Hal, PhysAddr};
-use nvmeof::host::{ConnectPoll, HostEnv};
+use nvmeof::host::{ConnectPoll, HostConfig, HostEnv};
 use nvmeof::nvmet::rdma::RdmaTarget;
 use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
 use testbed::soft::{SoftBuf, SoftDevice, SoftError, SoftFabric};
@@ -309,6 +309,12 @@ pub fn world_cfg() -> TargetConfig {
         max_ctrls: 8,
         ..TargetConfig::default()
     }
+}
+
+/// The initiator's configuration of the soft-verbs tests: 2 I/O queues of depth 32, 32 KiB
+/// transfers.
+pub fn host_cfg() -> HostConfig {
+    HostConfig { hostnqn: HOSTNQN.into(), io_queues: 2, io_depth: 32, max_io_bytes: 32 * 1024, ..Default::default() }
 }
 
 pub fn make_world(fabric: &SoftFabric, blocks: u64, allowed: &[&str]) -> World {

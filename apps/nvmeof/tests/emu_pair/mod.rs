@@ -2,17 +2,20 @@
 //! run the mlx5 driver (`Mlx5Verbs`) against an emulated ConnectX, the two ports joined by a
 //! clocked in-process link, a direct "CM"; the target serves a blockdev `RamNamespace` in its
 //! node's physical memory (or, [`setup_on`], any block device built on the target node, e.g.
-//! the NVMe driver over the emulated drive). Used by `mlx5_emu`, `poll_groups`, `nvme_emu`.
+//! the NVMe driver over the emulated drive). Used by `mlx5_emu`, `poll_groups`, `nvme_emu` and the
+//! `profiled` binary.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 
 use blockdev::{BlockDevice, RamNamespace};
+use nvme::{Config, Controller, NvmeNamespace};
 use emu_roce::Impairments;
 use nvmeof::host::{ConnectPoll, HostConfig, HostEnv};
 use nvmeof::nvmet::rdma::RdmaTarget;
 use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
 use rdma::{Access, Control, Qpn, RcConnectAttrs};
+use testbed::nvme_drive::{DriveNs, DriveState, NvmeDrive};
 use testbed::{Clocked, ConnectX, Node, Options, SimClock, SimHal};
 
 pub type V = testbed::Verbs;
@@ -221,6 +224,11 @@ pub fn host_cfg(depth: u16) -> HostConfig {
     HostConfig { hostnqn: HOSTNQN.into(), io_queues: 1, io_depth: depth, max_io_bytes: 128 * 1024, ..Default::default() }
 }
 
+/// 4 I/O queues of `depth`, 4 KiB transfers, keyed-SGL writes (the poll-group tests' host).
+pub fn four_queues(depth: u16) -> HostConfig {
+    HostConfig { io_queues: 4, io_depth: depth, max_io_bytes: 4096, inline_writes: false, ..host_cfg(depth) }
+}
+
 pub fn ns_of(w: &mut World) -> &mut RamNamespace<SimHal> {
     w.target.core.namespace_dev(SUBNQN, 1).expect("namespace")
 }
@@ -228,4 +236,24 @@ pub fn ns_of(w: &mut World) -> &mut RamNamespace<SimHal> {
 /// The byte at offset `i` of the block written at `lba` (verified I/O).
 pub fn pattern(lba: u64, i: usize) -> u8 {
     (lba.wrapping_mul(131) as usize ^ i.wrapping_mul(7)) as u8
+}
+
+pub type NvmeNs = NvmeNamespace<'static, SimHal, NvmeDrive>;
+pub type NvmeWorld = World<NvmeNs>;
+
+/// The pair, namespace 1 on the emulated drive (64 MiB of 512-byte blocks, volatile write
+/// cache on, MDTS 128 KiB, one I/O queue pair of 128 entries). The drive's controller lives
+/// as long as the test process (the namespace borrows it).
+pub fn setup_nvme() -> (NvmeWorld, Node, NvmeDrive) {
+    let mut drive = None;
+    let (w, h) = setup_on(2, 1, |t| {
+        let st = DriveState { vwc: 1, wce: true, namespaces: vec![DriveNs::new(1, NS_BYTES / 512)], ..DriveState::default() };
+        let d = NvmeDrive::with_state(t.hal.mem(), st);
+        drive = Some(d.clone());
+        let ctrl = Box::leak(Box::new(Controller::init(t.hal.clone(), d, Config::default()).expect("drive up")));
+        let info = ctrl.identify_namespace(1).expect("identify");
+        let q = ctrl.create_io_queue_pair(128).expect("I/O queue");
+        NvmeNamespace::new(ctrl, info, q).expect("namespace")
+    });
+    (w, h, drive.expect("built"))
 }
