@@ -367,14 +367,7 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
             }
         }
     });
-    let mut hcfg = HostConfig {
-        io_queues: spec.queues,
-        io_depth: spec.qd,
-        kato_ms: spec.kato_ms,
-        per_io_keys: spec.per_io_keys,
-        invalidate: spec.invalidate,
-        ..HostConfig::default()
-    };
+    let mut hcfg = spec.host_config();
     // Host identity: hostnqn= if given, else a UUID NQN from the adapter's MAC (hostid the
     // same 16 bytes), so two appliances never present the same host to one target.
     let mac = verbs.local_mac();
@@ -387,7 +380,6 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
             id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12], id[13], id[14], id[15]
         ),
     };
-    hcfg.dhchap = spec.dhchap.clone();
     hcfg.auth_seed = kernel::entropy::seed32();
     info!("nvmf: initiator: host {}{}", hcfg.hostnqn, if hcfg.dhchap.is_some() { " (DH-HMAC-CHAP secret set)" } else { "" });
     if let Some(b) = &args.bench {

@@ -17,6 +17,10 @@
 //!   invalidated when it completes; `keys=static` keeps one remote-writable key per slot (for
 //!   comparisons only). `inval=remote` (default) asks the target to invalidate with SEND WITH
 //!   INVALIDATE; `inval=local`: the host invalidates each key itself.
+//!   `[,reconnect_delay=T][,ctrl_loss_tmo=T|-1]` (as `nvme connect --reconnect-delay`/
+//!   `--ctrl-loss-tmo`; T in seconds, or with an `ms`/`s` suffix): a lost controller is
+//!   retried every `reconnect_delay` (default 1 s) and given up after `ctrl_loss_tmo` without a
+//!   connection (default 600 s; -1: never).
 //! - `nvmf.bench=PATTERN,bs=N,qd=N,time=N(ms|s)[,read=PCT]`  PATTERN: randread randwrite
 //!   read write randrw
 //! - bounds on what a peer may pin: `nvmet.connect-deadline=MS`, `nvmet.kato-min=MS`,
@@ -74,6 +78,32 @@ pub struct ConnectSpec {
     pub per_io_keys: bool,
     /// `inval=remote|local` (HostConfig::invalidate).
     pub invalidate: bool,
+    /// `reconnect_delay=` (HostConfig::reconnect_delay_ns).
+    pub reconnect_delay_ns: u64,
+    /// `ctrl_loss_tmo=` (HostConfig::ctrl_loss_tmo_ns; `None` for -1).
+    pub ctrl_loss_tmo_ns: Option<u64>,
+}
+
+impl ConnectSpec {
+    /// The initiator's configuration this spec asks for (the host's identity, its secrets'
+    /// CSPRNG seed and buffer sizes are the caller's: defaults here).
+    pub fn host_config(&self) -> crate::host::HostConfig {
+        let mut c = crate::host::HostConfig {
+            io_queues: self.queues.max(1),
+            io_depth: self.qd.max(2),
+            kato_ms: self.kato_ms,
+            per_io_keys: self.per_io_keys,
+            invalidate: self.invalidate,
+            reconnect_delay_ns: self.reconnect_delay_ns,
+            ctrl_loss_tmo_ns: self.ctrl_loss_tmo_ns,
+            dhchap: self.dhchap.clone(),
+            ..Default::default()
+        };
+        if let Some(h) = &self.hostnqn {
+            c.hostnqn = h.clone();
+        }
+        c
+    }
 }
 
 /// Everything NVMe-oF found on the command line.
@@ -225,7 +255,21 @@ fn parse_subsys(word: &str, val: &str) -> Result<SubsysSpec, ArgError> {
 fn parse_connect(word: &str, val: &str) -> Result<ConnectSpec, ArgError> {
     let mut it = val.split(',');
     let (addr, port) = parse_addr(it.next().unwrap_or("")).ok_or_else(|| err(word, "expected A.B.C.D[:PORT]"))?;
-    let mut c = ConnectSpec { addr, port, nqn: String::new(), hostnqn: None, queues: 1, qd: 32, kato_ms: 5000, dhchap: None, per_io_keys: true, invalidate: true };
+    let d = crate::host::HostConfig::default();
+    let mut c = ConnectSpec {
+        addr,
+        port,
+        nqn: String::new(),
+        hostnqn: None,
+        queues: 1,
+        qd: 32,
+        kato_ms: 5000,
+        dhchap: None,
+        per_io_keys: true,
+        invalidate: true,
+        reconnect_delay_ns: d.reconnect_delay_ns,
+        ctrl_loss_tmo_ns: d.ctrl_loss_tmo_ns,
+    };
     let mut ctrl_secret = None;
     for opt in it {
         let (k, v) = opt.split_once('=').ok_or_else(|| err(word, "option=value"))?;
@@ -255,6 +299,9 @@ fn parse_connect(word: &str, val: &str) -> Result<ConnectSpec, ArgError> {
                     _ => return Err(err(word, "inval=remote|local")),
                 }
             }
+            "reconnect_delay" => c.reconnect_delay_ns = parse_duration_ns(v, true).ok_or_else(|| err(word, "reconnect_delay=N[ms|s]"))?,
+            "ctrl_loss_tmo" if v == "-1" => c.ctrl_loss_tmo_ns = None,
+            "ctrl_loss_tmo" => c.ctrl_loss_tmo_ns = Some(parse_duration_ns(v, true).ok_or_else(|| err(word, "ctrl_loss_tmo=N[ms|s] or -1"))?),
             _ => return Err(err(word, "unknown connect option")),
         }
     }
@@ -268,6 +315,21 @@ fn parse_connect(word: &str, val: &str) -> Result<ConnectSpec, ArgError> {
     Ok(c)
 }
 
+/// `N ms` or `N s` (and a bare `N` as seconds when `bare_secs`, as nvme-cli's options take
+/// them) in ns; `None` if it is not that or overflows.
+fn parse_duration_ns(v: &str, bare_secs: bool) -> Option<u64> {
+    let (n, unit) = if let Some(ms) = v.strip_suffix("ms") {
+        (ms, 1_000_000)
+    } else if let Some(s) = v.strip_suffix('s') {
+        (s, 1_000_000_000)
+    } else if bare_secs {
+        (v, 1_000_000_000)
+    } else {
+        return None;
+    };
+    n.parse::<u64>().ok()?.checked_mul(unit)
+}
+
 fn parse_bench(word: &str, val: &str) -> Result<BenchConfig, ArgError> {
     let mut it = val.split(',');
     let mut read_pct = 50u8;
@@ -278,16 +340,7 @@ fn parse_bench(word: &str, val: &str) -> Result<BenchConfig, ArgError> {
         match k {
             "bs" => b.block_size = parse_size(v).filter(|&x| x >= 512 && x <= 1 << 24).ok_or_else(|| err(word, "bs 512..16M"))? as u32,
             "qd" => b.queue_depth = v.parse().ok().filter(|&q| q >= 1).ok_or_else(|| err(word, "qd >= 1"))?,
-            "time" => {
-                let ns = if let Some(ms) = v.strip_suffix("ms") {
-                    ms.parse::<u64>().ok().and_then(|x| x.checked_mul(1_000_000))
-                } else if let Some(s) = v.strip_suffix('s') {
-                    s.parse::<u64>().ok().and_then(|x| x.checked_mul(1_000_000_000))
-                } else {
-                    None
-                };
-                b.duration_ns = ns.filter(|&n| n > 0).ok_or_else(|| err(word, "time=N(ms|s)"))?;
-            }
+            "time" => b.duration_ns = parse_duration_ns(v, false).filter(|&n| n > 0).ok_or_else(|| err(word, "time=N(ms|s)"))?,
             "ios" => b.max_ios = v.parse().map_err(|_| err(word, "ios=N"))?,
             "read" => read_pct = v.parse().ok().filter(|&p| p <= 100).ok_or_else(|| err(word, "read=0..100"))?,
             "seed" => b.seed = v.parse().map_err(|_| err(word, "seed=N"))?,
@@ -325,8 +378,20 @@ mod tests {
         let c = a.connect.unwrap();
         assert_eq!((c.addr, c.port, c.queues, c.qd), ([10, 0, 0, 2], 4421, 2, 64));
         assert!(c.per_io_keys && c.invalidate, "per-I/O keys, remote invalidation by default");
+        assert_eq!((c.reconnect_delay_ns, c.ctrl_loss_tmo_ns), (1_000_000_000, Some(600_000_000_000)), "defaults");
+        let h = c.host_config();
+        assert_eq!((h.io_queues, h.io_depth, h.reconnect_delay_ns, h.ctrl_loss_tmo_ns), (2, 64, 1_000_000_000, Some(600_000_000_000)));
         let c = parse("nvmf.connect=10.0.0.2,nqn=nqn.t:b,keys=static,inval=local").unwrap().connect.unwrap();
         assert!(!c.per_io_keys && !c.invalidate);
+        // nvme-cli's units (seconds) or an explicit ms/s suffix; -1: never give up.
+        for (opts, delay, tmo) in [
+            ("reconnect_delay=10,ctrl_loss_tmo=-1", 10_000_000_000, None),
+            ("reconnect_delay=250ms,ctrl_loss_tmo=30s", 250_000_000, Some(30_000_000_000)),
+            ("ctrl_loss_tmo=0", 1_000_000_000, Some(0)),
+        ] {
+            let c = parse(&alloc::format!("nvmf.connect=10.0.0.2,nqn=nqn.t:b,{opts}")).unwrap().connect.unwrap();
+            assert_eq!((c.reconnect_delay_ns, c.ctrl_loss_tmo_ns), (delay, tmo), "{opts}");
+        }
         assert_eq!(a.poll_groups, None);
         assert_eq!(parse("nvmet.poll_groups=4").unwrap().poll_groups, Some(4));
         let b = a.bench.unwrap();
@@ -350,6 +415,9 @@ mod tests {
             "nvmf.connect=10.0.0.1",
             "nvmf.connect=10.0.0.1,nqn=nqn.t:b,keys=none",
             "nvmf.connect=10.0.0.1,nqn=nqn.t:b,inval=never",
+            "nvmf.connect=10.0.0.1,nqn=nqn.t:b,reconnect_delay=-1",
+            "nvmf.connect=10.0.0.1,nqn=nqn.t:b,ctrl_loss_tmo=-2",
+            "nvmf.connect=10.0.0.1,nqn=nqn.t:b,ctrl_loss_tmo=99999999999999999s",
             "nvmf.bench=randread,time=5",
             "nvmf.bench=sideways",
         ] {

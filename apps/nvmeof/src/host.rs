@@ -93,6 +93,12 @@ pub struct HostConfig {
     pub invalidate: bool,
     /// Deadline for one admin command / connect step.
     pub timeout_ns: u64,
+    /// A lost controller's wait between failed connect attempts (nvme-cli's
+    /// `--reconnect-delay`); the first attempt after a loss is at once.
+    pub reconnect_delay_ns: u64,
+    /// A controller without a connection for this long is given up: no more attempts
+    /// (nvme-cli's `--ctrl-loss-tmo`, Linux's default 600 s); `None`: retried for ever.
+    pub ctrl_loss_tmo_ns: Option<u64>,
     /// DH-HMAC-CHAP secrets, used when the target asks for authentication.
     pub dhchap: Option<nvme_auth::host::HostKeys>,
     /// Seed of the authentication CSPRNG (challenges, DH exponents); the appliance takes it
@@ -113,6 +119,8 @@ impl Default for HostConfig {
             per_io_keys: true,
             invalidate: true,
             timeout_ns: 5_000_000_000,
+            reconnect_delay_ns: controllers::RECONNECT_DELAY_NS,
+            ctrl_loss_tmo_ns: Some(controllers::CTRL_LOSS_TMO_NS),
             dhchap: None,
             auth_seed: [0x3C; 32],
         }

@@ -680,3 +680,55 @@ fn a_reconnect_sends_no_keep_alive_before_its_fabrics_connect() {
     println!("keep alives during the reconnect: {}", host.keep_alives - ka0);
     set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");
 }
+
+/// A target that stays away is given up after the loss timeout (nvme-cli's `--ctrl-loss-tmo`):
+/// attempts every reconnect delay until then, one `GaveUp`, no attempt after it, nothing of it
+/// held; the other controller keeps serving, and a bench on the lost one ends instead of
+/// waiting out its duration.
+#[test]
+fn a_controller_without_a_connection_for_the_loss_timeout_is_given_up() {
+    let tmo = 20_000_000;
+    let (mut net, mut h, mut set) = setup_cfg(nvmeof::host::HostConfig { timeout_ns: 2_000_000, ctrl_loss_tmo_ns: Some(tmo), ..host_cfg(8) });
+    assert_eq!((set.reconnect_delay_ns, set.ctrl_loss_tmo_ns), (1_000_000, Some(tmo)));
+    let (qps0, cqs0) = (h.v.live_qps(), h.v.live_cqs());
+    drive(&mut net, &mut h, &mut set, |s| s.all_live());
+    let (qps_live, cqs_live) = (h.v.live_qps(), h.v.live_cqs());
+    net.take_down(&mut h.v, A);
+    let down_at = net.w.clock.now_ns();
+    // The caller saw A's flushed queues.
+    set.ctrls[0].fail();
+    let ev = drive(&mut net, &mut h, &mut set, |s| s.ctrls[0].state() == CtrlState::Lost);
+    let lost_at = net.w.clock.now_ns();
+    let of_a: Vec<&String> = ev.iter().filter(|e| e.0 == 0).map(|e| &e.1).collect();
+    let attempts = of_a.iter().filter(|e| e.starts_with("AttemptFailed")).count();
+    assert_eq!(of_a.iter().filter(|e| *e == &"GaveUp").count(), 1, "{of_a:?}");
+    assert_eq!(of_a.last().map(|s| s.as_str()), Some("GaveUp"));
+    assert!(lost_at - down_at >= tmo && lost_at - down_at < tmo + 5_000_000, "given up {} ns after the loss", lost_at - down_at);
+    // Each attempt waits out its 2 ms CM timeout, then the 1 ms delay: about 7 in 20 ms.
+    assert!((5..=10).contains(&attempts), "{attempts} attempts: {of_a:?}");
+    assert_eq!(set.ctrls[0].failed_attempts as usize, attempts);
+    assert!(ev.iter().all(|e| e.0 == 0), "B saw events: {ev:?}");
+    // Nothing more from A; B serves.
+    let tried = set.ctrls[0].failed_attempts;
+    let mut later = Vec::new();
+    for _ in 0..20_000 {
+        h.v.poll();
+        set.poll(&mut h.v, &mut net, |i, e| later.push((i, format!("{e:?}"))));
+        net.w.turn();
+    }
+    assert!(later.is_empty(), "events after giving up: {later:?}");
+    assert_eq!(set.ctrls[0].failed_attempts, tried);
+    assert_eq!(set.next_wake(), None, "a lost controller waits on no timer");
+    assert!(!set.all_live());
+    assert_eq!((qps_live - h.v.live_qps(), cqs_live - h.v.live_cqs()), (2, 2), "A's admin and I/O queue released");
+    verified(&mut net, &mut h, set.ctrls[1].live().expect("B live"), &[8, 16], 0xB0, true);
+    verified(&mut net, &mut h, set.ctrls[1].live().expect("B live"), &[8, 16], 0xB0, false);
+    // A bench asked of the lost controller ends at once, its whole time an outage.
+    let cfg = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 4, duration_ns: 10_000_000_000, max_ios: 0, seed: 1 };
+    let t0 = net.w.clock.now_ns();
+    let (r, _, _) = bench_reconnecting(&mut net, &mut h, &mut set, &cfg);
+    assert!(net.w.clock.now_ns() - t0 < 1_000_000, "the bench waited for a controller given up");
+    assert_eq!(r.ios, 0);
+    assert!(r.down_at_end);
+    disconnect_to_baseline(&mut net, &mut h, &mut set, (qps0, cqs0));
+}

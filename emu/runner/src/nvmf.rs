@@ -220,18 +220,7 @@ pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64, bench_
             cx.poll();
         },
     );
-    let mut cfg = HostConfig {
-        io_queues: c.queues.max(1),
-        io_depth: c.qd.max(2),
-        kato_ms: c.kato_ms,
-        per_io_keys: c.per_io_keys,
-        invalidate: c.invalidate,
-        ..HostConfig::default()
-    };
-    if let Some(h) = &c.hostnqn {
-        cfg.hostnqn = h.clone();
-    }
-    cfg.dhchap = c.dhchap.clone();
+    let mut cfg = c.host_config();
     cfg.auth_seed = os_seed();
     let v = &mut node.v;
     let entries = Host::discover(v, &mut env, cfg.clone()).map_err(|e| format!("discover: {e:?}"))?;

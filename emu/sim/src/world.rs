@@ -428,6 +428,8 @@ impl World {
             io_depth: 16,
             max_io_bytes: (MAX_BLOCKS as u32) * BS as u32,
             timeout_ns: 2_000 * MS,
+            // The fault schedule is timed for a quick retry (the product's default is 1 s).
+            reconnect_delay_ns: 50 * MS,
             auth_seed: [k as u8; 32],
             ..HostConfig::default()
         }

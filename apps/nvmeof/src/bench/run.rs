@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 use rdma::Verbs;
 
 use super::{BenchConfig, BenchProgress, BenchResult, Pattern, Rng};
-use crate::host::controllers::{Controllers, CtrlEvent};
+use crate::host::controllers::{Controllers, CtrlEvent, CtrlState};
 use crate::host::{Host, HostEnv, IoDone, IoKind};
 use crate::{Error, Status};
 
@@ -261,7 +261,8 @@ pub fn reconnecting<V: Verbs>(
             }
             last_answer = now;
         }
-        let over = run.over(now);
+        // Given up (its loss timeout): nothing more will come from it.
+        let over = run.over(now) || c.state() == CtrlState::Lost;
         if over && run.inflight == 0 {
             break;
         }

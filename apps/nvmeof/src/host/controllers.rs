@@ -27,7 +27,13 @@ pub struct TargetAddr {
 }
 
 /// Default delay between failed connect attempts (the first one after a failure is immediate).
-pub const RECONNECT_DELAY_NS: u64 = 50_000_000;
+/// Linux's host waits 10 s; a benchmarking instrument wants its target back sooner, and one
+/// attempt a second costs a target little (each is a CM exchange and, if the CM is answered,
+/// a Fabrics Connect).
+pub const RECONNECT_DELAY_NS: u64 = 1_000_000_000;
+/// Default time without a connection after which a controller is given up (Linux's
+/// `ctrl_loss_tmo` default, 600 s).
+pub const CTRL_LOSS_TMO_NS: u64 = 600_000_000_000;
 
 /// Where one controller is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +44,9 @@ pub enum CtrlState {
     Failed,
     /// Released; the next attempt starts at `at` (virtual or real ns, the env's clock).
     Backoff { at: u64 },
+    /// Without a connection for longer than the set's loss timeout: no more attempts (its
+    /// queues are released; [`Controllers::disconnect`] still releases what is left).
+    Lost,
     /// The admin queue's CM connect is in flight since `since`.
     Connecting { since: u64 },
     /// The target answered the CM at `since`; the bring-up's commands are under way.
@@ -55,6 +64,8 @@ pub enum CtrlEvent<E> {
     AttemptFailed(Error<E>),
     /// The device was brought up again (reported once, for controller 0).
     DeviceRecovered,
+    /// Given up: without a connection for the loss timeout (state [`CtrlState::Lost`]).
+    GaveUp,
 }
 
 /// One controller of the set: its target, its host (queues only while connected) and state.
@@ -68,6 +79,8 @@ pub struct Controller<V: Verbs> {
     pub connects: u64,
     /// Failed attempts.
     pub failed_attempts: u64,
+    /// Since when it has had no connection (the loss timeout runs from here); `None` while live.
+    down_since: Option<u64>,
 }
 
 impl<V: Verbs> Controller<V> {
@@ -100,8 +113,12 @@ pub struct Controllers<V: Verbs> {
     pub ctrls: Vec<Controller<V>>,
     /// Device recoveries this set performed.
     pub device_recoveries: u64,
-    /// Wait after a failed attempt before the next one ([`RECONNECT_DELAY_NS`]).
+    /// Wait after a failed attempt before the next one (from
+    /// [`HostConfig::reconnect_delay_ns`]).
     pub reconnect_delay_ns: u64,
+    /// Give a controller up after this long without a connection (from
+    /// [`HostConfig::ctrl_loss_tmo_ns`]; `None`: never).
+    pub ctrl_loss_tmo_ns: Option<u64>,
 }
 
 impl<V: Verbs> Controllers<V> {
@@ -110,9 +127,9 @@ impl<V: Verbs> Controllers<V> {
     pub fn new(cfg: &HostConfig, targets: &[(TargetAddr, &str)]) -> Self {
         let ctrls = targets
             .iter()
-            .map(|(addr, nqn)| Controller { addr: *addr, host: Host::empty(cfg.clone(), nqn), state: CtrlState::Backoff { at: 0 }, bring: None, connects: 0, failed_attempts: 0 })
+            .map(|(addr, nqn)| Controller { addr: *addr, host: Host::empty(cfg.clone(), nqn), state: CtrlState::Backoff { at: 0 }, bring: None, connects: 0, failed_attempts: 0, down_since: None })
             .collect();
-        Controllers { ctrls, device_recoveries: 0, reconnect_delay_ns: RECONNECT_DELAY_NS }
+        Controllers { ctrls, device_recoveries: 0, reconnect_delay_ns: cfg.reconnect_delay_ns, ctrl_loss_tmo_ns: cfg.ctrl_loss_tmo_ns }
     }
 
     /// The earliest time a controller waits for (backoff), for a caller that sleeps or jumps a
@@ -168,6 +185,10 @@ impl<V: Verbs> Controllers<V> {
                     c.host.teardown(verbs, env);
                     on(i, CtrlEvent::Released);
                 }
+                if c.state == CtrlState::Lost {
+                    continue;
+                }
+                c.down_since.get_or_insert(now);
                 if !matches!(c.state, CtrlState::Backoff { .. }) {
                     c.state = CtrlState::Backoff { at: now };
                 }
@@ -187,16 +208,30 @@ impl<V: Verbs> Controllers<V> {
     fn step(&mut self, i: usize, verbs: &mut V, env: &mut impl HostEnv<V>, on: &mut impl FnMut(usize, CtrlEvent<V::Error>)) {
         let now = env.now_ns();
         let delay = self.reconnect_delay_ns;
+        let loss_tmo = self.ctrl_loss_tmo_ns;
         let c = &mut self.ctrls[i];
         match c.state {
-            CtrlState::Live => {}
+            CtrlState::Live | CtrlState::Lost => {}
             CtrlState::Failed => {
                 c.host.teardown(verbs, env);
                 on(i, CtrlEvent::Released);
+                c.down_since.get_or_insert(now);
                 // The first attempt at once; the backoff is between failed attempts.
                 c.state = CtrlState::Backoff { at: now };
             }
             CtrlState::Backoff { at } if now >= at => {
+                let down = *c.down_since.get_or_insert(now);
+                if loss_tmo.is_some_and(|t| now.saturating_sub(down) >= t) {
+                    log::warn!(
+                        "nvmeof: host: controller {i} ({}) without a connection for {} ms after {} attempts: given up (ctrl_loss_tmo)",
+                        c.host.subnqn,
+                        now.saturating_sub(down) / 1_000_000,
+                        c.failed_attempts
+                    );
+                    c.state = CtrlState::Lost;
+                    on(i, CtrlEvent::GaveUp);
+                    return;
+                }
                 env.select_target(c.addr);
                 // Counted per attempt, as `Host::reconnect` counts.
                 c.host.stats.reconnects += u64::from(c.connects > 0);
@@ -225,6 +260,7 @@ impl<V: Verbs> Controllers<V> {
                     Ok(true) => {
                         c.bring = None;
                         c.connects += 1;
+                        c.down_since = None;
                         c.state = CtrlState::Live;
                         on(i, CtrlEvent::Live);
                     }

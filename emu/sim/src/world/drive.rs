@@ -133,6 +133,7 @@ impl Sim {
                             CtrlState::Backoff { .. } => "not connected",
                             CtrlState::Connecting { .. } => "connecting",
                             CtrlState::Enabling { .. } => "enabling",
+                            CtrlState::Lost => "given up",
                         };
                         format!("target {j} {st}")
                     })
@@ -208,6 +209,9 @@ impl Sim {
                     }
                     w.trace(0xc3, k as u64);
                 }
+                // Every outage the simulator makes ends long before the loss timeout (600 s):
+                // a controller given up is one that could not reconnect to a target back up.
+                CtrlEvent::GaveUp => w.fail(format!("initiator {k} gave up on target {j} (no connection for the loss timeout)")),
             }
         }
         if let Some(t) = p.ctrls.next_wake() {
