@@ -15,6 +15,19 @@
 //! older generation is flushed (its outstanding work completes with flush errors) and released
 //! without commands (the reset dropped its objects on the adapter).
 //!
+//! QP creation is split from attaching it, so the control part can make and destroy a group's
+//! QPs while the group is polled on another thread: [`Mlx5::make_group_qp`](crate::Mlx5::make_group_qp)
+//! makes a [`GroupQp`] by firmware command from the group's [`GroupHandle`] (a `Copy` record of
+//! its numbers, no access to its rings) and may connect it
+//! ([`Mlx5::connect_made_qp`](crate::Mlx5::connect_made_qp)); the group's owner hands it over
+//! (the app's hand-off ring) and the group takes it into its index
+//! ([`QueueGroup::attach_qp`]). Back the same way: the control part destroys the QP by QPN
+//! ([`Mlx5::destroy_handed_qp`](crate::Mlx5::destroy_handed_qp)), then the group lets it go
+//! ([`QueueGroup::detach_qp`]: its CQEs still in the CQ are taken out and the receives they had
+//! taken go back to the SRQ) and the QP's memory is dropped wherever the app likes. A QP must be
+//! in its group before the peer can send to it (the passive side sends its CM REP once the
+//! group has it).
+//!
 //! Per I/O: a QP is reached from its QPN (in the WR's call or the CQE) through the group's
 //! direct-mapped index (one load and one compare); the rings' mechanics are the crate's one
 //! home for them (`datapath`, `recovery`'s flush).
@@ -78,7 +91,82 @@ pub struct QueueGroup<D, M> {
     pub(crate) stats: GroupStats,
 }
 
+/// A group's numbers, all the control part needs to make and destroy QPs for it while the
+/// group itself is driven elsewhere (see the module doc). `Copy` and `Send`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupHandle {
+    pub(crate) id: usize,
+    pub(crate) generation: u32,
+    pub(crate) uar: u32,
+    pub(crate) cqn: Cqn,
+    pub(crate) rmpn: u32,
+}
+
+impl GroupHandle {
+    /// The group's CQ.
+    pub fn cqn(&self) -> Cqn {
+        self.cqn
+    }
+}
+
+/// A QP made for a group and not in it (not yet attached, or detached): its rings and state.
+/// `Send` when the DMA type is; dropping it frees its memory (the adapter's QP must be gone
+/// or never have been handed to a peer).
+pub struct GroupQp<D> {
+    /// The group it was made for: its slot and device generation.
+    pub(crate) group: (usize, u32),
+    pub(crate) qp: Qp<D>,
+}
+
+impl<D> GroupQp<D> {
+    pub fn qpn(&self) -> Qpn {
+        self.qp.qpn
+    }
+    pub fn state(&self) -> crate::QpState {
+        self.qp.state
+    }
+}
+
 impl<D: DmaRegion, M: Mmio> QueueGroup<D, M> {
+    /// The group's numbers for the control part ([`GroupHandle`]).
+    pub fn handle(&self) -> GroupHandle {
+        GroupHandle { id: self.id, generation: self.generation, uar: self.uar, cqn: self.cq.cqn, rmpn: self.srq.rmpn }
+    }
+
+    /// Take QP `q` (made for this group by [`Mlx5::make_group_qp`](crate::Mlx5::make_group_qp))
+    /// into the group: from now on its posts go through the group and its CQEs are reported.
+    /// Slow path (rebuilds the QP index). A QP made for another group, or before a device
+    /// reset, is refused and given back.
+    pub fn attach_qp(&mut self, q: GroupQp<D>) -> Result<Qpn, (Error, GroupQp<D>)> {
+        if q.group != (self.id, self.generation) {
+            return Err((Error::InvalidArgument("a QP made for another group"), q));
+        }
+        if self.index(q.qp.qpn).is_some() {
+            return Err((Error::InvalidArgument("QP already in the group"), q));
+        }
+        let qpn = q.qp.qpn;
+        self.qps.push(q.qp);
+        self.reindex();
+        Ok(qpn)
+    }
+
+    /// Let QP `qpn` go, once the control part destroyed it on the adapter
+    /// ([`Mlx5::destroy_handed_qp`](crate::Mlx5::destroy_handed_qp)): its CQEs still in the
+    /// group's CQ are taken out and the SRQ receives they had taken posted again (as Linux
+    /// cleans the CQ), then it leaves the index. Slow path. The QP object comes back (drop it
+    /// to free its memory).
+    pub fn detach_qp(&mut self, qpn: Qpn) -> Result<GroupQp<D>, Error> {
+        let i = self.index(qpn).ok_or(Error::NoSuchObject { kind: "QP", id: qpn.0 })?;
+        if !self.failed && !self.cq.broken {
+            let (freed, bad) = crate::device::cq_clean::clean_ring(&mut self.cq, qpn, true, Some(&mut self.srq));
+            self.stats.cqes_cleaned += freed;
+            self.stats.bad_cqes += bad;
+        }
+        let qp = self.qps.remove(i);
+        self.reindex();
+        Ok(GroupQp { group: (self.id, self.generation), qp })
+    }
+
     /// The group's CQ (every QP of the group completes to it).
     pub fn cqn(&self) -> Cqn {
         self.cq.cqn

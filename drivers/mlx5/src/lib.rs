@@ -57,7 +57,7 @@ pub use health::{FwVersion, HealthReport};
 pub use trace::TraceMode;
 pub use raw::{RawStats, MAX_FRAME, MAX_INLINE_FRAME};
 pub use verbs::Mlx5Verbs;
-pub use group::{GroupStats, QueueGroup};
+pub use group::{GroupHandle, GroupQp, GroupStats, QueueGroup};
 pub use vport::VportInfo;
 
 /// PCI vendor ID of Mellanox/NVIDIA.

@@ -499,6 +499,8 @@ impl<H: Hal, M: Mmio> SrqVerbs for Mlx5Verbs<H, M> {
 /// UAR page; its data path is the group object itself.
 impl<H: Hal, M: Mmio + Clone> GroupVerbs for Mlx5Verbs<H, M> {
     type Group = crate::QueueGroup<H::Dma, M>;
+    type GroupRef = crate::GroupHandle;
+    type GroupQp = crate::GroupQp<H::Dma>;
     type Path<'a>
         = &'a mut crate::QueueGroup<H::Dma, M>
     where
@@ -523,17 +525,29 @@ impl<H: Hal, M: Mmio + Clone> GroupVerbs for Mlx5Verbs<H, M> {
     fn group_srq(&self, g: &Self::Group) -> Srqn {
         g.srqn()
     }
-    fn create_group_qp(&mut self, g: &mut Self::Group, sq: u32) -> Result<Qpn, Error> {
-        self.dev.create_group_qp(g, log2_ceil(sq.max(1)))
+    fn group_ref(&self, g: &Self::Group) -> crate::GroupHandle {
+        g.handle()
     }
-    fn connect_group_qp(&mut self, g: &mut Self::Group, qp: Qpn, attrs: &RcConnectAttrs) -> Result<(), Error> {
-        self.dev.connect_group_qp(g, qp, attrs)
+    fn make_group_qp(&mut self, g: &crate::GroupHandle, sq: u32) -> Result<Self::GroupQp, Error> {
+        self.dev.make_group_qp(g, log2_ceil(sq.max(1)))
     }
-    fn group_qp_to_error(&mut self, g: &mut Self::Group, qp: Qpn) -> Result<(), Error> {
-        self.dev.group_qp_to_error(g, qp)
+    fn made_qpn(q: &Self::GroupQp) -> Qpn {
+        q.qpn()
     }
-    fn destroy_group_qp(&mut self, g: &mut Self::Group, qp: Qpn) -> Result<(), Error> {
-        self.dev.destroy_group_qp(g, qp)
+    fn connect_made_qp(&mut self, q: &mut Self::GroupQp, attrs: &RcConnectAttrs) -> Result<(), Error> {
+        self.dev.connect_made_qp(q, attrs)
+    }
+    fn destroy_made_qp(&mut self, q: Self::GroupQp) -> Result<(), Error> {
+        self.dev.destroy_made_qp(q)
+    }
+    fn attach_group_qp(g: &mut Self::Group, q: Self::GroupQp) -> Result<Qpn, (Error, Self::GroupQp)> {
+        g.attach_qp(q)
+    }
+    fn destroy_handed_qp(&mut self, g: &crate::GroupHandle, qp: Qpn) -> Result<(), Error> {
+        self.dev.destroy_handed_qp(g, qp)
+    }
+    fn detach_group_qp(g: &mut Self::Group, qp: Qpn) -> Result<Self::GroupQp, Error> {
+        g.detach_qp(qp)
     }
     fn arm_group_srq(&mut self, g: &mut Self::Group, limit: u32) -> Result<(), Error> {
         let l = u16::try_from(limit).map_err(|_| Error::InvalidArgument("SRQ limit"))?;

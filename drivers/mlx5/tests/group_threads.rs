@@ -6,9 +6,16 @@
 //! virtual clock; between two rounds the groups come back to it, and it destroys and creates
 //! QPs in them. At the end every object is gone from the adapter.
 //!
+//! A second test keeps every group on its thread from start to end: the control part makes and
+//! connects QPs for a group it does not hold (`Mlx5::make_group_qp` from the group's
+//! `GroupHandle`), hands them over a channel (standing in for the app's hand-off ring) for the
+//! group to attach at the top of its turn, and takes them back the same way (destroyed by QPN,
+//! then detached by the group), over several rounds of verified traffic.
+//!
 //! The emulated adapter, its memory, clock and link are shared by the threads as hardware is
 //! (a lock per access inside the stand-in); the groups themselves share nothing.
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -16,7 +23,7 @@ use std::time::Duration;
 use emu_connectx::{Bar0, SimDma};
 use emu_roce::Impairments;
 use hal::DmaRegion;
-use mlx5::QueueGroup;
+use mlx5::{GroupHandle, GroupQp, QueueGroup};
 use rdma::{Access, Completion, Control, Cqn, DataPath, Lkey, Qpn, RecvWr, Rkey, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 use testbed::{Clocked, Node, SimClock};
 
@@ -159,6 +166,8 @@ fn serve(mut w: Work, stop: Arc<AtomicBool>) -> (Work, Tally) {
 /// The peer's SENDs towards every group QP, paced to `DEPTH` outstanding per connection.
 struct Sender<'a> {
     qps: Vec<Qpn>,
+    /// The number of `qps[0]`'s connection in the messages (they are numbered on from it).
+    base: usize,
     cq: Cqn,
     buf: &'a SimDma,
     lkey: Lkey,
@@ -177,7 +186,7 @@ impl Sender<'_> {
         for conn in 0..self.qps.len() {
             while self.sent[conn] < MSGS && self.sent[conn] - self.done[conn] < DEPTH {
                 let seq = self.sent[conn];
-                let m = message(conn, seq);
+                let m = message(self.base + conn, seq);
                 let off = (conn as u64 * DEPTH + seq % DEPTH) * RECV_SLOT;
                 self.buf.write(off as usize, &m);
                 let sge = Sge { addr: self.buf.paddr() + off, len: m.len() as u32, lkey: self.lkey };
@@ -244,7 +253,7 @@ fn groups_on_threads(ngroups: usize) {
                 thread::spawn(move || serve(w, stop))
             })
             .collect();
-        let mut tx = Sender { qps: peer_qps.clone(), cq: pcq, buf: &send_buf, lkey: send_lkey, sent: vec![0; conns], done: vec![0; conns] };
+        let mut tx = Sender { qps: peer_qps.clone(), base: 0, cq: pcq, buf: &send_buf, lkey: send_lkey, sent: vec![0; conns], done: vec![0; conns] };
         // The main thread: the device's housekeeping, both adapters, the peer, virtual time.
         let start = clock.now_ns();
         while !handles.iter().all(|h| h.is_finished()) {
@@ -328,4 +337,222 @@ fn two_groups_on_two_threads() {
 #[test]
 fn four_groups_on_four_threads() {
     groups_on_threads(4);
+}
+
+/// Owner → group (the test's stand-in for the hand-off ring).
+enum ToGroup {
+    /// Attach this QP; its messages are numbered as connection `conn`.
+    Attach(GroupQp<SimDma>, usize),
+    /// The QP was destroyed on the adapter: let it go.
+    Detach(Qpn),
+    /// Hand the group back.
+    Stop,
+}
+
+/// Group → owner.
+enum FromGroup {
+    Attached(Qpn),
+    /// Every message of the QP's connection came in.
+    AllIn(Qpn),
+    Detached(GroupQp<SimDma>),
+}
+
+/// A group that stays on its thread: at the top of each turn it takes what the owner sent
+/// (attach, detach, stop), then polls its CQ, checks every message in order per connection
+/// and re-posts the receive.
+fn serve_handed(mut g: G, buf: SimDma, lkey: Lkey, inbox: mpsc::Receiver<ToGroup>, outbox: mpsc::Sender<FromGroup>, stop: Arc<AtomicBool>) -> (G, SimDma, Tally) {
+    let mut t = Tally::default();
+    let (cq, srq) = (g.cqn(), g.srqn());
+    let sge = |s: u64| Sge { addr: buf.paddr() + s * RECV_SLOT, len: RECV_SLOT as u32, lkey };
+    let recvs: Vec<RecvWr> = (0..RECVS).map(|s| RecvWr { wr_id: s, sge: sge(s) }).collect();
+    g.post_srq_recv_batch(srq, &recvs).unwrap();
+    // Live connections: (QPN, connection number, next message expected).
+    let mut conns: Vec<(Qpn, usize, u64)> = Vec::new();
+    let mut wc = [Completion::default(); 32];
+    loop {
+        assert!(!stop.load(Relaxed), "stopped: connections {:?}", conns.iter().map(|c| (c.1, c.2)).collect::<Vec<_>>());
+        while let Ok(m) = inbox.try_recv() {
+            match m {
+                ToGroup::Attach(q, conn) => {
+                    let qpn = g.attach_qp(q).map_err(|(e, _)| e).expect("a QP made for this group");
+                    conns.push((qpn, conn, 0));
+                    outbox.send(FromGroup::Attached(qpn)).unwrap();
+                }
+                ToGroup::Detach(qpn) => {
+                    let k = conns.iter().position(|c| c.0 == qpn).expect("a QP of this group");
+                    assert_eq!(conns[k].2, MSGS, "connection {}: every message in before it goes", conns[k].1);
+                    conns.remove(k);
+                    outbox.send(FromGroup::Detached(g.detach_qp(qpn).unwrap())).unwrap();
+                }
+                ToGroup::Stop => return (g, buf, t),
+            }
+        }
+        let got = g.poll_cq(cq, &mut wc);
+        if got == 0 {
+            thread::sleep(Duration::from_micros(20));
+            continue;
+        }
+        for c in &wc[..got] {
+            assert_eq!((c.status, c.opcode), (WcStatus::Success, WcOpcode::Recv), "{c:?}");
+            let k = conns.iter().position(|x| x.0 == c.qpn).expect("a QP attached to this group");
+            let (_, conn, seq) = conns[k];
+            let mut got = vec![0u8; c.byte_len as usize];
+            buf.read((c.wr_id * RECV_SLOT) as usize, &mut got);
+            assert_eq!(got, message(conn, seq), "connection {conn}: message {seq} whole and in order");
+            conns[k].2 += 1;
+            if conns[k].2 == MSGS {
+                outbox.send(FromGroup::AllIn(c.qpn)).unwrap();
+            }
+            t.recvs += 1;
+            t.recv_bytes += got.len() as u64;
+            g.post_srq_recv(srq, &RecvWr { wr_id: c.wr_id, sge: sge(c.wr_id) }).unwrap();
+        }
+    }
+}
+
+/// Drive both nodes and virtual time until `done` says so (or the limit passes: the groups are
+/// told to stop, and fail).
+fn drive_until(a: &mut Node, b: &mut Node, clock: &SimClock, stop: &AtomicBool, mut done: impl FnMut(&mut Node) -> bool) {
+    let start = clock.now_ns();
+    while !done(b) {
+        a.poll();
+        b.poll();
+        clock.advance(1_000);
+        assert!(clock.now_ns() - start < VIRTUAL_LIMIT_NS, "no progress in {} virtual ms", VIRTUAL_LIMIT_NS / 1_000_000);
+        if clock.now_ns() - start > VIRTUAL_LIMIT_NS / 2 {
+            stop.store(true, Relaxed);
+        }
+    }
+}
+
+fn qps_handed_over(ngroups: usize, rounds: usize) {
+    let clock = SimClock::new();
+    let (la, lb) = Clocked::pair(&clock, Impairments::default(), 14);
+    let mut a = Node::new(clock.clone(), [10, 0, 14, 1], [2, 0, 0, 0, 14, 1], 0x1_0000_0000, Box::new(la)).expect("node a");
+    let mut b = Node::new(clock.clone(), [10, 0, 14, 2], [2, 0, 0, 0, 14, 2], 0x2_0000_0000, Box::new(lb)).expect("node b");
+    let (base_a, base_b) = (counts(&a), counts(&b));
+    let conns = ngroups * QPS;
+    let pcq = b.v.create_cq(1024).unwrap();
+    let send_buf = b.v.alloc_buf(conns * (DEPTH * RECV_SLOT) as usize).unwrap();
+    let (send_lkey, _) = b.v.reg_mr(send_buf.paddr(), send_buf.len() as u64, Access { local_write: true, ..Default::default() }).unwrap();
+    // Every group on its thread from here to the end; the owner keeps only handles.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (to_owner, from_groups) = mpsc::channel();
+    let mut groups: Vec<(GroupHandle, mpsc::Sender<ToGroup>, thread::JoinHandle<(G, SimDma, Tally)>, Lkey)> = Vec::new();
+    for _ in 0..ngroups {
+        let g = a.v.test_device().create_group(8, 6).unwrap();
+        let buf = a.v.alloc_buf((RECVS * RECV_SLOT) as usize).unwrap();
+        let (lkey, _) = a.v.reg_mr(buf.paddr(), buf.len() as u64, Access { local_write: true, ..Default::default() }).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let (out, stop) = (to_owner.clone(), stop.clone());
+        let h = g.handle();
+        groups.push((h, tx, thread::spawn(move || serve_handed(g, buf, lkey, rx, out, stop)), lkey));
+    }
+    for round in 0..rounds {
+        // Make and connect QPS QPs per group, hand them over, and only once each group has
+        // its QPs does the peer send (the passive side's REP waits for the attach).
+        let mut peer_qps = Vec::new();
+        let mut ours = Vec::new();
+        for (gi, (h, tx, _, _)) in groups.iter().enumerate() {
+            for k in 0..QPS {
+                let mut q = a.v.test_device().make_group_qp(h, 6).unwrap();
+                let p = b.v.create_rc_qp(pcq, pcq, 2 * DEPTH as u32, 1).unwrap();
+                let to_a = a.rc_attrs_towards(q.qpn());
+                b.v.connect_rc_qp(p, &to_a).unwrap();
+                let to_b = b.rc_attrs_towards(p);
+                a.v.test_device().connect_made_qp(&mut q, &to_b).unwrap();
+                ours.push((gi, q.qpn()));
+                peer_qps.push(p);
+                tx.send(ToGroup::Attach(q, round * conns + gi * QPS + k)).unwrap();
+            }
+        }
+        let mut attached = Vec::new();
+        drive_until(&mut a, &mut b, &clock, &stop, |_| {
+            while let Ok(m) = from_groups.try_recv() {
+                let FromGroup::Attached(q) = m else { panic!("only attaches now") };
+                attached.push(q);
+            }
+            attached.len() == conns
+        });
+        attached.sort();
+        let mut want: Vec<Qpn> = ours.iter().map(|o| o.1).collect();
+        want.sort();
+        assert_eq!(attached, want, "every QP attached by its group");
+        let mut tx = Sender { qps: peer_qps.clone(), base: round * conns, cq: pcq, buf: &send_buf, lkey: send_lkey, sent: vec![0; conns], done: vec![0; conns] };
+        let mut all_in = 0;
+        drive_until(&mut a, &mut b, &clock, &stop, |b| {
+            tx.turn(b);
+            while let Ok(m) = from_groups.try_recv() {
+                let FromGroup::AllIn(q) = m else { panic!("only whole connections now") };
+                assert!(ours.iter().any(|o| o.1 == q));
+                all_in += 1;
+            }
+            all_in == conns && tx.done.iter().all(|&d| d == MSGS)
+        });
+        // Take them back while the groups keep polling: destroyed on the adapter by QPN, then
+        // let go by the group (which first sees every message: it checks that itself).
+        for (&(gi, q), &p) in ours.iter().zip(&peer_qps) {
+            a.v.test_device().destroy_handed_qp(&groups[gi].0, q).unwrap();
+            b.v.destroy_qp(p).unwrap();
+        }
+        for &(gi, q) in &ours {
+            groups[gi].1.send(ToGroup::Detach(q)).unwrap();
+        }
+        let mut back = 0;
+        drive_until(&mut a, &mut b, &clock, &stop, |_| {
+            while let Ok(m) = from_groups.try_recv() {
+                let FromGroup::Detached(q) = m else { panic!("only detaches now") };
+                assert!(ours.iter().any(|o| o.1 == q.qpn()));
+                drop(q);
+                back += 1;
+            }
+            back == conns
+        });
+        assert_eq!(a.v.live_qps(), base_a.0, "round {round}: no group QP left on the adapter");
+    }
+    let mut total = Tally::default();
+    for (_, tx, th, lkey) in groups {
+        tx.send(ToGroup::Stop).unwrap();
+        let (mut g, buf, t) = th.join().expect("a group's thread failed");
+        assert_eq!(t.recvs, (rounds * QPS) as u64 * MSGS, "{t:?}");
+        total.recvs += t.recvs;
+        total.recv_bytes += t.recv_bytes;
+        assert!(!a.v.test_device().sync_group(&mut g), "the device did not fail");
+        let st = g.stats();
+        assert_eq!((st.bad_cqes, st.completions), (0, t.recvs), "{st:?}");
+        assert_eq!(g.live_qps(), 0);
+        a.v.test_device().destroy_group(g).unwrap();
+        a.v.dereg_mr(lkey).unwrap();
+        drop(buf);
+    }
+    eprintln!(
+        "GROUP-HANDOFF groups={ngroups} threads={ngroups} rounds={rounds} qps_handed={} messages={} message_bytes={} virtual_ms={}",
+        rounds * conns,
+        total.recvs,
+        total.recv_bytes,
+        clock.now_ns() / 1_000_000
+    );
+    b.v.dereg_mr(send_lkey).unwrap();
+    b.v.destroy_cq(pcq).unwrap();
+    drop(send_buf);
+    assert_eq!(a.v.live_groups(), 0);
+    assert_eq!((counts(&a), counts(&b)), (base_a, base_b), "live QPs, CQs, SRQs back to the baseline");
+    for n in [a, b] {
+        let (cx, mem) = (n.cx.clone(), n.hal.mem().clone());
+        let st = n.v.shutdown().unwrap();
+        assert_eq!(st.pages_given, st.pages_reclaimed);
+        let c = cx.counters();
+        assert_eq!((c.live_objects(), c.pages_held, c.objects_abandoned), (0, 0, 0), "{c:?}");
+        assert_eq!(mem.stats().regions, 0, "every ring and buffer freed");
+    }
+}
+
+#[test]
+fn qps_are_handed_to_two_groups_on_their_threads_and_taken_back() {
+    qps_handed_over(2, 3);
+}
+
+#[test]
+fn qps_are_handed_to_four_groups_on_their_threads_and_taken_back() {
+    qps_handed_over(4, 2);
 }

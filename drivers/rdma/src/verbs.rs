@@ -433,8 +433,12 @@ impl<T: DataPath + ?Sized> DataPath for &mut T {
 /// SRQ and its data path is the device ([`shared_groups!`](crate::shared_groups)). Every call
 /// but [`group_path`](Self::group_path) is the control part (slow path).
 pub trait GroupVerbs: SrqVerbs {
-    /// What the app holds for one group.
+    /// What the app holds for one group (the group's side: its data path and its QPs).
     type Group;
+    /// The control part's record of a group ([`group_ref`](Self::group_ref)).
+    type GroupRef: Copy;
+    /// An RC QP made for a group and not in it ([`make_group_qp`](Self::make_group_qp)).
+    type GroupQp;
     /// The group's data path for one turn.
     type Path<'a>: DataPath<Error = Self::Error>
     where
@@ -460,13 +464,37 @@ pub trait GroupVerbs: SrqVerbs {
     fn create_group(&mut self, cq_entries: u32, srq_wrs: u32) -> Result<Self::Group, Self::Error>;
     fn group_cq(&self, g: &Self::Group) -> Cqn;
     fn group_srq(&self, g: &Self::Group) -> Srqn;
-    /// An RC QP in RESET in group `g` (its completions to the group's CQ, its receives from the
-    /// group's SRQ), sized for `sq` send WRs.
-    fn create_group_qp(&mut self, g: &mut Self::Group, sq: u32) -> Result<Qpn, Self::Error>;
-    /// RESET → INIT → RTR → RTS, as [`Control::connect_rc_qp`].
-    fn connect_group_qp(&mut self, g: &mut Self::Group, qp: Qpn, attrs: &RcConnectAttrs) -> Result<(), Self::Error>;
-    fn group_qp_to_error(&mut self, g: &mut Self::Group, qp: Qpn) -> Result<(), Self::Error>;
-    fn destroy_group_qp(&mut self, g: &mut Self::Group, qp: Qpn) -> Result<(), Self::Error>;
+    /// What the control part keeps of group `g` to make and destroy its QPs while the group
+    /// itself is driven elsewhere (another thread or CPU): its numbers, no access to its rings.
+    fn group_ref(&self, g: &Self::Group) -> Self::GroupRef;
+    /// An RC QP in RESET for the group `g` names (its completions to the group's CQ, its
+    /// receives from the group's SRQ), sized for `sq` send WRs, not in the group yet: connect
+    /// it ([`connect_made_qp`](Self::connect_made_qp)), then the group takes it
+    /// ([`attach_group_qp`](Self::attach_group_qp), on the group's side), or destroy it
+    /// ([`destroy_made_qp`](Self::destroy_made_qp)).
+    fn make_group_qp(&mut self, g: &Self::GroupRef, sq: u32) -> Result<Self::GroupQp, Self::Error>;
+    /// The QPN of a made QP.
+    fn made_qpn(q: &Self::GroupQp) -> Qpn;
+    /// RESET → INIT → RTR → RTS, as [`Control::connect_rc_qp`], for a QP not yet in its group.
+    /// The peer may send from RTR on: the QP must be in its group before the peer learns its
+    /// number (a passive side sends its CM REP once the group attached it).
+    fn connect_made_qp(&mut self, q: &mut Self::GroupQp, attrs: &RcConnectAttrs) -> Result<(), Self::Error>;
+    /// Destroy a made QP that is not in its group.
+    fn destroy_made_qp(&mut self, q: Self::GroupQp) -> Result<(), Self::Error>;
+    /// The group's side, without the device (slow path: at the top of a turn): take `q` into
+    /// `g`; its posts and completions go through the group from now on. A QP made for another
+    /// group (or before a device reset) is refused and given back.
+    fn attach_group_qp(g: &mut Self::Group, q: Self::GroupQp) -> Result<Qpn, (Self::Error, Self::GroupQp)>;
+    /// The control part's side of taking QP `qp` back from the group `g` names while the group
+    /// holds it: to ERROR, then destroyed on the device. The group's owner must have stopped
+    /// posting to it; the group then lets it go ([`detach_group_qp`](Self::detach_group_qp)).
+    fn destroy_handed_qp(&mut self, g: &Self::GroupRef, qp: Qpn) -> Result<(), Self::Error>;
+    /// The group's side, without the device (slow path), once `qp` was destroyed
+    /// ([`destroy_handed_qp`](Self::destroy_handed_qp)): its completions still in the group's
+    /// CQ are taken out (the receives they took go back to the SRQ, so a later QP with the same
+    /// number never sees them) and the group forgets it. The QP object comes back; dropping it
+    /// frees its memory.
+    fn detach_group_qp(g: &mut Self::Group, qp: Qpn) -> Result<Self::GroupQp, Self::Error>;
     /// As [`SrqVerbs::arm_srq`] and [`SrqVerbs::srq_limit_reached`] for the group's SRQ.
     fn arm_group_srq(&mut self, g: &mut Self::Group, limit: u32) -> Result<(), Self::Error>;
     fn group_srq_limit_reached(&mut self, g: &mut Self::Group) -> bool;
@@ -488,6 +516,8 @@ macro_rules! shared_groups {
     ($t:ty) => {
         impl $crate::verbs::GroupVerbs for $t {
             type Group = $crate::verbs::SharedGroup;
+            type GroupRef = $crate::verbs::SharedGroup;
+            type GroupQp = $crate::verbs::Qpn;
             type Path<'a> = &'a mut $t;
             fn group_path<'a>(&'a mut self, _g: &'a mut $crate::verbs::SharedGroup) -> &'a mut $t {
                 self
@@ -509,17 +539,31 @@ macro_rules! shared_groups {
             fn group_srq(&self, g: &$crate::verbs::SharedGroup) -> $crate::verbs::Srqn {
                 g.srq
             }
-            fn create_group_qp(&mut self, g: &mut $crate::verbs::SharedGroup, sq: u32) -> Result<$crate::verbs::Qpn, Self::Error> {
+            fn group_ref(&self, g: &$crate::verbs::SharedGroup) -> $crate::verbs::SharedGroup {
+                *g
+            }
+            fn make_group_qp(&mut self, g: &$crate::verbs::SharedGroup, sq: u32) -> Result<$crate::verbs::Qpn, Self::Error> {
                 $crate::verbs::SrqVerbs::create_rc_qp_srq(self, g.cq, g.cq, sq, g.srq)
             }
-            fn connect_group_qp(&mut self, _g: &mut $crate::verbs::SharedGroup, qp: $crate::verbs::Qpn, attrs: &$crate::verbs::RcConnectAttrs) -> Result<(), Self::Error> {
-                $crate::verbs::Control::connect_rc_qp(self, qp, attrs)
+            fn made_qpn(q: &$crate::verbs::Qpn) -> $crate::verbs::Qpn {
+                *q
             }
-            fn group_qp_to_error(&mut self, _g: &mut $crate::verbs::SharedGroup, qp: $crate::verbs::Qpn) -> Result<(), Self::Error> {
-                $crate::verbs::Control::qp_to_error(self, qp)
+            fn connect_made_qp(&mut self, q: &mut $crate::verbs::Qpn, attrs: &$crate::verbs::RcConnectAttrs) -> Result<(), Self::Error> {
+                $crate::verbs::Control::connect_rc_qp(self, *q, attrs)
             }
-            fn destroy_group_qp(&mut self, _g: &mut $crate::verbs::SharedGroup, qp: $crate::verbs::Qpn) -> Result<(), Self::Error> {
+            fn destroy_made_qp(&mut self, q: $crate::verbs::Qpn) -> Result<(), Self::Error> {
+                $crate::verbs::Control::destroy_qp(self, q)
+            }
+            fn attach_group_qp(_g: &mut $crate::verbs::SharedGroup, q: $crate::verbs::Qpn) -> Result<$crate::verbs::Qpn, (Self::Error, $crate::verbs::Qpn)> {
+                Ok(q)
+            }
+            fn destroy_handed_qp(&mut self, _g: &$crate::verbs::SharedGroup, qp: $crate::verbs::Qpn) -> Result<(), Self::Error> {
+                let _ = $crate::verbs::Control::qp_to_error(self, qp);
                 $crate::verbs::Control::destroy_qp(self, qp)
+            }
+            fn detach_group_qp(_g: &mut $crate::verbs::SharedGroup, qp: $crate::verbs::Qpn) -> Result<$crate::verbs::Qpn, Self::Error> {
+                // The device's CQ is the device's: a QPN is not reused for 2^24 numbers.
+                Ok(qp)
             }
             fn arm_group_srq(&mut self, g: &mut $crate::verbs::SharedGroup, limit: u32) -> Result<(), Self::Error> {
                 $crate::verbs::SrqVerbs::arm_srq(self, g.srq, limit)

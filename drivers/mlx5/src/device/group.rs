@@ -5,7 +5,7 @@
 //! app did not, and recovery counts what it forgot.
 
 use super::*;
-use crate::group::{GroupStats, QueueGroup};
+use crate::group::{GroupHandle, GroupQp, GroupStats, QueueGroup};
 
 /// What the device remembers of a group: its objects on the adapter and the events for it.
 pub(crate) struct GroupRecord {
@@ -70,11 +70,11 @@ impl<H: Hal, M: Mmio + Clone> Mlx5<H, M> {
 }
 
 impl<H: Hal, M: Mmio> Mlx5<H, M> {
-    /// `Err(DeviceFailed)` unless `g` was made by the device as it is now (not failed, not
-    /// reset since).
-    fn current(&self, g: &QueueGroup<H::Dma, M>) -> Result<(), Error> {
+    /// `Err(DeviceFailed)` unless a group of `generation` was made by the device as it is now
+    /// (not failed, not reset since).
+    fn current(&self, generation: u32) -> Result<(), Error> {
         self.alive()?;
-        if g.generation != self.generation {
+        if generation != self.generation {
             return Err(Error::DeviceFailed);
         }
         Ok(())
@@ -82,22 +82,40 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 
     /// An RC QP in RESET in group `g`: sends and receives complete to the group's CQ, receives
     /// come from its SRQ, doorbells go through its UAR page; `log_sq`: 2^log_sq WQEBBs.
+    /// ([`Mlx5::make_group_qp`] then [`QueueGroup::attach_qp`], for an owner that holds the
+    /// group.)
     pub fn create_group_qp(&mut self, g: &mut QueueGroup<H::Dma, M>, log_sq: u8) -> Result<Qpn, Error> {
-        self.current(g)?;
-        let cqn = g.cq.cqn;
-        let qp = self.new_qp(QpKind::Rc, (cqn, cqn), log_sq, 0, 0, Some((SrqId(g.srq.rmpn), g.srq.rmpn)), g.uar)?;
-        let qpn = qp.qpn;
-        g.qps.push(qp);
-        g.reindex();
-        if let Some(r) = self.record(g) {
-            r.qpns.push(qpn);
+        let q = self.make_group_qp(&g.handle(), log_sq)?;
+        match g.attach_qp(q) {
+            Ok(qpn) => Ok(qpn),
+            Err((e, q)) => {
+                let _ = self.destroy_made_qp(q);
+                Err(e)
+            }
         }
-        Ok(qpn)
     }
 
-    /// The device's record of group `g` (none once recovery forgot it).
+    /// An RC QP in RESET for the group `h` names, not in it yet (CREATE_QP on the group's CQ,
+    /// SRQ and UAR page; the group may be polled elsewhere meanwhile): connect it
+    /// ([`Mlx5::connect_made_qp`]) and hand it to the group ([`QueueGroup::attach_qp`]), or
+    /// destroy it ([`Mlx5::destroy_made_qp`]).
+    pub fn make_group_qp(&mut self, h: &GroupHandle, log_sq: u8) -> Result<GroupQp<H::Dma>, Error> {
+        self.current(h.generation)?;
+        let qp = self.new_qp(QpKind::Rc, (h.cqn, h.cqn), log_sq, 0, 0, Some((SrqId(h.rmpn), h.rmpn)), h.uar)?;
+        if let Some(r) = self.record_of(h.id, h.generation) {
+            r.qpns.push(qp.qpn);
+        }
+        Ok(GroupQp { group: (h.id, h.generation), qp })
+    }
+
+    /// The device's record of group slot `id` made in `generation` (none once recovery forgot it).
+    fn record_of(&mut self, id: usize, generation: u32) -> Option<&mut GroupRecord> {
+        self.groups.get_mut(id).and_then(|r| r.as_mut()).filter(|r| r.generation == generation)
+    }
+
+    /// The device's record of group `g`.
     fn record(&mut self, g: &QueueGroup<H::Dma, M>) -> Option<&mut GroupRecord> {
-        self.groups.get_mut(g.id).and_then(|r| r.as_mut()).filter(|r| r.generation == g.generation)
+        self.record_of(g.id, g.generation)
     }
 
     /// Per turn of the group (not per I/O; `rdma::GroupVerbs::check_group`): a device failure or reset since the group was made marks it
@@ -116,53 +134,94 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         g.index(qpn).ok_or(Error::NoSuchObject { kind: "QP", id: qpn.0 })
     }
 
+    /// RESET → INIT → RTR → RTS for `qp` (as [`Mlx5::connect_rc`]).
+    fn connect_qp(&mut self, qp: &mut Qp<H::Dma>, a: &RcConnectAttrs) -> Result<(), Error> {
+        let c = qp.ctl();
+        self.rst2init(c, a.access)?;
+        qp.state = QpState::Init;
+        self.init2rtr(c, a)?;
+        qp.state = QpState::Rtr;
+        self.rtr2rts(c, a)?;
+        qp.state = QpState::Rts;
+        Ok(())
+    }
+
     /// RESET → INIT → RTR → RTS for QP `qpn` of group `g` (as [`Mlx5::connect_rc`]).
     pub fn connect_group_qp(&mut self, g: &mut QueueGroup<H::Dma, M>, qpn: Qpn, a: &RcConnectAttrs) -> Result<(), Error> {
-        self.current(g)?;
+        self.current(g.generation)?;
         let i = Self::group_qp(g, qpn)?;
-        let c = g.qps[i].ctl();
-        self.rst2init(c, a.access)?;
-        g.qps[i].state = QpState::Init;
-        self.init2rtr(c, a)?;
-        g.qps[i].state = QpState::Rtr;
-        self.rtr2rts(c, a)?;
-        g.qps[i].state = QpState::Rts;
-        Ok(())
+        self.connect_qp(&mut g.qps[i], a)
+    }
+
+    /// RESET → INIT → RTR → RTS for a QP made for a group and not in it yet: the peer may send
+    /// from RTR on, so the QP must reach its group before the peer learns its number.
+    pub fn connect_made_qp(&mut self, q: &mut GroupQp<H::Dma>, a: &RcConnectAttrs) -> Result<(), Error> {
+        self.current(q.group.1)?;
+        self.connect_qp(&mut q.qp, a)
     }
 
     /// QP `qpn` of group `g` to ERROR (its outstanding work completes with flush errors).
     pub fn group_qp_to_error(&mut self, g: &mut QueueGroup<H::Dma, M>, qpn: Qpn) -> Result<(), Error> {
         let i = Self::group_qp(g, qpn)?;
         if g.generation == self.generation {
-            self.simple(op::QP_2ERR, 0, qp_2err_in::LAYOUT.size, &[(qp_2err_in::qpn, qpn.0 as u64)])?;
+            self.qp_2err(qpn)?;
         }
         g.qps[i].state = QpState::Error;
         Ok(())
     }
 
-    /// Destroy QP `qpn` of group `g`: moved to ERROR first (it takes from the SRQ), then
-    /// DESTROY_QP, then its CQEs still in the group's CQ are taken out and the receives they
-    /// had taken go back to the group's SRQ ([`cq_clean`]). A group of an older device
-    /// generation just forgets the QP (the reset dropped it on the adapter).
-    pub fn destroy_group_qp(&mut self, g: &mut QueueGroup<H::Dma, M>, qpn: Qpn) -> Result<(), Error> {
-        let i = Self::group_qp(g, qpn)?;
-        if g.generation == self.generation {
-            if !matches!(g.qps[i].state, QpState::Error | QpState::Reset) {
-                self.group_qp_to_error(g, qpn)?;
+    fn qp_2err(&mut self, qpn: Qpn) -> Result<(), Error> {
+        self.simple(op::QP_2ERR, 0, qp_2err_in::LAYOUT.size, &[(qp_2err_in::qpn, qpn.0 as u64)])
+    }
+
+    /// The adapter's part of destroying a group QP: ERROR first when `to_error` (it takes from
+    /// the SRQ), then DESTROY_QP, and the device forgets it. Nothing on the adapter for a group
+    /// of an older device generation (the reset dropped it).
+    fn unmake_group_qp(&mut self, (id, generation): (usize, u32), qpn: Qpn, to_error: bool) -> Result<(), Error> {
+        if generation == self.generation {
+            if to_error {
+                self.qp_2err(qpn)?;
             }
             self.simple(op::DESTROY_QP, 0, destroy_qp_in::LAYOUT.size, &[(destroy_qp_in::qpn, qpn.0 as u64)])?;
-            if self.failed.is_none() && !g.cq.broken {
-                let (freed, bad) = cq_clean::clean_ring(&mut g.cq, qpn, true, Some(&mut g.srq));
-                g.stats.cqes_cleaned += freed;
-                g.stats.bad_cqes += bad;
-            }
         }
-        if let Some(r) = self.record(g) {
+        if let Some(r) = self.record_of(id, generation) {
             r.qpns.retain(|&q| q != qpn);
         }
-        g.qps.remove(i);
-        g.reindex();
         Ok(())
+    }
+
+    /// Destroy QP `qpn` of group `g`: moved to ERROR first (it takes from the SRQ), then
+    /// DESTROY_QP, then the group lets it go ([`QueueGroup::detach_qp`]: its CQEs still in the
+    /// group's CQ are taken out and the receives they had taken go back to the group's SRQ). A
+    /// group of an older device generation just forgets the QP (the reset dropped it on the
+    /// adapter).
+    pub fn destroy_group_qp(&mut self, g: &mut QueueGroup<H::Dma, M>, qpn: Qpn) -> Result<(), Error> {
+        let i = Self::group_qp(g, qpn)?;
+        let to_error = !matches!(g.qps[i].state, QpState::Error | QpState::Reset);
+        self.unmake_group_qp((g.id, g.generation), qpn, to_error)?;
+        if g.generation != self.generation || self.failed.is_some() {
+            // No CQ cleaning on a failed or reset device (its CQ is flushed instead).
+            g.qps.remove(i);
+            g.reindex();
+            return Ok(());
+        }
+        g.detach_qp(qpn).map(drop)
+    }
+
+    /// The adapter's part of destroying QP `qpn` of the group `h` names while the group holds
+    /// it (maybe on another thread): QP to ERROR, DESTROY_QP. Then the group must let it go
+    /// ([`QueueGroup::detach_qp`], which cleans its CQ of the QP's CQEs). The group's owner
+    /// must have stopped posting to the QP first.
+    pub fn destroy_handed_qp(&mut self, h: &GroupHandle, qpn: Qpn) -> Result<(), Error> {
+        self.unmake_group_qp((h.id, h.generation), qpn, true)
+    }
+
+    /// Destroy a QP made for a group and never attached (or detached before being destroyed):
+    /// no CQE of it can be in the group's CQ unless it was connected to a peer that sent.
+    pub fn destroy_made_qp(&mut self, q: GroupQp<H::Dma>) -> Result<(), Error> {
+        let to_error = !matches!(q.qp.state, QpState::Error | QpState::Reset);
+        self.unmake_group_qp(q.group, q.qp.qpn, to_error)
+        // The QP's rings drop here.
     }
 
     /// Destroy group `g`: its QPs (as [`Mlx5::destroy_group_qp`]), its SRQ, CQ and UAR page.
@@ -235,7 +294,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
 
     /// Arm group `g`'s SRQ limit at `lwm` receives (as [`Mlx5::arm_srq`]).
     pub fn arm_group_srq(&mut self, g: &mut QueueGroup<H::Dma, M>, lwm: u16) -> Result<(), Error> {
-        self.current(g)?;
+        self.current(g.generation)?;
         if lwm == 0 || usize::from(lwm) > g.srq.capacity() {
             return Err(Error::InvalidArgument("SRQ limit"));
         }

@@ -3,7 +3,7 @@
 
 mod caps;
 mod cq;
-mod cq_clean;
+pub(crate) mod cq_clean;
 mod eq;
 mod group;
 mod keys;

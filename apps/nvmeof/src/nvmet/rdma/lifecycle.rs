@@ -95,10 +95,23 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut free = VecDeque::new();
         free.try_reserve_exact(depth as usize).map_err(|_| ())?;
         free.extend(0..depth);
-        let rings = &mut self.groups[gi].rings;
-        let qpn = verbs.create_group_qp(rings, sq_depth(depth)).map_err(|_| ())?;
+        // The QP is made and connected by the device's owner, then enters its group (the
+        // group's side of the hand-over; here the group is at hand) before the CM's REP tells
+        // the host its number.
+        let gref = verbs.group_ref(&self.groups[gi].rings);
+        let mut made = verbs.make_group_qp(&gref, sq_depth(depth)).map_err(|_| ())?;
+        if verbs.connect_made_qp(&mut made, attrs).is_err() {
+            let _ = verbs.destroy_made_qp(made);
+            return Err(());
+        }
+        let qpn = match V::attach_group_qp(&mut self.groups[gi].rings, made) {
+            Ok(q) => q,
+            Err((_, made)) => {
+                let _ = verbs.destroy_made_qp(made);
+                return Err(());
+            }
+        };
         let res = (|| {
-            verbs.connect_group_qp(rings, qpn, attrs)?;
             let local = Access { local_write: true, remote_read: false, remote_write: false };
             let rsp = verbs.alloc_buf((depth as usize + MAX_AERS) * Cqe::SIZE)?;
             let (rsp_lkey, _) = verbs.reg_mr(rsp.paddr(), rsp.len() as u64, local)?;
@@ -115,7 +128,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let (rsp, rsp_lkey, data, data_lkey) = match res {
             Ok(x) => x,
             Err(_) => {
-                let _ = verbs.destroy_group_qp(&mut self.groups[gi].rings, qpn);
+                if verbs.destroy_handed_qp(&gref, qpn).is_ok() {
+                    let _ = V::detach_group_qp(&mut self.groups[gi].rings, qpn);
+                }
                 return Err(());
             }
         };
@@ -204,8 +219,13 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let c = self.conns[ci].as_mut().expect("live");
         if let Some(g) = self.groups.get_mut(c.group as usize) {
             g.blocked.retain(|b| b.0 != ci || b.1 != gen);
-            let _ = verbs.group_qp_to_error(&mut g.rings, c.qpn);
-            let _ = verbs.destroy_group_qp(&mut g.rings, c.qpn);
+            // Taken back from its group: destroyed on the device, then let go by the group
+            // (which takes its completions still in the CQ out). A QP the device could not
+            // destroy stays in the group until the group is released.
+            let gref = verbs.group_ref(&g.rings);
+            if verbs.destroy_handed_qp(&gref, c.qpn).is_ok() {
+                let _ = V::detach_group_qp(&mut g.rings, c.qpn);
+            }
             g.qps.remove(c.qpn);
             g.live = g.live.saturating_sub(1);
             g.stats.queues_live = g.live as u64;
