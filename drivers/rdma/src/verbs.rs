@@ -430,8 +430,11 @@ impl<T: DataPath + ?Sized> DataPath for &mut T {
 /// take their receives from, and the group's data path. On a device that splits it (mlx5:
 /// `mlx5::QueueGroup`, its own rings and doorbell page) the group object is that data path and
 /// can be driven without the device; on one that does not, the group is a record of its CQ and
-/// SRQ and its data path is the device ([`shared_groups!`](crate::shared_groups)). Every call
-/// but [`group_path`](Self::group_path) is the control part (slow path).
+/// SRQ and its data path is the device ([`shared_groups!`](crate::shared_groups)).
+/// [`group_path`](Self::group_path) is the data path; [`attach_group_qp`](Self::attach_group_qp)
+/// and [`detach_group_qp`](Self::detach_group_qp) are the group's side of handing a QP over
+/// (slow path, no device: they can run where the group is polled); every other call is the
+/// control part (slow path, with the device).
 pub trait GroupVerbs: SrqVerbs {
     /// What the app holds for one group (the group's side: its data path and its QPs).
     type Group;
