@@ -349,7 +349,6 @@ pub fn initiate(adapter: crate::adapter::Adapter, args: &NvmeofArgs, mtu: u32, v
 
 #[inline(never)]
 fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, mtu: u32, verify: u64) -> bool {
-    use nvmeof::host::HostConfig;
     use rdma::{Control as _, Neighbours as _};
     let Some(spec) = args.connect.as_ref() else { return false };
     let cm = match rdma::cm::Cm::new(verbs, cm_config(mtu, verbs.local_ip(), &args.bounds)) {
