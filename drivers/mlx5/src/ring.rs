@@ -239,34 +239,32 @@ impl CompletionRing {
     /// index record moves once, when CQEs were taken.
     #[inline]
     pub fn poll<D: DmaRegion>(&mut self, buf: &D, dbr: &D, out: &mut [Completion], mut decode: impl FnMut(&[u8; 64]) -> Option<Completion>) -> usize {
-        // The counter and shape in locals: `decode` may write memory the compiler cannot tell
-        // apart from the ring's own fields.
-        let (log, start) = (self.log_size, self.ci);
-        let mask = (1u32 << log) - 1;
-        let mut ci = start;
         let mut n = 0;
+        let mut consumed = false;
+        // The size once, outside the loop (an empty poll is the common case at low depth).
+        let size = self.size();
         let own = cqe64::op_own.byte();
         while n < out.len() {
-            let at = ((ci & mask) as usize) * cqe64::LAYOUT.size;
+            let at = ((self.ci & (size - 1)) as usize) * cqe64::LAYOUT.size;
             // Ownership first (the op_own byte): an empty CQ costs one small load, not a
             // 64-byte copy; the rest of the CQE is read once it is ours.
             let mut e = [0u8; 64];
             buf.read(at + own, &mut e[own..own + 1]);
             let op = get(&e, cqe64::opcode) as u8;
             let owner = get(&e, cqe64::owner) as u32;
-            if op == cqe_op::INVALID || owner != (ci >> log) & 1 {
+            if op == cqe_op::INVALID || owner != (self.ci >> self.log_size) & 1 {
                 break;
             }
             core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
             buf.read(at, &mut e[..own]);
-            ci = ci.wrapping_add(1);
+            self.ci = self.ci.wrapping_add(1);
+            consumed = true;
             if let Some(wc) = decode(&e) {
                 out[n] = wc;
                 n += 1;
             }
         }
-        if ci != start {
-            self.ci = ci;
+        if consumed {
             self.write_record(dbr);
         }
         n
