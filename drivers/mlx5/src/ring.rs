@@ -54,11 +54,6 @@ impl WorkRing {
         WorkRing::new(base, log_size, log_stride, dbr)
     }
 
-    /// log2 of the entries.
-    #[inline(always)]
-    pub fn log_size(&self) -> u8 {
-        self.log_size
-    }
     /// Entries.
     #[inline(always)]
     pub fn size(&self) -> usize {
@@ -68,14 +63,6 @@ impl WorkRing {
     #[inline(always)]
     pub fn stride(&self) -> usize {
         1usize << self.log_stride
-    }
-    /// Bytes the ring takes in its buffer.
-    pub fn bytes(&self) -> usize {
-        self.size() << self.log_stride
-    }
-    /// Byte offset of entry 0 in the buffer.
-    pub fn base(&self) -> usize {
-        self.base
     }
     /// Producer counter.
     #[inline(always)]
@@ -196,9 +183,6 @@ impl CompletionRing {
         dbr.write_be32(4, CQ_DB_POLLING_ARM);
     }
 
-    pub fn log_size(&self) -> u8 {
-        self.log_size
-    }
     /// CQEs.
     #[inline(always)]
     pub fn size(&self) -> u32 {
@@ -278,7 +262,7 @@ mod tests {
     #[test]
     fn room_and_outstanding_wrap_at_the_counter_width() {
         let mut r = WorkRing::send(4096, 3, 0);
-        assert_eq!((r.size(), r.stride(), r.bytes()), (8, 64, 512));
+        assert_eq!((r.size(), r.stride(), r.offset(9)), (8, 64, 4096 + 64));
         assert!(r.has_room(8) && !r.has_room(9));
         r.advance(6);
         assert!(r.has_room(2) && !r.has_room(3));
