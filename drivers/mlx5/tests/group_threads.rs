@@ -317,6 +317,12 @@ fn groups_on_threads(ngroups: usize) {
     b.v.dereg_mr(target_lkey).unwrap();
     b.v.destroy_cq(pcq).unwrap();
     drop((send_buf, target));
+    back_to_baseline_and_shut_down(a, b, base_a, base_b);
+}
+
+/// The groups released, both nodes' objects back at `base_a`/`base_b` (as [`counts`]), then
+/// each node shut down with every page, adapter object and DMA region back.
+fn back_to_baseline_and_shut_down(a: Node, b: Node, base_a: (usize, usize, usize), base_b: (usize, usize, usize)) {
     assert_eq!(a.v.live_groups(), 0);
     assert_eq!((counts(&a), counts(&b)), (base_a, base_b), "live QPs, CQs, SRQs back to the baseline");
     for n in [a, b] {
@@ -535,16 +541,7 @@ fn qps_handed_over(ngroups: usize, rounds: usize) {
     b.v.dereg_mr(send_lkey).unwrap();
     b.v.destroy_cq(pcq).unwrap();
     drop(send_buf);
-    assert_eq!(a.v.live_groups(), 0);
-    assert_eq!((counts(&a), counts(&b)), (base_a, base_b), "live QPs, CQs, SRQs back to the baseline");
-    for n in [a, b] {
-        let (cx, mem) = (n.cx.clone(), n.hal.mem().clone());
-        let st = n.v.shutdown().unwrap();
-        assert_eq!(st.pages_given, st.pages_reclaimed);
-        let c = cx.counters();
-        assert_eq!((c.live_objects(), c.pages_held, c.objects_abandoned), (0, 0, 0), "{c:?}");
-        assert_eq!(mem.stats().regions, 0, "every ring and buffer freed");
-    }
+    back_to_baseline_and_shut_down(a, b, base_a, base_b);
 }
 
 #[test]
