@@ -213,11 +213,17 @@ fn counts(n: &Node) -> (usize, usize, usize) {
     (n.v.live_qps(), n.v.live_cqs(), n.v.live_srqs())
 }
 
-fn groups_on_threads(ngroups: usize) {
+/// Nodes a (10.0.NET.1) and b (10.0.NET.2) on one clocked link (seeded by NET), one clock.
+fn two_nodes(net: u8) -> (SimClock, Node, Node) {
     let clock = SimClock::new();
-    let (la, lb) = Clocked::pair(&clock, Impairments::default(), 13);
-    let mut a = Node::new(clock.clone(), [10, 0, 13, 1], [2, 0, 0, 0, 13, 1], 0x1_0000_0000, Box::new(la)).expect("node a");
-    let mut b = Node::new(clock.clone(), [10, 0, 13, 2], [2, 0, 0, 0, 13, 2], 0x2_0000_0000, Box::new(lb)).expect("node b");
+    let (la, lb) = Clocked::pair(&clock, Impairments::default(), u64::from(net));
+    let a = Node::new(clock.clone(), [10, 0, net, 1], [2, 0, 0, 0, net, 1], 0x1_0000_0000, Box::new(la)).expect("node a");
+    let b = Node::new(clock.clone(), [10, 0, net, 2], [2, 0, 0, 0, net, 2], 0x2_0000_0000, Box::new(lb)).expect("node b");
+    (clock, a, b)
+}
+
+fn groups_on_threads(ngroups: usize) {
+    let (clock, mut a, mut b) = two_nodes(13);
     let (base_a, base_b) = (counts(&a), counts(&b));
     let conns = ngroups * QPS;
     // The peer: one CQ, a send area and the area the groups WRITE to and READ from.
@@ -432,10 +438,7 @@ fn drive_until(a: &mut Node, b: &mut Node, clock: &SimClock, stop: &AtomicBool, 
 }
 
 fn qps_handed_over(ngroups: usize, rounds: usize) {
-    let clock = SimClock::new();
-    let (la, lb) = Clocked::pair(&clock, Impairments::default(), 14);
-    let mut a = Node::new(clock.clone(), [10, 0, 14, 1], [2, 0, 0, 0, 14, 1], 0x1_0000_0000, Box::new(la)).expect("node a");
-    let mut b = Node::new(clock.clone(), [10, 0, 14, 2], [2, 0, 0, 0, 14, 2], 0x2_0000_0000, Box::new(lb)).expect("node b");
+    let (clock, mut a, mut b) = two_nodes(14);
     let (base_a, base_b) = (counts(&a), counts(&b));
     let conns = ngroups * QPS;
     let pcq = b.v.create_cq(1024).unwrap();
