@@ -173,11 +173,11 @@ impl<B: BlockDevice> Core<B> {
 
     /// Fill `out[..len]` with the discovery log page bytes at `off`, generated per 1024-byte record.
     pub(super) fn discovery_log(&mut self, hostnqn: &str, off: u64, len: usize) {
-        // Entries: one per (allowed subsystem, port).
+        // Entries: one per (linked, allowed subsystem, port).
         let allowed: Vec<usize> = (0..self.subsystems.len())
             .filter(|&i| {
                 let s = &self.subsystems[i].cfg;
-                s.allow_any_host || s.hosts.iter().any(|h| h == hostnqn)
+                self.subsystems[i].linked && (s.allow_any_host || s.hosts.iter().any(|h| h == hostnqn))
             })
             .collect();
         let nports = self.cfg.ports.len();

@@ -47,7 +47,9 @@ impl<B: BlockDevice> Core<B> {
         let subsys = if subnqn == DISCOVERY_NQN {
             None
         } else {
-            match self.subsystems.iter().position(|s| s.cfg.nqn == subnqn) {
+            // An unlinked subsystem is not there for the port (nvmet: "connect request for
+            // invalid subsystem").
+            match self.subsystems.iter().position(|s| s.cfg.nqn == subnqn && s.linked) {
                 Some(i) => Some(i),
                 None => return invalid(connect_off::IATTR_DATA | connect_off::DATA_SUBNQN),
             }

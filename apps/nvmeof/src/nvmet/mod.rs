@@ -341,6 +341,9 @@ struct Subsystem<B> {
     ns_stats: Vec<NsStats>,
     /// Per namespace: its device-latency table, when the core has a clock ([`devlat`]).
     ns_lat: Vec<Option<devlat::DevLatency>>,
+    /// Linked to the port (nvmet configfs: `ports/P/subsystems/NQN` present); an unlinked
+    /// subsystem is neither served nor listed ([`Core::unlink_subsystem`]).
+    linked: bool,
 }
 
 /// A namespace's counters kept by the core (cumulative).
@@ -543,6 +546,7 @@ impl<B: BlockDevice> Core<B> {
                     max_io_bytes: max_io_bytes(cfg.max_io_bytes, &s.namespaces),
                     cfg: s,
                     stats: SubsysStats::default(),
+                    linked: true,
                 })
                 .collect(),
             cfg,
@@ -665,6 +669,39 @@ impl<B: BlockDevice> Core<B> {
                 *slot = false;
             }
         }
+    }
+
+    /// Unlink subsystem `nqn` from the port, as removing its link under an nvmet configfs port
+    /// does: from now on a Connect to it gets the answer an unknown subsystem gets (Connect
+    /// Invalid Parameters, Do Not Retry, on SUBNQN) and the discovery log leaves it out, until
+    /// [`Core::link_subsystem`]. Its controllers are freed here; their CNTLIDs are returned so
+    /// the transport closes their queues (nvmet deletes them, the host sees its queues
+    /// disconnected). `None`: no such subsystem. Slow path (operator action).
+    pub fn unlink_subsystem(&mut self, nqn: &str) -> Option<Vec<u16>> {
+        let si = self.subsystems.iter().position(|s| s.cfg.nqn == nqn)?;
+        if self.subsystems[si].linked {
+            self.subsystems[si].linked = false;
+            self.genctr += 1;
+            log::warn!("nvmeof: target: {nqn} unlinked from the port: its controllers deleted, Connects refused");
+        }
+        let ids: Vec<u16> = self.ctrls.iter().flatten().filter(|c| c.subsys == Some(si)).map(|c| c.cntlid).collect();
+        Some(ids)
+    }
+
+    /// Link subsystem `nqn` to the port again (served and listed). False: no such subsystem.
+    pub fn link_subsystem(&mut self, nqn: &str) -> bool {
+        let Some(s) = self.subsystems.iter_mut().find(|s| s.cfg.nqn == nqn) else { return false };
+        if !s.linked {
+            s.linked = true;
+            self.genctr += 1;
+            log::info!("nvmeof: target: {nqn} linked to the port again");
+        }
+        true
+    }
+
+    /// Whether subsystem `nqn` is linked to the port (`None`: no such subsystem).
+    pub fn subsystem_linked(&self, nqn: &str) -> Option<bool> {
+        self.subsystems.iter().find(|s| s.cfg.nqn == nqn).map(|s| s.linked)
     }
 
     /// A controller whose keep-alive timer ran out, if any (call until `None`).

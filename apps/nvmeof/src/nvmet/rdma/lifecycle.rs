@@ -1,6 +1,6 @@
 //! Queue lifecycle on the RDMA transport: CM accept (QP, CQ, buffers, receives posted), host
-//! or target disconnect, controller reset, keep-alive expiry, teardown and freeing once block
-//! I/O has drained.
+//! or target disconnect, controller reset, keep-alive expiry, a subsystem unlinked from the
+//! port, teardown and freeing once block I/O has drained.
 
 use super::*;
 
@@ -303,14 +303,38 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.fold_queues();
         while let Some(id) = self.core.expired_ctrl(now_ns) {
             work += 1;
-            let admin = self.conns.iter().position(|c| c.as_ref().is_some_and(|c| !c.draining && c.q.qid == 0 && c.q.cntlid == Some(id)));
-            match admin {
-                // Tearing down the admin queue frees the controller (Core::queue_gone).
-                Some(ci) => self.teardown(verbs, ci, true),
-                None => self.core.remove_ctrl(id),
-            }
+            self.delete_ctrl(verbs, id);
         }
         work
+    }
+
+    /// Delete controller `id`: every queue of it closed with the CM told (DREQ), the controller
+    /// freed. Slow path (the admin queue is found by a search).
+    fn delete_ctrl(&mut self, verbs: &mut V, id: u16) {
+        let admin = self.conns.iter().position(|c| c.as_ref().is_some_and(|c| !c.draining && c.q.qid == 0 && c.q.cntlid == Some(id)));
+        match admin {
+            // Tearing down the admin queue frees the controller (Core::queue_gone).
+            Some(ci) => self.teardown(verbs, ci, true),
+            None => self.core.remove_ctrl(id),
+        }
+    }
+
+    /// Unlink subsystem `nqn` from the port ([`Core::unlink_subsystem`]: Connects to it refused
+    /// until [`RdmaTarget::link_subsystem`]) and delete its controllers, as Linux nvmet does
+    /// when the port's configfs link goes: the CM sends a DREQ on every queue of theirs
+    /// ([`RdmaTarget::take_closed`]); commands still at the store finish there unanswered.
+    /// False: no such subsystem. Slow path (operator action), outside [`RdmaTarget::poll`].
+    pub fn unlink_subsystem(&mut self, verbs: &mut V, nqn: &str) -> bool {
+        let Some(ids) = self.core.unlink_subsystem(nqn) else { return false };
+        for id in ids {
+            self.delete_ctrl(verbs, id);
+        }
+        true
+    }
+
+    /// Link subsystem `nqn` to the port again. False: no such subsystem.
+    pub fn link_subsystem(&mut self, nqn: &str) -> bool {
+        self.core.link_subsystem(nqn)
     }
 
 
