@@ -50,11 +50,16 @@ pub enum Kind {
     /// the driver declares the device failed and resets the function; the same recovery as
     /// `health`.
     Fatal,
+    /// A target takes its subsystem away for 10-1000 ms, as Linux nvmet does when the
+    /// subsystem's configfs port link is removed: DREQ on every queue of its controllers
+    /// (deleted), every Connect to the NQN refused (Connect Invalid Parameters, DNR) until the
+    /// link is back; the initiators retry and reconnect then.
+    Unlink,
 }
 
 /// Every kind, in the order `all` draws from. Adding a kind (or a draw inside one) changes what
 /// an older seed draws: a seed replays exactly on the commit that ran it.
-pub const ALL: [Kind; 16] = [
+pub const ALL: [Kind; 17] = [
     Kind::Loss,
     Kind::Dup,
     Kind::Reorder,
@@ -71,6 +76,7 @@ pub const ALL: [Kind; 16] = [
     Kind::QpError,
     Kind::CqOverrun,
     Kind::Fatal,
+    Kind::Unlink,
 ];
 
 impl Kind {
@@ -92,6 +98,7 @@ impl Kind {
             Kind::QpError => "qperr",
             Kind::CqOverrun => "cqoverrun",
             Kind::Fatal => "fatal",
+            Kind::Unlink => "unlink",
         }
     }
 }
@@ -152,6 +159,8 @@ pub enum Action {
     CqOverrun { port: usize, pick: u64 },
     /// The adapter of node `port` raises an INTERNAL_ERROR event.
     InternalError { port: usize },
+    /// Target `t`'s subsystem unlinked from its port (`linked: false`) or linked again.
+    Link { t: usize, linked: bool },
 }
 
 /// A seed's faults: actions by virtual time; all windows closed by `end_ns`.
@@ -260,6 +269,11 @@ pub fn draw(rng: &mut SplitMix64, kinds: &[Kind], targets: usize, initiators: us
             Kind::QpError => plan.actions.push((t, Action::QpError { port, pick: rng.next_u64() })),
             Kind::CqOverrun => plan.actions.push((t, Action::CqOverrun { port, pick: rng.next_u64() })),
             Kind::Fatal => plan.actions.push((t, Action::InternalError { port })),
+            Kind::Unlink => {
+                let which = if targets > 1 { rng.below(targets as u64) as usize } else { 0 };
+                let len = range(rng, 10 * MS, 1000 * MS);
+                window(Action::Link { t: which, linked: false }, Action::Link { t: which, linked: true }, len);
+            }
             Kind::TargetCrash => {
                 let keep = rng.below(2) == 0;
                 let down_ns = range(rng, 10 * MS, 500 * MS);

@@ -130,6 +130,10 @@ pub struct Outcome {
     /// (not in [`Outcome::line`]).
     pub groups_replaced: u64,
     pub corrupted: u64,
+    /// Controllers deleted by a subsystem unlinked from its port, and Connects refused as for
+    /// an invalid subsystem (SCT 1, SC 0x82, DNR) while it was (not in [`Outcome::line`]).
+    pub unlinked_ctrls: u64,
+    pub refused_unlinked: u64,
     /// Frames the switch dropped for exceeding a port's MTU.
     pub mtu_drops: u64,
     pub frames: u64,
@@ -521,6 +525,23 @@ impl World {
                     self.out.crashes += 1;
                 }
                 self.inits[k] = Some(init);
+            }
+            Action::Link { t: j, linked } => {
+                // Nothing while the target is down (it restarts linked, as configured).
+                if let Some(t) = self.targets[j].as_mut() {
+                    let nqn = subnqn(j);
+                    let ok = if linked {
+                        t.svc.target.link_subsystem(&nqn)
+                    } else {
+                        let ctrls = t.svc.target.core.live_ctrls() as u64;
+                        let ok = t.svc.target.unlink_subsystem(&mut t.node.v, &nqn);
+                        self.out.unlinked_ctrls += ctrls - t.svc.target.core.live_ctrls() as u64;
+                        ok
+                    };
+                    if !ok {
+                        self.fail(format!("target {j}: no subsystem {nqn} to link or unlink"));
+                    }
+                }
             }
             Action::CrashTarget { t: j, keep, down_ns } => {
                 let keep = self.cfg.keep_namespace.unwrap_or(keep);

@@ -40,6 +40,7 @@ fn each_fault_kind_alone_passes_and_shows() {
             Kind::Kato => assert!(out.reconnects + out.connects > 2, "{}", out.line(seed)),
             Kind::CmdHang | Kind::Health | Kind::Fatal => assert!(out.recoveries + out.init_recoveries > 0, "{}", out.line(seed)),
             Kind::QpError | Kind::CqOverrun => assert!(out.adapter_faults + out.init_adapter_faults > 0 && out.reconnects > 0, "{}", out.line(seed)),
+            Kind::Unlink => assert!(out.unlinked_ctrls > 0 && out.refused_unlinked > 0 && out.reconnects > out.refused_unlinked, "{}", out.line(seed)),
             _ => {}
         }
     }
@@ -185,6 +186,12 @@ fn two_targets_each_checked_on_its_own_and_a_crash_of_one_leaves_the_other_servi
     assert!(out.ops_while_own_reconnect > 200, "{}", out.line(49));
 }
 
+/// Every kind `all` drew before `unlink` came (the seeds the campaigns found replay with it:
+/// a kind added to `all` changes what a seed draws).
+fn before_unlink() -> Vec<Kind> {
+    faults::ALL.iter().copied().filter(|k| *k != Kind::Unlink).collect()
+}
+
 #[test]
 fn a_device_recovery_drops_every_controller_on_it_first() {
     // Seed 403066, 2 targets (campaign 400000..403589): health, cmdhang and fatal on initiator
@@ -194,7 +201,7 @@ fn a_device_recovery_drops_every_controller_on_it_first() {
     // (a reconnect loop), and the orderly disconnect failed (RetryExceeded). The rule that
     // fixes it is the initiator's own now (`nvmeof::host::controllers`), which the simulator's
     // initiators run.
-    let out = run(Config { targets: 2, ..cfg(403066, &faults::ALL) });
+    let out = run(Config { targets: 2, ..cfg(403066, &before_unlink()) });
     assert!(out.failure.is_none(), "{:?}", out.failure);
     assert_eq!(out.drawn.iter().map(|k| k.name()).collect::<Vec<_>>(), ["health", "cmdhang", "corrupt", "corrupt", "fatal"], "the plan of the time");
     assert!(out.init_recoveries > 0, "{}", out.line(403066));
@@ -230,9 +237,34 @@ fn a_target_poll_group_whose_cq_broke_is_replaced() {
     // "no progress 30s after the faults stopped: ... enabling". The target now closes a
     // broken group's queues, gives it no new ones and replaces it once none is left.
     for (seed, targets) in [(1602312, 1), (1604304, 1), (1604751, 1), (1609516, 1), (1700421, 2), (1701262, 2), (1702433, 2), (1703044, 2), (1703148, 2), (1704409, 2), (1706885, 2)] {
-        let out = run(Config { targets, ..cfg(seed, &faults::ALL) });
-        assert!(out.failure.is_none(), "seed {seed}: {:?} (replay: scripts/simulate --seed {seed} --targets {targets})", out.failure);
+        let out = run(Config { targets, ..cfg(seed, &before_unlink()) });
+        assert!(out.failure.is_none(), "seed {seed}: {:?} (replay: scripts/simulate --seed {seed} --targets {targets} --faults {})", out.failure, faults::list_name(&before_unlink()));
         assert!(out.drawn.contains(&Kind::CqOverrun), "the plan of the time: {}", out.line(seed));
         assert!(out.groups_replaced > 0, "seed {seed}: a broken group was replaced: {}", out.line(seed));
     }
+}
+
+/// A target takes its subsystem away for a while, as Linux nvmet does when the subsystem's
+/// configfs port link is removed: its controllers are deleted (a DREQ on every queue), each
+/// Connect to the NQN is refused with Connect Invalid Parameters + DNR until the link is back,
+/// the initiators retry (every 50 ms here) and reconnect once it is; acknowledged writes stay
+/// readable. With two targets the other one serves on meanwhile.
+#[test]
+fn a_subsystem_unlinked_from_its_port_refuses_connects_until_linked_again() {
+    // Seed 7: one unlink at 523 ms of virtual time, both initiators connected.
+    let out = run(cfg(7, &[Kind::Unlink]));
+    assert!(out.failure.is_none(), "{:?} (replay: scripts/simulate --seed 7 --faults unlink)", out.failure);
+    assert_eq!(out.drawn, [Kind::Unlink]);
+    assert_eq!(out.unlinked_ctrls, 2, "both initiators' controllers deleted: {}", out.line(7));
+    assert!(out.refused_unlinked >= 20, "each initiator's Connects refused while unlinked: {}", out.line(7));
+    // Every other attempt succeeded: each initiator reconnected once, after the refusals.
+    assert_eq!(out.reconnects, out.refused_unlinked + 2, "{}", out.line(7));
+    assert_eq!((out.ops, out.error_status), (400, 0), "{}", out.line(7));
+    assert!(out.blocks_verified > 500, "{}", out.line(7));
+    // Two targets: target 1's subsystem away for 950 ms; target 0 serves the initiators meanwhile.
+    let two = run(Config { targets: 2, ..cfg(7, &[Kind::Unlink]) });
+    assert!(two.failure.is_none(), "{:?} (replay: scripts/simulate --seed 7 --faults unlink --targets 2)", two.failure);
+    assert_eq!(two.unlinked_ctrls, 2, "{}", two.line(7));
+    assert!(two.refused_unlinked >= 10 && two.reconnects == two.refused_unlinked + 2, "{}", two.line(7));
+    assert!(two.ops_while_own_reconnect >= 50, "target 0 served while target 1's subsystem was away: {}", two.line(7));
 }

@@ -193,6 +193,9 @@ impl Sim {
                     w.trace(if first { 0xc0 } else { 0xc1 }, tag);
                 }
                 CtrlEvent::AttemptFailed(e) => {
+                    if matches!(e, nvmeof::Error::Nvme(s) if s == nvmeof::Status::CONNECT_INVALID_PARAM) {
+                        w.out.refused_unlinked += 1;
+                    }
                     if w.cfg.verbose {
                         eprintln!("sim: {}us initiator {k} connect to target {j}: {e:?}", now / 1000);
                     }
