@@ -449,3 +449,37 @@ fn device_latency_is_timed_per_namespace() {
     assert!(ns.iter().all(|n| n.in_flight == Some(0)));
     assert_eq!(w.target.core.block_inflight_count(), 0);
 }
+
+/// The subsystem unlinked from the port (nvmet configfs: its port link removed): the
+/// controller is deleted (every queue closed, the CM told to DREQ each), Connects are refused
+/// as for an unknown subsystem (Connect Invalid Parameters, DNR) and discovery leaves it out;
+/// linked again, it is listed and served.
+#[test]
+fn an_unlinked_subsystem_is_neither_served_nor_listed_until_linked_again() {
+    let fabric = SoftFabric::new();
+    let mut w = make_world(&fabric, 256, &[HOSTNQN]);
+    let mut hd = host_dev(&fabric);
+    let host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect");
+    assert_eq!((w.target.core.live_ctrls(), w.target.queues()), (1, 3));
+    assert!(w.target.unlink_subsystem(&mut w.tdev, SUBNQN));
+    assert!(!w.target.unlink_subsystem(&mut w.tdev, "nqn.2026-01.io.appliance:none"), "no such subsystem");
+    assert_eq!(w.target.core.subsystem_linked(SUBNQN), Some(false));
+    assert_eq!((w.target.core.live_ctrls(), w.target.queues()), (0, 0), "controller deleted, queues closed");
+    let mut closed = 0;
+    while w.target.take_closed().is_some() {
+        closed += 1;
+    }
+    assert_eq!(closed, 3, "the CM is told to DREQ each queue");
+    drop(host);
+    match Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN) {
+        Err(Error::Nvme(s)) => assert_eq!(s, Status::CONNECT_INVALID_PARAM),
+        Err(e) => panic!("unexpected {e:?}"),
+        Ok(_) => panic!("connected to an unlinked subsystem"),
+    }
+    assert!(Host::discover(&mut hd, &mut w, host_cfg()).expect("discover").is_empty(), "not listed while unlinked");
+    assert!(w.target.link_subsystem(SUBNQN));
+    let e = Host::discover(&mut hd, &mut w, host_cfg()).expect("discover");
+    assert_eq!(e.iter().map(|e| e.subnqn.as_str()).collect::<Vec<_>>(), [SUBNQN]);
+    let mut host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect once linked");
+    verified_io(&mut host, &mut hd, &mut w, 200, 4, 5);
+}
