@@ -881,7 +881,10 @@ impl<B: BlockDevice> Core<B> {
                 }
             }
         }
-        self.announce_failed(newly_failed);
+        // Nearly always empty: no call (and no copy of the list) then.
+        if !newly_failed.is_empty() {
+            self.announce_failed(newly_failed);
+        }
         total
     }
 

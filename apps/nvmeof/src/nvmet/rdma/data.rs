@@ -220,41 +220,43 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if slot.pending > 0 {
             return;
         }
-        let slot = *slot;
+        let (status, t0, opcode) = (slot.status, slot.t0, slot.sqe.opcode);
         if c.draining {
             c.slots[s as usize].state = SlotState::Idle;
             self.maybe_free(verbs, ci);
             return;
         }
-        if !slot.status.is_success() {
-            let q = c.q;
-            self.core.record_error(&q, slot.sqe.cid.get(), slot.status, slot.sqe.nsid.get());
-        } else if slot.sqe.opcode == io_op::READ {
+        if !status.is_success() {
+            let (q, sqe) = (c.q, &c.slots[s as usize].sqe);
+            let (cid, nsid) = (sqe.cid.get(), sqe.nsid.get());
+            self.core.record_error(&q, cid, status, nsid);
+        } else if opcode == io_op::READ {
             self.send_read(verbs, ci, s);
             return;
         }
-        self.respond(verbs, ci, s, slot.status, 0, 0, slot.t0);
+        self.respond(verbs, ci, s, status, 0, 0, t0);
     }
 
     /// A Read's data is ready: RDMA WRITE it to the host and respond. A zero-copy Read waits
     /// while a zero-copy Write is still landing in its blocks.
     pub(super) fn send_read(&mut self, verbs: &mut V, ci: usize, s: u16) {
         let c = self.conns[ci].as_ref().expect("live");
-        let slot = c.slots[s as usize];
-        let len = slot.sgl.map_or(0, |g| g.len());
-        let src = if slot.direct_addr != 0 {
-            if self.inflight.overlaps(slot.direct_addr, slot.direct_addr + len as u64, true) {
+        // The fields it needs, not a copy of the whole slot.
+        let slot = &c.slots[s as usize];
+        let (len, direct_addr, direct_lkey, status, t0) = (slot.sgl.map_or(0, |g| g.len()), slot.direct_addr, slot.direct_lkey, slot.status, slot.t0);
+        let src = if direct_addr != 0 {
+            if self.inflight.overlaps(direct_addr, direct_addr + len as u64, true) {
                 self.hold(ci, s, Resume::Send);
                 return;
             }
-            Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey }
+            Sge { addr: direct_addr, len, lkey: direct_lkey }
         } else {
             Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey }
         };
         if !self.post_write(verbs, ci, s, src) {
             return;
         }
-        self.respond(verbs, ci, s, slot.status, 0, 0, slot.t0);
+        self.respond(verbs, ci, s, status, 0, 0, t0);
     }
 
     pub(super) fn complete_aer(&mut self, verbs: &mut V, tag: u64, dw0: u32) {

@@ -249,11 +249,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.fold_queues();
         }
         let c = self.conns[ci].as_mut().expect("live");
-        let slot = c.slots[s as usize];
-        let sqe = slot.sqe;
-        let sgl = slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 });
+        // The fields it needs, not a copy of the whole slot.
+        let slot = &c.slots[s as usize];
+        let (sqe, sgl, slot_fetched) = (slot.sqe, slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 }), slot.fetched);
         // A keyed SGL's data is at the host until fetched (the core says when it wants it).
-        let fetched = slot.fetched || !matches!(sgl, Sgl::Keyed { len, .. } if len > 0);
+        let fetched = slot_fetched || !matches!(sgl, Sgl::Keyed { len, .. } if len > 0);
         if fetched && !self.inflight.is_empty() {
             // An in-capsule Write, Write Zeroes or DSM changes memory zero-copy transfers may
             // be using: it waits for them.
