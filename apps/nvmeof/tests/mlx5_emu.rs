@@ -297,6 +297,29 @@ fn keyed_writes_at_qd1_ring_one_doorbell_and_read_back_whole() {
     assert_eq!(write_doorbells, 32, "one target send doorbell per keyed write at QD1");
 }
 
+/// Keyed-SGL Writes at QD32: a turn's RDMA READs (new Writes) and response SENDs (Writes whose
+/// data is in) of the queue go out under the turn's one doorbell. A queue keeps at most
+/// `max_rd_atomic` READs outstanding (16 here), so one doorbell carries at most 16 new READs: at
+/// least 1/16 doorbell per write; with the emulated link's pacing a QD32 burst settles into
+/// cohorts of about 15, 2 and 15 writes, one doorbell each (the capsules that found no READ
+/// credit have their READs posted, and later answered, a turn pair after the others).
+/// Asserted: no more than 3 doorbells per 32 writes, every write one READ.
+#[test]
+fn keyed_writes_at_qd32_ring_at_most_3_doorbells_per_32() {
+    let (mut w, mut h) = setup();
+    let cfg = HostConfig { inline_writes: false, ..host_cfg(32) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let n = 1024;
+    let bc = BenchConfig { pattern: Pattern::RandWrite, block_size: 4096, queue_depth: 32, duration_ns: u64::MAX / 4, max_ios: n, seed: 32 };
+    let (db0, reads0) = (w.t.cx.counters().sq_doorbells, w.target.stats().rdma_reads);
+    let r = host.bench(&mut h.v, &mut w, 1, &bc).expect("bench");
+    assert_eq!((r.ios, r.errors), (n, 0));
+    let (db, reads) = (w.t.cx.counters().sq_doorbells - db0, w.target.stats().rdma_reads - reads0);
+    assert_eq!(reads, n, "one RDMA READ per keyed write");
+    // The bench's ramp up and down (one queue depth) may cost a few more.
+    assert!(db * 32 <= n * 3 + 32, "{db} target send doorbells for {n} keyed writes at QD32");
+}
+
 /// A keyed-SGL Write whose RDMA READ fails (the host's key was invalidated before the target
 /// read with it: remote access error) is never answered with success (its response SEND, posted
 /// fenced behind the READ, is flushed by the adapter, never sent): the target fails the queue, and the namespace keeps its old data (nothing arrived to land). Had the READ
