@@ -221,15 +221,21 @@ fn ns_block4k(w: &mut World, lba: u64) -> Vec<u8> {
     out
 }
 
+/// The pair, and a host that sends its writes with keyed SGLs (in-capsule data off) at `depth`.
+fn keyed_write_host(depth: u16) -> (World, Node, Host<V>) {
+    let (mut w, mut h) = setup();
+    let cfg = HostConfig { inline_writes: false, ..host_cfg(depth) };
+    let host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    (w, h, host)
+}
+
 /// Keyed-SGL Writes land straight in namespace memory (no CPU copy), and commands touching
 /// the same blocks while such a Write's RDMA READ is in flight are ordered after it: a Read
 /// sent with it returns the new data whole, a second Write sent with it is held and lands
 /// last.
 #[test]
 fn zero_copy_writes_are_ordered_with_overlapping_commands() {
-    let (mut w, mut h) = setup();
-    let cfg = HostConfig { inline_writes: false, ..host_cfg(8) };
-    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let (mut w, mut h, mut host) = keyed_write_host(8);
     let lba = 1600;
     let fill = |host: &mut Host<V>, slot: u16, byte: u8| {
         let (buf, off, _) = host.slot_buf(1, slot);
@@ -271,9 +277,7 @@ fn zero_copy_writes_are_ordered_with_overlapping_commands() {
 /// completion is polled, so the Read may wait for it, never the other way round).
 #[test]
 fn keyed_writes_at_qd1_ring_one_doorbell_and_read_back_whole() {
-    let (mut w, mut h) = setup();
-    let cfg = HostConfig { inline_writes: false, ..host_cfg(4) };
-    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let (mut w, mut h, mut host) = keyed_write_host(4);
     let lba = 3200;
     let (fenced0, reads0) = (w.target.stats().fenced_responses, w.target.stats().rdma_reads);
     let (wr, r) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
@@ -306,9 +310,7 @@ fn keyed_writes_at_qd1_ring_one_doorbell_and_read_back_whole() {
 /// Asserted: no more than 3 doorbells per 32 writes, every write one READ.
 #[test]
 fn keyed_writes_at_qd32_ring_at_most_3_doorbells_per_32() {
-    let (mut w, mut h) = setup();
-    let cfg = HostConfig { inline_writes: false, ..host_cfg(32) };
-    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let (mut w, mut h, mut host) = keyed_write_host(32);
     let n = 1024;
     let bc = BenchConfig { pattern: Pattern::RandWrite, block_size: 4096, queue_depth: 32, duration_ns: u64::MAX / 4, max_ios: n, seed: 32 };
     let (db0, reads0) = (w.t.cx.counters().sq_doorbells, w.target.stats().rdma_reads);
@@ -327,9 +329,7 @@ fn keyed_writes_at_qd32_ring_at_most_3_doorbells_per_32() {
 /// succeed, which NVMe allows for a failed write.
 #[test]
 fn failed_rdma_read_fails_the_write_and_leaves_the_namespace() {
-    let (mut w, mut h) = setup();
-    let cfg = HostConfig { inline_writes: false, ..host_cfg(4) };
-    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let (mut w, mut h, mut host) = keyed_write_host(4);
     let lba = 2400;
     let s0 = host.alloc_slot(1).unwrap();
     let (buf, off, _) = host.slot_buf(1, s0);
@@ -490,9 +490,7 @@ fn per_io_keys_verified_at_qd1_and_qd32() {
 /// a remote access error; the initiator's buffer keeps its data.
 #[test]
 fn target_reusing_a_completed_ios_key_is_refused() {
-    let (mut w, mut h) = setup();
-    let cfg = HostConfig { inline_writes: false, ..host_cfg(4) };
-    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let (mut w, mut h, mut host) = keyed_write_host(4);
     verified_qd(&mut w, &mut h, &mut host, 4, 1);
     let (queue, slot) = (1, 0);
     let key = host.slot_key(queue, slot);
