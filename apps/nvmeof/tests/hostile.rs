@@ -18,7 +18,7 @@ use nvmeof::wire::*;
 use nvmeof::wire::prop;
 use nvmeof::{Error, Status};
 use proptest::prelude::*;
-use testbed::soft::{SoftError, SoftFabric};
+use testbed::soft::{SoftError, SoftFabric, SoftPath};
 use rdma::*;
 use zerocopy::{FromBytes, IntoBytes, KnownLayout, Immutable};
 
@@ -37,9 +37,23 @@ type CqeHook = Box<dyn FnMut(u16, &Sqe, &mut Cqe, &mut Reply)>;
 /// `(qid, command)` as the target receives it: capsules to send before the target answers.
 type CmdHook = Box<dyn FnMut(u16, &Sqe) -> Vec<Vec<u8>>>;
 
-/// The target's device with a hostile hand on its traffic.
+/// The target's device with a hostile hand on its traffic: its control part is the test
+/// device's; its data path, and each of its poll groups', is an [`EvilPath`] sharing the hooks.
 struct Evil {
     dev: TDev,
+    path: EvilPath,
+}
+
+/// The hostile data path: the soft device's, through the hooks and what they learnt.
+#[derive(Clone)]
+struct EvilPath {
+    dev: SoftPath,
+    mem: MemMap,
+    h: Rc<RefCell<Hooks>>,
+}
+
+/// The hooks and the traffic they have seen.
+struct Hooks {
     data: Option<DataHook>,
     cqe: Option<CqeHook>,
     cmd: Option<CmdHook>,
@@ -50,7 +64,7 @@ struct Evil {
     /// Commands received and not yet answered, per (QPN, CID).
     cmds: HashMap<(u32, u16), Sqe>,
     /// Where invented capsules are sent from.
-    spare: Option<(TBuf, Lkey)>,
+    spare: (TBuf, Lkey),
     spare_next: usize,
 }
 
@@ -58,26 +72,35 @@ const SPARE_SLOT: usize = 256;
 const SPARE_SLOTS: usize = 64;
 
 impl Evil {
-    fn new(dev: TDev) -> Self {
-        Evil { dev, data: None, cqe: None, cmd: None, recvs: HashMap::new(), qids: HashMap::new(), cmds: HashMap::new(), spare: None, spare_next: 0 }
+    fn new(mut dev: TDev) -> Self {
+        let b = dev.alloc_buf(SPARE_SLOT * SPARE_SLOTS).unwrap();
+        let (l, _) = dev.reg_mr(b.paddr(), b.len() as u64, Access { local_write: true, ..Default::default() }).unwrap();
+        let h = Hooks { data: None, cqe: None, cmd: None, recvs: HashMap::new(), qids: HashMap::new(), cmds: HashMap::new(), spare: (b, l), spare_next: 0 };
+        let path = EvilPath { dev: dev.dev.data_path(), mem: dev.mem.clone(), h: Rc::new(RefCell::new(h)) };
+        Evil { dev, path }
     }
 
+    /// The hooks (set and cleared by the tests).
+    fn hooks(&self) -> std::cell::RefMut<'_, Hooks> {
+        self.path.h.borrow_mut()
+    }
+}
+
+impl EvilPath {
     fn qid(&self, qp: Qpn) -> u16 {
-        self.qids.get(&qp.0).copied().unwrap_or(0)
+        self.h.borrow().qids.get(&qp.0).copied().unwrap_or(0)
     }
 
     /// Send `bytes` on `qp` from the spare buffer, unsignaled, after everything posted so far.
     fn inject(&mut self, qp: Qpn, bytes: &[u8]) {
-        if self.spare.is_none() {
-            let b = self.dev.alloc_buf(SPARE_SLOT * SPARE_SLOTS).unwrap();
-            let (l, _) = self.dev.reg_mr(b.paddr(), b.len() as u64, Access { local_write: true, ..Default::default() }).unwrap();
-            self.spare = Some((b, l));
-        }
-        let (buf, lkey) = self.spare.as_ref().unwrap();
-        let off = (self.spare_next % SPARE_SLOTS) * SPARE_SLOT;
-        self.spare_next += 1;
-        buf.write(off, bytes);
-        let wr = SendWr { wr_id: u64::MAX, op: SendOp::Send, sge: Sge { addr: buf.paddr() + off as u64, len: bytes.len() as u32, lkey: *lkey }, signaled: false, fence: false, ud: None };
+        let wr = {
+            let mut h = self.h.borrow_mut();
+            let off = (h.spare_next % SPARE_SLOTS) * SPARE_SLOT;
+            h.spare_next += 1;
+            let (buf, lkey) = &h.spare;
+            buf.write(off, bytes);
+            SendWr { wr_id: u64::MAX, op: SendOp::Send, sge: Sge { addr: buf.paddr() + off as u64, len: bytes.len() as u32, lkey: *lkey }, signaled: false, fence: false, ud: None }
+        };
         self.dev.post_send(qp, &wr).unwrap();
     }
 
@@ -86,31 +109,33 @@ impl Evil {
     fn tamper(&mut self, qp: Qpn, wr: &SendWr) -> (SendWr, Vec<Vec<u8>>) {
         let mut wr = *wr;
         let qid = self.qid(qp);
+        let mut h = self.h.borrow_mut();
+        let h = &mut *h;
         match wr.op {
             SendOp::Send | SendOp::SendWithInvalidate(_) if wr.sge.len as usize == Cqe::SIZE => {
                 let mut b = [0u8; 16];
-                self.dev.mem.read(wr.sge.addr, &mut b);
+                self.mem.read(wr.sge.addr, &mut b);
                 let mut cqe = Cqe::read_from_bytes(&b).unwrap();
                 // Answered: the command no longer owns its host buffer.
-                let Some(cmd) = self.cmds.remove(&(qp.0, cqe.cid.get())) else { return (wr, vec![]) };
-                let Some(hook) = self.cqe.as_mut() else { return (wr, vec![]) };
+                let Some(cmd) = h.cmds.remove(&(qp.0, cqe.cid.get())) else { return (wr, vec![]) };
+                let Some(hook) = h.cqe.as_mut() else { return (wr, vec![]) };
                 let mut reply = Reply { len: 16, after: vec![] };
                 hook(qid, &cmd, &mut cqe, &mut reply);
-                self.dev.mem.write(wr.sge.addr, cqe.as_bytes());
+                self.mem.write(wr.sge.addr, cqe.as_bytes());
                 wr.sge.len = reply.len;
                 (wr, reply.after)
             }
             SendOp::RdmaWrite { remote_addr, .. } => {
-                let Some(hook) = self.data.as_mut() else { return (wr, vec![]) };
-                let cmd = self.cmds.iter().filter(|((q, _), _)| *q == qp.0).map(|(_, s)| *s).find(|s| {
+                let Some(hook) = h.data.as_mut() else { return (wr, vec![]) };
+                let cmd = h.cmds.iter().filter(|((q, _), _)| *q == qp.0).map(|(_, s)| *s).find(|s| {
                     matches!(Sgl::decode(&s.dptr), Ok(Sgl::Keyed { addr, len, .. }) if addr <= remote_addr && remote_addr < addr + len as u64)
                 });
                 let Some(cmd) = cmd else { return (wr, vec![]) };
                 let mut bytes = vec![0u8; wr.sge.len as usize];
-                self.dev.mem.read(wr.sge.addr, &mut bytes);
+                self.mem.read(wr.sge.addr, &mut bytes);
                 hook(qid, &cmd, &mut bytes);
                 bytes.truncate(wr.sge.len as usize);
-                self.dev.mem.write(wr.sge.addr, &bytes);
+                self.mem.write(wr.sge.addr, &bytes);
                 wr.sge.len = bytes.len() as u32;
                 (wr, vec![])
             }
@@ -119,7 +144,7 @@ impl Evil {
     }
 }
 
-forward_verbs!(Evil, dev);
+forward_verbs!(Evil, dev, EvilPath, |d| d.path.clone());
 
 impl Control for Evil {
     type Buf = TBuf;
@@ -129,7 +154,11 @@ impl Control for Evil {
     forward_control!(dev);
 }
 
-impl DataPath for Evil {
+impl VerbsError for EvilPath {
+    type Error = SoftError;
+}
+
+impl DataPath for EvilPath {
     fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), SoftError> {
         let (wr, after) = self.tamper(qp, wr);
         self.dev.post_send(qp, &wr)?;
@@ -137,7 +166,7 @@ impl DataPath for Evil {
         Ok(())
     }
     fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), SoftError> {
-        self.recvs.insert((qp.0, wr.wr_id), wr.sge.addr);
+        self.h.borrow_mut().recvs.insert((qp.0, wr.wr_id), wr.sge.addr);
         self.dev.post_recv(qp, wr)
     }
     fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), SoftError> {
@@ -155,30 +184,55 @@ impl DataPath for Evil {
             if c.status != WcStatus::Success || c.opcode != WcOpcode::Recv {
                 continue;
             }
-            let Some(&addr) = self.recvs.get(&(c.qpn.0, c.wr_id)).or_else(|| self.recvs.get(&(0, c.wr_id))) else { continue };
-            let mut b = [0u8; 64];
-            self.dev.mem.read(addr, &mut b);
-            let sqe = Sqe::read_from_bytes(&b).unwrap();
-            if sqe.opcode == FABRICS_OPCODE {
-                let c2 = ConnectCmd::read_from_bytes(&b).unwrap();
-                if c2.fctype == fctype::CONNECT {
-                    self.qids.insert(c.qpn.0, c2.qid.get());
+            let before = {
+                let mut h = self.h.borrow_mut();
+                let h = &mut *h;
+                let Some(&addr) = h.recvs.get(&(c.qpn.0, c.wr_id)).or_else(|| h.recvs.get(&(0, c.wr_id))) else { continue };
+                let mut b = [0u8; 64];
+                self.mem.read(addr, &mut b);
+                let sqe = Sqe::read_from_bytes(&b).unwrap();
+                if sqe.opcode == FABRICS_OPCODE {
+                    let c2 = ConnectCmd::read_from_bytes(&b).unwrap();
+                    if c2.fctype == fctype::CONNECT {
+                        h.qids.insert(c.qpn.0, c2.qid.get());
+                    }
                 }
-            }
-            self.cmds.insert((c.qpn.0, sqe.cid.get()), sqe);
-            let qid = self.qid(c.qpn);
-            let before = self.cmd.as_mut().map(|h| h(qid, &sqe)).unwrap_or_default();
+                h.cmds.insert((c.qpn.0, sqe.cid.get()), sqe);
+                let qid = h.qids.get(&c.qpn.0).copied().unwrap_or(0);
+                h.cmd.as_mut().map(|f| f(qid, &sqe)).unwrap_or_default()
+            };
             before.iter().for_each(|x| self.inject(c.qpn, x));
         }
         n
     }
     fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
         // SRQ receives are not the QP's own: keyed by QPN 0 (a wr_id names the group's buffer).
-        self.recvs.insert((0, wr.wr_id), wr.sge.addr);
+        self.h.borrow_mut().recvs.insert((0, wr.wr_id), wr.sge.addr);
         self.dev.post_srq_recv(srq, wr)
     }
 }
 
+/// The device's own data path (the CM's GSI QP) is the hostile one too.
+impl DataPath for Evil {
+    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), SoftError> {
+        self.path.post_send(qp, wr)
+    }
+    fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), SoftError> {
+        self.path.post_recv(qp, wr)
+    }
+    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), SoftError> {
+        self.path.post_send_deferred(qp, wr)
+    }
+    fn ring_send(&mut self, qp: Qpn) -> Result<(), SoftError> {
+        self.path.ring_send(qp)
+    }
+    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
+        self.path.poll_cq(cq, out)
+    }
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
+        self.path.post_srq_recv(srq, wr)
+    }
+}
 
 type Hostile = World<Evil>;
 
@@ -218,8 +272,8 @@ fn disc_log_offset(cmd: &Sqe) -> Option<u64> {
 fn connect_err(data: DataHook, cqe: Option<CqeHook>) -> Error<SoftError> {
     let fabric = SoftFabric::new();
     let mut w = hostile(&fabric);
-    w.tdev.data = Some(data);
-    w.tdev.cqe = cqe;
+    w.tdev.hooks().data = Some(data);
+    w.tdev.hooks().cqe = cqe;
     let mut hd = host_dev(&fabric);
     let e = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).err().expect("connect must fail");
     let r = hd.dev.resources();
@@ -250,7 +304,7 @@ fn cap_mqes_zero_and_mpsmin_refused_mqes_ffff_does_not_wrap() {
     // CAP bits 51:48 (MPSMIN) live in DW1.
     let fabric = SoftFabric::new();
     let mut w = hostile(&fabric);
-    w.tdev.cqe = Some(Box::new(|_, c, cqe, _| {
+    w.tdev.hooks().cqe = Some(Box::new(|_, c, cqe, _| {
         if is_prop_get(c, prop::CAP) {
             cqe.dw1.set(cqe.dw1.get() | 2 << 16);
         }
@@ -260,7 +314,7 @@ fn cap_mqes_zero_and_mpsmin_refused_mqes_ffff_does_not_wrap() {
     // MQES FFFFh (65,536 entries) is legal: the host's own depth applies, nothing wraps.
     let fabric = SoftFabric::new();
     let mut w = hostile(&fabric);
-    w.tdev.cqe = Some(cap(|d| d | 0xFFFF));
+    w.tdev.hooks().cqe = Some(cap(|d| d | 0xFFFF));
     let mut hd = host_dev(&fabric);
     let host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
     assert_eq!(host.io_queues(), (1, 8));
@@ -276,12 +330,12 @@ fn ioccsz_iorcsz_below_minimum_refused_huge_ioccsz_capped() {
     // at most, comes up, and in-capsule writes still work.
     let fabric = SoftFabric::new();
     let mut w = hostile(&fabric);
-    w.tdev.data = Some(Box::new(|_, c, b| if is_identify(c, cns::CONTROLLER) { edit::<IdentifyCtrl>(b, |id| id.ioccsz.set(u32::MAX)) }));
+    w.tdev.hooks().data = Some(Box::new(|_, c, b| if is_identify(c, cns::CONTROLLER) { edit::<IdentifyCtrl>(b, |id| id.ioccsz.set(u32::MAX)) }));
     let mut hd = host_dev(&fabric);
     let mut host = Host::connect(&mut hd, &mut w, cfg(), SUBNQN).expect("connect");
     assert_eq!(host.ctrl.as_ref().unwrap().ioccsz, u32::MAX);
     assert!(MAX_CAPSULE <= 64 + 16 * 1024);
-    w.tdev.data = None;
+    w.tdev.hooks().data = None;
     let (d, e, _) = one_io(&mut w, &mut hd, &mut host, IoKind::Write, 24, 0x42);
     assert!(e.is_none() && d[0].status.is_success());
     assert_eq!(host.stats.inline_copy_bytes, 4096, "the write went in-capsule");
@@ -350,7 +404,7 @@ fn one_io(w: &mut Hostile, hd: &mut TDev, host: &mut Host<TDev>, kind: IoKind, l
             Ok(n) => seen.extend_from_slice(&out[..n]),
             Err(e) => return (seen, Some(e), slot),
         }
-        if !seen.is_empty() && w.tdev.cqe.is_none() && w.tdev.cmd.is_none() {
+        if !seen.is_empty() && { let h = w.tdev.hooks(); h.cqe.is_none() && h.cmd.is_none() } {
             break;
         }
         w.idle(hd);
@@ -370,7 +424,7 @@ fn duplicate_completion_fails_the_queue_and_completes_nothing_twice() {
     let (mut w, mut hd, mut host) = connected();
     let (d, e, _) = one_io(&mut w, &mut hd, &mut host, IoKind::Write, 16, 0x5A);
     assert!(e.is_none() && d.len() == 1 && d[0].status.is_success());
-    w.tdev.cqe = Some(Box::new(|qid, c, cqe, r| {
+    w.tdev.hooks().cqe = Some(Box::new(|qid, c, cqe, r| {
         if qid == 1 && c.opcode == io_op::READ {
             r.after.push(cqe.as_bytes().to_vec());
         }
@@ -398,18 +452,18 @@ fn late_completion_never_completes_the_next_command_in_its_slot() {
     // Keep the response of a read of LBA 0 (zeroes) ...
     let saved: Rc<RefCell<Option<Vec<u8>>>> = Rc::default();
     let s2 = saved.clone();
-    w.tdev.cqe = Some(Box::new(move |qid, c, cqe, _| {
+    w.tdev.hooks().cqe = Some(Box::new(move |qid, c, cqe, _| {
         if qid == 1 && c.opcode == io_op::READ {
             s2.borrow_mut().get_or_insert_with(|| cqe.as_bytes().to_vec());
         }
     }));
     let (d, e, first_slot) = one_io(&mut w, &mut hd, &mut host, IoKind::Read, 0, 0);
     assert!(e.is_none() && d.len() == 1 && d[0].status.is_success());
-    w.tdev.cqe = None;
+    w.tdev.hooks().cqe = None;
     // ... and replay it as soon as the next read (same slot, written data) reaches the
     // target, before the target moved any data.
     let s3 = saved.clone();
-    w.tdev.cmd = Some(Box::new(move |qid, c| if qid == 1 && c.opcode == io_op::READ { s3.borrow_mut().take().into_iter().collect() } else { vec![] }));
+    w.tdev.hooks().cmd = Some(Box::new(move |qid, c| if qid == 1 && c.opcode == io_op::READ { s3.borrow_mut().take().into_iter().collect() } else { vec![] }));
     let (d, e, slot) = one_io(&mut w, &mut hd, &mut host, IoKind::Read, 40, 0);
     assert_eq!(slot, first_slot, "the slot was reused");
     assert!(d.iter().all(|x| !x.status.is_success() || slot_data(&host, slot) == vec![0x77; 4096]), "no read reported good with data the target did not send");
@@ -434,7 +488,7 @@ fn garbage_cids_sq_heads_and_short_capsules_fail_the_queue() {
         let (mut w, mut hd, mut host) = connected();
         let (d, e, _) = one_io(&mut w, &mut hd, &mut host, IoKind::Write, 8, 0x33);
         assert!(e.is_none() && d[0].status.is_success());
-        w.tdev.cqe = Some(Box::new(move |qid, c, cqe, r| {
+        w.tdev.hooks().cqe = Some(Box::new(move |qid, c, cqe, r| {
             if qid == 1 && c.opcode == io_op::READ {
                 edit(cqe, r);
             }
@@ -486,7 +540,7 @@ fn caller_with_room_for_one_completion_loses_none() {
 fn discover_err(data: DataHook) -> Error<SoftError> {
     let fabric = SoftFabric::new();
     let mut w = hostile(&fabric);
-    w.tdev.data = Some(data);
+    w.tdev.hooks().data = Some(data);
     let mut hd = host_dev(&fabric);
     let e = Host::discover(&mut hd, &mut w, cfg()).err().expect("discovery must fail");
     let r = hd.dev.resources();
@@ -531,7 +585,7 @@ fn a_log_that_changed_once_is_read_again() {
     let fabric = SoftFabric::new();
     let mut w = hostile(&fabric);
     let mut reads = 0;
-    w.tdev.data = Some(Box::new(move |_, c, b| {
+    w.tdev.hooks().data = Some(Box::new(move |_, c, b| {
         if disc_log_offset(c) == Some(0) {
             reads += 1;
             if reads == 2 {
@@ -554,17 +608,17 @@ proptest! {
         let fabric = SoftFabric::new();
         let mut w = hostile(&fabric);
         match which {
-            0 => w.tdev.data = Some(Box::new(move |_, c, b| if is_identify(c, cns::CONTROLLER) && off < b.len() { b[off] = val })),
-            1 => w.tdev.data = Some(Box::new(move |_, c, b| if is_identify(c, cns::NAMESPACE) && off < b.len() { b[off] = val })),
-            _ => w.tdev.cqe = Some(Box::new(move |_, c, cqe, _| if is_prop_get(c, prop::CAP) {
+            0 => w.tdev.hooks().data = Some(Box::new(move |_, c, b| if is_identify(c, cns::CONTROLLER) && off < b.len() { b[off] = val })),
+            1 => w.tdev.hooks().data = Some(Box::new(move |_, c, b| if is_identify(c, cns::NAMESPACE) && off < b.len() { b[off] = val })),
+            _ => w.tdev.hooks().cqe = Some(Box::new(move |_, c, cqe, _| if is_prop_get(c, prop::CAP) {
                 cqe.dw0.set(capbits as u32);
                 cqe.dw1.set((capbits >> 32) as u32);
             })),
         }
         let mut hd = host_dev(&fabric);
         if let Ok(mut host) = Host::connect(&mut hd, &mut w, cfg(), SUBNQN) {
-            w.tdev.data = None;
-            w.tdev.cqe = None;
+            w.tdev.hooks().data = None;
+            w.tdev.hooks().cqe = None;
             if let Some(ns) = host.namespaces.first().copied() {
                 if ns.block_size <= 4096 && ns.blocks >= 16 {
                     if let Some(slot) = host.alloc_slot(1) {

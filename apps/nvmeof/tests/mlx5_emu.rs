@@ -504,7 +504,7 @@ fn target_reusing_a_completed_ios_key_is_refused() {
     src.write(0, &[0xA5; 4096]);
     let (lk, _) = w.t.v.reg_mr(src.paddr(), 4096, Access { local_write: true, ..Default::default() }).unwrap();
     let wr = rdma::SendWr { wr_id: 0xbad, op: rdma::SendOp::RdmaWrite { remote_addr: addr, rkey: key }, sge: rdma::Sge { addr: src.paddr(), len: 4096, lkey: lk }, signaled: true, fence: false, ud: None };
-    w.target.queue_data_path(&mut w.t.v, tqp).expect("the target's QP").post_send(tqp, &wr).unwrap();
+    w.target.queue_data_path(tqp).expect("the target's QP").post_send(tqp, &wr).unwrap();
     for _ in 0..2000 {
         w.turn();
         h.v.poll();

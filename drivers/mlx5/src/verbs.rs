@@ -501,13 +501,6 @@ impl<H: Hal, M: Mmio + Clone> GroupVerbs for Mlx5Verbs<H, M> {
     type Group = crate::QueueGroup<H::Dma, M>;
     type GroupRef = crate::GroupHandle;
     type GroupQp = crate::GroupQp<H::Dma>;
-    type Path<'a>
-        = &'a mut crate::QueueGroup<H::Dma, M>
-    where
-        Self: 'a;
-    fn group_path<'a>(&'a mut self, g: &'a mut Self::Group) -> Self::Path<'a> {
-        g
-    }
     fn check_group(&mut self, g: &mut Self::Group) {
         self.dev.check_group(g);
     }

@@ -17,7 +17,7 @@
 //! `post_recv_batch` posts receives with one doorbell-record update. The defaults post one
 //! by one, so every implementation stays correct without them. [`SrqVerbs`] adds shared
 //! receive queues; many QPs may complete to one CQ on every implementation. [`GroupVerbs`] adds
-//! poll groups whose data path may be an object of its own ([`GroupVerbs::Group`]).
+//! poll groups whose data path is a value of its own, held by the group ([`GroupVerbs::Group`]).
 
 use hal::PhysAddr;
 
@@ -300,8 +300,8 @@ pub trait Control: VerbsError {
 /// [`Control`] part created. What a poller calls per I/O, so implementations must not allocate,
 /// lock, log or search per call (objects are reached by index from their handle).
 ///
-/// A poll group's part may be an object of its own ([`GroupVerbs`]); a device whose data path is
-/// not split implements it on the device.
+/// A poll group's part is a value of its own ([`GroupVerbs::Group`]); the device implements it
+/// too, for the objects it polls itself (the GSI QP, queues outside groups).
 pub trait DataPath: VerbsError {
     fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error>;
     /// Write a send WR without ringing the doorbell. The device may not start it before the
@@ -385,8 +385,7 @@ impl<T: VerbsError + ?Sized> VerbsError for &mut T {
     type Error = T::Error;
 }
 
-/// A data path borrowed for a turn is a data path (what [`GroupVerbs::group_path`] returns on a
-/// device whose data path is not split).
+/// A data path borrowed is a data path.
 impl<T: DataPath + ?Sized> DataPath for &mut T {
     #[inline(always)]
     fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error> {
@@ -427,27 +426,25 @@ impl<T: DataPath + ?Sized> DataPath for &mut T {
 }
 
 /// Poll groups (SPDK's pollers): one CQ that every QP of the group completes to, one SRQ its QPs
-/// take their receives from, and the group's data path. On a device that splits it (mlx5:
-/// `mlx5::QueueGroup`, its own rings and doorbell page) the group object is that data path and
-/// can be driven without the device; on one that does not, the group is a record of its CQ and
-/// SRQ and its data path is the device ([`shared_groups!`](crate::shared_groups)).
-/// [`group_path`](Self::group_path) is the data path; [`attach_group_qp`](Self::attach_group_qp)
+/// take their receives from, and the group's data path. The group value is its data path
+/// ([`GroupVerbs::Group`] is a [`DataPath`]): whoever holds it posts and polls without the
+/// device, so a group can be moved to the thread or CPU that polls it (it is `Send` where the
+/// device's memory and registers are). On a device that splits its data path (mlx5:
+/// `mlx5::QueueGroup`, its own rings and doorbell page) the group object is that data path; on
+/// one that does not, the group is a [`SharedGroup`]: its CQ and SRQ and a handle on the
+/// device's data path ([`shared_groups!`](crate::shared_groups)).
+/// [`attach_group_qp`](Self::attach_group_qp)
 /// and [`detach_group_qp`](Self::detach_group_qp) are the group's side of handing a QP over
 /// (slow path, no device: they can run where the group is polled); every other call is the
 /// control part (slow path, with the device).
 pub trait GroupVerbs: SrqVerbs {
-    /// What the app holds for one group (the group's side: its data path and its QPs).
-    type Group;
+    /// What the app holds for one group (the group's side: its QPs, and its data path: every
+    /// post, ring and poll of the group goes through this value).
+    type Group: DataPath<Error = Self::Error>;
     /// The control part's record of a group ([`group_ref`](Self::group_ref)).
     type GroupRef: Copy;
     /// An RC QP made for a group and not in it ([`make_group_qp`](Self::make_group_qp)).
     type GroupQp;
-    /// The group's data path for one turn.
-    type Path<'a>: DataPath<Error = Self::Error>
-    where
-        Self: 'a;
-    /// The data path of group `g` (no check of its own: see [`check_group`](Self::check_group)).
-    fn group_path<'a>(&'a mut self, g: &'a mut Self::Group) -> Self::Path<'a>;
     /// Once per turn of the group, before its CQ is polled (slow path, not per I/O): hand it
     /// the device state it must know (mlx5: a device failure since it was made, after which
     /// its CQ flushes what is outstanding). Default: nothing to hand over.
@@ -505,47 +502,101 @@ pub trait GroupVerbs: SrqVerbs {
     fn destroy_group(&mut self, g: Self::Group) -> Result<(), Self::Error>;
 }
 
-/// A group of a device whose data path is not split: its CQ and SRQ.
+/// The numbers of a group of a device whose data path is not split: its CQ and SRQ (what the
+/// control part keeps of a [`SharedGroup`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SharedGroup {
+pub struct SharedGroupRef {
     pub cq: Cqn,
     pub srq: Srqn,
 }
 
-/// Implement [`GroupVerbs`] for a device whose data path is not split (the group is a
-/// [`SharedGroup`], its data path the device itself), from its [`Control`] and [`SrqVerbs`].
+/// A group of a device whose data path is not split: its CQ and SRQ, and `path`, a handle on the
+/// device's data path that the group holds (the device's shared state, reached without the
+/// device object). The group is a [`DataPath`] through it.
+#[derive(Debug, Clone)]
+pub struct SharedGroup<P> {
+    pub cq: Cqn,
+    pub srq: Srqn,
+    pub path: P,
+}
+
+impl<P: VerbsError> VerbsError for SharedGroup<P> {
+    type Error = P::Error;
+}
+
+impl<P: DataPath> DataPath for SharedGroup<P> {
+    #[inline(always)]
+    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error> {
+        self.path.post_send(qp, wr)
+    }
+    #[inline(always)]
+    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error> {
+        self.path.post_send_deferred(qp, wr)
+    }
+    #[inline(always)]
+    fn ring_send(&mut self, qp: Qpn) -> Result<(), Self::Error> {
+        self.path.ring_send(qp)
+    }
+    #[inline(always)]
+    fn post_send_batch(&mut self, qp: Qpn, wrs: &[SendWr]) -> Result<(), Self::Error> {
+        self.path.post_send_batch(qp, wrs)
+    }
+    #[inline(always)]
+    fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), Self::Error> {
+        self.path.post_recv(qp, wr)
+    }
+    #[inline(always)]
+    fn post_recv_batch(&mut self, qp: Qpn, wrs: &[RecvWr]) -> Result<(), Self::Error> {
+        self.path.post_recv_batch(qp, wrs)
+    }
+    #[inline(always)]
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), Self::Error> {
+        self.path.post_srq_recv(srq, wr)
+    }
+    #[inline(always)]
+    fn post_srq_recv_batch(&mut self, srq: Srqn, wrs: &[RecvWr]) -> Result<(), Self::Error> {
+        self.path.post_srq_recv_batch(srq, wrs)
+    }
+    #[inline(always)]
+    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
+        self.path.poll_cq(cq, out)
+    }
+}
+
+/// Implement [`GroupVerbs`] for a device `$t` whose data path is not split, from its [`Control`]
+/// and [`SrqVerbs`]: each group is a [`SharedGroup<$p>`](SharedGroup) whose data-path handle
+/// `$p` is made by `|$d| $make` from the device (`$d: &$t`) when the group is created.
 #[macro_export]
 macro_rules! shared_groups {
-    ($t:ty) => {
+    ($t:ty, $p:ty, |$d:ident| $make:expr) => {
         impl $crate::verbs::GroupVerbs for $t {
-            type Group = $crate::verbs::SharedGroup;
-            type GroupRef = $crate::verbs::SharedGroup;
+            type Group = $crate::verbs::SharedGroup<$p>;
+            type GroupRef = $crate::verbs::SharedGroupRef;
             type GroupQp = $crate::verbs::Qpn;
-            type Path<'a> = &'a mut $t;
-            fn group_path<'a>(&'a mut self, _g: &'a mut $crate::verbs::SharedGroup) -> &'a mut $t {
-                self
-            }
-            fn create_group(&mut self, cq_entries: u32, srq_wrs: u32) -> Result<$crate::verbs::SharedGroup, Self::Error> {
+            fn create_group(&mut self, cq_entries: u32, srq_wrs: u32) -> Result<Self::Group, Self::Error> {
                 use $crate::verbs::{Control, SrqVerbs};
                 let cq = self.create_cq(cq_entries)?;
                 match self.create_srq(srq_wrs) {
-                    Ok(srq) => Ok($crate::verbs::SharedGroup { cq, srq }),
+                    Ok(srq) => {
+                        let $d: &$t = self;
+                        Ok($crate::verbs::SharedGroup { cq, srq, path: $make })
+                    }
                     Err(e) => {
                         let _ = self.destroy_cq(cq);
                         Err(e)
                     }
                 }
             }
-            fn group_cq(&self, g: &$crate::verbs::SharedGroup) -> $crate::verbs::Cqn {
+            fn group_cq(&self, g: &Self::Group) -> $crate::verbs::Cqn {
                 g.cq
             }
-            fn group_srq(&self, g: &$crate::verbs::SharedGroup) -> $crate::verbs::Srqn {
+            fn group_srq(&self, g: &Self::Group) -> $crate::verbs::Srqn {
                 g.srq
             }
-            fn group_ref(&self, g: &$crate::verbs::SharedGroup) -> $crate::verbs::SharedGroup {
-                *g
+            fn group_ref(&self, g: &Self::Group) -> $crate::verbs::SharedGroupRef {
+                $crate::verbs::SharedGroupRef { cq: g.cq, srq: g.srq }
             }
-            fn make_group_qp(&mut self, g: &$crate::verbs::SharedGroup, sq: u32) -> Result<$crate::verbs::Qpn, Self::Error> {
+            fn make_group_qp(&mut self, g: &$crate::verbs::SharedGroupRef, sq: u32) -> Result<$crate::verbs::Qpn, Self::Error> {
                 $crate::verbs::SrqVerbs::create_rc_qp_srq(self, g.cq, g.cq, sq, g.srq)
             }
             fn made_qpn(q: &$crate::verbs::Qpn) -> $crate::verbs::Qpn {
@@ -557,24 +608,24 @@ macro_rules! shared_groups {
             fn destroy_made_qp(&mut self, q: $crate::verbs::Qpn) -> Result<(), Self::Error> {
                 $crate::verbs::Control::destroy_qp(self, q)
             }
-            fn attach_group_qp(_g: &mut $crate::verbs::SharedGroup, q: $crate::verbs::Qpn) -> Result<$crate::verbs::Qpn, (Self::Error, $crate::verbs::Qpn)> {
+            fn attach_group_qp(_g: &mut Self::Group, q: $crate::verbs::Qpn) -> Result<$crate::verbs::Qpn, (Self::Error, $crate::verbs::Qpn)> {
                 Ok(q)
             }
-            fn destroy_handed_qp(&mut self, _g: &$crate::verbs::SharedGroup, qp: $crate::verbs::Qpn) -> Result<(), Self::Error> {
+            fn destroy_handed_qp(&mut self, _g: &$crate::verbs::SharedGroupRef, qp: $crate::verbs::Qpn) -> Result<(), Self::Error> {
                 let _ = $crate::verbs::Control::qp_to_error(self, qp);
                 $crate::verbs::Control::destroy_qp(self, qp)
             }
-            fn detach_group_qp(_g: &mut $crate::verbs::SharedGroup, qp: $crate::verbs::Qpn) -> Result<$crate::verbs::Qpn, Self::Error> {
+            fn detach_group_qp(_g: &mut Self::Group, qp: $crate::verbs::Qpn) -> Result<$crate::verbs::Qpn, Self::Error> {
                 // The device's CQ is the device's: a QPN is not reused for 2^24 numbers.
                 Ok(qp)
             }
-            fn arm_group_srq(&mut self, g: &mut $crate::verbs::SharedGroup, limit: u32) -> Result<(), Self::Error> {
+            fn arm_group_srq(&mut self, g: &mut Self::Group, limit: u32) -> Result<(), Self::Error> {
                 $crate::verbs::SrqVerbs::arm_srq(self, g.srq, limit)
             }
-            fn group_srq_limit_reached(&mut self, g: &mut $crate::verbs::SharedGroup) -> bool {
+            fn group_srq_limit_reached(&mut self, g: &mut Self::Group) -> bool {
                 $crate::verbs::SrqVerbs::srq_limit_reached(self, g.srq)
             }
-            fn destroy_group(&mut self, g: $crate::verbs::SharedGroup) -> Result<(), Self::Error> {
+            fn destroy_group(&mut self, g: Self::Group) -> Result<(), Self::Error> {
                 use $crate::verbs::{Control, SrqVerbs};
                 let r = self.destroy_srq(g.srq);
                 let c = self.destroy_cq(g.cq);

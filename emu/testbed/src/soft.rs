@@ -18,8 +18,9 @@
 //! - A fabric-wide UD filter lets tests drop chosen datagrams (lost MAD tests).
 //!
 //! Nothing moves until a device is polled: `poll()` or `poll_cq()` processes that device's
-//! inbox. The fabric and every buffer sit behind a lock each (`Arc<Mutex<..>>`, as the emulated
-//! ConnectX's stand-in hardware is), so devices and buffers are `Send`.
+//! inbox. The fabric, every buffer and each device's state sit behind a lock each
+//! (`Arc<Mutex<..>>`, as the emulated ConnectX's stand-in hardware is), so devices, their poll
+//! groups' data paths ([`SoftPath`]) and buffers are `Send`.
 //!
 //! Usage (the same code runs in tests/soft_verbs.rs):
 //! ```text
@@ -42,8 +43,10 @@ use crate::locked;
 use hal::{DmaRegion, PhysAddr};
 use rdma::*;
 
+mod device;
 mod srq;
 mod verbs;
+pub use device::{SoftDevice, SoftPath};
 use srq::SoftSrq;
 
 /// Q_Key of the GSI QP (IBA; rxe `GSI_QKEY`).
@@ -139,7 +142,7 @@ impl SoftFabric {
             f.nodes.push((ip, mac));
             f.inbox.entry(ip).or_default();
         }
-        let mut d = SoftDevice {
+        let mut d = SoftState {
             fabric: self.clone(),
             ip,
             mac,
@@ -162,7 +165,7 @@ impl SoftFabric {
         d.gsi_cq = cq;
         d.qps.insert(1, Qp::new(QpKind::Ud, cq, cq, 1024, 1024));
         d.qps.get_mut(&1).expect("just inserted").state = QpState::Rts;
-        d
+        SoftDevice::new(d)
     }
 
     /// Install (or clear) the UD filter; datagrams it returns `false` for are lost.
@@ -314,8 +317,9 @@ pub struct Resources {
     pub bufs: usize,
 }
 
-/// One soft RDMA device (port) on a [`SoftFabric`].
-pub struct SoftDevice {
+/// The state of one soft RDMA device (port) on a [`SoftFabric`], behind the lock its
+/// [`SoftDevice`] and [`SoftPath`] handles share.
+struct SoftState {
     fabric: SoftFabric,
     ip: Ipv4,
     mac: Mac,
@@ -337,7 +341,7 @@ pub struct SoftDevice {
     next_srqn: u32,
 }
 
-impl SoftDevice {
+impl SoftState {
     /// Live resources, for leak checks.
     pub fn resources(&mut self) -> Resources {
         self.mem.retain(|_, w| w.strong_count() > 0);
@@ -744,7 +748,7 @@ fn ipv4_header(src: Ipv4, dst: Ipv4, payload: usize) -> [u8; 20] {
     h
 }
 
-impl SoftDevice {
+impl SoftState {
     /// Execute one send WR now (the doorbell was rung).
     fn exec_send(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), SoftError> {
         let q = self.qps.get(&qpn.0).ok_or(SoftError::NoSuchQp(qpn))?;

@@ -1,6 +1,7 @@
 //! Shared receive queues through the `rdma::SrqVerbs` seam on the soft device: connections
 //! outnumbering the SRQ's receives complete in order as the owner reposts (requests wait while
-//! it is empty), one receive CQ serves every QP, the limit is reported once per arming.
+//! it is empty), one receive CQ serves every QP, the limit is reported once per arming; a poll
+//! group's data path is a value of its own that posts and polls on another thread.
 use hal::DmaRegion;
 use rdma::*;
 use testbed::soft::{SoftDevice, SoftFabric};
@@ -138,4 +139,67 @@ fn srq_limit_is_reported_once_per_arming() {
     assert!(!deliver(&mut r, 1), "reported once");
     r.b.arm_srq(r.srq, 1).unwrap();
     assert!(deliver(&mut r, 1), "re-armed");
+}
+
+#[test]
+fn a_poll_group_posts_and_polls_on_its_own_thread_while_the_device_stays() {
+    let f = SoftFabric::new();
+    let mut a = f.add_device([10, 0, 0, 1]);
+    let mut b = f.add_device([10, 0, 0, 2]);
+    let mut g = b.create_group(64, 8).unwrap();
+    let (gcq, gsrq) = (b.group_cq(&g), b.group_srq(&g));
+    let mut q = b.make_group_qp(&b.group_ref(&g), 16).unwrap();
+    let scq = a.create_cq(64).unwrap();
+    let s = a.create_rc_qp(scq, scq, 16, 1).unwrap();
+    a.connect_rc_qp(s, &attrs(&b, SoftDevice::made_qpn(&q))).unwrap();
+    b.connect_made_qp(&mut q, &attrs(&a, s)).unwrap();
+    let r = SoftDevice::attach_group_qp(&mut g, q).map_err(|(e, _)| e).unwrap();
+    let bbuf = b.alloc_buf(8 * SLOT as usize).unwrap();
+    let (blkey, _) = b.reg_mr(bbuf.paddr(), 8 * SLOT, RW).unwrap();
+    let abuf = a.alloc_buf(4 * SLOT as usize).unwrap();
+    let (alkey, _) = a.reg_mr(abuf.paddr(), 4 * SLOT, RW).unwrap();
+    let recv_addr = bbuf.paddr();
+    // The group (its data path) goes to a thread of its own; the devices stay here.
+    let poller = std::thread::spawn(move || {
+        let wrs: Vec<RecvWr> = (0..4).map(|i| RecvWr { wr_id: i, sge: Sge { addr: recv_addr + i * SLOT, len: SLOT as u32, lkey: blkey } }).collect();
+        g.post_srq_recv_batch(gsrq, &wrs).unwrap();
+        let (mut got, mut wc) = (Vec::new(), [Completion::default(); 8]);
+        for _ in 0..100_000 {
+            let n = g.poll_cq(gcq, &mut wc);
+            got.extend(wc[..n].iter().map(|c| (c.wr_id, c.qpn, c.byte_len, c.status)));
+            if got.len() == 4 {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        (g, got)
+    });
+    for i in 0..4u64 {
+        abuf.write((i * SLOT) as usize, &[i as u8 + 1; 32]);
+        let wr = SendWr { wr_id: i, op: SendOp::Send, sge: Sge { addr: abuf.paddr() + i * SLOT, len: 32, lkey: alkey }, signaled: true, fence: false, ud: None };
+        a.post_send(s, &wr).unwrap();
+    }
+    let (mut acked, mut wc) = (0, [Completion::default(); 8]);
+    for _ in 0..100_000 {
+        acked += a.poll_cq(scq, &mut wc);
+        if acked == 4 {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    let (g, got) = poller.join().unwrap();
+    assert_eq!(acked, 4, "every SEND acknowledged");
+    assert_eq!(got, (0..4).map(|i| (i, r, 32, WcStatus::Success)).collect::<Vec<_>>(), "received in order by the group's thread");
+    for i in 0..4u64 {
+        let mut m = [0u8; 32];
+        bbuf.read((i * SLOT) as usize, &mut m);
+        assert_eq!(m, [i as u8 + 1; 32]);
+    }
+    b.destroy_handed_qp(&b.group_ref(&g), r).unwrap();
+    let mut g = g;
+    SoftDevice::detach_group_qp(&mut g, r).unwrap();
+    b.destroy_group(g).unwrap();
+    a.destroy_qp(s).unwrap();
+    a.destroy_cq(scq).unwrap();
+    assert_eq!((b.resources().qps, b.resources().cqs), (0, 0), "the group's QP and CQ released");
 }

@@ -544,10 +544,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// The data path of the poll group that serves QP `qpn` (slow path: a search; for tests that
     /// make the target misbehave on one of its own QPs).
-    pub fn queue_data_path<'a>(&'a mut self, verbs: &'a mut V, qpn: Qpn) -> Option<V::Path<'a>> {
+    pub fn queue_data_path(&mut self, qpn: Qpn) -> Option<&mut V::Group> {
         let gi = self.conns.iter().flatten().find(|c| c.qpn == qpn)?.group as usize;
-        let g = self.groups.get_mut(gi)?;
-        Some(verbs.group_path(&mut g.rings))
+        Some(&mut self.groups.get_mut(gi)?.rings)
     }
 
     /// Fold every live I/O queue's counters ([`super::QueueCounters`]: keep-alive time,
@@ -578,7 +577,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         for gi in 0..self.groups.len() {
             let g = &mut self.groups[gi];
             verbs.check_group(&mut g.rings);
-            let n = verbs.group_path(&mut g.rings).poll_cq(g.cq, &mut self.wc);
+            let n = g.rings.poll_cq(g.cq, &mut self.wc);
             work += n;
             self.groups[gi].stats.completions += n as u64;
             for k in 0..n {
@@ -644,7 +643,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.answer_lone_writes(verbs, gi);
         }
         let g = &mut self.groups[gi];
-        match g.flush(verbs) {
+        match g.flush() {
             Ok(n) => g.io.posts += n as u64,
             Err(e) => {
                 // The buffers are lost to the SRQ (it shrinks); counted and logged.
@@ -768,7 +767,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         let Some(g) = self.groups.get_mut(c.group as usize) else { return };
         g.io.send_doorbells += 1;
-        if verbs.group_path(&mut g.rings).ring_send(c.qpn).is_err() {
+        if g.rings.ring_send(c.qpn).is_err() {
             g.io.post_errors += 1;
             self.teardown(verbs, ci, true);
         }

@@ -69,9 +69,10 @@ impl DmaRegion for TBuf {
 }
 
 /// A test device's `VerbsError`, `Neighbours` and `SrqVerbs`, passed to its field `$f` (its
-/// `Control` is its own, with [`forward_control`], and so is its `DataPath`).
+/// `Control` is its own, with [`forward_control`], and so is its `DataPath`), and its poll
+/// groups, each holding the data path `$p` that `|$d| $make` hands out (`$d: &$ty`).
 macro_rules! forward_verbs {
-    ($ty:ty, $f:ident) => {
+    ($ty:ty, $f:ident, $p:ty, |$d:ident| $make:expr) => {
         impl VerbsError for $ty {
             type Error = SoftError;
         }
@@ -103,7 +104,7 @@ macro_rules! forward_verbs {
                 self.$f.srq_limit_reached(srq)
             }
         }
-        rdma::shared_groups!($ty);
+        rdma::shared_groups!($ty, $p, |$d| $make);
     };
 }
 #[allow(unused_imports)] // not every test file forwards
@@ -161,7 +162,8 @@ pub struct TDev {
     pub mem: MemMap,
 }
 
-forward_verbs!(TDev, dev);
+// Its data path is the soft device's, and so is each of its groups'.
+forward_verbs!(TDev, dev, testbed::soft::SoftPath, |d| d.dev.data_path());
 
 impl Control for TDev {
     type Buf = TBuf;

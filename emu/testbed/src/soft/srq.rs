@@ -13,7 +13,7 @@ pub(super) struct SoftSrq {
     limit_hit: bool,
 }
 
-impl SoftDevice {
+impl SoftState {
     /// Whether QP `q` has a receive WR to take (its SRQ's or its own).
     pub(super) fn has_recv(&self, q: u32) -> bool {
         match self.qps.get(&q) {
@@ -55,10 +55,7 @@ impl SoftDevice {
     }
 }
 
-// Poll groups: the soft device's data path is not split (a group is its CQ and SRQ).
-rdma::shared_groups!(SoftDevice);
-
-impl SrqVerbs for SoftDevice {
+impl SrqVerbs for SoftState {
     fn create_srq(&mut self, max_wr: u32) -> Result<Srqn, SoftError> {
         if max_wr == 0 {
             return Err(SoftError::InvalidArgument);

@@ -3,11 +3,11 @@
 
 use super::*;
 
-impl VerbsError for SoftDevice {
+impl VerbsError for SoftState {
     type Error = SoftError;
 }
 
-impl Neighbours for SoftDevice {
+impl Neighbours for SoftState {
     fn local_ip(&self) -> Ipv4 {
         self.ip
     }
@@ -19,7 +19,7 @@ impl Neighbours for SoftDevice {
     }
 }
 
-impl Control for SoftDevice {
+impl Control for SoftState {
     type Buf = SoftBuf;
     fn alloc_buf(&mut self, len: usize) -> Result<SoftBuf, SoftError> {
         if len == 0 {
@@ -121,7 +121,7 @@ impl Control for SoftDevice {
     }
 }
 
-impl DataPath for SoftDevice {
+impl DataPath for SoftState {
     fn post_send(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), SoftError> {
         let q = self.qps.get(&qpn.0).ok_or(SoftError::NoSuchQp(qpn))?;
         if q.state != QpState::Rts {

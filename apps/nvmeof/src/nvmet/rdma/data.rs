@@ -181,7 +181,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 g.unrung_overflow = true;
             }
         }
-        if verbs.group_path(&mut g.rings).post_send_deferred(c.qpn, wr).is_err() {
+        if g.rings.post_send_deferred(c.qpn, wr).is_err() {
             g.io.post_errors += 1;
             self.teardown(verbs, ci, true);
             return false;

@@ -141,7 +141,7 @@ impl QpTable {
 /// so that a turn of the group writes nothing another group's turn writes (see the design in
 /// README's poll groups row: the step toward each group on its own CPU).
 pub(super) struct PollGroup<V: GroupVerbs> {
-    /// The group's rings as the device hands them out (its data path: `V::group_path`).
+    /// The group's rings as the device hands them out: its data path (`V::Group` is one).
     pub(super) rings: V::Group,
     pub(super) cq: Cqn,
     pub(super) srq: Srqn,
@@ -220,7 +220,7 @@ impl<V: GroupVerbs> PollGroup<V> {
         for b in 0..bufs {
             g.give_back(gi, b);
         }
-        if g.flush(verbs).is_err() || verbs.arm_group_srq(&mut g.rings, limit).is_err() {
+        if g.flush().is_err() || verbs.arm_group_srq(&mut g.rings, limit).is_err() {
             g.destroy(verbs);
             return Err(());
         }
@@ -241,14 +241,14 @@ impl<V: GroupVerbs> PollGroup<V> {
     }
 
     /// Post the buffers given back this turn (one batch). Returns how many.
-    pub(super) fn flush(&mut self, verbs: &mut V) -> Result<usize, V::Error> {
+    pub(super) fn flush(&mut self) -> Result<usize, V::Error> {
         let n = self.repost.len();
         if n == 0 || self.broken {
             // A broken group's SRQ takes nothing more; its buffers die with it.
             self.repost.clear();
             return Ok(0);
         }
-        let r = verbs.group_path(&mut self.rings).post_srq_recv_batch(self.srq, &self.repost);
+        let r = self.rings.post_srq_recv_batch(self.srq, &self.repost);
         self.repost.clear();
         self.stats.srq_reposts += n as u64;
         self.stats.srq_batches += 1;
