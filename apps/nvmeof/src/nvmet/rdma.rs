@@ -323,7 +323,6 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     pub core: Core<B>,
     conns: Vec<Option<Conn<V>>>,
     gen: u16,
-    wc: [Completion; 32],
     /// Block completions of the current batch.
     block_done: [(u64, Status); BLOCK_BATCH],
     /// Room for every queue (each is listed at most once per teardown), reserved at start.
@@ -385,7 +384,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             core,
             conns,
             gen: 1,
-            wc: [Completion::default(); 32],
             block_done: [(0, Status::SUCCESS); BLOCK_BATCH],
             closed: VecDeque::with_capacity(max_queues),
             turnaround_clock: None,
@@ -577,11 +575,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         for gi in 0..self.groups.len() {
             let g = &mut self.groups[gi];
             verbs.check_group(&mut g.rings);
-            let n = g.rings.poll_cq(g.cq, &mut self.wc);
+            let n = g.rings.poll_cq(g.cq, &mut g.wc);
             work += n;
-            self.groups[gi].stats.completions += n as u64;
+            g.stats.completions += n as u64;
             for k in 0..n {
-                let wc = self.wc[k];
+                let wc = self.groups[gi].wc[k];
                 self.on_completion(verbs, gi, &wc, now_ns);
             }
             // Report what this group's capsules finished before the next group submits more

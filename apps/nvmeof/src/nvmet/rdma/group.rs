@@ -13,7 +13,7 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use hal::DmaRegion;
-use rdma::{Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
+use rdma::{Completion, Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
 
 use super::ranges::RangeId;
 use super::wr_id::{Kind, WrId};
@@ -145,6 +145,9 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     pub(super) rings: V::Group,
     pub(super) cq: Cqn,
     pub(super) srq: Srqn,
+    /// The completions of the group's turn, polled from its CQ (its own: a group polled on
+    /// another thread shares no completion array).
+    pub(super) wc: [Completion; 32],
     /// `bufs` receive buffers of `buf_len` bytes each (one capsule).
     pub(super) recv: V::Buf,
     recv_lkey: Lkey,
@@ -201,6 +204,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             rings,
             cq,
             srq,
+            wc: [Completion::default(); 32],
             recv,
             recv_lkey,
             buf_len,
