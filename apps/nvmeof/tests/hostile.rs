@@ -214,24 +214,7 @@ impl DataPath for EvilPath {
 
 /// The device's own data path (the CM's GSI QP) is the hostile one too.
 impl DataPath for Evil {
-    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), SoftError> {
-        self.path.post_send(qp, wr)
-    }
-    fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), SoftError> {
-        self.path.post_recv(qp, wr)
-    }
-    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), SoftError> {
-        self.path.post_send_deferred(qp, wr)
-    }
-    fn ring_send(&mut self, qp: Qpn) -> Result<(), SoftError> {
-        self.path.ring_send(qp)
-    }
-    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
-        self.path.poll_cq(cq, out)
-    }
-    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
-        self.path.post_srq_recv(srq, wr)
-    }
+    rdma::forward_data_path!(path);
 }
 
 type Hostile = World<Evil>;

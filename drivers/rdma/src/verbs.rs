@@ -525,42 +525,51 @@ impl<P: VerbsError> VerbsError for SharedGroup<P> {
 }
 
 impl<P: DataPath> DataPath for SharedGroup<P> {
-    #[inline(always)]
-    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error> {
-        self.path.post_send(qp, wr)
-    }
-    #[inline(always)]
-    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Self::Error> {
-        self.path.post_send_deferred(qp, wr)
-    }
-    #[inline(always)]
-    fn ring_send(&mut self, qp: Qpn) -> Result<(), Self::Error> {
-        self.path.ring_send(qp)
-    }
-    #[inline(always)]
-    fn post_send_batch(&mut self, qp: Qpn, wrs: &[SendWr]) -> Result<(), Self::Error> {
-        self.path.post_send_batch(qp, wrs)
-    }
-    #[inline(always)]
-    fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), Self::Error> {
-        self.path.post_recv(qp, wr)
-    }
-    #[inline(always)]
-    fn post_recv_batch(&mut self, qp: Qpn, wrs: &[RecvWr]) -> Result<(), Self::Error> {
-        self.path.post_recv_batch(qp, wrs)
-    }
-    #[inline(always)]
-    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), Self::Error> {
-        self.path.post_srq_recv(srq, wr)
-    }
-    #[inline(always)]
-    fn post_srq_recv_batch(&mut self, srq: Srqn, wrs: &[RecvWr]) -> Result<(), Self::Error> {
-        self.path.post_srq_recv_batch(srq, wrs)
-    }
-    #[inline(always)]
-    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
-        self.path.poll_cq(cq, out)
-    }
+    crate::forward_data_path!(path);
+}
+
+/// The body of a [`DataPath`] impl whose every call goes to the field `$f` (a wrapper whose data
+/// path is its field's; the two share one error type).
+#[macro_export]
+macro_rules! forward_data_path {
+    ($f:ident) => {
+        #[inline(always)]
+        fn post_send(&mut self, qp: $crate::verbs::Qpn, wr: &$crate::verbs::SendWr) -> Result<(), Self::Error> {
+            $crate::verbs::DataPath::post_send(&mut self.$f, qp, wr)
+        }
+        #[inline(always)]
+        fn post_send_deferred(&mut self, qp: $crate::verbs::Qpn, wr: &$crate::verbs::SendWr) -> Result<(), Self::Error> {
+            $crate::verbs::DataPath::post_send_deferred(&mut self.$f, qp, wr)
+        }
+        #[inline(always)]
+        fn ring_send(&mut self, qp: $crate::verbs::Qpn) -> Result<(), Self::Error> {
+            $crate::verbs::DataPath::ring_send(&mut self.$f, qp)
+        }
+        #[inline(always)]
+        fn post_send_batch(&mut self, qp: $crate::verbs::Qpn, wrs: &[$crate::verbs::SendWr]) -> Result<(), Self::Error> {
+            $crate::verbs::DataPath::post_send_batch(&mut self.$f, qp, wrs)
+        }
+        #[inline(always)]
+        fn post_recv(&mut self, qp: $crate::verbs::Qpn, wr: &$crate::verbs::RecvWr) -> Result<(), Self::Error> {
+            $crate::verbs::DataPath::post_recv(&mut self.$f, qp, wr)
+        }
+        #[inline(always)]
+        fn post_recv_batch(&mut self, qp: $crate::verbs::Qpn, wrs: &[$crate::verbs::RecvWr]) -> Result<(), Self::Error> {
+            $crate::verbs::DataPath::post_recv_batch(&mut self.$f, qp, wrs)
+        }
+        #[inline(always)]
+        fn post_srq_recv(&mut self, srq: $crate::verbs::Srqn, wr: &$crate::verbs::RecvWr) -> Result<(), Self::Error> {
+            $crate::verbs::DataPath::post_srq_recv(&mut self.$f, srq, wr)
+        }
+        #[inline(always)]
+        fn post_srq_recv_batch(&mut self, srq: $crate::verbs::Srqn, wrs: &[$crate::verbs::RecvWr]) -> Result<(), Self::Error> {
+            $crate::verbs::DataPath::post_srq_recv_batch(&mut self.$f, srq, wrs)
+        }
+        #[inline(always)]
+        fn poll_cq(&mut self, cq: $crate::verbs::Cqn, out: &mut [$crate::verbs::Completion]) -> usize {
+            $crate::verbs::DataPath::poll_cq(&mut self.$f, cq, out)
+        }
+    };
 }
 
 /// Implement [`GroupVerbs`] for a device `$t` whose data path is not split, from its [`Control`]

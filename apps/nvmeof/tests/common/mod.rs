@@ -176,27 +176,8 @@ impl Control for TDev {
 }
 
 impl DataPath for TDev {
-    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), SoftError> {
-        self.dev.post_send(qp, wr)
-    }
-    fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), SoftError> {
-        self.dev.post_recv(qp, wr)
-    }
-    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), SoftError> {
-        self.dev.post_send_deferred(qp, wr)
-    }
-    fn ring_send(&mut self, qp: Qpn) -> Result<(), SoftError> {
-        self.dev.ring_send(qp)
-    }
-    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
-        self.dev.poll_cq(cq, out)
-    }
-    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), SoftError> {
-        self.dev.post_srq_recv(srq, wr)
-    }
+    rdma::forward_data_path!(dev);
 }
-
-
 
 /// A DMA buffer of `len` bytes in memory of its own, in no node's memory map (a [`RamDisk`]
 /// moving data through the map fails on it with a device error), and all of it as a slice.
