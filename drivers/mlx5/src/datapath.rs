@@ -21,6 +21,9 @@ const CE_ALWAYS: u64 = mlx5_ifc::ctrl_flags::CQ_UPDATE as u64;
 pub const MAX_INLINE: usize = 256;
 /// Largest WQE: ctrl 16 + AV 48 + raddr 16 + inline header 4 + payload, rounded to WQEBBs.
 const MAX_WQE: usize = (16 + 48 + 16 + 4 + MAX_INLINE).div_ceil(WQEBB) * WQEBB;
+// An RC WQE without UMR, address vector or inline payload (ctrl, remote address, one data
+// segment) fits the one-WQEBB array `write_send` builds it in.
+const _: () = assert!(ctrl::LAYOUT.size + wqe_raddr_seg::LAYOUT.size + wqe_data_seg::LAYOUT.size <= WQEBB);
 /// fm_ce_se fence mode by (fenced WR, after a UMR): a verbs fence waits for earlier READs
 /// (FENCE); after a UMR a WQE waits for the key change (INITIATOR_SMALL), a fenced one for both
 /// (SMALL_AND_FENCE), as Linux mlx5 maps IB_SEND_FENCE. A table: no branch per WQE.
@@ -197,14 +200,35 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
     if q.kind == QpKind::Gsi && !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) {
         return Err(Error::InvalidArgument("UD QPs only SEND"));
     }
-    let mut w = [0u8; MAX_WQE];
+    let umr = matches!(wr.op, SendOp::RegMr { .. } | SendOp::LocalInvalidate(_));
+    // The WQE is built in a zeroed array and copied into the ring in whole WQEBBs, so every
+    // byte the adapter reads is this WQE's (no stale byte of an earlier WQE in the slot).
+    // Without UMR, address vector or inline payload it fits one WQEBB: only 64 bytes cleared.
+    if !umr && q.kind != QpKind::Gsi && inline.is_none() {
+        build_send(q, wr, None, &mut [0u8; WQEBB], opcode, imm, false)
+    } else {
+        build_send(q, wr, inline, &mut [0u8; MAX_WQE], opcode, imm, umr)
+    }
+}
+
+/// `write_send` once `wr` is checked: its segments into `w` (zeroed, at least as long as the
+/// WQE), then `w`'s WQEBBs into the SQ.
+#[inline(always)]
+fn build_send<D: DmaRegion, const N: usize>(
+    q: &mut Qp<D>,
+    wr: &SendWr,
+    inline: Option<&[u8]>,
+    w: &mut [u8; N],
+    opcode: u8,
+    imm: u32,
+    umr: bool,
+) -> Result<(), Error> {
     let mut len = ctrl::LAYOUT.size;
     // The opcode the completion is reported as (a UMR is a registration or an invalidation).
     let mut slot_opcode = opcode;
     let mut fence = FENCE_MODES[(wr.fence as usize) << 1 | q.next_fence as usize];
-    let umr = matches!(wr.op, SendOp::RegMr { .. } | SendOp::LocalInvalidate(_));
     if umr {
-        let (n, _, so) = crate::fastreg::write(&mut w, &wr.op)?;
+        let (n, _, so) = crate::fastreg::write(w, &wr.op)?;
         len = n;
         slot_opcode = so;
         fence = if wr.fence { fence_mode::SMALL_AND_FENCE as u64 } else { crate::fastreg::FENCE_SMALL };
@@ -253,13 +277,13 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
         return Err(Error::InvalidArgument("send queue full"));
     }
     let pi = q.sq.pi();
-    set(&mut w, ctrl::wqe_index, pi as u64);
-    set(&mut w, ctrl::opcode, opcode as u64);
-    set(&mut w, ctrl::qpn, q.qpn.0 as u64);
-    set(&mut w, ctrl::ds, (len / 16) as u64);
-    set(&mut w, ctrl::fm_ce_se, fence | if wr.signaled { CE_ALWAYS } else { 0 });
-    set(&mut w, ctrl::imm, imm as u64);
-    let first8 = q.sq.put_wqe(&q.buf, &w, nbb);
+    set(w, ctrl::wqe_index, pi as u64);
+    set(w, ctrl::opcode, opcode as u64);
+    set(w, ctrl::qpn, q.qpn.0 as u64);
+    set(w, ctrl::ds, (len / 16) as u64);
+    set(w, ctrl::fm_ce_se, fence | if wr.signaled { CE_ALWAYS } else { 0 });
+    set(w, ctrl::imm, imm as u64);
+    let first8 = q.sq.put_wqe(&q.buf, w, nbb);
     q.sq_slots[q.sq.slot(pi)] = SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode: slot_opcode };
     q.sq.advance(nbb as u16);
     q.next_fence = umr;
