@@ -145,19 +145,19 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         let (cqs, qps, srqs, pos) = (&mut self.cqs, &mut self.qps, &mut self.srqs, &self.qp_pos);
         let mut bad = 0u64;
-        let n = poll_ring(&mut cqs[ci_idx], out, |e| {
+        let n = poll_ring(&mut cqs[ci_idx], out, |e, wc| {
             let qpn = Qpn(get(e, cqe64::qpn) as u32);
             let q = match pos.find(qps, qpn.0, |q| q.qpn.0) {
                 Some(i) => &mut qps[i],
                 None => {
                     bad += 1;
-                    return None;
+                    return false;
                 }
             };
             let srq = q.srq.and_then(|s| srqs.get_mut(s.0 as usize)).and_then(|s| s.as_mut());
-            let wc = decode_cqe(e, q, srq);
-            bad += u64::from(wc.is_none());
-            wc
+            let reported = decode_cqe(e, q, srq, wc);
+            bad += u64::from(!reported);
+            reported
         });
         self.stats.bad_cqes += bad;
         Ok(n)
@@ -331,24 +331,25 @@ fn write_recv<D: DmaRegion>(q: &mut Qp<D>, wr: &RecvWr) -> Result<(), Error> {
 }
 
 /// Take CQEs from `c` into `out` ([`crate::ring::CompletionRing::poll`]) until it is empty or `out` full;
-/// `decode` turns each into a completion (`None`: not reported).
+/// `decode` writes each CQE's completion into its place in `out` (false: not reported).
 #[inline]
-pub(crate) fn poll_ring<D: DmaRegion>(c: &mut Cq<D>, out: &mut [Completion], decode: impl FnMut(&[u8; 64]) -> Option<Completion>) -> usize {
+pub(crate) fn poll_ring<D: DmaRegion>(c: &mut Cq<D>, out: &mut [Completion], decode: impl FnMut(&[u8; 64], &mut Completion) -> bool) -> usize {
     c.ring.poll(&c.buf, &c.dbr, out, decode)
 }
 
-/// The completion a CQE of QP `q` reports; a receive from an SRQ takes its `wr_id` from `srq`
-/// (which gets the WQE back). `None`: the CQE names no outstanding work (the caller counts it).
+/// Write the completion a CQE of QP `q` reports into `wc`; a receive from an SRQ takes its
+/// `wr_id` from `srq` (which gets the WQE back). False: the CQE names no outstanding work (the
+/// caller counts it; `wc` holds nothing to report).
 #[inline]
-pub(crate) fn decode_cqe<D: DmaRegion>(e: &[u8; 64], q: &mut Qp<D>, srq: Option<&mut Srq<D>>) -> Option<Completion> {
+pub(crate) fn decode_cqe<D: DmaRegion>(e: &[u8; 64], q: &mut Qp<D>, srq: Option<&mut Srq<D>>, wc: &mut Completion) -> bool {
     let op = get(e, cqe64::opcode) as u8;
     let counter = get(e, cqe64::wqe_counter) as u16;
-    let mut wc = Completion { qpn: q.qpn, ..Default::default() };
+    *wc = Completion { qpn: q.qpn, ..Default::default() };
     let send_side = matches!(op, cqe_op::REQ | cqe_op::REQ_ERR);
     if send_side {
         // The completed WQE must lie in the outstanding window [ci, pi).
         if !q.sq.outstanding(counter) {
-            return None;
+            return false;
         }
         let slot = q.sq_slots[q.sq.slot(counter)];
         wc.wr_id = slot.wr_id;
@@ -356,13 +357,14 @@ pub(crate) fn decode_cqe<D: DmaRegion>(e: &[u8; 64], q: &mut Qp<D>, srq: Option<
         wc.opcode = slot_wc_opcode(slot.opcode);
     } else if q.srq.is_some() {
         // The WQE came from the QP's SRQ: its wr_id, and the WQE goes back on the list.
-        wc.wr_id = srq?.complete(counter)?;
+        let Some(wr_id) = srq.and_then(|s| s.complete(counter)) else { return false };
+        wc.wr_id = wr_id;
         wc.byte_len = get(e, cqe64::byte_cnt) as u32;
         wc.src_qp = Qpn(get(e, cqe64::rqpn) as u32);
         wc.opcode = WcOpcode::Recv;
     } else {
         if !q.rq.outstanding(counter) {
-            return None;
+            return false;
         }
         wc.wr_id = q.rq_wrid[q.rq.slot(counter)];
         q.rq.complete_to(counter.wrapping_add(1));
@@ -388,5 +390,5 @@ pub(crate) fn decode_cqe<D: DmaRegion>(e: &[u8; 64], q: &mut Qp<D>, srq: Option<
         }
         _ => {}
     }
-    Some(wc)
+    true
 }

@@ -296,15 +296,15 @@ impl<D: DmaRegion, M: Mmio> DataPath for QueueGroup<D, M> {
         }
         let (qps, pos, srq) = (&mut self.qps, &self.qp_pos, &mut self.srq);
         let mut bad = 0u64;
-        let n = poll_ring(&mut self.cq, out, |e| {
+        let n = poll_ring(&mut self.cq, out, |e, wc| {
             let qpn = Qpn(get(e, crate::ifc::cqe64::qpn) as u32);
             let Some(i) = pos.find(qps, qpn.0, |q| q.qpn.0) else {
                 bad += 1;
-                return None;
+                return false;
             };
-            let wc = decode_cqe(e, &mut qps[i], Some(&mut *srq));
-            bad += u64::from(wc.is_none());
-            wc
+            let reported = decode_cqe(e, &mut qps[i], Some(&mut *srq), wc);
+            bad += u64::from(!reported);
+            reported
         });
         self.stats.bad_cqes += bad;
         self.stats.completions += n as u64;

@@ -364,7 +364,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         loop {
             // One WQE per frame; WQEs are ≤ 5 WQEBBs. Completed up to and including the CQE's
             // WQE counter (carried in `wr_id`).
-            let n = poll_ring(cq, &mut done, |e| Some(Completion { wr_id: get(e, cqe64::wqe_counter), ..Completion::default() }));
+            let n = poll_ring(cq, &mut done, |e, c| {
+                *c = Completion { wr_id: get(e, cqe64::wqe_counter), ..Completion::default() };
+                true
+            });
             for c in &done[..n] {
                 let counter = c.wr_id as u16;
                 raw.sq.complete_to(counter.wrapping_add(frame_bbs(&raw.sq_buf, &raw.sq, counter)));
@@ -387,14 +390,15 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         loop {
             // The receive's WQE counter names its buffer slot (`wr_id`); a receive that is not
             // a SEND's is an error.
-            let got = poll_ring(cq, &mut done, |e| {
+            let got = poll_ring(cq, &mut done, |e, c| {
                 let op = get(e, cqe64::opcode) as u8;
-                Some(Completion {
+                *c = Completion {
                     wr_id: get(e, cqe64::wqe_counter),
                     byte_len: get(e, cqe64::byte_cnt) as u32,
                     status: if op == cqe_op::RESP_SEND { WcStatus::Success } else { WcStatus::Other(op) },
                     ..Completion::default()
-                })
+                };
+                true
             });
             for c in &done[..got] {
                 let slot = raw.rq.slot(c.wr_id as u16);

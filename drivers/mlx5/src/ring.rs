@@ -218,11 +218,11 @@ impl CompletionRing {
         dbr.write_be32(0, self.ci & 0xff_ffff);
     }
 
-    /// Take CQEs into `out` until the ring is empty or `out` full; `decode` turns each into a
-    /// completion (`None`: not reported, e.g. a CQE naming no outstanding work). The consumer
-    /// index record moves once, when CQEs were taken.
+    /// Take CQEs into `out` until the ring is empty or `out` full; `decode` writes each one's
+    /// completion into its place in `out` (false: not reported, e.g. a CQE naming no
+    /// outstanding work). The consumer index record moves once, when CQEs were taken.
     #[inline]
-    pub fn poll<D: DmaRegion>(&mut self, buf: &D, dbr: &D, out: &mut [Completion], mut decode: impl FnMut(&[u8; 64]) -> Option<Completion>) -> usize {
+    pub fn poll<D: DmaRegion>(&mut self, buf: &D, dbr: &D, out: &mut [Completion], mut decode: impl FnMut(&[u8; 64], &mut Completion) -> bool) -> usize {
         let mut n = 0;
         let mut consumed = false;
         // The size once, outside the loop (an empty poll is the common case at low depth).
@@ -243,10 +243,8 @@ impl CompletionRing {
             buf.read(at, &mut e[..own]);
             self.ci = self.ci.wrapping_add(1);
             consumed = true;
-            if let Some(wc) = decode(&e) {
-                out[n] = wc;
-                n += 1;
-            }
+            // Decoded straight into its place in `out` (no completion copied); kept if reported.
+            n += usize::from(decode(&e, &mut out[n]));
         }
         if consumed {
             self.write_record(dbr);
