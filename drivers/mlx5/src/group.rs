@@ -9,11 +9,12 @@
 //!
 //! The device (the control part) creates it ([`Mlx5::create_group`](crate::Mlx5::create_group)),
 //! creates, connects and destroys QPs in it (each call takes the group) and learns device
-//! events for it: the group hears of them when its owner calls
-//! [`Mlx5::sync_group`](crate::Mlx5::sync_group) on its slow path. A device failure is known by
-//! a generation number the group was stamped with, compared there and not per I/O; a group of an
-//! older generation is flushed (its outstanding work completes with flush errors) and released
-//! without commands (the reset dropped its objects on the adapter).
+//! events for it, which it publishes in the group's `GroupSignals` (shared by the device's
+//! record of the group and the group): a device failure (or reset), a CQ error, an SRQ
+//! catastrophic error, SRQ limit events. The group reads them itself, without the device, once
+//! per turn ([`QueueGroup::sync`]: one load when nothing happened, not per I/O), wherever it is
+//! polled; a failed group is flushed (its outstanding work completes with flush errors) and
+//! released without commands (the reset dropped its objects on the adapter).
 //!
 //! QP creation is split from attaching it, so the control part can make and destroy a group's
 //! QPs while the group is polled on another thread: [`Mlx5::make_group_qp`](crate::Mlx5::make_group_qp)
@@ -32,7 +33,9 @@
 //! direct-mapped index (one load and one compare); the rings' mechanics are the crate's one
 //! home for them (`datapath`, `recovery`'s flush).
 
+use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::datapath::{decode_cqe, poll_ring, ring_sq, write_send};
 use crate::device::{Cq, Qp, Srq};
@@ -74,6 +77,35 @@ impl GroupStats {
     }
 }
 
+/// What the device tells one group without being called (see the module doc): written by the
+/// device on its slow path (a failure, an EQ event), read by the group with plain loads
+/// (acquire/release; no read-modify-write on the group's side). Bits are never cleared: a
+/// group that saw one is broken for good.
+#[derive(Debug, Default)]
+pub(crate) struct GroupSignals {
+    /// [`GroupSignals::FAILED`] | [`GroupSignals::CQ_ERROR`] | [`GroupSignals::SRQ_FAILED`].
+    flags: AtomicU32,
+    /// SRQ limit events for the group's SRQ so far.
+    limit_events: AtomicU64,
+}
+
+impl GroupSignals {
+    /// The device failed (or was reset) since the group was made.
+    pub(crate) const FAILED: u32 = 1;
+    /// The adapter reported the group's CQ in error (an overrun).
+    pub(crate) const CQ_ERROR: u32 = 2;
+    /// The adapter reported the group's SRQ failed (catastrophic error).
+    pub(crate) const SRQ_FAILED: u32 = 4;
+
+    /// The device's side (slow path; the device is the one writer).
+    pub(crate) fn raise(&self, bit: u32) {
+        self.flags.fetch_or(bit, Ordering::Release);
+    }
+    pub(crate) fn limit_event(&self) {
+        self.limit_events.fetch_add(1, Ordering::Release);
+    }
+}
+
 /// The rings of one poll group (see the module doc). `D`: the platform's DMA region, `M` its
 /// BAR0 window (a handle to the same BAR the device holds).
 pub struct QueueGroup<D, M> {
@@ -86,9 +118,12 @@ pub struct QueueGroup<D, M> {
     pub(crate) srq: Srq<D>,
     pub(crate) qps: Vec<Qp<D>>,
     pub(crate) qp_pos: ObjIndex,
-    /// The device failed since the group was made (learnt by `Mlx5::sync_group`).
+    /// The device failed since the group was made (learnt by [`QueueGroup::sync`]).
     pub(crate) failed: bool,
     pub(crate) stats: GroupStats,
+    /// What the device signals to the group, and the flags the group has taken in.
+    pub(crate) signals: Arc<GroupSignals>,
+    pub(crate) seen: u32,
 }
 
 /// A group's numbers, all the control part needs to make and destroy QPs for it while the
@@ -200,10 +235,46 @@ impl<D: DmaRegion, M: Mmio> QueueGroup<D, M> {
     pub fn failed(&self) -> bool {
         self.failed
     }
-    /// Whether the group can no longer work (learnt by `Mlx5::sync_group`): its device
+    /// Whether the group can no longer work (learnt by [`QueueGroup::sync`]): its device
     /// failed, or the adapter reported its CQ in error or its SRQ failed.
     pub fn broken(&self) -> bool {
         self.failed || self.cq.broken || self.srq.failed
+    }
+
+    /// Once per turn of the group, before its CQ is polled (`rdma::GroupVerbs::check_group`;
+    /// not per I/O), without the device: take in what the device signalled since the last
+    /// look (one load when nothing did). A device failure or reset marks the group failed, a
+    /// CQ error its CQ broken (either way its QPs go to ERROR, so its CQ flushes what is
+    /// outstanding), an SRQ catastrophic error its SRQ failed. Returns whether the device
+    /// failed.
+    #[inline]
+    pub fn sync(&mut self) -> bool {
+        let f = self.signals.flags.load(Ordering::Acquire);
+        if f != self.seen {
+            self.take_signals(f);
+        }
+        self.failed
+    }
+
+    #[cold]
+    fn take_signals(&mut self, f: u32) {
+        self.seen = f;
+        self.failed |= f & GroupSignals::FAILED != 0;
+        self.cq.broken |= f & GroupSignals::CQ_ERROR != 0;
+        self.srq.failed |= f & GroupSignals::SRQ_FAILED != 0;
+        if self.failed || self.cq.broken {
+            for q in &mut self.qps {
+                q.state = crate::QpState::Error;
+            }
+        }
+    }
+
+    /// Whether the SRQ limit armed on the group's SRQ was reached since the last call (slow
+    /// path, without the device; syncs the group first).
+    pub fn take_srq_limit(&mut self) -> bool {
+        self.sync();
+        self.srq.limit_events = self.signals.limit_events.load(Ordering::Acquire);
+        self.srq.take_limit()
     }
 
     #[inline(always)]

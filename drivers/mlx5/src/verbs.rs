@@ -501,11 +501,12 @@ impl<H: Hal, M: Mmio + Clone> GroupVerbs for Mlx5Verbs<H, M> {
     type Group = crate::QueueGroup<H::Dma, M>;
     type GroupRef = crate::GroupHandle;
     type GroupQp = crate::GroupQp<H::Dma>;
-    fn check_group(&mut self, g: &mut Self::Group) {
-        self.dev.check_group(g);
+    #[inline]
+    fn check_group(g: &mut Self::Group) {
+        g.sync();
     }
-    fn group_broken(&mut self, g: &mut Self::Group) -> bool {
-        self.dev.sync_group(g);
+    fn group_broken(g: &mut Self::Group) -> bool {
+        g.sync();
         g.broken()
     }
     fn create_group(&mut self, cq_entries: u32, srq_wrs: u32) -> Result<Self::Group, Error> {
@@ -547,7 +548,7 @@ impl<H: Hal, M: Mmio + Clone> GroupVerbs for Mlx5Verbs<H, M> {
         self.dev.arm_group_srq(g, l)
     }
     fn group_srq_limit_reached(&mut self, g: &mut Self::Group) -> bool {
-        self.dev.take_group_srq_limit(g)
+        g.take_srq_limit()
     }
     fn destroy_group(&mut self, g: Self::Group) -> Result<(), Error> {
         self.dev.destroy_group(g)

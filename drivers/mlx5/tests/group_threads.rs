@@ -282,7 +282,7 @@ fn groups_on_threads(ngroups: usize) {
         assert_eq!(tx.done, vec![MSGS; conns], "every peer SEND acknowledged");
         // Back on the main thread: the device is fine, each group saw only its own traffic.
         for w in works.iter_mut() {
-            assert!(!a.v.test_device().sync_group(&mut w.g), "the device did not fail");
+            assert!(!w.g.sync(), "the device did not fail");
             let st = w.g.stats();
             assert_eq!(st.bad_cqes, 0, "{st:?}");
             assert_eq!(st.completions, (round + 1) * QPS as u64 * (MSGS + 2 * RW_ROUNDS), "{st:?}");
@@ -526,7 +526,7 @@ fn qps_handed_over(ngroups: usize, rounds: usize) {
         assert_eq!(t.recvs, (rounds * QPS) as u64 * MSGS, "{t:?}");
         total.recvs += t.recvs;
         total.recv_bytes += t.recv_bytes;
-        assert!(!a.v.test_device().sync_group(&mut g), "the device did not fail");
+        assert!(!g.sync(), "the device did not fail");
         let st = g.stats();
         assert_eq!((st.bad_cqes, st.completions), (0, t.recvs), "{st:?}");
         assert_eq!(g.live_qps(), 0);

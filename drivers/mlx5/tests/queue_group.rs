@@ -1,8 +1,9 @@
 //! Queue groups (`mlx5::QueueGroup`) against the emulated ConnectX over the port's local
 //! loopback: each group owns its CQ, SRQ, its QPs' rings and a UAR page of its own, and serves
 //! traffic through `rdma::DataPath` without the device; the device creates, connects and
-//! destroys QPs in it (CQ cleaned, SRQ buffers back), hands it CQ errors and SRQ limit events on
-//! the slow path, and a device failure makes it flush and be released without commands.
+//! destroys QPs in it (CQ cleaned, SRQ buffers back) and publishes CQ errors, SRQ limit events
+//! and its own failure for the group, which takes them in by itself (`QueueGroup::sync`, also on
+//! a thread of its own); a device failure makes it flush and be released without commands.
 use crate::common;
 use common::*;
 use hal::{DmaRegion, Hal};
@@ -272,9 +273,9 @@ fn a_cq_error_and_srq_limit_reach_the_group_on_its_slow_path() {
     }
     assert_eq!(b.drain_group(0, 3).len(), 3);
     b.step();
-    assert!(b.v.test_device().take_group_srq_limit(&mut b.groups[0]), "below 6 posted: the limit event, for this group");
-    assert!(!b.v.test_device().take_group_srq_limit(&mut b.groups[0]), "reported once");
-    assert!(!b.v.test_device().take_group_srq_limit(&mut b.groups[1]));
+    assert!(b.groups[0].take_srq_limit(), "below 6 posted: the limit event, for this group");
+    assert!(!b.groups[0].take_srq_limit(), "reported once");
+    assert!(!b.groups[1].take_srq_limit());
     // Break group 0's CQ: after the sync its QP is flushed there; group 1 keeps serving.
     let cq0 = b.groups[0].cqn();
     // The emulator picks among the receive CQs of RC QPs in RTS, in QPN order.
@@ -286,9 +287,9 @@ fn a_cq_error_and_srq_limit_reach_the_group_on_its_slow_path() {
     assert_eq!(b.rig.cx.inject_cq_overrun(pick), Some(cq0.0));
     b.step();
     assert!(!b.groups[0].broken() && !b.groups[1].broken());
-    assert!(!b.v.test_device().sync_group(&mut b.groups[0]), "the device is fine");
+    assert!(!b.groups[0].sync(), "the device is fine");
     assert!(b.groups[0].broken(), "its CQ is in error for good: the group is broken");
-    assert!(!b.v.test_device().sync_group(&mut b.groups[1]) && !b.groups[1].broken(), "the other group is not");
+    assert!(!b.groups[1].sync() && !b.groups[1].broken(), "the other group is not");
     let mut wc = [Completion::default(); 16];
     let n = b.groups[0].poll_cq(cq0, &mut wc);
     assert!(n > 0 && wc[..n].iter().all(|c| c.status == WcStatus::WrFlushed), "{:?}", &wc[..n]);
@@ -308,7 +309,7 @@ fn a_device_failure_flushes_a_group_which_is_then_released_without_the_adapter()
     let sge = b.sge(1000, 8);
     b.groups[0].post_send(q, &SendWr { wr_id: 77, op: SendOp::Send, sge, signaled: true, fence: false, ud: None }).unwrap();
     b.v.test_device().enter_error_state(Error::CmdQueueDead);
-    assert!(b.v.test_device().sync_group(&mut b.groups[0]));
+    assert!(b.groups[0].sync());
     assert!(matches!(b.groups[0].post_send(q, &SendWr { wr_id: 78, op: SendOp::Send, sge, signaled: true, fence: false, ud: None }), Err(Error::DeviceFailed)));
     let cq = b.groups[0].cqn();
     let mut wc = [Completion::default(); 16];
@@ -327,7 +328,7 @@ fn a_device_failure_flushes_a_group_which_is_then_released_without_the_adapter()
     assert_eq!(ids, vec![0, 1, 2, 3]);
     // Recover with the group still held: its objects are forgotten; released, it sends no command.
     b.v.recover().unwrap();
-    assert!(b.v.test_device().sync_group(&mut b.groups[0]), "made before the reset");
+    assert!(b.groups[0].sync(), "made before the reset");
     let cmds = b.v.stats().commands;
     let g = b.groups.remove(0);
     b.v.test_device().destroy_group(g).unwrap();
@@ -336,6 +337,69 @@ fn a_device_failure_flushes_a_group_which_is_then_released_without_the_adapter()
     let g = b.v.test_device().create_group(6, 3).unwrap();
     assert!(!g.failed());
     b.v.test_device().destroy_group(g).unwrap();
+    let Bench { rig, v, buf, .. } = b;
+    v.shutdown().unwrap();
+    drop(buf);
+    assert_eq!(rig.mem.stats().regions, 0, "every ring freed");
+}
+
+/// Groups polled on threads of their own learn of a device failure by themselves
+/// (`QueueGroup::sync` at the top of each turn: the device is on the owner's thread and never
+/// called by them): each flushes the receives posted in its SRQ, then, back with the owner
+/// after recovery, is released without a command.
+#[test]
+fn a_device_failure_reaches_groups_polled_on_threads_of_their_own() {
+    const RECVS: u64 = 4;
+    let mut b = bench(3, 1);
+    for gi in 0..3 {
+        b.fill_srq(gi, RECVS);
+    }
+    let started = std::sync::Arc::new(std::sync::Barrier::new(4));
+    let threads: Vec<_> = b
+        .groups
+        .drain(..)
+        .enumerate()
+        .map(|(gi, mut g)| {
+            let started = started.clone();
+            std::thread::spawn(move || {
+                let (cq, mut wc, mut flushed) = (g.cqn(), [Completion::default(); 16], Vec::new());
+                let t0 = std::time::Instant::now();
+                let mut turns = 0u64;
+                loop {
+                    let failed = g.sync();
+                    let n = g.poll_cq(cq, &mut wc);
+                    for c in &wc[..n] {
+                        assert!(failed, "group {gi}: nothing completes on a healthy idle device: {c:?}");
+                        assert_eq!(c.status, WcStatus::WrFlushed, "group {gi}: {c:?}");
+                        flushed.push(c.wr_id);
+                    }
+                    turns += 1;
+                    if turns == 1 {
+                        started.wait();
+                    }
+                    if flushed.len() == RECVS as usize {
+                        break;
+                    }
+                    assert!(t0.elapsed() < std::time::Duration::from_secs(60), "group {gi}: the failure never showed");
+                    std::thread::sleep(std::time::Duration::from_micros(50));
+                }
+                flushed.sort();
+                assert_eq!(flushed, (0..RECVS).map(|k| gi as u64 * 64 + k).collect::<Vec<_>>(), "group {gi}: its own receives, each once");
+                assert!(g.failed() && g.broken());
+                g
+            })
+        })
+        .collect();
+    // Every group has polled its healthy CQ at least once; then the device fails here.
+    started.wait();
+    b.v.test_device().enter_error_state(Error::CmdQueueDead);
+    b.groups = threads.into_iter().map(|t| t.join().expect("a group's thread failed")).collect();
+    b.v.recover().unwrap();
+    let cmds = b.v.stats().commands;
+    for g in b.groups.drain(..) {
+        b.v.test_device().destroy_group(g).unwrap();
+    }
+    assert_eq!(b.v.stats().commands, cmds, "nothing of them is on the adapter any more");
     let Bench { rig, v, buf, .. } = b;
     v.shutdown().unwrap();
     drop(buf);

@@ -434,9 +434,10 @@ impl<T: DataPath + ?Sized> DataPath for &mut T {
 /// one that does not, the group is a [`SharedGroup`]: its CQ and SRQ and a handle on the
 /// device's data path ([`shared_groups!`](crate::shared_groups)).
 /// [`attach_group_qp`](Self::attach_group_qp)
-/// and [`detach_group_qp`](Self::detach_group_qp) are the group's side of handing a QP over
-/// (slow path, no device: they can run where the group is polled); every other call is the
-/// control part (slow path, with the device).
+/// and [`detach_group_qp`](Self::detach_group_qp) are the group's side of handing a QP over,
+/// [`check_group`](Self::check_group) and [`group_broken`](Self::group_broken) its side of
+/// device failures (slow path, no device: they can run where the group is polled); every other
+/// call is the control part (slow path, with the device).
 pub trait GroupVerbs: SrqVerbs {
     /// What the app holds for one group (the group's side: its QPs, and its data path: every
     /// post, ring and poll of the group goes through this value).
@@ -445,17 +446,19 @@ pub trait GroupVerbs: SrqVerbs {
     type GroupRef: Copy;
     /// An RC QP made for a group and not in it ([`make_group_qp`](Self::make_group_qp)).
     type GroupQp;
-    /// Once per turn of the group, before its CQ is polled (slow path, not per I/O): hand it
-    /// the device state it must know (mlx5: a device failure since it was made, after which
-    /// its CQ flushes what is outstanding). Default: nothing to hand over.
-    fn check_group(&mut self, g: &mut Self::Group) {
+    /// The group's side, without the device, once per turn of the group before its CQ is
+    /// polled (not per I/O): take in the device state the device published for it (mlx5: a
+    /// device failure since it was made, a CQ error; its CQ then flushes what is
+    /// outstanding), so a group polled on another thread or CPU learns it on its own.
+    /// Default: nothing to take in.
+    fn check_group(g: &mut Self::Group) {
         let _ = g;
     }
-    /// Whether group `g` is broken for good (slow path): its CQ in error (an overrun the
-    /// adapter reported), its SRQ failed, or its device failed since it was made. Its QPs are
-    /// in ERROR and flush; the app closes its queues, gives it no new ones and replaces it
-    /// once it holds none. Default: never.
-    fn group_broken(&mut self, g: &mut Self::Group) -> bool {
+    /// The group's side, without the device (slow path): whether group `g` is broken for good:
+    /// its CQ in error (an overrun the adapter reported), its SRQ failed, or its device failed
+    /// since it was made. Its QPs are in ERROR and flush; the app closes its queues, gives it
+    /// no new ones and replaces it once it holds none. Default: never.
+    fn group_broken(g: &mut Self::Group) -> bool {
         let _ = g;
         false
     }

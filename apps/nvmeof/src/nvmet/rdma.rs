@@ -574,7 +574,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut work = 0;
         for gi in 0..self.groups.len() {
             let g = &mut self.groups[gi];
-            verbs.check_group(&mut g.rings);
+            V::check_group(&mut g.rings);
             let n = g.rings.poll_cq(g.cq, &mut g.wc);
             work += n;
             g.stats.completions += n as u64;

@@ -5,7 +5,8 @@
 //! app did not, and recovery counts what it forgot.
 
 use super::*;
-use crate::group::{GroupHandle, GroupQp, GroupStats, QueueGroup};
+use crate::group::{GroupHandle, GroupQp, GroupSignals, GroupStats, QueueGroup};
+use alloc::sync::Arc;
 
 /// What the device remembers of a group: its objects on the adapter and the events for it.
 pub(crate) struct GroupRecord {
@@ -15,10 +16,9 @@ pub(crate) struct GroupRecord {
     qpns: Vec<Qpn>,
     /// The device generation the group was made in.
     generation: u32,
-    /// SRQ limit events seen for the group's SRQ, and CQ error / SRQ catastrophic error.
-    limit_events: u64,
-    cq_broken: bool,
-    srq_failed: bool,
+    /// Where the device publishes a failure and the events for the group's CQ and SRQ (the
+    /// group holds the same signals and reads them on its own).
+    signals: Arc<GroupSignals>,
 }
 
 impl<H: Hal, M: Mmio + Clone> Mlx5<H, M> {
@@ -43,7 +43,8 @@ impl<H: Hal, M: Mmio + Clone> Mlx5<H, M> {
                 return Err(e);
             }
         };
-        let rec = GroupRecord { uar, cqn: cq.cqn, rmpn: srq.rmpn, qpns: Vec::new(), generation: self.generation, limit_events: 0, cq_broken: false, srq_failed: false };
+        let signals = Arc::new(GroupSignals::default());
+        let rec = GroupRecord { uar, cqn: cq.cqn, rmpn: srq.rmpn, qpns: Vec::new(), generation: self.generation, signals: signals.clone() };
         let id = match self.groups.iter().position(|g| g.is_none()) {
             Some(i) => {
                 self.groups[i] = Some(rec);
@@ -65,6 +66,8 @@ impl<H: Hal, M: Mmio + Clone> Mlx5<H, M> {
             qp_pos: crate::objindex::ObjIndex::new(),
             failed: false,
             stats: Default::default(),
+            signals,
+            seen: 0,
         })
     }
 }
@@ -116,18 +119,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// The device's record of group `g`.
     fn record(&mut self, g: &QueueGroup<H::Dma, M>) -> Option<&mut GroupRecord> {
         self.record_of(g.id, g.generation)
-    }
-
-    /// Per turn of the group (not per I/O; `rdma::GroupVerbs::check_group`): a device failure or reset since the group was made marks it
-    /// failed and its QPs in ERROR, so its CQ flushes what is outstanding.
-    #[inline]
-    pub fn check_group(&self, g: &mut QueueGroup<H::Dma, M>) {
-        if !g.failed && (self.failed.is_some() || g.generation != self.generation) {
-            g.failed = true;
-            for q in &mut g.qps {
-                q.state = QpState::Error;
-            }
-        }
     }
 
     fn group_qp(g: &QueueGroup<H::Dma, M>, qpn: Qpn) -> Result<usize, Error> {
@@ -272,26 +263,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         Ok(())
     }
 
-    /// The slow-path hand-over of device state to group `g`: a device failure (or a reset
-    /// since the group was made: its generation is older) marks it failed and its QPs in
-    /// ERROR, so its CQ flushes what is outstanding; a CQ error the adapter reported does the
-    /// same for the group alone; SRQ limit events are counted on its SRQ. Returns whether the
-    /// group is failed.
-    pub fn sync_group(&self, g: &mut QueueGroup<H::Dma, M>) -> bool {
-        self.check_group(g);
-        if let Some(r) = self.groups.get(g.id).and_then(|r| r.as_ref()).filter(|r| r.generation == g.generation) {
-            g.srq.limit_events = r.limit_events;
-            g.cq.broken |= r.cq_broken;
-            g.srq.failed |= r.srq_failed;
-        }
-        if g.failed || g.cq.broken {
-            for q in &mut g.qps {
-                q.state = QpState::Error;
-            }
-        }
-        g.failed
-    }
-
     /// Arm group `g`'s SRQ limit at `lwm` receives (as [`Mlx5::arm_srq`]).
     pub fn arm_group_srq(&mut self, g: &mut QueueGroup<H::Dma, M>, lwm: u16) -> Result<(), Error> {
         self.current(g.generation)?;
@@ -299,12 +270,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             return Err(Error::InvalidArgument("SRQ limit"));
         }
         self.modify_rmp_lwm(g.srq.rmpn, lwm)
-    }
-
-    /// Whether group `g`'s SRQ limit was reached since the last call (syncs `g` first).
-    pub fn take_group_srq_limit(&mut self, g: &mut QueueGroup<H::Dma, M>) -> bool {
-        self.sync_group(g);
-        g.srq.take_limit()
     }
 
     /// Groups the device holds a record of.
@@ -321,9 +286,9 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     pub(super) fn group_event(&mut self, ty: u8, object: u32) -> bool {
         for r in self.groups.iter_mut().flatten() {
             match ty {
-                event::CQ_ERROR if r.cqn.0 == object => r.cq_broken = true,
-                event::SRQ_RQ_LIMIT if r.rmpn == object => r.limit_events += 1,
-                event::SRQ_CATAS_ERROR if r.rmpn == object => r.srq_failed = true,
+                event::CQ_ERROR if r.cqn.0 == object => r.signals.raise(GroupSignals::CQ_ERROR),
+                event::SRQ_RQ_LIMIT if r.rmpn == object => r.signals.limit_event(),
+                event::SRQ_CATAS_ERROR if r.rmpn == object => r.signals.raise(GroupSignals::SRQ_FAILED),
                 _ => continue,
             }
             return true;
@@ -347,6 +312,14 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             first = first.and(self.dealloc_uar_page(r.uar));
         }
         first
+    }
+
+    /// The device failed: every group it holds a record of learns it on its next turn
+    /// ([`QueueGroup::sync`]).
+    pub(super) fn signal_failure_to_groups(&self) {
+        for r in self.groups.iter().flatten() {
+            r.signals.raise(GroupSignals::FAILED);
+        }
     }
 
     /// Recovery: the objects of the groups still held (the reset dropped them); the records

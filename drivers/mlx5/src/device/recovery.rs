@@ -48,6 +48,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         }
         self.failed = Some(cause);
         self.generation = self.generation.wrapping_add(1);
+        self.signal_failure_to_groups();
         self.stats.device_failures += 1;
         // PCIe FLR when the platform can (it reaches the function even when the firmware no
         // longer reads the init segment); else the firmware's own reset.

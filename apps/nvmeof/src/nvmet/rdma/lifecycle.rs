@@ -391,7 +391,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut work = 0;
         for gi in 0..self.groups.len() {
             let g = &mut self.groups[gi];
-            if g.broken || !verbs.group_broken(&mut g.rings) {
+            if g.broken || !V::group_broken(&mut g.rings) {
                 continue;
             }
             g.broken = true;
