@@ -154,6 +154,12 @@ impl Control for Evil {
     forward_control!(dev);
 }
 
+impl SrqLimitPath for EvilPath {
+    fn srq_limit_reached(&mut self, srq: Srqn) -> bool {
+        self.dev.srq_limit_reached(srq)
+    }
+}
+
 impl VerbsError for EvilPath {
     type Error = SoftError;
 }

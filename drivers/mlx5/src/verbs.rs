@@ -547,7 +547,7 @@ impl<H: Hal, M: Mmio + Clone> GroupVerbs for Mlx5Verbs<H, M> {
         let l = u16::try_from(limit).map_err(|_| Error::InvalidArgument("SRQ limit"))?;
         self.dev.arm_group_srq(g, l)
     }
-    fn group_srq_limit_reached(&mut self, g: &mut Self::Group) -> bool {
+    fn group_srq_limit_reached(g: &mut Self::Group) -> bool {
         g.take_srq_limit()
     }
     fn destroy_group(&mut self, g: Self::Group) -> Result<(), Error> {

@@ -435,9 +435,10 @@ impl<T: DataPath + ?Sized> DataPath for &mut T {
 /// device's data path ([`shared_groups!`](crate::shared_groups)).
 /// [`attach_group_qp`](Self::attach_group_qp)
 /// and [`detach_group_qp`](Self::detach_group_qp) are the group's side of handing a QP over,
-/// [`check_group`](Self::check_group) and [`group_broken`](Self::group_broken) its side of
-/// device failures (slow path, no device: they can run where the group is polled); every other
-/// call is the control part (slow path, with the device).
+/// [`check_group`](Self::check_group), [`group_broken`](Self::group_broken) and
+/// [`group_srq_limit_reached`](Self::group_srq_limit_reached) its side of device events (slow
+/// path, no device: they can run where the group is polled); every other call is the control
+/// part (slow path, with the device).
 pub trait GroupVerbs: SrqVerbs {
     /// What the app holds for one group (the group's side: its QPs, and its data path: every
     /// post, ring and poll of the group goes through this value).
@@ -498,9 +499,12 @@ pub trait GroupVerbs: SrqVerbs {
     /// number never sees them) and the group forgets it. The QP object comes back; dropping it
     /// frees its memory.
     fn detach_group_qp(g: &mut Self::Group, qp: Qpn) -> Result<Self::GroupQp, Self::Error>;
-    /// As [`SrqVerbs::arm_srq`] and [`SrqVerbs::srq_limit_reached`] for the group's SRQ.
+    /// As [`SrqVerbs::arm_srq`] for the group's SRQ (a firmware command: the control part).
     fn arm_group_srq(&mut self, g: &mut Self::Group, limit: u32) -> Result<(), Self::Error>;
-    fn group_srq_limit_reached(&mut self, g: &mut Self::Group) -> bool;
+    /// The group's side, without the device (slow path): as [`SrqVerbs::srq_limit_reached`]
+    /// for the group's SRQ, so a group polled elsewhere learns its limit event on its own (and
+    /// asks its owner to arm the limit again).
+    fn group_srq_limit_reached(g: &mut Self::Group) -> bool;
     /// Release the group (its QPs first).
     fn destroy_group(&mut self, g: Self::Group) -> Result<(), Self::Error>;
 }
@@ -575,9 +579,18 @@ macro_rules! forward_data_path {
     };
 }
 
+/// The SRQ limit event read through a handle on a device's data path (what a
+/// [`SharedGroup`] holds), without the device object: as [`SrqVerbs::srq_limit_reached`].
+pub trait SrqLimitPath {
+    /// Whether the armed limit of `srq` was reached since the last call (consumes the report;
+    /// slow path).
+    fn srq_limit_reached(&mut self, srq: Srqn) -> bool;
+}
+
 /// Implement [`GroupVerbs`] for a device `$t` whose data path is not split, from its [`Control`]
 /// and [`SrqVerbs`]: each group is a [`SharedGroup<$p>`](SharedGroup) whose data-path handle
-/// `$p` is made by `|$d| $make` from the device (`$d: &$t`) when the group is created.
+/// `$p` (a [`DataPath`] and [`SrqLimitPath`]) is made by `|$d| $make` from the device
+/// (`$d: &$t`) when the group is created.
 #[macro_export]
 macro_rules! shared_groups {
     ($t:ty, $p:ty, |$d:ident| $make:expr) => {
@@ -634,8 +647,8 @@ macro_rules! shared_groups {
             fn arm_group_srq(&mut self, g: &mut Self::Group, limit: u32) -> Result<(), Self::Error> {
                 $crate::verbs::SrqVerbs::arm_srq(self, g.srq, limit)
             }
-            fn group_srq_limit_reached(&mut self, g: &mut Self::Group) -> bool {
-                $crate::verbs::SrqVerbs::srq_limit_reached(self, g.srq)
+            fn group_srq_limit_reached(g: &mut Self::Group) -> bool {
+                $crate::verbs::SrqLimitPath::srq_limit_reached(&mut g.path, g.srq)
             }
             fn destroy_group(&mut self, g: Self::Group) -> Result<(), Self::Error> {
                 use $crate::verbs::{Control, SrqVerbs};

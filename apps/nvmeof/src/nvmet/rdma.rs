@@ -694,7 +694,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Count and re-arm SRQ limit events (slow path: once per millisecond).
     fn check_srq_limits(&mut self, verbs: &mut V) {
         for g in self.groups.iter_mut() {
-            if verbs.group_srq_limit_reached(&mut g.rings) {
+            if V::group_srq_limit_reached(&mut g.rings) {
                 g.stats.srq_limit_events += 1;
                 let _ = verbs.arm_group_srq(&mut g.rings, srq_limit(self.srq_bufs));
             }

@@ -58,6 +58,12 @@ impl SoftDevice {
     }
 }
 
+impl rdma::SrqLimitPath for SoftPath {
+    fn srq_limit_reached(&mut self, srq: Srqn) -> bool {
+        SrqVerbs::srq_limit_reached(&mut *locked(&self.st), srq)
+    }
+}
+
 impl VerbsError for SoftPath {
     type Error = SoftError;
 }
