@@ -51,9 +51,6 @@ fn bad(at: &str, why: impl Into<String>) -> ConfigError {
     ConfigError { at: at.to_string(), why: why.into() }
 }
 
-/// nvmetcli's largest NSID (nvme.py `Namespace.MAX_NSID`).
-const MAX_NSID: u64 = 8192;
-
 /// Parse a saved nvmetcli configuration into the target's settings.
 pub fn parse(json: &[u8]) -> Result<NvmeofArgs, ConfigError> {
     let root: Value = serde_json::from_slice(json)
@@ -181,7 +178,7 @@ fn subsystem(v: &Value, at: &str) -> Result<SubsysSpec, ConfigError> {
 fn namespace(v: &Value, at: &str) -> Result<Option<(NsSpec, NsIdent)>, ConfigError> {
     let n = object(v, at)?;
     known(n, at, &["nsid", "enable", "device", "ana", "resv", "ana_grpid"])?;
-    let nsid = number(n.get("nsid"), &format!("{at}.nsid"), 1, MAX_NSID)? as u32;
+    let nsid = number(n.get("nsid"), &format!("{at}.nsid"), 1, crate::nvmet::MAX_NSID as u64)? as u32;
     if let Some(g) = n.get("ana_grpid") {
         number(Some(g), &format!("{at}.ana_grpid"), 0, 1024)?;
     }

@@ -162,6 +162,13 @@ fn malformed_admin_and_io_capsules_get_statuses() {
         s.nsid = U32::new(9);
         s.dptr = q.keyed(512);
         v.push((s.as_bytes().to_vec(), Status::INVALID_NS, "unknown nsid"));
+        // NSIDs outside the namespace table: none, past the largest allowed, all-ones.
+        for (cid, nsid, what) in [(51, 0, "nsid 0"), (52, nvmeof::nvmet::MAX_NSID + 1, "nsid past MAX_NSID"), (53, u32::MAX, "nsid FFFFFFFFh")] {
+            let mut s = sqe(io_op::READ, cid);
+            s.nsid = U32::new(nsid);
+            s.dptr = q.keyed(512);
+            v.push((s.as_bytes().to_vec(), Status::INVALID_NS, what));
+        }
         let mut s = sqe(admin_op::IDENTIFY, 48);
         s.dptr = q.keyed(4096);
         v.push((s.as_bytes().to_vec(), Status::INVALID_OPCODE, "admin opcode on I/O queue"));
@@ -450,4 +457,28 @@ fn core_cc_state_machine_features_and_connect_rules() {
     // Keep-alive: 30 s KATO set above.
     assert_eq!(core.expired_ctrl(29_000_000_000), None);
     assert_eq!(core.expired_ctrl(31_000_000_000), Some(id));
+}
+
+/// A namespace's NSID is 1..=`MAX_NSID` (the core's NSID table is at most that long); the core
+/// refuses a configuration beyond it.
+#[test]
+fn namespace_ids_past_max_nsid_are_refused() {
+    let mem = MemMap::default();
+    let subs = |nsid: u32| {
+        vec![nvmeof::nvmet::SubsystemConfig {
+            nqn: SUBNQN.into(),
+            serial: "s".into(),
+            model: "m".into(),
+            hosts: vec![HOSTNQN.into()],
+            allow_any_host: false,
+            namespaces: vec![nvmeof::nvmet::NamespaceConfig { nsid, dev: RamDisk::new(mem.clone(), 64, 512), nguid: [1; 16] }],
+        }]
+    };
+    let cfg = || TargetConfig { ports: vec![], ..TargetConfig::default() };
+    let mut core = Core::new(cfg(), subs(nvmeof::nvmet::MAX_NSID)).expect("the largest NSID");
+    assert!(core.namespace_dev(SUBNQN, nvmeof::nvmet::MAX_NSID).is_some());
+    assert!(core.namespace_dev(SUBNQN, 1).is_none());
+    for nsid in [0, nvmeof::nvmet::MAX_NSID + 1, u32::MAX] {
+        assert!(Core::new(cfg(), subs(nsid)).is_err(), "nsid {nsid}");
+    }
 }

@@ -25,7 +25,7 @@ impl<B: BlockDevice> Core<B> {
             }
             (cns::NAMESPACE, Some(si)) => {
                 let sub = &self.subsystems[si];
-                let Some(ni) = sub.cfg.namespaces.iter().position(|n| n.nsid == nsid) else {
+                let Some(ni) = sub.ns(nsid) else {
                     return Action::status(Status::INVALID_NS);
                 };
                 if sub.ns_stats[ni].failed {
@@ -50,7 +50,7 @@ impl<B: BlockDevice> Core<B> {
             }
             (cns::NS_DESC_LIST, Some(si)) => {
                 let sub = &self.subsystems[si];
-                let Some(ni) = sub.cfg.namespaces.iter().position(|n| n.nsid == nsid) else {
+                let Some(ni) = sub.ns(nsid) else {
                     return Action::status(Status::INVALID_NS);
                 };
                 if sub.ns_stats[ni].failed {

@@ -19,7 +19,7 @@ impl<B: BlockDevice> Core<B> {
         }
         // Identify Controller says Flush with NSID FFFFFFFFh is not supported (VWC bits
         // 2:1 = 10b): such a command is aborted with Invalid Namespace (Base spec, Flush).
-        let Some(ni) = self.subsystems[si].cfg.namespaces.iter().position(|n| n.nsid == nsid) else {
+        let Some(ni) = self.subsystems[si].ns(nsid) else {
             return Action::status(Status::INVALID_NS);
         };
         if self.subsystems[si].ns_stats[ni].failed {

@@ -42,6 +42,12 @@ pub const MAX_AERS: usize = 4;
 pub const ERROR_LOG_ENTRIES: usize = 16;
 /// Admin queue size limit (NVME_AQ_DEPTH).
 pub const ADMIN_QUEUE_DEPTH: u16 = 32;
+/// Largest NSID a namespace may have (nvmetcli's limit, nvme.py `Namespace.MAX_NSID`): a
+/// subsystem finds a command's namespace in a table indexed by NSID, at most this long; a
+/// command naming an NSID beyond it (or none configured) is aborted with Invalid Namespace.
+pub const MAX_NSID: u32 = 8192;
+/// A [`Subsystem::ns_index`] entry with no namespace.
+const NO_NS: u16 = u16::MAX;
 
 /// A listen address published in the discovery log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -337,6 +343,9 @@ struct Subsystem<B> {
     /// smallest of its namespaces' stores; larger Reads/Writes are refused, not split.
     max_io_bytes: u32,
     stats: SubsysStats,
+    /// NSID -> index into `cfg.namespaces` ([`NO_NS`]: none), as long as the largest NSID + 1
+    /// (≤ [`MAX_NSID`] + 1): a command finds its namespace without a search.
+    ns_index: Vec<u16>,
     /// Per namespace, in `cfg.namespaces` order.
     ns_stats: Vec<NsStats>,
     /// Per namespace: its device-latency table, when the core has a clock ([`devlat`]).
@@ -482,6 +491,27 @@ fn blk_status(e: BlockError) -> Status {
     }
 }
 
+/// The NSID -> namespace index table of `namespaces` (NSIDs checked: 1..=[`MAX_NSID`], unique).
+fn ns_index<B>(namespaces: &[NamespaceConfig<B>]) -> Vec<u16> {
+    let len = namespaces.iter().map(|n| n.nsid as usize + 1).max().unwrap_or(0);
+    let mut t = alloc::vec![NO_NS; len];
+    for (i, n) in namespaces.iter().enumerate() {
+        t[n.nsid as usize] = i as u16;
+    }
+    t
+}
+
+impl<B> Subsystem<B> {
+    /// The index in `cfg.namespaces` of namespace `nsid`, by table (no search).
+    #[inline(always)]
+    fn ns(&self, nsid: u32) -> Option<usize> {
+        match self.ns_index.get(nsid as usize) {
+            Some(&i) if i != NO_NS => Some(i as usize),
+            _ => None,
+        }
+    }
+}
+
 /// The largest transfer a command to `namespaces` may carry: `target_max`, lowered to the
 /// smallest of the stores' limits (a power of two, at least 4 KiB).
 fn max_io_bytes<B: BlockDevice>(target_max: u32, namespaces: &[NamespaceConfig<B>]) -> u32 {
@@ -525,7 +555,7 @@ impl<B: BlockDevice> Core<B> {
                 return Err("bad subsystem NQN");
             }
             for n in &s.namespaces {
-                if n.nsid == 0 || n.nsid == 0xFFFF_FFFF || n.dev.block_size() < 512 || !n.dev.block_size().is_power_of_two() {
+                if n.nsid == 0 || n.nsid > MAX_NSID || n.dev.block_size() < 512 || !n.dev.block_size().is_power_of_two() {
                     return Err("bad namespace id or block size");
                 }
                 if s.namespaces.iter().filter(|m| m.nsid == n.nsid).count() != 1 {
@@ -541,6 +571,7 @@ impl<B: BlockDevice> Core<B> {
             subsystems: subsystems
                 .into_iter()
 .map(|s| Subsystem {
+                    ns_index: ns_index(&s.namespaces),
                     ns_stats: alloc::vec![NsStats::default(); s.namespaces.len()],
                     ns_lat: s.namespaces.iter().map(|_| None).collect(),
                     max_io_bytes: max_io_bytes(cfg.max_io_bytes, &s.namespaces),
@@ -604,7 +635,8 @@ impl<B: BlockDevice> Core<B> {
     /// Access a namespace's device (setup/test paths).
     pub fn namespace_dev(&mut self, subsys_nqn: &str, nsid: u32) -> Option<&mut B> {
         let s = self.subsystems.iter_mut().find(|s| s.cfg.nqn == subsys_nqn)?;
-        s.cfg.namespaces.iter_mut().find(|n| n.nsid == nsid).map(|n| &mut n.dev)
+        let ni = s.ns(nsid)?;
+        Some(&mut s.cfg.namespaces[ni].dev)
     }
 
     /// The controller of queue `q`, by the slot Connect recorded (no search).
@@ -757,7 +789,8 @@ impl<B: BlockDevice> Core<B> {
             _ => return None,
         }
         let si = self.q_ctrl(q)?.subsys?;
-        let n = self.subsystems[si].cfg.namespaces.iter().find(|n| n.nsid == sqe.nsid.get())?;
+        let sub = &self.subsystems[si];
+        let n = &sub.cfg.namespaces[sub.ns(sqe.nsid.get())?];
         let slba = sqe.cdw10.get() as u64 | ((sqe.cdw11.get() as u64) << 32);
         let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
         let buf = n.dev.direct(slba, nlb)?;
