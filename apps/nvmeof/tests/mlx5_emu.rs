@@ -301,25 +301,24 @@ fn keyed_writes_at_qd1_ring_one_doorbell_and_read_back_whole() {
     assert_eq!(write_doorbells, 32, "one target send doorbell per keyed write at QD1");
 }
 
-/// Keyed-SGL Writes at QD32: a turn's RDMA READs (new Writes) and response SENDs (Writes whose
-/// data is in) of the queue go out under the turn's one doorbell. A queue keeps at most
-/// `max_rd_atomic` READs outstanding (16 here), so one doorbell carries at most 16 new READs: at
-/// least 1/16 doorbell per write; with the emulated link's pacing a QD32 burst settles into
-/// cohorts of about 15, 2 and 15 writes, one doorbell each (the capsules that found no READ
-/// credit have their READs posted, and later answered, a turn pair after the others).
-/// Asserted: no more than 3 doorbells per 32 writes, every write one READ.
+/// Keyed-SGL Writes at QD32: a turn's zero-copy Writes post their RDMA READs, however many
+/// (beyond the QP's `max_rd_atomic`, 16 here: the adapter holds the send queue behind the READs
+/// it may not begin yet), then their responses, each fenced behind the READs before it, all
+/// under the turn's one doorbell; a READ's completion needs none. Asserted: at most one target
+/// send doorbell per 20 writes (0.05 per I/O; the bench's ramp up and down may cost one more),
+/// every write one READ and one fenced response.
 #[test]
-fn keyed_writes_at_qd32_ring_at_most_3_doorbells_per_32() {
+fn keyed_writes_at_qd32_ring_at_most_a_doorbell_per_20() {
     let (mut w, mut h, mut host) = keyed_write_host(32);
     let n = 1024;
     let bc = BenchConfig { pattern: Pattern::RandWrite, block_size: 4096, queue_depth: 32, duration_ns: u64::MAX / 4, max_ios: n, seed: 32 };
-    let (db0, reads0) = (w.t.cx.counters().sq_doorbells, w.target.stats().rdma_reads);
+    let (db0, reads0, fenced0) = (w.t.cx.counters().sq_doorbells, w.target.stats().rdma_reads, w.target.stats().fenced_responses);
     let r = host.bench(&mut h.v, &mut w, 1, &bc).expect("bench");
     assert_eq!((r.ios, r.errors), (n, 0));
     let (db, reads) = (w.t.cx.counters().sq_doorbells - db0, w.target.stats().rdma_reads - reads0);
     assert_eq!(reads, n, "one RDMA READ per keyed write");
-    // The bench's ramp up and down (one queue depth) may cost a few more.
-    assert!(db * 32 <= n * 3 + 32, "{db} target send doorbells for {n} keyed writes at QD32");
+    assert_eq!(w.target.stats().fenced_responses - fenced0, n, "every write answered by a fenced response");
+    assert!(db * 20 <= n + 20, "{db} target send doorbells for {n} keyed writes at QD32");
 }
 
 /// A keyed-SGL Write whose RDMA READ fails (the host's key was invalidated before the target
@@ -409,7 +408,7 @@ fn four_io_queues_at_qd32_over_mlx5() {
         assert!(sent.is_empty(), "{} of 128 {kind:?}s never completed", sent.len());
     }
     let t = w.target.stats();
-    assert_eq!((t.block_done_lost, t.read_wait_overflow, t.closed_overflow), (0, 0, 0), "{t:?}");
+    assert_eq!((t.block_done_lost, t.closed_overflow), (0, 0), "{t:?}");
 }
 
 // ---- the initiator's per-I/O keys over mlx5 + emulated ConnectX ----

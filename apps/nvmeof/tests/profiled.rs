@@ -60,13 +60,16 @@ mod mlx5_emu {
         let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
         let pattern = if write { Pattern::RandWrite } else { Pattern::RandRead };
         let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 3 };
-        let zc0 = ns_of(&mut w).zero_copy;
+        let (zc0, db0) = (ns_of(&mut w).zero_copy, w.t.cx.counters().sq_doorbells);
         let r = host.bench(&mut h.v, &mut w, 1, &bc).unwrap();
+        let db = w.t.cx.counters().sq_doorbells - db0;
         assert_eq!((r.ios, r.errors), (n, 0));
         if !write {
             assert_eq!(ns_of(&mut w).zero_copy - zc0, n, "every read zero-copy");
         }
-        println!("NVMEOF-PROFILE-IOS {n} op={} qd={qd}", if write { "write" } else { "read" });
+        // Target send doorbells (a run's own figure; the bench's doorbell lines are
+        // `mlx5_emu::measure_target`'s).
+        println!("NVMEOF-PROFILE-IOS {n} op={} qd={qd} target_sq_doorbells={db}", if write { "write" } else { "read" });
     }
 
     /// 4 KiB random reads at QD1 for callgrind on the initiator (`Host::submit` + `Host::poll`):

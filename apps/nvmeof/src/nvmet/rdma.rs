@@ -21,7 +21,7 @@ use alloc::vec::Vec;
 
 use blockdev::BlockDevice;
 use hal::{DmaRegion, DmaSlice};
-use rdma::{Access, Completion, Lkey, Qpn, RcConnectAttrs, Rkey, SendOp, SendWr, Sge, GroupVerbs, DataPath, WcOpcode, WcStatus};
+use rdma::{Access, Lkey, Qpn, RcConnectAttrs, Rkey, SendOp, SendWr, Sge, GroupVerbs, DataPath, WcOpcode, WcStatus};
 use zerocopy::byteorder::little_endian::{U16, U32};
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -104,8 +104,6 @@ pub struct TransportStats {
     /// Commands found unanswered for longer than [`STUCK_NS`] by the once-a-second check
     /// (each counted once; logged with their state, a few per check).
     pub stuck_commands: u64,
-    /// Commands that did not fit a queue's RDMA READ wait list (must stay 0).
-    pub read_wait_overflow: u64,
     /// Poll groups the device reported broken (CQ in error, SRQ failed), and those replaced
     /// by a new group once none of their queues was left.
     pub groups_broken: u64,
@@ -142,7 +140,6 @@ impl TransportStats {
             block_done_lost: self.block_done_lost + o.block_done_lost,
             closed_overflow: self.closed_overflow + o.closed_overflow,
             stuck_commands: self.stuck_commands + o.stuck_commands,
-            read_wait_overflow: self.read_wait_overflow + o.read_wait_overflow,
             groups_broken: self.groups_broken + o.groups_broken,
             groups_replaced: self.groups_replaced + o.groups_replaced,
         }
@@ -153,8 +150,6 @@ impl TransportStats {
 enum SlotState {
     /// Free: on the queue's free list, waiting for a capsule.
     Idle,
-    /// Waiting for an RDMA READ slot (outstanding READ limit).
-    ReadWait,
     /// RDMA READ of host data in flight.
     Reading,
     /// Block I/O in flight.
@@ -223,8 +218,6 @@ pub struct QueueReport {
 
 /// `Slot::rbuf` of a slot holding no receive buffer.
 const NO_BUF: u16 = u16::MAX;
-/// `Conn::lone_write` when there is none.
-const NO_SLOT: u16 = u16::MAX;
 
 struct Conn<V: GroupVerbs> {
     gen: u16,
@@ -263,10 +256,6 @@ struct Conn<V: GroupVerbs> {
     /// Free slots, oldest first: a slot is taken again only after the others (its last
     /// response's SEND, written in its response buffer, is on the wire by then).
     free: VecDeque<u16>,
-    /// Slots waiting for an RDMA READ slot; room for every slot, reserved at accept.
-    read_wait: VecDeque<u16>,
-    reads_in_flight: u8,
-    max_reads: u8,
     aer_rsp_next: u16,
     /// Torn down: QP gone, waiting for block I/O to drain before freeing buffers.
     draining: bool,
@@ -274,19 +263,12 @@ struct Conn<V: GroupVerbs> {
     close_after_send: bool,
     /// Send WRs written this turn and not yet rung.
     unrung: bool,
-    /// A zero-copy Write whose RDMA READ is written at the end of the turn (`NO_SLOT`: none),
-    /// when it is known whether the turn gave the queue anything else (`answer_lone_writes`).
-    lone_write: u16,
+    /// This turn's zero-copy Writes, whose RDMA READs and fenced responses are written at its
+    /// end (`answer_turn_writes`); room for every slot, reserved at accept.
+    turn_writes: Vec<u16>,
 }
 
 impl<V: GroupVerbs> Conn<V> {
-    /// Whether the queue has one command in flight and at most `reads` RDMA READs outstanding
-    /// (an answered Write's READ whose completion is not polled yet counts).
-    #[inline(always)]
-    fn idle_but_one(&self, reads: u8) -> bool {
-        self.free.len() + 1 == self.depth as usize && self.reads_in_flight <= reads
-    }
-
     /// Offset of slot `s`'s data in `data`.
     #[inline(always)]
     fn data_off(&self, s: u16) -> usize {
@@ -579,8 +561,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             work += n;
             g.stats.completions += n as u64;
             for k in 0..n {
-                let wc = self.groups[gi].wc[k];
-                self.on_completion(verbs, gi, &wc, now_ns);
+                self.on_completion(verbs, gi, k, now_ns);
             }
             // Report what this group's capsules finished before the next group submits more
             // (keeps the devices' completion rings short).
@@ -638,7 +619,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.run_blocked(verbs, gi, now_ns);
         }
         if self.groups[gi].lone_writes {
-            self.answer_lone_writes(verbs, gi);
+            self.answer_turn_writes(verbs, gi);
         }
         let g = &mut self.groups[gi];
         match g.flush() {

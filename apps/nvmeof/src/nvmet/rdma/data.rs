@@ -5,61 +5,50 @@
 use super::*;
 
 impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
-    /// RDMA READ slot `s`'s host data: into namespace memory (a zero-copy Write) or the
-    /// slot's buffer; queued while the QP has its most READs outstanding. A zero-copy Write
-    /// that is its queue's only command, with no READ outstanding, waits for the end of the
-    /// turn (`answer_lone_writes`).
+    /// RDMA READ slot `s`'s host data: into the slot's buffer, or, for a zero-copy Write, into
+    /// namespace memory at the end of the turn with the Write's response (`answer_turn_writes`).
+    ///
+    /// Posted whatever the number of READs outstanding: a turn's READs share its one doorbell.
+    /// The QP's outstanding-READ limit (`max_rd_atomic`, the initiator depth agreed with the
+    /// host's responder resources) is the adapter requester's to keep, as InfiniBand asks of
+    /// it: it does not begin a READ beyond the limit and holds the send queue behind it until
+    /// an earlier READ's response is in (so does the emulated RoCE requester, `emu-roce`
+    /// `rc::outstanding_read_limit_respected`; Linux's nvmet-rdma likewise posts its READs
+    /// bounded only by send queue room). The send queue has room for a READ per slot
+    /// (`sq_depth`).
     pub(super) fn post_read(&mut self, verbs: &mut V, ci: usize, s: u16) {
         let c = self.conns[ci].as_mut().expect("live");
-        let slot = &c.slots[s as usize];
+        let slot = &mut c.slots[s as usize];
         let Some(Sgl::Keyed { addr, len, key, .. }) = slot.sgl else { return };
-        if c.reads_in_flight >= c.max_reads {
-            if c.read_wait.len() >= c.read_wait.capacity() {
-                // Cannot happen (a slot waits at most once); counted, and the queue is failed
-                // rather than leaving the command without an answer.
-                self.groups[c.group as usize].io.read_wait_overflow += 1;
-                self.teardown(verbs, ci, true);
-                return;
-            }
-            c.slots[s as usize].state = SlotState::ReadWait;
-            c.read_wait.push_back(s);
-            return;
-        }
-        let sge = if slot.direct_addr != 0 {
-            Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey }
-        } else {
-            Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey }
-        };
-        let lone = c.lone_write == NO_SLOT && c.idle_but_one(0) && slot.direct_addr != 0 && slot.write.is_some();
-        c.slots[s as usize].state = SlotState::Reading;
-        c.reads_in_flight += 1;
-        if lone {
+        slot.state = SlotState::Reading;
+        if slot.direct_addr != 0 && slot.write.is_some() {
             // Its READ is counted when it is written (`defer_send`), at the end of the turn.
-            c.lone_write = s;
+            // The list has room for every slot and a slot is on it at most once (it is Reading
+            // until answered), so this does not allocate.
+            c.turn_writes.push(s);
             self.groups[c.group as usize].lone_writes = true;
             self.list_unrung(ci);
             return;
         }
+        let sge = Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey };
         let wr = SendWr { wr_id: wr_id(ci, c.gen, Kind::Read, s), op: SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) }, sge, signaled: true, fence: false, ud: None };
         self.defer_send(verbs, ci, &wr);
     }
 
-    /// End of the turn: write the READ of each queue's lone zero-copy Write. If it is still the
-    /// queue's only command, with no other READ outstanding (a host at QD1), the Write is
-    /// answered now: the response SEND is fenced behind the READ (the adapter begins it only
-    /// once the data is placed; a failed READ flushes it unsent), so READ and response share
-    /// the turn's one doorbell. Otherwise the READ goes alone and the Write is answered once
-    /// its completion is polled, batched with that turn's sends: a fence would hold every later
-    /// work request of the queue behind the READ, which at depth costs more than it saves.
-    pub(super) fn answer_lone_writes(&mut self, verbs: &mut V, gi: usize) {
-        // Most turns have none (reads, writes at depth): one flag (the caller's), no pass
-        // over the queues.
+    /// End of the turn: each queue's zero-copy Writes of this turn are answered. Their READs are
+    /// written first, then their responses, each SEND fenced (IBA fence: the adapter begins it
+    /// only once every earlier READ's data is placed; a failed READ flushes it unsent), so a
+    /// turn's Writes cost its one doorbell and their READ completions none. The cost: a
+    /// response, and every later work request of the queue (e.g. a Read's data and response
+    /// of the next turn), waits for all READs before it, not just its own.
+    pub(super) fn answer_turn_writes(&mut self, verbs: &mut V, gi: usize) {
+        // Most turns have none (reads): one flag (the caller's), no pass over the queues.
         let g = &mut self.groups[gi];
         g.lone_writes = false;
         if g.unrung_overflow {
             for ci in 0..self.hi {
                 if self.conns[ci].as_ref().is_some_and(|c| c.group as usize == gi) {
-                    self.answer_lone_write(verbs, ci);
+                    self.answer_queue_writes(verbs, ci);
                 }
             }
             return;
@@ -67,38 +56,43 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // A queue's answer may tear it down, never list another: the list only shrinks.
         let mut i = 0;
         while let Some(&ci) = self.groups.get(gi).and_then(|g| g.unrung.get(i)) {
-            self.answer_lone_write(verbs, ci as usize);
+            self.answer_queue_writes(verbs, ci as usize);
             i += 1;
         }
     }
 
-    fn answer_lone_write(&mut self, verbs: &mut V, ci: usize) {
+    fn answer_queue_writes(&mut self, verbs: &mut V, ci: usize) {
         let Some(c) = self.conns[ci].as_mut() else { return };
-        let s = core::mem::replace(&mut c.lone_write, NO_SLOT);
-        if s == NO_SLOT || c.draining {
+        let n = c.turn_writes.len();
+        if n == 0 || c.draining {
+            c.turn_writes.clear();
             return;
         }
-        let alone = c.idle_but_one(1);
-        let slot = &mut c.slots[s as usize];
-        let Some(Sgl::Keyed { addr, len, key, .. }) = slot.sgl else { return };
-        let sge = Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey };
-        let op = SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) };
-        if !alone {
-            let wr = SendWr { wr_id: wr_id(ci, c.gen, Kind::Read, s), op, sge, signaled: true, fence: false, ud: None };
-            self.defer_send(verbs, ci, &wr);
-            return;
+        for i in 0..n {
+            let c = self.conns[ci].as_mut().expect("live");
+            let s = c.turn_writes[i];
+            let slot = &mut c.slots[s as usize];
+            let Some(Sgl::Keyed { addr, len, key, .. }) = slot.sgl else { continue };
+            // The range moves to the READ's `wr_id`: its completion ends it (the slot is free by
+            // then); until then overlapping commands wait as for any Write still landing.
+            let range = core::mem::replace(&mut slot.range, RangeId::NONE);
+            let sge = Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey };
+            let op = SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) };
+            let wr = SendWr { wr_id: WrId::new(ci, c.gen, Kind::AnsweredRead, s, range).raw(), op, sge, signaled: true, fence: false, ud: None };
+            if !self.defer_send(verbs, ci, &wr) {
+                return;
+            }
         }
-        // The range moves to the READ's `wr_id`: its completion ends it (the slot is free by
-        // then); until then overlapping commands wait as for any Write still landing.
-        let (range, t0) = (core::mem::replace(&mut slot.range, RangeId::NONE), slot.t0);
-        let wr = SendWr { wr_id: WrId::new(ci, c.gen, Kind::AnsweredRead, s, range).raw(), op, sge, signaled: true, fence: false, ud: None };
-        if !self.defer_send(verbs, ci, &wr) {
-            return;
-        }
-        if let Some(c) = self.conns[ci].as_ref() {
+        for i in 0..n {
+            let Some(c) = self.conns[ci].as_mut().filter(|c| !c.draining) else { return };
+            let s = c.turn_writes[i];
+            let t0 = c.slots[s as usize].t0;
             self.groups[c.group as usize].io.fenced_responses += 1;
+            self.respond_fenced(verbs, ci, s, Status::SUCCESS, 0, 0, t0, true);
         }
-        self.respond_fenced(verbs, ci, s, Status::SUCCESS, 0, 0, t0, true);
+        if let Some(c) = self.conns[ci].as_mut() {
+            c.turn_writes.clear();
+        }
     }
 
     /// A zero-copy Write: once nothing in flight overlaps its blocks, claim them and RDMA

@@ -5,10 +5,12 @@
 use super::*;
 
 impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
-    pub(super) fn on_completion(&mut self, verbs: &mut V, gi: usize, wc: &Completion, now_ns: u64) {
-        let id = WrId::from_raw(wc.wr_id);
+    /// Completion `k` of group `gi`'s completion array (read in place, not copied).
+    pub(super) fn on_completion(&mut self, verbs: &mut V, gi: usize, k: usize, now_ns: u64) {
+        let wc = &self.groups[gi].wc[k];
+        let (id, status) = (WrId::from_raw(wc.wr_id), wc.status);
         if id.kind() == Some(Kind::Recv) {
-            self.on_recv(verbs, gi, id.slot(), wc, now_ns);
+            self.on_recv(verbs, gi, id.slot(), k, now_ns);
             return;
         }
         let (ci, gen, s) = (id.conn(), id.gen(), id.slot());
@@ -17,10 +19,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             return;
         }
         let kind = id.kind();
-        if wc.status != WcStatus::Success {
-            if wc.status != WcStatus::WrFlushed {
+        if status != WcStatus::Success {
+            if status != WcStatus::WrFlushed {
                 self.groups[gi].io.wc_errors += 1;
-                log::warn!("nvmeof: rdma: {} completion error {:?} ({kind:?})", c.qpn, wc.status);
+                log::warn!("nvmeof: rdma: {} completion error {status:?} ({kind:?})", c.qpn);
             }
             // A failed RDMA READ of a zero-copy Write leaves the command unanswered with its
             // queue: the host never sees success for data that may have landed in part.
@@ -32,11 +34,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         match kind {
             Some(Kind::Read) => {
-                let c = self.conns[ci].as_mut().expect("live");
-                c.reads_in_flight = c.reads_in_flight.saturating_sub(1);
-                if let Some(next) = c.read_wait.pop_front() {
-                    self.post_read(verbs, ci, next);
-                }
                 if self.conns[ci].as_ref().is_some_and(|c| c.slots[s as usize].state == SlotState::Reading) {
                     self.data_in(verbs, ci, s, now_ns);
                 }
@@ -44,12 +41,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             Some(Kind::AnsweredRead) => {
                 // The Write's data is in place (its response, fenced behind this READ, is
                 // going out): the blocks are free for overlapping commands again.
-                let c = self.conns[ci].as_mut().expect("live");
-                c.reads_in_flight = c.reads_in_flight.saturating_sub(1);
                 self.inflight.remove(id.range(), ci, gen);
-                if let Some(next) = self.conns[ci].as_mut().and_then(|c| c.read_wait.pop_front()) {
-                    self.post_read(verbs, ci, next);
-                }
             }
             Some(Kind::Send) => {
                 // The response went out, so did the RDMA WRITE before it (RC order): the
@@ -66,16 +58,19 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
-    /// A receive completion from group `gi`'s SRQ in buffer `b`: the queue is found by QPN,
-    /// the capsule takes the queue's oldest free slot (which holds the buffer until answered).
-    fn on_recv(&mut self, verbs: &mut V, gi: usize, b: u16, wc: &Completion, now_ns: u64) {
+    /// A receive completion (`k` of group `gi`'s array) from the group's SRQ in buffer `b`: the
+    /// queue is found by QPN, the capsule takes the queue's oldest free slot (which holds the
+    /// buffer until answered).
+    fn on_recv(&mut self, verbs: &mut V, gi: usize, b: u16, k: usize, now_ns: u64) {
         let g = &mut self.groups[gi];
         if !g.has_buf(b) {
             return;
         }
-        let ci = g.qps.get(wc.qpn).map(usize::from);
+        let wc = &g.wc[k];
+        let (qpn, status, byte_len) = (wc.qpn, wc.status, wc.byte_len);
+        let ok = status == WcStatus::Success && (wc.opcode == WcOpcode::Recv || wc.opcode == WcOpcode::RecvWithImm);
+        let ci = g.qps.get(qpn).map(usize::from);
         let live = ci.and_then(|ci| self.conns[ci].as_ref().map(|c| !c.draining)).unwrap_or(false);
-        let ok = wc.status == WcStatus::Success && (wc.opcode == WcOpcode::Recv || wc.opcode == WcOpcode::RecvWithImm);
         let slot = match (ci, live && ok) {
             (Some(ci), true) => self.conns[ci].as_mut().and_then(|c| c.free.pop_front()),
             _ => None,
@@ -87,9 +82,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             if let Some(ci) = ci.filter(|_| live) {
                 if ok {
                     self.groups[gi].stats.slot_overruns += 1;
-                } else if wc.status != WcStatus::WrFlushed {
+                } else if status != WcStatus::WrFlushed {
                     self.groups[gi].io.wc_errors += 1;
-                    log::warn!("nvmeof: rdma: {:?} receive completion error {:?}", wc.qpn, wc.status);
+                    log::warn!("nvmeof: rdma: {qpn:?} receive completion error {status:?}");
                 }
                 self.teardown(verbs, ci, true);
             }
@@ -97,12 +92,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         self.groups[gi].stats.capsules += 1;
         self.conns[ci].as_mut().expect("live").slots[s as usize].rbuf = b;
-        self.on_capsule(verbs, ci, s, wc.byte_len, now_ns);
+        self.on_capsule(verbs, ci, s, byte_len, now_ns);
     }
 
-    /// Slot `s`'s RDMA READ completed: a zero-copy Write's data is in namespace memory
-    /// (respond), a Write's data in the slot buffer (submit it), or a payload in the slot
-    /// buffer (execute the command with it).
+    /// Slot `s`'s RDMA READ into the slot buffer completed: a Write's data (submit it) or a
+    /// payload (execute the command with it). (A zero-copy Write's READ is answered with its
+    /// fenced response, `answer_turn_writes`.)
     pub(super) fn data_in(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
         let c = self.conns[ci].as_mut().expect("live");
         let gen = c.gen;
@@ -113,14 +108,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.execute(verbs, ci, s, now_ns);
             return;
         };
-        if w.direct_buf().is_some() {
-            // The data has landed in the namespace's own memory: the write is done (the device
-            // would move nothing, `BlockDevice::direct`), overlapping commands may go on.
-            let (r, t0) = (core::mem::replace(&mut slot.range, RangeId::NONE), slot.t0);
-            self.inflight.remove(r, ci, gen);
-            self.respond(verbs, ci, s, Status::SUCCESS, 0, 0, t0);
-            return;
-        }
         let action = self.core.write_fetched(&w, buf, wr_id(ci, gen, Kind::Block, s));
         self.on_action(verbs, ci, s, action);
     }
@@ -243,10 +230,17 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
+    /// Before an admin command, which may report what the I/O queues counted (SMART log): the
+    /// queues' counters folded into their controllers. Out of line: never on the I/O path.
+    #[cold]
+    #[inline(never)]
+    fn fold_for_admin(&mut self) {
+        self.fold_queues();
+    }
+
     pub(super) fn execute(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
         if self.conns[ci].as_ref().is_some_and(|c| c.q.qid == 0) {
-            // An admin command may report what the I/O queues counted (SMART log).
-            self.fold_queues();
+            self.fold_for_admin();
         }
         let c = self.conns[ci].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.

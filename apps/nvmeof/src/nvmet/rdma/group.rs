@@ -174,7 +174,7 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// group's queues are all looked at).
     pub(super) unrung: heapless::Vec<u16, 64>,
     pub(super) unrung_overflow: bool,
-    /// A queue listed in `unrung` has a lone zero-copy Write this turn.
+    /// A queue listed in `unrung` has zero-copy Writes to answer at the end of this turn.
     pub(super) lone_writes: bool,
 }
 

@@ -90,10 +90,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // Heap first (fallible: an exhausted heap is a refusal, not a panic), then the device.
         let mut slots = Vec::new();
         slots.try_reserve_exact(depth as usize).map_err(|_| ())?;
-        let mut read_wait = VecDeque::new();
-        read_wait.try_reserve_exact(depth as usize).map_err(|_| ())?;
         let mut free = VecDeque::new();
         free.try_reserve_exact(depth as usize).map_err(|_| ())?;
+        let mut turn_writes = Vec::new();
+        turn_writes.try_reserve_exact(depth as usize).map_err(|_| ())?;
         free.extend(0..depth);
         // The QP is made and connected by the device's owner, then enters its group (the
         // group's side of the hand-over; here the group is at hand) before the CM's REP tells
@@ -177,14 +177,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             source: attrs.remote_ip,
             slots,
             free,
-            read_wait,
-            reads_in_flight: 0,
-            max_reads: attrs.max_rd_atomic.clamp(1, 16),
             aer_rsp_next: 0,
             draining: false,
             close_after_send: false,
             unrung: false,
-            lone_write: NO_SLOT,
+            turn_writes,
         })
     }
 
