@@ -245,13 +245,13 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let c = self.conns[ci].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
-        let (sqe, sgl, slot_fetched) = (slot.sqe, slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 }), slot.fetched);
+        let (sgl, slot_fetched) = (slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 }), slot.fetched);
         // A keyed SGL's data is at the host until fetched (the core says when it wants it).
         let fetched = slot_fetched || !matches!(sgl, Sgl::Keyed { len, .. } if len > 0);
         if fetched && !self.inflight.is_empty() {
             // An in-capsule Write, Write Zeroes or DSM changes memory zero-copy transfers may
             // be using: it waits for them.
-            if let Some((a, n)) = self.core.modifies_direct(&c.q, &sqe) {
+            if let Some((a, n)) = self.core.modifies_direct(&c.q, &slot.sqe) {
                 if self.inflight.overlaps(a, a.saturating_add(n), false) {
                     self.hold(ci, s, Resume::Execute);
                     return;
@@ -259,6 +259,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             }
         }
         let c = self.conns[ci].as_mut().expect("live");
+        // The SQE read where the capsule put it (not copied): the core takes the queue's state
+        // mutably and the slot's SQE shared, two fields of the queue.
+        let sqe = &c.slots[s as usize].sqe;
         // AERs are completed by CID later (their slot is reused at once); others by slot.
         let tag = if sqe.opcode == admin_op::ASYNC_EVENT && c.q.qid == 0 {
             wr_id(ci, c.gen, Kind::Aer, sqe.cid.get())
@@ -277,7 +280,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // Small host→controller payloads that the core parses (not namespace data).
         let small = &mut self.scratch_in;
         let mut small_len = 0;
-        if fetched && sqe.opcode != io_op::WRITE && sgl.len() > 0 && host_to_ctrl(&sqe) {
+        if fetched && sqe.opcode != io_op::WRITE && sgl.len() > 0 && host_to_ctrl(sqe) {
             small_len = core::cmp::min(sgl.len() as usize, small.len());
             match sgl {
                 Sgl::Inline { offset, .. } => self.groups[c.group as usize].recv.read(capsule_at as usize + 64 + offset as usize, &mut small[..small_len]),
@@ -294,7 +297,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.groups[c.group as usize].io.inline_writes += 1;
         }
         let data = DataIn { bytes: &small[..small_len], buf, sgl_len: sgl.len(), tag, fetched };
-        let action = self.core.execute(&mut c.q, &sqe, &data, now_ns);
+        let action = self.core.execute(&mut c.q, sqe, &data, now_ns);
         self.on_action(verbs, ci, s, action);
     }
 
