@@ -56,8 +56,9 @@ pub struct Config {
     /// `nvmf.verify=N`: before the bench the initiator reads the discovery log (the subsystem
     /// must be listed) and runs N verified random I/Os; 0 = neither.
     pub verify: u64,
-    /// `mgmt=on|off`, `mgmt.listen=[IP:]PORT`, `mgmt.prefix=N`: the management plane (ping,
-    /// `http://IP:9100/metrics`, status page `/`) on the target's adapter; on by default.
+    /// `mgmt=on|off`, `mgmt.listen=[IP:]PORT`, `mgmt.prefix=N`, `mgmt.control=on|off`: the
+    /// management plane (ping, `http://IP:9100/metrics`, status page `/`, the port's subsystem
+    /// links) on the target's adapter; on by default, changes (`mgmt.control`) off.
     pub mgmt: mgmt::MgmtConfig,
 }
 
@@ -149,6 +150,7 @@ pub const OPTIONS: &[Opt<Config>] = &[
     Opt { name: "mgmt", help: "on|off: the management plane (ping, /metrics, status page) on the target's adapter (default on)", set: |c, v| mgmt::config::apply(&mut c.mgmt, "mgmt", v) },
     Opt { name: "mgmt.listen", help: "[A.B.C.D:]PORT: address (default the adapter's) and TCP port (default 9100) of /metrics and /", set: |c, v| mgmt::config::apply(&mut c.mgmt, "mgmt.listen", v) },
     Opt { name: "mgmt.prefix", help: "N: prefix length of the management subnet (default 24)", set: |c, v| mgmt::config::apply(&mut c.mgmt, "mgmt.prefix", v) },
+    Opt { name: "mgmt.control", help: "on|off: also serve PUT/DELETE /ports/P/subsystems/NQN (link/unlink a subsystem; no authentication: keep the subnet private) (default off)", set: |c, v| mgmt::config::apply(&mut c.mgmt, "mgmt.control", v) },
     Opt {
         name: "ip",
         help: "A.B.C.D: the ConnectX adapter's IPv4 address (default: the nvmet.listen address)",

@@ -1,6 +1,7 @@
-//! The management plane on the image (apps/mgmt): `mgmt=`, `mgmt.listen=`, `mgmt.prefix=`
-//! words, and one bounded turn per target poll loop turn serving ping, `/metrics` (target,
-//! adapter, memory, the stack itself) and the status page `/`.
+//! The management plane on the image (apps/mgmt): `mgmt=`, `mgmt.listen=`, `mgmt.prefix=`,
+//! `mgmt.control=` words, and one bounded turn per target poll loop turn serving ping,
+//! `/metrics` (target, adapter, memory, the stack itself), the status page `/` and the port's
+//! subsystem links `/ports/P/subsystems[/NQN]` (listed; linked and unlinked with `mgmt.control=on`).
 
 use alloc::boxed::Box;
 use mgmt::prom::{Exposition, Kind};
@@ -32,7 +33,7 @@ pub fn start(cfg: &mgmt::MgmtConfig, verbs: &mut Verbs, adapter_ip: [u8; 4]) -> 
 
 impl Plane {
     /// One bounded turn.
-    pub fn turn(&mut self, verbs: &mut Verbs, svc: &nvmeof::nvmet::service::TargetService<Verbs, Backing>) {
+    pub fn turn(&mut self, verbs: &mut Verbs, svc: &mut nvmeof::nvmet::service::TargetService<Verbs, Backing>) {
         self.m.take_frames(verbs);
         let (stats, open) = (self.m.stats(), self.m.open_connections());
         let now = kernel::time::now_ns();
@@ -51,9 +52,10 @@ impl Plane {
                 report::target_metrics(&mut e, svc);
                 report::adapter_metrics(&mut e, v, svc.target.group_objects());
                 report::mgmt_metrics(&mut e, &stats, open);
-                e.error.map_or(Ok(()), Err)
+                e.error.map_or(Ok(mgmt::Answer::Found), Err)
             }
-            mgmt::Page::Status => report::status_page(w, "RDMA storage appliance", up, v, svc),
+            mgmt::Page::Status => report::status_page(w, "RDMA storage appliance", up, v, svc).map(|()| mgmt::Answer::Found),
+            mgmt::Page::Links { .. } | mgmt::Page::Link { .. } => report::port_links(w, page, v, svc),
         });
         self.m.give_frames(verbs);
     }

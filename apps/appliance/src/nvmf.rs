@@ -264,7 +264,7 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64,
         svc.poll(&mut *verbs, now);
         if slow_turn {
             if let Some(p) = plane.as_mut() {
-                p.turn(&mut verbs, &svc);
+                p.turn(&mut verbs, &mut svc);
             }
         }
         let conns = svc.connections();

@@ -1,5 +1,6 @@
 //! config: the management plane's command-line words (`mgmt.listen=[IP:]PORT`, `mgmt.prefix=N`,
-//! `mgmt=off`), the same words in the image's kernel command line and `emu-runner --mgmt`.
+//! `mgmt.control=on`, `mgmt=off`), the same words in the image's kernel command line and
+//! `emu-runner --mgmt`.
 
 use alloc::format;
 use alloc::string::String;
@@ -18,11 +19,15 @@ pub struct MgmtConfig {
     pub prefix: u8,
     /// TCP port of the HTTP server.
     pub port: u16,
+    /// `mgmt.control=on`: accept the requests that change the target (`PUT`/`DELETE` of a
+    /// port's subsystem link, [`crate::http::Page::Link`]); off by default, as the plane has no
+    /// authentication: whoever reaches the management subnet may then change what is served.
+    pub control: bool,
 }
 
 impl Default for MgmtConfig {
     fn default() -> Self {
-        MgmtConfig { enabled: true, ip: None, prefix: 24, port: DEFAULT_PORT }
+        MgmtConfig { enabled: true, ip: None, prefix: 24, port: DEFAULT_PORT, control: false }
     }
 }
 
@@ -59,7 +64,14 @@ pub fn apply(c: &mut MgmtConfig, key: &str, v: &str) -> Result<(), &'static str>
             c.ip = ip;
         }
         "mgmt.prefix" => c.prefix = v.parse().ok().filter(|&p| (1..=32).contains(&p)).ok_or("expected a prefix length 1-32")?,
-        _ => return Err("unknown management word (known: mgmt=on|off, mgmt.listen=[IP:]PORT, mgmt.prefix=N)"),
+        "mgmt.control" => {
+            c.control = match v {
+                "on" => true,
+                "off" => false,
+                _ => return Err("expected mgmt.control=on or mgmt.control=off"),
+            }
+        }
+        _ => return Err("unknown management word (known: mgmt=on|off, mgmt.listen=[IP:]PORT, mgmt.prefix=N, mgmt.control=on|off)"),
     }
     Ok(())
 }
@@ -92,6 +104,8 @@ mod tests {
         let c = parse("mgmt.listen=10.0.0.7:80 mgmt.prefix=16").unwrap();
         assert_eq!((c.port, c.ip, c.prefix), (80, Some([10, 0, 0, 7]), 16));
         assert!(!parse("mgmt=off").unwrap().enabled);
+        assert!(!parse("").unwrap().control && parse("mgmt.control=on").unwrap().control);
+        assert!(parse("mgmt.control=yes").is_err());
         assert!(parse("on").unwrap().enabled);
         assert!(parse("mgmt.listen=0").unwrap_err().contains("mgmt.listen=0"));
         assert!(parse("mgmt.listen=1.2.3:80").is_err());

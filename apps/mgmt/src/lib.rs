@@ -1,6 +1,7 @@
 //! mgmt: the appliance's management plane. smoltcp (ARP with ageing, ICMP echo, IPv4, TCP) over
 //! a raw Ethernet frame port (the ConnectX raw queue, [`port::FramePort`]), serving Prometheus
-//! metrics (`GET /metrics`) and a one-page HTML status (`GET /`) on a fixed number of sockets.
+//! metrics (`GET /metrics`), a one-page HTML status (`GET /`) and the port's subsystem links
+//! (`/ports/P/subsystems[/NQN]`, [`http`]) on a fixed number of sockets.
 //!
 //! The stack runs from the main poll loop with a bounded budget per turn (a fixed number of
 //! frames in and out, [`stack::Budget`]), so it never competes with the RoCE fast path for
@@ -20,4 +21,4 @@ pub mod stack;
 
 pub use config::MgmtConfig;
 pub use port::FramePort;
-pub use stack::{Budget, Mgmt, MgmtStats, Page};
+pub use stack::{Answer, Budget, Mgmt, MgmtStats, Page, Rendered};

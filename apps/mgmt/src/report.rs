@@ -1,7 +1,7 @@
 //! report: what the appliance's parts already count, as Prometheus families and as the HTML
 //! status page: the NVMe-oF target ([`nvmeof::nvmet::service::TargetService`]), the adapter
-//! ([`mlx5::Mlx5Verbs`]) and the management stack itself. Read from the slow path only (an
-//! HTTP request), never from the data path.
+//! ([`mlx5::Mlx5Verbs`]) and the management stack itself; and the port's subsystem links
+//! ([`port_links`]). Read from the slow path only (an HTTP request), never from the data path.
 
 use alloc::format;
 use core::fmt::{self, Write};
@@ -13,6 +13,7 @@ use nvmeof::nvmet::service::TargetService;
 use rdma::{GroupVerbs, Neighbours};
 
 use crate::prom::{Exposition, Kind, LATENCY_BOUNDS_S};
+use crate::http::{Answer, Page, Rendered};
 use crate::stack::MgmtStats;
 
 /// A nanosecond histogram as cumulative Prometheus buckets (seconds). The source buckets are
@@ -371,9 +372,42 @@ pub fn mgmt_metrics(e: &mut Exposition<'_>, m: &MgmtStats, open: usize) {
     e.family("mgmt_http_requests_total", Kind::Counter, "HTTP requests, by page or outcome.")
         .sample(&[("page", "metrics")], m.http.metrics_requests)
         .sample(&[("page", "status")], m.http.status_requests)
+        .sample(&[("page", "ports")], m.http.port_requests)
         .sample(&[("page", "client_error")], m.http.client_errors)
         .sample(&[("page", "too_large")], m.http.too_large);
     e.single("mgmt_http_timeouts_total", Kind::Counter, "HTTP connections aborted at the connection deadline.", m.http.timeouts);
+}
+
+/// A port's subsystem links, the operator's side of Linux nvmet's configfs symlinks
+/// `ports/P/subsystems/NQN`: list them ([`Page::Links`]: the linked NQNs, one a line), link
+/// one or unlink it ([`Page::Link`]: [`nvmeof::nvmet::rdma::RdmaTarget::link_subsystem`],
+/// `unlink_subsystem`, which deletes its controllers and closes their queues). The target has
+/// one listener: every port its discovery log publishes (`TargetConfig::ports`) stands for it.
+/// Other pages are not this function's: answered 404.
+pub fn port_links<V: GroupVerbs, B: BlockDevice>(w: &mut dyn Write, page: Page<'_>, verbs: &mut V, svc: &mut TargetService<V, B>) -> Rendered {
+    let port = match page {
+        Page::Links { port } | Page::Link { port, .. } => port,
+        Page::Metrics | Page::Status => return Ok(Answer::NotFound),
+    };
+    if !svc.target.core.config().ports.iter().any(|p| p.portid == port) {
+        writeln!(w, "no port {port}")?;
+        return Ok(Answer::NotFound);
+    }
+    let Page::Link { nqn, link, .. } = page else {
+        let core = &svc.target.core;
+        for s in core.subsystems().filter(|s| core.subsystem_linked(&s.nqn) == Some(true)) {
+            writeln!(w, "{}", s.nqn)?;
+        }
+        return Ok(Answer::Found);
+    };
+    let found = if link { svc.target.link_subsystem(nqn) } else { svc.target.unlink_subsystem(verbs, nqn) };
+    if !found {
+        writeln!(w, "no subsystem {nqn}")?;
+        return Ok(Answer::NotFound);
+    }
+    log::info!("mgmt: {nqn} {} port {port} by a management request", if link { "linked to" } else { "unlinked from" });
+    writeln!(w, "{nqn} {} port {port}", if link { "linked to" } else { "unlinked from" })?;
+    Ok(Answer::Found)
 }
 
 /// Memory figures the platform knows (heap and DMA pool, bytes).

@@ -2,15 +2,14 @@
 //! in smoltcp's bounded neighbour cache, ICMP echo answered by the interface itself, TCP) on a
 //! [`RingDevice`], and the HTTP server; [`Mgmt::poll`] is one bounded turn of it.
 
-use core::fmt::{self, Write};
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr};
 
 use crate::config::MgmtConfig;
 use crate::device::RingDevice;
-use crate::http::{self, HttpStats, Server};
-pub use crate::http::Page;
+use crate::http::{self, HttpStats, Render, Server};
+pub use crate::http::{Answer, Page, Rendered};
 use crate::port::FramePort;
 
 /// Work allowed per [`Mgmt::poll`] turn: frames taken from the port, frames given to it.
@@ -73,8 +72,8 @@ impl Mgmt {
             let _ = a.push(IpCidr::new(IpAddress::v4(ip[0], ip[1], ip[2], ip[3]), cfg.prefix));
         });
         let mut sockets = SocketSet::new(alloc::vec::Vec::with_capacity(http::SOCKETS));
-        let http = Server::new(&mut sockets, cfg.port);
-        log::info!("mgmt: {}.{}.{}.{}/{} port {} (ping, http://.../metrics, /)", ip[0], ip[1], ip[2], ip[3], cfg.prefix, cfg.port);
+        let http = Server::new(&mut sockets, cfg.port, cfg.control);
+        log::info!("mgmt: {}.{}.{}.{}/{} port {} (ping, http://.../metrics, /, /ports/P/subsystems{})", ip[0], ip[1], ip[2], ip[3], cfg.prefix, cfg.port, if cfg.control { "; PUT/DELETE of a link: mgmt.control=on" } else { "" });
         Mgmt { iface, dev, sockets, http, budget, ip, next_ns: 0, stats: MgmtStats::default() }
     }
 
@@ -97,7 +96,7 @@ impl Mgmt {
 
     /// One turn: [`Mgmt::take_frames`], [`Mgmt::run`], [`Mgmt::give_frames`]. Returns the
     /// frames moved (0: nothing to do).
-    pub fn poll(&mut self, now_ns: u64, port: &mut dyn FramePort, render: &mut dyn FnMut(Page, &mut dyn Write) -> fmt::Result) -> usize {
+    pub fn poll(&mut self, now_ns: u64, port: &mut dyn FramePort, render: &mut Render<'_>) -> usize {
         let rx = self.take_frames(port);
         self.run(now_ns, render);
         rx + self.give_frames(port)
@@ -119,7 +118,7 @@ impl Mgmt {
 
     /// Run the interface and the HTTP server (pages written by `render`) if frames wait or a
     /// timer is due; false when there was nothing to do.
-    pub fn run(&mut self, now_ns: u64, render: &mut dyn FnMut(Page, &mut dyn Write) -> fmt::Result) -> bool {
+    pub fn run(&mut self, now_ns: u64, render: &mut Render<'_>) -> bool {
         if self.dev.rx.is_empty() && self.dev.tx.is_empty() && now_ns < self.next_ns {
             return false;
         }

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 
 use mgmt::device::RingDevice;
-use mgmt::{Budget, FramePort, Mgmt, MgmtConfig, Page};
+use mgmt::{Answer, Budget, FramePort, Mgmt, MgmtConfig, Page};
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
 use smoltcp::socket::{icmp, tcp};
 use smoltcp::time::Instant;
@@ -53,15 +53,16 @@ struct Bed {
     renders: u32,
 }
 
-fn render(n: &mut u32, page: Page, w: &mut dyn std::fmt::Write) -> std::fmt::Result {
+fn render(n: &mut u32, page: Page, w: &mut dyn std::fmt::Write) -> mgmt::Rendered {
     *n += 1;
     match page {
         Page::Metrics => {
             let mut e = mgmt::prom::Exposition::new(w);
             e.single("test_renders_total", mgmt::prom::Kind::Counter, "Pages rendered.", *n);
-            e.error.map_or(Ok(()), Err)
+            e.error.map_or(Ok(Answer::Found), Err)
         }
-        Page::Status => w.write_str("<html>status</html>"),
+        Page::Status => w.write_str("<html>status</html>").map(|()| Answer::Found),
+        Page::Links { .. } | Page::Link { .. } => Ok(Answer::NotFound),
     }
 }
 
@@ -216,7 +217,7 @@ fn a_page_of_many_segments_arrives_whole() {
     let mut sent = false;
     for _ in 0..20000 {
         b.now_ns += 1_000_000;
-        b.server.poll(b.now_ns, &mut b.wire, &mut |_, w| w.write_str(&big));
+        b.server.poll(b.now_ns, &mut b.wire, &mut |_, w| w.write_str(&big).map(|()| Answer::Found));
         let now = Instant::from_micros((b.now_ns / 1000) as i64);
         while let Some(f) = b.wire.to_client.pop_front() {
             b.cdev.rx.push_with(|s| {

@@ -18,7 +18,8 @@
 //!             progress line every second)
 //! The `--nvmf` words are the appliance image's kernel command line words (nvmeof::cmdline).
 //! --mgmt "WORDS": (nvmf-target) also run the management stack (mgmt::config words, e.g.
-//!            `mgmt.listen=9100`, or `on`): ping, http://IP:PORT/metrics and / on the node's port.
+//!            `mgmt.listen=9100`, or `on`): ping, http://IP:PORT/metrics, / and /ports/P/subsystems on
+//!            the node's port (`mgmt.control=on`: PUT/DELETE of /ports/P/subsystems/NQN too).
 //! --trace 1|full: the driver's firmware command trace on stderr (mlx5::trace: one
 //!            `mlx5_cmd:` line per command; full adds the hex of inputs and outputs).
 //! --profile NAME: the emulated adapter's device profile (emu_connectx::profile::NAMES:

@@ -117,7 +117,7 @@ pub fn run_target(
         let mut n = svc.poll(&mut node.v, clock.now_ns());
         node.poll();
         if let Some(m) = mg.as_mut() {
-            n += serve_mgmt(m, node, &svc, t0);
+            n += serve_mgmt(m, node, &mut svc, t0);
         }
         turns += 1;
         // Nap a little when idle so a shared core stays usable, unless asked to spin (benchmarks).
@@ -176,8 +176,9 @@ pub fn run_target(
     Ok(())
 }
 
-/// One bounded turn of the management stack; pages read the target and the adapter.
-fn serve_mgmt(m: &mut mgmt::Mgmt, node: &mut Node, svc: &TargetService<crate::Verbs, RunnerNs>, t0: Instant) -> usize {
+/// One bounded turn of the management stack; pages read the target and the adapter, and with
+/// `mgmt.control=on` link and unlink its subsystems (`mgmt::report::port_links`).
+pub fn serve_mgmt(m: &mut mgmt::Mgmt, node: &mut Node, svc: &mut TargetService<crate::Verbs, RunnerNs>, t0: Instant) -> usize {
     let rx = m.take_frames(&mut node.v);
     let (stats, open) = (m.stats(), m.open_connections());
     let v = &mut node.v;
@@ -192,9 +193,10 @@ fn serve_mgmt(m: &mut mgmt::Mgmt, node: &mut Node, svc: &TargetService<crate::Ve
             mgmt::report::target_metrics(&mut e, svc);
             mgmt::report::adapter_metrics(&mut e, v, svc.target.group_objects());
             mgmt::report::mgmt_metrics(&mut e, &stats, open);
-            e.error.map_or(Ok(()), Err)
+            e.error.map_or(Ok(mgmt::Answer::Found), Err)
         }
-        mgmt::Page::Status => mgmt::report::status_page(w, "emu-runner NVMe-oF target", t0.elapsed().as_secs(), v, svc),
+        mgmt::Page::Status => mgmt::report::status_page(w, "emu-runner NVMe-oF target", t0.elapsed().as_secs(), v, svc).map(|()| mgmt::Answer::Found),
+        mgmt::Page::Links { .. } | mgmt::Page::Link { .. } => mgmt::report::port_links(w, page, v, svc),
     });
     rx + m.give_frames(&mut node.v)
 }

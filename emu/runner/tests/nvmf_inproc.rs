@@ -2,7 +2,8 @@
 //! runner node (mlx5 driver + emulated ConnectX + RoCE engine), the IB CM on QP1, in one
 //! process on a seeded in-memory link with a simulated clock. Connect, identify, 10,000
 //! verified random writes/reads at QD1 and at QD32; a host not on the allow-list is refused;
-//! keep-alive expiry frees the controller and the target sends DREQ for its queues.
+//! keep-alive expiry frees the controller and the target sends DREQ for its queues; an operator
+//! unlinks the subsystem from the port over the management plane and links it again.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -15,7 +16,12 @@ use nvmeof::host::{Host, HostConfig, HostEnv};
 use nvmeof::host::cm_env::CmHostEnv;
 use nvmeof::nvmet::service::TargetService;
 use nvmeof::{Error, Status};
+use mgmt::device::RingDevice;
 use rdma::cm::{Cm, CmConfig};
+use smoltcp::iface::{Config as IfaceConfig, Interface, SocketSet};
+use smoltcp::socket::tcp;
+use smoltcp::time::Instant as SmolInstant;
+use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address};
 
 const TARGET: [u8; 4] = [10, 77, 0, 1];
 const HOST: [u8; 4] = [10, 77, 0, 2];
@@ -64,6 +70,19 @@ fn setup_hooked(words: &str, mut hook: impl FnMut(&mut TargetSide) + 'static) ->
     });
     let env = CmHostEnv::new(cm, TARGET, 4420, clk, poll);
     (clock, side, h, env)
+}
+
+/// Run the host's keep-alive and completion checks until it finds its connection gone (true)
+/// or 20,000 turns passed (false).
+fn notices_loss(host: &mut Host<Verbs>, h: &mut Node, env: &mut Env) -> bool {
+    for _ in 0..20_000 {
+        env.idle(&mut h.v);
+        let now = env.now_ns();
+        if host.tick(&mut h.v, now).is_err() || host.failed() {
+            return true;
+        }
+    }
+    false
 }
 
 fn cfg() -> HostConfig {
@@ -182,16 +201,7 @@ fn initiator_reconnects_after_the_target_dropped_it() {
         svc.close_all(&mut node.v);
         svc.cm.listen(4420).unwrap();
     }
-    let mut failed = false;
-    for _ in 0..20_000 {
-        env.idle(&mut h.v);
-        let now = env.now_ns();
-        if host.tick(&mut h.v, now).is_err() || host.failed() {
-            failed = true;
-            break;
-        }
-    }
-    assert!(failed, "the initiator noticed its queues were gone");
+    assert!(notices_loss(&mut host, &mut h, &mut env), "the initiator noticed its queues were gone");
     host.reconnect(&mut h.v, &mut env).expect("reconnect");
     assert_eq!(host.namespaces.len(), 1);
     let r = nvmeof::verify::run(&mut host, &mut h.v, &mut env, 1, 1_000, 16, 16, 4).expect("after");
@@ -266,4 +276,133 @@ fn runner_bench_survives_the_target_dropping_it_mid_bench() {
     let s = side.borrow();
     assert!(s.svc.target.core.stats.commands > at + 1_000, "commands after the drop: {} at the drop, {} in all", at, s.svc.target.core.stats.commands);
     assert_eq!((s.svc.target.core.stats.errors, s.svc.target.stats().bad_capsules), (0, 0), "{:?}", s.svc.target.core.stats);
+}
+
+/// An operator's HTTP client: smoltcp on the host node's raw Ethernet queue (the host's own
+/// address), talking to the target's management stack over the link like `curl` would.
+struct Operator {
+    iface: Interface,
+    dev: RingDevice,
+    sockets: SocketSet<'static>,
+    next_port: u16,
+}
+
+impl Operator {
+    fn new(v: &mut Verbs) -> Operator {
+        v.enable_mgmt_frames(16, true);
+        let mut dev = RingDevice::new(16, 16, mgmt::stack::RX_FRAME_MAX, mlx5::MAX_FRAME);
+        let mut c = IfaceConfig::new(EthernetAddress(rdma::Neighbours::local_mac(v)).into());
+        c.random_seed = 9;
+        let mut iface = Interface::new(c, &mut dev, SmolInstant::from_micros(0));
+        iface.update_ip_addrs(|a| a.push(IpCidr::new(IpAddress::v4(HOST[0], HOST[1], HOST[2], HOST[3]), 24)).expect("one address"));
+        Operator { iface, dev, sockets: SocketSet::new(vec![]), next_port: 50_000 }
+    }
+
+    /// Frames from the host's raw queue in, the stack polled, its frames out.
+    fn turn(&mut self, v: &mut Verbs, now_ns: u64) {
+        while let Some(slot) = self.dev.rx.free_slot() {
+            let Some(n) = mgmt::FramePort::recv_frame(v, slot) else { break };
+            self.dev.rx.commit(n);
+        }
+        self.iface.poll(SmolInstant::from_micros((now_ns / 1000) as i64), &mut self.dev, &mut self.sockets);
+        while self.dev.tx.pop_with(|f| mgmt::FramePort::send_frame(v, f)).is_some() {}
+    }
+
+    /// `METHOD path` to the target's management port on a new connection, every node
+    /// running meanwhile; the whole response once the server closed the connection (and the
+    /// client's own FIN is through, so the server's connection slot is free again).
+    fn request(&mut self, h: &mut Node, env: &mut Env, method: &str, path: &str) -> String {
+        let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0; 2048]), tcp::SocketBuffer::new(vec![0; 16384]));
+        self.next_port += 1;
+        s.connect(self.iface.context(), (Ipv4Address::new(TARGET[0], TARGET[1], TARGET[2], TARGET[3]), mgmt::config::DEFAULT_PORT), self.next_port).expect("connect");
+        let hd = self.sockets.add(s);
+        let (mut sent, mut out, mut closing) = (false, Vec::new(), false);
+        for _ in 0..200_000 {
+            env.idle(&mut h.v);
+            self.turn(&mut h.v, env.now_ns());
+            let s = self.sockets.get_mut::<tcp::Socket>(hd);
+            if closing {
+                if matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait) {
+                    s.abort();
+                    self.sockets.remove(hd);
+                    return String::from_utf8(out).expect("text");
+                }
+                continue;
+            }
+            if !sent && s.can_send() {
+                s.send_slice(format!("{method} {path} HTTP/1.1\r\nHost: appliance\r\n\r\n").as_bytes()).expect("request fits");
+                sent = true;
+            }
+            while s.can_recv() {
+                s.recv(|b| (b.len(), out.extend_from_slice(b))).expect("recv");
+            }
+            if sent && !s.may_recv() {
+                s.close();
+                closing = true;
+            }
+        }
+        panic!("{method} {path}: no complete answer (closing: {closing}); got {:?}", String::from_utf8_lossy(&out));
+    }
+}
+
+/// The body of a response whose status line starts `status`.
+fn body<'a>(r: &'a str, status: &str) -> &'a str {
+    assert!(r.starts_with(&format!("HTTP/1.1 {status}")), "expected {status}: {r}");
+    r.split_once("\r\n\r\n").expect("head and body").1
+}
+
+/// The operator takes the subsystem off the port and puts it back at run time through the
+/// management plane with `mgmt.control=on` (Linux nvmet: `rm` / `ln -s` of the configfs link
+/// `ports/1/subsystems/NQN`; here `DELETE` / `PUT /ports/1/subsystems/NQN`): HTTP from a
+/// client on the host node's raw Ethernet queue over the link to the target's stack
+/// (`emu_runner::nvmf::serve_mgmt`, what `emu-runner --mgmt` runs; the image's plane calls
+/// the same `mgmt::report::port_links`). Unlinked: the host's queues are disconnected, the
+/// listing is empty, a Connect is refused as for an unknown subsystem (sct 1 sc 0x82, DNR);
+/// linked again: listed, the host reconnects and verified I/O runs on the new controller.
+#[test]
+fn an_operator_unlinks_the_subsystem_over_the_management_plane_and_links_it_again() {
+    let mut plane: Option<(mgmt::Mgmt, std::time::Instant)> = None;
+    let (_clock, side, mut h, mut env) = setup_hooked("", move |s| {
+        let (m, t0) = plane.get_or_insert_with(|| {
+            s.node.v.enable_mgmt_frames(16, true);
+            let c = mgmt::MgmtConfig { control: true, ..Default::default() };
+            (mgmt::Mgmt::new(&c, TARGET, rdma::Neighbours::local_mac(&s.node.v), mlx5::MAX_FRAME, mgmt::Budget::default(), 5, 0), std::time::Instant::now())
+        });
+        emu_runner::nvmf::serve_mgmt(m, &mut s.node, &mut s.svc, *t0);
+    });
+    let mut op = Operator::new(&mut h.v);
+    let mut host = Host::connect(&mut h.v, &mut env, cfg(), NQN).expect("connect");
+    let r = nvmeof::verify::run(&mut host, &mut h.v, &mut env, 1, 500, 8, 16, 5).expect("before");
+    assert_eq!((r.errors, r.mismatches), (0, 0), "{r:?}");
+    assert_eq!(body(&op.request(&mut h, &mut env, "GET", "/ports/1/subsystems"), "200 OK"), format!("{NQN}\n"));
+    // Wrong names change nothing.
+    let r = op.request(&mut h, &mut env, "DELETE", "/ports/1/subsystems/nqn.2026-11.io.appliance:none");
+    assert_eq!(body(&r, "404 Not Found"), "no subsystem nqn.2026-11.io.appliance:none\n");
+    assert_eq!(body(&op.request(&mut h, &mut env, "DELETE", &format!("/ports/2/subsystems/{NQN}")), "404 Not Found"), "no port 2\n");
+    assert_eq!(side.borrow().svc.target.core.live_ctrls(), 1);
+    // Unlinked: the target deletes the controller and disconnects its queues.
+    let r = op.request(&mut h, &mut env, "DELETE", &format!("/ports/1/subsystems/{NQN}"));
+    assert_eq!(body(&r, "200 OK"), format!("{NQN} unlinked from port 1\n"));
+    assert!(notices_loss(&mut host, &mut h, &mut env), "the host saw its queues disconnected");
+    assert_eq!(body(&op.request(&mut h, &mut env, "GET", "/ports/1/subsystems"), "200 OK"), "");
+    match host.reconnect(&mut h.v, &mut env) {
+        Err(Error::Nvme(s)) => assert_eq!(s, Status::CONNECT_INVALID_PARAM, "refused as an unknown subsystem"),
+        other => panic!("Connect to an unlinked subsystem: {:?}", other.map(|()| host.namespaces.len())),
+    }
+    assert_eq!(side.borrow().svc.target.core.live_ctrls(), 0);
+    // Linked again: served and listed; the host reconnects.
+    assert_eq!(body(&op.request(&mut h, &mut env, "PUT", &format!("/ports/1/subsystems/{NQN}")), "200 OK"), format!("{NQN} linked to port 1\n"));
+    assert_eq!(body(&op.request(&mut h, &mut env, "GET", "/ports/1/subsystems"), "200 OK"), format!("{NQN}\n"));
+    host.reconnect(&mut h.v, &mut env).expect("reconnect once linked");
+    let r = nvmeof::verify::run(&mut host, &mut h.v, &mut env, 1, 500, 8, 16, 6).expect("after");
+    assert_eq!((r.errors, r.mismatches), (0, 0), "{r:?}");
+    host.disconnect(&mut h.v, &mut env).expect("disconnect");
+    for _ in 0..2_000 {
+        env.idle(&mut h.v);
+    }
+    let s = side.borrow();
+    assert_eq!((s.svc.connections(), s.svc.target.core.live_ctrls()), (0, 0));
+    // The one error is the refused Connect (sct 1 sc 0x82).
+    assert_eq!((s.svc.target.stats().bad_capsules, s.svc.target.core.stats.errors), (0, 1), "{:?}", s.svc.target.core.stats);
+    assert_eq!(s.svc.target.core.stats.by_status.slots[0], (1, 0x82, 1));
 }
