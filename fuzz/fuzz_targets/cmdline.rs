@@ -1,9 +1,12 @@
 //! The appliance's command line: arbitrary words into the NVMe-oF grammar
-//! (`nvmeof::cmdline::parse`, its bound words the one table `nvmeof::cmdline::bounds::WORDS`)
-//! and into the kernel's option splitter and number parser (`kernel::cmdline`) that the image
-//! reads its command line with. Nothing may panic. What the grammar accepts must round-trip:
-//! written back in its canonical words (every field the parse produced, DH-HMAC-CHAP secrets
-//! in their DHHC-1 form) it parses to the same settings.
+//! (`nvmeof::cmdline::parse`, its bound words the one table `nvmeof::cmdline::bounds::WORDS`),
+//! into the kernel's option splitter and number parser (`kernel::cmdline`) and into the image's
+//! own option table (`appliance_config::OPTIONS`, then the checks across options,
+//! `appliance_config::check`), as the image reads its command line. Nothing may panic. What the
+//! grammar accepts must round-trip: written back in its canonical words (every field the parse
+//! produced, DH-HMAC-CHAP secrets in their DHHC-1 form) it parses to the same settings. A
+//! refused line is refused for one of its own words; in a line the table accepts, every word
+//! is accepted alone too (no setter leans on another word's state).
 #![no_main]
 
 use kernel::cmdline::{parse_u64, CmdlineError};
@@ -112,6 +115,23 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             assert_eq!(name, first.split_once('=').map_or(first, |w| w.0));
         }
         Err(e) => panic!("`{line}`: {e:?} from an empty table"),
+    }
+    // The image's table: an error names a word of the line; an accepted line's words stand alone.
+    let mut cfg = appliance_config::Config::default();
+    match kernel::cmdline::parse(&line, appliance_config::OPTIONS, &mut cfg) {
+        Ok(()) => {
+            let _ = appliance_config::check(&cfg);
+            for w in line.split_whitespace() {
+                let mut alone = appliance_config::Config::default();
+                if let Err(e) = kernel::cmdline::parse(w, appliance_config::OPTIONS, &mut alone) {
+                    panic!("`{line}` accepted, its word `{w}` alone refused: {e}");
+                }
+            }
+        }
+        Err(CmdlineError::Unknown { name }) => assert!(line.split_whitespace().any(|w| w.split_once('=').map_or(w, |p| p.0) == name), "`{line}`: {name} is no word of it"),
+        Err(CmdlineError::Malformed { name, value, .. }) => {
+            assert!(line.split_whitespace().any(|w| w.split_once('=').unwrap_or((w, "")) == (name, value)), "`{line}`: {name}={value} is no word of it")
+        }
     }
     // Numbers: any u64 in decimal and in 0x form reads back; the input's own words never panic.
     if data.len() >= 8 {

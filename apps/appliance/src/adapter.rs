@@ -128,14 +128,6 @@ fn mac_str(m: [u8; 6]) -> String {
     format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
 }
 
-/// Parse `BB:DD.F` (hexadecimal bus, device < 32, function < 8).
-pub fn parse_bdf(s: &str) -> Option<(u8, u8, u8)> {
-    let (b, rest) = s.split_once(':')?;
-    let (d, f) = rest.split_once('.')?;
-    let hex = |x: &str, max: u8| (!x.is_empty() && x.len() <= 2).then(|| u8::from_str_radix(x, 16).ok()).flatten().filter(|v| *v <= max);
-    Some((hex(b, 0xff)?, hex(d, 31)?, hex(f, 7)?))
-}
-
 /// Find the ConnectX functions, print one line each, and bring the first usable one (or the
 /// one `select` names, `connectx=`) up with IPv4 address `ip` (GID 0 = ::ffff:ip), its firmware
 /// commands traced as `trace` says. Never panics; failures are printed.

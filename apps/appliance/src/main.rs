@@ -8,7 +8,6 @@
 extern crate alloc;
 
 mod adapter;
-mod config;
 mod emu;
 mod mgmt_plane;
 mod nvmf;
@@ -16,8 +15,7 @@ mod selftest;
 mod storage;
 mod validate;
 
-use config::{Config, OPTIONS};
-use nvmf::Role;
+use appliance_config::{Config, Role, OPTIONS};
 
 kernel::entry!(main);
 
@@ -44,7 +42,7 @@ fn main(boot: kernel::Boot) -> ! {
             }
         }
     }
-    let role = match nvmf::check(&cfg) {
+    let role = match appliance_config::check(&cfg) {
         Ok(r) => r,
         Err(e) => {
             log::error!("appliance: {e}");
@@ -86,7 +84,7 @@ fn main(boot: kernel::Boot) -> ! {
     // ConnectX last, so no failure above leaves an adapter up: a failure is printed and the
     // other parts keep running; the NVMe-oF role then fails clearly.
     let trace = cfg.mlx5_trace.unwrap_or(mlx5::TraceMode::Off);
-    let adapter = if cfg.connectx_emu { emu::attach(nvmf::adapter_ip(&cfg), trace, cfg.connectx_emu_device) } else { adapter::attach(nvmf::adapter_ip(&cfg), cfg.connectx, trace) };
+    let adapter = if cfg.connectx_emu { emu::attach(appliance_config::adapter_ip(&cfg), trace, cfg.connectx_emu_device) } else { adapter::attach(appliance_config::adapter_ip(&cfg), cfg.connectx, trace) };
     let adapter = match (role, adapter) {
         (Role::None, Ok(a)) => {
             a.shutdown("no NVMe-oF role on the command line");

@@ -17,7 +17,7 @@ use log::{error, info};
 use rdma::Neighbours;
 
 use crate::adapter::Adapter;
-use crate::config::Config;
+use appliance_config::Config;
 
 /// The adapter's address when the command line gives none: TEST-NET-1 (RFC 5737), never routed.
 pub const DEFAULT_IP: [u8; 4] = [192, 0, 2, 1];

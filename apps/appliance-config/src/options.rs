@@ -1,4 +1,4 @@
-//! The appliance's typed configuration, filled from the kernel command line through
+//! options: the appliance's typed configuration, filled from the kernel command line through
 //! [`OPTIONS`]: one table entry per option (name, help, setter). To add an option (e.g. the
 //! NVMe part's `ns=...`, the NVMe-oF part's `nvmf.*`), add a field to [`Config`] and an
 //! entry to [`OPTIONS`]. Rule: an unknown option or a bad value stops the image with a
@@ -6,6 +6,14 @@
 use kernel::cmdline::Opt;
 use kernel::exit::EndAction;
 use kernel::fault::Fault;
+
+/// Parse `BB:DD.F` (hexadecimal bus, device < 32, function < 8).
+pub fn parse_bdf(s: &str) -> Option<(u8, u8, u8)> {
+    let (b, rest) = s.split_once(':')?;
+    let (d, f) = rest.split_once('.')?;
+    let hex = |x: &str, max: u8| (!x.is_empty() && x.len() <= 2).then(|| u8::from_str_radix(x, 16).ok()).flatten().filter(|v| *v <= max);
+    Some((hex(b, 0xff)?, hex(d, 31)?, hex(f, 7)?))
+}
 
 /// Everything the command line can set.
 #[derive(Debug, Clone)]
@@ -33,7 +41,7 @@ pub struct Config {
     /// `connectx=BB:DD.F`: which ConnectX function to bring up (default: the first that comes up).
     pub connectx: Option<(u8, u8, u8)>,
     /// `connectx.emu=ivshmem`: use the ivshmem device (1af4:1110) as the ConnectX, its BAR2
-    /// standing for BAR0, served by the host's emulated adapter (emu/pci-shim); see [`crate::emu`].
+    /// standing for BAR0, served by the host's emulated adapter (emu/pci-shim); see the image's `emu` module.
     pub connectx_emu: bool,
     /// `connectx.emu=ivshmem,device=XXXX`: the 15b3 device ID the emulated function stands for
     /// (the ivshmem device hides it); the driver takes the VF flag from it as for a real function.
@@ -45,10 +53,10 @@ pub struct Config {
     /// command; `full` adds the hex of inputs and outputs), see mlx5::trace.
     /// None: not given (off, except under `selftest=connectx`, which traces by default).
     pub mlx5_trace: Option<mlx5::TraceMode>,
-    /// `selftest=connectx`: the hardware validation kit ([`crate::validate`]) instead of a role.
+    /// `selftest=connectx`: the hardware validation kit (the image's `validate` module) instead of a role.
     pub selftest_connectx: bool,
     /// `nvmet.listen=`, `nvmet.subsys=`, `nvmf.connect=`, `nvmf.bench=`: the NVMe-oF role, in
-    /// apps/nvmeof's grammar (see nvmeof::cmdline); checked as a whole by [`crate::nvmf::check`].
+    /// apps/nvmeof's grammar (see nvmeof::cmdline); checked as a whole by [`crate::check`].
     pub nvmeof: nvmeof::cmdline::NvmeofArgs,
     /// `nvmet.serve-ctrls=N`: the target ends (adapter shut down, success) once N controllers
     /// (discovery ones included) were created and every one is gone again; 0 = serve forever.
@@ -166,7 +174,7 @@ pub const OPTIONS: &[Opt<Config>] = &[
         name: "connectx",
         help: "BB:DD.F: the ConnectX PCI function to bring up (default: the first one that comes up)",
         set: |c, v| {
-            c.connectx = Some(crate::adapter::parse_bdf(v).ok_or("expected BB:DD.F (hexadecimal PCI address)")?);
+            c.connectx = Some(parse_bdf(v).ok_or("expected BB:DD.F (hexadecimal PCI address)")?);
             Ok(())
         },
     },
