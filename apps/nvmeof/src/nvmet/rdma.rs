@@ -266,6 +266,12 @@ struct Conn<V: GroupVerbs> {
     /// This turn's zero-copy Writes, whose RDMA READs and fenced responses are written at its
     /// end (`answer_turn_writes`); room for every slot, reserved at accept.
     turn_writes: Vec<u16>,
+    /// Slots whose RDMA READ into the slot buffer waits for the queue's next doorbell, which
+    /// an earlier READ's completion brings (`post_read`); room for every slot, reserved at
+    /// accept.
+    held_reads: Vec<u16>,
+    /// RDMA READs into slot buffers posted and not yet completed.
+    reads_posted: u16,
 }
 
 impl<V: GroupVerbs> Conn<V> {
@@ -744,6 +750,14 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if c.draining {
             return;
         }
+        if !c.held_reads.is_empty() {
+            // Under this doorbell with the rest of the turn's work requests.
+            c.unrung = true;
+            let ok = self.post_held_reads(verbs, ci);
+            let Some(c) = self.conns[ci].as_mut().filter(|_| ok) else { return };
+            c.unrung = false;
+        }
+        let c = self.conns[ci].as_mut().expect("live");
         let Some(g) = self.groups.get_mut(c.group as usize) else { return };
         g.io.send_doorbells += 1;
         if g.rings.ring_send(c.qpn).is_err() {

@@ -124,7 +124,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 p.unadmitted += !c.admitted() as usize;
             }
             p.dma_bytes += (c.rsp.len() + c.data.len() + c.pre_data.as_ref().map_or(0, |d| d.0.len())) as u64;
-            p.heap_bytes += (core::mem::size_of::<Conn<V>>() + c.slots.capacity() * core::mem::size_of::<Slot>() + (c.free.capacity() + c.turn_writes.capacity()) * 2) as u64;
+            p.heap_bytes += (core::mem::size_of::<Conn<V>>() + c.slots.capacity() * core::mem::size_of::<Slot>() + (c.free.capacity() + c.turn_writes.capacity() + c.held_reads.capacity()) * 2) as u64;
         }
         p.dma_bytes += self.groups.iter().map(|g| g.dma_bytes()).sum::<u64>();
         p

@@ -8,7 +8,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// RDMA READ slot `s`'s host data: into the slot's buffer, or, for a zero-copy Write, into
     /// namespace memory at the end of the turn with the Write's response (`answer_turn_writes`).
     ///
-    /// Posted whatever the number of READs outstanding: a turn's READs share its one doorbell.
+    /// A READ into the slot buffer while another is outstanding on the queue is held until
+    /// the queue's next doorbell (`ring_one`; at the latest the last outstanding READ's
+    /// completion posts it), so it goes out with the responses that completion brings
+    /// (NVMe-backed Writes: READ, drive write, response; one doorbell per turn for both).
+    /// Not bounded by the number of READs outstanding.
     /// The QP's outstanding-READ limit (`max_rd_atomic`, the initiator depth agreed with the
     /// host's responder resources) is the adapter requester's to keep, as InfiniBand asks of
     /// it: it does not begin a READ beyond the limit and holds the send queue behind it until
@@ -19,7 +23,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn post_read(&mut self, verbs: &mut V, ci: usize, s: u16) {
         let c = self.conns[ci].as_mut().expect("live");
         let slot = &mut c.slots[s as usize];
-        let Some(Sgl::Keyed { addr, len, key, .. }) = slot.sgl else { return };
+        let Some(Sgl::Keyed { .. }) = slot.sgl else { return };
         slot.state = SlotState::Reading;
         if slot.direct_addr != 0 && slot.write.is_some() {
             // Its READ is counted when it is written (`defer_send`), at the end of the turn.
@@ -30,9 +34,41 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.list_unrung(ci);
             return;
         }
+        if c.reads_posted > 0 {
+            // An earlier READ's completion will ring the queue (its command answered, or the
+            // held READs posted when it is the last): this one waits to share that doorbell.
+            // A slot is held at most once (it is Reading until its READ is posted), so the
+            // list, with room for every slot, does not allocate.
+            c.held_reads.push(s);
+            return;
+        }
+        self.post_slot_read(verbs, ci, s);
+    }
+
+    /// Write slot `s`'s RDMA READ into its slot buffer (unrung).
+    fn post_slot_read(&mut self, verbs: &mut V, ci: usize, s: u16) -> bool {
+        let c = self.conns[ci].as_mut().expect("live");
+        let Some(Sgl::Keyed { addr, len, key, .. }) = c.slots[s as usize].sgl else { return true };
+        c.reads_posted += 1;
         let sge = Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey };
         let wr = SendWr { wr_id: wr_id(ci, c.gen, Kind::Read, s), op: SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) }, sge, signaled: true, fence: false, ud: None };
-        self.defer_send(verbs, ci, &wr);
+        self.defer_send(verbs, ci, &wr)
+    }
+
+    /// Write queue `ci`'s held READs (unrung: the caller's doorbell rings them). False if the
+    /// queue was torn down.
+    pub(super) fn post_held_reads(&mut self, verbs: &mut V, ci: usize) -> bool {
+        let n = self.conns[ci].as_ref().map_or(0, |c| c.held_reads.len());
+        for i in 0..n {
+            let s = self.conns[ci].as_ref().expect("live").held_reads[i];
+            if !self.post_slot_read(verbs, ci, s) {
+                return false;
+            }
+        }
+        if let Some(c) = self.conns[ci].as_mut() {
+            c.held_reads.clear();
+        }
+        true
     }
 
     /// End of the turn: each queue's zero-copy Writes of this turn are answered. Their READs are

@@ -34,8 +34,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         match kind {
             Some(Kind::Read) => {
-                if self.conns[ci].as_ref().is_some_and(|c| c.slots[s as usize].state == SlotState::Reading) {
+                let c = self.conns[ci].as_mut().expect("live");
+                c.reads_posted = c.reads_posted.saturating_sub(1);
+                if c.slots[s as usize].state == SlotState::Reading {
                     self.data_in(verbs, ci, s, now_ns);
+                }
+                // The last READ in: held READs go out now (this turn's doorbell), whether or
+                // not its command wrote anything.
+                if self.conns[ci].as_ref().is_some_and(|c| !c.draining && c.reads_posted == 0 && !c.held_reads.is_empty()) {
+                    self.list_unrung(ci);
                 }
             }
             Some(Kind::AnsweredRead) => {

@@ -94,6 +94,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         free.try_reserve_exact(depth as usize).map_err(|_| ())?;
         let mut turn_writes = Vec::new();
         turn_writes.try_reserve_exact(depth as usize).map_err(|_| ())?;
+        let mut held_reads = Vec::new();
+        held_reads.try_reserve_exact(depth as usize).map_err(|_| ())?;
         free.extend(0..depth);
         // The QP is made and connected by the device's owner, then enters its group (the
         // group's side of the hand-over; here the group is at hand) before the CM's REP tells
@@ -182,6 +184,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             close_after_send: false,
             unrung: false,
             turn_writes,
+            held_reads,
+            reads_posted: 0,
         })
     }
 
