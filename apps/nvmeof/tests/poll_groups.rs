@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use hal::DmaRegion;
 use nvmeof::bench::Rng;
-use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
+use nvmeof::host::{property_set_sqe, Host, HostConfig, IoDone, IoKind};
 use nvmeof::Status;
 use rdma::{Control, Qpn};
 use testbed::Node;
@@ -216,6 +216,45 @@ fn qp_in_error_leaves_other_groups_serving() {
     assert_eq!(n, 2000);
     assert_eq!(w.target.queues(), 4, "admin + queues 2..4 live, queue 1 closed");
     assert!(w.target.stats().conns_closed >= 1);
+}
+
+/// Queues closed inside a poll group's turn are freed by the owner's drain at the end of the
+/// same `poll`: the host resets its controller (Property Set CC.EN = 0 on the admin queue); the
+/// group's turn that runs the command closes the controller's four I/O queues (spread over
+/// both groups) giving the device no command, and the owner then destroys their QPs and
+/// deregisters their keys. Nobody calls `disconnected` for them; once the admin queue goes
+/// too, the adapter's QPs, CQs, SRQs, keys and pages are back at baseline.
+#[test]
+fn queues_closed_in_a_group_turn_are_freed_by_the_owner() {
+    let (mut w, mut h) = setup_groups(4, 2);
+    let base = objects(&w);
+    let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect");
+    let n = verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 200, 8, 11, |_, _| None);
+    assert_eq!(n, 400);
+    let live = objects(&w);
+    let io_qpns: Vec<u32> = (2..=5).map(|k| w.conns.get(&k).expect("I/O queue").0 .0).collect();
+    let closed = w.target.stats().conns_closed;
+    host.admin_raw(&mut h.v, &mut w, property_set_sqe(0x14, 0), None).expect("CC.EN = 0");
+    for _ in 0..100 {
+        w.turn();
+    }
+    assert_eq!(w.target.queues(), 1, "the target closed the controller's I/O queues itself; its admin queue stays");
+    assert_eq!(w.target.stats().conns_closed, closed + 4);
+    assert!(io_qpns.iter().all(|q| !w.t.cx.device().qps.contains_key(q)), "every I/O queue's QP destroyed by the owner");
+    let now = objects(&w);
+    assert_eq!(now.0, live.0 - 4, "four QPs fewer: {now:?} vs {live:?}");
+    assert!(now.3 < live.3, "the queues' keys deregistered: {now:?} vs {live:?}");
+    assert_eq!((now.1, now.2, now.5), (live.1, live.2, live.5), "CQs, SRQs and UAR pages stay with the groups");
+    let admin = w.conns.get(&1).expect("admin queue").0;
+    drop(host);
+    w.target.disconnected(&mut w.t.v, admin);
+    for _ in 0..100 {
+        w.turn();
+    }
+    assert_eq!(w.target.queues(), 0);
+    w.target.release_namespaces(&mut w.t.v);
+    assert_eq!(objects(&w), base, "adapter objects/pages not back at baseline");
+    assert_eq!(w.target.pinned().dma_bytes, 0);
 }
 
 /// One group whose SRQ has 4 receive buffers serves 5 connections (admin + 4 I/O queues at

@@ -41,7 +41,7 @@ mod ranges;
 mod wr_id;
 pub use admit::Pinned;
 pub use group::GroupStats;
-use group::PollGroup;
+use group::{Gone, PollGroup};
 use ranges::{InFlight, RangeId};
 use wr_id::{Kind, WrId};
 
@@ -337,6 +337,9 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// turn (`release_pending`), so a completion later in the batch still finds its group.
     in_poll: bool,
     release_pending: bool,
+    /// Freed queues' memory whose group was gone (cannot happen: a group outlives its queues),
+    /// for the owner's [`RdmaTarget::drain_gone`].
+    gone_orphans: VecDeque<Gone<V>>,
     /// A broken poll group waits to be replaced (`replace_broken_groups`, at the end of a
     /// turn that ran the slow-path checks).
     replace_pending: bool,
@@ -386,6 +389,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             groups: Vec::new(),
             in_poll: false,
             release_pending: false,
+            gone_orphans: VecDeque::new(),
             replace_pending: false,
             group_totals: Vec::new(),
             n_groups: groups.clamp(1, max_queues.max(1)),
@@ -603,6 +607,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.end_group_turn(verbs, gi, now_ns);
         }
         self.in_poll = false;
+        // The owner's half of the queues the groups' turns closed: QPs destroyed, memory
+        // deregistered (and, with none left, the groups released).
+        self.drain_gone(verbs);
         if self.release_pending {
             self.release_pending = false;
             self.release_idle_groups(verbs);

@@ -136,6 +136,19 @@ impl QpTable {
     }
 }
 
+/// What a group's turn leaves to the owner of the device when it closes a queue (the group's
+/// half of a teardown needs no device; the owner's half, the firmware commands, runs when the
+/// owner drains the group's [`PollGroup::gone`] list on its slow path, in order: a queue's QP
+/// is destroyed before the memory its sends used is deregistered).
+pub(super) enum Gone<V: GroupVerbs> {
+    /// The queue's QP: destroy it on the device, then let the group forget it (its completions
+    /// still in the CQ go).
+    Qp(Qpn),
+    /// The queue's response and data buffers and their keys (and a payload buffer it held
+    /// before Connect): deregistered, then the memory dropped.
+    Mem { rsp: V::Buf, rsp_lkey: Lkey, data: V::Buf, data_lkey: Lkey, pre_data: Option<(V::Buf, Lkey)> },
+}
+
 /// One poll group: its CQ, SRQ and the SRQ's receive buffers, and what one turn of the group
 /// keeps (its held commands, the queues it must ring, its share of the transport's counters),
 /// so that a turn of the group writes nothing another group's turn writes (see the design in
@@ -176,6 +189,14 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     pub(super) unrung_overflow: bool,
     /// A queue listed in `unrung` has zero-copy Writes to answer at the end of this turn.
     pub(super) lone_writes: bool,
+    /// Queues this group's turns closed or freed, for the device's owner to finish
+    /// ([`PollGroup::drain_gone`]). A plain bounded list the group owns while one thread runs
+    /// the owner and every group; room reserved for its bound (one `Qp` per queue the group
+    /// holds, one `Mem` per queue of the target: drained at the end of every `poll`), so a push
+    /// never allocates. Across threads it becomes the group's single-producer ring to the owner
+    /// with the same bound (a full ring then holds the close back to the group's next turn),
+    /// and forgetting the QP (`detach_group_qp`) a message back to the group.
+    pub(super) gone: VecDeque<Gone<V>>,
 }
 
 impl<V: GroupVerbs> PollGroup<V> {
@@ -183,7 +204,9 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// each, with `bufs` receive buffers of `buf_len` bytes, all posted; the SRQ limit armed
     /// at `limit`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<Self, ()> {
+    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, all_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<Self, ()> {
+        let mut gone = VecDeque::new();
+        gone.try_reserve_exact(max_queues + all_queues).map_err(|_| ())?;
         let mut repost = Vec::new();
         repost.try_reserve_exact(bufs as usize).map_err(|_| ())?;
         let mut blocked = VecDeque::new();
@@ -220,6 +243,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             unrung: heapless::Vec::new(),
             unrung_overflow: false,
             lone_writes: false,
+            gone,
         };
         for b in 0..bufs {
             g.give_back(gi, b);
@@ -265,8 +289,37 @@ impl<V: GroupVerbs> PollGroup<V> {
         b < self.bufs
     }
 
+    /// The owner's half of the teardowns this group's turns did: each closed queue's QP
+    /// destroyed (a QP the device could not destroy stays in the group until the group is
+    /// released) and its memory deregistered and dropped. Returns how many.
+    pub(super) fn drain_gone(&mut self, verbs: &mut V) -> usize {
+        let mut n = 0;
+        while let Some(m) = self.gone.pop_front() {
+            n += 1;
+            match m {
+                Gone::Qp(qpn) => {
+                    let gref = verbs.group_ref(&self.rings);
+                    if verbs.destroy_handed_qp(&gref, qpn).is_ok() {
+                        let _ = V::detach_group_qp(&mut self.rings, qpn);
+                    }
+                }
+                Gone::Mem { rsp, rsp_lkey, data, data_lkey, pre_data } => {
+                    let _ = verbs.dereg_mr(rsp_lkey);
+                    let _ = verbs.dereg_mr(data_lkey);
+                    if let Some((_, k)) = pre_data.as_ref() {
+                        let _ = verbs.dereg_mr(*k);
+                    }
+                    // The memory returns to the platform once no key names it.
+                    drop((rsp, data, pre_data));
+                }
+            }
+        }
+        n
+    }
+
     /// Release everything (no QP may use the SRQ or CQ any more).
-    pub(super) fn destroy(self, verbs: &mut V) {
+    pub(super) fn destroy(mut self, verbs: &mut V) {
+        self.drain_gone(verbs);
         let _ = verbs.destroy_group(self.rings);
         let _ = verbs.dereg_mr(self.recv_lkey);
         // The buffer memory drops here.

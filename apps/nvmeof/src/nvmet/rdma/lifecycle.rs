@@ -207,29 +207,49 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
-    /// Tear a queue down (and, for an admin queue, every queue of its controller).
+    /// Tear a queue down (and, for an admin queue, every queue of its controller): the group's
+    /// half ([`RdmaTarget::close_queue`]), then, outside a turn, the owner's
+    /// ([`RdmaTarget::drain_gone`]); inside `poll` the owner drains at the end of the turn, so
+    /// a group's turn gives the device no command. `verbs` is the owner's, used only outside a
+    /// turn.
     pub(super) fn teardown(&mut self, verbs: &mut V, ci: usize, notify_cm: bool) {
+        self.close_queue(ci, notify_cm);
+        if !self.in_poll {
+            self.drain_gone(verbs);
+        }
+    }
+
+    /// Free a closed queue once none of its commands is at the store: the group's half
+    /// ([`RdmaTarget::free_queue`]), then, outside a turn, the owner's.
+    pub(super) fn maybe_free(&mut self, verbs: &mut V, ci: usize) {
+        self.free_queue(ci);
+        if !self.in_poll {
+            self.drain_gone(verbs);
+        }
+    }
+
+    /// The group's half of tearing queue `ci` down (and, for an admin queue, every queue of
+    /// its controller), without the device: the queue stops taking work, its zero-copy ranges
+    /// and held commands are forgotten, its group stops finding it by QPN, the core forgets
+    /// it, and its QP is listed in its group's [`PollGroup::gone`] for the owner to destroy.
+    /// Completions its QP still delivers find no queue (a receive's buffer goes back).
+    pub(super) fn close_queue(&mut self, ci: usize, notify_cm: bool) {
         let Some(c) = self.conns[ci].as_mut() else { return };
         if c.draining {
             return;
         }
         c.draining = true;
         let gen = c.gen;
-        // Its QP is gone with everything in flight: forget its zero-copy ranges and held commands.
+        // Its QP is going with everything in flight: forget its zero-copy ranges and held commands.
         self.inflight.remove_queue(ci, gen);
         let c = self.conns[ci].as_mut().expect("live");
         if let Some(g) = self.groups.get_mut(c.group as usize) {
             g.blocked.retain(|b| b.0 != ci || b.1 != gen);
-            // Taken back from its group: destroyed on the device, then let go by the group
-            // (which takes its completions still in the CQ out). A QP the device could not
-            // destroy stays in the group until the group is released.
-            let gref = verbs.group_ref(&g.rings);
-            if verbs.destroy_handed_qp(&gref, c.qpn).is_ok() {
-                let _ = V::detach_group_qp(&mut g.rings, c.qpn);
-            }
             g.qps.remove(c.qpn);
             g.live = g.live.saturating_sub(1);
             g.stats.queues_live = g.live as u64;
+            // Room reserved for it (see `PollGroup::gone`).
+            g.gone.push_back(Gone::Qp(c.qpn));
         }
         if notify_cm {
             if self.closed.len() < self.closed.capacity() {
@@ -243,7 +263,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.stats.conns_closed += 1;
         log::info!("nvmeof: rdma: queue {} on {} closed", q.qid, c.qpn);
         self.core.queue_gone(&q);
-        self.maybe_free(verbs, ci);
+        self.free_queue(ci);
         if q.qid == 0 {
             if let Some(id) = q.cntlid {
                 for j in 0..self.conns.len() {
@@ -254,32 +274,61 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                         // the service's CM-ID -> QPN entry outlive the QP, and once the QPN is
                         // reused a late event for the old connection closes another host's
                         // queue (emu/sim seed 23 with 4 initiators).
-                        self.teardown(verbs, j, true);
+                        self.close_queue(j, true);
                     }
                 }
             }
         }
     }
 
-    pub(super) fn maybe_free(&mut self, verbs: &mut V, ci: usize) {
+    /// The group's half of freeing closed queue `ci` once none of its commands is at the
+    /// store: the capsule buffers its unanswered commands held go back to the group's SRQ and
+    /// its response and data memory is listed in the group's [`PollGroup::gone`] (after its
+    /// QP) for the owner to deregister.
+    pub(super) fn free_queue(&mut self, ci: usize) {
         let Some(c) = self.conns[ci].as_ref() else { return };
-        if c.draining && c.slots.iter().all(|s| s.state != SlotState::Executing) {
-            let c = self.conns[ci].take().expect("checked");
-            self.hi = self.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
-            let _ = verbs.dereg_mr(c.rsp_lkey);
-            let _ = verbs.dereg_mr(c.data_lkey);
-            if let Some((_, k)) = c.pre_data {
-                let _ = verbs.dereg_mr(k);
-            }
-            // Capsule buffers its unanswered commands held go back to the group's SRQ.
-            if let Some(g) = self.groups.get_mut(c.group as usize) {
+        if !c.draining || c.slots.iter().any(|s| s.state == SlotState::Executing) {
+            return;
+        }
+        let c = self.conns[ci].take().expect("checked");
+        self.hi = self.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
+        let gi = c.group as usize;
+        let mem = Gone::Mem { rsp: c.rsp, rsp_lkey: c.rsp_lkey, data: c.data, data_lkey: c.data_lkey, pre_data: c.pre_data };
+        match self.groups.get_mut(gi) {
+            Some(g) => {
                 for s in c.slots.iter().filter(|s| s.rbuf != NO_BUF) {
-                    g.give_back(c.group as usize, s.rbuf);
+                    g.give_back(gi, s.rbuf);
+                }
+                // Room reserved for it (see `PollGroup::gone`).
+                g.gone.push_back(mem);
+            }
+            // Cannot happen (a group outlives its queues); the owner's own list takes it.
+            None => self.gone_orphans.push_back(mem),
+        }
+    }
+
+    /// The owner's half of the teardowns done since the last call: every group's closed QPs
+    /// destroyed and freed queues' memory deregistered ([`PollGroup::drain_gone`]); with no
+    /// queue left, the groups released. Outside a turn's completion handling.
+    pub(super) fn drain_gone(&mut self, verbs: &mut V) -> usize {
+        let mut n = 0;
+        for g in self.groups.iter_mut() {
+            n += g.drain_gone(verbs);
+        }
+        while let Some(m) = self.gone_orphans.pop_front() {
+            if let Gone::Mem { rsp_lkey, data_lkey, pre_data, .. } = m {
+                let _ = verbs.dereg_mr(rsp_lkey);
+                let _ = verbs.dereg_mr(data_lkey);
+                if let Some((_, k)) = pre_data {
+                    let _ = verbs.dereg_mr(k);
                 }
             }
-            self.release_idle_groups(verbs);
-            // Buffers drop here: memory returns to the platform.
+            n += 1;
         }
+        if n > 0 {
+            self.release_idle_groups(verbs);
+        }
+        n
     }
 
     /// Queues whose QP the device moved to ERROR on its own (an asynchronous event): closed
@@ -380,7 +429,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let depth = self.core.config().io_queue_depth.max(ADMIN_QUEUE_DEPTH as u16);
         let buf_len = self.core.io_capsule_size();
         let (bufs, limit) = (self.srq_bufs, srq_limit(self.srq_bufs));
-        PollGroup::new(verbs, gi, per, sq_depth(depth), depth, bufs, buf_len, limit).inspect_err(|()| {
+        PollGroup::new(verbs, gi, per, self.conns.len(), sq_depth(depth), depth, bufs, buf_len, limit).inspect_err(|()| {
             log::warn!("nvmeof: rdma: poll group {gi} not created (CQ, SRQ or {bufs} x {buf_len} B of buffers)");
         })
     }
