@@ -145,6 +145,18 @@ fn objects(w: &World) -> (usize, usize, usize, usize, usize, usize) {
     (c.qps, c.cqs, c.rmps, c.mkeys, c.pages_held, c.uars)
 }
 
+/// Let the CM and the target settle, then: no queue left and, with the namespaces' keys
+/// released, the adapter's objects and pages at `base` and no DMA memory pinned.
+fn settle_to_baseline(w: &mut World, base: (usize, usize, usize, usize, usize, usize), what: &str) {
+    for _ in 0..1000 {
+        w.turn();
+    }
+    assert_eq!(w.target.queues(), 0, "{what}");
+    w.target.release_namespaces(&mut w.t.v);
+    assert_eq!(objects(w), base, "{what}: adapter objects/pages not back at baseline");
+    assert_eq!(w.target.pinned().dma_bytes, 0, "{what}");
+}
+
 /// Connect and disconnect (4 I/O queues over 2 groups) repeatedly with I/O in between: the
 /// adapter's QPs, CQs, SRQs, keys and pages come back to the baseline every time.
 #[test]
@@ -165,13 +177,7 @@ fn connect_disconnect_over_groups_leaks_nothing() {
         assert!(!pages.contains(&w.t.v.uar().unwrap()));
         verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 200, 8, 100 + round, |_, _| None);
         host.disconnect(&mut h.v, &mut w).expect("disconnect");
-        for _ in 0..1000 {
-            w.turn();
-        }
-        assert_eq!(w.target.queues(), 0);
-        w.target.release_namespaces(&mut w.t.v);
-        assert_eq!(objects(&w), base, "round {round}: adapter objects/pages not back at baseline");
-        assert_eq!(w.target.pinned().dma_bytes, 0);
+        settle_to_baseline(&mut w, base, &format!("round {round}"));
         // The groups are gone; their counters stay (cumulative, as /metrics reads them).
         let (g0, g1) = (w.target.group_stats(0), w.target.group_stats(1));
         assert_eq!(g0.queues_assigned + g1.queues_assigned, 5 * (round + 1), "round {round}");
@@ -248,13 +254,7 @@ fn queues_closed_in_a_group_turn_are_freed_by_the_owner() {
     let admin = w.conns.get(&1).expect("admin queue").0;
     drop(host);
     w.target.disconnected(&mut w.t.v, admin);
-    for _ in 0..100 {
-        w.turn();
-    }
-    assert_eq!(w.target.queues(), 0);
-    w.target.release_namespaces(&mut w.t.v);
-    assert_eq!(objects(&w), base, "adapter objects/pages not back at baseline");
-    assert_eq!(w.target.pinned().dma_bytes, 0);
+    settle_to_baseline(&mut w, base, "after the admin queue");
 }
 
 /// One group whose SRQ has 4 receive buffers serves 5 connections (admin + 4 I/O queues at
