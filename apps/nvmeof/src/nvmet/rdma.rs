@@ -340,6 +340,9 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// Freed queues' memory whose group was gone (cannot happen: a group outlives its queues),
     /// for the owner's [`RdmaTarget::drain_gone`].
     gone_orphans: VecDeque<Gone<V>>,
+    /// A group's turn listed something for the owner's drain since the last one (one test per
+    /// `poll` instead of a pass over the groups' lists).
+    gone_pending: bool,
     /// A broken poll group waits to be replaced (`replace_broken_groups`, at the end of a
     /// turn that ran the slow-path checks).
     replace_pending: bool,
@@ -390,6 +393,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             in_poll: false,
             release_pending: false,
             gone_orphans: VecDeque::new(),
+            gone_pending: false,
             replace_pending: false,
             group_totals: Vec::new(),
             n_groups: groups.clamp(1, max_queues.max(1)),
@@ -609,7 +613,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.in_poll = false;
         // The owner's half of the queues the groups' turns closed: QPs destroyed, memory
         // deregistered (and, with none left, the groups released).
-        self.drain_gone(verbs);
+        if self.gone_pending {
+            self.drain_gone(verbs);
+        }
         if self.release_pending {
             self.release_pending = false;
             self.release_idle_groups(verbs);

@@ -250,6 +250,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             g.stats.queues_live = g.live as u64;
             // Room reserved for it (see `PollGroup::gone`).
             g.gone.push_back(Gone::Qp(c.qpn));
+            self.gone_pending = true;
         }
         if notify_cm {
             if self.closed.len() < self.closed.capacity() {
@@ -305,12 +306,14 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             // Cannot happen (a group outlives its queues); the owner's own list takes it.
             None => self.gone_orphans.push_back(mem),
         }
+        self.gone_pending = true;
     }
 
     /// The owner's half of the teardowns done since the last call: every group's closed QPs
     /// destroyed and freed queues' memory deregistered ([`PollGroup::drain_gone`]); with no
     /// queue left, the groups released. Outside a turn's completion handling.
     pub(super) fn drain_gone(&mut self, verbs: &mut V) -> usize {
+        self.gone_pending = false;
         let mut n = 0;
         for g in self.groups.iter_mut() {
             n += g.drain_gone(verbs);
