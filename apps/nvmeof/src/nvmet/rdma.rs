@@ -629,7 +629,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     /// The end of group `gi`'s turn, which touches only the group's own lists and queues: its
-    /// held commands retried, its lone Writes' READs, the buffers its commands gave back
+    /// held commands retried, its zero-copy Writes' READs and fenced answers, the buffers its commands gave back
     /// re-posted (one batch), then one send doorbell per queue of the group that had WRs
     /// written this turn.
     #[inline]
@@ -637,7 +637,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if !self.groups[gi].blocked.is_empty() {
             self.run_blocked(verbs, gi, now_ns);
         }
-        if self.groups[gi].lone_writes {
+        if self.groups[gi].has_turn_writes {
             self.answer_turn_writes(verbs, gi);
         }
         let g = &mut self.groups[gi];

@@ -30,7 +30,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             // The list has room for every slot and a slot is on it at most once (it is Reading
             // until answered), so this does not allocate.
             c.turn_writes.push(s);
-            self.groups[c.group as usize].lone_writes = true;
+            self.groups[c.group as usize].has_turn_writes = true;
             self.list_unrung(ci);
             return;
         }
@@ -80,7 +80,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn answer_turn_writes(&mut self, verbs: &mut V, gi: usize) {
         // Most turns have none (reads): one flag (the caller's), no pass over the queues.
         let g = &mut self.groups[gi];
-        g.lone_writes = false;
+        g.has_turn_writes = false;
         if g.unrung_overflow {
             for ci in 0..self.hi {
                 if self.conns[ci].as_ref().is_some_and(|c| c.group as usize == gi) {

@@ -188,7 +188,7 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     pub(super) unrung: heapless::Vec<u16, 64>,
     pub(super) unrung_overflow: bool,
     /// A queue listed in `unrung` has zero-copy Writes to answer at the end of this turn.
-    pub(super) lone_writes: bool,
+    pub(super) has_turn_writes: bool,
     /// Queues this group's turns closed or freed, for the device's owner to finish
     /// ([`PollGroup::drain_gone`]). A plain bounded list the group owns while one thread runs
     /// the owner and every group; room reserved for its bound (one `Qp` per queue the group
@@ -242,7 +242,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             blocked,
             unrung: heapless::Vec::new(),
             unrung_overflow: false,
-            lone_writes: false,
+            has_turn_writes: false,
             gone,
         };
         for b in 0..bufs {
