@@ -101,6 +101,10 @@ pub struct TransportStats {
     pub block_done_lost: u64,
     /// Queues closed by the target that did not fit the list for the CM (must stay 0).
     pub closed_overflow: u64,
+    /// Freed queues whose poll group was gone (must stay 0: a group outlives its queues, it is
+    /// released or replaced only once none refers to it); their memory is leaked with its
+    /// keys rather than freed while the device may still name it.
+    pub orphaned_queues: u64,
     /// Commands found unanswered for longer than [`STUCK_NS`] by the once-a-second check
     /// (each counted once; logged with their state, a few per check).
     pub stuck_commands: u64,
@@ -139,6 +143,7 @@ impl TransportStats {
             send_doorbells: self.send_doorbells + o.send_doorbells,
             block_done_lost: self.block_done_lost + o.block_done_lost,
             closed_overflow: self.closed_overflow + o.closed_overflow,
+            orphaned_queues: self.orphaned_queues + o.orphaned_queues,
             stuck_commands: self.stuck_commands + o.stuck_commands,
             groups_broken: self.groups_broken + o.groups_broken,
             groups_replaced: self.groups_replaced + o.groups_replaced,
@@ -337,9 +342,6 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// turn (`release_pending`), so a completion later in the batch still finds its group.
     in_poll: bool,
     release_pending: bool,
-    /// Freed queues' memory whose group was gone (cannot happen: a group outlives its queues),
-    /// for the owner's [`RdmaTarget::drain_gone`].
-    gone_orphans: VecDeque<Gone<V>>,
     /// A group's turn listed something for the owner's drain since the last one (one test per
     /// `poll` instead of a pass over the groups' lists).
     gone_pending: bool,
@@ -392,7 +394,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             groups: Vec::new(),
             in_poll: false,
             release_pending: false,
-            gone_orphans: VecDeque::new(),
             gone_pending: false,
             replace_pending: false,
             group_totals: Vec::new(),

@@ -303,8 +303,13 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 // Room reserved for it (see `PollGroup::gone`).
                 g.gone.push_back(mem);
             }
-            // Cannot happen (a group outlives its queues); the owner's own list takes it.
-            None => self.gone_orphans.push_back(mem),
+            None => {
+                // Cannot happen (a group outlives its queues): counted, and the memory kept
+                // registered for good rather than freed under a key the device may still use.
+                debug_assert!(false, "queue {ci} freed after its poll group {gi}");
+                self.stats.orphaned_queues += 1;
+                core::mem::forget(mem);
+            }
         }
         self.gone_pending = true;
     }
@@ -317,16 +322,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut n = 0;
         for g in self.groups.iter_mut() {
             n += g.drain_gone(verbs);
-        }
-        while let Some(m) = self.gone_orphans.pop_front() {
-            if let Gone::Mem { rsp_lkey, data_lkey, pre_data, .. } = m {
-                let _ = verbs.dereg_mr(rsp_lkey);
-                let _ = verbs.dereg_mr(data_lkey);
-                if let Some((_, k)) = pre_data {
-                    let _ = verbs.dereg_mr(k);
-                }
-            }
-            n += 1;
         }
         if n > 0 {
             self.release_idle_groups(verbs);
