@@ -51,10 +51,27 @@ pub const DEFAULT_SRQ_BUFS: u16 = 512;
 /// Block completions handled per batch (the core is asked for no more than this at once).
 const BLOCK_BATCH: usize = 64;
 
-/// `wr_id` of work request `kind` for slot `slot` of queue `conn` (generation `gen`).
+/// `wr_id` of work request `kind` for slot `slot` of queue `ci` (generation `gen`): the
+/// queue's index in its group (the group is the CQ's that delivers the completion).
 #[inline(always)]
-fn wr_id(conn: usize, gen: u16, kind: Kind, slot: u16) -> u64 {
-    WrId::new(conn, gen, kind, slot, RangeId::NONE).raw()
+fn wr_id(ci: QueueAt, gen: u16, kind: Kind, slot: u16) -> u64 {
+    WrId::new(ci.i, gen, kind, slot, RangeId::NONE).raw()
+}
+
+/// The tag of block I/O (or an AER) of slot (or CID) `slot` of queue `ci`: the core hands it
+/// back outside any group's CQ, so it names the group too ([`WrId::tag`]).
+#[inline(always)]
+fn block_tag(ci: QueueAt, gen: u16, kind: Kind, slot: u16) -> u64 {
+    WrId::tag(ci.g, ci.i, gen, kind, slot).raw()
+}
+
+/// Where a queue lives: poll group `g`, index `i` in the group's queues (`PollGroup::conns`).
+/// A completion names `i` in its `wr_id` and comes from group `g`'s CQ; a block or AER tag
+/// names both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct QueueAt {
+    pub(super) g: usize,
+    pub(super) i: usize,
 }
 
 /// Transport counters (never reset).
@@ -101,10 +118,6 @@ pub struct TransportStats {
     pub block_done_lost: u64,
     /// Queues closed by the target that did not fit the list for the CM (must stay 0).
     pub closed_overflow: u64,
-    /// Freed queues whose poll group was gone (must stay 0: a group outlives its queues, it is
-    /// released or replaced only once none refers to it); their memory is leaked with its
-    /// keys rather than freed while the device may still name it.
-    pub orphaned_queues: u64,
     /// Commands found unanswered for longer than [`STUCK_NS`] by the once-a-second check
     /// (each counted once; logged with their state, a few per check).
     pub stuck_commands: u64,
@@ -143,7 +156,6 @@ impl TransportStats {
             send_doorbells: self.send_doorbells + o.send_doorbells,
             block_done_lost: self.block_done_lost + o.block_done_lost,
             closed_overflow: self.closed_overflow + o.closed_overflow,
-            orphaned_queues: self.orphaned_queues + o.orphaned_queues,
             stuck_commands: self.stuck_commands + o.stuck_commands,
             groups_broken: self.groups_broken + o.groups_broken,
             groups_replaced: self.groups_replaced + o.groups_replaced,
@@ -233,8 +245,6 @@ struct Conn<V: GroupVerbs> {
     bytes_written: u64,
     errors: u64,
     qpn: Qpn,
-    /// The poll group whose CQ and SRQ this queue's QP uses.
-    group: u16,
     q: QueueState,
     depth: u16,
     capsule: usize,
@@ -314,7 +324,9 @@ const NS_CHUNKS: [u64; 4] = [16 << 20, 4 << 20, 1 << 20, 256 << 10];
 /// The RDMA target: the core plus its queues.
 pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     pub core: Core<B>,
-    conns: Vec<Option<Conn<V>>>,
+    /// Most queues (live or draining) over all groups; each group holds up to its share
+    /// (`PollGroup::conns`).
+    max_queues: usize,
     gen: u16,
     /// Block completions of the current batch.
     block_done: [(u64, Status); BLOCK_BATCH],
@@ -333,8 +345,6 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// Namespace memory zero-copy transfers are using (target-wide: see README's poll
     /// groups row for how it is to be split).
     inflight: InFlight,
-    /// One past the highest live queue index.
-    hi: usize,
     /// Poll groups (created with the first queue, released with the last); how many, the
     /// group the next queue goes to, and each group's SRQ size.
     groups: Vec<PollGroup<V>>,
@@ -371,14 +381,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub fn with_poll_groups(core: Core<B>, max_queues: usize, groups: usize) -> Self {
         // A work request names its queue in 12 bits.
         let max_queues = max_queues.min(wr_id::MAX_QUEUES);
-        let mut conns = Vec::with_capacity(max_queues);
-        conns.resize_with(max_queues, || None);
         // Every slot of every queue, twice (a slot may take its next read before the previous
         // response's completion is seen): no allocation on the I/O path.
         let slots = max_queues * core.config().io_queue_depth as usize;
         RdmaTarget {
             core,
-            conns,
+            max_queues,
             gen: 1,
             block_done: [(0, Status::SUCCESS); BLOCK_BATCH],
             closed: VecDeque::with_capacity(max_queues),
@@ -390,7 +398,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             ns_mrs: Vec::new(),
             ns_registered: false,
             inflight: InFlight::with_capacity(2 * slots),
-            hi: 0,
             groups: Vec::new(),
             in_poll: false,
             release_pending: false,
@@ -414,7 +421,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Spread queues over `groups` poll groups (at least 1; takes effect when the groups are
     /// next created, i.e. with no queue open).
     pub fn set_poll_groups(&mut self, groups: usize) {
-        self.n_groups = groups.clamp(1, self.conns.len().max(1));
+        self.n_groups = groups.clamp(1, self.max_queues.max(1));
     }
 
     /// Poll groups configured.
@@ -517,17 +524,52 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         m.lkeys.get(((addr - m.base) / m.chunk) as usize).copied()
     }
 
+    /// Every queue (live or draining) with its place (slow path).
+    fn all_conns(&self) -> impl Iterator<Item = (QueueAt, &Conn<V>)> + '_ {
+        self.groups.iter().enumerate().flat_map(|(g, p)| p.conns[..p.hi].iter().enumerate().filter_map(move |(i, c)| Some((QueueAt { g, i }, c.as_ref()?))))
+    }
+
+    /// The first live queue (not draining) `f` picks (slow path: a search over the groups).
+    fn find_conn(&self, f: impl Fn(&Conn<V>) -> bool) -> Option<QueueAt> {
+        self.find_conn_from(QueueAt { g: 0, i: 0 }, &f)
+    }
+
+    /// The first live queue `f` picks at `from` or after it (group, then index order), so a
+    /// pass that closes what it finds goes over the queues once.
+    fn find_conn_from(&self, from: QueueAt, f: &impl Fn(&Conn<V>) -> bool) -> Option<QueueAt> {
+        for (g, p) in self.groups.iter().enumerate().skip(from.g) {
+            let start = if g == from.g { from.i } else { 0 };
+            for i in start..p.hi {
+                if p.conns[i].as_ref().is_some_and(|c| !c.draining && f(c)) {
+                    return Some(QueueAt { g, i });
+                }
+            }
+        }
+        None
+    }
+
+    /// Queue `ci` if it is there (live or draining).
+    #[inline(always)]
+    fn conn(&self, ci: QueueAt) -> Option<&Conn<V>> {
+        self.groups.get(ci.g)?.conns.get(ci.i)?.as_ref()
+    }
+
+    #[inline(always)]
+    fn conn_mut(&mut self, ci: QueueAt) -> Option<&mut Conn<V>> {
+        self.groups.get_mut(ci.g)?.conns.get_mut(ci.i)?.as_mut()
+    }
+
     /// Live queues.
     pub fn queues(&self) -> usize {
-        self.conns.iter().flatten().filter(|c| !c.draining).count()
+        self.all_conns().filter(|(_, c)| !c.draining).count()
     }
 
     /// Every open queue (slow path: the metrics endpoint).
     pub fn queue_reports(&self) -> impl Iterator<Item = QueueReport> + '_ {
-        self.conns.iter().flatten().filter(|c| !c.draining).map(|c| QueueReport {
+        self.all_conns().filter(|(_, c)| !c.draining).map(|(ci, c)| QueueReport {
             cntlid: c.q.cntlid,
             qid: c.q.qid,
-            group: c.group,
+            group: ci.g as u16,
             depth: c.depth,
             busy: c.depth.saturating_sub(c.free.len() as u16),
             capsules: c.capsules,
@@ -540,7 +582,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// The data path of the poll group that serves QP `qpn` (slow path: a search; for tests that
     /// make the target misbehave on one of its own QPs).
     pub fn queue_data_path(&mut self, qpn: Qpn) -> Option<&mut V::Group> {
-        let gi = self.conns.iter().flatten().find(|c| c.qpn == qpn)?.group as usize;
+        let gi = self.all_conns().find(|(_, c)| c.qpn == qpn)?.0.g;
         Some(&mut self.groups.get_mut(gi)?.rings)
     }
 
@@ -549,10 +591,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// (once per millisecond of `poll`) and before every admin command; a caller that reads
     /// the controllers' counters between two polls calls it first.
     pub fn fold_queues(&mut self) {
-        let hi = self.hi;
-        for c in self.conns[..hi].iter_mut().flatten() {
-            if c.q.qid != 0 && !c.draining {
-                self.core.fold_queue(&mut c.q);
+        for g in self.groups.iter_mut() {
+            for c in g.conns[..g.hi].iter_mut().flatten() {
+                if c.q.qid != 0 && !c.draining {
+                    self.core.fold_queue(&mut c.q);
+                }
             }
         }
     }
@@ -661,7 +704,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let Some(clock) = self.turnaround_clock else { return };
         let now = clock();
         let mut logged = 0;
-        for (ci, c) in self.conns.iter().enumerate() {
+        for (ci, c) in self.groups.iter().enumerate().flat_map(|(g, p)| p.conns.iter().enumerate().map(move |(i, c)| (QueueAt { g, i }, c))) {
             let Some(c) = c.as_ref().filter(|c| !c.draining) else { continue };
             for (s, slot) in c.slots.iter().enumerate() {
                 if slot.state == SlotState::Idle || slot.t0 == 0 {
@@ -676,10 +719,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 if logged < 4 {
                     logged += 1;
                     log::warn!(
-                        "nvmeof: rdma: queue {ci} (qid {}, {:?}, poll group {}) slot {s}: command cid {} opcode {:#04x} unanswered for {} ms, {:?} (pending {}, {} free slots)",
+                        "nvmeof: rdma: queue {} (qid {}, {:?}, poll group {}) slot {s}: command cid {} opcode {:#04x} unanswered for {} ms, {:?} (pending {}, {} free slots)",
+                        ci.i,
                         c.q.qid,
                         c.qpn,
-                        c.group,
+                        ci.g,
                         slot.sqe.cid.get(),
                         slot.sqe.opcode,
                         age / 1_000_000,
@@ -743,20 +787,19 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let Some(g) = self.groups.get_mut(gi) else { return };
         if core::mem::replace(&mut g.unrung_overflow, false) {
             g.unrung.clear();
-            for ci in 0..self.hi {
-                if self.conns[ci].as_ref().is_some_and(|c| c.group as usize == gi) {
-                    self.ring_one(verbs, ci);
-                }
+            let hi = g.hi;
+            for i in 0..hi {
+                self.ring_one(verbs, QueueAt { g: gi, i });
             }
             return;
         }
-        while let Some(ci) = self.groups.get_mut(gi).and_then(|g| g.unrung.pop()) {
-            self.ring_one(verbs, ci as usize);
+        while let Some(i) = self.groups.get_mut(gi).and_then(|g| g.unrung.pop()) {
+            self.ring_one(verbs, QueueAt { g: gi, i: i as usize });
         }
     }
 
-    fn ring_one(&mut self, verbs: &mut V, ci: usize) {
-        let Some(c) = self.conns[ci].as_mut() else { return };
+    fn ring_one(&mut self, verbs: &mut V, ci: QueueAt) {
+        let Some(c) = self.conn_mut(ci) else { return };
         if !c.unrung {
             return;
         }
@@ -768,11 +811,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             // Under this doorbell with the rest of the turn's work requests.
             c.unrung = true;
             let ok = self.post_held_reads(verbs, ci);
-            let Some(c) = self.conns[ci].as_mut().filter(|_| ok) else { return };
+            let Some(c) = self.conn_mut(ci).filter(|_| ok) else { return };
             c.unrung = false;
         }
-        let c = self.conns[ci].as_mut().expect("live");
-        let Some(g) = self.groups.get_mut(c.group as usize) else { return };
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_ref().expect("live");
         g.io.send_doorbells += 1;
         if g.rings.ring_send(c.qpn).is_err() {
             g.io.post_errors += 1;

@@ -12,7 +12,7 @@ use blockdev::BlockDevice;
 use hal::{DmaRegion, DmaSlice};
 use rdma::{Access, GroupVerbs};
 
-use super::{Conn, RdmaTarget, Slot};
+use super::{Conn, QueueAt, RdmaTarget, Slot};
 use crate::nvmet::limits::Bound;
 use crate::wire::cm_rej;
 
@@ -51,9 +51,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn admission_room(&mut self, source: rdma::Ipv4) -> Result<(), u16> {
         let limits = &self.core.config().limits;
         let (per, total) = (limits.max_unadmitted_per_source, limits.max_unadmitted);
-        let waiting = self.conns.iter().flatten().filter(|c| !c.draining && !c.admitted());
+        let waiting = self.all_conns().filter(|(_, c)| !c.draining && !c.admitted());
         let (mut all, mut here) = (0, 0);
-        for c in waiting {
+        for (_, c) in waiting {
             all += 1;
             here += (c.source == source) as usize;
         }
@@ -70,8 +70,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Connect admitted queue `ci`: give it its data buffers. False (and the core's admission
     /// undone) when memory cannot be had.
-    pub(super) fn admit(&mut self, verbs: &mut V, ci: usize) -> bool {
-        let Some(c) = self.conns[ci].as_mut() else { return false };
+    pub(super) fn admit(&mut self, verbs: &mut V, ci: QueueAt) -> bool {
+        let Some(c) = self.conn_mut(ci) else { return false };
         let len = (c.depth as usize).saturating_mul(c.full_xfer);
         let local = Access { local_write: true, remote_read: false, remote_write: false };
         let got = match verbs.alloc_buf(len) {
@@ -104,13 +104,13 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn expire_unadmitted(&mut self, verbs: &mut V, now_ns: u64) -> usize {
         let deadline = self.core.config().limits.connect_deadline_ms as u64 * 1_000_000;
         let mut n = 0;
-        for ci in 0..self.hi {
-            let late = self.conns[ci].as_ref().filter(|c| !c.draining && !c.admitted() && now_ns.saturating_sub(c.accepted_ns) > deadline).map(|c| c.source);
-            if let Some(source) = late {
-                self.core.bound_hit(Bound::ConnectDeadline, now_ns, &Ip(source));
-                self.teardown(verbs, ci, true);
-                n += 1;
-            }
+        let mut at = QueueAt { g: 0, i: 0 };
+        while let Some(ci) = self.find_conn_from(at, &|c| !c.admitted() && now_ns.saturating_sub(c.accepted_ns) > deadline) {
+            let source = self.conn(ci).expect("found").source;
+            self.core.bound_hit(Bound::ConnectDeadline, now_ns, &Ip(source));
+            self.teardown(verbs, ci, true);
+            n += 1;
+            at = QueueAt { g: ci.g, i: ci.i + 1 };
         }
         n
     }
@@ -118,7 +118,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// What the queues hold now.
     pub fn pinned(&self) -> Pinned {
         let mut p = Pinned::default();
-        for c in self.conns.iter().flatten() {
+        for (_, c) in self.all_conns() {
             if !c.draining {
                 p.queues += 1;
                 p.unadmitted += !c.admitted() as usize;

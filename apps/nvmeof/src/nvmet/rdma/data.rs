@@ -20,8 +20,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// `rc::outstanding_read_limit_respected`; Linux's nvmet-rdma likewise posts its READs
     /// bounded only by send queue room). The send queue has room for a READ per slot
     /// (`sq_depth`).
-    pub(super) fn post_read(&mut self, verbs: &mut V, ci: usize, s: u16) {
-        let c = self.conns[ci].as_mut().expect("live");
+    pub(super) fn post_read(&mut self, verbs: &mut V, ci: QueueAt, s: u16) {
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &mut c.slots[s as usize];
         let Some(Sgl::Keyed { .. }) = slot.sgl else { return };
         slot.state = SlotState::Reading;
@@ -30,7 +31,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             // The list has room for every slot and a slot is on it at most once (it is Reading
             // until answered), so this does not allocate.
             c.turn_writes.push(s);
-            self.groups[c.group as usize].has_turn_writes = true;
+            g.has_turn_writes = true;
             self.list_unrung(ci);
             return;
         }
@@ -46,8 +47,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     /// Write slot `s`'s RDMA READ into its slot buffer (unrung).
-    fn post_slot_read(&mut self, verbs: &mut V, ci: usize, s: u16) -> bool {
-        let c = self.conns[ci].as_mut().expect("live");
+    fn post_slot_read(&mut self, verbs: &mut V, ci: QueueAt, s: u16) -> bool {
+        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
         let Some(Sgl::Keyed { addr, len, key, .. }) = c.slots[s as usize].sgl else { return true };
         c.reads_posted += 1;
         let sge = Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey };
@@ -57,15 +58,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Write queue `ci`'s held READs (unrung: the caller's doorbell rings them). False if the
     /// queue was torn down.
-    pub(super) fn post_held_reads(&mut self, verbs: &mut V, ci: usize) -> bool {
-        let n = self.conns[ci].as_ref().map_or(0, |c| c.held_reads.len());
+    pub(super) fn post_held_reads(&mut self, verbs: &mut V, ci: QueueAt) -> bool {
+        let n = self.conn(ci).map_or(0, |c| c.held_reads.len());
         for i in 0..n {
-            let s = self.conns[ci].as_ref().expect("live").held_reads[i];
+            let s = self.groups[ci.g].conns[ci.i].as_ref().expect("live").held_reads[i];
             if !self.post_slot_read(verbs, ci, s) {
                 return false;
             }
         }
-        if let Some(c) = self.conns[ci].as_mut() {
+        if let Some(c) = self.conn_mut(ci) {
             c.held_reads.clear();
         }
         true
@@ -82,30 +83,29 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let g = &mut self.groups[gi];
         g.has_turn_writes = false;
         if g.unrung_overflow {
-            for ci in 0..self.hi {
-                if self.conns[ci].as_ref().is_some_and(|c| c.group as usize == gi) {
-                    self.answer_queue_writes(verbs, ci);
-                }
+            let hi = g.hi;
+            for i in 0..hi {
+                self.answer_queue_writes(verbs, QueueAt { g: gi, i });
             }
             return;
         }
         // A queue's answer may tear it down, never list another: the list only shrinks.
-        let mut i = 0;
-        while let Some(&ci) = self.groups.get(gi).and_then(|g| g.unrung.get(i)) {
-            self.answer_queue_writes(verbs, ci as usize);
-            i += 1;
+        let mut k = 0;
+        while let Some(&i) = self.groups.get(gi).and_then(|g| g.unrung.get(k)) {
+            self.answer_queue_writes(verbs, QueueAt { g: gi, i: i as usize });
+            k += 1;
         }
     }
 
-    fn answer_queue_writes(&mut self, verbs: &mut V, ci: usize) {
-        let Some(c) = self.conns[ci].as_mut() else { return };
+    fn answer_queue_writes(&mut self, verbs: &mut V, ci: QueueAt) {
+        let Some(c) = self.conn_mut(ci) else { return };
         let n = c.turn_writes.len();
         if n == 0 || c.draining {
             c.turn_writes.clear();
             return;
         }
         for i in 0..n {
-            let c = self.conns[ci].as_mut().expect("live");
+            let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
             let s = c.turn_writes[i];
             let slot = &mut c.slots[s as usize];
             let Some(Sgl::Keyed { addr, len, key, .. }) = slot.sgl else { continue };
@@ -114,27 +114,28 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             let range = core::mem::replace(&mut slot.range, RangeId::NONE);
             let sge = Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey };
             let op = SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) };
-            let wr = SendWr { wr_id: WrId::new(ci, c.gen, Kind::AnsweredRead, s, range).raw(), op, sge, signaled: true, fence: false, ud: None };
+            let wr = SendWr { wr_id: WrId::new(ci.i, c.gen, Kind::AnsweredRead, s, range).raw(), op, sge, signaled: true, fence: false, ud: None };
             if !self.defer_send(verbs, ci, &wr) {
                 return;
             }
         }
         for i in 0..n {
-            let Some(c) = self.conns[ci].as_mut().filter(|c| !c.draining) else { return };
+            let g = &mut self.groups[ci.g];
+            let Some(c) = g.conns[ci.i].as_mut().filter(|c| !c.draining) else { return };
             let s = c.turn_writes[i];
             let t0 = c.slots[s as usize].t0;
-            self.groups[c.group as usize].io.fenced_responses += 1;
+            g.io.fenced_responses += 1;
             self.respond_fenced(verbs, ci, s, Status::SUCCESS, 0, 0, t0, true);
         }
-        if let Some(c) = self.conns[ci].as_mut() {
+        if let Some(c) = self.conn_mut(ci) {
             c.turn_writes.clear();
         }
     }
 
     /// A zero-copy Write: once nothing in flight overlaps its blocks, claim them and RDMA
     /// READ the host's data straight into namespace memory.
-    pub(super) fn fetch_direct(&mut self, verbs: &mut V, ci: usize, s: u16) {
-        let c = self.conns[ci].as_ref().expect("live");
+    pub(super) fn fetch_direct(&mut self, verbs: &mut V, ci: QueueAt, s: u16) {
+        let c = self.groups[ci.g].conns[ci.i].as_ref().expect("live");
         let slot = &c.slots[s as usize];
         let (addr, len) = (slot.direct_addr, slot.write.map_or(0, |w| w.len()) as u64);
         if self.inflight.overlaps(addr, addr + len, false) {
@@ -144,7 +145,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let gen = c.gen;
         let lkey = self.ns_lkey(addr);
         let range = self.inflight.insert(addr, addr + len, true, ci, gen);
-        let c = self.conns[ci].as_mut().expect("live");
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &mut c.slots[s as usize];
         match (lkey, range) {
             (Some(k), Some(r)) => {
@@ -157,7 +159,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 if let Some(r) = range {
                     self.inflight.remove(r, ci, gen);
                 }
-                self.groups[c.group as usize].io.range_overflow += range.is_none() as u64;
+                g.io.range_overflow += range.is_none() as u64;
                 let (q, cid, nsid, t0) = (c.q, slot.sqe.cid.get(), slot.sqe.nsid.get(), slot.t0);
                 self.core.record_error(&q, cid, Status::INTERNAL, nsid);
                 self.respond(verbs, ci, s, Status::INTERNAL, 0, 0, t0);
@@ -166,8 +168,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     /// RDMA WRITE `src` to the host buffer of slot `s`'s keyed SGL.
-    pub(super) fn post_write(&mut self, verbs: &mut V, ci: usize, s: u16, src: Sge) -> bool {
-        let c = self.conns[ci].as_mut().expect("live");
+    pub(super) fn post_write(&mut self, verbs: &mut V, ci: QueueAt, s: u16, src: Sge) -> bool {
+        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
         let Some(Sgl::Keyed { addr, key, .. }) = c.slots[s as usize].sgl else { return true };
         let wr = SendWr {
             wr_id: wr_id(ci, c.gen, Kind::Write, s),
@@ -186,13 +188,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// (false).
     /// Inlined: it is on every command's path (the call would cost ~45 instructions per I/O).
     #[inline(always)]
-    pub(super) fn defer_send(&mut self, verbs: &mut V, ci: usize, wr: &SendWr) -> bool {
-        let c = self.conns[ci].as_mut().expect("live");
-        let Some(g) = self.groups.get_mut(c.group as usize) else {
-            self.stats.post_errors += 1;
-            self.teardown(verbs, ci, true);
-            return false;
-        };
+    pub(super) fn defer_send(&mut self, verbs: &mut V, ci: QueueAt, wr: &SendWr) -> bool {
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
         g.io.posts += 1;
         match wr.op {
             SendOp::RdmaRead { .. } => g.io.rdma_reads += 1,
@@ -207,7 +205,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         if !c.unrung {
             c.unrung = true;
-            if g.unrung.push(ci as u16).is_err() {
+            if g.unrung.push(ci.i as u16).is_err() {
                 g.unrung_overflow = true;
             }
         }
@@ -221,12 +219,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// List queue `ci` for its group's doorbells this turn (once).
     #[inline(always)]
-    pub(super) fn list_unrung(&mut self, ci: usize) {
-        let c = self.conns[ci].as_mut().expect("live");
+    pub(super) fn list_unrung(&mut self, ci: QueueAt) {
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
         if !c.unrung {
             c.unrung = true;
-            let g = &mut self.groups[c.group as usize];
-            if g.unrung.push(ci as u16).is_err() {
+            if g.unrung.push(ci.i as u16).is_err() {
                 g.unrung_overflow = true;
             }
         }
@@ -234,8 +232,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     pub(super) fn on_block_done(&mut self, verbs: &mut V, tag: u64, st: Status) {
         let id = WrId::from_raw(tag);
-        let (ci, gen, s) = (id.conn(), id.gen(), id.slot());
-        let Some(c) = self.conns.get_mut(ci).and_then(|c| c.as_mut()) else { return };
+        let (ci, gen, s) = (QueueAt { g: id.group(), i: id.conn() }, id.gen(), id.slot());
+        let Some(c) = self.groups.get_mut(ci.g).and_then(|g| g.conns.get_mut(ci.i)).and_then(|c| c.as_mut()) else { return };
         if c.gen != gen || s >= c.depth {
             return;
         }
@@ -269,8 +267,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// A Read's data is ready: RDMA WRITE it to the host and respond. A zero-copy Read waits
     /// while a zero-copy Write is still landing in its blocks.
-    pub(super) fn send_read(&mut self, verbs: &mut V, ci: usize, s: u16) {
-        let c = self.conns[ci].as_ref().expect("live");
+    pub(super) fn send_read(&mut self, verbs: &mut V, ci: QueueAt, s: u16) {
+        let c = self.groups[ci.g].conns[ci.i].as_ref().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
         let (len, direct_addr, direct_lkey, status, t0) = (slot.sgl.map_or(0, |g| g.len()), slot.direct_addr, slot.direct_lkey, slot.status, slot.t0);
@@ -291,8 +289,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     pub(super) fn complete_aer(&mut self, verbs: &mut V, tag: u64, dw0: u32) {
         let id = WrId::from_raw(tag);
-        let (ci, gen, cid) = (id.conn(), id.gen(), id.slot());
-        let Some(c) = self.conns.get_mut(ci).and_then(|c| c.as_mut()) else { return };
+        let (ci, gen, cid) = (QueueAt { g: id.group(), i: id.conn() }, id.gen(), id.slot());
+        let Some(c) = self.conn_mut(ci) else { return };
         if c.gen != gen || c.draining {
             return;
         }
@@ -320,15 +318,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) fn respond(&mut self, verbs: &mut V, ci: usize, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
+    pub(super) fn respond(&mut self, verbs: &mut V, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
         self.respond_fenced(verbs, ci, s, status, dw0, dw1, t0, false);
     }
 
     /// Answer slot `s` (its SEND `fence`d behind the queue's outstanding READs when asked) and
     /// free the slot.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn respond_fenced(&mut self, verbs: &mut V, ci: usize, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64, fence: bool) {
-        let c = self.conns[ci].as_mut().expect("live");
+    pub(super) fn respond_fenced(&mut self, verbs: &mut V, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64, fence: bool) {
+        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
         let (cid, sgl, range, opcode) = {
             let sl = &c.slots[s as usize];
             (sl.sqe.cid, sl.sgl, sl.range, sl.sqe.opcode)
@@ -359,7 +357,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         let wr = SendWr {
             // A zero-copy Read's range ends with this completion.
-            wr_id: WrId::new(ci, c.gen, Kind::Send, s, range).raw(),
+            wr_id: WrId::new(ci.i, c.gen, Kind::Send, s, range).raw(),
             op,
             sge: Sge { addr: c.rsp.paddr() + (s as usize * Cqe::SIZE) as u64, len: Cqe::SIZE as u32, lkey: c.rsp_lkey },
             signaled: true,
@@ -368,7 +366,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         };
         // Responses (and SEND WITH INVALIDATE) are counted by `defer_send`.
         if !status.is_success() {
-            self.groups[c.group as usize].io.error_responses += 1;
+            self.groups[ci.g].io.error_responses += 1;
         }
         // The slot and its receive buffer are free again: the buffer is re-posted to the SRQ
         // at the end of this turn, before the SEND is rung with the rest of the turn's sends.
@@ -384,17 +382,18 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Slot `s` of queue `ci` is done with its command: back on the queue's free list, its
     /// receive buffer given back to the group (re-posted in this turn's batch).
     #[inline(always)]
-    pub(super) fn release_slot(&mut self, ci: usize, s: u16) {
-        let c = self.conns[ci].as_mut().expect("live");
+    pub(super) fn release_slot(&mut self, ci: QueueAt, s: u16) {
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &mut c.slots[s as usize];
         slot.state = SlotState::Idle;
         let b = core::mem::replace(&mut slot.rbuf, NO_BUF);
-        if b != NO_BUF {
-            self.groups[c.group as usize].give_back(c.group as usize, b);
-        }
         // Room for every slot (reserved at accept); each is freed once per capsule.
         if c.free.len() < c.free.capacity() {
             c.free.push_back(s);
+        }
+        if b != NO_BUF {
+            g.give_back(ci.g, b);
         }
     }
 }

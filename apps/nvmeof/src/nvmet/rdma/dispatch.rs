@@ -13,35 +13,36 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.on_recv(verbs, gi, id.slot(), k, now_ns);
             return;
         }
-        let (ci, gen, s) = (id.conn(), id.gen(), id.slot());
-        let Some(c) = self.conns.get(ci).and_then(|c| c.as_ref()) else { return };
+        let (ci, gen, s) = (QueueAt { g: gi, i: id.conn() }, id.gen(), id.slot());
+        let Some(c) = self.conn(ci) else { return };
         if c.gen != gen || c.draining {
             return;
         }
+        let (qpn, depth) = (c.qpn, c.depth);
         let kind = id.kind();
         if status != WcStatus::Success {
             if status != WcStatus::WrFlushed {
                 self.groups[gi].io.wc_errors += 1;
-                log::warn!("nvmeof: rdma: {} completion error {status:?} ({kind:?})", c.qpn);
+                log::warn!("nvmeof: rdma: {qpn} completion error {status:?} ({kind:?})");
             }
             // A failed RDMA READ of a zero-copy Write leaves the command unanswered with its
             // queue: the host never sees success for data that may have landed in part.
             self.teardown(verbs, ci, true);
             return;
         }
-        if s >= c.depth && kind != Some(Kind::Aer) {
+        if s >= depth && kind != Some(Kind::Aer) {
             return;
         }
         match kind {
             Some(Kind::Read) => {
-                let c = self.conns[ci].as_mut().expect("live");
+                let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
                 c.reads_posted = c.reads_posted.saturating_sub(1);
                 if c.slots[s as usize].state == SlotState::Reading {
                     self.data_in(verbs, ci, s, now_ns);
                 }
                 // The last READ in: held READs go out now (this turn's doorbell), whether or
                 // not its command wrote anything.
-                if self.conns[ci].as_ref().is_some_and(|c| !c.draining && c.reads_posted == 0 && !c.held_reads.is_empty()) {
+                if self.conn(ci).is_some_and(|c| !c.draining && c.reads_posted == 0 && !c.held_reads.is_empty()) {
                     self.list_unrung(ci);
                 }
             }
@@ -57,7 +58,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 if !r.is_none() {
                     self.inflight.remove(r, ci, gen);
                 }
-                if self.conns[ci].as_ref().is_some_and(|c| c.close_after_send) {
+                if self.conn(ci).is_some_and(|c| c.close_after_send) {
                     self.teardown(verbs, ci, true);
                 }
             }
@@ -76,10 +77,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let wc = &g.wc[k];
         let (qpn, status, byte_len) = (wc.qpn, wc.status, wc.byte_len);
         let ok = status == WcStatus::Success && (wc.opcode == WcOpcode::Recv || wc.opcode == WcOpcode::RecvWithImm);
-        let ci = g.qps.get(qpn).map(usize::from);
-        let live = ci.and_then(|ci| self.conns[ci].as_ref().map(|c| !c.draining)).unwrap_or(false);
+        let ci = g.qps.get(qpn).map(|i| QueueAt { g: gi, i: i as usize });
+        let live = ci.and_then(|ci| g.conns[ci.i].as_ref().map(|c| !c.draining)).unwrap_or(false);
         let slot = match (ci, live && ok) {
-            (Some(ci), true) => self.conns[ci].as_mut().and_then(|c| c.free.pop_front()),
+            (Some(ci), true) => g.conns[ci.i].as_mut().and_then(|c| c.free.pop_front()),
             _ => None,
         };
         let (Some(ci), Some(s)) = (ci, slot) else {
@@ -97,16 +98,17 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             }
             return;
         };
-        self.groups[gi].stats.capsules += 1;
-        self.conns[ci].as_mut().expect("live").slots[s as usize].rbuf = b;
+        let g = &mut self.groups[gi];
+        g.stats.capsules += 1;
+        g.conns[ci.i].as_mut().expect("live").slots[s as usize].rbuf = b;
         self.on_capsule(verbs, ci, s, byte_len, now_ns);
     }
 
     /// Slot `s`'s RDMA READ into the slot buffer completed: a Write's data (submit it) or a
     /// payload (execute the command with it). (A zero-copy Write's READ is answered with its
     /// fenced response, `answer_turn_writes`.)
-    pub(super) fn data_in(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
-        let c = self.conns[ci].as_mut().expect("live");
+    pub(super) fn data_in(&mut self, verbs: &mut V, ci: QueueAt, s: u16, now_ns: u64) {
+        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
         let gen = c.gen;
         let buf = c.data_dma.sub(c.data_off(s), c.xfer).unwrap_or(DmaSlice::EMPTY);
         let slot = &mut c.slots[s as usize];
@@ -115,15 +117,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.execute(verbs, ci, s, now_ns);
             return;
         };
-        let action = self.core.write_fetched(&w, buf, wr_id(ci, gen, Kind::Block, s));
+        let action = self.core.write_fetched(&w, buf, block_tag(ci, gen, Kind::Block, s));
         self.on_action(verbs, ci, s, action);
     }
 
-    pub(super) fn on_capsule(&mut self, verbs: &mut V, ci: usize, s: u16, byte_len: u32, now_ns: u64) {
+    pub(super) fn on_capsule(&mut self, verbs: &mut V, ci: QueueAt, s: u16, byte_len: u32, now_ns: u64) {
         let t0 = self.turnaround_clock.map_or(0, |f| f());
-        let c = self.conns[ci].as_mut().expect("live");
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
         c.capsules += 1;
-        let g = &mut self.groups[c.group as usize];
         g.io.capsules += 1;
         let n = core::cmp::min(byte_len as usize, 64).min(c.capsule);
         let slot = &mut c.slots[s as usize];
@@ -144,8 +146,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         slot.range = RangeId::NONE;
         match self.check_capsule(ci, s, byte_len) {
             Err(st) => {
-                let c = self.conns[ci].as_ref().expect("live");
-                self.groups[c.group as usize].io.bad_capsules += 1;
+                let g = &mut self.groups[ci.g];
+                g.io.bad_capsules += 1;
+                let c = g.conns[ci.i].as_ref().expect("live");
                 let q = c.q;
                 let sqe = &c.slots[s as usize].sqe;
                 let (cid, nsid) = (sqe.cid.get(), sqe.nsid.get());
@@ -157,8 +160,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     /// Validate the capsule's framing and SGL (the slot keeps the decoded SGL).
-    pub(super) fn check_capsule(&mut self, ci: usize, s: u16, byte_len: u32) -> Result<(), Status> {
-        let c = self.conns[ci].as_mut().expect("live");
+    pub(super) fn check_capsule(&mut self, ci: QueueAt, s: u16, byte_len: u32) -> Result<(), Status> {
+        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
         let sqe = &c.slots[s as usize].sqe;
         if (byte_len as usize) < Sqe::SIZE || byte_len as usize > c.capsule {
             return Err(Status::INVALID_FIELD);
@@ -199,9 +202,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Hold slot `s` until nothing in flight overlaps it (on its group's list); `resume` is
     /// what it does then.
-    pub(super) fn hold(&mut self, ci: usize, s: u16, resume: Resume) {
-        let c = self.conns[ci].as_mut().expect("live");
-        let g = &mut self.groups[c.group as usize];
+    pub(super) fn hold(&mut self, ci: QueueAt, s: u16, resume: Resume) {
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &mut c.slots[s as usize];
         if slot.state != SlotState::Blocked {
             slot.state = SlotState::Blocked;
@@ -215,15 +218,16 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // Room for every slot of the group's queues is reserved with the group and a slot is on
         // the list at most once, so this does not allocate; were the room ever short, the list
         // grows rather than leave a held command unanswered for good.
-        g.blocked.push_back((ci, c.gen, s));
+        g.blocked.push_back((ci.i, c.gen, s));
     }
 
     /// Retry group `gi`'s held commands (each may be held again).
     pub(super) fn run_blocked(&mut self, verbs: &mut V, gi: usize, now_ns: u64) {
         let n = self.groups.get(gi).map_or(0, |g| g.blocked.len());
         for _ in 0..n {
-            let Some((ci, gen, s)) = self.groups.get_mut(gi).and_then(|g| g.blocked.pop_front()) else { break };
-            let Some(c) = self.conns.get(ci).and_then(|c| c.as_ref()) else { continue };
+            let Some((i, gen, s)) = self.groups.get_mut(gi).and_then(|g| g.blocked.pop_front()) else { break };
+            let ci = QueueAt { g: gi, i };
+            let Some(c) = self.conn(ci) else { continue };
             let slot = &c.slots[s as usize];
             if c.gen != gen || c.draining || slot.state != SlotState::Blocked {
                 continue;
@@ -245,11 +249,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.fold_queues();
     }
 
-    pub(super) fn execute(&mut self, verbs: &mut V, ci: usize, s: u16, now_ns: u64) {
-        if self.conns[ci].as_ref().is_some_and(|c| c.q.qid == 0) {
+    pub(super) fn execute(&mut self, verbs: &mut V, ci: QueueAt, s: u16, now_ns: u64) {
+        if self.conn(ci).is_some_and(|c| c.q.qid == 0) {
             self.fold_for_admin();
         }
-        let c = self.conns[ci].as_mut().expect("live");
+        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
         let (sgl, slot_fetched) = (slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 }), slot.fetched);
@@ -265,22 +269,23 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 }
             }
         }
-        let c = self.conns[ci].as_mut().expect("live");
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
         // The SQE read where the capsule put it (not copied): the core takes the queue's state
         // mutably and the slot's SQE shared, two fields of the queue.
         let sqe = &c.slots[s as usize].sqe;
         // AERs are completed by CID later (their slot is reused at once); others by slot.
         let tag = if sqe.opcode == admin_op::ASYNC_EVENT && c.q.qid == 0 {
-            wr_id(ci, c.gen, Kind::Aer, sqe.cid.get())
+            block_tag(ci, c.gen, Kind::Aer, sqe.cid.get())
         } else {
-            wr_id(ci, c.gen, Kind::Block, s)
+            block_tag(ci, c.gen, Kind::Block, s)
         };
         // Where the capsule sits in the group's receive buffers.
-        let capsule_at = (c.slots[s as usize].rbuf as usize * self.groups[c.group as usize].buf_len) as u64;
+        let capsule_at = (c.slots[s as usize].rbuf as usize * g.buf_len) as u64;
         // Inside the buffer by `check_capsule` (in-capsule data within the capsule, the slot's
         // data buffer `xfer` bytes); an empty slice otherwise fails the command.
         let buf = match sgl {
-            Sgl::Inline { offset, len } => DmaSlice::new(&self.groups[c.group as usize].recv, (capsule_at + 64 + offset) as usize, len as usize),
+            Sgl::Inline { offset, len } => DmaSlice::new(&g.recv, (capsule_at + 64 + offset) as usize, len as usize),
             Sgl::Keyed { .. } => c.data_dma.sub(c.data_off(s), c.xfer),
         }
         .unwrap_or(DmaSlice::EMPTY);
@@ -290,10 +295,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if fetched && sqe.opcode != io_op::WRITE && sgl.len() > 0 && host_to_ctrl(sqe) {
             small_len = core::cmp::min(sgl.len() as usize, small.len());
             match sgl {
-                Sgl::Inline { offset, .. } => self.groups[c.group as usize].recv.read(capsule_at as usize + 64 + offset as usize, &mut small[..small_len]),
+                Sgl::Inline { offset, .. } => g.recv.read(capsule_at as usize + 64 + offset as usize, &mut small[..small_len]),
                 Sgl::Keyed { .. } => c.data.read(c.data_off(s), &mut small[..small_len]),
             }
-            let io = &mut self.groups[c.group as usize].io;
+            let io = &mut g.io;
             if c.q.qid == 0 || sqe.opcode == FABRICS_OPCODE {
                 io.admin_copy_bytes += small_len as u64;
             } else {
@@ -301,7 +306,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             }
         }
         if matches!(sgl, Sgl::Inline { len, .. } if len > 0) {
-            self.groups[c.group as usize].io.inline_writes += 1;
+            g.io.inline_writes += 1;
         }
         let data = DataIn { bytes: &small[..small_len], buf, sgl_len: sgl.len(), tag, fetched };
         let action = self.core.execute(&mut c.q, sqe, &data, now_ns);
@@ -309,17 +314,17 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     /// Carry out the core's answer for slot `s`.
-    pub(super) fn on_action(&mut self, verbs: &mut V, ci: usize, s: u16, action: Action) {
+    pub(super) fn on_action(&mut self, verbs: &mut V, ci: QueueAt, s: u16, action: Action) {
         match action {
             Action::Respond { status, dw0, dw1, out_len } => {
-                let c = self.conns[ci].as_ref().expect("live");
+                let c = self.groups[ci.g].conns[ci.i].as_ref().expect("live");
                 let slot = &c.slots[s as usize];
                 let (sqe, t0, fetched_write) = (slot.sqe, slot.t0, slot.write.is_some());
                 let sgl = slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 });
                 let connect = sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::CONNECT;
                 // Admitted: now the queue gets its data buffers (refused if there are none).
                 let (status, dw0) = if connect && status.is_success() && !self.admit(verbs, ci) { (Status::CONNECT_CTRL_BUSY, 0) } else { (status, dw0) };
-                let c = self.conns[ci].as_mut().expect("live");
+                let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
                 if status.is_success() && sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::DISCONNECT {
                     c.close_after_send = true;
                 }
@@ -329,12 +334,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                     self.core.record_error(&q, sqe.cid.get(), status, sqe.nsid.get());
                 }
                 if status.is_success() && out_len > 0 {
-                    let c = self.conns[ci].as_mut().expect("live");
+                    let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
                     let n = core::cmp::min(out_len as usize, sgl.len() as usize);
                     if let Sgl::Keyed { .. } = sgl {
                         c.data.write(c.data_off(s), &self.core.out()[..n]);
-                        self.groups[c.group as usize].io.admin_copy_bytes += n as u64;
-                        let c = self.conns[ci].as_ref().expect("live");
+                        self.groups[ci.g].io.admin_copy_bytes += n as u64;
+                        let c = self.groups[ci.g].conns[ci.i].as_ref().expect("live");
                         let src = Sge { addr: c.data.paddr() + c.data_off(s) as u64, len: n as u32, lkey: c.data_lkey };
                         if !self.post_write(verbs, ci, s, src) {
                             return;
@@ -350,14 +355,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 }
             }
             Action::Submitted { count } => {
-                let c = self.conns[ci].as_mut().expect("live");
+                let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
                 c.slots[s as usize].state = SlotState::Executing;
                 c.slots[s as usize].pending = count;
             }
             Action::SubmittedDirect { buf } => {
                 let addr = buf.paddr();
                 let lkey = self.ns_lkey(addr);
-                let c = self.conns[ci].as_mut().expect("live");
+                let g = &mut self.groups[ci.g];
+                let c = g.conns[ci.i].as_mut().expect("live");
                 let gen = c.gen;
                 let slot = &mut c.slots[s as usize];
                 slot.state = SlotState::Executing;
@@ -376,7 +382,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                     // than send stale slot memory.
                     other => {
                         if matches!(other, Some((_, None))) {
-                            self.groups[c.group as usize].io.range_overflow += 1;
+                            g.io.range_overflow += 1;
                         }
                         slot.status = Status::INTERNAL;
                     }
@@ -384,11 +390,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             }
             Action::Fetch(Fetch::Payload) => self.post_read(verbs, ci, s),
             Action::Fetch(Fetch::Write(w)) => {
-                let c = self.conns[ci].as_mut().expect("live");
+                let g = &mut self.groups[ci.g];
+                let c = g.conns[ci.i].as_mut().expect("live");
                 c.slots[s as usize].write = Some(w);
                 match w.direct_buf() {
                     Some(buf) => {
-                        self.groups[c.group as usize].io.direct_writes += 1;
+                        g.io.direct_writes += 1;
                         c.slots[s as usize].direct_addr = buf.paddr();
                         self.fetch_direct(verbs, ci, s);
                     }

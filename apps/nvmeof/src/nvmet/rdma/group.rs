@@ -17,7 +17,7 @@ use rdma::{Completion, Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
 
 use super::ranges::RangeId;
 use super::wr_id::{Kind, WrId};
-use super::TransportStats;
+use super::{Conn, TransportStats};
 
 /// Per-group counters (cumulative over the group's lives: a group released with its last
 /// queue adds its counts to the target's totals for that group number).
@@ -169,8 +169,12 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// Buffers given back this turn, posted to the SRQ in one batch at its end.
     repost: Vec<RecvWr>,
     pub(super) qps: QpTable,
-    /// Most queues this group takes (its CQ is sized for them).
-    pub(super) max_queues: usize,
+    /// The queues handed to this group (live or draining), reached by index (`QueueAt::i`,
+    /// the index a `WrId` names): room for the most it takes (its CQ is sized for them).
+    pub(super) conns: Vec<Option<Conn<V>>>,
+    /// One past the highest index in use in `conns`.
+    pub(super) hi: usize,
+    /// Live queues (not draining) in `conns`.
     pub(super) live: usize,
     /// The device says the group can no longer work (`GroupVerbs::group_broken`): its queues
     /// are closed, it takes no new ones, buffers given back are not re-posted, and it is
@@ -181,9 +185,9 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// shares; a released group's share goes to the target's own).
     pub(super) io: TransportStats,
     /// Commands of this group's queues held until overlapping zero-copy transfers are done:
-    /// (queue, generation, slot); room for every slot of the queues the group takes.
+    /// (queue index in `conns`, generation, slot); room for every slot of the queues the group takes.
     pub(super) blocked: VecDeque<(usize, u16, u16)>,
-    /// This group's queues with sends written this turn, to ring at its end (overflow: the
+    /// This group's queues (indices in `conns`) with sends written this turn, to ring at its end (overflow: the
     /// group's queues are all looked at).
     pub(super) unrung: heapless::Vec<u16, 64>,
     pub(super) unrung_overflow: bool,
@@ -192,7 +196,7 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// Queues this group's turns closed or freed, for the device's owner to finish
     /// ([`PollGroup::drain_gone`]). A plain bounded list the group owns while one thread runs
     /// the owner and every group; room reserved for its bound (one `Qp` per queue the group
-    /// holds, one `Mem` per queue of the target: drained at the end of every `poll`), so a push
+    /// holds, one `Mem` per queue it holds: drained at the end of every `poll`), so a push
     /// never allocates. Across threads it becomes the group's single-producer ring to the owner
     /// with the same bound (a full ring then holds the close back to the group's next turn),
     /// and forgetting the QP (`detach_group_qp`) a message back to the group.
@@ -204,13 +208,16 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// each, with `bufs` receive buffers of `buf_len` bytes, all posted; the SRQ limit armed
     /// at `limit`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, all_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<Self, ()> {
+    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<Self, ()> {
         let mut gone = VecDeque::new();
-        gone.try_reserve_exact(max_queues + all_queues).map_err(|_| ())?;
+        gone.try_reserve_exact(2 * max_queues).map_err(|_| ())?;
         let mut repost = Vec::new();
         repost.try_reserve_exact(bufs as usize).map_err(|_| ())?;
         let mut blocked = VecDeque::new();
         blocked.try_reserve_exact(max_queues * depth as usize).map_err(|_| ())?;
+        let mut conns = Vec::new();
+        conns.try_reserve_exact(max_queues).map_err(|_| ())?;
+        conns.resize_with(max_queues, || None);
         let cq_entries = max_queues as u32 * sq + bufs as u32;
         let rings = verbs.create_group(cq_entries, bufs as u32).map_err(|_| ())?;
         let (cq, srq) = (verbs.group_cq(&rings), verbs.group_srq(&rings));
@@ -234,7 +241,8 @@ impl<V: GroupVerbs> PollGroup<V> {
             bufs,
             repost,
             qps: QpTable::new(max_queues),
-            max_queues,
+            conns,
+            hi: 0,
             live: 0,
             broken: false,
             stats: GroupStats::default(),
@@ -281,6 +289,11 @@ impl<V: GroupVerbs> PollGroup<V> {
         self.stats.srq_reposts += n as u64;
         self.stats.srq_batches += 1;
         r.map(|_| n)
+    }
+
+    /// The index of a free entry in `conns` (none: the group holds all it takes).
+    pub(super) fn free_index(&self) -> Option<usize> {
+        self.conns.iter().position(|c| c.is_none())
     }
 
     /// Whether `b` names one of this group's buffers.

@@ -50,10 +50,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if req.hrqsize.get() == 0 {
             return Err(cm_rej::INVALID_HRQSIZE);
         }
-        let Some(idx) = self.conns.iter().position(|c| c.is_none()) else {
+        if self.all_conns().count() >= self.max_queues {
             self.core.bound_hit(Bound::Queues, self.now_ns, &Ip(attrs.remote_ip));
             return Err(cm_rej::NO_RESOURCES);
-        };
+        }
         let depth = depth as u16;
         let capsule = if qid == 0 { 64 } else { self.core.io_capsule_size() };
         let xfer = if qid == 0 { ADMIN_MAX_XFER } else { cfg.max_io_bytes as usize };
@@ -67,17 +67,19 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             return Err(cm_rej::NO_RESOURCES);
         };
         let qpn = conn.qpn;
-        self.conns[idx] = Some(conn);
-        self.hi = self.hi.max(idx + 1);
         // Receives come from the group's SRQ, posted when the group was made: the QP can take
         // a capsule as soon as it reaches RTR.
         let g = &mut self.groups[gi];
+        // `pick_group` chose a group with room.
+        let idx = g.free_index().expect("room");
+        g.conns[idx] = Some(conn);
+        g.hi = g.hi.max(idx + 1);
         g.live += 1;
         g.stats.queues_assigned += 1;
         g.stats.queues_live = g.live as u64;
         if !g.qps.insert(qpn, idx as u16) {
             // Cannot happen (the table has room for twice the group's queues).
-            self.teardown(verbs, idx, false);
+            self.teardown(verbs, QueueAt { g: gi, i: idx }, false);
             return Err(cm_rej::NO_RESOURCES);
         }
         log::info!("nvmeof: rdma: queue {qid} accepted on {qpn}, depth {depth}, poll group {gi}");
@@ -162,7 +164,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             errors: 0,
             gen: self.gen,
             qpn,
-            group: gi as u16,
             q: QueueState { peer_gid: gid_from_ipv4(attrs.remote_ip), peer_qpn: attrs.remote_qpn.0, ..QueueState::new(qid) },
             depth,
             capsule,
@@ -191,19 +192,18 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// The host (or the CM) closed the connection of `qpn`.
     pub fn disconnected(&mut self, verbs: &mut V, qpn: Qpn) {
-        if let Some(i) = self.conns.iter().position(|c| c.as_ref().is_some_and(|c| c.qpn == qpn && !c.draining)) {
-            self.teardown(verbs, i, false);
+        if let Some(ci) = self.find_conn(|c| c.qpn == qpn) {
+            self.teardown(verbs, ci, false);
         }
     }
 
     /// Controller `cntlid` was reset (CC.EN 1 -> 0): tear down its I/O queues (the CM sends
     /// DREQ for each, `take_closed`); its admin queue stays.
     pub(super) fn reset_io_queues(&mut self, verbs: &mut V, cntlid: u16) {
-        for j in 0..self.hi {
-            let io = self.conns[j].as_ref().is_some_and(|o| !o.draining && o.q.qid != 0 && o.q.cntlid == Some(cntlid));
-            if io {
-                self.teardown(verbs, j, true);
-            }
+        let mut at = QueueAt { g: 0, i: 0 };
+        while let Some(j) = self.find_conn_from(at, &|o| o.q.qid != 0 && o.q.cntlid == Some(cntlid)) {
+            self.teardown(verbs, j, true);
+            at = QueueAt { g: j.g, i: j.i + 1 };
         }
     }
 
@@ -212,7 +212,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// ([`RdmaTarget::drain_gone`]); inside `poll` the owner drains at the end of the turn, so
     /// a group's turn gives the device no command. `verbs` is the owner's, used only outside a
     /// turn.
-    pub(super) fn teardown(&mut self, verbs: &mut V, ci: usize, notify_cm: bool) {
+    pub(super) fn teardown(&mut self, verbs: &mut V, ci: QueueAt, notify_cm: bool) {
         self.close_queue(ci, notify_cm);
         if !self.in_poll {
             self.drain_gone(verbs);
@@ -221,7 +221,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Free a closed queue once none of its commands is at the store: the group's half
     /// ([`RdmaTarget::free_queue`]), then, outside a turn, the owner's.
-    pub(super) fn maybe_free(&mut self, verbs: &mut V, ci: usize) {
+    pub(super) fn maybe_free(&mut self, verbs: &mut V, ci: QueueAt) {
         self.free_queue(ci);
         if !self.in_poll {
             self.drain_gone(verbs);
@@ -233,8 +233,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// and held commands are forgotten, its group stops finding it by QPN, the core forgets
     /// it, and its QP is listed in its group's [`PollGroup::gone`] for the owner to destroy.
     /// Completions its QP still delivers find no queue (a receive's buffer goes back).
-    pub(super) fn close_queue(&mut self, ci: usize, notify_cm: bool) {
-        let Some(c) = self.conns[ci].as_mut() else { return };
+    pub(super) fn close_queue(&mut self, ci: QueueAt, notify_cm: bool) {
+        let Some(c) = self.conn_mut(ci) else { return };
         if c.draining {
             return;
         }
@@ -242,16 +242,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let gen = c.gen;
         // Its QP is going with everything in flight: forget its zero-copy ranges and held commands.
         self.inflight.remove_queue(ci, gen);
-        let c = self.conns[ci].as_mut().expect("live");
-        if let Some(g) = self.groups.get_mut(c.group as usize) {
-            g.blocked.retain(|b| b.0 != ci || b.1 != gen);
-            g.qps.remove(c.qpn);
-            g.live = g.live.saturating_sub(1);
-            g.stats.queues_live = g.live as u64;
-            // Room reserved for it (see `PollGroup::gone`).
-            g.gone.push_back(Gone::Qp(c.qpn));
-            self.gone_pending = true;
-        }
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
+        g.blocked.retain(|b| b.0 != ci.i || b.1 != gen);
+        g.qps.remove(c.qpn);
+        g.live = g.live.saturating_sub(1);
+        g.stats.queues_live = g.live as u64;
+        // Room reserved for it (see `PollGroup::gone`).
+        g.gone.push_back(Gone::Qp(c.qpn));
+        self.gone_pending = true;
         if notify_cm {
             if self.closed.len() < self.closed.capacity() {
                 self.closed.push_back(c.qpn);
@@ -267,16 +266,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.free_queue(ci);
         if q.qid == 0 {
             if let Some(id) = q.cntlid {
-                for j in 0..self.conns.len() {
-                    let same = self.conns[j].as_ref().is_some_and(|o| !o.draining && o.q.cntlid == Some(id));
-                    if same {
-                        // The target closes these itself, whoever closed the admin queue: the
-                        // CM must say so to the host (DREQ) and forget them, or its record and
-                        // the service's CM-ID -> QPN entry outlive the QP, and once the QPN is
-                        // reused a late event for the old connection closes another host's
-                        // queue (emu/sim seed 23 with 4 initiators).
-                        self.close_queue(j, true);
-                    }
+                // The target closes these itself, whoever closed the admin queue: the CM must
+                // say so to the host (DREQ) and forget them, or its record and the service's
+                // CM-ID -> QPN entry outlive the QP, and once the QPN is reused a late event
+                // for the old connection closes another host's queue (emu/sim seed 23 with 4
+                // initiators).
+                let mut at = QueueAt { g: 0, i: 0 };
+                while let Some(j) = self.find_conn_from(at, &|o| o.q.cntlid == Some(id)) {
+                    self.close_queue(j, true);
+                    at = QueueAt { g: j.g, i: j.i + 1 };
                 }
             }
         }
@@ -286,31 +284,20 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// store: the capsule buffers its unanswered commands held go back to the group's SRQ and
     /// its response and data memory is listed in the group's [`PollGroup::gone`] (after its
     /// QP) for the owner to deregister.
-    pub(super) fn free_queue(&mut self, ci: usize) {
-        let Some(c) = self.conns[ci].as_ref() else { return };
+    pub(super) fn free_queue(&mut self, ci: QueueAt) {
+        let Some(c) = self.conn(ci) else { return };
         if !c.draining || c.slots.iter().any(|s| s.state == SlotState::Executing) {
             return;
         }
-        let c = self.conns[ci].take().expect("checked");
-        self.hi = self.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
-        let gi = c.group as usize;
-        let mem = Gone::Mem { rsp: c.rsp, rsp_lkey: c.rsp_lkey, data: c.data, data_lkey: c.data_lkey, pre_data: c.pre_data };
-        match self.groups.get_mut(gi) {
-            Some(g) => {
-                for s in c.slots.iter().filter(|s| s.rbuf != NO_BUF) {
-                    g.give_back(gi, s.rbuf);
-                }
-                // Room reserved for it (see `PollGroup::gone`).
-                g.gone.push_back(mem);
-            }
-            None => {
-                // Cannot happen (a group outlives its queues): counted, and the memory kept
-                // registered for good rather than freed under a key the device may still use.
-                debug_assert!(false, "queue {ci} freed after its poll group {gi}");
-                self.stats.orphaned_queues += 1;
-                core::mem::forget(mem);
-            }
+        // The queue lives in its group, so its group is there to take its memory.
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].take().expect("checked");
+        g.hi = g.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
+        for s in c.slots.iter().filter(|s| s.rbuf != NO_BUF) {
+            g.give_back(ci.g, s.rbuf);
         }
+        // Room reserved for it (see `PollGroup::gone`).
+        g.gone.push_back(Gone::Mem { rsp: c.rsp, rsp_lkey: c.rsp_lkey, data: c.data, data_lkey: c.data_lkey, pre_data: c.pre_data });
         self.gone_pending = true;
     }
 
@@ -336,7 +323,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut work = 0;
         while let Some(qpn) = verbs.take_qp_error() {
             work += 1;
-            if let Some(ci) = self.conns.iter().position(|c| c.as_ref().is_some_and(|c| !c.draining && c.qpn == qpn)) {
+            if let Some(ci) = self.find_conn(|c| c.qpn == qpn) {
                 self.stats.qp_errors += 1;
                 log::warn!("nvmeof: rdma: {qpn:?} in error (asynchronous event): closing its queue");
                 self.teardown(verbs, ci, true);
@@ -359,7 +346,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Delete controller `id`: every queue of it closed with the CM told (DREQ), the controller
     /// freed. Slow path (the admin queue is found by a search).
     fn delete_ctrl(&mut self, verbs: &mut V, id: u16) {
-        let admin = self.conns.iter().position(|c| c.as_ref().is_some_and(|c| !c.draining && c.q.qid == 0 && c.q.cntlid == Some(id)));
+        let admin = self.find_conn(|c| c.q.qid == 0 && c.q.cntlid == Some(id));
         match admin {
             // Tearing down the admin queue frees the controller (Core::queue_gone).
             Some(ci) => self.teardown(verbs, ci, true),
@@ -413,7 +400,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         for k in 0..n {
             let gi = (self.next_group + k) % n;
             let g = &self.groups[gi];
-            if !g.broken && g.live < g.max_queues {
+            if !g.broken && g.free_index().is_some() {
                 self.next_group = (gi + 1) % n;
                 return Some(gi);
             }
@@ -423,11 +410,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// A new poll group for slot `gi`, sized for this target's queues.
     fn new_group(&mut self, verbs: &mut V, gi: usize) -> Result<PollGroup<V>, ()> {
-        let per = self.conns.len().div_ceil(self.n_groups);
+        let per = self.max_queues.div_ceil(self.n_groups);
         let depth = self.core.config().io_queue_depth.max(ADMIN_QUEUE_DEPTH as u16);
         let buf_len = self.core.io_capsule_size();
         let (bufs, limit) = (self.srq_bufs, srq_limit(self.srq_bufs));
-        PollGroup::new(verbs, gi, per, self.conns.len(), sq_depth(depth), depth, bufs, buf_len, limit).inspect_err(|()| {
+        PollGroup::new(verbs, gi, per, sq_depth(depth), depth, bufs, buf_len, limit).inspect_err(|()| {
             log::warn!("nvmeof: rdma: poll group {gi} not created (CQ, SRQ or {bufs} x {buf_len} B of buffers)");
         })
     }
@@ -447,10 +434,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.stats.groups_broken += 1;
             self.replace_pending = true;
             log::warn!("nvmeof: rdma: poll group {gi} broken (CQ in error or SRQ failed): closing its {} queue(s); replaced once they are gone", g.live);
-            for ci in 0..self.hi {
-                if self.conns[ci].as_ref().is_some_and(|c| !c.draining && c.group as usize == gi) {
-                    self.teardown(verbs, ci, true);
-                }
+            // Inside `poll` (no group is released or replaced before the turn ends); an entry
+            // that is empty or draining is left as it is.
+            let hi = g.hi;
+            for i in 0..hi {
+                self.teardown(verbs, QueueAt { g: gi, i }, true);
             }
         }
         work
@@ -468,7 +456,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             if !self.groups[gi].broken {
                 continue;
             }
-            if self.conns[..self.hi].iter().flatten().any(|c| c.group as usize == gi) {
+            if self.groups[gi].hi > 0 {
                 self.replace_pending = true;
                 continue;
             }
@@ -491,7 +479,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// With no queue left (live or draining), release the poll groups (their CQs, SRQs and
     /// buffers); the next queue creates them again.
     pub(super) fn release_idle_groups(&mut self, verbs: &mut V) {
-        if self.conns.iter().any(|c| c.is_some()) {
+        if self.groups.iter().any(|g| g.hi > 0) {
             return;
         }
         if self.in_poll {

@@ -1,6 +1,8 @@
-//! The transport's work-request identity: which queue (index + generation), which slot, what
-//! kind of work, and the zero-copy range it holds, packed into the 64-bit `wr_id` (and the
-//! block I/O tag) so a completion reaches its queue and slot by index, never by a search.
+//! The transport's work-request identity: which queue (its index in its poll group +
+//! generation), which slot, what kind of work, and the zero-copy range it holds, packed into
+//! the 64-bit `wr_id` so a completion (from its group's CQ) reaches its queue and slot by
+//! index, never by a search; a block I/O or AER tag, which the core hands back outside the
+//! group's CQ, carries the group in place of the range.
 
 use super::ranges::RangeId;
 
@@ -25,11 +27,12 @@ pub(super) enum Kind {
     AnsweredRead = 6,
 }
 
-/// Bits: slot 0..16, range 16..32, kind 32..36, generation 36..52, queue index 52..64.
+/// Bits: slot 0..16, range (a tag: the poll group) 16..32, kind 32..36, generation 36..52,
+/// queue index in its group 52..64.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct WrId(u64);
 
-/// Queues a `WrId` can name (12 bits).
+/// Queues of a group a `WrId` can name (12 bits).
 pub(super) const MAX_QUEUES: usize = 1 << 12;
 
 impl WrId {
@@ -37,6 +40,17 @@ impl WrId {
     pub(super) fn new(conn: usize, gen: u16, kind: Kind, slot: u16, range: RangeId) -> WrId {
         debug_assert!(conn < MAX_QUEUES && gen < 1 << 12);
         WrId(((conn as u64) << 52) | ((gen as u64 & 0xFFF) << 36) | ((kind as u64) << 32) | ((range.raw() as u64) << 16) | slot as u64)
+    }
+    /// A block I/O or AER tag: slot (or CID) `slot` of queue `conn` of poll group `group`.
+    #[inline(always)]
+    pub(super) fn tag(group: usize, conn: usize, gen: u16, kind: Kind, slot: u16) -> WrId {
+        debug_assert!(group < 1 << 16 && matches!(kind, Kind::Block | Kind::Aer));
+        WrId::new(conn, gen, kind, slot, RangeId::from_raw(group as u16))
+    }
+    /// The poll group a tag ([`WrId::tag`]) names.
+    #[inline(always)]
+    pub(super) fn group(self) -> usize {
+        ((self.0 >> 16) & 0xFFFF) as usize
     }
     #[inline(always)]
     pub(super) fn from_raw(v: u64) -> WrId {
@@ -89,5 +103,7 @@ mod tests {
         assert_eq!((w.conn(), w.gen(), w.kind(), w.slot(), w.range()), (4095, 0xABC, Some(Kind::Aer), 0xFFFE, r));
         assert_eq!(WrId::from_raw(w.raw()), w);
         assert_eq!(WrId::from_raw(0xF << 32).kind(), None);
+        let t = WrId::tag(63, 4095, 0xABC, Kind::Block, 7);
+        assert_eq!((t.group(), t.conn(), t.gen(), t.kind(), t.slot()), (63, 4095, 0xABC, Some(Kind::Block), 7));
     }
 }
