@@ -36,12 +36,13 @@ mod admit;
 mod data;
 mod dispatch;
 mod group;
+mod handoff;
 mod lifecycle;
 mod ranges;
 mod wr_id;
 pub use admit::Pinned;
 pub use group::GroupStats;
-use group::{Gone, PollGroup};
+use group::{Gone, Parked, PollGroup};
 use ranges::{InFlight, RangeId};
 use wr_id::{Kind, WrId};
 

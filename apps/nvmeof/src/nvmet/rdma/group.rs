@@ -15,6 +15,7 @@ use alloc::vec::Vec;
 use hal::DmaRegion;
 use rdma::{Completion, Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
 
+use super::handoff::{self, Consumer, Producer, Word};
 use super::ranges::RangeId;
 use super::wr_id::{Kind, WrId};
 use super::{Conn, TransportStats};
@@ -138,15 +139,42 @@ impl QpTable {
 
 /// What a group's turn leaves to the owner of the device when it closes a queue (the group's
 /// half of a teardown needs no device; the owner's half, the firmware commands, runs when the
-/// owner drains the group's [`PollGroup::gone`] list on its slow path, in order: a queue's QP
-/// is destroyed before the memory its sends used is deregistered).
-pub(super) enum Gone<V: GroupVerbs> {
+/// owner drains the group's [`PollGroup::gone`] ring on its slow path, in order: a queue's QP
+/// is destroyed before the memory its sends used is deregistered). One word on the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Gone {
     /// The queue's QP: destroy it on the device, then let the group forget it (its completions
     /// still in the CQ go).
     Qp(Qpn),
-    /// The queue's response and data buffers and their keys (and a payload buffer it held
-    /// before Connect): deregistered, then the memory dropped.
-    Mem { rsp: V::Buf, rsp_lkey: Lkey, data: V::Buf, data_lkey: Lkey, pre_data: Option<(V::Buf, Lkey)> },
+    /// The queue at this index in `conns` is freed: its memory, parked in
+    /// [`PollGroup::parked`] at the same index, is deregistered, then dropped.
+    Mem(u16),
+}
+
+impl Word for Gone {
+    fn to_word(self) -> u64 {
+        match self {
+            Gone::Qp(q) => q.0 as u64,
+            Gone::Mem(i) => (1 << 32) | i as u64,
+        }
+    }
+    fn from_word(w: u64) -> Self {
+        if w >> 32 == 0 {
+            Gone::Qp(Qpn(w as u32))
+        } else {
+            Gone::Mem(w as u16)
+        }
+    }
+}
+
+/// A freed queue's response and data buffers and their keys (and a payload buffer it held
+/// before Connect), kept by its group until the owner has deregistered the keys.
+pub(super) struct Parked<V: GroupVerbs> {
+    pub(super) rsp: V::Buf,
+    pub(super) rsp_lkey: Lkey,
+    pub(super) data: V::Buf,
+    pub(super) data_lkey: Lkey,
+    pub(super) pre_data: Option<(V::Buf, Lkey)>,
 }
 
 /// One poll group: its CQ, SRQ and the SRQ's receive buffers, and what one turn of the group
@@ -194,13 +222,18 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// A queue listed in `unrung` has zero-copy Writes to answer at the end of this turn.
     pub(super) has_turn_writes: bool,
     /// Queues this group's turns closed or freed, for the device's owner to finish
-    /// ([`PollGroup::drain_gone`]). A plain bounded list the group owns while one thread runs
-    /// the owner and every group; room reserved for its bound (one `Qp` per queue the group
-    /// holds, one `Mem` per queue it holds: drained at the end of every `poll`), so a push
-    /// never allocates. Across threads it becomes the group's single-producer ring to the owner
-    /// with the same bound (a full ring then holds the close back to the group's next turn),
-    /// and forgetting the QP (`detach_group_qp`) a message back to the group.
-    pub(super) gone: VecDeque<Gone<V>>,
+    /// ([`PollGroup::drain_gone`]): the group's end of its single-producer ring to the owner
+    /// (`handoff.rs`), room for its bound reserved at creation: between two drains a queue index
+    /// yields at most one `Qp` and one `Mem` (a parked index is not reused before the drain), so
+    /// twice the queues the group takes. A push never allocates.
+    pub(super) gone: Producer<Gone>,
+    /// The owner's end of that ring. Held here while one thread runs the owner and every
+    /// group; the owner takes it when groups run on threads of their own.
+    gone_rx: Consumer<Gone>,
+    /// Freed queues' memory by index in `conns`, until the owner has deregistered its keys
+    /// (the owner drops it in `drain_gone`; across threads that becomes a message back, as
+    /// forgetting a destroyed QP, `detach_group_qp`, does).
+    pub(super) parked: Vec<Option<Parked<V>>>,
 }
 
 impl<V: GroupVerbs> PollGroup<V> {
@@ -209,8 +242,10 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// at `limit`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<Self, ()> {
-        let mut gone = VecDeque::new();
-        gone.try_reserve_exact(2 * max_queues).map_err(|_| ())?;
+        let (gone, gone_rx) = handoff::ring(2 * max_queues)?;
+        let mut parked = Vec::new();
+        parked.try_reserve_exact(max_queues).map_err(|_| ())?;
+        parked.resize_with(max_queues, || None);
         let mut repost = Vec::new();
         repost.try_reserve_exact(bufs as usize).map_err(|_| ())?;
         let mut blocked = VecDeque::new();
@@ -252,6 +287,8 @@ impl<V: GroupVerbs> PollGroup<V> {
             unrung_overflow: false,
             has_turn_writes: false,
             gone,
+            gone_rx,
+            parked,
         };
         for b in 0..bufs {
             g.give_back(gi, b);
@@ -293,7 +330,7 @@ impl<V: GroupVerbs> PollGroup<V> {
 
     /// The index of a free entry in `conns` (none: the group holds all it takes).
     pub(super) fn free_index(&self) -> Option<usize> {
-        self.conns.iter().position(|c| c.is_none())
+        (0..self.conns.len()).find(|&i| self.conns[i].is_none() && self.parked[i].is_none())
     }
 
     /// Whether `b` names one of this group's buffers.
@@ -307,7 +344,7 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// released) and its memory deregistered and dropped. Returns how many.
     pub(super) fn drain_gone(&mut self, verbs: &mut V) -> usize {
         let mut n = 0;
-        while let Some(m) = self.gone.pop_front() {
+        while let Some(m) = self.gone_rx.pop() {
             n += 1;
             match m {
                 Gone::Qp(qpn) => {
@@ -316,7 +353,11 @@ impl<V: GroupVerbs> PollGroup<V> {
                         let _ = V::detach_group_qp(&mut self.rings, qpn);
                     }
                 }
-                Gone::Mem { rsp, rsp_lkey, data, data_lkey, pre_data } => {
+                Gone::Mem(i) => {
+                    let Some(Parked { rsp, rsp_lkey, data, data_lkey, pre_data }) = self.parked.get_mut(i as usize).and_then(Option::take) else {
+                        debug_assert!(false, "queue {i}'s memory listed gone but not parked");
+                        continue;
+                    };
                     let _ = verbs.dereg_mr(rsp_lkey);
                     let _ = verbs.dereg_mr(data_lkey);
                     if let Some((_, k)) = pre_data.as_ref() {
@@ -367,5 +408,12 @@ mod tests {
             assert_eq!(t.get(Qpn(*q)), if i % 2 == 0 { None } else { Some(i as u16) });
         }
         assert_eq!(t.get(Qpn(0x999)), None);
+    }
+
+    #[test]
+    fn gone_records_travel_as_one_word() {
+        for m in [Gone::Qp(Qpn(0)), Gone::Qp(Qpn(0xff_ffff)), Gone::Mem(0), Gone::Mem(4095)] {
+            assert_eq!(Gone::from_word(m.to_word()), m);
+        }
     }
 }

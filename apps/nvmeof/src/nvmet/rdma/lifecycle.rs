@@ -231,7 +231,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// The group's half of tearing queue `ci` down (and, for an admin queue, every queue of
     /// its controller), without the device: the queue stops taking work, its zero-copy ranges
     /// and held commands are forgotten, its group stops finding it by QPN, the core forgets
-    /// it, and its QP is listed in its group's [`PollGroup::gone`] for the owner to destroy.
+    /// it, and its QP is put on its group's [`PollGroup::gone`] ring for the owner to destroy.
     /// Completions its QP still delivers find no queue (a receive's buffer goes back).
     pub(super) fn close_queue(&mut self, ci: QueueAt, notify_cm: bool) {
         let Some(c) = self.conn_mut(ci) else { return };
@@ -249,7 +249,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         g.live = g.live.saturating_sub(1);
         g.stats.queues_live = g.live as u64;
         // Room reserved for it (see `PollGroup::gone`).
-        g.gone.push_back(Gone::Qp(c.qpn));
+        let listed = g.gone.push(Gone::Qp(c.qpn)).is_ok();
+        debug_assert!(listed, "gone ring of group {} full", ci.g);
         self.gone_pending = true;
         if notify_cm {
             if self.closed.len() < self.closed.capacity() {
@@ -282,8 +283,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// The group's half of freeing closed queue `ci` once none of its commands is at the
     /// store: the capsule buffers its unanswered commands held go back to the group's SRQ and
-    /// its response and data memory is listed in the group's [`PollGroup::gone`] (after its
-    /// QP) for the owner to deregister.
+    /// its response and data memory is parked in the group and put on its [`PollGroup::gone`]
+    /// ring (after its QP) for the owner to deregister.
     pub(super) fn free_queue(&mut self, ci: QueueAt) {
         let Some(c) = self.conn(ci) else { return };
         if !c.draining || c.slots.iter().any(|s| s.state == SlotState::Executing) {
@@ -296,8 +297,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         for s in c.slots.iter().filter(|s| s.rbuf != NO_BUF) {
             g.give_back(ci.g, s.rbuf);
         }
-        // Room reserved for it (see `PollGroup::gone`).
-        g.gone.push_back(Gone::Mem { rsp: c.rsp, rsp_lkey: c.rsp_lkey, data: c.data, data_lkey: c.data_lkey, pre_data: c.pre_data });
+        // Parked until the owner has deregistered its keys (the index is not reused before);
+        // room reserved for the record (see `PollGroup::gone`).
+        g.parked[ci.i] = Some(Parked { rsp: c.rsp, rsp_lkey: c.rsp_lkey, data: c.data, data_lkey: c.data_lkey, pre_data: c.pre_data });
+        let listed = g.gone.push(Gone::Mem(ci.i as u16)).is_ok();
+        debug_assert!(listed, "gone ring of group {} full", ci.g);
         self.gone_pending = true;
     }
 

@@ -1,0 +1,154 @@
+//! The bounded single-producer single-consumer ring a poll group and the device's owner talk
+//! over (README, "NVMe-oF target poll groups on their own CPUs"): room fixed when the group is
+//! made, messages `Copy` and one 64-bit word each, no allocation per message, and only loads
+//! and stores between the two ends (acquire/release on the two counters, no read-modify-write,
+//! no lock), so either end may run on another thread.
+//!
+//! Why not `heapless::spsc` (already a dependency): its room is a compile-time constant held
+//! inline, and a group's bound is a run-time figure (two records per queue the group takes, up
+//! to 2 × 4,096); a ring of words in safe atomics also keeps this `forbid(unsafe_code)` crate
+//! free of a cell of its own.
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// A message that travels as one word.
+pub(super) trait Word: Copy {
+    fn to_word(self) -> u64;
+    fn from_word(w: u64) -> Self;
+}
+
+/// The shared part: the words and the two free-running counters (each written by one end).
+struct Ring {
+    words: Vec<AtomicU64>,
+    /// Messages taken so far (written by the consumer only).
+    head: AtomicUsize,
+    /// Messages put so far (written by the producer only).
+    tail: AtomicUsize,
+}
+
+/// The producing end (one per ring: not `Clone`).
+pub(super) struct Producer<M> {
+    ring: Arc<Ring>,
+    tail: usize,
+    _m: PhantomData<fn(M)>,
+}
+
+/// The consuming end (one per ring: not `Clone`).
+pub(super) struct Consumer<M> {
+    ring: Arc<Ring>,
+    head: usize,
+    _m: PhantomData<fn() -> M>,
+}
+
+/// A ring with room for `room` messages (at least one); `Err` if the memory is not there.
+pub(super) fn ring<M: Word>(room: usize) -> Result<(Producer<M>, Consumer<M>), ()> {
+    let room = room.max(1);
+    let mut words = Vec::new();
+    words.try_reserve_exact(room).map_err(|_| ())?;
+    words.resize_with(room, || AtomicU64::new(0));
+    let ring = Arc::new(Ring { words, head: AtomicUsize::new(0), tail: AtomicUsize::new(0) });
+    Ok((Producer { ring: ring.clone(), tail: 0, _m: PhantomData }, Consumer { ring, head: 0, _m: PhantomData }))
+}
+
+impl<M: Word> Producer<M> {
+    /// Put `m` at the end; `Err(m)` when the ring is full.
+    pub(super) fn push(&mut self, m: M) -> Result<(), M> {
+        let r = &*self.ring;
+        if self.tail.wrapping_sub(r.head.load(Ordering::Acquire)) == r.words.len() {
+            return Err(m);
+        }
+        r.words[self.tail % r.words.len()].store(m.to_word(), Ordering::Relaxed);
+        self.tail = self.tail.wrapping_add(1);
+        r.tail.store(self.tail, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl<M: Word> Consumer<M> {
+    /// Take the oldest message, if any.
+    pub(super) fn pop(&mut self) -> Option<M> {
+        let r = &*self.ring;
+        if self.head == r.tail.load(Ordering::Acquire) {
+            return None;
+        }
+        let w = r.words[self.head % r.words.len()].load(Ordering::Relaxed);
+        self.head = self.head.wrapping_add(1);
+        r.head.store(self.head, Ordering::Release);
+        Some(M::from_word(w))
+    }
+
+    /// Messages waiting now (at most the ring's room).
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.ring.tail.load(Ordering::Acquire).wrapping_sub(self.head)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+
+    impl Word for u32 {
+        fn to_word(self) -> u64 {
+            self as u64
+        }
+        fn from_word(w: u64) -> Self {
+            w as u32
+        }
+    }
+
+    #[test]
+    fn full_at_its_room_and_in_order_across_the_wrap() {
+        let (mut p, mut c) = ring::<u32>(3).expect("ring");
+        let mut next = 0;
+        for round in 0..5u32 {
+            for k in 0..3 {
+                assert_eq!(p.push(round * 3 + k), Ok(()));
+            }
+            assert_eq!(p.push(99), Err(99), "full at its room");
+            assert_eq!(c.len(), 3);
+            for _ in 0..3 {
+                assert_eq!(c.pop(), Some(next));
+                next += 1;
+            }
+            assert_eq!(c.pop(), None);
+        }
+    }
+
+    #[test]
+    fn two_threads_lose_nothing_keep_order_and_stay_bounded() {
+        const N: u32 = 100_000;
+        let (mut p, mut c) = ring::<u32>(7).expect("ring");
+        let producer = std::thread::spawn(move || {
+            let mut full = 0u64;
+            for i in 0..N {
+                let mut m = i;
+                while let Err(back) = p.push(m) {
+                    m = back;
+                    full += 1;
+                    std::thread::yield_now();
+                }
+            }
+            full
+        });
+        let mut next = 0;
+        while next < N {
+            let waiting = c.len();
+            assert!(waiting <= 7, "{waiting} messages in a ring of 7");
+            match c.pop() {
+                Some(m) => {
+                    assert_eq!(m, next, "lost or out of order");
+                    next += 1;
+                }
+                None => std::thread::yield_now(),
+            }
+        }
+        producer.join().expect("producer");
+        assert_eq!(c.pop(), None);
+    }
+}
