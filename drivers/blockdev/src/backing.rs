@@ -98,6 +98,9 @@ impl<H: Hal, L: BlockDevice> BlockDevice for Backing<H, L> {
     fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
         on_store!(self, d => d.submit(io))
     }
+    fn execute_direct(&mut self, io: &BlockIo) -> Option<Result<(), BlockError>> {
+        on_store!(self, d => d.execute_direct(io))
+    }
     fn poll(&mut self, out: &mut [BlockDone]) -> usize {
         on_store!(self, d => d.poll(out))
     }

@@ -135,6 +135,14 @@ pub trait BlockDevice {
     fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError>;
     /// Report up to `out.len()` finished I/Os; returns how many.
     fn poll(&mut self, out: &mut [BlockDone]) -> usize;
+    /// Carry out `io`, whose buffer is the store's own memory ([`direct`](Self::direct)), before
+    /// returning, if the store can: `Some` with its result, and nothing for [`poll`](Self::poll)
+    /// to report (a memory store moves no data for it, so there is nothing to wait for).
+    /// `None`: the store did nothing; [`submit`](Self::submit) it. Default: `None`.
+    fn execute_direct(&mut self, io: &BlockIo) -> Option<Result<(), BlockError>> {
+        let _ = io;
+        None
+    }
     /// Where blocks `[lba, lba+blocks)` sit in physically contiguous memory that an adapter
     /// may DMA directly (RDMA straight from/to the namespace), if this store is memory and
     /// the range is inside it: a slice of the store's own region. An I/O whose buffer is

@@ -202,6 +202,11 @@ pub enum Action {
     /// [`Core::set_direct`]): the device moves no data; when it completes, the transport
     /// sends the data to the host straight from `buf`.
     SubmittedDirect { buf: DmaSlice },
+    /// A Read from the namespace's own memory `buf` that the store carried out at once
+    /// ([`blockdev::BlockDevice::execute_direct`]: a RAM namespace moves no data for it): the
+    /// transport sends the data to the host straight from `buf` now; no block completion
+    /// follows.
+    ReadyDirect { buf: DmaSlice },
     /// The command carries host data that is not here yet ([`DataIn::fetched`] false): move
     /// it in (RDMA READ) as [`Fetch`] says, then go on.
     Fetch(Fetch),
@@ -626,7 +631,8 @@ impl<B: BlockDevice> Core<B> {
         self.subsystems.iter().flat_map(|s| s.cfg.namespaces.iter()).filter_map(|n| n.dev.direct_region()).collect()
     }
 
-    /// Let Reads use the namespaces' direct memory (answer [`Action::SubmittedDirect`]); a
+    /// Let Reads use the namespaces' direct memory (answer [`Action::SubmittedDirect`] or
+    /// [`Action::ReadyDirect`]); a
     /// transport turns this on once it registered every [`Core::direct_regions`] entry.
     pub fn set_direct(&mut self, on: bool) {
         self.direct = on;

@@ -248,6 +248,14 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if slot.pending > 0 {
             return;
         }
+        self.block_done(verbs, ci, s);
+    }
+
+    /// Slot `s`'s block I/O is done (its last completion, or the store did it at once,
+    /// `Action::ReadyDirect`): a Read's data goes to the host, anything else is answered.
+    pub(super) fn block_done(&mut self, verbs: &mut V, ci: usize, s: u16) {
+        let c = self.conns[ci].as_mut().expect("live");
+        let slot = &c.slots[s as usize];
         let (status, t0, opcode) = (slot.status, slot.t0, slot.sqe.opcode);
         if c.draining {
             c.slots[s as usize].state = SlotState::Idle;

@@ -359,7 +359,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 c.slots[s as usize].state = SlotState::Executing;
                 c.slots[s as usize].pending = count;
             }
-            Action::SubmittedDirect { buf } => {
+            Action::SubmittedDirect { buf } | Action::ReadyDirect { buf } => {
+                let ready = matches!(action, Action::ReadyDirect { .. });
                 let addr = buf.paddr();
                 let lkey = self.ns_lkey(addr);
                 let g = &mut self.groups[ci.g];
@@ -386,6 +387,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                         }
                         slot.status = Status::INTERNAL;
                     }
+                }
+                if ready {
+                    // The store is done already: on as its completion would go (one path).
+                    slot.pending = 0;
+                    self.block_done(verbs, ci, s);
                 }
             }
             Action::Fetch(Fetch::Payload) => self.post_read(verbs, ci, s),
