@@ -197,3 +197,21 @@ fn backing_builds_each_spec_and_forwards_every_answer() {
     assert_eq!(local.counters().device_errors, 5);
     assert!(local.local().is_some() && ram.local().is_none());
 }
+
+/// A read of the RAM namespace's own blocks is done when `execute_direct` returns (zero copy,
+/// nothing left for `poll`); a bad one answers its error the same way. A null namespace has no
+/// memory to serve from: it asks to be submitted (`None`).
+#[test]
+fn ram_executes_direct_reads_at_once() {
+    let mut r = RamNamespace::new(hal(), 1 << 20, 512).unwrap();
+    let pa = r.dma_range(10, 8).unwrap();
+    let io = BlockIo { op: BlockOp::Read, lba: 10, blocks: 8, buf: pa, tag: 9, fua: false };
+    assert_eq!(r.execute_direct(&io), Some(Ok(())));
+    assert_eq!((r.zero_copy, r.copied), (1, 0));
+    assert!(done(&mut r).is_empty(), "no completion follows");
+    let bad = BlockIo { lba: 2047, blocks: 2, ..io };
+    assert!(matches!(r.execute_direct(&bad), Some(Err(BlockError::OutOfRange { .. }))));
+    assert!(done(&mut r).is_empty());
+    let mut n = NullNamespace::new(1024, 512);
+    assert_eq!(n.execute_direct(&BlockIo { buf: DmaSlice::EMPTY, ..io }), None);
+}
