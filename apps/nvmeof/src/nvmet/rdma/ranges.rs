@@ -1,13 +1,26 @@
 //! Namespace memory the adapter is moving data through right now: zero-copy reads whose
 //! RDMA WRITE is being sent from it and zero-copy writes whose RDMA READ is landing in it.
 //! Commands that touch the same bytes are ordered by it: a write waits for every range it
-//! overlaps, a read waits for overlapping writes. Entries live in a slab (stable ids, carried
-//! in the work request that ends them) with a dense list of live ids for the overlap scan;
-//! insert and remove are O(1), the scan is over what is in flight only.
+//! overlaps, a read waits for overlapping writes.
+//!
+//! Overlap is told by stripe: namespace memory is cut into 4 KiB stripes ([`STRIPE_SHIFT`]),
+//! and a fixed table of counters, reached by the stripe number's low bits, counts the ranges
+//! (and the writes among them) that touch each stripe. A check reads the counters of the
+//! stripes its range touches (one for an aligned 4 KiB I/O): no search over what is in
+//! flight. It is conservative: ranges that share a stripe, or whose stripes share a counter
+//! (64 MiB apart, [`STRIPES`] stripes), are ordered as if they overlapped, which is never
+//! wrong, only a wait that exact bounds would not make. Entries live in a slab (stable ids,
+//! carried in the work request that ends them); insert and remove are O(stripes touched).
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use super::QueueAt;
+
+/// Stripe size (4 KiB): ranges are told apart by the stripes they touch.
+const STRIPE_SHIFT: u32 = 12;
+/// Stripe counters (a power of two), direct-mapped by the stripe number's low bits.
+const STRIPES: usize = 1 << 14;
 
 /// A range's slab index (`NONE`: no range).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,16 +44,16 @@ impl RangeId {
 
 #[derive(Debug, Clone, Copy)]
 struct Range {
-    start: u64,
-    end: u64,
+    /// The stripes it touches: the first stripe number and how many (see [`span`]).
+    first: u64,
+    count: u32,
     write: bool,
+    live: bool,
     /// Owner queue (group, index in it, generation): a stale id from a gone queue removes
     /// nothing.
     group: u16,
     conn: u16,
     gen: u16,
-    /// Position in `live`; `u16::MAX` when free.
-    pos: u16,
 }
 
 impl Range {
@@ -50,11 +63,37 @@ impl Range {
     }
 }
 
+/// Ranges touching one stripe counter: all of them, and the writes among them. A range
+/// counts at most once per counter (it visits at most [`STRIPES`] of them), and there are
+/// fewer than 2^16 ranges, so neither count overflows.
+#[derive(Debug, Clone, Copy, Default)]
+struct Stripe {
+    all: u16,
+    writes: u16,
+}
+
+/// The stripes `[start, end)` touches, as (first stripe number, how many): none for an empty
+/// range, at most [`STRIPES`] (a longer range touches every counter once).
+#[inline(always)]
+fn span(start: u64, end: u64) -> (u64, u32) {
+    let first = start >> STRIPE_SHIFT;
+    let n = if end > start { ((end - 1) >> STRIPE_SHIFT) - first + 1 } else { 0 };
+    (first, n.min(STRIPES as u64) as u32)
+}
+
+/// The counter of stripe number `first + k`.
+#[inline(always)]
+fn counter(first: u64, k: u32) -> usize {
+    (first.wrapping_add(k as u64) as usize) & (STRIPES - 1)
+}
+
 /// The ranges in flight.
 pub(super) struct InFlight {
     slab: Vec<Range>,
     free: Vec<u16>,
-    live: Vec<u16>,
+    /// Indexed by a masked stripe number: no bounds check per access.
+    stripes: Box<[Stripe; STRIPES]>,
+    live: u32,
     writes: u32,
 }
 
@@ -62,24 +101,33 @@ impl InFlight {
     /// Room for `n` ranges (at most `u16::MAX - 1`), reserved now: no allocation later.
     pub(super) fn with_capacity(n: usize) -> InFlight {
         let n = n.min(u16::MAX as usize - 1);
-        let free_range = Range { start: 0, end: 0, write: false, group: 0, conn: 0, gen: 0, pos: u16::MAX };
-        InFlight { slab: alloc::vec![free_range; n], free: (0..n as u16).rev().collect(), live: Vec::with_capacity(n), writes: 0 }
+        let free_range = Range { first: 0, count: 0, write: false, live: false, group: 0, conn: 0, gen: 0 };
+        let stripes: Box<[Stripe]> = alloc::vec![Stripe::default(); STRIPES].into_boxed_slice();
+        InFlight {
+            slab: alloc::vec![free_range; n],
+            free: (0..n as u16).rev().collect(),
+            stripes: stripes.try_into().expect("STRIPES counters"),
+            live: 0,
+            writes: 0,
+        }
     }
 
     #[inline(always)]
     pub(super) fn is_empty(&self) -> bool {
-        self.live.is_empty()
+        self.live == 0
     }
 
-    /// Whether `[start, end)` overlaps a range in flight (only writes' when `writes_only`).
+    /// Whether `[start, end)` may overlap a range in flight (only writes' when
+    /// `writes_only`): whether a stripe it touches is counted (see the module doc).
     #[inline]
     pub(super) fn overlaps(&self, start: u64, end: u64, writes_only: bool) -> bool {
-        if self.live.is_empty() || (writes_only && self.writes == 0) {
+        if self.live == 0 || (writes_only && self.writes == 0) {
             return false;
         }
-        self.live.iter().any(|&i| {
-            let r = &self.slab[i as usize];
-            (r.write || !writes_only) && r.start < end && start < r.end
+        let (first, count) = span(start, end);
+        (0..count).any(|k| {
+            let s = self.stripes[counter(first, k)];
+            (if writes_only { s.writes } else { s.all }) != 0
         })
     }
 
@@ -87,8 +135,14 @@ impl InFlight {
     #[inline]
     pub(super) fn insert(&mut self, start: u64, end: u64, write: bool, q: QueueAt, gen: u16) -> Option<RangeId> {
         let i = self.free.pop()?;
-        self.slab[i as usize] = Range { start, end, write, group: q.g as u16, conn: q.i as u16, gen, pos: self.live.len() as u16 };
-        self.live.push(i);
+        let (first, count) = span(start, end);
+        self.slab[i as usize] = Range { first, count, write, live: true, group: q.g as u16, conn: q.i as u16, gen };
+        for k in 0..count {
+            let s = &mut self.stripes[counter(first, k)];
+            s.all += 1;
+            s.writes += write as u16;
+        }
+        self.live += 1;
         self.writes += write as u32;
         Some(RangeId(i))
     }
@@ -96,24 +150,27 @@ impl InFlight {
     /// Stop tracking `id` if queue (`q`, `gen`) still owns it.
     #[inline]
     pub(super) fn remove(&mut self, id: RangeId, q: QueueAt, gen: u16) {
-        let Some(r) = self.slab.get(id.0 as usize).copied() else { return };
-        if r.pos == u16::MAX || !r.owned_by(q, gen) {
+        let Some(r) = self.slab.get_mut(id.0 as usize) else { return };
+        if !r.live || !r.owned_by(q, gen) {
             return;
         }
-        self.live.swap_remove(r.pos as usize);
-        if let Some(&moved) = self.live.get(r.pos as usize) {
-            self.slab[moved as usize].pos = r.pos;
+        r.live = false;
+        let (first, count, write) = (r.first, r.count, r.write);
+        for k in 0..count {
+            let s = &mut self.stripes[counter(first, k)];
+            s.all -= 1;
+            s.writes -= write as u16;
         }
-        self.slab[id.0 as usize].pos = u16::MAX;
-        self.writes -= r.write as u32;
+        self.live -= 1;
+        self.writes -= write as u32;
         self.free.push(id.0);
     }
 
-    /// Forget every range of queue (`q`, `gen`) (its QP is gone; slow path).
+    /// Forget every range of queue (`q`, `gen`) (its QP is gone; slow path: a pass over
+    /// the slab).
     pub(super) fn remove_queue(&mut self, q: QueueAt, gen: u16) {
-        let mine: Vec<u16> = self.live.iter().copied().filter(|&i| self.slab[i as usize].owned_by(q, gen)).collect();
-        for i in mine {
-            self.remove(RangeId(i), q, gen);
+        for i in 0..self.slab.len() {
+            self.remove(RangeId(i as u16), q, gen);
         }
     }
 }
@@ -122,26 +179,46 @@ impl InFlight {
 mod tests {
     use super::*;
 
+    const P: u64 = 1 << STRIPE_SHIFT;
+
     #[test]
     fn insert_remove_overlap() {
         let mut f = InFlight::with_capacity(4);
-        let (q1, q2) = (QueueAt { g: 0, i: 1 }, QueueAt { g: 1, i: 1 });
-        let a = f.insert(0, 100, false, q1, 7).unwrap();
-        let b = f.insert(200, 300, true, q1, 7).unwrap();
-        let c = f.insert(400, 500, false, q2, 7).unwrap();
+        let (q1, q2, q0) = (QueueAt { g: 0, i: 1 }, QueueAt { g: 1, i: 1 }, QueueAt { g: 0, i: 0 });
+        let a = f.insert(0, P, false, q1, 7).unwrap();
+        let b = f.insert(2 * P, 3 * P, true, q1, 7).unwrap();
+        let c = f.insert(4 * P, 5 * P, false, q2, 7).unwrap();
         assert!(f.overlaps(50, 60, false) && !f.overlaps(50, 60, true));
-        assert!(f.overlaps(250, 260, true) && !f.overlaps(100, 200, false));
+        assert!(f.overlaps(2 * P + 50, 2 * P + 60, true) && !f.overlaps(P, 2 * P, false));
         f.remove(a, q1, 8); // wrong generation: stays
         f.remove(a, q2, 7); // same index and generation in another group: stays
         assert!(f.overlaps(50, 60, false));
         f.remove(a, q1, 7);
-        assert!(!f.overlaps(50, 60, false) && f.overlaps(450, 451, false));
+        assert!(!f.overlaps(50, 60, false) && f.overlaps(4 * P + 1, 4 * P + 2, false));
         f.remove_queue(q1, 7);
-        assert!(!f.overlaps(0, 1000, true) && f.overlaps(0, 1000, false));
+        assert!(!f.overlaps(0, 1000 * P, true) && f.overlaps(0, 1000 * P, false));
         f.remove(b, q1, 7); // already gone
         f.remove(c, q2, 7);
-        assert!(f.is_empty());
-        let ids: Vec<_> = (0..4).map(|k| f.insert(k, k + 1, false, q1, 0)).collect();
-        assert!(ids.iter().all(|i| i.is_some()) && f.insert(9, 10, false, q1, 0).is_none());
+        assert!(f.is_empty() && !f.overlaps(0, u64::MAX, false));
+        let ids: Vec<_> = (0..4).map(|k| f.insert(k * P, k * P + 1, false, q0, 0)).collect();
+        assert!(ids.iter().all(|i| i.is_some()) && f.insert(9 * P, 10 * P, false, q0, 0).is_none());
+    }
+
+    /// The check is by stripe: ranges sharing a 4 KiB stripe, or a counter (a multiple of
+    /// `STRIPES` stripes apart), count as overlapping; a range longer than the table touches
+    /// every counter once and leaves none behind.
+    #[test]
+    fn stripes_are_conservative_and_balanced() {
+        let q0 = QueueAt { g: 0, i: 0 };
+        let mut f = InFlight::with_capacity(4);
+        let a = f.insert(P, P + 512, true, q0, 0).unwrap();
+        assert!(f.overlaps(P + 3584, 2 * P, true), "same stripe");
+        assert!(f.overlaps(P + (STRIPES as u64) * P, P + (STRIPES as u64) * P + 1, true), "same counter");
+        assert!(!f.overlaps(0, P, false) && !f.overlaps(2 * P, 3 * P, false) && !f.overlaps(P, P, false));
+        let big = f.insert(0, (STRIPES as u64 + 3) * P, false, q0, 0).unwrap();
+        assert!(f.overlaps(7 * P, 7 * P + 1, false) && !f.overlaps(7 * P, 7 * P + 1, true));
+        f.remove(big, q0, 0);
+        f.remove(a, q0, 0);
+        assert!(f.is_empty() && f.stripes.iter().all(|s| s.all == 0 && s.writes == 0));
     }
 }
