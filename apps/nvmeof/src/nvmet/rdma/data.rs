@@ -97,6 +97,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
+    /// Queue `ci`'s Writes of this turn: first the READs, then the responses, of the same
+    /// slots (those `turn_write` takes: one filter for both passes).
     fn answer_queue_writes(&mut self, verbs: &mut V, ci: QueueAt) {
         let Some(c) = self.conn_mut(ci) else { return };
         let n = c.turn_writes.len();
@@ -104,11 +106,16 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             c.turn_writes.clear();
             return;
         }
+        // The list is kept to the slots `turn_write` takes, so the answer pass answers exactly
+        // the Writes whose READs this pass wrote.
+        let mut kept = 0;
         for i in 0..n {
             let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
             let s = c.turn_writes[i];
+            let Some((addr, len, key)) = turn_write(&c.slots[s as usize]) else { continue };
+            c.turn_writes[kept] = s;
+            kept += 1;
             let slot = &mut c.slots[s as usize];
-            let Some(Sgl::Keyed { addr, len, key, .. }) = slot.sgl else { continue };
             // The range moves to the READ's `wr_id`: its completion ends it (the slot is free by
             // then); until then overlapping commands wait as for any Write still landing.
             let range = core::mem::replace(&mut slot.range, RangeId::NONE);
@@ -119,7 +126,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 return;
             }
         }
-        for i in 0..n {
+        for i in 0..kept {
             let g = &mut self.groups[ci.g];
             let Some(c) = g.conns[ci.i].as_mut().filter(|c| !c.draining) else { return };
             let s = c.turn_writes[i];
@@ -403,5 +410,19 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if b != NO_BUF {
             g.give_back(ci.g, b);
         }
+    }
+}
+
+/// What a slot on its queue's list of this turn's zero-copy Writes READs: its keyed SGL's
+/// host data (`addr`, `len`, `key`). `post_read` lists no other slot (and only one Reading
+/// into namespace memory), and nothing changes a listed slot before `answer_queue_writes` (a
+/// queue torn down is not answered at all), so both its passes take every listed slot; were
+/// one ever not keyed, it would get neither its READ nor a response (before, the answer pass
+/// answered every listed slot, with success, whatever the READ pass had skipped).
+#[inline(always)]
+fn turn_write(slot: &Slot) -> Option<(u64, u32, u32)> {
+    match slot.sgl {
+        Some(Sgl::Keyed { addr, len, key, .. }) => Some((addr, len, key)),
+        _ => None,
     }
 }
