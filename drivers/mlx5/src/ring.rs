@@ -163,6 +163,10 @@ pub struct CompletionRing {
     ci: u32,
 }
 
+// `CompletionRing::poll` reads a CQE as its ownership byte, then the bytes before it: the
+// byte is the CQE's last, so the two reads cover all of it.
+const _: () = assert!(cqe64::op_own.byte() + 1 == cqe64::LAYOUT.size);
+
 /// Arm word of the doorbell record of a CQ software polls: arm sequence number 2 in bits 31:28,
 /// no command, so the adapter's doorbell recovery leaves the CQ alone (Linux
 /// `steering/dr_send.c` dr_create_cq writes `2 << 28`).
@@ -228,11 +232,13 @@ impl CompletionRing {
         // The size once, outside the loop (an empty poll is the common case at low depth).
         let size = self.size();
         let own = cqe64::op_own.byte();
+        // One CQE buffer for the whole poll, cleared once (every CQE taken overwrites all 64
+        // bytes of it before it is decoded).
+        let mut e = [0u8; 64];
         while n < out.len() {
             let at = ((self.ci & (size - 1)) as usize) * cqe64::LAYOUT.size;
             // Ownership first (the op_own byte): an empty CQ costs one small load, not a
             // 64-byte copy; the rest of the CQE is read once it is ours.
-            let mut e = [0u8; 64];
             buf.read(at + own, &mut e[own..own + 1]);
             let op = get(&e, cqe64::opcode) as u8;
             let owner = get(&e, cqe64::owner) as u32;
