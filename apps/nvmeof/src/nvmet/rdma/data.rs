@@ -260,8 +260,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Slot `s`'s block I/O is done (its last completion, or the store did it at once,
     /// `Action::ReadyDirect`): a Read's data goes to the host, anything else is answered.
-    pub(super) fn block_done(&mut self, verbs: &mut V, ci: usize, s: u16) {
-        let c = self.conns[ci].as_mut().expect("live");
+    pub(super) fn block_done(&mut self, verbs: &mut V, ci: QueueAt, s: u16) {
+        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
         let slot = &c.slots[s as usize];
         let (status, t0, opcode) = (slot.status, slot.t0, slot.sqe.opcode);
         if c.draining {
