@@ -140,41 +140,69 @@ impl QpTable {
 /// What a group's turn leaves to the owner of the device when it closes a queue (the group's
 /// half of a teardown needs no device; the owner's half, the firmware commands, runs when the
 /// owner drains the group's [`PollGroup::gone`] ring on its slow path, in order: a queue's QP
-/// is destroyed before the memory its sends used is deregistered). One word on the ring.
+/// is destroyed before the keys its sends used are deregistered). One word on the ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Gone {
-    /// The queue's QP: destroy it on the device, then let the group forget it (its completions
-    /// still in the CQ go).
+    /// The queue's QP: destroy it on the device, then tell the group to forget it
+    /// ([`Back::Detach`]; its completions still in the CQ go).
     Qp(Qpn),
-    /// The queue at this index in `conns` is freed: its memory, parked in
-    /// [`PollGroup::parked`] at the same index, is deregistered, then dropped.
+    /// A key of a freed queue's memory: deregister it.
+    Key(Lkey),
+    /// The queue at this index in `conns` is freed and its keys (listed before) deregistered:
+    /// tell the group to drop its memory, parked in [`PollGroup::parked`] at that index
+    /// ([`Back::Drop`]).
     Mem(u16),
 }
+
+/// The owner's answers to [`Gone`] records, on the group's ring from the owner. One word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Back {
+    /// The QP is destroyed: the group forgets it (`GroupVerbs::detach_group_qp`).
+    Detach(Qpn),
+    /// No key names the memory parked at this index any more: the group drops it.
+    Drop(u16),
+}
+
+const TAG: u32 = 32;
 
 impl Word for Gone {
     fn to_word(self) -> u64 {
         match self {
             Gone::Qp(q) => q.0 as u64,
-            Gone::Mem(i) => (1 << 32) | i as u64,
+            Gone::Key(k) => (1 << TAG) | k.0 as u64,
+            Gone::Mem(i) => (2 << TAG) | i as u64,
         }
     }
     fn from_word(w: u64) -> Self {
-        if w >> 32 == 0 {
-            Gone::Qp(Qpn(w as u32))
-        } else {
-            Gone::Mem(w as u16)
+        match w >> TAG {
+            0 => Gone::Qp(Qpn(w as u32)),
+            1 => Gone::Key(Lkey(w as u32)),
+            _ => Gone::Mem(w as u16),
         }
     }
 }
 
-/// A freed queue's response and data buffers and their keys (and a payload buffer it held
-/// before Connect), kept by its group until the owner has deregistered the keys.
+impl Word for Back {
+    fn to_word(self) -> u64 {
+        match self {
+            Back::Detach(q) => q.0 as u64,
+            Back::Drop(i) => (1 << TAG) | i as u64,
+        }
+    }
+    fn from_word(w: u64) -> Self {
+        match w >> TAG {
+            0 => Back::Detach(Qpn(w as u32)),
+            _ => Back::Drop(w as u16),
+        }
+    }
+}
+
+/// A freed queue's response and data buffers (and a payload buffer it held before Connect),
+/// kept by its group until the owner says no key names them ([`Back::Drop`]).
 pub(super) struct Parked<V: GroupVerbs> {
     pub(super) rsp: V::Buf,
-    pub(super) rsp_lkey: Lkey,
     pub(super) data: V::Buf,
-    pub(super) data_lkey: Lkey,
-    pub(super) pre_data: Option<(V::Buf, Lkey)>,
+    pub(super) pre_data: Option<V::Buf>,
 }
 
 /// One poll group: its CQ, SRQ and the SRQ's receive buffers, and what one turn of the group
@@ -224,15 +252,16 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// Queues this group's turns closed or freed, for the device's owner to finish
     /// ([`PollGroup::drain_gone`]): the group's end of its single-producer ring to the owner
     /// (`handoff.rs`), room for its bound reserved at creation: between two drains a queue index
-    /// yields at most one `Qp` and one `Mem` (a parked index is not reused before the drain), so
-    /// twice the queues the group takes. A push never allocates.
+    /// yields at most one `Qp`, three `Key`s and one `Mem` (a parked index is not reused before
+    /// the owner's `Drop` for it is taken). A push never allocates.
     pub(super) gone: Producer<Gone>,
-    /// The owner's end of that ring. Held here while one thread runs the owner and every
-    /// group; the owner takes it when groups run on threads of their own.
+    /// The owner's end of that ring, and the owner's end of the ring back ([`Back`]), and the
+    /// group's end of it. The owner's ends are held here while one thread runs the owner and
+    /// every group; the owner takes them when groups run on threads of their own.
     gone_rx: Consumer<Gone>,
-    /// Freed queues' memory by index in `conns`, until the owner has deregistered its keys
-    /// (the owner drops it in `drain_gone`; across threads that becomes a message back, as
-    /// forgetting a destroyed QP, `detach_group_qp`, does).
+    back: Producer<Back>,
+    back_rx: Consumer<Back>,
+    /// Freed queues' memory by index in `conns`, until the owner has deregistered its keys.
     pub(super) parked: Vec<Option<Parked<V>>>,
 }
 
@@ -242,7 +271,8 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// at `limit`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<Self, ()> {
-        let (gone, gone_rx) = handoff::ring(2 * max_queues)?;
+        let (gone, gone_rx) = handoff::ring(5 * max_queues)?;
+        let (back, back_rx) = handoff::ring(2 * max_queues)?;
         let mut parked = Vec::new();
         parked.try_reserve_exact(max_queues).map_err(|_| ())?;
         parked.resize_with(max_queues, || None);
@@ -288,6 +318,8 @@ impl<V: GroupVerbs> PollGroup<V> {
             has_turn_writes: false,
             gone,
             gone_rx,
+            back,
+            back_rx,
             parked,
         };
         for b in 0..bufs {
@@ -341,39 +373,57 @@ impl<V: GroupVerbs> PollGroup<V> {
 
     /// The owner's half of the teardowns this group's turns did: each closed queue's QP
     /// destroyed (a QP the device could not destroy stays in the group until the group is
-    /// released) and its memory deregistered and dropped. Returns how many.
+    /// released) and its memory's keys deregistered, each answered on the ring back to the
+    /// group ([`PollGroup::take_back`]). Returns how many records.
     pub(super) fn drain_gone(&mut self, verbs: &mut V) -> usize {
         let mut n = 0;
         while let Some(m) = self.gone_rx.pop() {
             n += 1;
-            match m {
+            let back = match m {
                 Gone::Qp(qpn) => {
                     let gref = verbs.group_ref(&self.rings);
-                    if verbs.destroy_handed_qp(&gref, qpn).is_ok() {
-                        let _ = V::detach_group_qp(&mut self.rings, qpn);
+                    if verbs.destroy_handed_qp(&gref, qpn).is_err() {
+                        continue;
                     }
+                    Back::Detach(qpn)
                 }
-                Gone::Mem(i) => {
-                    let Some(Parked { rsp, rsp_lkey, data, data_lkey, pre_data }) = self.parked.get_mut(i as usize).and_then(Option::take) else {
-                        debug_assert!(false, "queue {i}'s memory listed gone but not parked");
+                Gone::Key(k) => {
+                    let _ = verbs.dereg_mr(k);
+                    continue;
+                }
+                Gone::Mem(i) => Back::Drop(i),
+            };
+            // Room for two answers per queue index, reserved (see `PollGroup::gone`).
+            let answered = self.back.push(back).is_ok();
+            debug_assert!(answered, "ring back to a group full");
+        }
+        n
+    }
+
+    /// The group's look at the owner's answers: destroyed QPs forgotten, memory no key names
+    /// dropped (it returns to the platform).
+    pub(super) fn take_back(&mut self) {
+        while let Some(m) = self.back_rx.pop() {
+            match m {
+                Back::Detach(qpn) => {
+                    let _ = V::detach_group_qp(&mut self.rings, qpn);
+                }
+                Back::Drop(i) => {
+                    let Some(Parked { rsp, data, pre_data }) = self.parked.get_mut(i as usize).and_then(Option::take) else {
+                        debug_assert!(false, "queue {i}'s memory dropped but not parked");
                         continue;
                     };
-                    let _ = verbs.dereg_mr(rsp_lkey);
-                    let _ = verbs.dereg_mr(data_lkey);
-                    if let Some((_, k)) = pre_data.as_ref() {
-                        let _ = verbs.dereg_mr(*k);
-                    }
-                    // The memory returns to the platform once no key names it.
+                    // The memory returns to the platform.
                     drop((rsp, data, pre_data));
                 }
             }
         }
-        n
     }
 
     /// Release everything (no QP may use the SRQ or CQ any more).
     pub(super) fn destroy(mut self, verbs: &mut V) {
         self.drain_gone(verbs);
+        self.take_back();
         let _ = verbs.destroy_group(self.rings);
         let _ = verbs.dereg_mr(self.recv_lkey);
         // The buffer memory drops here.
@@ -412,8 +462,11 @@ mod tests {
 
     #[test]
     fn gone_records_travel_as_one_word() {
-        for m in [Gone::Qp(Qpn(0)), Gone::Qp(Qpn(0xff_ffff)), Gone::Mem(0), Gone::Mem(4095)] {
+        for m in [Gone::Qp(Qpn(0)), Gone::Qp(Qpn(0xff_ffff)), Gone::Key(Lkey(0)), Gone::Key(Lkey(u32::MAX)), Gone::Mem(0), Gone::Mem(4095)] {
             assert_eq!(Gone::from_word(m.to_word()), m);
+        }
+        for m in [Back::Detach(Qpn(0)), Back::Detach(Qpn(0xff_ffff)), Back::Drop(0), Back::Drop(4095)] {
+            assert_eq!(Back::from_word(m.to_word()), m);
         }
     }
 }

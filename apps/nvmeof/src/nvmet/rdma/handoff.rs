@@ -5,8 +5,8 @@
 //! no lock), so either end may run on another thread.
 //!
 //! Why not `heapless::spsc` (already a dependency): its room is a compile-time constant held
-//! inline, and a group's bound is a run-time figure (two records per queue the group takes, up
-//! to 2 × 4,096); a ring of words in safe atomics also keeps this `forbid(unsafe_code)` crate
+//! inline, and a group's bound is a run-time figure (a few records per queue the group takes,
+//! for up to 4,096 queues); a ring of words in safe atomics also keeps this `forbid(unsafe_code)` crate
 //! free of a cell of its own.
 
 use alloc::sync::Arc;

@@ -297,11 +297,14 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         for s in c.slots.iter().filter(|s| s.rbuf != NO_BUF) {
             g.give_back(ci.g, s.rbuf);
         }
-        // Parked until the owner has deregistered its keys (the index is not reused before);
-        // room reserved for the record (see `PollGroup::gone`).
-        g.parked[ci.i] = Some(Parked { rsp: c.rsp, rsp_lkey: c.rsp_lkey, data: c.data, data_lkey: c.data_lkey, pre_data: c.pre_data });
-        let listed = g.gone.push(Gone::Mem(ci.i as u16)).is_ok();
-        debug_assert!(listed, "gone ring of group {} full", ci.g);
+        // The keys go to the owner, the memory is parked until the owner says no key names it
+        // (the index is not reused before); room reserved for the records (see `PollGroup::gone`).
+        let keys = [Some(c.rsp_lkey), Some(c.data_lkey), c.pre_data.as_ref().map(|p| p.1)];
+        g.parked[ci.i] = Some(Parked { rsp: c.rsp, data: c.data, pre_data: c.pre_data.map(|p| p.0) });
+        for m in keys.into_iter().flatten().map(Gone::Key).chain([Gone::Mem(ci.i as u16)]) {
+            let listed = g.gone.push(m).is_ok();
+            debug_assert!(listed, "gone ring of group {} full", ci.g);
+        }
         self.gone_pending = true;
     }
 
@@ -313,6 +316,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut n = 0;
         for g in self.groups.iter_mut() {
             n += g.drain_gone(verbs);
+            // The group's look at the answers (its next turn's, once on a thread of its own).
+            g.take_back();
         }
         if n > 0 {
             self.release_idle_groups(verbs);
