@@ -51,7 +51,7 @@ impl Sim {
                 let qd = 1 + r.below(8) as usize;
                 let queues = 1 + r.below(2) as u16;
                 let budget = ops / n as u64 + u64::from((k as u64) < ops % n as u64);
-                wm.inits[k] = Some(Initiator {
+                wm.inits[k] = Some(Box::new(Initiator {
                     port: wm.init_port(k),
                     parts: None,
                     restart_ns: None,
@@ -64,7 +64,7 @@ impl Sim {
                     rng: r,
                     incarnation: 0,
                     finished: false,
-                });
+                }));
                 let p = wm.make_parts(k, true, 0, queues)?;
                 wm.inits[k].as_mut().expect("just made").parts = Some(p);
             }
