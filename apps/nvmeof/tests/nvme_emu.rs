@@ -10,6 +10,8 @@
 //! data by DMA between its media and the slot's RDMA buffer, which is the command's PRP
 //! buffer). Asserted: one drive command per I/O and 0 bytes copied. Run:
 //! `cargo test --release -p nvmeof --test it nvme_emu:: -- --nocapture --test-threads=1`.
+//! Also: bursts of Writes whose RDMA READs into slot buffers wait behind an outstanding READ
+//! of their queue, and the drive's errors and limits as the host sees them.
 
 use std::fmt::Write as _;
 
@@ -126,6 +128,103 @@ fn measure_target_over_nvme_drive() {
     host.disconnect(&mut h.v, &mut w).expect("disconnect");
 }
 
+/// One I/O of 8 blocks (4 KiB) per LBA in `lbas` on queue 1: the first half submitted before
+/// polling (the target takes their capsules in one turn), the rest `gap` turns later (their
+/// capsules arrive while the first half's READs may still be out); then turn until every one
+/// completed, each once and with success. A Write carries `pattern`, a Read's data is checked
+/// against it.
+fn burst(w: &mut NvmeWorld, h: &mut Node, host: &mut Host<V>, kind: IoKind, lbas: &[u64], gap: usize) {
+    let mut out = std::collections::BTreeMap::new();
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 16];
+    let (first, rest) = lbas.split_at(lbas.len() / 2);
+    for turn in 0..100_000 {
+        let submit = if turn == 0 { first } else if turn == gap.max(1) { rest } else { &[] };
+        for &lba in submit {
+            let slot = host.alloc_slot(1).expect("a slot for every I/O of the burst");
+            if kind == IoKind::Write {
+                let (buf, off, _) = host.slot_buf(1, slot);
+                buf.write(off, &(0..4096).map(|i| pattern(lba, i)).collect::<Vec<u8>>());
+            }
+            host.submit(&mut h.v, 1, slot, kind, 1, lba, 8, w.clock.now_ns()).expect("submit");
+            out.insert(slot, lba);
+        }
+        if out.is_empty() && turn >= gap {
+            return;
+        }
+        h.v.poll();
+        let n = host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll");
+        for c in &done[..n] {
+            let lba = out.remove(&c.slot).unwrap_or_else(|| panic!("{kind:?} on slot {} completed twice or never sent", c.slot));
+            assert!(c.status.is_success(), "{kind:?} LBA {lba}: {:?}", c.status);
+            if kind == IoKind::Read {
+                let (buf, off, _) = host.slot_buf(1, c.slot);
+                let mut got = vec![0u8; 4096];
+                buf.read(off, &mut got);
+                assert!(got.iter().enumerate().all(|(i, b)| *b == pattern(lba, i)), "LBA {lba}: read back differs");
+            }
+        }
+        w.turn();
+    }
+    panic!("{kind:?} at LBAs {:?} never completed", out.values().collect::<Vec<_>>());
+}
+
+/// Writes at QD 8 over an NVMe-backed namespace (keyed SGLs: each Write's data comes by an
+/// RDMA READ into its slot buffer). A READ while another is outstanding on the queue is held
+/// for the queue's next doorbell (posted by it, at the latest by the last READ's completion);
+/// half of each burst comes 0-3 turns after the other, while the first half's READs are out:
+/// every Write of each burst completes once with success, one READ each (none lost, none
+/// posted twice), its data on the drive's media and read back intact, no command left
+/// outstanding on the queue.
+#[test]
+fn writes_whose_reads_wait_behind_an_outstanding_read_all_complete_with_their_data() {
+    const QD: u16 = 8;
+    const BURSTS: u64 = 16;
+    let (mut w, mut h, d) = setup_nvme();
+    let cfg = HostConfig { inline_writes: false, ..host_cfg(QD) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let s0 = w.target.stats();
+    let mut rng = Rng::new(15);
+    let mut all = Vec::new();
+    for b in 0..BURSTS {
+        // Distinct 4 KiB-aligned LBAs within a burst (no two Writes of one burst overlap).
+        let mut lbas: Vec<u64> = Vec::new();
+        while lbas.len() < QD as usize {
+            let lba = (rng.next() % (NS_BYTES / 4096)) * 8;
+            if !lbas.contains(&lba) {
+                lbas.push(lba);
+            }
+        }
+        burst(&mut w, &mut h, &mut host, IoKind::Write, &lbas, b as usize % 4);
+        all.retain(|l| !lbas.contains(l));
+        all.extend(lbas);
+    }
+    let s1 = w.target.stats();
+    let writes = BURSTS * QD as u64;
+    assert!(s1.held_slot_reads > s0.held_slot_reads, "READs waited behind an outstanding READ (held_slot_reads {})", s1.held_slot_reads);
+    assert_eq!(s1.rdma_reads - s0.rdma_reads, writes, "one RDMA READ per Write");
+    assert_eq!((s1.wc_errors, s1.post_errors, s1.error_responses, s1.stuck_commands), (0, 0, 0, 0));
+    let q: Vec<_> = w.target.queue_reports().collect();
+    assert!(q.iter().all(|q| q.busy == 0), "no command left outstanding: {q:?}");
+    assert_eq!(q.iter().map(|q| q.bytes_written).sum::<u64>(), writes * 4096);
+    let (mut done, slot) = ([IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 1], host.alloc_slot(1).expect("slot"));
+    host.submit(&mut h.v, 1, slot, IoKind::Flush, 1, 0, 1, w.clock.now_ns()).expect("flush");
+    let mut turns = 0;
+    while host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll") == 0 {
+        assert!(turns < 100_000, "the Flush never completed");
+        turns += 1;
+        h.v.poll();
+        w.turn();
+    }
+    assert!(done[0].status.is_success(), "Flush: {:?}", done[0].status);
+    for &lba in &all {
+        let want: Vec<u8> = (0..4096).map(|i| pattern(lba, i)).collect();
+        assert!(d.state().ns(1).unwrap().read(lba, 8) == &want[..], "LBA {lba}: the drive's media holds the write");
+    }
+    for chunk in all.chunks(QD as usize) {
+        burst(&mut w, &mut h, &mut host, IoKind::Read, chunk, 0);
+    }
+    host.disconnect(&mut h.v, &mut w).expect("disconnect");
+}
 
 /// The drive's media and PI errors reach the host as the drive reported them (DNR kept), one
 /// drive command per host command (no retries); Write Zeroes beyond MDTS but within the

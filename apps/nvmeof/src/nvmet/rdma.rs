@@ -104,6 +104,9 @@ pub struct TransportStats {
     pub held_writes: u64,
     /// Zero-copy reads held until an overlapping zero-copy write had landed.
     pub held_reads: u64,
+    /// RDMA READs into slot buffers held for the queue's next doorbell because another READ
+    /// was outstanding on the queue (`post_read`).
+    pub held_slot_reads: u64,
     /// Keyed-SGL writes whose data the adapter placed straight into namespace memory.
     pub direct_writes: u64,
     /// Of those, the ones answered in the turn their RDMA READ was posted, by a SEND fenced
@@ -151,6 +154,7 @@ impl TransportStats {
             posts: self.posts + o.posts,
             held_writes: self.held_writes + o.held_writes,
             held_reads: self.held_reads + o.held_reads,
+            held_slot_reads: self.held_slot_reads + o.held_slot_reads,
             direct_writes: self.direct_writes + o.direct_writes,
             fenced_responses: self.fenced_responses + o.fenced_responses,
             range_overflow: self.range_overflow + o.range_overflow,
