@@ -232,8 +232,10 @@ impl Device {
         let mut work = self.process_sq_doorbells(&mut lb.link(wire_of(&mut link), mac, local_lb));
         work += self.scan_rqs();
         work += self.scan_rmps();
-        let mut eng = self.engine.take().expect("engine");
         let now = self.clock.now_ns();
+        // Borrowed beside the other fields it works with (taking it out and back moved the
+        // whole engine twice a poll).
+        let eng = self.engine.as_mut().expect("engine");
         let mem = self.mem.clone();
         {
             let mut keys = KeyView { mkeys: &mut self.mkeys, qps: &self.qps };
@@ -260,7 +262,6 @@ impl Device {
             .filter(|q| eng.query_qp(Qpn(q.qpn)).is_some_and(|i| i.state == QpState::Error))
             .map(|q| q.qpn)
             .collect();
-        self.engine = Some(eng);
         self.link = link;
         self.check_rmp_limits();
         for f in raw {

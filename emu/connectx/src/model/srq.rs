@@ -216,6 +216,9 @@ impl Device {
         if u32::from(posted.wrapping_sub(r.fetched)) > size {
             return Err("doorbell counter beyond the queue");
         }
+        if posted == r.fetched {
+            return Ok(0);
+        }
         let (mut fetched, mut next) = (r.fetched, r.next);
         let mut wrs = Vec::new();
         let mut w = vec![0u8; stride];
