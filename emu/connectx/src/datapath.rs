@@ -255,13 +255,14 @@ impl Device {
         // the others (responder errors with no WQE to complete, e.g. an RDMA WRITE outside any
         // key) get the QP's affiliated async error event (IBTA vol. 1 "Local Access Violation Work
         // Queue Error"; Linux mlx5_ib reports it as IB_EVENT_QP_ACCESS_ERR).
-        let errored: Vec<u32> = self
-            .qps
-            .values()
-            .filter(|q| matches!(q.state, qps::RTR | qps::RTS))
-            .filter(|q| eng.query_qp(Qpn(q.qpn)).is_some_and(|i| i.state == QpState::Error))
-            .map(|q| q.qpn)
-            .collect();
+        // (Every QP that went to ERROR is on the engine's list, so those still RTR or RTS here
+        // are the ones a query of every QP would find; taken in QP number order as it would.)
+        let mut errored = eng.take_errored();
+        errored.sort_unstable();
+        errored.dedup();
+        errored.retain(|qpn| {
+            self.qps.get(qpn).is_some_and(|q| matches!(q.state, qps::RTR | qps::RTS)) && eng.query_qp(Qpn(*qpn)).is_some_and(|i| i.state == QpState::Error)
+        });
         self.link = link;
         self.check_rmp_limits();
         for f in raw {
@@ -606,15 +607,10 @@ impl Device {
 
     /// Hand new RQ WQEs (per the doorbell record) to the engine.
     fn scan_rqs(&mut self) -> usize {
-        let qpns: Vec<u32> = self
-            .qps
-            .values()
-            .filter(|q| q.rq_type == 0 && q.state != qps::RST)
-            .map(|q| q.qpn)
-            .collect();
+        let Some(eng) = self.engine.as_mut() else { return 0 };
         let mut work = 0;
-        for qpn in qpns {
-            let q = &self.qps[&qpn];
+        for q in self.qps.values_mut().filter(|q| q.rq_type == 0 && q.state != qps::RST) {
+            let qpn = q.qpn;
             let head = match self.mem.dma_read_be32(q.dbr) {
                 Ok(v) => v as u16,
                 Err(_) => {
@@ -647,11 +643,11 @@ impl Device {
                 posts.push(RecvWr { wr_id: hw as u64, sges });
                 hw = hw.wrapping_add(1);
             }
-            self.qps.get_mut(&qpn).expect("qp").rq_hw = hw;
+            q.rq_hw = hw;
             for wr in posts {
                 self.ctr.recv_wqes += 1;
                 work += 1;
-                if let Err(err) = self.engine.as_mut().expect("engine").post_recv(Qpn(qpn), wr) {
+                if let Err(err) = eng.post_recv(Qpn(qpn), wr) {
                     debug!("cx: QP {qpn:#x} recv: {err:?}");
                 }
             }

@@ -171,6 +171,8 @@ struct Shared {
     scratch: Vec<u8>,
     /// Shared receive queues by number (QPs attached with [`Engine::attach_srq`] take from them).
     srqs: BTreeMap<u32, Srq>,
+    /// QPs moved to ERROR since [`Engine::take_errored`] last took them.
+    errored: Vec<u32>,
 }
 
 impl Shared {
@@ -185,6 +187,7 @@ impl Shared {
             keys,
             scratch: &mut self.scratch,
             srqs: &mut self.srqs,
+            errored: &mut self.errored,
         }
     }
 }
@@ -192,7 +195,7 @@ impl Shared {
 impl Engine {
     pub fn new(cfg: PortConfig) -> Self {
         Engine {
-            sh: Shared { cfg, completions: VecDeque::new(), counters: Counters::default(), scratch: Vec::with_capacity(4096), srqs: BTreeMap::new() },
+            sh: Shared { cfg, completions: VecDeque::new(), counters: Counters::default(), scratch: Vec::with_capacity(4096), srqs: BTreeMap::new(), errored: Vec::new() },
             qps: BTreeMap::new(),
             raw_rx: VecDeque::new(),
             ip_id: 1,
@@ -210,6 +213,13 @@ impl Engine {
     }
     pub fn counters(&self) -> Counters {
         self.sh.counters
+    }
+
+    /// The QPs moved to ERROR (by the engine or [`Engine::modify_qp`]) since the last call, in
+    /// the order they went (a QP may be listed more than once). A model that reacts to QPs
+    /// going to ERROR looks at these instead of querying every QP each pass.
+    pub fn take_errored(&mut self) -> Vec<u32> {
+        core::mem::take(&mut self.sh.errored)
     }
 
     /// Create a QP in RESET. QPN 1 is the GSI QP (must be `QpType::Ud`).

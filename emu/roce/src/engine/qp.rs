@@ -132,6 +132,8 @@ pub(super) struct Ctx<'a> {
     pub(super) keys: &'a mut dyn Keys,
     pub(super) scratch: &'a mut Vec<u8>,
     pub(super) srqs: &'a mut std::collections::BTreeMap<u32, super::srq::Srq>,
+    /// QPs moved to ERROR ([`super::Engine::take_errored`]).
+    pub(super) errored: &'a mut Vec<u32>,
 }
 
 pub(super) fn npkts(len: u64, pmtu: u32) -> u32 {
@@ -159,6 +161,7 @@ pub(super) fn qp_error(qp: &mut Qp, ctx: &mut Ctx<'_>) {
     }
     log::debug!("roce: {} -> ERROR", qp.qpn);
     qp.state = QpState::Error;
+    ctx.errored.push(qp.qpn.0);
     while let Some(e) = qp.sq.pop_front() {
         push_completion(ctx, flushed(qp.qpn, WorkQueue::Send, e.wr.wr_id, wc_opcode_of(&e.wr.op)));
     }
