@@ -385,7 +385,6 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         let Ok(i) = self.cq_index(rx_cq) else { return 0 };
         let (Some(raw), cq) = (self.raw.as_mut(), &mut self.cqs[i]) else { return 0 };
         let mut n = 0;
-        let mut buf = [0u8; RX_BUF];
         let mut done = [Completion::default(); CQE_BATCH];
         loop {
             // The receive's WQE counter names its buffer slot (`wr_id`); a receive that is not
@@ -400,6 +399,11 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                 };
                 true
             });
+            if got == 0 {
+                break;
+            }
+            // (Made only when frames came: this runs on every housekeeping turn.)
+            let mut buf = [0u8; RX_BUF];
             for c in &done[..got] {
                 let slot = raw.rq.slot(c.wr_id as u16);
                 let len = (c.byte_len as usize).min(RX_BUF);
