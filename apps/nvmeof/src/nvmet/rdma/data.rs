@@ -41,7 +41,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             // A slot is held at most once (it is Reading until its READ is posted), so the
             // list, with room for every slot, does not allocate.
             c.held_reads.push(s);
-            self.groups[c.group as usize].io.held_slot_reads += 1;
+            g.io.held_slot_reads += 1;
             return;
         }
         self.post_slot_read(verbs, ci, s);
