@@ -32,7 +32,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             // until answered), so this does not allocate.
             c.turn_writes.push(s);
             g.has_turn_writes = true;
-            self.list_unrung(ci);
+            let listed = core::mem::replace(&mut c.unrung, true);
+            g.list_unrung(ci.i, listed);
             return;
         }
         if c.reads_posted > 0 {
@@ -49,12 +50,18 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Write slot `s`'s RDMA READ into its slot buffer (unrung).
     fn post_slot_read(&mut self, verbs: &mut V, ci: QueueAt, s: u16) -> bool {
-        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
         let Some(Sgl::Keyed { addr, len, key, .. }) = c.slots[s as usize].sgl else { return true };
         c.reads_posted += 1;
         let sge = Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey };
         let wr = SendWr { wr_id: wr_id(ci, c.gen, Kind::Read, s), op: SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) }, sge, signaled: true, fence: false, ud: None };
-        self.defer_send(verbs, ci, &wr)
+        let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
+        if g.post_deferred(ci.i, qpn, listed, &wr) {
+            return true;
+        }
+        self.teardown(verbs, ci, true);
+        false
     }
 
     /// Write queue `ci`'s held READs (unrung: the caller's doorbell rings them). False if the
@@ -110,8 +117,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // The list is kept to the slots `turn_write` takes, so the answer pass answers exactly
         // the Writes whose READs this pass wrote.
         let mut kept = 0;
+        let g = &mut self.groups[ci.g];
         for i in 0..n {
-            let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
+            let c = g.conns[ci.i].as_mut().expect("live");
             let s = c.turn_writes[i];
             let Some((addr, len, key)) = turn_write(&c.slots[s as usize]) else { continue };
             c.turn_writes[kept] = s;
@@ -123,7 +131,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             let sge = Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey };
             let op = SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) };
             let wr = SendWr { wr_id: WrId::new(ci.i, c.gen, Kind::AnsweredRead, s, range).raw(), op, sge, signaled: true, fence: false, ud: None };
-            if !self.defer_send(verbs, ci, &wr) {
+            let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
+            if !g.post_deferred(ci.i, qpn, listed, &wr) {
+                self.teardown(verbs, ci, true);
                 return;
             }
         }
@@ -177,17 +187,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// RDMA WRITE `src` to the host buffer of slot `s`'s keyed SGL.
     pub(super) fn post_write(&mut self, verbs: &mut V, ci: QueueAt, s: u16, src: Sge) -> bool {
-        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
-        let Some(Sgl::Keyed { addr, key, .. }) = c.slots[s as usize].sgl else { return true };
-        let wr = SendWr {
-            wr_id: wr_id(ci, c.gen, Kind::Write, s),
-            op: SendOp::RdmaWrite { remote_addr: addr, rkey: Rkey(key) },
-            sge: src,
-            signaled: false,
-            fence: false,
-            ud: None,
-        };
-        self.defer_send(verbs, ci, &wr)
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
+        let Some(wr) = c.write_wr(ci, s, src) else { return true };
+        let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
+        if g.post_deferred(ci.i, qpn, listed, &wr) {
+            return true;
+        }
+        self.teardown(verbs, ci, true);
+        false
     }
 
     /// Write `wr` on queue `ci` without ringing and list the queue for this turn's one
@@ -199,30 +207,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn defer_send(&mut self, verbs: &mut V, ci: QueueAt, wr: &SendWr) -> bool {
         let g = &mut self.groups[ci.g];
         let c = g.conns[ci.i].as_mut().expect("live");
-        g.io.posts += 1;
-        match wr.op {
-            SendOp::RdmaRead { .. } => g.io.rdma_reads += 1,
-            SendOp::RdmaWrite { .. } => g.io.rdma_writes += 1,
-            SendOp::SendWithInvalidate(_) => {
-                g.io.responses += 1;
-                g.io.send_invalidate += 1;
-            }
-            // The target SENDs nothing but responses.
-            SendOp::Send | SendOp::SendWithImm(_) => g.io.responses += 1,
-            _ => {}
+        let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
+        if g.post_deferred(ci.i, qpn, listed, wr) {
+            return true;
         }
-        if !c.unrung {
-            c.unrung = true;
-            if g.unrung.push(ci.i as u16).is_err() {
-                g.unrung_overflow = true;
-            }
-        }
-        if g.rings.post_send_deferred(c.qpn, wr).is_err() {
-            g.io.post_errors += 1;
-            self.teardown(verbs, ci, true);
-            return false;
-        }
-        true
+        self.teardown(verbs, ci, true);
+        false
     }
 
     /// List queue `ci` for its group's doorbells this turn (once).
@@ -230,12 +220,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn list_unrung(&mut self, ci: QueueAt) {
         let g = &mut self.groups[ci.g];
         let c = g.conns[ci.i].as_mut().expect("live");
-        if !c.unrung {
-            c.unrung = true;
-            if g.unrung.push(ci.i as u16).is_err() {
-                g.unrung_overflow = true;
-            }
-        }
+        let listed = core::mem::replace(&mut c.unrung, true);
+        g.list_unrung(ci.i, listed);
     }
 
     pub(super) fn on_block_done(&mut self, verbs: &mut V, tag: u64, st: Status) {
@@ -284,7 +270,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// A Read's data is ready: RDMA WRITE it to the host and respond. A zero-copy Read waits
     /// while a zero-copy Write is still landing in its blocks.
     pub(super) fn send_read(&mut self, verbs: &mut V, ci: QueueAt, s: u16) {
-        let c = self.groups[ci.g].conns[ci.i].as_ref().expect("live");
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
         let (len, direct_addr, direct_lkey, status, t0) = (slot.sgl.map_or(0, |g| g.len()), slot.direct_addr, slot.direct_lkey, slot.status, slot.t0);
@@ -297,8 +284,13 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         } else {
             Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey }
         };
-        if !self.post_write(verbs, ci, s, src) {
-            return;
+        // Its RDMA WRITE (as `post_write`, on the queue already at hand).
+        if let Some(wr) = c.write_wr(ci, s, src) {
+            let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
+            if !g.post_deferred(ci.i, qpn, listed, &wr) {
+                self.teardown(verbs, ci, true);
+                return;
+            }
         }
         self.respond(verbs, ci, s, status, 0, 0, t0);
     }
@@ -342,7 +334,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// free the slot.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn respond_fenced(&mut self, verbs: &mut V, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64, fence: bool) {
-        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
+        let g = &mut self.groups[ci.g];
+        let c = g.conns[ci.i].as_mut().expect("live");
         let (cid, sgl, range, opcode) = {
             let sl = &c.slots[s as usize];
             (sl.sqe.cid, sl.sgl, sl.range, sl.sqe.opcode)
@@ -380,14 +373,19 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             fence,
             ud: None,
         };
-        // Responses (and SEND WITH INVALIDATE) are counted by `defer_send`.
-        if !status.is_success() {
-            self.groups[ci.g].io.error_responses += 1;
-        }
         // The slot and its receive buffer are free again: the buffer is re-posted to the SRQ
         // at the end of this turn, before the SEND is rung with the rest of the turn's sends.
-        self.release_slot(ci, s);
-        if !self.defer_send(verbs, ci, &wr) {
+        let b = c.release_slot(s);
+        let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
+        if b != NO_BUF {
+            g.give_back(ci.g, b);
+        }
+        // Responses (and SEND WITH INVALIDATE) are counted by `post_deferred`.
+        if !status.is_success() {
+            g.io.error_responses += 1;
+        }
+        if !g.post_deferred(ci.i, qpn, listed, &wr) {
+            self.teardown(verbs, ci, true);
             return;
         }
         if let Some(f) = self.turnaround_clock {
@@ -400,17 +398,77 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     #[inline(always)]
     pub(super) fn release_slot(&mut self, ci: QueueAt, s: u16) {
         let g = &mut self.groups[ci.g];
-        let c = g.conns[ci.i].as_mut().expect("live");
-        let slot = &mut c.slots[s as usize];
-        slot.state = SlotState::Idle;
-        let b = core::mem::replace(&mut slot.rbuf, NO_BUF);
-        // Room for every slot (reserved at accept); each is freed once per capsule.
-        if c.free.len() < c.free.capacity() {
-            c.free.push_back(s);
-        }
+        let b = g.conns[ci.i].as_mut().expect("live").release_slot(s);
         if b != NO_BUF {
             g.give_back(ci.g, b);
         }
+    }
+}
+
+impl<V: GroupVerbs> Conn<V> {
+    /// Slot `s` is done with its command: back on the free list. Returns its receive buffer
+    /// (`NO_BUF` if none) for the caller to give back to the group.
+    #[inline(always)]
+    pub(super) fn release_slot(&mut self, s: u16) -> u16 {
+        let slot = &mut self.slots[s as usize];
+        slot.state = SlotState::Idle;
+        let b = core::mem::replace(&mut slot.rbuf, NO_BUF);
+        // Room for every slot (reserved at accept); each is freed once per capsule.
+        if self.free.len() < self.free.capacity() {
+            self.free.push_back(s);
+        }
+        b
+    }
+
+    /// The RDMA WRITE of `src` to the host buffer of slot `s`'s keyed SGL (queue `ci`); none
+    /// for another SGL.
+    #[inline(always)]
+    fn write_wr(&self, ci: QueueAt, s: u16, src: Sge) -> Option<SendWr> {
+        let Some(Sgl::Keyed { addr, key, .. }) = self.slots[s as usize].sgl else { return None };
+        Some(SendWr {
+            wr_id: wr_id(ci, self.gen, Kind::Write, s),
+            op: SendOp::RdmaWrite { remote_addr: addr, rkey: Rkey(key) },
+            sge: src,
+            signaled: false,
+            fence: false,
+            ud: None,
+        })
+    }
+}
+
+impl<V: GroupVerbs> PollGroup<V> {
+    /// List queue `i` for this turn's doorbells (rung at the end of `poll`) unless it is
+    /// `listed` already (its `Conn::unrung` before the caller set it).
+    #[inline(always)]
+    pub(super) fn list_unrung(&mut self, i: usize, listed: bool) {
+        if !listed && self.unrung.push(i as u16).is_err() {
+            self.unrung_overflow = true;
+        }
+    }
+
+    /// Write `wr` on queue `i` (QP `qpn`) without ringing, listing the queue for this turn's one
+    /// doorbell unless `listed` already, counted by its operation. False on a device error: the
+    /// caller tears the queue down.
+    #[inline(always)]
+    pub(super) fn post_deferred(&mut self, i: usize, qpn: Qpn, listed: bool, wr: &SendWr) -> bool {
+        self.io.posts += 1;
+        match wr.op {
+            SendOp::RdmaRead { .. } => self.io.rdma_reads += 1,
+            SendOp::RdmaWrite { .. } => self.io.rdma_writes += 1,
+            SendOp::SendWithInvalidate(_) => {
+                self.io.responses += 1;
+                self.io.send_invalidate += 1;
+            }
+            // The target SENDs nothing but responses.
+            SendOp::Send | SendOp::SendWithImm(_) => self.io.responses += 1,
+            _ => {}
+        }
+        self.list_unrung(i, listed);
+        if self.rings.post_send_deferred(qpn, wr).is_err() {
+            self.io.post_errors += 1;
+            return false;
+        }
+        true
     }
 }
 

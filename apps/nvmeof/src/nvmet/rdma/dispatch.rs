@@ -14,11 +14,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             return;
         }
         let (ci, gen, s) = (QueueAt { g: gi, i: id.conn() }, id.gen(), id.slot());
-        let Some(c) = self.conn(ci) else { return };
+        let Some(c) = self.groups[gi].conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
         if c.gen != gen || c.draining {
             return;
         }
-        let (qpn, depth) = (c.qpn, c.depth);
+        let (qpn, depth, close_after_send) = (c.qpn, c.depth, c.close_after_send);
         let kind = id.kind();
         if status != WcStatus::Success {
             if status != WcStatus::WrFlushed {
@@ -35,7 +35,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         match kind {
             Some(Kind::Read) => {
-                let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
                 c.reads_posted = c.reads_posted.saturating_sub(1);
                 if c.slots[s as usize].state == SlotState::Reading {
                     self.data_in(verbs, ci, s, now_ns);
@@ -58,7 +57,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 if !r.is_none() {
                     self.inflight.remove(r, ci, gen);
                 }
-                if self.conn(ci).is_some_and(|c| c.close_after_send) {
+                if close_after_send {
                     self.teardown(verbs, ci, true);
                 }
             }
@@ -144,60 +143,16 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         slot.fetched = false;
         slot.write = None;
         slot.range = RangeId::NONE;
-        match self.check_capsule(ci, s, byte_len) {
+        match c.check_capsule(s, byte_len) {
             Err(st) => {
-                let g = &mut self.groups[ci.g];
                 g.io.bad_capsules += 1;
-                let c = g.conns[ci.i].as_ref().expect("live");
-                let q = c.q;
                 let sqe = &c.slots[s as usize].sqe;
                 let (cid, nsid) = (sqe.cid.get(), sqe.nsid.get());
-                self.core.record_error(&q, cid, st, nsid);
+                self.core.record_error(&c.q, cid, st, nsid);
                 self.respond(verbs, ci, s, st, 0, 0, 0);
             }
             Ok(()) => self.execute(verbs, ci, s, now_ns),
         }
-    }
-
-    /// Validate the capsule's framing and SGL (the slot keeps the decoded SGL).
-    pub(super) fn check_capsule(&mut self, ci: QueueAt, s: u16, byte_len: u32) -> Result<(), Status> {
-        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
-        let sqe = &c.slots[s as usize].sqe;
-        if (byte_len as usize) < Sqe::SIZE || byte_len as usize > c.capsule {
-            return Err(Status::INVALID_FIELD);
-        }
-        if sqe.flags & 0xC0 != PSDT_SGL || sqe.flags & 0x03 != 0 {
-            // PRPs or fused commands are not supported on fabrics.
-            return Err(Status::INVALID_FIELD);
-        }
-        if c.q.cntlid.is_none() && !(sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::CONNECT) {
-            // Nothing but Connect before Connect (and no data moved for anything else).
-            return Err(Status::CMD_SEQ_ERROR);
-        }
-        let sgl = Sgl::decode(&sqe.dptr)?;
-        match sgl {
-            Sgl::Inline { offset, len } if len > 0 => {
-                // In-capsule data only flows host to controller, on I/O queues.
-                if !host_to_ctrl(sqe) || c.q.qid == 0 {
-                    return Err(Status::INVALID_FIELD);
-                }
-                let room = (byte_len as u64).saturating_sub(Sqe::SIZE as u64);
-                if offset > room || len as u64 > room - offset {
-                    return Err(Status::SGL_INVALID_OFFSET);
-                }
-            }
-            Sgl::Keyed { len, .. } if len > 0 => {
-                if len as usize > c.xfer {
-                    return Err(Status::SGL_INVALID_DATA);
-                }
-                if byte_len as usize != Sqe::SIZE && c.q.qid == 0 {
-                    return Err(Status::INVALID_FIELD);
-                }
-            }
-            _ => {}
-        }
-        c.slots[s as usize].sgl = Some(sgl);
-        Ok(())
     }
 
     /// Hold slot `s` until nothing in flight overlaps it (on its group's list); `resume` is
@@ -250,10 +205,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     pub(super) fn execute(&mut self, verbs: &mut V, ci: QueueAt, s: u16, now_ns: u64) {
-        if self.conn(ci).is_some_and(|c| c.q.qid == 0) {
+        let mut g = &mut self.groups[ci.g];
+        if g.conns[ci.i].as_ref().expect("live").q.qid == 0 {
             self.fold_for_admin();
+            g = &mut self.groups[ci.g];
         }
-        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
+        let c = g.conns[ci.i].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
         let (sgl, slot_fetched) = (slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 }), slot.fetched);
@@ -269,8 +226,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 }
             }
         }
-        let g = &mut self.groups[ci.g];
-        let c = g.conns[ci.i].as_mut().expect("live");
         // The SQE read where the capsule put it (not copied): the core takes the queue's state
         // mutably and the slot's SQE shared, two fields of the queue.
         let sqe = &c.slots[s as usize].sqe;
@@ -415,4 +370,47 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
+}
+
+impl<V: GroupVerbs> Conn<V> {
+    /// Validate slot `s`'s capsule's framing and SGL (the slot keeps the decoded SGL).
+    pub(super) fn check_capsule(&mut self, s: u16, byte_len: u32) -> Result<(), Status> {
+        let c = self;
+        let sqe = &c.slots[s as usize].sqe;
+        if (byte_len as usize) < Sqe::SIZE || byte_len as usize > c.capsule {
+            return Err(Status::INVALID_FIELD);
+        }
+        if sqe.flags & 0xC0 != PSDT_SGL || sqe.flags & 0x03 != 0 {
+            // PRPs or fused commands are not supported on fabrics.
+            return Err(Status::INVALID_FIELD);
+        }
+        if c.q.cntlid.is_none() && !(sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::CONNECT) {
+            // Nothing but Connect before Connect (and no data moved for anything else).
+            return Err(Status::CMD_SEQ_ERROR);
+        }
+        let sgl = Sgl::decode(&sqe.dptr)?;
+        match sgl {
+            Sgl::Inline { offset, len } if len > 0 => {
+                // In-capsule data only flows host to controller, on I/O queues.
+                if !host_to_ctrl(sqe) || c.q.qid == 0 {
+                    return Err(Status::INVALID_FIELD);
+                }
+                let room = (byte_len as u64).saturating_sub(Sqe::SIZE as u64);
+                if offset > room || len as u64 > room - offset {
+                    return Err(Status::SGL_INVALID_OFFSET);
+                }
+            }
+            Sgl::Keyed { len, .. } if len > 0 => {
+                if len as usize > c.xfer {
+                    return Err(Status::SGL_INVALID_DATA);
+                }
+                if byte_len as usize != Sqe::SIZE && c.q.qid == 0 {
+                    return Err(Status::INVALID_FIELD);
+                }
+            }
+            _ => {}
+        }
+        c.slots[s as usize].sgl = Some(sgl);
+        Ok(())
+    }
 }
