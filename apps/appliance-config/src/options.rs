@@ -364,6 +364,8 @@ pub const OPTIONS: &[Opt<Config>] = &[
     bound_opt!("cm.max-conns-per-source"),
     bound_opt!("cm.req-rate"),
     bound_opt!("cm.req-burst"),
+    bound_opt!("cm.unrouted-reqs"),
+    bound_opt!("cm.unrouted-wait"),
     bound_opt!("cm.rnr-retry-max"),
     bound_opt!("cm.ack-timeout-min"),
     bound_opt!("cm.ack-timeout-max"),

@@ -39,6 +39,10 @@
 //!   REQ, REP, REJ, RTU, MRA, DREQ or DREP touches a connection; a REQ's Primary Local Port
 //!   GID must be its source; a REJ's comm ID 0 is no wildcard once the peer's ID is known.
 //! - Peer-chosen timers and retry counts are clamped where the REQ/REP/MRA enters (`PeerClamps`).
+//! - A new REQ from a source whose MAC is not known yet (ARP asked) is held until it is, up
+//!   to `CmLimits::unrouted_reqs` REQs for `CmLimits::unrouted_wait_ns` each, then handled as
+//!   if it had just arrived: a host the target never had to ask for is answered after one
+//!   ARP round trip, not after its REQ retransmission interval (seconds).
 
 use alloc::collections::{BTreeSet, VecDeque};
 use alloc::vec::Vec;
@@ -164,6 +168,18 @@ pub struct Cm<V: Verbs> {
     next_timer_scan: u64,
     guid: u64,
     stats: CmStats,
+    /// New REQs waiting for their source's MAC (bounded by `CmLimits::unrouted_reqs`,
+    /// allocated at [`Cm::new`]); replayed by the timer scan once ARP has answered.
+    unrouted: Vec<Unrouted>,
+}
+
+/// A REQ held for the ARP answer: its source, TID and (clamped) fields, and until when.
+#[derive(Clone, Copy)]
+struct Unrouted {
+    src_ip: Ipv4,
+    tid: u64,
+    req: Req,
+    until: u64,
 }
 
 /// TID of a REQ/DREQ we send: `hi << 32 | comm ID byte-swapped` (Linux `cm_form_tid`).
@@ -195,6 +211,8 @@ impl<V: Verbs> Cm<V> {
         let mut events = VecDeque::new();
         // Every event belongs to a connection; a poll turn adds at most a few per MAD received.
         events.try_reserve(cfg.recv_slots.max(1) * 2 + 64).map_err(|_| CmError::NoMemory)?;
+        let mut unrouted = Vec::new();
+        unrouted.try_reserve_exact(cfg.limits.unrouted_reqs).map_err(|_| CmError::NoMemory)?;
         let buf = v.alloc_buf(slots * SLOT).map_err(CmError::Verbs)?;
         let access = Access { local_write: true, remote_read: false, remote_write: false };
         let (lkey, _) = v.reg_mr(buf.paddr(), buf.len() as u64, access).map_err(CmError::Verbs)?;
@@ -220,6 +238,7 @@ impl<V: Verbs> Cm<V> {
             next_timer_scan: 0,
             guid: guid_from_mac(v.local_mac()),
             stats: CmStats::default(),
+            unrouted,
         };
         for i in 0..cm.recv_slots {
             cm.post_slot(v, i).map_err(CmError::Verbs)?;
@@ -835,6 +854,7 @@ impl<V: Verbs> Cm<V> {
             self.limiter.sweep(now);
             self.next_sweep = now.saturating_add(self.cfg.limits.log_interval_ns);
         }
+        self.replay_unrouted(v);
         for i in 0..self.conns.scan_end() {
             let Some(id) = self.conns.id_at(i) else { continue };
             if self.conns.get(id).is_some_and(|c| c.state == State::Resolving) {

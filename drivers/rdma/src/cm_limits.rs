@@ -43,12 +43,20 @@ pub struct CmLimits {
     pub req_burst: u32,
     /// At most one log line about refusals per interval.
     pub log_interval_ns: u64,
+    /// New REQs held while their source's MAC is resolved (ARP), at most; more are dropped
+    /// (counted in `no_route`) and the peer's retransmission tries again.
+    pub unrouted_reqs: usize,
+    /// How long a held REQ waits for the ARP answer before it is dropped.
+    pub unrouted_wait_ns: u64,
 }
 
 impl Default for CmLimits {
     fn default() -> Self {
         // An NVMe-oF host opens 1 admin + one I/O queue per CPU (Linux: up to 128+) at once.
-        CmLimits { max_conns: 1024, max_conns_per_source: 256, req_rate_per_s: 100, req_burst: 160, log_interval_ns: 1_000_000_000 }
+        // A REQ from a peer we have no MAC for waits for the ARP answer (Linux resolves the
+        // reply path's neighbour before it answers a REQ) instead of costing the peer a whole
+        // REQ retransmission interval (4 s and more).
+        CmLimits { max_conns: 1024, max_conns_per_source: 256, req_rate_per_s: 100, req_burst: 160, log_interval_ns: 1_000_000_000, unrouted_reqs: 16, unrouted_wait_ns: 2_000_000_000 }
     }
 }
 

@@ -166,6 +166,70 @@ fn duplicate_req_gives_one_connect_request_and_a_resent_rep() {
     assert_eq!(w.t.dev.resources().qps, 1);
 }
 
+/// A REQ from a host whose MAC the target has not resolved yet (its ARP answer still on the
+/// way: the host knew the target's address, the target never asked for the host's) is held
+/// and answered as soon as the address resolves, well inside the host's REQ retransmission
+/// interval; before, it was dropped and the host's first connect waited a whole interval.
+#[test]
+fn req_from_an_unresolved_host_is_answered_once_its_address_resolves() {
+    let mut w = World::new();
+    w.t.cm.listen(4420).unwrap();
+    let log = tap(&w.f, |_, _| false);
+    w.f.delay_resolution(HOST, 3);
+    let hid = w.connect(4420, b"x");
+    // The REQ timer is about 6 ms here; everything below happens in under 1 ms.
+    for _ in 0..10 {
+        w.step(100_000);
+        if w.t.events.iter().any(|e| matches!(e, CmEvent::ConnectRequest(_))) {
+            break;
+        }
+    }
+    let req = w.take_request();
+    w.accept(req.id, b"");
+    w.run(5, 100_000);
+    assert!(w.h.events.iter().any(|e| matches!(e, CmEvent::Established { id, .. } if *id == hid)), "{:?}", w.h.events);
+    let reqs = log.lock().unwrap().iter().filter(|(_, m)| attr_of(m) == attr::REQ).count();
+    assert_eq!(reqs, 1, "answered without a retransmitted REQ");
+    let s = w.t.cm.stats();
+    assert_eq!((s.no_route, s.route_waits, s.route_waits_answered, s.route_waits_expired), (1, 1, 1, 0), "{s:?}");
+}
+
+/// A held REQ whose address never resolves is dropped after `unrouted_wait_ns` (nothing
+/// created, counted); the host's retransmission, once the address resolves, is served. The
+/// hold is bounded: with room for one, a second unresolved REQ is only counted.
+#[test]
+fn held_req_expires_and_the_hold_is_bounded() {
+    let limits = rdma::cm_limits::CmLimits { unrouted_reqs: 1, unrouted_wait_ns: 1_000_000, ..rdma::cm_limits::CmLimits::default() };
+    let mut w = World::with_target_cfg(CmConfig { limits, ..cfg(0x1111) });
+    w.t.cm.listen(4420).unwrap();
+    let log = tap(&w.f, |_, _| false);
+    w.f.delay_resolution(HOST, u32::MAX);
+    let hid = w.connect(4420, b"x");
+    w.run(2, 100_000);
+    let req_mad = log.lock().unwrap()[0].1.clone();
+    // Another REQ (another comm ID) from the same unresolved host finds the hold full.
+    let mut other = req_mad.clone();
+    other[24] ^= 0x5a;
+    w.f.inject_ud(HOST, Qpn(1), TARGET, Qpn(1), GSI_QKEY, &other);
+    w.run(15, 100_000);
+    let s = w.t.cm.stats();
+    assert_eq!((s.no_route, s.route_waits, s.route_waits_answered, s.route_waits_expired), (2, 1, 0, 1), "{s:?}");
+    assert!(w.t.events.is_empty(), "{:?}", w.t.events);
+    assert_eq!(w.t.cm.conn_count(), 0);
+    // The address resolves; the host's REQ retransmission is served.
+    w.f.delay_resolution(HOST, 0);
+    for _ in 0..100 {
+        w.step(100_000);
+        if w.t.events.iter().any(|e| matches!(e, CmEvent::ConnectRequest(_))) {
+            break;
+        }
+    }
+    let req = w.take_request();
+    w.accept(req.id, b"");
+    w.run(5, 100_000);
+    assert!(w.h.events.iter().any(|e| matches!(e, CmEvent::Established { id, .. } if *id == hid)), "{:?}", w.h.events);
+}
+
 #[test]
 fn no_answer_ends_in_unreachable_after_max_cm_retries() {
     let mut w = World::new();

@@ -156,6 +156,7 @@ pub fn run_target(
     }
     // The service's counters (errors by status included) on stderr, as after a timeout.
     svc.report();
+    neighbour_report(&node.v);
     let mut rep = String::new();
     let _ = svc.target.turnaround.write_report(&mut rep, "target turnaround, receive CQE seen -> response posted (host clock)");
     print!("{rep}");
@@ -405,4 +406,17 @@ fn os_seed() -> [u8; 32] {
         s[24..].copy_from_slice(&std::collections::hash_map::RandomState::new().hash_one(t).to_le_bytes());
     }
     s
+}
+
+/// The node's neighbour resolution (ARP) counters on stderr: how a CM answer found, or did not
+/// find, its way back to a peer.
+fn neighbour_report(v: &testbed::node::Verbs) {
+    log::info!(
+        "runner: neighbours {} {:?}, arp requests sent {}, replies sent {}, replies dropped {}",
+        v.neigh_len(),
+        v.neigh_stats(),
+        v.arp_requests_sent,
+        v.arp_replies_sent,
+        v.arp_replies_dropped
+    );
 }

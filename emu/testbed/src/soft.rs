@@ -105,6 +105,8 @@ enum Packet {
 
 struct FabricInner {
     nodes: Vec<(Ipv4, Mac)>,
+    /// Addresses whose next lookups fail as if ARP had not answered yet (lookups left).
+    unresolved: Vec<(Ipv4, u32)>,
     inbox: BTreeMap<Ipv4, VecDeque<Packet>>,
     filter: Option<UdFilter>,
     stats: FabricStats,
@@ -127,6 +129,7 @@ impl SoftFabric {
         SoftFabric {
             inner: Arc::new(Mutex::new(FabricInner {
                 nodes: Vec::new(),
+                unresolved: Vec::new(),
                 inbox: BTreeMap::new(),
                 filter: None,
                 stats: FabricStats::default(),
@@ -166,6 +169,25 @@ impl SoftFabric {
         d.qps.insert(1, Qp::new(QpKind::Ud, cq, cq, 1024, 1024));
         d.qps.get_mut(&1).expect("just inserted").state = QpState::Rts;
         SoftDevice::new(d)
+    }
+
+    /// The next `lookups` resolutions of `ip` (by any device) fail, as on a fabric where
+    /// the neighbour is not in the table yet and its ARP answer is still on the way.
+    pub fn delay_resolution(&self, ip: Ipv4, lookups: u32) {
+        let mut f = locked(&self.inner);
+        f.unresolved.retain(|(i, _)| *i != ip);
+        f.unresolved.push((ip, lookups));
+    }
+
+    /// The MAC of `ip` if it is a device on the fabric and not held back by
+    /// [`SoftFabric::delay_resolution`].
+    pub(crate) fn resolve(&self, ip: Ipv4) -> Option<Mac> {
+        let mut f = locked(&self.inner);
+        if let Some((_, left)) = f.unresolved.iter_mut().find(|(i, n)| *i == ip && *n > 0) {
+            *left -= 1;
+            return None;
+        }
+        f.nodes.iter().find(|(i, _)| *i == ip).map(|(_, m)| *m)
     }
 
     /// Install (or clear) the UD filter; datagrams it returns `false` for are lost.

@@ -50,6 +50,8 @@ pub const WORDS: &[Word] = &[
     Word { name: "cm.max-conns-per-source", min: 1, max: MAX_COUNT, expect: "1..65536", set: |b, v| b.cm.max_conns_per_source = v as u32 },
     Word { name: "cm.req-rate", min: 1, max: 1_000_000, expect: "REQs per second, 1..1000000", set: |b, v| b.cm.req_rate_per_s = v as u32 },
     Word { name: "cm.req-burst", min: 1, max: 1_000_000, expect: "REQs, 1..1000000", set: |b, v| b.cm.req_burst = v as u32 },
+    Word { name: "cm.unrouted-reqs", min: 0, max: 4096, expect: "REQs held for ARP, 0..4096", set: |b, v| b.cm.unrouted_reqs = v as usize },
+    Word { name: "cm.unrouted-wait", min: 1, max: MAX_MS, expect: "ms, 1..4294967295", set: |b, v| b.cm.unrouted_wait_ns = v * 1_000_000 },
     Word { name: "cm.rnr-retry-max", min: 0, max: 7, expect: "0..7 (7 = retry forever)", set: |b, v| b.clamps.rnr_retry_max = v as u8 },
     Word { name: "cm.ack-timeout-min", min: 1, max: 31, expect: "exponent 1..31 (4.096 us x 2^N)", set: |b, v| b.clamps.ack_timeout_min = v as u8 },
     Word { name: "cm.ack-timeout-max", min: 1, max: 31, expect: "exponent 1..31 (4.096 us x 2^N)", set: |b, v| b.clamps.ack_timeout_max = v as u8 },
@@ -133,7 +135,7 @@ mod tests {
         let a = parse(
             "nvmet.connect-deadline=750 nvmet.kato-min=2000 nvmet.kato-max=30000 nvmet.max-ctrls-per-host=3 \
              nvmet.max-unadmitted-per-source=4 nvmet.max-unadmitted=9 cm.max-conns=2 cm.max-conns-per-source=5 \
-             cm.req-rate=7 cm.req-burst=11 cm.rnr-retry-max=3 cm.ack-timeout-min=12 cm.ack-timeout-max=14 \
+             cm.req-rate=7 cm.req-burst=11 cm.unrouted-reqs=6 cm.unrouted-wait=1500 cm.rnr-retry-max=3 cm.ack-timeout-min=12 cm.ack-timeout-max=14 \
              cm.response-timeout-max=16 cm.retries-max=4 cm.service-timeout-max=18",
         )
         .unwrap();
@@ -145,7 +147,7 @@ mod tests {
         let base = CmConfig { mtu: 4096, seed: 99, ..CmConfig::default() };
         let c = cm_config(&a.bounds, base).unwrap();
         assert_eq!((c.mtu, c.seed), (4096, 99), "other CM settings kept");
-        assert_eq!(c.limits, CmLimits { max_conns: 2, max_conns_per_source: 5, req_rate_per_s: 7, req_burst: 11, ..CmLimits::default() });
+        assert_eq!(c.limits, CmLimits { max_conns: 2, max_conns_per_source: 5, req_rate_per_s: 7, req_burst: 11, unrouted_reqs: 6, unrouted_wait_ns: 1_500_000_000, ..CmLimits::default() });
         let want = PeerClamps { rnr_retry_max: 3, ack_timeout_min: 12, ack_timeout_max: 14, cm_response_timeout_max: 16, max_cm_retries_max: 4, service_timeout_max: 18 };
         assert_eq!(c.clamps, want);
         // No words: the defaults.

@@ -165,7 +165,14 @@ pub struct CmStats {
     pub dup_reqs: u64,
     pub stale_rejects: u64,
     pub send_ring_full: u64,
+    /// MADs that found no MAC for their source on arrival (ARP asked); a new REQ among them
+    /// is held for the answer (`route_waits`) when there is room, the rest are dropped.
     pub no_route: u64,
+    /// New REQs held until their source's MAC was known; of them, handled once it was
+    /// (`route_waits_answered`) and dropped after `CmLimits::unrouted_wait_ns` without it.
+    pub route_waits: u64,
+    pub route_waits_answered: u64,
+    pub route_waits_expired: u64,
     pub ignored: u64,
     /// MADs naming one of our connections that came from another source address than the
     /// connection's peer (or a REQ whose Primary Local Port GID is not its source): dropped

@@ -55,6 +55,42 @@ impl<V: Verbs> Cm<V> {
 
     pub(super) fn on_req(&mut self, v: &mut V, src_ip: Ipv4, tid: u64, r: Req) {
         let r = self.cfg.clamps.req(r, &mut self.stats.clamped);
+        self.on_clamped_req(v, src_ip, tid, r);
+    }
+
+    /// Hold a new REQ whose source has no MAC yet (ARP was asked) until it has one, if there
+    /// is room; a REQ already held for the same source and comm ID is not held twice.
+    fn hold_unrouted(&mut self, src_ip: Ipv4, tid: u64, r: Req) {
+        if self.unrouted.iter().any(|u| u.src_ip == src_ip && u.req.local_comm_id == r.local_comm_id) {
+            return;
+        }
+        if self.unrouted.len() < self.cfg.limits.unrouted_reqs {
+            self.stats.route_waits += 1;
+            self.unrouted.push(Unrouted { src_ip, tid, req: r, until: self.now.saturating_add(self.cfg.limits.unrouted_wait_ns) });
+        }
+    }
+
+    /// The timer scan's part for held REQs: each whose source now resolves is handled as if
+    /// it had just arrived (duplicate and stale checks included); each past its wait is
+    /// dropped. Bounded by `CmLimits::unrouted_reqs`.
+    pub(super) fn replay_unrouted(&mut self, v: &mut V) {
+        let mut i = 0;
+        while i < self.unrouted.len() {
+            let u = self.unrouted[i];
+            if v.resolve_mac(u.src_ip).is_some() {
+                self.unrouted.swap_remove(i);
+                self.stats.route_waits_answered += 1;
+                self.on_clamped_req(v, u.src_ip, u.tid, u.req);
+            } else if self.now >= u.until {
+                self.unrouted.swap_remove(i);
+                self.stats.route_waits_expired += 1;
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn on_clamped_req(&mut self, v: &mut V, src_ip: Ipv4, tid: u64, r: Req) {
         // The source address is the peer's identity from here on: a REQ must name it as its
         // Primary Local Port GID (RoCEv2: the IPv4-mapped source address), so nobody can make
         // a REQ that speaks for another host's connections.
@@ -85,7 +121,7 @@ impl<V: Verbs> Cm<V> {
         }
         let Some(mac) = v.resolve_mac(src_ip) else {
             self.stats.no_route += 1;
-            return;
+            return self.hold_unrouted(src_ip, tid, r);
         };
         // Stale: the same remote QP (same source address, CA GUID and QPN) is still connected
         // under another ID: that peer has lost the old connection (IBA 12.9.8.3.1), so it

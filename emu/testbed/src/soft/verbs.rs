@@ -15,7 +15,7 @@ impl Neighbours for SoftState {
         self.mac
     }
     fn resolve_mac(&mut self, ip: Ipv4) -> Option<Mac> {
-        locked(&self.fabric.inner).nodes.iter().find(|(i, _)| *i == ip).map(|(_, m)| *m)
+        self.fabric.resolve(ip)
     }
 }
 
