@@ -631,6 +631,18 @@ impl<V: Verbs> Host<V> {
         Ok(())
     }
 
+    /// When [`Host::tick`] next has timer work: the Keep Alive to send (half the KATO after
+    /// the last; none while every admin slot is busy, a completion frees one) or the one
+    /// outstanding to give up on (a KATO after it was sent); `None`: no keep-alive running.
+    pub fn next_timer(&self) -> Option<u64> {
+        let kato = self.cfg.kato_ms as u64 * 1_000_000;
+        let q = self.admin.as_ref()?;
+        if kato == 0 || q.failed || (self.ka_slot.is_none() && q.free.is_empty()) {
+            return None;
+        }
+        Some(self.last_ka_ns.saturating_add(if self.ka_slot.is_some() { kato } else { kato / 2 }))
+    }
+
     /// Send a Keep Alive when half the KATO has passed; poll the admin queue. Call regularly.
     pub fn tick(&mut self, verbs: &mut V, now: u64) -> Result<(), Error<V::Error>> {
         let Some(q) = self.admin.as_mut() else { return Ok(()) };

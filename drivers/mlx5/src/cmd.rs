@@ -175,6 +175,11 @@ impl<D: DmaRegion> CmdQueue<D> {
         }
     }
 
+    /// When the health check next samples the counter (`None`: health not watched).
+    pub fn next_health_sample(&self) -> Option<u64> {
+        self.health.as_ref().map(|h| h.next_sample_ns())
+    }
+
     /// Index of `slot` in the queue (for traces and tests).
     pub fn slot_index(&self, slot: Slot) -> usize {
         self.slot(slot).index

@@ -126,6 +126,11 @@ impl HealthMonitor {
         HealthMonitor { last: read_field(bar, init_seg::health_counter), sampled_ns: hal.now_ns(), misses: 0, stall_ns }
     }
 
+    /// When [`HealthMonitor::check`] next samples the counter.
+    pub fn next_sample_ns(&self) -> u64 {
+        self.sampled_ns.saturating_add(self.stall_ns / MISSES as u64)
+    }
+
     /// Check once: a non-zero syndrome, or the counter unchanged over [`MISSES`] samples, is
     /// an error. The counter is sampled at most every `stall_ns / MISSES`.
     pub fn check<H: Hal, M: Mmio + ?Sized>(&mut self, hal: &H, bar: &M) -> Result<(), Error> {

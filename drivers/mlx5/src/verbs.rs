@@ -153,6 +153,19 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
 }
 
 impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
+    /// Earliest time `Control::poll` has timer work of its own (the health counter's next
+    /// sample, the neighbour table's ageing sweep), for loops that jump a virtual clock over
+    /// idle time; `None` once the device failed (nothing runs until it is recovered).
+    pub fn next_timer(&self) -> Option<u64> {
+        if self.dev.failed().is_some() {
+            return None;
+        }
+        let age = if self.raw_eth { self.next_age_ns } else { u64::MAX };
+        Some(self.dev.next_health_sample().unwrap_or(u64::MAX).min(age)).filter(|&t| t != u64::MAX)
+    }
+}
+
+impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
     /// Queue the raw frames (up to `slots` waiting) for a management network stack, which
     /// takes them with [`Mlx5Verbs::mgmt_recv`] and sends with [`Mlx5Verbs::mgmt_send`]. ARP
     /// frames still feed the neighbour table (RoCE resolution); with `answers_arp` (the stack

@@ -848,6 +848,27 @@ impl<V: Verbs> Cm<V> {
         self.events.pop_front()
     }
 
+    /// The earliest time a [`Cm::poll`] has work without a MAD arriving: an event still queued
+    /// (`now` of the last poll), a resend or give-up deadline, the end of a timewait, a REQ
+    /// waiting for its peer's address (retried every timer scan), the limiter's sweep. Timers
+    /// run on scans [`TIMER_SCAN_NS`] apart, so this is never before the next scan. For
+    /// event-driven loops that jump a virtual clock over idle time; `None`: no timer.
+    pub fn next_timer(&self) -> Option<u64> {
+        if !self.events.is_empty() {
+            return Some(self.now);
+        }
+        let mut t = if self.limiter.sources() > 0 { self.next_sweep } else { u64::MAX };
+        for i in 0..self.conns.scan_end() {
+            let Some(c) = self.conns.id_at(i).and_then(|id| self.conns.get(id)) else { continue };
+            if c.state == State::Resolving {
+                t = t.min(self.next_timer_scan);
+            } else if let Some(d) = c.deadline {
+                t = t.min(d);
+            }
+        }
+        (t != u64::MAX).then(|| t.max(self.next_timer_scan))
+    }
+
     fn run_timers(&mut self, v: &mut V) {
         let now = self.now;
         if now >= self.next_sweep {

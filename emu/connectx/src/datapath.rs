@@ -220,6 +220,17 @@ impl Device {
         self.link = Some(link);
     }
 
+    /// Earliest time [`Device::poll`] has work without a frame arriving: a send doorbell not
+    /// executed yet (now), the RoCE engine's timers. (Requests the engine holds back for want
+    /// of a window or budget go out with the ACKs and polls that follow work.)
+    pub fn next_timer(&self) -> Option<u64> {
+        let eng = self.engine.as_ref()?;
+        if !self.sq_doorbells.is_empty() {
+            return Some(self.clock.now_ns());
+        }
+        eng.next_timer()
+    }
+
     /// Run the data path once: SQ doorbells, new RQ WQEs, the engine (rx, timers, tx),
     /// completions → CQEs. Returns a count of work done (0 = idle).
     pub fn poll(&mut self) -> usize {

@@ -141,6 +141,13 @@ impl ConnectX {
         self.dev.lock().poll()
     }
 
+    /// Earliest time [`ConnectX::poll`] has work without a frame arriving (a send doorbell
+    /// not yet executed, the RoCE engine's retransmit and RNR timers), for loops that jump a
+    /// virtual clock over idle time; `None`: none (or no engine).
+    pub fn next_timer(&self) -> Option<u64> {
+        self.dev.lock().next_timer()
+    }
+
     /// Counters of the RoCE engine (None before INIT_HCA / after TEARDOWN_HCA).
     pub fn engine_counters(&self) -> Option<emu_roce::Counters> {
         self.dev.lock().engine.as_ref().map(|e| e.counters())

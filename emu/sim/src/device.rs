@@ -42,6 +42,11 @@ impl SimRam {
         self.hal.mem().write(r.paddr(), &bytes[..r.len()]);
     }
 
+    /// When the next accepted I/O completes (`None`: none pending).
+    pub fn next_due(&self) -> Option<u64> {
+        self.pending.iter().map(|p| p.0).min()
+    }
+
     /// I/Os accepted and not completed yet.
     pub fn pending(&self) -> usize {
         self.pending.len()

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use sim::faults;
 
-const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--targets N] [--initiators N] [--ops N] [--faults all|none|LIST] [--namespace-on-crash keep|lose] [--quiet] [--verbose] [--log LEVEL]
+const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--targets N] [--initiators N] [--ops N] [--faults all|none|LIST] [--namespace-on-crash keep|lose] [--quiet] [--verbose] [--log LEVEL] [--check-timers]
   LIST: comma-separated of loss,dup,reorder,delay,corrupt,flap,mtu,partition,kato,icrash,tcrash,cmdhang,health,qperr,cqoverrun,fatal";
 
 struct Args {
@@ -23,10 +23,11 @@ struct Args {
     quiet: bool,
     verbose: bool,
     keep_namespace: Option<bool>,
+    check_timers: bool,
 }
 
 fn parse() -> Result<Args, String> {
-    let mut a = Args { from: 0, to: 1, until_failure: false, targets: 1, initiators: 2, ops: 400, faults: faults::ALL.to_vec(), quiet: false, verbose: false, keep_namespace: None };
+    let mut a = Args { from: 0, to: 1, until_failure: false, targets: 1, initiators: 2, ops: 400, faults: faults::ALL.to_vec(), quiet: false, verbose: false, keep_namespace: None, check_timers: false };
     let mut it = std::env::args().skip(1);
     let num = |v: Option<String>, what: &str| -> Result<u64, String> { v.ok_or(format!("{what} needs a value"))?.parse::<u64>().map_err(|e| format!("{what}: {e}")) };
     while let Some(w) = it.next() {
@@ -48,6 +49,7 @@ fn parse() -> Result<Args, String> {
             "--faults" => a.faults = faults::parse_list(&it.next().ok_or("--faults needs a list")?)?,
             "--quiet" => a.quiet = true,
             "--verbose" => a.verbose = true,
+            "--check-timers" => a.check_timers = true,
             "--log" => {
                 let l: log::LevelFilter = it.next().ok_or("--log needs a level")?.parse().map_err(|_| "--log takes error|warn|info|debug|trace")?;
                 let _ = log::set_logger(&LOGGER);
@@ -100,7 +102,7 @@ fn main() -> ExitCode {
     let mut notice: Vec<(u64, sim::world::Noticed)> = Vec::new();
     let mut seed = a.from;
     while a.until_failure || seed < a.to {
-        let cfg = sim::Config { seed, targets: a.targets, initiators: a.initiators, ops: a.ops, faults: a.faults.clone(), verbose: a.verbose, keep_namespace: a.keep_namespace };
+        let cfg = sim::Config { seed, targets: a.targets, initiators: a.initiators, ops: a.ops, faults: a.faults.clone(), verbose: a.verbose, keep_namespace: a.keep_namespace, check_timers: a.check_timers };
         let out = sim::run(cfg);
         seeds += 1;
         ops += out.ops;

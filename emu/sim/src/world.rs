@@ -1,13 +1,14 @@
 //! world: one simulated world: T target nodes (mlx5 driver over an emulated ConnectX, the real
 //! IB CM and NVMe-oF target serving its own RAM namespace) and N initiator nodes (the same
 //! driver and adapter model, the real CM and NVMe-oF initiator, a controller on every target),
-//! joined by the [`Fabric`], all advancing
-//! on one virtual clock in one thread. A turn polls every node and the switch; when nothing
-//! happened the clock jumps (to the next frame delivery, fault or workload time, at most
-//! `MAX_IDLE_NS`). An initiator's controllers reconnect through the product's state machine
-//! (`nvmeof::host::controllers`), advanced a step per turn; the steps that still wait (the
-//! bring-up once a target answered, an orderly disconnect) run the rest of the world from the
-//! initiator's idle hook.
+//! joined by the [`Fabric`], all advancing on one virtual clock in one thread. A turn polls
+//! every node and the switch; when nothing happened the clock jumps straight to the earliest
+//! timer anything reports ([`World::next_timer`]: frame deliveries, faults, the workload, every
+//! node's CM, driver, adapter, transport, keep-alive and namespace); while an initiator is busy
+//! in a blocking step (it cannot report then) it ramps up to at most `MAX_IDLE_NS` a turn. An
+//! initiator's controllers reconnect through the product's state machine
+//! (`nvmeof::host::controllers`), advanced a step per turn; the steps that still wait (an
+//! orderly disconnect) run the rest of the world from the initiator's idle hook.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -42,8 +43,11 @@ const MAX_BLOCKS: u64 = 8;
 const MS: u64 = 1_000_000;
 /// Clock step of a turn that did something.
 const TURN_NS: u64 = 1_000;
-/// Longest clock jump of an idle turn.
+/// Longest clock step of an idle turn while an initiator is busy in a blocking step (it cannot
+/// report its timers), and under `--check-timers`.
 const MAX_IDLE_NS: u64 = 2 * MS;
+/// Idle turns in a row past a timer due before a failure says so (it is reported, not served).
+const DUE_UNSERVED_TURNS: u32 = 10_000;
 /// The workload spreads its operations over this much virtual time (faults fall inside it).
 const SPAN_NS: u64 = 3_000 * MS;
 /// The initiators' keep-alive timeout.
@@ -73,6 +77,9 @@ pub struct Config {
     pub verbose: bool,
     /// Whether a target crash keeps its RAM namespace (`Some`), or the seed decides (`None`).
     pub keep_namespace: Option<bool>,
+    /// Move the clock as before the jumps over idle time (ramping up to `MAX_IDLE_NS`) and
+    /// fail if anything happens before the earliest timer the nodes reported.
+    pub check_timers: bool,
 }
 
 /// What made an initiator fail a controller (time-to-notice of a crashed target).
@@ -322,6 +329,13 @@ pub struct World {
     next_action: usize,
     deferred: Vec<Action>,
     idle_ns: u64,
+    /// When the last turn that did something ran.
+    changed_ns: u64,
+    /// `--check-timers`: the earliest timer reported at the last idle turn (0: none), and by what.
+    promised_ns: u64,
+    promised_by: &'static str,
+    /// Idle turns in a row whose earliest timer was already due.
+    due_unserved: u32,
     /// `[k][j]`: when target `j` crashed while initiator `k`'s controller on it was live, until
     /// the initiator released that controller; and why `k` failed it last.
     crash_unnoticed: Vec<Vec<Option<u64>>>,
@@ -576,10 +590,12 @@ impl World {
         }
     }
 
-    /// One turn of everything present; advances the clock.
+    /// One turn of everything present; advances the clock: by `TURN_NS` after a turn that did
+    /// something, else straight to the earliest timer of the world ([`World::next_timer`]).
     pub fn turn(&mut self) {
         self.out.turns += 1;
         let now = self.clock.now_ns();
+        let applied = self.next_action;
         while self.next_action < self.plan.actions.len() && self.plan.actions[self.next_action].0 <= now {
             let a = self.plan.actions[self.next_action].1;
             self.next_action += 1;
@@ -588,22 +604,19 @@ impl World {
         for a in core::mem::take(&mut self.deferred) {
             self.apply(a);
         }
-        let mut work = 0;
-        let mut wake = self.plan.actions.get(self.next_action).map_or(u64::MAX, |a| a.0);
+        let mut work = self.next_action - applied;
         for j in 0..self.targets.len() {
             if self.targets[j].is_none() && self.target_restart[j].as_ref().is_some_and(|r| r.0 <= now) {
                 let (_, saved) = self.target_restart[j].take().expect("checked");
                 if let Err(e) = self.make_target(j, false, saved) {
                     self.fail(e);
                 }
+                work += 1;
             }
             if let Some(t) = self.targets[j].as_mut() {
                 work += t.svc.poll(&mut t.node.v, now);
                 rdma::Control::poll(&mut t.node.v);
                 work += t.node.cx.poll();
-            }
-            if let Some((t, _)) = &self.target_restart[j] {
-                wake = wake.min(*t);
             }
         }
         for k in 0..self.inits.len() {
@@ -614,6 +627,7 @@ impl World {
                     Ok(p) => init.parts = Some(p),
                     Err(e) => self.fail(e),
                 }
+                work += 1;
             }
             if let Some(p) = init.parts.as_mut() {
                 work += p.node.cx.poll();
@@ -626,28 +640,74 @@ impl World {
                     }
                 }
             }
-            // A wake time already past belongs to an initiator waiting for a blocking step of
-            // another one to return; advancing slowly would not serve it.
-            for t in [init.wake_ns, init.restart_ns.unwrap_or(u64::MAX)] {
-                if t > now {
-                    wake = wake.min(t);
-                }
-            }
             self.inits[k] = Some(init);
         }
         work += self.fabric.forward();
         let step = if work > 0 {
+            if now < self.promised_ns {
+                self.fail(format!("--check-timers: something happened at {}us, before the earliest timer any node reported ({}us, {})", now / 1000, self.promised_ns / 1000, self.promised_by));
+            }
+            self.changed_ns = now;
             self.idle_ns = TURN_NS;
+            self.promised_ns = 0;
             TURN_NS
         } else {
-            self.idle_ns = (self.idle_ns * 2).min(MAX_IDLE_NS);
-            let mut s = self.idle_ns;
-            if let Some(d) = self.fabric.next_delivery() {
-                s = s.min(d.saturating_sub(now));
+            let (wake, what) = self.next_timer();
+            self.due_unserved = if wake <= now { self.due_unserved + 1 } else { 0 };
+            if self.due_unserved > DUE_UNSERVED_TURNS {
+                self.fail(format!("a timer due at {}us ({what}) is not served: {DUE_UNSERVED_TURNS} idle turns past it", wake / 1000));
             }
-            s.min(wake.saturating_sub(now)).max(TURN_NS)
+            let blocked = self.inits.iter().any(|i| i.is_none());
+            if wake <= now {
+                TURN_NS
+            } else if self.cfg.check_timers || blocked {
+                // An initiator busy in a blocking step cannot report its timers: the clock
+                // ramps up as before the jumps, at most `MAX_IDLE_NS` a turn. `--check-timers`
+                // moves it so always, and fails on anything done before the earliest timer.
+                (self.promised_ns, self.promised_by) = if blocked { (0, "") } else { (wake, what) };
+                self.idle_ns = (self.idle_ns * 2).min(MAX_IDLE_NS);
+                self.idle_ns.min(wake - now)
+            } else {
+                wake - now
+            }
         };
         self.clock.advance(step);
+    }
+
+    /// The earliest time anything in the world has timer work: the fault schedule, node
+    /// restarts, frames on the switch, the initiators' workload and controllers (reconnects,
+    /// bring-up, keep-alive), every node's CM, driver (health sample, neighbour ageing) and
+    /// emulated adapter (retransmit, RNR), the targets' transport (keep-alive, Connect
+    /// deadlines; its slow path's look at device state when something happened since it
+    /// last ran) and namespace (device latency). With what asked for it (for a diagnosis).
+    fn next_timer(&mut self) -> (u64, &'static str) {
+        let mut best = (u64::MAX, "nothing");
+        let mut at = |t: Option<u64>, what: &'static str| {
+            if let Some(t) = t.filter(|&t| t < best.0) {
+                best = (t, what);
+            }
+        };
+        at(self.plan.actions.get(self.next_action).map(|a| a.0), "fault schedule");
+        at(self.fabric.next_delivery(), "switch delivery");
+        for j in 0..self.targets.len() {
+            at(self.target_restart[j].as_ref().map(|r| r.0), "target restart");
+            let Some(t) = self.targets[j].as_mut() else { continue };
+            at(t.svc.next_timer(), "target service (transport, CM)");
+            at(t.svc.target.next_slow_poll(self.changed_ns), "target slow path after a change");
+            at(t.node.cx.next_timer(), "target adapter");
+            at(t.node.v.next_timer(), "target driver");
+            at(t.svc.target.core.namespace_dev(&subnqn(j), 1).and_then(|d| d.next_due()), "target namespace");
+        }
+        for i in self.inits.iter().flatten() {
+            at(i.restart_ns, "initiator restart");
+            at(Some(i.wake_ns), "initiator workload");
+            let Some(p) = &i.parts else { continue };
+            at(p.ctrls.next_wake(), "initiator controllers");
+            at(p.env.cm.next_timer(), "initiator CM");
+            at(p.node.cx.next_timer(), "initiator adapter");
+            at(p.node.v.next_timer(), "initiator driver");
+        }
+        best
     }
 }
 

@@ -7,7 +7,7 @@ use sim::world::Noticed;
 use sim::{run, Config};
 
 fn cfg(seed: u64, faults: &[Kind]) -> Config {
-    Config { seed, targets: 1, initiators: 2, ops: 400, faults: faults.to_vec(), verbose: false, keep_namespace: None }
+    Config { seed, targets: 1, initiators: 2, ops: 400, faults: faults.to_vec(), verbose: false, keep_namespace: None, check_timers: false }
 }
 
 #[test]
@@ -17,6 +17,20 @@ fn the_same_seed_replays_the_same_run() {
         let b = run(cfg(seed, &faults::ALL));
         assert_eq!(a.line(seed), b.line(seed), "seed {seed} did not replay");
         assert!(a.failure.is_none(), "seed {seed}: {:?}", a.failure);
+    }
+}
+
+#[test]
+fn the_clock_jumps_over_idle_time_to_the_earliest_timer_a_node_reports() {
+    // Stepped as before the jumps (ramping up to 2 ms a turn, `--check-timers`: any work
+    // before the earliest timer the nodes reported fails the run) and jumped: the same events
+    // at the same times (the trace hashes both), in far fewer turns.
+    for seed in [0, 5, 9] {
+        let stepped = run(Config { check_timers: true, ..cfg(seed, &faults::ALL) });
+        let jumped = run(cfg(seed, &faults::ALL));
+        assert!(stepped.failure.is_none(), "seed {seed}: {:?} (replay: scripts/simulate --seed {seed} --check-timers)", stepped.failure);
+        assert_eq!(stepped.trace, jumped.trace, "seed {seed}: {} / {}", stepped.line(seed), jumped.line(seed));
+        assert!(jumped.turns * 2 < stepped.turns, "seed {seed}: {} turns jumping, {} stepping", jumped.turns, stepped.turns);
     }
 }
 

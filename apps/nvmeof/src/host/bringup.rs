@@ -66,6 +66,22 @@ impl<V: Verbs> BringUp<V> {
         self.cmd = None;
     }
 
+    /// The earliest time [`BringUp::step`] has timer work: its command or I/O queue connect
+    /// timing out, the host's Keep Alive (from Identify Controller on); 0 (at once) when the
+    /// next command is still to be sent.
+    pub(super) fn next_timer(&self, h: &Host<V>) -> Option<u64> {
+        let timeout = h.cfg.timeout_ns + 1;
+        let own = match (self.step, self.cmd, &self.ioq) {
+            (Step::Done, ..) => return Some(0),
+            (Step::IoCm { .. }, _, Some((_, since))) => since.saturating_add(timeout),
+            (Step::IoCm { .. }, _, None) => 0,
+            (_, Some((_, _, since)), _) => since.saturating_add(timeout),
+            (_, None, _) => 0,
+        };
+        let ka = if self.keep_alive { h.next_timer() } else { None };
+        Some(ka.map_or(own, |k| k.min(own)))
+    }
+
     /// One step: `Ok(true)` once the controller is ready for I/O, `Ok(false)` while waiting
     /// for the target. On an error the caller calls [`BringUp::abandon`] and tears down.
     pub(super) fn step(&mut self, h: &mut Host<V>, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<bool, Error<V::Error>> {

@@ -132,10 +132,23 @@ impl<V: Verbs> Controllers<V> {
         Controllers { ctrls, device_recoveries: 0, reconnect_delay_ns: cfg.reconnect_delay_ns, ctrl_loss_tmo_ns: cfg.ctrl_loss_tmo_ns }
     }
 
-    /// The earliest time a controller waits for (backoff), for a caller that sleeps or jumps a
-    /// virtual clock; `None` if none waits on a timer.
+    /// The earliest time a controller has timer work in [`Controllers::poll`] or its host's
+    /// `tick` (a backoff ending, a connect or bring-up command timing out, a Keep Alive to
+    /// send or give up on; a failed controller or a bring-up with its next command to send:
+    /// at once, 0), for a caller that sleeps or jumps a virtual clock; `None` if none waits on
+    /// a timer.
     pub fn next_wake(&self) -> Option<u64> {
-        self.ctrls.iter().filter_map(|c| if let CtrlState::Backoff { at } = c.state { Some(at) } else { None }).min()
+        self.ctrls
+            .iter()
+            .filter_map(|c| match c.state {
+                CtrlState::Backoff { at } => Some(at),
+                CtrlState::Failed => Some(0),
+                CtrlState::Connecting { since } => Some(since.saturating_add(c.host.cfg.timeout_ns + 1)),
+                CtrlState::Enabling { .. } => c.bring.as_ref().map_or(Some(0), |b| b.next_timer(&c.host)),
+                CtrlState::Live => c.host.next_timer(),
+                CtrlState::Lost => None,
+            })
+            .min()
     }
 
     /// Whether every controller is connected.

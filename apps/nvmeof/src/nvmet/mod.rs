@@ -742,6 +742,13 @@ impl<B: BlockDevice> Core<B> {
         self.subsystems.iter().find(|s| s.cfg.nqn == nqn).map(|s| s.linked)
     }
 
+    /// The earliest time [`Core::expired_ctrl`] finds a controller expired, from the last
+    /// command each controller's admin queue saw (its I/O queues' later ones, folded in by the
+    /// transport, only move it later); `None`: no controller with a keep-alive timer.
+    pub fn next_ka_expiry(&self) -> Option<u64> {
+        self.ctrls.iter().flatten().filter(|c| c.kato_ms != 0).map(|c| c.last_seen_ns.saturating_add(c.kato_ms as u64 * 1_000_000 + 1)).min()
+    }
+
     /// A controller whose keep-alive timer ran out, if any (call until `None`).
     pub fn expired_ctrl(&mut self, now_ns: u64) -> Option<u16> {
         for c in self.ctrls.iter().flatten() {

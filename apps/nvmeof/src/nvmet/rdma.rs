@@ -317,6 +317,10 @@ struct NsMr {
 /// image and emu-runner).
 pub const STUCK_NS: u64 = 2_000_000_000;
 
+/// How often [`RdmaTarget::poll`]'s slow path runs (keep-alive, Connect deadlines, device
+/// state: QP errors, broken groups, SRQ limits, failed stores).
+const SLOW_POLL_NS: u64 = 1_000_000;
+
 /// The SRQ low-water mark armed for a group of `bufs` buffers (an eighth).
 fn srq_limit(bufs: u16) -> u32 {
     (bufs as u32 / 8).max(1)
@@ -611,6 +615,30 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.closed.pop_front()
     }
 
+    /// The earliest time [`RdmaTarget::poll`]'s slow path (run at most once a millisecond)
+    /// has timer work: a controller's keep-alive running out, a queue's Connect deadline, a
+    /// broken group still to replace, the stuck-command check (with a turnaround clock). For
+    /// loops that jump a virtual clock over idle time; `None`: no timer. The device state the
+    /// slow path also looks at (QP errors, broken CQs, SRQ limits, failed stores) changes only
+    /// when something else happens: after that, poll again by [`RdmaTarget::next_slow_poll`].
+    pub fn next_timer(&self) -> Option<u64> {
+        let mut t = self.core.next_ka_expiry().unwrap_or(u64::MAX).min(self.next_connect_deadline().unwrap_or(u64::MAX));
+        if self.replace_pending {
+            t = t.min(self.next_ka_check_ns);
+        }
+        if self.turnaround_clock.is_some() {
+            t = t.min(self.next_stuck_check_ns);
+        }
+        (t != u64::MAX).then(|| t.max(self.next_ka_check_ns))
+    }
+
+    /// When [`RdmaTarget::poll`] next runs its slow path (device state included), if it has
+    /// not run since `changed_ns` (when something last happened that may have changed that
+    /// state: a completion, an event, a fault); `None` if it has.
+    pub fn next_slow_poll(&self, changed_ns: u64) -> Option<u64> {
+        (self.next_ka_check_ns.saturating_sub(SLOW_POLL_NS) <= changed_ns).then_some(self.next_ka_check_ns)
+    }
+
     /// Run the target: completions, block I/O, async events, keep-alive. `now_ns` is a
     /// monotonic clock. Returns the number of events handled.
     pub fn poll(&mut self, verbs: &mut V, now_ns: u64) -> usize {
@@ -640,7 +668,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // Keep-alive timers have 100 ms granularity (KAS); look at them once per millisecond.
         let slow = now_ns >= self.next_ka_check_ns;
         if slow {
-            self.next_ka_check_ns = now_ns.saturating_add(1_000_000);
+            self.next_ka_check_ns = now_ns.saturating_add(SLOW_POLL_NS);
             work += self.check_keep_alive(verbs, now_ns);
             work += self.core.check_stores();
             work += self.check_qp_errors(verbs);

@@ -81,6 +81,12 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
         self.live.len()
     }
 
+    /// The earliest time [`TargetService::poll`] has timer work (the transport's and the CM's;
+    /// see [`RdmaTarget::next_timer`]); `None`: none.
+    pub fn next_timer(&self) -> Option<u64> {
+        [self.target.next_timer(), self.cm.next_timer()].into_iter().flatten().min()
+    }
+
     /// One turn: transport completions and block I/O, then CM events, then queues the
     /// target closed. Returns the number of things done (0 = idle).
     pub fn poll(&mut self, verbs: &mut V, now_ns: u64) -> usize {

@@ -615,6 +615,10 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     pub fn health_report(&self) -> HealthReport {
         HealthReport::read(&self.bar)
     }
+    /// When [`Mlx5::check_health`] next samples the health counter (`None`: not watched).
+    pub fn next_health_sample(&self) -> Option<u64> {
+        self.cmd.next_health_sample()
+    }
     /// Check the health counter and syndrome once (call from the poll loop).
     pub fn check_health(&mut self) -> Result<(), Error> {
         self.cmd.check_health(&self.hal, &self.bar)

@@ -35,6 +35,10 @@ impl Sim {
             next_action: 0,
             deferred: Vec::new(),
             idle_ns: TURN_NS,
+            changed_ns: 0,
+            promised_ns: 0,
+            promised_by: "",
+            due_unserved: 0,
             crash_unnoticed: vec![vec![None; nt]; n],
             fail_why: vec![vec![Noticed::Other; nt]; n],
             cfg: Config { targets: nt, ..cfg },
@@ -217,9 +221,6 @@ impl Sim {
                 CtrlEvent::GaveUp => w.fail(format!("initiator {k} gave up on target {j} (no connection for the loss timeout)")),
             }
         }
-        if let Some(t) = p.ctrls.next_wake() {
-            init.wake_ns = init.wake_ns.min(t);
-        }
     }
 
     fn step_with(&self, k: usize, init: &mut Initiator) {
@@ -302,7 +303,9 @@ impl Sim {
                 return;
             }
         }
-        if init.issued < init.budget && init.ops.len() < init.qd {
+        // The next I/O's time (one already due waits for a controller or a slot instead: a
+        // reconnect or a completion).
+        if init.issued < init.budget && init.ops.len() < init.qd && Self::issue_time(init.issued, init.budget) > now {
             init.wake_ns = init.wake_ns.min(Self::issue_time(init.issued, init.budget));
         }
         if init.issued >= init.budget && init.ops.is_empty() {

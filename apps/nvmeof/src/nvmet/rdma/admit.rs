@@ -100,6 +100,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
+    /// When [`RdmaTarget::expire_unadmitted`] next finds a queue past its Connect deadline.
+    pub(super) fn next_connect_deadline(&self) -> Option<u64> {
+        let deadline = self.core.config().limits.connect_deadline_ms as u64 * 1_000_000;
+        self.all_conns().filter(|(_, c)| !c.draining && !c.admitted()).map(|(_, c)| c.accepted_ns.saturating_add(deadline + 1)).min()
+    }
+
     /// Close queues that did not complete Connect within the deadline (DREQ to the host).
     pub(super) fn expire_unadmitted(&mut self, verbs: &mut V, now_ns: u64) -> usize {
         let deadline = self.core.config().limits.connect_deadline_ms as u64 * 1_000_000;
