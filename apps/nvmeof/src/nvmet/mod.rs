@@ -160,13 +160,14 @@ impl QueueState {
     pub fn new(qid: u16) -> Self {
         QueueState { qid, ..Default::default() }
     }
-    /// Advance and return SQHD for the next CQE.
+    /// Advance and return SQHD for the next CQE: it wraps to 0 after `sqsize` (0-based), by
+    /// a compare and reset (no division per response).
+    #[inline]
     pub fn next_sqhd(&mut self) -> u16 {
         if self.sq_flow_disabled {
             return 0xFFFF;
         }
-        let depth = self.sqsize as u32 + 1;
-        self.sqhd = ((self.sqhd as u32 + 1) % depth.max(1)) as u16;
+        self.sqhd = if self.sqhd >= self.sqsize { 0 } else { self.sqhd + 1 };
         self.sqhd
     }
 }
