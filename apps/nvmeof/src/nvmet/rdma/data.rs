@@ -23,19 +23,14 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn post_read(&mut self, verbs: &mut V, ci: QueueAt, s: u16) {
         let g = &mut self.groups[ci.g];
         let c = g.conns[ci.i].as_mut().expect("live");
-        let slot = &mut c.slots[s as usize];
-        let Some(Sgl::Keyed { .. }) = slot.sgl else { return };
-        slot.state = SlotState::Reading;
-        if slot.direct_addr != 0 && slot.write.is_some() {
-            // Its READ is counted when it is written (`defer_send`), at the end of the turn.
-            // The list has room for every slot and a slot is on it at most once (it is Reading
-            // until answered), so this does not allocate.
-            c.turn_writes.push(s);
+        if let Some(listed) = c.list_turn_write(s) {
             g.has_turn_writes = true;
-            let listed = core::mem::replace(&mut c.unrung, true);
             g.list_unrung(ci.i, listed);
             return;
         }
+        let slot = &mut c.slots[s as usize];
+        let Some(Sgl::Keyed { .. }) = slot.sgl else { return };
+        slot.state = SlotState::Reading;
         if c.reads_posted > 0 {
             // An earlier READ's completion will ring the queue (its command answered, or the
             // held READs posted when it is the last): this one waits to share that doorbell.
@@ -170,7 +165,14 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             (Some(k), Some(r)) => {
                 slot.direct_lkey = k;
                 slot.range = r;
-                self.post_read(verbs, ci, s);
+                // Its READ, on this turn's list (as `post_read` would, with the queue at hand).
+                match c.list_turn_write(s) {
+                    Some(listed) => {
+                        g.has_turn_writes = true;
+                        g.list_unrung(ci.i, listed);
+                    }
+                    None => self.post_read(verbs, ci, s),
+                }
             }
             _ => {
                 // Cannot happen (see `SubmittedDirect`): the command fails, memory untouched.
@@ -408,6 +410,24 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 }
 
 impl<V: GroupVerbs> Conn<V> {
+    /// If slot `s` is a zero-copy Write (keyed SGL, namespace memory to READ into): it is
+    /// Reading and on the queue's list of this turn's Writes, whose READs and fenced answers are
+    /// written at the end of the turn (`answer_turn_writes`; its READ is counted then, by
+    /// `defer_send`). Returns whether the queue was listed for this turn's doorbell already
+    /// (its `unrung`, now set); none for any other slot.
+    #[inline(always)]
+    pub(super) fn list_turn_write(&mut self, s: u16) -> Option<bool> {
+        let slot = &mut self.slots[s as usize];
+        if !(matches!(slot.sgl, Some(Sgl::Keyed { .. })) && slot.direct_addr != 0 && slot.write.is_some()) {
+            return None;
+        }
+        slot.state = SlotState::Reading;
+        // The list has room for every slot and a slot is on it at most once (it is Reading
+        // until answered), so this does not allocate.
+        self.turn_writes.push(s);
+        Some(core::mem::replace(&mut self.unrung, true))
+    }
+
     /// Slot `s` is done with its command: back on the free list. Returns its receive buffer
     /// (`NO_BUF` if none) for the caller to give back to the group.
     #[inline(always)]
