@@ -11,8 +11,10 @@ use crate::wire::*;
 
 impl<B: BlockDevice> Core<B> {
 
-    pub(super) fn exec_io(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>) -> Action {
-        let Some(si) = self.q_ctrl(q).and_then(|c| c.subsys) else { return Action::status(Status::INVALID_OPCODE) };
+    /// I/O command `sqe` on queue `q`, whose enabled controller is in subsystem `subsys` (none:
+    /// a discovery controller, which has no I/O commands).
+    pub(super) fn exec_io(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, subsys: Option<usize>) -> Action {
+        let Some(si) = subsys else { return Action::status(Status::INVALID_OPCODE) };
         let nsid = sqe.nsid.get();
         if !matches!(sqe.opcode, io_op::READ | io_op::WRITE | io_op::COMPARE | io_op::FLUSH | io_op::WRITE_ZEROES | io_op::DSM) {
             return Action::status(Status::INVALID_OPCODE);

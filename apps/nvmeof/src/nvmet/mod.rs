@@ -1020,12 +1020,14 @@ impl<B: BlockDevice> Core<B> {
         } else if q.cntlid.is_none() {
             // Nothing but Connect before Connect.
             Action::status(Status::CMD_SEQ_ERROR)
-        } else if !self.q_ctrl(q).is_some_and(|c| c.enabled()) {
-            Action::status(Status::CMD_SEQ_ERROR)
-        } else if q.qid == 0 {
-            self.exec_admin(q, sqe, data)
         } else {
-            self.exec_io(q, sqe, data)
+            // The queue's controller looked up once per command (an I/O command takes its
+            // subsystem from here).
+            match self.q_ctrl(q).filter(|c| c.enabled()).map(|c| c.subsys) {
+                None => Action::status(Status::CMD_SEQ_ERROR),
+                Some(_) if q.qid == 0 => self.exec_admin(q, sqe, data),
+                Some(subsys) => self.exec_io(q, sqe, data, subsys),
+            }
         };
         if let Action::Respond { status, .. } = a {
             if !status.is_success() {
