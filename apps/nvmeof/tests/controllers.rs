@@ -108,6 +108,7 @@ impl HostEnv<V> for Net {
         }
         if let Some(r) = self.refuser.as_mut() {
             r.poll(&mut self.w.t.v, self.w.clock.now_ns());
+            while r.take_answer().is_some() {}
         }
         if let Some((from, to, t)) = self.outage {
             let now = self.w.now_ns();
@@ -131,7 +132,9 @@ impl HostEnv<V> for Net {
             let r = self.refuser.as_mut().expect("an unlink has a refuser");
             self.w.psn += 0x1000;
             let (hp, tp) = (self.w.psn, self.w.psn + 0x800);
-            let (tqp, _) = r.accept(&mut self.w.t.v, private, &rc_attrs(qp, H_IP, H_MAC, hp, tp)).map_err(|_| ())?;
+            // Its poll group takes the queue in on the refuser's next poll, before its CQ is
+            // polled: the host's Connect finds the queue.
+            let tqp = r.accept(&mut self.w.t.v, private, &rc_attrs(qp, H_IP, H_MAC, hp, tp)).map_err(|_| ())?.qpn;
             verbs.connect_rc_qp(qp, &rc_attrs(tqp, T_IP, T_MAC, tp, hp)).map_err(|_| ())?;
             self.next_dead += 1;
             let h = 0x2000_0000 | self.next_dead;

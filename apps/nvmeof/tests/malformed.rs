@@ -370,7 +370,7 @@ fn cm_private_data_checks() {
     assert_eq!(rej(&mut w, &cm_req_private(0, 64)), Some(cm_rej::INVALID_HSQSIZE));
     assert_eq!(rej(&mut w, &cm_req_private(1, 65)), Some(cm_rej::INVALID_HSQSIZE));
     let ok = w.target.accept(&mut w.tdev, &cm_req_private(0, 32), &a).unwrap();
-    assert_eq!(ok.1.crqsize.get(), 32);
+    assert_eq!(ok.rep.crqsize.get(), 32);
     assert_eq!(w.target.stats().conns_rejected, 5);
 }
 

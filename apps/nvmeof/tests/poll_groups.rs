@@ -3,13 +3,15 @@
 //! groups (queues spread round-robin, per-group counters); connect/disconnect with the
 //! adapter's objects and pages back at baseline; a QP in error on one group leaves the other
 //! queues serving; more connections than SRQ buffers (RNR NAKs, retried) and the SRQ limit
-//! event. The groups are polled in turn by one thread.
+//! event; a new queue answered (attached or refused, REJ with nothing leaked) only after its
+//! group's turn. The groups are polled in turn by one thread.
 
 use std::collections::BTreeMap;
 
 use hal::DmaRegion;
 use nvmeof::bench::Rng;
-use nvmeof::host::{property_set_sqe, Host, HostConfig, IoDone, IoKind};
+use nvmeof::host::{cm_req_private, property_set_sqe, Host, HostConfig, IoDone, IoKind};
+use nvmeof::nvmet::rdma::QueueAnswer;
 use nvmeof::Status;
 use rdma::{Control, Qpn};
 use testbed::Node;
@@ -184,6 +186,95 @@ fn connect_disconnect_over_groups_leaks_nothing() {
         assert_eq!((g0.queues_live, g1.queues_live), (0, 0));
         assert!(g0.capsules > 100 * round && g1.capsules > 100 * round, "round {round}: {g0:?} {g1:?}");
     }
+}
+
+/// A host-side RC QP for a queue accepted by hand (its own CQ on the host's adapter).
+fn host_qp(h: &mut Node) -> Qpn {
+    let cq = h.v.create_cq(16).expect("host CQ");
+    h.v.create_rc_qp(cq, cq, 16, 16).expect("host QP")
+}
+
+/// The owner accepts a queue (QP made and connected, `Conn` built) and stages it in its group:
+/// nothing answers until the group's turn has taken it in (attached, found by its QPN), and
+/// only then is it a queue of the target; the same on a second group. Disconnected, the
+/// adapter's objects and pages are back at baseline.
+#[test]
+fn a_queue_accepted_into_a_group_answers_only_after_the_groups_turn() {
+    let (mut w, mut h) = setup_groups(4, 2);
+    let base = objects(&w);
+    let mut qpns = Vec::new();
+    for k in 0..2u16 {
+        let hq = host_qp(&mut h);
+        let p = w.target.accept(&mut w.t.v, &cm_req_private(0, 32), &rc_attrs(hq, H_IP, H_MAC, 0x100, 0x900)).expect("accepted");
+        assert_eq!(p.rep.crqsize.get(), 32);
+        assert!(w.target.take_answer().is_none(), "queue {k}: an answer before its group's turn");
+        assert_eq!(w.target.queues(), k as usize, "queue {k} is not the target's before its group's turn");
+        assert!(w.t.cx.device().qps.contains_key(&p.qpn.0), "its QP made by the owner");
+        assert_eq!(w.target.group_stats(k as usize).queues_assigned, 0);
+        // Other traffic does not answer it: only the group's turn.
+        w.t.v.poll();
+        assert!(w.target.take_answer().is_none());
+        w.target.poll(&mut w.t.v, w.clock.now_ns());
+        match w.target.take_answer() {
+            Some(QueueAnswer::Attached(q)) => assert_eq!(q, p.qpn),
+            a => panic!("queue {k}: {a:?}"),
+        }
+        assert!(w.target.take_answer().is_none(), "one answer per queue");
+        assert_eq!(w.target.queues(), k as usize + 1);
+        assert_eq!(w.target.group_stats(k as usize).queues_assigned, 1, "round-robin: queue {k} in group {k}");
+        qpns.push(p.qpn);
+    }
+    assert_eq!(w.target.stats().conns_accepted, 2);
+    for q in qpns {
+        w.target.disconnected(&mut w.t.v, q);
+    }
+    settle_to_baseline(&mut w, base, "after the hand-accepted queues");
+}
+
+/// A queue staged in a group that breaks before its turn (its CQ overruns: the adapter puts
+/// the CQ in error) is refused by the group: the owner destroys its QP and deregisters its
+/// keys, the answer is a REJ (NO_RESOURCES), the target counts a rejected connection, and the
+/// queue in the other group keeps working; with it gone, the adapter's QPs, CQs, SRQs, keys
+/// and pages are back at baseline.
+#[test]
+fn a_refused_attach_sends_rej_and_leaks_nothing() {
+    let (mut w, mut h) = setup_groups(4, 2);
+    let base = objects(&w);
+    // Group 0 takes the first queue.
+    let first = w.target.accept(&mut w.t.v, &cm_req_private(0, 32), &rc_attrs(host_qp(&mut h), H_IP, H_MAC, 0x100, 0x900)).expect("accepted");
+    // (`w.turn()` would hand the answer to the harness's CM.)
+    w.target.poll(&mut w.t.v, w.clock.now_ns());
+    assert!(matches!(w.target.take_answer(), Some(QueueAnswer::Attached(q)) if q == first.qpn));
+    let before = objects(&w);
+    let pinned = w.target.pinned();
+    // Group 1 is handed the second; its CQ fails before the group's turn.
+    let p = w.target.accept(&mut w.t.v, &cm_req_private(0, 32), &rc_attrs(host_qp(&mut h), H_IP, H_MAC, 0x200, 0xa00)).expect("accepted");
+    assert!(w.target.pinned().dma_bytes > pinned.dma_bytes, "the staged queue's memory is counted");
+    let pick = {
+        let d = w.t.cx.device();
+        d.qps.values().filter(|q| q.st == 0 && q.state == 3).position(|q| q.qpn == p.qpn.0).expect("staged QP in RTS") as u64
+    };
+    assert!(w.t.cx.inject_cq_overrun(pick).is_some());
+    w.t.cx.poll();
+    w.t.v.poll();
+    assert!(w.target.take_answer().is_none(), "no answer before the group's turn");
+    w.target.poll(&mut w.t.v, w.clock.now_ns());
+    match w.target.take_answer() {
+        Some(QueueAnswer::Refused(q, rej)) => {
+            assert_eq!(q, p.qpn);
+            assert_eq!(rej.sts.get(), nvmeof::wire::cm_rej::NO_RESOURCES);
+        }
+        a => panic!("{a:?}"),
+    }
+    assert!(!w.t.cx.device().qps.contains_key(&p.qpn.0), "the refused queue's QP destroyed");
+    assert_eq!(w.target.queues(), 1);
+    assert_eq!(w.target.stats().conns_rejected, 1);
+    assert_eq!(w.target.group_stats(1).queues_assigned, 0);
+    let now = objects(&w);
+    assert_eq!((now.0, now.3, now.4), (before.0, before.3, before.4), "QPs, keys and pages as before the refused queue");
+    assert_eq!(w.target.pinned().dma_bytes, pinned.dma_bytes, "its memory freed");
+    w.target.disconnected(&mut w.t.v, first.qpn);
+    settle_to_baseline(&mut w, base, "after the refused queue");
 }
 
 /// A target QP forced into error while its queue has I/O outstanding, then closed (by its

@@ -42,7 +42,7 @@ mod ranges;
 mod wr_id;
 pub use admit::Pinned;
 pub use group::GroupStats;
-use group::{Gone, Parked, PollGroup};
+use group::{Parked, PollGroup, Staged, ToOwner};
 use ranges::{InFlight, RangeId};
 use wr_id::{Kind, WrId};
 
@@ -73,6 +73,25 @@ fn block_tag(ci: QueueAt, gen: u16, kind: Kind, slot: u16) -> u64 {
 pub(super) struct QueueAt {
     pub(super) g: usize,
     pub(super) i: usize,
+}
+
+/// A queue [`RdmaTarget::accept`] built and handed to a poll group, whose answer comes later
+/// ([`RdmaTarget::take_answer`], after the group's turn took it in or refused it): until
+/// then the caller keeps the CM ID, this QPN and this REP private data, and sends nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct PendingQueue {
+    pub qpn: Qpn,
+    pub rep: RdmaCmRep,
+}
+
+/// A poll group's answer to a new queue ([`PendingQueue`]).
+#[derive(Debug, Clone, Copy)]
+pub enum QueueAnswer {
+    /// The queue is in its group: send the REP.
+    Attached(Qpn),
+    /// The group refused it (broken); its QP is destroyed and its memory freed: send
+    /// this REJ.
+    Refused(Qpn, RdmaCmRej),
 }
 
 /// Transport counters (never reset).
@@ -122,6 +141,9 @@ pub struct TransportStats {
     pub block_done_lost: u64,
     /// Queues closed by the target that did not fit the list for the CM (must stay 0).
     pub closed_overflow: u64,
+    /// Answers to new queues nobody took ([`RdmaTarget::take_answer`]) and that made room
+    /// for newer ones (a caller that never asks; the service asks every turn).
+    pub answers_dropped: u64,
     /// Commands found unanswered for longer than [`STUCK_NS`] by the once-a-second check
     /// (each counted once; logged with their state, a few per check).
     pub stuck_commands: u64,
@@ -161,6 +183,7 @@ impl TransportStats {
             send_doorbells: self.send_doorbells + o.send_doorbells,
             block_done_lost: self.block_done_lost + o.block_done_lost,
             closed_overflow: self.closed_overflow + o.closed_overflow,
+            answers_dropped: self.answers_dropped + o.answers_dropped,
             stuck_commands: self.stuck_commands + o.stuck_commands,
             groups_broken: self.groups_broken + o.groups_broken,
             groups_replaced: self.groups_replaced + o.groups_replaced,
@@ -341,6 +364,12 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     block_done: [(u64, Status); BLOCK_BATCH],
     /// Room for every queue (each is listed at most once per teardown), reserved at start.
     closed: VecDeque<Qpn>,
+    /// The poll groups' answers to new queues, for [`RdmaTarget::take_answer`]; room for
+    /// every queue, reserved at start.
+    answers: VecDeque<QueueAnswer>,
+    /// A new queue was staged in a group since the last turn (one test per group turn
+    /// instead of a look at the group's ring).
+    attach_pending: bool,
     turnaround_clock: Option<fn() -> u64>,
     /// Small host→controller payloads (Connect data, DSM ranges) copied here for parsing.
     scratch_in: alloc::boxed::Box<[u8; 4096]>,
@@ -399,6 +428,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             gen: 1,
             block_done: [(0, Status::SUCCESS); BLOCK_BATCH],
             closed: VecDeque::with_capacity(max_queues),
+            answers: VecDeque::with_capacity(max_queues),
+            attach_pending: false,
             turnaround_clock: None,
             scratch_in: alloc::boxed::Box::new([0; 4096]),
             next_ka_check_ns: 0,
@@ -639,15 +670,28 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         (self.next_ka_check_ns.saturating_sub(SLOW_POLL_NS) <= changed_ns).then_some(self.next_ka_check_ns)
     }
 
+    /// The next poll group's answer to a queue [`RdmaTarget::accept`] handed over (in the
+    /// order the groups' turns gave them).
+    pub fn take_answer(&mut self) -> Option<QueueAnswer> {
+        self.answers.pop_front()
+    }
+
     /// Run the target: completions, block I/O, async events, keep-alive. `now_ns` is a
     /// monotonic clock. Returns the number of events handled.
     pub fn poll(&mut self, verbs: &mut V, now_ns: u64) -> usize {
         self.now_ns = now_ns;
         self.in_poll = true;
         let mut work = 0;
+        let attach = core::mem::take(&mut self.attach_pending);
         for gi in 0..self.groups.len() {
             let g = &mut self.groups[gi];
             V::check_group(&mut g.rings);
+            // New queues the owner staged, before the CQ (a capsule of theirs finds them).
+            if attach {
+                let n = g.take_new();
+                work += n;
+                self.gone_pending |= n > 0;
+            }
             let n = g.rings.poll_cq(g.cq, &mut g.wc);
             work += n;
             g.stats.completions += n as u64;

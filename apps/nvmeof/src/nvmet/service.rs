@@ -7,6 +7,10 @@
 //! accepted → REP with crqsize, refused → REJ reason 28 (consumer defined) with the 4-byte
 //! NVMe-RDMA status. A DREQ (or REP timeout, REJ) closes that queue on the target; a queue the
 //! target closes itself (keep-alive expiry, Fabrics Disconnect, transport error) gets a DREQ.
+//! A queue the transport accepted is handed to a poll group whose turn takes it in: the REP
+//! (or, refused, a REJ) leaves only with the group's answer ([`RdmaTarget::take_answer`]); until
+//! then the service keeps the CM ID, the QPN and the REP private data, and the CM answers a
+//! retransmitted REQ for that ID with nothing.
 //!
 //! When the adapter fails ([`rdma::Control::device_failed`]: the driver reset it), every queue is
 //! closed (its work flushed), the namespace keys released, and once the block I/O of those
@@ -21,7 +25,8 @@ use rdma::cm_wire::rej_reason;
 use rdma::{Access, Qpn, GroupVerbs};
 use zerocopy::IntoBytes;
 
-use super::rdma::RdmaTarget;
+use super::rdma::{QueueAnswer, RdmaTarget};
+use crate::wire::RdmaCmRep;
 use super::Core;
 use crate::Error;
 
@@ -56,6 +61,9 @@ pub struct TargetService<V: GroupVerbs, B: BlockDevice> {
     port: u16,
     /// Live connections: CM id → the target's QP.
     live: BTreeMap<u32, Qpn>,
+    /// Queues handed to a poll group and not answered yet: the target's QPN → what the REP
+    /// needs ([`Pending`]).
+    pending: BTreeMap<u32, Pending>,
     /// The CM's settings (a new CM after a device recovery).
     cm_cfg: CmConfig,
     pub stats: ServiceStats,
@@ -73,7 +81,7 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
         let mut cm = Cm::new(verbs, cfg).map_err(cm_err)?;
         cm.listen(listen_port).map_err(cm_err)?;
         log::info!("nvmeof: service: listening on {}.{}.{}.{} port {listen_port}", verbs.local_ip()[0], verbs.local_ip()[1], verbs.local_ip()[2], verbs.local_ip()[3]);
-        Ok(TargetService { cm, target: RdmaTarget::new(core, max_queues), port: listen_port, live: BTreeMap::new(), cm_cfg: cfg, stats: ServiceStats::default() })
+        Ok(TargetService { cm, target: RdmaTarget::new(core, max_queues), port: listen_port, live: BTreeMap::new(), pending: BTreeMap::new(), cm_cfg: cfg, stats: ServiceStats::default() })
     }
 
     /// Connections with a live queue.
@@ -94,6 +102,7 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
             return self.recover(verbs, now_ns);
         }
         let mut n = self.target.poll(verbs, now_ns);
+        n += self.answer_pending(verbs);
         while let Some(ev) = self.cm.poll(verbs, now_ns) {
             n += 1;
             self.on_event(verbs, ev);
@@ -131,17 +140,10 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
                     }
                 };
                 match self.target.accept(verbs, &r.private_data, &attrs) {
-                    Ok((qpn, rep)) => match self.cm.accept_app_qp(verbs, r.id, qpn, rep.as_bytes()) {
-                        Ok(()) => {
-                            self.stats.accepted += 1;
-                            self.live.insert(r.id.0, qpn);
-                        }
-                        Err(e) => {
-                            self.stats.cm_errors += 1;
-                            log::warn!("nvmeof: service: REP for {qpn}: {e:?}");
-                            self.target.disconnected(verbs, qpn);
-                        }
-                    },
+                    // REP once its poll group has it (`answer_pending`).
+                    Ok(p) => {
+                        self.pending.insert(p.qpn.0, Pending { id: r.id, rep: p.rep, abandoned: false });
+                    }
                     Err(rej) => {
                         self.stats.rejected += 1;
                         if self.cm.reject(verbs, r.id, rej_reason::CONSUMER_DEFINED, rej.as_bytes()).is_err() {
@@ -155,9 +157,46 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
                 if let Some(qpn) = self.live.remove(&id.0) {
                     self.stats.closed_by_peer += 1;
                     self.target.disconnected(verbs, qpn);
+                } else if let Some(p) = self.pending.values_mut().find(|p| p.id == id) {
+                    p.abandoned = true;
                 }
             }
         }
+    }
+
+    /// The poll groups' answers to the queues handed to them: REP for a queue its group took
+    /// in, REJ for a refused one (its QP already destroyed); a queue whose connection was given
+    /// up meanwhile is closed. Returns how many answers.
+    fn answer_pending(&mut self, verbs: &mut V) -> usize {
+        let mut n = 0;
+        while let Some(a) = self.target.take_answer() {
+            n += 1;
+            let qpn = match a {
+                QueueAnswer::Attached(q) | QueueAnswer::Refused(q, _) => q,
+            };
+            let Some(p) = self.pending.remove(&qpn.0) else { continue };
+            match a {
+                QueueAnswer::Attached(_) if p.abandoned => self.target.disconnected(verbs, qpn),
+                QueueAnswer::Attached(_) => match self.cm.accept_app_qp(verbs, p.id, qpn, p.rep.as_bytes()) {
+                    Ok(()) => {
+                        self.stats.accepted += 1;
+                        self.live.insert(p.id.0, qpn);
+                    }
+                    Err(e) => {
+                        self.stats.cm_errors += 1;
+                        log::warn!("nvmeof: service: REP for {qpn}: {e:?}");
+                        self.target.disconnected(verbs, qpn);
+                    }
+                },
+                QueueAnswer::Refused(_, rej) => {
+                    self.stats.rejected += 1;
+                    if !p.abandoned && self.cm.reject(verbs, p.id, rej_reason::CONSUMER_DEFINED, rej.as_bytes()).is_err() {
+                        self.stats.cm_errors += 1;
+                    }
+                }
+            }
+        }
+        n
     }
 
     /// The device failed: close every queue, let their block I/O finish, release the
@@ -171,8 +210,13 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
             n += 1;
         }
         while self.target.take_closed().is_some() {}
+        // Queues still waiting for their group: closed as soon as it answers.
+        for p in self.pending.values_mut() {
+            p.abandoned = true;
+        }
         // Queues whose commands are still in the block device free their keys when it answers.
         n += self.target.poll(verbs, now_ns);
+        n += self.answer_pending(verbs);
         if self.target.core.block_inflight() {
             return n.max(1);
         }
@@ -208,6 +252,13 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
     /// Close every connection (DREQ) and stop listening; keep polling to let them finish.
     pub fn close_all(&mut self, verbs: &mut V) {
         self.cm.unlisten(self.port);
+        // Queues still waiting for their group: REJ now, closed when it answers.
+        for p in self.pending.values_mut() {
+            if !p.abandoned {
+                p.abandoned = true;
+                let _ = self.cm.reject(verbs, p.id, rej_reason::CONSUMER_DEFINED, &[]);
+            }
+        }
         let ids: alloc::vec::Vec<(u32, Qpn)> = self.live.iter().map(|(a, b)| (*a, *b)).collect();
         for (id, qpn) in ids {
             self.live.remove(&id);
@@ -215,6 +266,16 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
             let _ = self.cm.disconnect(verbs, ConnId(id));
         }
     }
+}
+
+/// A connection whose queue waits for its poll group's answer.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    id: ConnId,
+    rep: RdmaCmRep,
+    /// The CM gave the connection up (or the service is closing) meanwhile: an attached
+    /// queue is closed at once, nothing is sent.
+    abandoned: bool,
 }
 
 fn cm_err<E>(e: CmError<E>) -> Error<E> {

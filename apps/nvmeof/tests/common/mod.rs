@@ -11,7 +11,7 @@ use std::rc::{Rc, Weak};
 use blockdev::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
 use hal::{DmaRegion, DmaSlice, Hal, PhysAddr};
 use nvmeof::host::{ConnectPoll, HostConfig, HostEnv};
-use nvmeof::nvmet::rdma::RdmaTarget;
+use nvmeof::nvmet::rdma::{QueueAnswer, RdmaTarget};
 use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
 use testbed::soft::{SoftBuf, SoftDevice, SoftError, SoftFabric};
 use rdma::*;
@@ -260,6 +260,8 @@ pub struct World<D: GroupVerbs = TDev> {
     /// ns added to the clock on every idle() call.
     pub tick_ns: u64,
     conns: BTreeMap<u32, (Qpn, ConnectPoll)>,
+    /// Queues handed to a poll group, waiting for its answer: target QPN → crqsize of the REP.
+    pending: BTreeMap<u32, u16>,
     next: u32,
     pub idle_calls: u64,
     /// The source address the target sees for connections made through `cm_connect`.
@@ -332,7 +334,7 @@ pub fn make_world_on<D: GroupVerbs>(fabric: &SoftFabric, blocks: u64, allowed: &
         },
     ];
     let core = Core::new(cfg, subs).expect("config");
-    World { target: RdmaTarget::new(core, max_queues), tdev, now: 1_000_000, tick_ns: 1_000, conns: BTreeMap::new(), next: 1, idle_calls: 0, peer_ip: HOST_IP }
+    World { target: RdmaTarget::new(core, max_queues), tdev, now: 1_000_000, tick_ns: 1_000, conns: BTreeMap::new(), pending: BTreeMap::new(), next: 1, idle_calls: 0, peer_ip: HOST_IP }
 }
 
 impl<D: GroupVerbs> HostEnv<TDev> for World<D> {
@@ -345,14 +347,26 @@ impl<D: GroupVerbs> HostEnv<TDev> for World<D> {
         self.now += self.tick_ns;
         rdma::Control::poll(&mut self.tdev);
         self.target.poll(&mut self.tdev, self.now);
+        // The poll groups' answers: as a CM would, Connected (REP) or Rejected (REJ) only now.
+        while let Some(a) = self.target.take_answer() {
+            let (qpn, st) = match a {
+                QueueAnswer::Attached(q) => (q, self.pending.remove(&q.0).map(|crqsize| ConnectPoll::Connected { crqsize })),
+                QueueAnswer::Refused(q, rej) => (q, self.pending.remove(&q.0).map(|_| ConnectPoll::Rejected(rej.sts.get()))),
+            };
+            let Some(st) = st else { continue };
+            if let Some(c) = self.conns.values_mut().find(|c| c.0 == qpn && c.1 == ConnectPoll::Pending) {
+                *c = (if matches!(st, ConnectPoll::Rejected(_)) { Qpn(0) } else { qpn }, st);
+            }
+        }
     }
     fn cm_connect(&mut self, verbs: &mut TDev, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()> {
         let h = self.next;
         self.next += 1;
         let st = match self.target.accept(&mut self.tdev, private, &attrs(qp, self.peer_ip)) {
-            Ok((tqp, rep)) => {
-                verbs.connect_rc_qp(qp, &attrs(tqp, TARGET_IP)).map_err(|_| ())?;
-                self.conns.insert(h, (tqp, ConnectPoll::Connected { crqsize: rep.crqsize.get() }));
+            Ok(p) => {
+                verbs.connect_rc_qp(qp, &attrs(p.qpn, TARGET_IP)).map_err(|_| ())?;
+                self.pending.insert(p.qpn.0, p.rep.crqsize.get());
+                self.conns.insert(h, (p.qpn, ConnectPoll::Pending));
                 return Ok(h);
             }
             Err(rej) => ConnectPoll::Rejected(rej.sts.get()),

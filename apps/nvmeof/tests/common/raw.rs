@@ -37,6 +37,13 @@ impl Raw {
         let all = Access { local_write: true, remote_read: true, remote_write: true };
         let (_, rkey) = hd.reg_mr(data.paddr(), DATA_LEN as u64, all).unwrap();
         let h = w.cm_connect(hd, qp, &cm_req_private(qid, depth)).unwrap();
+        // Connected once the queue's poll group has taken it in (the target's next turn).
+        for _ in 0..10 {
+            if w.cm_poll(hd, h) != nvmeof::host::ConnectPoll::Pending {
+                break;
+            }
+            w.idle(hd);
+        }
         assert!(matches!(w.cm_poll(hd, h), nvmeof::host::ConnectPoll::Connected { .. }));
         Raw { qp, cq, cmd, cmd_lkey, rsp, rsp_lkey, data, rkey }
     }

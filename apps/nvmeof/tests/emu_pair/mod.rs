@@ -12,7 +12,7 @@ use blockdev::{BlockDevice, RamNamespace};
 use nvme::{Config, Controller, NvmeNamespace};
 use emu_roce::Impairments;
 use nvmeof::host::{ConnectPoll, HostConfig, HostEnv};
-use nvmeof::nvmet::rdma::RdmaTarget;
+use nvmeof::nvmet::rdma::{QueueAnswer, RdmaTarget};
 use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
 use rdma::{Access, Control, Qpn, RcConnectAttrs};
 use testbed::nvme_drive::{DriveNs, DriveState, NvmeDrive};
@@ -63,6 +63,8 @@ pub struct World<B: BlockDevice = RamNamespace<SimHal>> {
     pub host_qps: Vec<Qpn>,
     pub target: RdmaTarget<V, B>,
     pub conns: BTreeMap<u32, (Qpn, ConnectPoll)>,
+    /// Queues handed to a poll group, waiting for its answer: target QPN → crqsize of the REP.
+    pub pending: BTreeMap<u32, u16>,
     pub next: u32,
     pub psn: u32,
 }
@@ -72,9 +74,28 @@ impl<B: BlockDevice> World<B> {
         self.clock.advance(500);
         let now = self.clock.now_ns();
         self.target.poll(&mut self.t.v, now);
+        self.take_answers();
         self.t.v.poll();
         self.t.cx.poll();
         self.host_cx.poll();
+    }
+
+    /// The poll groups' answers to queues `cm_connect` handed over: as a CM would, the
+    /// connection becomes Connected (REP) or Rejected (REJ) only now.
+    pub fn take_answers(&mut self) {
+        while let Some(a) = self.target.take_answer() {
+            let (qpn, st) = match a {
+                QueueAnswer::Attached(q) => (q, self.pending.remove(&q.0).map(|crqsize| ConnectPoll::Connected { crqsize })),
+                QueueAnswer::Refused(q, rej) => (q, self.pending.remove(&q.0).map(|_| ConnectPoll::Rejected(rej.sts.get()))),
+            };
+            let Some(st) = st else { continue };
+            if let Some(c) = self.conns.values_mut().find(|c| c.0 == qpn && c.1 == ConnectPoll::Pending) {
+                c.1 = st;
+                if matches!(st, ConnectPoll::Rejected(_)) {
+                    c.0 = Qpn(0);
+                }
+            }
+        }
     }
 }
 
@@ -92,9 +113,10 @@ impl<B: BlockDevice> HostEnv<V> for World<B> {
         self.psn += 0x1000;
         let (hp, tp) = (self.psn, self.psn + 0x800);
         let st = match self.target.accept(&mut self.t.v, private, &rc_attrs(qp, H_IP, H_MAC, hp, tp)) {
-            Ok((tqp, rep)) => {
-                verbs.connect_rc_qp(qp, &rc_attrs(tqp, T_IP, T_MAC, tp, hp)).map_err(|_| ())?;
-                (tqp, ConnectPoll::Connected { crqsize: rep.crqsize.get() })
+            Ok(p) => {
+                verbs.connect_rc_qp(qp, &rc_attrs(p.qpn, T_IP, T_MAC, tp, hp)).map_err(|_| ())?;
+                self.pending.insert(p.qpn.0, p.rep.crqsize.get());
+                (p.qpn, ConnectPoll::Pending)
             }
             Err(rej) => (Qpn(0), ConnectPoll::Rejected(rej.sts.get())),
         };
@@ -200,7 +222,7 @@ pub fn setup_subsystems<B: BlockDevice>(max_io_queues: u16, groups: usize, subs:
     h.v.add_neighbor(T_IP, T_MAC).unwrap();
     let target = target_on(max_io_queues, groups, subs(&t));
     let host_cx = h.cx.clone();
-    let w = World { clock, t, host_cx, target, conns: BTreeMap::new(), host_qps: Vec::new(), next: 1, psn: 0x10_0000 };
+    let w = World { clock, t, host_cx, target, conns: BTreeMap::new(), pending: BTreeMap::new(), host_qps: Vec::new(), next: 1, psn: 0x10_0000 };
     (w, h)
 }
 

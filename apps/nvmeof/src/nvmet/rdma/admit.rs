@@ -29,7 +29,8 @@ impl fmt::Display for Ip {
 /// What the transport's queues hold, for leak checks and the per-connection memory figure.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pinned {
-    /// Live queues (not draining), and those of them not admitted by Connect.
+    /// Live queues (not draining, or accepted and waiting for their poll group's answer),
+    /// and those of them not admitted by Connect.
     pub queues: usize,
     pub unadmitted: usize,
     /// DMA memory held by all queues (response, data, Connect buffers) and the poll groups'
@@ -51,9 +52,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn admission_room(&mut self, source: rdma::Ipv4) -> Result<(), u16> {
         let limits = &self.core.config().limits;
         let (per, total) = (limits.max_unadmitted_per_source, limits.max_unadmitted);
-        let waiting = self.all_conns().filter(|(_, c)| !c.draining && !c.admitted());
+        // Queues staged in a group and not answered yet count too.
+        let staged = self.groups.iter().flat_map(|g| g.staged_conns());
+        let waiting = self.all_conns().map(|(_, c)| c).filter(|c| !c.draining && !c.admitted()).chain(staged);
         let (mut all, mut here) = (0, 0);
-        for (_, c) in waiting {
+        for c in waiting {
             all += 1;
             here += (c.source == source) as usize;
         }
@@ -124,11 +127,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// What the queues hold now.
     pub fn pinned(&self) -> Pinned {
         let mut p = Pinned::default();
-        for (_, c) in self.all_conns() {
+        let staged = self.groups.iter().flat_map(|g| g.staged_conns());
+        for c in self.all_conns().map(|(_, c)| c).chain(staged) {
             if !c.draining {
                 p.queues += 1;
                 p.unadmitted += !c.admitted() as usize;
             }
+        }
+        // Live, draining, and staged in a group waiting for its answer.
+        for c in self.all_conns().map(|(_, c)| c).chain(self.groups.iter().flat_map(|g| g.staged_conns())) {
             p.dma_bytes += (c.rsp.len() + c.data.len() + c.pre_data.as_ref().map_or(0, |d| d.0.len())) as u64;
             p.heap_bytes += (core::mem::size_of::<Conn<V>>() + c.slots.capacity() * core::mem::size_of::<Slot>() + (c.free.capacity() + c.turn_writes.capacity() + c.held_reads.capacity()) * 2) as u64;
         }

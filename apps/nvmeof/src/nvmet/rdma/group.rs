@@ -18,7 +18,9 @@ use rdma::{Completion, Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
 use super::handoff::{self, Consumer, Producer, Word};
 use super::ranges::RangeId;
 use super::wr_id::{Kind, WrId};
-use super::{Conn, TransportStats};
+use super::{Conn, QueueAnswer, TransportStats};
+use crate::wire::{cm_rej, RdmaCmRej};
+use zerocopy::byteorder::little_endian::U16;
 
 /// Per-group counters (cumulative over the group's lives: a group released with its last
 /// queue adds its counts to the target's totals for that group number).
@@ -137,26 +139,35 @@ impl QpTable {
     }
 }
 
-/// What a group's turn leaves to the owner of the device when it closes a queue (the group's
-/// half of a teardown needs no device; the owner's half, the firmware commands, runs when the
-/// owner drains the group's [`PollGroup::gone`] ring on its slow path, in order: a queue's QP
-/// is destroyed before the keys its sends used are deregistered). One word on the ring.
+/// What a group's turn leaves to the owner of the device, one word each on the group's
+/// single-producer ring to the owner ([`PollGroup::gone`]): the owner's half of a teardown (the
+/// group's half needs no device; the firmware commands run when the owner drains the ring on
+/// its slow path, in order: a queue's QP is destroyed before the keys its sends used are
+/// deregistered), and the group's answers to the new queues the owner staged in it
+/// ([`Attach`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Gone {
+pub(super) enum ToOwner {
     /// The queue's QP: destroy it on the device, then tell the group to forget it
-    /// ([`Back::Detach`]; its completions still in the CQ go).
+    /// ([`ToGroup::Detach`]; its completions still in the CQ go).
     Qp(Qpn),
     /// A key of a freed queue's memory: deregister it.
     Key(Lkey),
     /// The queue at this index in `conns` is freed and its keys (listed before) deregistered:
     /// tell the group to drop its memory, parked in [`PollGroup::parked`] at that index
-    /// ([`Back::Drop`]).
+    /// ([`ToGroup::Drop`]).
     Mem(u16),
+    /// The queue staged at the index [`Attach`] named is in the group now, its QP attached
+    /// (`GroupVerbs::attach_group_qp`) and found by this QPN: the CM may send its REP.
+    Attached(Qpn),
+    /// The queue staged at this index was refused (the group is broken, or the device's side
+    /// of the group would not take its QP): it stays staged for the owner to destroy (QP,
+    /// keys, memory); the CM sends REJ.
+    Refused(u16),
 }
 
-/// The owner's answers to [`Gone`] records, on the group's ring from the owner. One word.
+/// The owner's answers to [`ToOwner`] records, on the group's ring from the owner. One word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Back {
+pub(super) enum ToGroup {
     /// The QP is destroyed: the group forgets it (`GroupVerbs::detach_group_qp`).
     Detach(Qpn),
     /// No key names the memory parked at this index any more: the group drops it.
@@ -165,40 +176,68 @@ pub(super) enum Back {
 
 const TAG: u32 = 32;
 
-impl Word for Gone {
+impl Word for ToOwner {
     fn to_word(self) -> u64 {
         match self {
-            Gone::Qp(q) => q.0 as u64,
-            Gone::Key(k) => (1 << TAG) | k.0 as u64,
-            Gone::Mem(i) => (2 << TAG) | i as u64,
+            ToOwner::Qp(q) => q.0 as u64,
+            ToOwner::Key(k) => (1 << TAG) | k.0 as u64,
+            ToOwner::Mem(i) => (2 << TAG) | i as u64,
+            ToOwner::Attached(q) => (3 << TAG) | q.0 as u64,
+            ToOwner::Refused(i) => (4 << TAG) | i as u64,
         }
     }
     fn from_word(w: u64) -> Self {
         match w >> TAG {
-            0 => Gone::Qp(Qpn(w as u32)),
-            1 => Gone::Key(Lkey(w as u32)),
-            _ => Gone::Mem(w as u16),
+            0 => ToOwner::Qp(Qpn(w as u32)),
+            1 => ToOwner::Key(Lkey(w as u32)),
+            2 => ToOwner::Mem(w as u16),
+            3 => ToOwner::Attached(Qpn(w as u32)),
+            _ => ToOwner::Refused(w as u16),
         }
     }
 }
 
-impl Word for Back {
+/// The owner's record on a group's ring of new queues: "take in the queue staged at this
+/// index in [`PollGroup::staged`]" (its QP made and connected by the device's owner, its
+/// `Conn` built). One word; the group answers [`ToOwner::Attached`] or [`ToOwner::Refused`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Attach(pub(super) u16);
+
+impl Word for Attach {
+    fn to_word(self) -> u64 {
+        self.0 as u64
+    }
+    fn from_word(w: u64) -> Self {
+        Attach(w as u16)
+    }
+}
+
+/// A new queue the owner built for a group and has not handed over yet: its `Conn` and its
+/// QP, made and connected on the device but not in the group (`GroupVerbs::GroupQp`). Kept
+/// in the group by the index the queue will have in `conns` (as freed memory is parked),
+/// named by an [`Attach`] record.
+pub(super) struct Staged<V: GroupVerbs> {
+    pub(super) conn: Conn<V>,
+    pub(super) qp: V::GroupQp,
+}
+
+impl Word for ToGroup {
     fn to_word(self) -> u64 {
         match self {
-            Back::Detach(q) => q.0 as u64,
-            Back::Drop(i) => (1 << TAG) | i as u64,
+            ToGroup::Detach(q) => q.0 as u64,
+            ToGroup::Drop(i) => (1 << TAG) | i as u64,
         }
     }
     fn from_word(w: u64) -> Self {
         match w >> TAG {
-            0 => Back::Detach(Qpn(w as u32)),
-            _ => Back::Drop(w as u16),
+            0 => ToGroup::Detach(Qpn(w as u32)),
+            _ => ToGroup::Drop(w as u16),
         }
     }
 }
 
 /// A freed queue's response and data buffers (and a payload buffer it held before Connect),
-/// kept by its group until the owner says no key names them ([`Back::Drop`]).
+/// kept by its group until the owner says no key names them ([`ToGroup::Drop`]).
 pub(super) struct Parked<V: GroupVerbs> {
     pub(super) rsp: V::Buf,
     pub(super) data: V::Buf,
@@ -250,19 +289,29 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// A queue listed in `unrung` has zero-copy Writes to answer at the end of this turn.
     pub(super) has_turn_writes: bool,
     /// Queues this group's turns closed or freed, for the device's owner to finish
-    /// ([`PollGroup::drain_gone`]): the group's end of its single-producer ring to the owner
-    /// (`handoff.rs`), room for its bound reserved at creation: between two drains a queue index
-    /// yields at most one `Qp`, three `Key`s and one `Mem` (a parked index is not reused before
-    /// the owner's `Drop` for it is taken). A push never allocates.
-    pub(super) gone: Producer<Gone>,
-    /// The owner's end of that ring, and the owner's end of the ring back ([`Back`]), and the
+    /// ([`PollGroup::drain_gone`]), and its answers to new queues: the group's end of its
+    /// single-producer ring to the owner (`handoff.rs`), room for its bound reserved at
+    /// creation: between two drains a queue index yields at most one `Attached`/`Refused`,
+    /// one `Qp`, three `Key`s and one `Mem` (a parked or staged index is not reused before
+    /// the owner is done with it). A push never allocates.
+    pub(super) gone: Producer<ToOwner>,
+    /// The owner's end of that ring, and the owner's end of the ring back ([`ToGroup`]), and the
     /// group's end of it. The owner's ends are held here while one thread runs the owner and
     /// every group; the owner takes them when groups run on threads of their own.
-    gone_rx: Consumer<Gone>,
-    back: Producer<Back>,
-    back_rx: Consumer<Back>,
+    gone_rx: Consumer<ToOwner>,
+    back: Producer<ToGroup>,
+    back_rx: Consumer<ToGroup>,
     /// Freed queues' memory by index in `conns`, until the owner has deregistered its keys.
     pub(super) parked: Vec<Option<Parked<V>>>,
+    /// New queues by the index they will have in `conns`, from the owner's staging them
+    /// ([`PollGroup::stage`]) until the group takes them in ([`PollGroup::take_new`]) or, refused,
+    /// until the owner destroys them.
+    staged: Vec<Option<Staged<V>>>,
+    /// The owner's end of the ring of new queues ([`Attach`], room for one per index) and the
+    /// group's end, looked at once per turn of the group (while one thread runs the owner and
+    /// every group, both ends are held here).
+    attach: Producer<Attach>,
+    attach_rx: Consumer<Attach>,
 }
 
 impl<V: GroupVerbs> PollGroup<V> {
@@ -271,7 +320,11 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// at `limit`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<Self, ()> {
-        let (gone, gone_rx) = handoff::ring(5 * max_queues)?;
+        let (gone, gone_rx) = handoff::ring(6 * max_queues)?;
+        let (attach, attach_rx) = handoff::ring(max_queues)?;
+        let mut staged = Vec::new();
+        staged.try_reserve_exact(max_queues).map_err(|_| ())?;
+        staged.resize_with(max_queues, || None);
         let (back, back_rx) = handoff::ring(2 * max_queues)?;
         let mut parked = Vec::new();
         parked.try_reserve_exact(max_queues).map_err(|_| ())?;
@@ -321,12 +374,16 @@ impl<V: GroupVerbs> PollGroup<V> {
             back,
             back_rx,
             parked,
+            staged,
+            attach,
+            attach_rx,
         };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
         if g.flush().is_err() || verbs.arm_group_srq(&mut g.rings, limit).is_err() {
-            g.destroy(verbs);
+            // Nothing staged yet: no answer comes of it.
+            g.destroy(verbs, &mut VecDeque::new());
             return Err(());
         }
         Ok(g)
@@ -360,9 +417,89 @@ impl<V: GroupVerbs> PollGroup<V> {
         r.map(|_| n)
     }
 
-    /// The index of a free entry in `conns` (none: the group holds all it takes).
+    /// The index of a free entry in `conns` (none: the group holds all it takes): no queue
+    /// there, none staged for it, no memory parked at it.
     pub(super) fn free_index(&self) -> Option<usize> {
-        (0..self.conns.len()).find(|&i| self.conns[i].is_none() && self.parked[i].is_none())
+        (0..self.conns.len()).find(|&i| self.conns[i].is_none() && self.parked[i].is_none() && self.staged[i].is_none())
+    }
+
+    /// New queues staged and not yet answered (slow path).
+    pub(super) fn staged_conns(&self) -> impl Iterator<Item = &Conn<V>> + '_ {
+        self.staged.iter().flatten().map(|s| &s.conn)
+    }
+
+    /// Whether any queue is here: live, draining, or staged and not answered yet.
+    pub(super) fn holds_queues(&self) -> bool {
+        self.hi > 0 || self.staged.iter().any(Option::is_some)
+    }
+
+    /// The owner's side of handing a new queue over: `s` staged at free index `i` (from
+    /// [`PollGroup::free_index`]) and the group told on its ring ([`Attach`]); it takes the
+    /// queue in on its next turn ([`PollGroup::take_new`]).
+    pub(super) fn stage(&mut self, i: usize, s: Staged<V>) {
+        debug_assert!(self.staged[i].is_none() && self.conns[i].is_none());
+        self.staged[i] = Some(s);
+        // Room for one record per index, and an index is staged once until answered.
+        let listed = self.attach.push(Attach(i as u16)).is_ok();
+        debug_assert!(listed, "ring of new queues full");
+    }
+
+    /// The group's look at the new queues the owner staged for it, at the top of its turn
+    /// (before its CQ is polled, so a capsule of the queue finds it): each taken into `conns`
+    /// with its QP attached to the group (`GroupVerbs::attach_group_qp`) and found by its QPN,
+    /// answered [`ToOwner::Attached`]; in a broken group, or when the device's side of the
+    /// group will not take the QP, left staged and answered [`ToOwner::Refused`]. Returns how
+    /// many answers it put on the ring to the owner.
+    pub(super) fn take_new(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(Attach(i)) = self.attach_rx.pop() {
+            let i = i as usize;
+            let Some(Staged { conn, qp }) = self.staged.get_mut(i).and_then(Option::take) else {
+                debug_assert!(false, "attach of index {i}, nothing staged");
+                continue;
+            };
+            n += 1;
+            let qpn = V::made_qpn(&qp);
+            let broken = self.broken || V::group_broken(&mut self.rings);
+            // The QPN table first: it has room for twice the group's queues.
+            let answer = if broken || !self.qps.insert(qpn, i as u16) {
+                self.staged[i] = Some(Staged { conn, qp });
+                ToOwner::Refused(i as u16)
+            } else {
+                match V::attach_group_qp(&mut self.rings, qp) {
+                    Ok(_) => {
+                        self.conns[i] = Some(conn);
+                        self.hi = self.hi.max(i + 1);
+                        self.live += 1;
+                        self.stats.queues_assigned += 1;
+                        self.stats.queues_live = self.live as u64;
+                        ToOwner::Attached(qpn)
+                    }
+                    Err((_, qp)) => {
+                        self.qps.remove(qpn);
+                        self.staged[i] = Some(Staged { conn, qp });
+                        ToOwner::Refused(i as u16)
+                    }
+                }
+            };
+            // Room reserved (see `gone`).
+            let listed = self.gone.push(answer).is_ok();
+            debug_assert!(listed, "gone ring full");
+        }
+        n
+    }
+
+    /// The owner's half of a refused (or never taken) new queue: its QP destroyed, its keys
+    /// deregistered, its memory freed. Returns its QPN.
+    fn destroy_staged(verbs: &mut V, s: Staged<V>) -> Qpn {
+        let qpn = V::made_qpn(&s.qp);
+        let _ = verbs.destroy_made_qp(s.qp);
+        let c = s.conn;
+        for k in [Some(c.rsp_lkey), Some(c.data_lkey), c.pre_data.as_ref().map(|p| p.1)].into_iter().flatten() {
+            let _ = verbs.dereg_mr(k);
+        }
+        // The memory returns to the platform as `c` drops.
+        qpn
     }
 
     /// Whether `b` names one of this group's buffers.
@@ -374,24 +511,39 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// The owner's half of the teardowns this group's turns did: each closed queue's QP
     /// destroyed (a QP the device could not destroy stays in the group until the group is
     /// released) and its memory's keys deregistered, each answered on the ring back to the
-    /// group ([`PollGroup::take_back`]). Returns how many records.
-    pub(super) fn drain_gone(&mut self, verbs: &mut V) -> usize {
+    /// group ([`PollGroup::take_back`]); the group's answers to new queues go to `answers`
+    /// (a refused queue destroyed first). Returns how many records.
+    pub(super) fn drain_gone(&mut self, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) -> usize {
         let mut n = 0;
         while let Some(m) = self.gone_rx.pop() {
             n += 1;
             let back = match m {
-                Gone::Qp(qpn) => {
+                ToOwner::Attached(qpn) => {
+                    answers.push_back(QueueAnswer::Attached(qpn));
+                    continue;
+                }
+                ToOwner::Refused(i) => {
+                    let Some(s) = self.staged.get_mut(i as usize).and_then(Option::take) else {
+                        debug_assert!(false, "queue {i} refused but not staged");
+                        continue;
+                    };
+                    let qpn = Self::destroy_staged(verbs, s);
+                    let rej = RdmaCmRej { recfmt: U16::new(0), sts: U16::new(cm_rej::NO_RESOURCES) };
+                    answers.push_back(QueueAnswer::Refused(qpn, rej));
+                    continue;
+                }
+                ToOwner::Qp(qpn) => {
                     let gref = verbs.group_ref(&self.rings);
                     if verbs.destroy_handed_qp(&gref, qpn).is_err() {
                         continue;
                     }
-                    Back::Detach(qpn)
+                    ToGroup::Detach(qpn)
                 }
-                Gone::Key(k) => {
+                ToOwner::Key(k) => {
                     let _ = verbs.dereg_mr(k);
                     continue;
                 }
-                Gone::Mem(i) => Back::Drop(i),
+                ToOwner::Mem(i) => ToGroup::Drop(i),
             };
             // Room for two answers per queue index, reserved (see `PollGroup::gone`).
             let answered = self.back.push(back).is_ok();
@@ -405,10 +557,10 @@ impl<V: GroupVerbs> PollGroup<V> {
     pub(super) fn take_back(&mut self) {
         while let Some(m) = self.back_rx.pop() {
             match m {
-                Back::Detach(qpn) => {
+                ToGroup::Detach(qpn) => {
                     let _ = V::detach_group_qp(&mut self.rings, qpn);
                 }
-                Back::Drop(i) => {
+                ToGroup::Drop(i) => {
                     let Some(Parked { rsp, data, pre_data }) = self.parked.get_mut(i as usize).and_then(Option::take) else {
                         debug_assert!(false, "queue {i}'s memory dropped but not parked");
                         continue;
@@ -421,9 +573,14 @@ impl<V: GroupVerbs> PollGroup<V> {
     }
 
     /// Release everything (no QP may use the SRQ or CQ any more).
-    pub(super) fn destroy(mut self, verbs: &mut V) {
-        self.drain_gone(verbs);
+    /// Queues staged and never taken in are destroyed too, answered as refused in `answers`.
+    pub(super) fn destroy(mut self, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) {
+        self.drain_gone(verbs, answers);
         self.take_back();
+        for s in self.staged.iter_mut().filter_map(Option::take) {
+            let qpn = Self::destroy_staged(verbs, s);
+            answers.push_back(QueueAnswer::Refused(qpn, RdmaCmRej { recfmt: U16::new(0), sts: U16::new(cm_rej::NO_RESOURCES) }));
+        }
         let _ = verbs.destroy_group(self.rings);
         let _ = verbs.dereg_mr(self.recv_lkey);
         // The buffer memory drops here.
@@ -462,11 +619,12 @@ mod tests {
 
     #[test]
     fn gone_records_travel_as_one_word() {
-        for m in [Gone::Qp(Qpn(0)), Gone::Qp(Qpn(0xff_ffff)), Gone::Key(Lkey(0)), Gone::Key(Lkey(u32::MAX)), Gone::Mem(0), Gone::Mem(4095)] {
-            assert_eq!(Gone::from_word(m.to_word()), m);
+        for m in [ToOwner::Qp(Qpn(0)), ToOwner::Qp(Qpn(0xff_ffff)), ToOwner::Key(Lkey(0)), ToOwner::Key(Lkey(u32::MAX)), ToOwner::Mem(0), ToOwner::Mem(4095), ToOwner::Attached(Qpn(0xff_ffff)), ToOwner::Refused(4095)] {
+            assert_eq!(ToOwner::from_word(m.to_word()), m);
         }
-        for m in [Back::Detach(Qpn(0)), Back::Detach(Qpn(0xff_ffff)), Back::Drop(0), Back::Drop(4095)] {
-            assert_eq!(Back::from_word(m.to_word()), m);
+        for m in [ToGroup::Detach(Qpn(0)), ToGroup::Detach(Qpn(0xff_ffff)), ToGroup::Drop(0), ToGroup::Drop(4095)] {
+            assert_eq!(ToGroup::from_word(m.to_word()), m);
         }
+        assert_eq!(Attach::from_word(Attach(4095).to_word()), Attach(4095));
     }
 }

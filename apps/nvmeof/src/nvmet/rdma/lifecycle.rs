@@ -7,16 +7,17 @@ use super::*;
 impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// A CM connect request arrived. `private` is the NVMe-RDMA REQ private data (after
     /// rdma_cm's header); `attrs` are the RC attributes the CM derived from the REQ. On success
-    /// the QP is in RTS with its receives posted; the CM sends a REP with the returned private
-    /// data and our QPN. On failure the CM sends REJ (reason 28) with the returned private data.
-    pub fn accept(&mut self, verbs: &mut V, private: &[u8], attrs: &RcConnectAttrs) -> Result<(Qpn, RdmaCmRep), RdmaCmRej> {
+    /// the queue is built (its QP in RTS, taking receives from its group's SRQ) and staged in a
+    /// poll group, whose next turn takes it in or refuses it: the answer comes from
+    /// [`RdmaTarget::take_answer`] after a [`RdmaTarget::poll`], and only then does the CM send
+    /// the REP (with the returned private data and our QPN) or, refused, a REJ. On failure now
+    /// the CM sends REJ (reason 28) with the returned private data.
+    pub fn accept(&mut self, verbs: &mut V, private: &[u8], attrs: &RcConnectAttrs) -> Result<PendingQueue, RdmaCmRej> {
         let rej = |sts: u16| RdmaCmRej { recfmt: U16::new(0), sts: U16::new(sts) };
         let r = self.accept_inner(verbs, private, attrs);
         match r {
-            Ok(x) => {
-                self.stats.conns_accepted += 1;
-                Ok(x)
-            }
+            // Counted accepted (or rejected) when its group answers.
+            Ok(x) => Ok(x),
             Err(sts) => {
                 self.stats.conns_rejected += 1;
                 log::warn!("nvmeof: rdma: connect request rejected (nvme-rdma status {sts})");
@@ -25,7 +26,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
-    pub(super) fn accept_inner(&mut self, verbs: &mut V, private: &[u8], attrs: &RcConnectAttrs) -> Result<(Qpn, RdmaCmRep), u16> {
+    pub(super) fn accept_inner(&mut self, verbs: &mut V, private: &[u8], attrs: &RcConnectAttrs) -> Result<PendingQueue, u16> {
         if private.len() < RdmaCmReq::SIZE {
             return Err(cm_rej::INVALID_LEN);
         }
@@ -50,7 +51,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if req.hrqsize.get() == 0 {
             return Err(cm_rej::INVALID_HRQSIZE);
         }
-        if self.all_conns().count() >= self.max_queues {
+        if self.all_conns().count() + self.staged_count() >= self.max_queues {
             self.core.bound_hit(Bound::Queues, self.now_ns, &Ip(attrs.remote_ip));
             return Err(cm_rej::NO_RESOURCES);
         }
@@ -61,34 +62,32 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.core.bound_hit(Bound::Memory, self.now_ns, &Ip(attrs.remote_ip));
             return Err(cm_rej::NO_RESOURCES);
         };
-        let Ok(conn) = self.build_conn(verbs, gi, qid, depth, capsule, xfer, attrs) else {
+        let Ok(staged) = self.build_conn(verbs, gi, qid, depth, capsule, xfer, attrs) else {
             self.core.bound_hit(Bound::Memory, self.now_ns, &Ip(attrs.remote_ip));
             self.release_idle_groups(verbs);
             return Err(cm_rej::NO_RESOURCES);
         };
-        let qpn = conn.qpn;
+        let qpn = staged.conn.qpn;
         // Receives come from the group's SRQ, posted when the group was made: the QP can take
-        // a capsule as soon as it reaches RTR.
+        // a capsule as soon as it reaches RTR, and the host learns its number only from the
+        // REP, sent once the group has taken it in.
         let g = &mut self.groups[gi];
         // `pick_group` chose a group with room.
         let idx = g.free_index().expect("room");
-        g.conns[idx] = Some(conn);
-        g.hi = g.hi.max(idx + 1);
-        g.live += 1;
-        g.stats.queues_assigned += 1;
-        g.stats.queues_live = g.live as u64;
-        if !g.qps.insert(qpn, idx as u16) {
-            // Cannot happen (the table has room for twice the group's queues).
-            self.teardown(verbs, QueueAt { g: gi, i: idx }, false);
-            return Err(cm_rej::NO_RESOURCES);
-        }
-        log::info!("nvmeof: rdma: queue {qid} accepted on {qpn}, depth {depth}, poll group {gi}");
+        g.stage(idx, staged);
+        self.attach_pending = true;
+        log::info!("nvmeof: rdma: queue {qid} on {qpn}, depth {depth}, handed to poll group {gi}");
         let rep = RdmaCmRep { recfmt: U16::new(0), crqsize: U16::new(depth), rsvd: [0; 28] };
-        Ok((qpn, rep))
+        Ok(PendingQueue { qpn, rep })
+    }
+
+    /// New queues staged in the groups and not answered yet (slow path).
+    pub(super) fn staged_count(&self) -> usize {
+        self.groups.iter().map(|g| g.staged_conns().count()).sum()
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn build_conn(&mut self, verbs: &mut V, gi: usize, qid: u16, depth: u16, capsule: usize, xfer: usize, attrs: &RcConnectAttrs) -> Result<Conn<V>, ()> {
+    pub(super) fn build_conn(&mut self, verbs: &mut V, gi: usize, qid: u16, depth: u16, capsule: usize, xfer: usize, attrs: &RcConnectAttrs) -> Result<Staged<V>, ()> {
         // Heap first (fallible: an exhausted heap is a refusal, not a panic), then the device.
         let mut slots = Vec::new();
         slots.try_reserve_exact(depth as usize).map_err(|_| ())?;
@@ -99,22 +98,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut held_reads = Vec::new();
         held_reads.try_reserve_exact(depth as usize).map_err(|_| ())?;
         free.extend(0..depth);
-        // The QP is made and connected by the device's owner, then enters its group (the
-        // group's side of the hand-over; here the group is at hand) before the CM's REP tells
-        // the host its number.
+        // The QP is made and connected by the device's owner; the group takes it in on its
+        // turn (`PollGroup::take_new`), before the CM's REP tells the host its number.
         let gref = verbs.group_ref(&self.groups[gi].rings);
         let mut made = verbs.make_group_qp(&gref, sq_depth(depth)).map_err(|_| ())?;
         if verbs.connect_made_qp(&mut made, attrs).is_err() {
             let _ = verbs.destroy_made_qp(made);
             return Err(());
         }
-        let qpn = match V::attach_group_qp(&mut self.groups[gi].rings, made) {
-            Ok(q) => q,
-            Err((_, made)) => {
-                let _ = verbs.destroy_made_qp(made);
-                return Err(());
-            }
-        };
+        let qpn = V::made_qpn(&made);
         let res = (|| {
             let local = Access { local_write: true, remote_read: false, remote_write: false };
             let rsp = verbs.alloc_buf((depth as usize + MAX_AERS) * Cqe::SIZE)?;
@@ -132,9 +124,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let (rsp, rsp_lkey, data, data_lkey) = match res {
             Ok(x) => x,
             Err(_) => {
-                if verbs.destroy_handed_qp(&gref, qpn).is_ok() {
-                    let _ = V::detach_group_qp(&mut self.groups[gi].rings, qpn);
-                }
+                let _ = verbs.destroy_made_qp(made);
                 return Err(());
             }
         };
@@ -157,7 +147,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             rbuf: NO_BUF,
         };
         slots.resize(depth as usize, slot);
-        Ok(Conn {
+        let conn = Conn {
             capsules: 0,
             bytes_read: 0,
             bytes_written: 0,
@@ -187,7 +177,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             turn_writes,
             held_reads,
             reads_posted: 0,
-        })
+        };
+        Ok(Staged { conn, qp: made })
     }
 
     /// The host (or the CM) closed the connection of `qpn`.
@@ -249,7 +240,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         g.live = g.live.saturating_sub(1);
         g.stats.queues_live = g.live as u64;
         // Room reserved for it (see `PollGroup::gone`).
-        let listed = g.gone.push(Gone::Qp(c.qpn)).is_ok();
+        let listed = g.gone.push(ToOwner::Qp(c.qpn)).is_ok();
         debug_assert!(listed, "gone ring of group {} full", ci.g);
         self.gone_pending = true;
         if notify_cm {
@@ -301,7 +292,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // (the index is not reused before); room reserved for the records (see `PollGroup::gone`).
         let keys = [Some(c.rsp_lkey), Some(c.data_lkey), c.pre_data.as_ref().map(|p| p.1)];
         g.parked[ci.i] = Some(Parked { rsp: c.rsp, data: c.data, pre_data: c.pre_data.map(|p| p.0) });
-        for m in keys.into_iter().flatten().map(Gone::Key).chain([Gone::Mem(ci.i as u16)]) {
+        for m in keys.into_iter().flatten().map(ToOwner::Key).chain([ToOwner::Mem(ci.i as u16)]) {
             let listed = g.gone.push(m).is_ok();
             debug_assert!(listed, "gone ring of group {} full", ci.g);
         }
@@ -314,15 +305,36 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn drain_gone(&mut self, verbs: &mut V) -> usize {
         self.gone_pending = false;
         let mut n = 0;
+        let answers = &mut self.answers;
+        let before = answers.len();
         for g in self.groups.iter_mut() {
-            n += g.drain_gone(verbs);
+            n += g.drain_gone(verbs, answers);
             // The group's look at the answers (its next turn's, once on a thread of its own).
             g.take_back();
         }
+        self.count_answers(before);
         if n > 0 {
             self.release_idle_groups(verbs);
         }
         n
+    }
+
+    /// Count the answers added to `answers` since it held `before` and keep no more than its
+    /// room: an answer nobody took makes room for the newest.
+    fn count_answers(&mut self, before: usize) {
+        for a in self.answers.iter().skip(before) {
+            match a {
+                QueueAnswer::Attached(_) => self.stats.conns_accepted += 1,
+                QueueAnswer::Refused(qpn, _) => {
+                    self.stats.conns_rejected += 1;
+                    log::warn!("nvmeof: rdma: queue on {qpn} refused by its poll group (broken): REJ");
+                }
+            }
+        }
+        while self.answers.len() > self.max_queues.max(1) {
+            self.answers.pop_front();
+            self.stats.answers_dropped += 1;
+        }
     }
 
     /// Queues whose QP the device moved to ERROR on its own (an asynchronous event): closed
@@ -465,7 +477,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             if !self.groups[gi].broken {
                 continue;
             }
-            if self.groups[gi].hi > 0 {
+            if self.groups[gi].holds_queues() {
                 self.replace_pending = true;
                 continue;
             }
@@ -479,7 +491,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             }
             self.group_totals[gi] = self.group_totals[gi].plus(GroupStats { queues_live: 0, ..old.stats });
             self.stats = self.stats.plus(old.io);
-            old.destroy(verbs);
+            let before = self.answers.len();
+            old.destroy(verbs, &mut self.answers);
+            self.count_answers(before);
             self.stats.groups_replaced += 1;
             log::info!("nvmeof: rdma: poll group {gi} replaced");
         }
@@ -488,7 +502,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// With no queue left (live or draining), release the poll groups (their CQs, SRQs and
     /// buffers); the next queue creates them again.
     pub(super) fn release_idle_groups(&mut self, verbs: &mut V) {
-        if self.groups.iter().any(|g| g.hi > 0) {
+        if self.groups.iter().any(|g| g.holds_queues()) {
             return;
         }
         if self.in_poll {
@@ -496,14 +510,16 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             return;
         }
         // Buffers given back and not yet posted die with their SRQ.
+        let before = self.answers.len();
         for (gi, g) in self.groups.drain(..).enumerate() {
             if self.group_totals.len() <= gi {
                 self.group_totals.resize(gi + 1, GroupStats::default());
             }
             self.group_totals[gi] = self.group_totals[gi].plus(GroupStats { queues_live: 0, ..g.stats });
             self.stats = self.stats.plus(g.io);
-            g.destroy(verbs);
+            g.destroy(verbs, &mut self.answers);
         }
+        self.count_answers(before);
         self.next_group = 0;
     }
 }
