@@ -268,6 +268,22 @@ pub struct World<D: GroupVerbs = TDev> {
     pub peer_ip: Ipv4,
 }
 
+/// The direct "CM" of the test harnesses: the poll groups' answers to the queues handed over
+/// (`pending`: target QPN → crqsize of the REP); as a CM would, a connection in `conns`
+/// (handle → target QPN, state) becomes Connected (REP) or Rejected (REJ, no target QP) only now.
+pub fn take_answers<V: GroupVerbs, B: BlockDevice>(target: &mut RdmaTarget<V, B>, pending: &mut BTreeMap<u32, u16>, conns: &mut BTreeMap<u32, (Qpn, ConnectPoll)>) {
+    while let Some(a) = target.take_answer() {
+        let (qpn, st) = match a {
+            QueueAnswer::Attached(q) => (q, pending.remove(&q.0).map(|crqsize| ConnectPoll::Connected { crqsize })),
+            QueueAnswer::Refused(q, rej) => (q, pending.remove(&q.0).map(|_| ConnectPoll::Rejected(rej.sts.get()))),
+        };
+        let Some(st) = st else { continue };
+        if let Some(c) = conns.values_mut().find(|c| c.0 == qpn && c.1 == ConnectPoll::Pending) {
+            *c = (if matches!(st, ConnectPoll::Rejected(_)) { Qpn(0) } else { qpn }, st);
+        }
+    }
+}
+
 pub fn attrs(remote: Qpn, ip: Ipv4) -> RcConnectAttrs {
     RcConnectAttrs {
         remote_qpn: remote,
@@ -347,17 +363,7 @@ impl<D: GroupVerbs> HostEnv<TDev> for World<D> {
         self.now += self.tick_ns;
         rdma::Control::poll(&mut self.tdev);
         self.target.poll(&mut self.tdev, self.now);
-        // The poll groups' answers: as a CM would, Connected (REP) or Rejected (REJ) only now.
-        while let Some(a) = self.target.take_answer() {
-            let (qpn, st) = match a {
-                QueueAnswer::Attached(q) => (q, self.pending.remove(&q.0).map(|crqsize| ConnectPoll::Connected { crqsize })),
-                QueueAnswer::Refused(q, rej) => (q, self.pending.remove(&q.0).map(|_| ConnectPoll::Rejected(rej.sts.get()))),
-            };
-            let Some(st) = st else { continue };
-            if let Some(c) = self.conns.values_mut().find(|c| c.0 == qpn && c.1 == ConnectPoll::Pending) {
-                *c = (if matches!(st, ConnectPoll::Rejected(_)) { Qpn(0) } else { qpn }, st);
-            }
-        }
+        take_answers(&mut self.target, &mut self.pending, &mut self.conns);
     }
     fn cm_connect(&mut self, verbs: &mut TDev, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()> {
         let h = self.next;

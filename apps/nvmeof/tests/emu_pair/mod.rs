@@ -12,7 +12,7 @@ use blockdev::{BlockDevice, RamNamespace};
 use nvme::{Config, Controller, NvmeNamespace};
 use emu_roce::Impairments;
 use nvmeof::host::{ConnectPoll, HostConfig, HostEnv};
-use nvmeof::nvmet::rdma::{QueueAnswer, RdmaTarget};
+use nvmeof::nvmet::rdma::RdmaTarget;
 use nvmeof::nvmet::{Core, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig};
 use rdma::{Access, Control, Qpn, RcConnectAttrs};
 use testbed::nvme_drive::{DriveNs, DriveState, NvmeDrive};
@@ -83,19 +83,7 @@ impl<B: BlockDevice> World<B> {
     /// The poll groups' answers to queues `cm_connect` handed over: as a CM would, the
     /// connection becomes Connected (REP) or Rejected (REJ) only now.
     pub fn take_answers(&mut self) {
-        while let Some(a) = self.target.take_answer() {
-            let (qpn, st) = match a {
-                QueueAnswer::Attached(q) => (q, self.pending.remove(&q.0).map(|crqsize| ConnectPoll::Connected { crqsize })),
-                QueueAnswer::Refused(q, rej) => (q, self.pending.remove(&q.0).map(|_| ConnectPoll::Rejected(rej.sts.get()))),
-            };
-            let Some(st) = st else { continue };
-            if let Some(c) = self.conns.values_mut().find(|c| c.0 == qpn && c.1 == ConnectPoll::Pending) {
-                c.1 = st;
-                if matches!(st, ConnectPoll::Rejected(_)) {
-                    c.0 = Qpn(0);
-                }
-            }
-        }
+        crate::common::take_answers(&mut self.target, &mut self.pending, &mut self.conns);
     }
 }
 
