@@ -42,7 +42,7 @@ mod ranges;
 mod wr_id;
 pub use admit::Pinned;
 pub use group::GroupStats;
-use group::{Parked, PollGroup, Staged, ToOwner};
+use group::{OwnerEnds, Parked, PollGroup, Staged, ToOwner};
 use ranges::{InFlight, RangeId};
 use wr_id::{Kind, WrId};
 
@@ -386,6 +386,9 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// Poll groups (created with the first queue, released with the last); how many, the
     /// group the next queue goes to, and each group's SRQ size.
     groups: Vec<PollGroup<V>>,
+    /// The owner's ends of each group's rings (`ends[g]` for `groups[g]`), held apart from the
+    /// group values.
+    ends: Vec<OwnerEnds>,
     /// Inside `poll`'s completion handling: releasing the groups waits for the end of the
     /// turn (`release_pending`), so a completion later in the batch still finds its group.
     in_poll: bool,
@@ -439,6 +442,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             ns_registered: false,
             inflight: InFlight::with_capacity(2 * slots),
             groups: Vec::new(),
+            ends: Vec::new(),
             in_poll: false,
             release_pending: false,
             gone_pending: false,

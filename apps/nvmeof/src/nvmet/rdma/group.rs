@@ -295,11 +295,8 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// one `Qp`, three `Key`s and one `Mem` (a parked or staged index is not reused before
     /// the owner is done with it). A push never allocates.
     pub(super) gone: Producer<ToOwner>,
-    /// The owner's end of that ring, and the owner's end of the ring back ([`ToGroup`]), and the
-    /// group's end of it. The owner's ends are held here while one thread runs the owner and
-    /// every group; the owner takes them when groups run on threads of their own.
-    gone_rx: Consumer<ToOwner>,
-    back: Producer<ToGroup>,
+    /// The group's end of the ring back from the owner ([`ToGroup`]; the owner's ends are
+    /// its [`OwnerEnds`]).
     back_rx: Consumer<ToGroup>,
     /// Freed queues' memory by index in `conns`, until the owner has deregistered its keys.
     pub(super) parked: Vec<Option<Parked<V>>>,
@@ -307,11 +304,18 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// ([`PollGroup::stage`]) until the group takes them in ([`PollGroup::take_new`]) or, refused,
     /// until the owner destroys them.
     staged: Vec<Option<Staged<V>>>,
-    /// The owner's end of the ring of new queues ([`Attach`], room for one per index) and the
-    /// group's end, looked at once per turn of the group (while one thread runs the owner and
-    /// every group, both ends are held here).
-    attach: Producer<Attach>,
+    /// The group's end of the ring of new queues ([`Attach`], room for one per index), looked
+    /// at once per turn of the group.
     attach_rx: Consumer<Attach>,
+}
+
+/// The device owner's ends of one group's rings, held by the owner, not in the group value:
+/// the consuming end of the group's ring to the owner ([`ToOwner`]), and the producing ends
+/// of the rings to the group ([`ToGroup`], [`Attach`]).
+pub(super) struct OwnerEnds {
+    gone_rx: Consumer<ToOwner>,
+    back: Producer<ToGroup>,
+    attach: Producer<Attach>,
 }
 
 impl<V: GroupVerbs> PollGroup<V> {
@@ -319,7 +323,8 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// each, with `bufs` receive buffers of `buf_len` bytes, all posted; the SRQ limit armed
     /// at `limit`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<Self, ()> {
+    /// With the group comes the owner's ends of its rings.
+    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<(Self, OwnerEnds), ()> {
         let (gone, gone_rx) = handoff::ring(6 * max_queues)?;
         let (attach, attach_rx) = handoff::ring(max_queues)?;
         let mut staged = Vec::new();
@@ -370,23 +375,21 @@ impl<V: GroupVerbs> PollGroup<V> {
             unrung_overflow: false,
             has_turn_writes: false,
             gone,
-            gone_rx,
-            back,
             back_rx,
             parked,
             staged,
-            attach,
             attach_rx,
         };
+        let ends = OwnerEnds { gone_rx, back, attach };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
         if g.flush().is_err() || verbs.arm_group_srq(&mut g.rings, limit).is_err() {
             // Nothing staged yet: no answer comes of it.
-            g.destroy(verbs, &mut VecDeque::new());
+            g.destroy(ends, verbs, &mut VecDeque::new());
             return Err(());
         }
-        Ok(g)
+        Ok((g, ends))
     }
 
     /// Buffer `b` of group `gi` is free again (re-posted at the end of the turn).
@@ -436,11 +439,11 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// The owner's side of handing a new queue over: `s` staged at free index `i` (from
     /// [`PollGroup::free_index`]) and the group told on its ring ([`Attach`]); it takes the
     /// queue in on its next turn ([`PollGroup::take_new`]).
-    pub(super) fn stage(&mut self, i: usize, s: Staged<V>) {
+    pub(super) fn stage(&mut self, ends: &mut OwnerEnds, i: usize, s: Staged<V>) {
         debug_assert!(self.staged[i].is_none() && self.conns[i].is_none());
         self.staged[i] = Some(s);
         // Room for one record per index, and an index is staged once until answered.
-        let listed = self.attach.push(Attach(i as u16)).is_ok();
+        let listed = ends.attach.push(Attach(i as u16)).is_ok();
         debug_assert!(listed, "ring of new queues full");
     }
 
@@ -513,9 +516,9 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// released) and its memory's keys deregistered, each answered on the ring back to the
     /// group ([`PollGroup::take_back`]); the group's answers to new queues go to `answers`
     /// (a refused queue destroyed first). Returns how many records.
-    pub(super) fn drain_gone(&mut self, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) -> usize {
+    pub(super) fn drain_gone(&mut self, ends: &mut OwnerEnds, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) -> usize {
         let mut n = 0;
-        while let Some(m) = self.gone_rx.pop() {
+        while let Some(m) = ends.gone_rx.pop() {
             n += 1;
             let back = match m {
                 ToOwner::Attached(qpn) => {
@@ -546,7 +549,7 @@ impl<V: GroupVerbs> PollGroup<V> {
                 ToOwner::Mem(i) => ToGroup::Drop(i),
             };
             // Room for two answers per queue index, reserved (see `PollGroup::gone`).
-            let answered = self.back.push(back).is_ok();
+            let answered = ends.back.push(back).is_ok();
             debug_assert!(answered, "ring back to a group full");
         }
         n
@@ -574,8 +577,8 @@ impl<V: GroupVerbs> PollGroup<V> {
 
     /// Release everything (no QP may use the SRQ or CQ any more).
     /// Queues staged and never taken in are destroyed too, answered as refused in `answers`.
-    pub(super) fn destroy(mut self, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) {
-        self.drain_gone(verbs, answers);
+    pub(super) fn destroy(mut self, mut ends: OwnerEnds, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) {
+        self.drain_gone(&mut ends, verbs, answers);
         self.take_back();
         for s in self.staged.iter_mut().filter_map(Option::take) {
             let qpn = Self::destroy_staged(verbs, s);

@@ -74,7 +74,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let g = &mut self.groups[gi];
         // `pick_group` chose a group with room.
         let idx = g.free_index().expect("room");
-        g.stage(idx, staged);
+        g.stage(&mut self.ends[gi], idx, staged);
         self.attach_pending = true;
         log::info!("nvmeof: rdma: queue {qid} on {qpn}, depth {depth}, handed to poll group {gi}");
         let rep = RdmaCmRep { recfmt: U16::new(0), crqsize: U16::new(depth), rsvd: [0; 28] };
@@ -307,8 +307,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut n = 0;
         let answers = &mut self.answers;
         let before = answers.len();
-        for g in self.groups.iter_mut() {
-            n += g.drain_gone(verbs, answers);
+        for (g, ends) in self.groups.iter_mut().zip(self.ends.iter_mut()) {
+            n += g.drain_gone(ends, verbs, answers);
             // The group's look at the answers (its next turn's, once on a thread of its own).
             g.take_back();
         }
@@ -400,12 +400,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     fn pick_group(&mut self, verbs: &mut V) -> Option<usize> {
         if self.groups.is_empty() {
             let n = self.n_groups;
-            if self.groups.try_reserve_exact(n).is_err() {
+            if self.groups.try_reserve_exact(n).is_err() || self.ends.try_reserve_exact(n).is_err() {
                 return None;
             }
             for gi in 0..n {
                 match self.new_group(verbs, gi) {
-                    Ok(g) => self.groups.push(g),
+                    Ok((g, ends)) => {
+                        self.groups.push(g);
+                        self.ends.push(ends);
+                    }
                     Err(()) => {
                         self.release_idle_groups(verbs);
                         return None;
@@ -430,7 +433,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     /// A new poll group for slot `gi`, sized for this target's queues.
-    fn new_group(&mut self, verbs: &mut V, gi: usize) -> Result<PollGroup<V>, ()> {
+    fn new_group(&mut self, verbs: &mut V, gi: usize) -> Result<(PollGroup<V>, OwnerEnds), ()> {
         let per = self.max_queues.div_ceil(self.n_groups);
         let depth = self.core.config().io_queue_depth.max(ADMIN_QUEUE_DEPTH as u16);
         let buf_len = self.core.io_capsule_size();
@@ -481,18 +484,19 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 self.replace_pending = true;
                 continue;
             }
-            let Ok(fresh) = self.new_group(verbs, gi) else {
+            let Ok((fresh, fresh_ends)) = self.new_group(verbs, gi) else {
                 self.replace_pending = true;
                 continue;
             };
             let old = core::mem::replace(&mut self.groups[gi], fresh);
+            let old_ends = core::mem::replace(&mut self.ends[gi], fresh_ends);
             if self.group_totals.len() <= gi {
                 self.group_totals.resize(gi + 1, GroupStats::default());
             }
             self.group_totals[gi] = self.group_totals[gi].plus(GroupStats { queues_live: 0, ..old.stats });
             self.stats = self.stats.plus(old.io);
             let before = self.answers.len();
-            old.destroy(verbs, &mut self.answers);
+            old.destroy(old_ends, verbs, &mut self.answers);
             self.count_answers(before);
             self.stats.groups_replaced += 1;
             log::info!("nvmeof: rdma: poll group {gi} replaced");
@@ -511,13 +515,13 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         // Buffers given back and not yet posted die with their SRQ.
         let before = self.answers.len();
-        for (gi, g) in self.groups.drain(..).enumerate() {
+        for (gi, (g, ends)) in self.groups.drain(..).zip(self.ends.drain(..)).enumerate() {
             if self.group_totals.len() <= gi {
                 self.group_totals.resize(gi + 1, GroupStats::default());
             }
             self.group_totals[gi] = self.group_totals[gi].plus(GroupStats { queues_live: 0, ..g.stats });
             self.stats = self.stats.plus(g.io);
-            g.destroy(verbs, &mut self.answers);
+            g.destroy(ends, verbs, &mut self.answers);
         }
         self.count_answers(before);
         self.next_group = 0;
@@ -529,4 +533,52 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 /// AER responses.
 fn sq_depth(depth: u16) -> u32 {
     3 * depth as u32 + MAX_AERS as u32 + 1
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use crate::nvmet::{NamespaceConfig, SubsystemConfig, TargetConfig};
+    use blockdev::NullNamespace;
+    use rdma::Control;
+    use testbed::soft::{SoftDevice, SoftFabric};
+
+    /// A new queue's hand-over with the group value on a thread of its own: the owner stages
+    /// the queue (QP made and connected, `Conn` built) and keeps its ends of the rings; the
+    /// group, moved to another thread with only its own ends, takes the queue in there (its
+    /// QP attached, found by its QPN) and answers on its ring; back home, the owner's drain
+    /// turns the answer into "attached" (the REP).
+    #[test]
+    fn a_group_takes_a_new_queue_in_on_a_thread_of_its_own() {
+        let f = SoftFabric::new();
+        let mut host = f.add_device([10, 0, 0, 1]);
+        let mut dev: SoftDevice = f.add_device([10, 0, 0, 2]);
+        let ns = NamespaceConfig { nsid: 1, dev: NullNamespace::new(2048, 512), nguid: [1; 16] };
+        let subs = alloc::vec![SubsystemConfig { nqn: "nqn.t".into(), serial: "s".into(), model: "m".into(), hosts: alloc::vec![], allow_any_host: true, namespaces: alloc::vec![ns] }];
+        let mut t = RdmaTarget::new(Core::new(TargetConfig::default(), subs).expect("core"), 8);
+        let cq = host.create_cq(16).expect("host CQ");
+        let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
+        let attrs = RcConnectAttrs { remote_qpn: hq, remote_ip: [10, 0, 0, 1], mtu: 4096, retry_cnt: 7, rnr_retry: 7, timeout: 14, max_rd_atomic: 16, max_dest_rd_atomic: 16, ..Default::default() };
+        let p = t.accept(&mut dev, &crate::host::cm_req_private(0, 32), &attrs).expect("accepted");
+        assert!(t.take_answer().is_none());
+        let g = t.groups.pop().expect("one group");
+        let g = std::thread::spawn(move || {
+            let mut g = g;
+            assert_eq!(g.take_new(), 1, "one answer");
+            g
+        })
+        .join()
+        .expect("group thread");
+        assert_eq!((g.live, g.qps.get(p.qpn)), (1, Some(0)), "taken in on the group's thread");
+        t.groups.push(g);
+        assert!(t.take_answer().is_none(), "the owner has not drained yet");
+        t.drain_gone(&mut dev);
+        assert!(matches!(t.take_answer(), Some(QueueAnswer::Attached(q)) if q == p.qpn));
+        assert_eq!(t.queues(), 1);
+        t.disconnected(&mut dev, p.qpn);
+        assert_eq!(t.queues(), 0);
+        assert!(t.groups.is_empty(), "released with its last queue");
+    }
 }
