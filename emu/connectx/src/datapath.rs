@@ -300,15 +300,22 @@ impl Device {
     }
 
     fn process_sq_doorbells(&mut self, link: &mut dyn Link) -> usize {
-        let dbs = std::mem::take(&mut self.sq_doorbells);
+        // The pending doorbells move to `dbs` and `sq_doorbells` gets the empty spare (doorbells
+        // rung while these run land there); `dbs` is emptied and kept as the next spare, so
+        // neither vector is reallocated once it has grown to the most doorbells pending at once.
+        let mut dbs = std::mem::take(&mut self.sq_doorbells_spare);
+        debug_assert!(dbs.is_empty());
+        std::mem::swap(&mut dbs, &mut self.sq_doorbells);
         let mut work = 0;
-        for (qpn, _ctrl) in dbs {
+        for &(qpn, _ctrl) in &dbs {
             if self.raw.sqs.contains_key(&qpn) {
                 work += self.run_raw_sq(qpn, link);
             } else {
                 work += self.run_sq(qpn);
             }
         }
+        dbs.clear();
+        self.sq_doorbells_spare = dbs;
         work
     }
 

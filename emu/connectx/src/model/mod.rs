@@ -302,6 +302,9 @@ pub struct Device {
     pub(crate) health_synd: u8,
     /// SQ doorbells (qpn, first 8 bytes of the ctrl segment) waiting for the data path.
     pub sq_doorbells: Vec<(u32, u64)>,
+    /// The storage `process_sq_doorbells` swaps with `sq_doorbells` to run the pending ones
+    /// (always empty outside it), so a doorbell reuses capacity instead of allocating.
+    pub(crate) sq_doorbells_spare: Vec<(u32, u64)>,
     /// The RoCEv2 transport engine (exists between INIT_HCA and TEARDOWN_HCA).
     pub engine: Option<emu_roce::Engine>,
     /// The wire; without one, transmitted frames are dropped.
@@ -352,7 +355,8 @@ impl Device {
             gids: vec![None; GID_TABLE],
             health_frozen_at: None,
             health_synd: 0,
-            sq_doorbells: Vec::new(),
+            sq_doorbells: Vec::with_capacity(16),
+            sq_doorbells_spare: Vec::with_capacity(16),
             engine: None,
             link: None,
             raw: crate::raw::Raw::default(),
