@@ -134,6 +134,16 @@ impl DmaRegion for KernelDma {
             }
         }
     }
+    // Doorbell records (a CQ's consumer index, a QP's producer counters) are big-endian words
+    // the adapter reads at any moment: one 32-bit access each, never the trait's byte-at-a-time
+    // copy, whose half-written value (0xff -> 0x100 read as 0x1ff) is a counter ahead of the
+    // truth (a CQ the adapter then finds overrun, a send queue run past its last WQE).
+    fn read_be32(&self, offset: usize) -> u32 {
+        u32::from_be(self.read_le32(offset))
+    }
+    fn write_be32(&self, offset: usize, v: u32) {
+        self.write_le32(offset, v.to_be());
+    }
     fn read_le32(&self, offset: usize) -> u32 {
         self.check(offset, 4);
         // SAFETY: in bounds of memory this region owns; misaligned offsets use an unaligned load.
@@ -219,5 +229,56 @@ impl Mmio for KernelMmio {
     }
     fn write64(&self, offset: usize, value: u64) {
         self.ptr::<u64>(offset).write(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    /// A region over leaked host memory (never dropped: it is not from the DMA pool).
+    fn region(len: usize) -> core::mem::ManuallyDrop<KernelDma> {
+        let b: &'static mut [u64] = Box::leak(vec![0u64; len.div_ceil(8)].into_boxed_slice());
+        core::mem::ManuallyDrop::new(KernelDma { ptr: NonNull::new(b.as_mut_ptr().cast()).unwrap(), layout: Layout::from_size_align(len, 8).unwrap(), len })
+    }
+
+    /// A doorbell record word (a CQ's consumer index, a QP's producer counters) is one 32-bit
+    /// store: the adapter reads it at any moment, and a torn value is a wrong counter. Stored a
+    /// byte at a time (the trait's default), a consumer index going 0xff -> 0x100 reads 0x1ff
+    /// in between, ahead of every CQE written: the adapter (the emulated one under QEMU, suite
+    /// 13 part e) took the CQ for overrun and put it in error.
+    #[test]
+    fn be32_stores_and_loads_are_never_torn() {
+        let r = region(64);
+        let at = r.ptr.as_ptr() as usize;
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                // SAFETY: the region is leaked, aligned to 8, and outlives the thread.
+                let w = unsafe { &*((at + 4) as *const AtomicU32) };
+                let mut torn = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let v = u32::from_be(w.load(Ordering::Relaxed));
+                    if v != 0xff && v != 0x100 && v != 0 {
+                        torn += 1;
+                    }
+                }
+                torn
+            })
+        };
+        for i in 0..4_000_000u32 {
+            r.write_be32(4, if i % 2 == 0 { 0xff } else { 0x100 });
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(seen.join().unwrap(), 0, "the reader saw torn doorbell record words");
+        assert_eq!(r.read_be32(4), 0x100);
+        r.write_be32(0, 0x0102_0304);
+        assert_eq!(r.read_be32(0), 0x0102_0304);
+        let mut b = [0u8; 4];
+        r.read(0, &mut b);
+        assert_eq!(b, [1, 2, 3, 4]);
     }
 }
