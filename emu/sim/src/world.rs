@@ -339,6 +339,9 @@ pub struct World {
     /// `[k][j]`: when target `j` crashed while initiator `k`'s controller on it was live, until
     /// the initiator released that controller; and why `k` failed it last.
     crash_unnoticed: Vec<Vec<Option<u64>>>,
+    /// `[port]`: CQ overruns the fault plan injected into the adapter of the node now on that
+    /// port (0 again when the node is made anew); every other overrun fails the seed.
+    cq_overruns_injected: Vec<u64>,
     fail_why: Vec<Vec<Noticed>>,
     out: Outcome,
 }
@@ -357,12 +360,25 @@ impl World {
     }
 
     /// Switch port of initiator `k`.
+    /// The adapter of the node on `port` overran no CQ the fault plan did not overrun (a host
+    /// that keeps more completion-producing work than its CQ holds, or an adapter that makes
+    /// CQEs it should not), then [`World::check_icrc`].
+    fn check_adapter(&mut self, port: usize, cx: &testbed::ConnectX) {
+        let seen = cx.counters().cq_overruns;
+        let injected = self.cq_overruns_injected[port];
+        if seen != injected {
+            self.fail(format!("port {port}: {seen} CQ overruns, {injected} of them injected"));
+        }
+        self.check_icrc(port, cx);
+    }
+
     fn init_port(&self, k: usize) -> usize {
         self.cfg.targets + k
     }
 
     fn make_target(&mut self, j: usize, first: bool, restore: Option<Vec<u8>>) -> Result<(), String> {
         let link = if first { self.fabric.add_port(t_mac(j)).1 } else { self.fabric.replace_port(j) };
+        self.cq_overruns_injected[j] = 0;
         self.target_incarnation[j] += 1;
         // Target 0 draws as a lone target always did; the others from their own branches.
         let inc = self.target_incarnation[j] + j as u64 * 0x1_0000;
@@ -406,6 +422,8 @@ impl World {
 
     fn make_parts(&mut self, k: usize, first: bool, inc: u64, queues: u16) -> Result<Parts, String> {
         let link = if first { self.fabric.add_port(init_mac(k)).1 } else { self.fabric.replace_port(self.init_port(k)) };
+        let port = self.init_port(k);
+        self.cq_overruns_injected[port] = 0;
         let base = 0x1_0000_0000 * (2 + k as u64);
         let mut node = Node::with_options(self.clock.clone(), init_ip(k), init_mac(k), base, Box::new(link), Options::default()).map_err(|e| format!("initiator {k} bring-up: {e:?}"))?;
         for j in 0..self.cfg.targets {
@@ -517,6 +535,9 @@ impl World {
                     return;
                 };
                 if let Some((tag, object)) = cx.and_then(|cx| adapter_fault(&cx, a)) {
+                    if tag == 0xe2 {
+                        self.cq_overruns_injected[port] += 1;
+                    }
                     self.count_adapter_fault(port);
                     self.trace(tag, object ^ (port as u64) << 32);
                 }
@@ -529,7 +550,7 @@ impl World {
                     return;
                 };
                 if let Some(p) = init.parts.take() {
-                    self.check_icrc(init.port, &p.node.cx);
+                    self.check_adapter(init.port, &p.node.cx);
                     self.out.init_recoveries += p.env.recoveries;
                     drop(p);
                     self.fabric.detach(init.port);
@@ -562,7 +583,7 @@ impl World {
             Action::CrashTarget { t: j, keep, down_ns } => {
                 let keep = self.cfg.keep_namespace.unwrap_or(keep);
                 if let Some(mut t) = self.targets[j].take() {
-                    self.check_icrc(j, &t.node.cx);
+                    self.check_adapter(j, &t.node.cx);
                     self.out.recoveries += t.svc.stats.device_recoveries;
                     self.out.groups_replaced += t.svc.target.stats().groups_replaced;
                     let saved = keep.then(|| t.svc.target.core.namespace_dev(&subnqn(j), 1).expect("namespace").contents());

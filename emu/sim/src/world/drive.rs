@@ -40,6 +40,7 @@ impl Sim {
             promised_by: "",
             due_unserved: 0,
             crash_unnoticed: vec![vec![None; nt]; n],
+            cq_overruns_injected: vec![0; nt + n],
             fail_why: vec![vec![Noticed::Other; nt]; n],
             cfg: Config { targets: nt, ..cfg },
         }));
@@ -399,7 +400,7 @@ impl Sim {
     }
 
     /// After every initiator disconnected: the targets and the initiators back at their
-    /// baselines, and the ICRC accounting of every port.
+    /// baselines, and the ICRC and CQ overrun accounting of every port.
     fn settle(&self) {
         let until = self.clock.now_ns() + SETTLE_NS;
         loop {
@@ -430,14 +431,14 @@ impl Sim {
         let mut w = self.w.borrow_mut();
         for j in 0..w.targets.len() {
             if let Some(t) = w.targets[j].take() {
-                w.check_icrc(j, &t.node.cx);
+                w.check_adapter(j, &t.node.cx);
                 w.targets[j] = Some(t);
             }
         }
         for k in 0..w.inits.len() {
             if let Some(i) = w.inits[k].take() {
                 if let Some(p) = &i.parts {
-                    w.check_icrc(i.port, &p.node.cx);
+                    w.check_adapter(i.port, &p.node.cx);
                 }
                 w.inits[k] = Some(i);
             }
