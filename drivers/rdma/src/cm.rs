@@ -850,7 +850,7 @@ impl<V: Verbs> Cm<V> {
 
     /// The earliest time a [`Cm::poll`] has work without a MAD arriving: an event still queued
     /// (`now` of the last poll), a resend or give-up deadline, the end of a timewait, a REQ
-    /// waiting for its peer's address (retried every timer scan), the limiter's sweep. Timers
+    /// waiting for its peer's address (ours, or a peer's held one: looked at every timer scan), the limiter's sweep. Timers
     /// run on scans [`TIMER_SCAN_NS`] apart, so this is never before the next scan. For
     /// event-driven loops that jump a virtual clock over idle time; `None`: no timer.
     pub fn next_timer(&self) -> Option<u64> {
@@ -858,6 +858,10 @@ impl<V: Verbs> Cm<V> {
             return Some(self.now);
         }
         let mut t = if self.limiter.sources() > 0 { self.next_sweep } else { u64::MAX };
+        if !self.unrouted.is_empty() {
+            // A held REQ is looked at on every scan (its address may have resolved).
+            t = t.min(self.next_timer_scan);
+        }
         for i in 0..self.conns.scan_end() {
             let Some(c) = self.conns.id_at(i).and_then(|id| self.conns.get(id)) else { continue };
             if c.state == State::Resolving {

@@ -657,6 +657,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// slow path also looks at (QP errors, broken CQs, SRQ limits, failed stores) changes only
     /// when something else happens: after that, poll again by [`RdmaTarget::next_slow_poll`].
     pub fn next_timer(&self) -> Option<u64> {
+        if self.attach_pending || !self.answers.is_empty() {
+            // A new queue to hand to its group, or a group's answer to give: the next poll.
+            return Some(self.now_ns);
+        }
         let mut t = self.core.next_ka_expiry().unwrap_or(u64::MAX).min(self.next_connect_deadline().unwrap_or(u64::MAX));
         if self.replace_pending {
             t = t.min(self.next_ka_check_ns);
