@@ -690,16 +690,19 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.now_ns = now_ns;
         self.in_poll = true;
         let mut work = 0;
-        let attach = core::mem::take(&mut self.attach_pending);
-        for gi in 0..self.groups.len() {
-            let g = &mut self.groups[gi];
-            V::check_group(&mut g.rings);
-            // New queues the owner staged, before the CQ (a capsule of theirs finds them).
-            if attach {
+        // Each group's look at the new queues the owner staged, before any CQ is polled (a
+        // capsule of theirs finds them); one test per turn while none is staged.
+        if self.attach_pending {
+            self.attach_pending = false;
+            for g in self.groups.iter_mut() {
                 let n = g.take_new();
                 work += n;
                 self.gone_pending |= n > 0;
             }
+        }
+        for gi in 0..self.groups.len() {
+            let g = &mut self.groups[gi];
+            V::check_group(&mut g.rings);
             let n = g.rings.poll_cq(g.cq, &mut g.wc);
             work += n;
             g.stats.completions += n as u64;
