@@ -178,16 +178,7 @@ fn req_from_an_unresolved_host_is_answered_once_its_address_resolves() {
     w.f.delay_resolution(HOST, 3);
     let hid = w.connect(4420, b"x");
     // The REQ timer is about 6 ms here; everything below happens in under 1 ms.
-    for _ in 0..10 {
-        w.step(100_000);
-        if w.t.events.iter().any(|e| matches!(e, CmEvent::ConnectRequest(_))) {
-            break;
-        }
-    }
-    let req = w.take_request();
-    w.accept(req.id, b"");
-    w.run(5, 100_000);
-    assert!(w.h.events.iter().any(|e| matches!(e, CmEvent::Established { id, .. } if *id == hid)), "{:?}", w.h.events);
+    accept_within(&mut w, 10, hid);
     let reqs = log.lock().unwrap().iter().filter(|(_, m)| attr_of(m) == attr::REQ).count();
     assert_eq!(reqs, 1, "answered without a retransmitted REQ");
     let s = w.t.cm.stats();
@@ -218,7 +209,13 @@ fn held_req_expires_and_the_hold_is_bounded() {
     assert_eq!(w.t.cm.conn_count(), 0);
     // The address resolves; the host's REQ retransmission is served.
     w.f.delay_resolution(HOST, 0);
-    for _ in 0..100 {
+    accept_within(&mut w, 100, hid);
+}
+
+/// Step 100 us at a time (at most `steps`) until the target has a connect request, accept it,
+/// and check the host's connection `hid` is established.
+fn accept_within(w: &mut World, steps: usize, hid: ConnId) {
+    for _ in 0..steps {
         w.step(100_000);
         if w.t.events.iter().any(|e| matches!(e, CmEvent::ConnectRequest(_))) {
             break;
