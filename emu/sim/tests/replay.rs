@@ -91,6 +91,14 @@ fn regressions() {
         assert_eq!(out.drawn.iter().map(|k| k.name()).collect::<Vec<_>>(), ["tcrash", "loss", "corrupt", "icrash", "delay"], "the plan of the time");
         assert!(out.failure.is_none(), "seed {seed}: {:?}", out.failure);
     }
+    // 6016775, 6019253, 6040052 (every fault kind, one target): a controller in its bring-up
+    // reported its host's Keep Alive as its next timer while a bring-up command was in flight
+    // on the admin queue, when the bring-up does not tick the keep-alive; the clock's jump
+    // then waited on a timer nobody served. The bring-up now reports that command's timeout.
+    for seed in [6016775, 6019253, 6040052] {
+        let out = run(cfg(seed, &faults::ALL));
+        assert!(out.failure.is_none(), "seed {seed}: {:?}", out.failure);
+    }
 }
 
 #[test]

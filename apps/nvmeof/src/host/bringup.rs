@@ -78,7 +78,9 @@ impl<V: Verbs> BringUp<V> {
             (_, Some((_, _, since)), _) => since.saturating_add(timeout),
             (_, None, _) => 0,
         };
-        let ka = if self.keep_alive { h.next_timer() } else { None };
+        // As `step`: the host's keep-alive is ticked only while no bring-up command of its own
+        // is in flight on the admin queue (that command's timeout is the timer then).
+        let ka = if self.keep_alive && !matches!(self.cmd, Some((0, _, _))) { h.next_timer() } else { None };
         Some(ka.map_or(own, |k| k.min(own)))
     }
 
