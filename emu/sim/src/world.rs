@@ -327,7 +327,14 @@ pub struct World {
     next_wid: u64,
     plan: Plan,
     next_action: usize,
-    deferred: Vec<Action>,
+    /// Actions that could not be done when due (an initiator busy in a blocking step), with
+    /// the time they were due.
+    deferred: Vec<(u64, Action)>,
+    /// How much later than planned the latest fault action was done: a node's blocking
+    /// firmware command freezes the world (a hung CREATE_QP waits out the driver's command
+    /// timeout, seconds), a deferred action waits for its initiator; the faults end that much
+    /// later than the plan says ([`World::faults_end_ns`]).
+    fault_lag_ns: u64,
     idle_ns: u64,
     /// When the last turn that did something ran.
     changed_ns: u64,
@@ -519,8 +526,15 @@ impl World {
         }
     }
 
-    fn apply(&mut self, a: Action) {
+    /// When the faults are over: the plan's end, moved by the lateness of its latest action.
+    pub(crate) fn faults_end_ns(&self) -> u64 {
+        self.plan.end_ns + self.fault_lag_ns
+    }
+
+    /// Do action `a`, due at `due`.
+    fn apply(&mut self, due: u64, a: Action) {
         let now = self.clock.now_ns();
+        self.fault_lag_ns = self.fault_lag_ns.max(now - due);
         match a {
             Action::Impair { port, imp } => self.fabric.set_impairments(port, imp),
             Action::Clear { port } => self.fabric.set_impairments(port, emu_roce::Impairments::default()),
@@ -531,7 +545,7 @@ impl World {
                 // On a node's adapter: later while that initiator is busy in a blocking step,
                 // nothing while the node is down.
                 let Some(cx) = self.adapter(port) else {
-                    self.deferred.push(a);
+                    self.deferred.push((due, a));
                     return;
                 };
                 if let Some((tag, object)) = cx.and_then(|cx| adapter_fault(&cx, a)) {
@@ -546,7 +560,7 @@ impl World {
             Action::CrashInit { k, down_ns } => {
                 let Some(mut init) = self.inits[k].take() else {
                     // Busy in a blocking step: crash it when it is back.
-                    self.deferred.push(a);
+                    self.deferred.push((due, a));
                     return;
                 };
                 if let Some(p) = init.parts.take() {
@@ -618,12 +632,12 @@ impl World {
         let now = self.clock.now_ns();
         let applied = self.next_action;
         while self.next_action < self.plan.actions.len() && self.plan.actions[self.next_action].0 <= now {
-            let a = self.plan.actions[self.next_action].1;
+            let (due, a) = self.plan.actions[self.next_action];
             self.next_action += 1;
-            self.apply(a);
+            self.apply(due, a);
         }
-        for a in core::mem::take(&mut self.deferred) {
-            self.apply(a);
+        for (due, a) in core::mem::take(&mut self.deferred) {
+            self.apply(due, a);
         }
         let mut work = self.next_action - applied;
         for j in 0..self.targets.len() {
@@ -673,12 +687,12 @@ impl World {
             self.promised_ns = 0;
             TURN_NS
         } else {
-            let (wake, what) = self.next_timer();
+            let blocked = self.inits.iter().any(|i| i.is_none());
+            let (wake, what) = self.next_timer(blocked);
             self.due_unserved = if wake <= now { self.due_unserved + 1 } else { 0 };
             if self.due_unserved > DUE_UNSERVED_TURNS {
                 self.fail(format!("a timer due at {}us ({what}) is not served: {DUE_UNSERVED_TURNS} idle turns past it", wake / 1000));
             }
-            let blocked = self.inits.iter().any(|i| i.is_none());
             if wake <= now {
                 TURN_NS
             } else if self.cfg.check_timers || blocked {
@@ -701,7 +715,10 @@ impl World {
     /// emulated adapter (retransmit, RNR), the targets' transport (keep-alive, Connect
     /// deadlines; its slow path's look at device state when something happened since it
     /// last ran) and namespace (device latency). With what asked for it (for a diagnosis).
-    fn next_timer(&mut self) -> (u64, &'static str) {
+    /// While an initiator is `blocked` in a step of its own (the world runs from its hook),
+    /// the others' workload and controller timers are left out: only their own step serves
+    /// them, after the blocking one returns.
+    fn next_timer(&mut self, blocked: bool) -> (u64, &'static str) {
         let mut best = (u64::MAX, "nothing");
         let mut at = |t: Option<u64>, what: &'static str| {
             if let Some(t) = t.filter(|&t| t < best.0) {
@@ -721,9 +738,14 @@ impl World {
         }
         for i in self.inits.iter().flatten() {
             at(i.restart_ns, "initiator restart");
-            at(Some(i.wake_ns), "initiator workload");
-            let Some(p) = &i.parts else { continue };
-            at(p.ctrls.next_wake(), "initiator controllers");
+            let Some(p) = &i.parts else {
+                at((!blocked).then_some(i.wake_ns), "initiator workload");
+                continue;
+            };
+            if !blocked {
+                at(Some(i.wake_ns), "initiator workload");
+                at(p.ctrls.next_wake(), "initiator controllers");
+            }
             at(p.env.cm.next_timer(), "initiator CM");
             at(p.node.cx.next_timer(), "initiator adapter");
             at(p.node.v.next_timer(), "initiator driver");

@@ -34,6 +34,7 @@ impl Sim {
             plan,
             next_action: 0,
             deferred: Vec::new(),
+            fault_lag_ns: 0,
             idle_ns: TURN_NS,
             changed_ns: 0,
             promised_ns: 0,
@@ -80,8 +81,6 @@ impl Sim {
     /// Run to the end; the outcome says whether every check held.
     pub fn run(self) -> Outcome {
         let n = self.w.borrow().inits.len();
-        let fault_end = self.w.borrow().plan.end_ns;
-        let deadline = fault_end.max(SPAN_NS) + PROGRESS_NS;
         loop {
             for k in 0..n {
                 self.step(k);
@@ -94,7 +93,7 @@ impl Sim {
             if w.inits.iter().all(|i| i.as_ref().is_some_and(|i| i.finished)) {
                 break;
             }
-            if self.clock.now_ns() > deadline {
+            if self.clock.now_ns() > w.faults_end_ns().max(SPAN_NS) + PROGRESS_NS {
                 drop(w);
                 let detail = self.stuck();
                 self.w.borrow_mut().fail(format!("no progress {}s after the faults stopped: {detail}", PROGRESS_NS / 1_000_000_000));
@@ -382,7 +381,7 @@ impl Sim {
     /// made again by then, so the orderly disconnect must succeed).
     fn finish(&self, k: usize, init: &mut Initiator) {
         let now = self.clock.now_ns();
-        let quiet = self.w.borrow().plan.end_ns + 2 * KATO_MS * MS;
+        let quiet = self.w.borrow().faults_end_ns() + 2 * KATO_MS * MS;
         if now <= quiet {
             init.wake_ns = quiet + 1;
             return;
