@@ -332,7 +332,7 @@ pub struct World {
     deferred: Vec<(u64, Action)>,
     /// How much later than planned the latest fault action was done: a node's blocking
     /// firmware command freezes the world (a hung CREATE_QP waits out the driver's command
-    /// timeout, seconds), a deferred action waits for its initiator; the faults end that much
+    /// timeout, 2 s here), a deferred action waits for its initiator; the faults end that much
     /// later than the plan says ([`World::faults_end_ns`]).
     fault_lag_ns: u64,
     idle_ns: u64,

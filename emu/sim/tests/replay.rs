@@ -100,7 +100,7 @@ fn regressions() {
         assert!(out.failure.is_none(), "seed {seed}: {:?}", out.failure);
     }
     // 8516332, 8512099 (every fault kind, two targets): a CREATE_QP hang on both targets froze
-    // the world for the driver's 4 s command timeout (a firmware command is waited for
+    // the world for two of the driver's 2 s command timeouts (a firmware command is waited for
     // synchronously), so the hang's end and both targets' resets came ~3.3 s after the plan's
     // end of faults; the initiators' orderly disconnect, two KATOs after that planned end, met
     // queues the resets had closed unnoticed (RetryExceeded), or one initiator blocked in it
