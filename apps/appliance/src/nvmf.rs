@@ -223,7 +223,7 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64,
             last_conns = conns;
             last_report = now;
         }
-        if slow_turn && serve_ctrls > 0 && conns == 0 && svc.target.core.stats.ctrls_created >= serve_ctrls && svc.target.core.live_ctrls() == 0 {
+        if slow_turn && serve_ctrls > 0 && conns == 0 && svc.target.core_stats().ctrls_created >= serve_ctrls && svc.target.core.live_ctrls() == 0 {
             break;
         }
         if !storage.slots.is_empty() && slot_watch.due() {
@@ -243,7 +243,7 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64,
         verbs.poll();
         svc.poll(&mut *verbs, kernel::time::now_ns());
     }
-    let c = svc.target.core.stats;
+    let c = svc.target.core_stats();
     info!("nvmf: target done: {} controller(s) created, {} freed, {} commands, {} errors", c.ctrls_created, c.ctrls_freed, c.commands, c.errors);
     svc.report();
     report_groups(&svc.target);

@@ -42,7 +42,7 @@ fn cumulative_s(h: &Histogram) -> ([u64; LATENCY_BOUNDS_S.len()], f64) {
 /// The NVMe-oF target's families (`nvmf_*`).
 pub fn target_metrics<V: GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, svc: &TargetService<V, B>) {
     let core = &svc.target.core;
-    let (c, t, s, b, a) = (core.stats, svc.target.stats(), svc.stats, core.bound_stats(), core.auth.stats);
+    let (c, t, s, b, a) = (svc.target.core_stats(), svc.target.stats(), svc.stats, core.bound_stats(), core.auth.stats);
     e.single("nvmf_connections", Kind::Gauge, "RDMA queues (connections) open now.", svc.connections());
     e.single("nvmf_controllers", Kind::Gauge, "Controllers live now.", core.live_ctrls());
     e.single("nvmf_in_flight", Kind::Gauge, "Block I/Os submitted to namespaces and not yet completed.", core.block_inflight_count());
@@ -83,8 +83,8 @@ pub fn target_metrics<V: GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, svc
     for sub in core.subsystems() {
         f.sample(&[("subnqn", sub.nqn.as_str())], sub.namespaces.len());
     }
-    per_subsystem_and_controller(e, core);
-    per_namespace(e, core);
+    per_subsystem_and_controller(e, &svc.target);
+    per_namespace(e, &svc.target);
     let mut f = e.family("nvmf_command_errors_by_status_total", Kind::Counter, "Commands completed with an error, by NVMe status (SCT, SC in hex).");
     for (sct, sc, n) in c.by_status.iter() {
         let (sct, sc) = (format!("{sct:#x}"), format!("{sc:#04x}"));
@@ -157,8 +157,8 @@ fn per_poll_group<V: rdma::GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t
 
 /// Per namespace: its store's volatile write cache, host Flushes forwarded, the store's own
 /// Flushes (issued to the drive, completed by it), FUA commands, device errors.
-fn per_namespace<B: BlockDevice>(e: &mut Exposition<'_>, core: &nvmeof::nvmet::Core<B>) {
-    let ids: alloc::vec::Vec<_> = core.namespace_stats().map(|n| (n.subnqn, format!("{}", n.nsid), n)).collect();
+fn per_namespace<V: GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvmeof::nvmet::rdma::RdmaTarget<V, B>) {
+    let ids: alloc::vec::Vec<_> = t.namespace_stats().map(|n| (n.subnqn, format!("{}", n.nsid), n)).collect();
     let mut f = e.family("nvmf_namespace_volatile_write_cache", Kind::Gauge, "1 when the namespace's store has a volatile write cache (Flush needed).");
     for (nqn, nsid, n) in &ids {
         f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.volatile_write_cache as u8);
@@ -223,21 +223,22 @@ fn sub<'a>(c: &nvmeof::nvmet::CtrlReport<'a>) -> &'a str {
     c.subnqn.unwrap_or(nvmeof::wire::DISCOVERY_NQN)
 }
 
-fn per_subsystem_and_controller<B: BlockDevice>(e: &mut Exposition<'_>, core: &nvmeof::nvmet::Core<B>) {
+fn per_subsystem_and_controller<V: GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvmeof::nvmet::rdma::RdmaTarget<V, B>) {
+    let core = &t.core;
     let mut f = e.family("nvmf_subsystem_io_total", Kind::Counter, "I/O commands per subsystem, by direction.");
-    for (nqn, st) in core.subsystem_stats() {
+    for (nqn, st) in t.subsystem_stats() {
         f.sample(&[("subnqn", nqn), ("op", "read")], st.reads).sample(&[("subnqn", nqn), ("op", "write")], st.writes);
     }
     let mut f = e.family("nvmf_subsystem_bytes_total", Kind::Counter, "Bytes moved per subsystem, by direction.");
-    for (nqn, st) in core.subsystem_stats() {
+    for (nqn, st) in t.subsystem_stats() {
         f.sample(&[("subnqn", nqn), ("op", "read")], st.bytes_read).sample(&[("subnqn", nqn), ("op", "write")], st.bytes_written);
     }
     let mut f = e.family("nvmf_subsystem_errors_total", Kind::Counter, "Commands completed with an error per subsystem.");
-    for (nqn, st) in core.subsystem_stats() {
+    for (nqn, st) in t.subsystem_stats() {
         f.sample(&[("subnqn", nqn)], st.errors);
     }
     let mut f = e.family("nvmf_subsystem_errors_by_status_total", Kind::Counter, "Commands completed with an error per subsystem, by NVMe status (SCT, SC in hex).");
-    for (nqn, st) in core.subsystem_stats() {
+    for (nqn, st) in t.subsystem_stats() {
         for (sct, sc, n) in st.by_status.iter() {
             let (sct, sc) = (format!("{sct:#x}"), format!("{sc:#04x}"));
             f.sample(&[("subnqn", nqn), ("sct", sct.as_str()), ("sc", sc.as_str())], n);
@@ -479,7 +480,7 @@ pub fn status_page<H: Hal, M: Mmio, V: GroupVerbs, B: BlockDevice>(w: &mut dyn W
         }
         w.write_str("</td></tr>\n")?;
     }
-    let c = core.stats;
+    let c = svc.target.core_stats();
     writeln!(
         w,
         "</table>\n<h2>Activity</h2>\n<table><tr><td>connections</td><td>{}</td></tr><tr><td>controllers</td><td>{}</td></tr><tr><td>commands</td><td>{}</td></tr><tr><td>errors</td><td>{}</td></tr><tr><td>reads / writes</td><td>{} / {}</td></tr></table>\n</body></html>",

@@ -112,7 +112,7 @@ fn wrong_or_missing_secret_is_refused_before_io() {
     let st = w.target.core.auth.stats;
     assert_eq!(st.succeeded, 0);
     assert_eq!(st.failed, 2);
-    assert_eq!(w.target.core.stats.reads + w.target.core.stats.writes, 0);
+    assert_eq!(w.target.core_stats().reads + w.target.core_stats().writes, 0);
 }
 
 fn connect_sqe(qid: u16) -> (Sqe, Vec<u8>) {

@@ -22,7 +22,7 @@ use zerocopy::{FromBytes, IntoBytes};
 fn assert_no_overflow(w: &World) {
     let t = &w.target.stats();
     assert_eq!((t.block_done_lost, t.closed_overflow), (0, 0), "{t:?}");
-    let c = &w.target.core.stats;
+    let c = &w.target.core_stats();
     assert_eq!((c.aen_overflow, c.reset_overflow), (0, 0), "{c:?}");
 }
 

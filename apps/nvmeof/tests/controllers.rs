@@ -539,7 +539,7 @@ fn a_bring_up_waiting_for_an_io_queue_keeps_its_controller_alive() {
     net.take_down(&mut h.v, A);
     net.down = None;
     net.mute_io = Some(A);
-    let expired0 = net.w.target.core.stats.ka_expired;
+    let expired0 = net.w.target.core_stats().ka_expired;
     let (mut ka_enabling, mut waited_ns, mut last) = (0u64, 0u64, net.w.clock.now_ns());
     let mut failed = None;
     for turn in 0.. {
@@ -577,7 +577,7 @@ fn a_bring_up_waiting_for_an_io_queue_keeps_its_controller_alive() {
     println!("A waited {} ms in Enabling, sent {ka_enabling} Keep Alives, then: {failed}", waited_ns / 1_000_000);
     assert!(failed.contains("Timeout"), "the I/O queue's Connect timed out, nothing else: {failed}");
     assert!(waited_ns >= 2_900_000_000, "A's bring-up waited ~3 s: {waited_ns} ns");
-    assert_eq!(net.w.target.core.stats.ka_expired, expired0, "no controller's keep-alive expired on the target");
+    assert_eq!(net.w.target.core_stats().ka_expired, expired0, "no controller's keep-alive expired on the target");
     assert!(ka_enabling >= 5, "Keep Alive every KATO/2 while waiting: {ka_enabling}");
     // A's I/O queues are answered again: A reconnects and its verified I/O works.
     net.mute_io = None;
@@ -624,7 +624,7 @@ fn a_bench_survives_a_target_restart_and_counts_what_it_lost() {
     assert!(set.ctrls[0].failed_attempts >= 1, "retried while down: {ev:?}");
     assert!(ev.first().is_some_and(|e| e == "Released") && ev.last().is_some_and(|e| e == "Live"), "{ev:?}");
     // The bench went on after the reconnect: the new target served reads and writes.
-    let c = net.w.target.core.stats;
+    let c = net.w.target.core_stats();
     assert!(c.reads > 0 && c.writes > 0, "the restarted target served the bench: {c:?}");
     assert_eq!((c.errors, net.w.target.stats().bad_capsules), (0, 0), "{c:?}");
     assert_eq!(set.ctrls[0].host().stats.errors, 0, "{:?}", set.ctrls[0].host().stats);
@@ -645,7 +645,7 @@ fn a_bench_survives_a_killed_target_found_by_its_keep_alive() {
     net.silent_restart = Some(t0 + 2_000_000);
     let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: 8, duration_ns: 10_000_000_000, max_ios: 60_000, seed: 7 };
     let (r, _, _) = bench_reconnecting(&mut net, &mut h, &mut set, &cfg);
-    let c = net.w.target.core.stats;
+    let c = net.w.target.core_stats();
     println!("new target {c:?} {:?}; host {:?}", net.w.target.stats(), set.ctrls[0].host().stats);
     assert_eq!(net.restarts, 1);
     assert_eq!((r.outages, r.down_at_end, r.errors), (1, false, 0), "{r:?}");
@@ -671,14 +671,14 @@ fn a_reconnect_sends_no_keep_alive_before_its_fabrics_connect() {
     // 0.6 s without a tick: the last Keep Alive (the connect's) is past KATO/2, as when a dead
     // target is found by its keep-alive.
     net.w.clock.advance(600_000_000);
-    let (errors0, ka0) = (net.w.target.core.stats.errors, set.ctrls[0].host().stats.keep_alives);
+    let (errors0, ka0) = (net.w.target.core_stats().errors, set.ctrls[0].host().stats.keep_alives);
     net.take_down(&mut h.v, A);
     net.down = None;
     set.ctrls[0].fail();
     drive(&mut net, &mut h, &mut set, |s| s.ctrls[0].connects == 2 && s.all_live());
     let host = set.ctrls[0].host().stats;
     assert_eq!(set.ctrls[0].connects, 2);
-    assert_eq!((net.w.target.core.stats.errors - errors0, net.w.target.stats().bad_capsules), (0, 0), "{:?}", net.w.target.core.stats);
+    assert_eq!((net.w.target.core_stats().errors - errors0, net.w.target.stats().bad_capsules), (0, 0), "{:?}", net.w.target.core_stats());
     assert_eq!(host.errors, 0, "{host:?}");
     println!("keep alives during the reconnect: {}", host.keep_alives - ka0);
     set.disconnect(&mut h.v, &mut net).expect("orderly disconnect");

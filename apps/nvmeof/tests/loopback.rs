@@ -126,7 +126,7 @@ fn connect_identify_and_verified_io_qd1_qd32() {
     assert!(ts.inline_writes > 0, "small writes went in-capsule");
     assert!(ts.rdma_reads > 0, "large writes were RDMA READ");
     assert_eq!(ts.error_responses, 0);
-    assert_eq!(w.target.core.stats.reads, r1 + r32);
+    assert_eq!(w.target.core_stats().reads, r1 + r32);
 
     // Flush and Write Zeroes.
     let slot = host.alloc_slot(1).unwrap();
@@ -205,7 +205,7 @@ fn host_not_on_allow_list_is_refused() {
         Err(Error::Nvme(s)) => assert_eq!(s, Status::CONNECT_INVALID_HOST),
         _ => panic!("expected refusal"),
     }
-    assert_eq!(w.target.core.stats.connects_refused, 2);
+    assert_eq!(w.target.core_stats().connects_refused, 2);
     assert_eq!(w.target.core.live_ctrls(), 0);
     // Discovery shows this host nothing.
     let e = Host::discover(&mut hd, &mut w, host_cfg()).expect("discover");
@@ -232,7 +232,7 @@ fn keep_alive_expiry_frees_controller_and_host_reconnects() {
     // Silence: the target tears everything down after KATO.
     w.now += 2_500_000_000;
     w.target.poll(&mut w.tdev, w.now);
-    assert_eq!(w.target.core.stats.ka_expired, 1);
+    assert_eq!(w.target.core_stats().ka_expired, 1);
     assert_eq!(w.target.core.live_ctrls(), 0);
     assert_eq!(w.target.queues(), 0);
     let res = w.tdev.dev.resources();
@@ -293,7 +293,7 @@ fn io_traffic_alone_keeps_the_controller_alive() {
         assert!(done[0].status.is_success(), "read {i}: {:?}", done[0].status);
     }
     assert_eq!(host.stats.keep_alives, 0, "the host never ticked");
-    assert_eq!(w.target.core.stats.ka_expired, 0);
+    assert_eq!(w.target.core_stats().ka_expired, 0);
     assert_eq!(w.target.core.live_ctrls(), 1);
     w.target.fold_queues();
     let reads: u64 = w.target.core.controllers().map(|c| c.reads).sum();
@@ -434,8 +434,8 @@ fn device_latency_is_timed_per_namespace() {
     let mut hd = host_dev(&fabric);
     let mut host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect");
     verified_io(&mut host, &mut hd, &mut w, 400, 8, 3);
-    let c = w.target.core.stats;
-    let ns: Vec<_> = w.target.core.namespace_stats().collect();
+    let c = w.target.core_stats();
+    let ns: Vec<_> = w.target.namespace_stats().collect();
     // Every namespace is timed; every Read and Write went to its store through the table
     // (and the verified I/O above shows the tags mapped back).
     let timed: u64 = ns.iter().map(|n| n.device_latency.expect("timed").count()).sum();
@@ -443,7 +443,7 @@ fn device_latency_is_timed_per_namespace() {
     assert!(timed >= 400);
     let per_ns: u64 = ns.iter().map(|n| n.stats.reads + n.stats.writes).sum();
     assert_eq!(per_ns, c.reads + c.writes);
-    let sub_bytes: u64 = w.target.core.subsystem_stats().map(|(_, s)| s.bytes_read + s.bytes_written).sum();
+    let sub_bytes: u64 = w.target.subsystem_stats().map(|(_, s)| s.bytes_read + s.bytes_written).sum();
     assert_eq!(ns.iter().map(|n| n.stats.bytes_read + n.stats.bytes_written).sum::<u64>(), sub_bytes);
     assert!(sub_bytes >= 400 * 512);
     assert!(ns.iter().all(|n| n.in_flight == Some(0)));

@@ -204,7 +204,7 @@ fn malformed_admin_and_io_capsules_get_statuses() {
     assert_eq!(w.target.core.live_ctrls(), 1);
     assert!(w.target.stats().bad_capsules >= 8);
     // The subsystem counts each I/O error by its status, as the core does overall.
-    let (_, sub) = w.target.core.subsystem_stats().find(|(n, _)| *n == SUBNQN).expect("subsystem");
+    let (_, sub) = w.target.subsystem_stats().find(|(n, _)| *n == SUBNQN).expect("subsystem");
     let lba_range = sub.by_status.iter().find(|&(sct, sc, _)| (sct, sc) == (Status::LBA_RANGE.sct, Status::LBA_RANGE.sc)).map(|e| e.2);
     assert_eq!(lba_range, Some(2), "{:?}", sub.by_status);
     assert_eq!(sub.by_status.iter().map(|e| e.2).sum::<u64>() + sub.by_status.other, sub.errors);

@@ -129,20 +129,20 @@ pub fn run_target(
             if stop_file.is_some_and(|p| p.exists()) {
                 break;
             }
-            if drop_after_writes > 0 && svc.target.core.stats.writes >= drop_after_writes && !dropped {
+            if drop_after_writes > 0 && svc.target.core_stats().writes >= drop_after_writes && !dropped {
                 dropped = true;
                 svc.close_all(&mut node.v);
                 svc.cm.listen(port).map_err(|e| format!("listen again: {e:?}"))?;
-                println!("RUNNER dropped every connection after {} writes (--drop-after-writes), listening again", svc.target.core.stats.writes);
+                println!("RUNNER dropped every connection after {} writes (--drop-after-writes), listening again", svc.target.core_stats().writes);
             }
             if t0.elapsed() > timeout {
                 if serve_ctrls > 0 {
                     svc.report();
-                    return Err(format!("timeout: {} of {serve_ctrls} controllers served", svc.target.core.stats.ctrls_freed));
+                    return Err(format!("timeout: {} of {serve_ctrls} controllers served", svc.target.core_stats().ctrls_freed));
                 }
                 break;
             }
-            let c = svc.target.core.stats;
+            let c = svc.target.core_stats();
             if serve_ctrls > 0 && c.ctrls_created >= serve_ctrls && svc.target.core.live_ctrls() == 0 && svc.connections() == 0 {
                 break;
             }
@@ -162,7 +162,7 @@ pub fn run_target(
     print!("{rep}");
     let s = svc.stats;
     let t = svc.target.stats();
-    let c = svc.target.core.stats;
+    let c = svc.target.core_stats();
     let a = svc.target.core.auth.stats;
     println!(
         "RUNNER RESULT nvmf-target PASS requests={} accepted={} rejected={} closed_by_peer={} closed_by_target={} ctrls_created={} ctrls_freed={} connects_refused={} commands={} errors={} reads={} writes={} bad_capsules={} wc_errors={} auth_required={} auth_ok={} auth_failed={} auth_refused_cmds={} cm_refused={} seconds={:.1}",

@@ -140,7 +140,7 @@ fn ten_thousand_verified_ios_at_qd1_and_qd32() {
     assert_eq!(s.svc.connections(), 0);
     assert_eq!((s.svc.target.stats().bad_capsules, s.svc.target.stats().wc_errors), (0, 0));
     assert_eq!(s.svc.target.core.live_ctrls(), 0);
-    assert!(s.svc.target.core.stats.reads > 5_000 && s.svc.target.core.stats.writes > 5_000);
+    assert!(s.svc.target.core_stats().reads > 5_000 && s.svc.target.core_stats().writes > 5_000);
 }
 
 #[test]
@@ -156,9 +156,9 @@ fn host_not_on_the_allow_list_is_refused_and_never_sees_a_namespace() {
         env.idle(&mut h.v);
     }
     let s = side.borrow();
-    assert_eq!(s.svc.target.core.stats.connects_refused, 1);
+    assert_eq!(s.svc.target.core_stats().connects_refused, 1);
     assert_eq!(s.svc.target.core.live_ctrls(), 0);
-    assert_eq!(s.svc.target.core.stats.reads + s.svc.target.core.stats.writes, 0);
+    assert_eq!(s.svc.target.core_stats().reads + s.svc.target.core_stats().writes, 0);
 }
 
 #[test]
@@ -180,7 +180,7 @@ fn keep_alive_expiry_frees_the_controller_and_closes_its_queues() {
         h.cx.poll();
     }
     let s = side.borrow();
-    assert_eq!(s.svc.target.core.stats.ka_expired, 1);
+    assert_eq!(s.svc.target.core_stats().ka_expired, 1);
     assert_eq!(s.svc.target.core.live_ctrls(), 0);
     assert_eq!(s.svc.connections(), 0, "every queue of the controller closed");
     assert_eq!(s.svc.stats.closed_by_target, 3, "admin + 2 I/O queues, DREQ each");
@@ -219,7 +219,7 @@ fn runner_initiator_survives_the_target_dropping_it_mid_run() {
     let dropped = Rc::new(std::cell::Cell::new(false));
     let d2 = dropped.clone();
     let (_clock, side, mut h, mut env) = setup_hooked("", move |s| {
-        if !d2.get() && s.svc.target.core.stats.writes >= 300 {
+        if !d2.get() && s.svc.target.core_stats().writes >= 300 {
             d2.set(true);
             s.svc.close_all(&mut s.node.v);
             s.svc.cm.listen(4420).unwrap();
@@ -252,8 +252,8 @@ fn runner_bench_survives_the_target_dropping_it_mid_bench() {
     let d2 = dropped.clone();
     let (clock, side, mut h, mut env) = setup_hooked("", move |s| {
         // The verified run before the bench writes ~100 blocks.
-        if d2.get().is_none() && s.svc.target.core.stats.writes >= 1_500 {
-            d2.set(Some(s.svc.target.core.stats.commands));
+        if d2.get().is_none() && s.svc.target.core_stats().writes >= 1_500 {
+            d2.set(Some(s.svc.target.core_stats().commands));
             s.svc.close_all(&mut s.node.v);
             s.svc.cm.listen(4420).unwrap();
         }
@@ -274,8 +274,8 @@ fn runner_bench_survives_the_target_dropping_it_mid_bench() {
     assert!(b.outage_ns > 0 && b.outage_ns < b.elapsed_ns);
     // The bench went on after the reconnect: the target answered more than it had by the drop.
     let s = side.borrow();
-    assert!(s.svc.target.core.stats.commands > at + 1_000, "commands after the drop: {} at the drop, {} in all", at, s.svc.target.core.stats.commands);
-    assert_eq!((s.svc.target.core.stats.errors, s.svc.target.stats().bad_capsules), (0, 0), "{:?}", s.svc.target.core.stats);
+    assert!(s.svc.target.core_stats().commands > at + 1_000, "commands after the drop: {} at the drop, {} in all", at, s.svc.target.core_stats().commands);
+    assert_eq!((s.svc.target.core_stats().errors, s.svc.target.stats().bad_capsules), (0, 0), "{:?}", s.svc.target.core_stats());
 }
 
 /// An operator's HTTP client: smoltcp on the host node's raw Ethernet queue (the host's own
@@ -403,6 +403,68 @@ fn an_operator_unlinks_the_subsystem_over_the_management_plane_and_links_it_agai
     let s = side.borrow();
     assert_eq!((s.svc.connections(), s.svc.target.core.live_ctrls()), (0, 0));
     // The one error is the refused Connect (sct 1 sc 0x82).
-    assert_eq!((s.svc.target.stats().bad_capsules, s.svc.target.core.stats.errors), (0, 1), "{:?}", s.svc.target.core.stats);
-    assert_eq!(s.svc.target.core.stats.by_status.slots[0], (1, 0x82, 1));
+    assert_eq!((s.svc.target.stats().bad_capsules, s.svc.target.core_stats().errors), (0, 1), "{:?}", s.svc.target.core_stats());
+    assert_eq!(s.svc.target.core_stats().by_status.slots[0], (1, 0x82, 1));
+}
+
+/// The value of the one sample of `/metrics` text `m` named `series` (name and labels as the
+/// page writes them).
+fn metric(m: &str, series: &str) -> u64 {
+    let line = m.lines().find(|l| l.split_once(' ').is_some_and(|(s, _)| s == series)).unwrap_or_else(|| panic!("{series} not in /metrics"));
+    line.rsplit_once(' ').expect("value").1.parse().expect("integer")
+}
+
+/// The I/O counts of two poll groups (each group counts its own commands, no counter shared
+/// between groups on the I/O path) reach the target's totals: `/metrics` (core, subsystem and
+/// namespace series) and the target's getters agree with what the host did, while the groups
+/// live and after they are released with the last queue (their counts folded into the core).
+#[test]
+fn io_counts_of_every_poll_group_reach_the_metrics_and_outlive_the_groups() {
+    let mut plane: Option<(mgmt::Mgmt, std::time::Instant)> = None;
+    let (_clock, side, mut h, mut env) = setup_hooked("", move |s| {
+        let (m, t0) = plane.get_or_insert_with(|| {
+            s.node.v.enable_mgmt_frames(16, true);
+            (mgmt::Mgmt::new(&mgmt::MgmtConfig::default(), TARGET, rdma::Neighbours::local_mac(&s.node.v), mlx5::MAX_FRAME, mgmt::Budget::default(), 5, 0), std::time::Instant::now())
+        });
+        emu_runner::nvmf::serve_mgmt(m, &mut s.node, &mut s.svc, *t0);
+    });
+    side.borrow_mut().svc.target.set_poll_groups(2);
+    let mut op = Operator::new(&mut h.v);
+    let mut host = Host::connect(&mut h.v, &mut env, cfg(), NQN).expect("connect");
+    let r = nvmeof::verify::run(&mut host, &mut h.v, &mut env, 1, 2_000, 8, 16, 9).expect("verified run");
+    assert_eq!((r.errors, r.mismatches), (0, 0), "{r:?}");
+    let ns = |op: &str| format!("nvmf_namespace_io_total{{subnqn=\"{NQN}\",nsid=\"1\",op=\"{op}\"}}");
+    let sub = |op: &str| format!("nvmf_subsystem_io_total{{subnqn=\"{NQN}\",op=\"{op}\"}}");
+    let core = |op: &str| format!("nvmf_io_commands_total{{op=\"{op}\"}}");
+    let check = |m: &str, s: &TargetSide, when: &str| {
+        for (op, n) in [("read", r.reads), ("write", r.writes)] {
+            assert_eq!((metric(m, &ns(op)), metric(m, &sub(op)), metric(m, &core(op))), (n, n, n), "{when}: {op}s in /metrics");
+        }
+        let t = &s.svc.target;
+        let (c, st) = (t.core_stats(), t.namespace_stats().next().expect("namespace").stats);
+        let (_, sb) = t.subsystem_stats().next().expect("subsystem");
+        assert_eq!((c.reads, c.writes, st.reads, st.writes, sb.reads, sb.writes), (r.reads, r.writes, r.reads, r.writes, r.reads, r.writes), "{when}");
+        assert_eq!((st.bytes_read, st.bytes_written), (sb.bytes_read, sb.bytes_written), "{when}");
+        assert!(st.bytes_read >= 512 * r.reads && st.bytes_written >= 512 * r.writes, "{when}: {st:?}");
+    };
+    {
+        let s = side.borrow();
+        // Both groups served I/O queues (admin and I/O queues handed out round-robin).
+        for g in 0..2 {
+            assert!(s.svc.target.group_stats(g).capsules > 100, "group {g}: {:?}", s.svc.target.group_stats(g));
+        }
+        // The groups keep their counts: nothing of the I/O is in the core's own tables yet.
+        assert_eq!((s.svc.target.core.stats().reads, s.svc.target.core.stats().writes), (0, 0));
+    }
+    let m = op.request(&mut h, &mut env, "GET", "/metrics");
+    check(body(&m, "200 OK"), &side.borrow(), "groups live");
+    host.disconnect(&mut h.v, &mut env).expect("disconnect");
+    for _ in 0..2_000 {
+        env.idle(&mut h.v);
+    }
+    assert_eq!(side.borrow().svc.connections(), 0);
+    // Released with the last queue: their counts are the core's now.
+    assert_eq!(side.borrow().svc.target.core.stats().reads, r.reads);
+    let m = op.request(&mut h, &mut env, "GET", "/metrics");
+    check(body(&m, "200 OK"), &side.borrow(), "groups released");
 }

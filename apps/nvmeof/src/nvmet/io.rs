@@ -12,8 +12,9 @@ use crate::wire::*;
 impl<B: BlockDevice> Core<B> {
 
     /// I/O command `sqe` on queue `q`, whose enabled controller is in subsystem `subsys` (none:
-    /// a discovery controller, which has no I/O commands).
-    pub(super) fn exec_io(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, subsys: Option<usize>) -> Action {
+    /// a discovery controller, which has no I/O commands), counted in `counts` (the
+    /// executor's: the namespace's slot in it, not the core's shared tables).
+    pub(super) fn exec_io(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, subsys: Option<usize>, counts: &mut IoCounts) -> Action {
         let Some(si) = subsys else { return Action::status(Status::INVALID_OPCODE) };
         let nsid = sqe.nsid.get();
         if !matches!(sqe.opcode, io_op::READ | io_op::WRITE | io_op::COMPARE | io_op::FLUSH | io_op::WRITE_ZEROES | io_op::DSM) {
@@ -64,7 +65,7 @@ impl<B: BlockDevice> Core<B> {
                 (op, nlb, data.buf.prefix(bytes as usize))
             }
             io_op::FLUSH => {
-                self.subsystems[si].ns_stats[ni].flushes_forwarded += 1;
+                counts.ns[self.subsystems[si].ns_base + ni].flushes_forwarded += 1;
                 (BlockOp::Flush, 0, DmaSlice::EMPTY)
             }
             io_op::WRITE_ZEROES => {
@@ -78,24 +79,21 @@ impl<B: BlockDevice> Core<B> {
         };
         let fua = matches!(op, BlockOp::Read | BlockOp::Write) && sqe.cdw12.get() & rw_cdw12::FUA != 0;
         let sub = &mut self.subsystems[si];
+        // The executor's counts only (its subsystem's and the core's figures are their sums,
+        // made on the slow path).
+        let st = &mut counts.ns[sub.ns_base + ni];
         if fua {
-            let st = &mut sub.ns_stats[ni];
             if op == BlockOp::Read {
                 st.fua_reads += 1;
             } else {
                 st.fua_writes += 1;
             }
         }
-        let st = &mut sub.ns_stats[ni];
         let buf_len = buf.len();
         if op == BlockOp::Read {
-            sub.stats.reads += 1;
-            sub.stats.bytes_read += buf_len as u64;
             st.reads += 1;
             st.bytes_read += buf_len as u64;
         } else if op == BlockOp::Write {
-            sub.stats.writes += 1;
-            sub.stats.bytes_written += buf_len as u64;
             st.writes += 1;
             st.bytes_written += buf_len as u64;
         }
@@ -106,13 +104,8 @@ impl<B: BlockDevice> Core<B> {
         let zero_copy = op == BlockOp::Read || (op == BlockOp::Write && !data.fetched);
         let direct = if zero_copy && self.direct { dev.direct(slba, blocks) } else { None };
         let io = BlockIo { op, lba: if op == BlockOp::Flush { 0 } else { slba }, blocks, buf: direct.unwrap_or(buf), tag: data.tag, fua };
-        if op == BlockOp::Read {
-            self.stats.reads += 1;
-        } else if op == BlockOp::Write {
-            self.stats.writes += 1;
-            if !data.fetched {
-                return Action::Fetch(Fetch::Write(PendingWrite { subsys: si as u16, ns: ni as u16, io, direct: direct.is_some() }));
-            }
+        if op == BlockOp::Write && !data.fetched {
+            return Action::Fetch(Fetch::Write(PendingWrite { subsys: si as u16, ns: ni as u16, io, direct: direct.is_some() }));
         } else if op == BlockOp::Compare && !data.fetched {
             // The host's data into the slot buffer, then to the store (never direct).
             return Action::Fetch(Fetch::Write(PendingWrite { subsys: si as u16, ns: ni as u16, io, direct: false }));

@@ -11,6 +11,7 @@
 mod admin;
 mod cntlid;
 mod connect;
+mod counts;
 pub mod devlat;
 mod fabrics;
 mod identify;
@@ -31,6 +32,7 @@ use zerocopy::byteorder::little_endian::{U16, U32, U64, U128};
 
 use crate::wire::*;
 use cntlid::CntlidGen;
+pub use counts::IoCounts;
 pub use limits::{Bound, BoundStats, Limits};
 use limits::BoundLog;
 
@@ -352,8 +354,12 @@ struct Subsystem<B> {
     /// NSID -> index into `cfg.namespaces` ([`NO_NS`]: none), as long as the largest NSID + 1
     /// (≤ [`MAX_NSID`] + 1): a command finds its namespace without a search.
     ns_index: Vec<u16>,
-    /// Per namespace, in `cfg.namespaces` order.
+    /// Per namespace, in `cfg.namespaces` order: whether it failed, and the per-command
+    /// counts folded in from [`IoCounts`].
     ns_stats: Vec<NsStats>,
+    /// The slot of this subsystem's first namespace in the core's namespace table
+    /// (an [`IoCounts`] indexes namespaces by it).
+    ns_base: usize,
     /// Per namespace: its device-latency table, when the core has a clock ([`devlat`]).
     ns_lat: Vec<Option<devlat::DevLatency>>,
     /// Linked to the port (nvmet configfs: `ports/P/subsystems/NQN` present); an unlinked
@@ -478,7 +484,10 @@ pub struct Core<B: BlockDevice> {
     inflight: u64,
     /// Controllers reset by the host (CC.EN 1 -> 0) whose I/O queues the transport must drop.
     resets: VecDeque<u16>,
-    pub stats: CoreStats,
+    /// The core's counters; the per-command ones as folded so far (see [`IoCounts`]).
+    stats: CoreStats,
+    /// The counts of commands given to [`Core::execute`] (folded after each).
+    own_io: IoCounts,
     /// In-band authentication (hosts, per-queue transactions, counters).
     pub auth: auth::Auth,
 }
@@ -573,10 +582,15 @@ impl<B: BlockDevice> Core<B> {
         let seed = cfg.limits.cntlid_seed;
         let mut ctrls = Vec::with_capacity(cfg.max_ctrls);
         ctrls.resize_with(cfg.max_ctrls, || None);
-        Ok(Core {
+        let mut ns_base = 0;
+        let mut core = Core {
             subsystems: subsystems
                 .into_iter()
-.map(|s| Subsystem {
+                .map(|s| Subsystem {
+                    ns_base: {
+                        ns_base += s.namespaces.len();
+                        ns_base - s.namespaces.len()
+                    },
                     ns_index: ns_index(&s.namespaces),
                     ns_stats: alloc::vec![NsStats::default(); s.namespaces.len()],
                     ns_lat: s.namespaces.iter().map(|_| None).collect(),
@@ -599,8 +613,11 @@ impl<B: BlockDevice> Core<B> {
             resets: VecDeque::with_capacity(max_ctrls),
             inflight: 0,
             stats: CoreStats::default(),
+            own_io: IoCounts::default(),
             auth,
-        })
+        };
+        core.own_io = core.io_counts();
+        Ok(core)
     }
 
     pub fn config(&self) -> &TargetConfig {
@@ -852,25 +869,6 @@ impl<B: BlockDevice> Core<B> {
     pub fn subsystems(&self) -> impl Iterator<Item = &SubsystemConfig<B>> {
         self.subsystems.iter().map(|s| &s.cfg)
     }
-    /// Each subsystem's cumulative counters, with its NQN.
-    pub fn subsystem_stats(&self) -> impl Iterator<Item = (&str, SubsysStats)> {
-        self.subsystems.iter().map(|s| (s.cfg.nqn.as_str(), s.stats))
-    }
-    /// Every namespace with its counters (slow path: the metrics endpoint).
-    pub fn namespace_stats(&self) -> impl Iterator<Item = NsReport<'_>> {
-        self.subsystems.iter().flat_map(|s| {
-            s.cfg.namespaces.iter().zip(&s.ns_stats).zip(&s.ns_lat).map(move |((n, st), lat)| NsReport {
-                subnqn: s.cfg.nqn.as_str(),
-                nsid: n.nsid,
-                volatile_write_cache: n.dev.volatile_write_cache(),
-                stats: *st,
-                dev: n.dev.counters(),
-                device_latency: lat.as_ref().map(|l| &*l.hist),
-                in_flight: lat.as_ref().map(|l| l.outstanding()),
-            })
-        })
-    }
-
     /// The live controllers (slow path: the metrics endpoint).
     pub fn controllers(&self) -> impl Iterator<Item = CtrlReport<'_>> {
         self.ctrls.iter().flatten().map(|c| CtrlReport {
@@ -986,14 +984,25 @@ impl<B: BlockDevice> Core<B> {
         c.errors[c.err_head] = e;
     }
 
-    /// Execute one command received on queue `q`.
+    /// Execute one command received on queue `q`, its counts folded into the core's figures
+    /// at once (a caller with its own [`IoCounts`] uses [`Core::execute_counted`]).
     pub fn execute(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64) -> Action {
+        let mut own = core::mem::take(&mut self.own_io);
+        let a = self.execute_counted(q, sqe, data, now_ns, &mut own);
+        self.fold_io(&mut own);
+        self.own_io = own;
+        a
+    }
+
+    /// Execute one command received on queue `q`, counted in `counts` (the executor's own,
+    /// made by [`Core::io_counts`]; no counter the core shares is written for an I/O command).
+    pub fn execute_counted(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64, counts: &mut IoCounts) -> Action {
         // Host data still at the host: payloads the core parses come in first (the command is
         // executed again then); I/O Writes are decoded now and their data placed after.
         if !data.fetched && data.sgl_len > 0 && host_to_ctrl(sqe) && !(q.qid != 0 && matches!(sqe.opcode, io_op::WRITE | io_op::COMPARE)) {
             return Action::Fetch(Fetch::Payload);
         }
-        self.stats.commands += 1;
+        counts.commands += 1;
         self.now_ns = now_ns;
         let auth_cmd = sqe.opcode == FABRICS_OPCODE && matches!(sqe.fctype(), fctype::AUTH_SEND | fctype::AUTH_RECV);
         // Traffic-based keep-alive (CTRATT.TBKAS): any command counts once authenticated, a
@@ -1026,7 +1035,7 @@ impl<B: BlockDevice> Core<B> {
             match self.q_ctrl(q).filter(|c| c.enabled()).map(|c| c.subsys) {
                 None => Action::status(Status::CMD_SEQ_ERROR),
                 Some(_) if q.qid == 0 => self.exec_admin(q, sqe, data),
-                Some(subsys) => self.exec_io(q, sqe, data, subsys),
+                Some(subsys) => self.exec_io(q, sqe, data, subsys, counts),
             }
         };
         if let Action::Respond { status, .. } = a {

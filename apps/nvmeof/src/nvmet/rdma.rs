@@ -26,7 +26,7 @@ use zerocopy::byteorder::little_endian::{U16, U32};
 use zerocopy::{FromBytes, IntoBytes};
 
 use super::limits::Bound;
-use super::{host_to_ctrl, Action, Core, DataIn, Fetch, PendingWrite, QueueState, ADMIN_MAX_XFER, ADMIN_QUEUE_DEPTH, MAX_AERS};
+use super::{host_to_ctrl, Action, Core, CoreStats, DataIn, Fetch, IoCounts, NsReport, PendingWrite, QueueState, SubsysStats, ADMIN_MAX_XFER, ADMIN_QUEUE_DEPTH, MAX_AERS};
 use admit::Ip;
 use rdma::cm_wire::gid_from_ipv4;
 use crate::bench::Histogram;
@@ -482,6 +482,23 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Transport counters: the target's own plus every live poll group's share (slow path).
     pub fn stats(&self) -> TransportStats {
         self.groups.iter().fold(self.stats, |t, g| t.plus(g.io))
+    }
+
+    /// The core's counters with every live poll group's per-command counts added (slow path;
+    /// a released group's are folded into the core).
+    pub fn core_stats(&self) -> CoreStats {
+        self.core.stats_plus(&self.group_counts())
+    }
+    /// Each subsystem's counters with every live group's counts added, with its NQN (slow path).
+    pub fn subsystem_stats(&self) -> alloc::vec::IntoIter<(&str, SubsysStats)> {
+        self.core.subsystem_stats_plus(&self.group_counts()).into_iter()
+    }
+    /// Every namespace with its counters, every live group's counts added (slow path).
+    pub fn namespace_stats(&self) -> alloc::vec::IntoIter<NsReport<'_>> {
+        self.core.namespace_stats_plus(&self.group_counts()).into_iter()
+    }
+    fn group_counts(&self) -> Vec<&IoCounts> {
+        self.groups.iter().map(|g| &g.counts).collect()
     }
 
     /// Counters of poll group `g` (zero before the groups exist).

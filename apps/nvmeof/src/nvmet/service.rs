@@ -245,7 +245,7 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
         log::info!("nvmeof: service: {:?}", self.stats);
         log::info!("nvmeof: service: cm {:?}", self.cm.stats());
         log::info!("nvmeof: service: transport {:?}", self.target.stats());
-        log::info!("nvmeof: service: core {:?}", self.target.core.stats);
+        log::info!("nvmeof: service: core {:?}", self.target.core_stats());
         log::info!("nvmeof: service: bounds {:?}, queues {:?}", self.target.core.bound_stats(), self.target.pinned());
     }
 

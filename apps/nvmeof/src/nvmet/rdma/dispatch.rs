@@ -264,7 +264,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             g.io.inline_writes += 1;
         }
         let data = DataIn { bytes: &small[..small_len], buf, sgl_len: sgl.len(), tag, fetched };
-        let action = self.core.execute(&mut c.q, sqe, &data, now_ns);
+        // Counted in the group's own counts (folded into the core's figures on the slow path).
+        let action = self.core.execute_counted(&mut c.q, sqe, &data, now_ns, &mut g.counts);
         self.on_action(verbs, ci, s, action);
     }
 

@@ -19,6 +19,7 @@ use super::handoff::{self, Consumer, Producer, Word};
 use super::ranges::RangeId;
 use super::wr_id::{Kind, WrId};
 use super::{Conn, QueueAnswer, TransportStats};
+use crate::nvmet::IoCounts;
 use crate::wire::{cm_rej, RdmaCmRej};
 use zerocopy::byteorder::little_endian::U16;
 
@@ -279,6 +280,9 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// This group's share of the transport's counters (`RdmaTarget::stats` adds the groups'
     /// shares; a released group's share goes to the target's own).
     pub(super) io: TransportStats,
+    /// This group's per-command counts for the core (`Core::execute_counted`), sized by the
+    /// owner for the core's namespaces; added on read, folded into the core when the group goes.
+    pub(super) counts: IoCounts,
     /// Commands of this group's queues held until overlapping zero-copy transfers are done:
     /// (queue index in `conns`, generation, slot); room for every slot of the queues the group takes.
     pub(super) blocked: VecDeque<(usize, u16, u16)>,
@@ -370,6 +374,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             broken: false,
             stats: GroupStats::default(),
             io: TransportStats::default(),
+            counts: IoCounts::default(),
             blocked,
             unrung: heapless::Vec::new(),
             unrung_overflow: false,

@@ -438,8 +438,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let depth = self.core.config().io_queue_depth.max(ADMIN_QUEUE_DEPTH as u16);
         let buf_len = self.core.io_capsule_size();
         let (bufs, limit) = (self.srq_bufs, srq_limit(self.srq_bufs));
-        PollGroup::new(verbs, gi, per, sq_depth(depth), depth, bufs, buf_len, limit).inspect_err(|()| {
+        let made = PollGroup::new(verbs, gi, per, sq_depth(depth), depth, bufs, buf_len, limit).inspect_err(|()| {
             log::warn!("nvmeof: rdma: poll group {gi} not created (CQ, SRQ or {bufs} x {buf_len} B of buffers)");
+        });
+        made.map(|(mut g, ends)| {
+            g.counts = self.core.io_counts();
+            (g, ends)
         })
     }
 
@@ -488,13 +492,14 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 self.replace_pending = true;
                 continue;
             };
-            let old = core::mem::replace(&mut self.groups[gi], fresh);
+            let mut old = core::mem::replace(&mut self.groups[gi], fresh);
             let old_ends = core::mem::replace(&mut self.ends[gi], fresh_ends);
             if self.group_totals.len() <= gi {
                 self.group_totals.resize(gi + 1, GroupStats::default());
             }
             self.group_totals[gi] = self.group_totals[gi].plus(GroupStats { queues_live: 0, ..old.stats });
             self.stats = self.stats.plus(old.io);
+            self.core.fold_io(&mut old.counts);
             let before = self.answers.len();
             old.destroy(old_ends, verbs, &mut self.answers);
             self.count_answers(before);
@@ -515,12 +520,13 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         // Buffers given back and not yet posted die with their SRQ.
         let before = self.answers.len();
-        for (gi, (g, ends)) in self.groups.drain(..).zip(self.ends.drain(..)).enumerate() {
+        for (gi, (mut g, ends)) in self.groups.drain(..).zip(self.ends.drain(..)).enumerate() {
             if self.group_totals.len() <= gi {
                 self.group_totals.resize(gi + 1, GroupStats::default());
             }
             self.group_totals[gi] = self.group_totals[gi].plus(GroupStats { queues_live: 0, ..g.stats });
             self.stats = self.stats.plus(g.io);
+            self.core.fold_io(&mut g.counts);
             g.destroy(ends, verbs, &mut self.answers);
         }
         self.count_answers(before);
