@@ -345,6 +345,20 @@ impl Operator {
     }
 }
 
+/// A hook for [`setup_hooked`]: the target's management stack (`emu_runner::nvmf::serve_mgmt`,
+/// with `mgmt.control=on` when `control`) served after each of the target's polls.
+fn serving_mgmt(control: bool) -> impl FnMut(&mut TargetSide) + 'static {
+    let mut plane: Option<(mgmt::Mgmt, std::time::Instant)> = None;
+    move |s| {
+        let (m, t0) = plane.get_or_insert_with(|| {
+            s.node.v.enable_mgmt_frames(16, true);
+            let c = mgmt::MgmtConfig { control, ..Default::default() };
+            (mgmt::Mgmt::new(&c, TARGET, rdma::Neighbours::local_mac(&s.node.v), mlx5::MAX_FRAME, mgmt::Budget::default(), 5, 0), std::time::Instant::now())
+        });
+        emu_runner::nvmf::serve_mgmt(m, &mut s.node, &mut s.svc, *t0);
+    }
+}
+
 /// The body of a response whose status line starts `status`.
 fn body<'a>(r: &'a str, status: &str) -> &'a str {
     assert!(r.starts_with(&format!("HTTP/1.1 {status}")), "expected {status}: {r}");
@@ -361,15 +375,7 @@ fn body<'a>(r: &'a str, status: &str) -> &'a str {
 /// linked again: listed, the host reconnects and verified I/O runs on the new controller.
 #[test]
 fn an_operator_unlinks_the_subsystem_over_the_management_plane_and_links_it_again() {
-    let mut plane: Option<(mgmt::Mgmt, std::time::Instant)> = None;
-    let (_clock, side, mut h, mut env) = setup_hooked("", move |s| {
-        let (m, t0) = plane.get_or_insert_with(|| {
-            s.node.v.enable_mgmt_frames(16, true);
-            let c = mgmt::MgmtConfig { control: true, ..Default::default() };
-            (mgmt::Mgmt::new(&c, TARGET, rdma::Neighbours::local_mac(&s.node.v), mlx5::MAX_FRAME, mgmt::Budget::default(), 5, 0), std::time::Instant::now())
-        });
-        emu_runner::nvmf::serve_mgmt(m, &mut s.node, &mut s.svc, *t0);
-    });
+    let (_clock, side, mut h, mut env) = setup_hooked("", serving_mgmt(true));
     let mut op = Operator::new(&mut h.v);
     let mut host = Host::connect(&mut h.v, &mut env, cfg(), NQN).expect("connect");
     let r = nvmeof::verify::run(&mut host, &mut h.v, &mut env, 1, 500, 8, 16, 5).expect("before");
@@ -420,14 +426,7 @@ fn metric(m: &str, series: &str) -> u64 {
 /// live and after they are released with the last queue (their counts folded into the core).
 #[test]
 fn io_counts_of_every_poll_group_reach_the_metrics_and_outlive_the_groups() {
-    let mut plane: Option<(mgmt::Mgmt, std::time::Instant)> = None;
-    let (_clock, side, mut h, mut env) = setup_hooked("", move |s| {
-        let (m, t0) = plane.get_or_insert_with(|| {
-            s.node.v.enable_mgmt_frames(16, true);
-            (mgmt::Mgmt::new(&mgmt::MgmtConfig::default(), TARGET, rdma::Neighbours::local_mac(&s.node.v), mlx5::MAX_FRAME, mgmt::Budget::default(), 5, 0), std::time::Instant::now())
-        });
-        emu_runner::nvmf::serve_mgmt(m, &mut s.node, &mut s.svc, *t0);
-    });
+    let (_clock, side, mut h, mut env) = setup_hooked("", serving_mgmt(false));
     side.borrow_mut().svc.target.set_poll_groups(2);
     let mut op = Operator::new(&mut h.v);
     let mut host = Host::connect(&mut h.v, &mut env, cfg(), NQN).expect("connect");
