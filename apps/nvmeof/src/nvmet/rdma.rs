@@ -744,7 +744,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             work += self.check_keep_alive(verbs, now_ns);
             work += self.core.check_stores();
             work += self.check_qp_errors(verbs);
-            work += self.check_broken_groups(verbs);
+            work += self.check_broken_groups();
             work += self.expire_unadmitted(verbs, now_ns);
             self.check_srq_limits(verbs);
             if now_ns >= self.next_stuck_check_ns {

@@ -164,6 +164,9 @@ pub(super) enum ToOwner {
     /// of the group would not take its QP): it stays staged for the owner to destroy (QP,
     /// keys, memory); the CM sends REJ.
     Refused(u16),
+    /// The group learned on its own turn that it is broken for good (`GroupVerbs::group_broken`)
+    /// and closed its queues: the owner gives it no new queue and replaces it once it holds none.
+    Broken,
 }
 
 /// The owner's answers to [`ToOwner`] records, on the group's ring from the owner. One word.
@@ -185,6 +188,7 @@ impl Word for ToOwner {
             ToOwner::Mem(i) => (2 << TAG) | i as u64,
             ToOwner::Attached(q) => (3 << TAG) | q.0 as u64,
             ToOwner::Refused(i) => (4 << TAG) | i as u64,
+            ToOwner::Broken => 5 << TAG,
         }
     }
     fn from_word(w: u64) -> Self {
@@ -193,7 +197,8 @@ impl Word for ToOwner {
             1 => ToOwner::Key(Lkey(w as u32)),
             2 => ToOwner::Mem(w as u16),
             3 => ToOwner::Attached(Qpn(w as u32)),
-            _ => ToOwner::Refused(w as u16),
+            4 => ToOwner::Refused(w as u16),
+            _ => ToOwner::Broken,
         }
     }
 }
@@ -272,9 +277,10 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     pub(super) hi: usize,
     /// Live queues (not draining) in `conns`.
     pub(super) live: usize,
-    /// The device says the group can no longer work (`GroupVerbs::group_broken`): its queues
-    /// are closed, it takes no new ones, buffers given back are not re-posted, and it is
-    /// replaced once no queue refers to it.
+    /// The group learned from its device's signals that it can no longer work
+    /// ([`PollGroup::check_broken`]): its queues are closed, it takes no new ones, buffers
+    /// given back are not re-posted, and it is replaced once no queue refers to it (the owner
+    /// learns it from a [`ToOwner::Broken`] record).
     pub(super) broken: bool,
     pub(super) stats: GroupStats,
     /// This group's share of the transport's counters (`RdmaTarget::stats` adds the groups'
@@ -297,7 +303,8 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// single-producer ring to the owner (`handoff.rs`), room for its bound reserved at
     /// creation: between two drains a queue index yields at most one `Attached`/`Refused`,
     /// one `Qp`, three `Key`s and one `Mem` (a parked or staged index is not reused before
-    /// the owner is done with it). A push never allocates.
+    /// the owner is done with it), and the group one `Broken` in its life. A push never
+    /// allocates.
     pub(super) gone: Producer<ToOwner>,
     /// The group's end of the ring back from the owner ([`ToGroup`]; the owner's ends are
     /// its [`OwnerEnds`]).
@@ -320,6 +327,8 @@ pub(super) struct OwnerEnds {
     gone_rx: Consumer<ToOwner>,
     back: Producer<ToGroup>,
     attach: Producer<Attach>,
+    /// The group said it is broken ([`ToOwner::Broken`]): the owner's own record of it.
+    pub(super) broken: bool,
 }
 
 impl<V: GroupVerbs> PollGroup<V> {
@@ -329,7 +338,7 @@ impl<V: GroupVerbs> PollGroup<V> {
     #[allow(clippy::too_many_arguments)]
     /// With the group comes the owner's ends of its rings.
     pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<(Self, OwnerEnds), ()> {
-        let (gone, gone_rx) = handoff::ring(6 * max_queues)?;
+        let (gone, gone_rx) = handoff::ring(6 * max_queues + 1)?;
         let (attach, attach_rx) = handoff::ring(max_queues)?;
         let mut staged = Vec::new();
         staged.try_reserve_exact(max_queues).map_err(|_| ())?;
@@ -385,7 +394,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             staged,
             attach_rx,
         };
-        let ends = OwnerEnds { gone_rx, back, attach };
+        let ends = OwnerEnds { gone_rx, back, attach, broken: false };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
@@ -452,6 +461,20 @@ impl<V: GroupVerbs> PollGroup<V> {
         debug_assert!(listed, "ring of new queues full");
     }
 
+    /// The group's look at its device's signals on its slow turn (`GroupVerbs::group_broken`,
+    /// no device): true the first time they say it is broken for good, then it is marked and
+    /// tells the owner ([`ToOwner::Broken`]); its caller closes its queues.
+    pub(super) fn check_broken(&mut self) -> bool {
+        if self.broken || !V::group_broken(&mut self.rings) {
+            return false;
+        }
+        self.broken = true;
+        // Room reserved (see `gone`).
+        let listed = self.gone.push(ToOwner::Broken).is_ok();
+        debug_assert!(listed, "gone ring full");
+        true
+    }
+
     /// The group's look at the new queues the owner staged for it, at the top of its turn
     /// (before its CQ is polled, so a capsule of the queue finds it): each taken into `conns`
     /// with its QP attached to the group (`GroupVerbs::attach_group_qp`) and found by its QPN,
@@ -468,6 +491,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             };
             n += 1;
             let qpn = V::made_qpn(&qp);
+            // A group whose signals say broken refuses (its slow turn marks it and closes the rest).
             let broken = self.broken || V::group_broken(&mut self.rings);
             // The QPN table first: it has room for twice the group's queues.
             let answer = if broken || !self.qps.insert(qpn, i as u16) {
@@ -520,7 +544,8 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// destroyed (a QP the device could not destroy stays in the group until the group is
     /// released) and its memory's keys deregistered, each answered on the ring back to the
     /// group ([`PollGroup::take_back`]); the group's answers to new queues go to `answers`
-    /// (a refused queue destroyed first). Returns how many records.
+    /// (a refused queue destroyed first); a group that said it is broken is marked so in
+    /// `ends`. Returns how many records.
     pub(super) fn drain_gone(&mut self, ends: &mut OwnerEnds, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) -> usize {
         let mut n = 0;
         while let Some(m) = ends.gone_rx.pop() {
@@ -552,6 +577,10 @@ impl<V: GroupVerbs> PollGroup<V> {
                     continue;
                 }
                 ToOwner::Mem(i) => ToGroup::Drop(i),
+                ToOwner::Broken => {
+                    ends.broken = true;
+                    continue;
+                }
             };
             // Room for two answers per queue index, reserved (see `PollGroup::gone`).
             let answered = ends.back.push(back).is_ok();

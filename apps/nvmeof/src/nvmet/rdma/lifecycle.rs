@@ -307,8 +307,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut n = 0;
         let answers = &mut self.answers;
         let before = answers.len();
-        for (g, ends) in self.groups.iter_mut().zip(self.ends.iter_mut()) {
+        for (gi, (g, ends)) in self.groups.iter_mut().zip(self.ends.iter_mut()).enumerate() {
+            let was_broken = ends.broken;
             n += g.drain_gone(ends, verbs, answers);
+            if ends.broken && !was_broken {
+                // It closed its queues; it is replaced once it holds none.
+                self.stats.groups_broken += 1;
+                self.replace_pending = true;
+                log::info!("nvmeof: rdma: poll group {gi} reported broken: no new queues for it; replaced once its queues are gone");
+            }
             // The group's look at the answers (its next turn's, once on a thread of its own).
             g.take_back();
         }
@@ -424,7 +431,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         for k in 0..n {
             let gi = (self.next_group + k) % n;
             let g = &self.groups[gi];
-            if !g.broken && g.free_index().is_some() {
+            if !self.ends[gi].broken && g.free_index().is_some() {
                 self.next_group = (gi + 1) % n;
                 return Some(gi);
             }
@@ -447,26 +454,26 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         })
     }
 
-    /// Groups the device reports broken (slow path: once per millisecond): each is marked,
-    /// its queues are closed with the CM told (their QPs are in ERROR and can carry nothing),
-    /// and it waits to be replaced.
-    pub(super) fn check_broken_groups(&mut self, verbs: &mut V) -> usize {
+    /// Each group's look at its device's signals on its slow turn (once per millisecond,
+    /// [`PollGroup::check_broken`], no device): a group that learns it is broken closes its
+    /// queues with the CM told (their QPs are in ERROR and can carry nothing) and tells the
+    /// owner on its ring, whose drain at the end of `poll` stops giving it queues and has it
+    /// replaced once they are gone.
+    pub(super) fn check_broken_groups(&mut self) -> usize {
         let mut work = 0;
         for gi in 0..self.groups.len() {
             let g = &mut self.groups[gi];
-            if g.broken || !V::group_broken(&mut g.rings) {
+            if !g.check_broken() {
                 continue;
             }
-            g.broken = true;
             work += 1;
-            self.stats.groups_broken += 1;
-            self.replace_pending = true;
-            log::warn!("nvmeof: rdma: poll group {gi} broken (CQ in error or SRQ failed): closing its {} queue(s); replaced once they are gone", g.live);
-            // Inside `poll` (no group is released or replaced before the turn ends); an entry
-            // that is empty or draining is left as it is.
+            self.gone_pending = true;
+            log::warn!("nvmeof: rdma: poll group {gi} broken (CQ in error or SRQ failed): closing its {} queue(s)", g.live);
+            // The group's half of each teardown (inside `poll`: the owner's half at its end);
+            // an entry that is empty or draining is left as it is.
             let hi = g.hi;
             for i in 0..hi {
-                self.teardown(verbs, QueueAt { g: gi, i }, true);
+                self.close_queue(QueueAt { g: gi, i }, true);
             }
         }
         work
@@ -481,7 +488,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         self.replace_pending = false;
         for gi in 0..self.groups.len() {
-            if !self.groups[gi].broken {
+            if !self.ends[gi].broken {
                 continue;
             }
             if self.groups[gi].holds_queues() {
