@@ -126,8 +126,8 @@ pub struct QueueGroup<D, M> {
     pub(crate) seen: u32,
 }
 
-/// A group's numbers, all the control part needs to make and destroy QPs for it while the
-/// group itself is driven elsewhere (see the module doc). `Copy` and `Send`.
+/// A group's numbers, all the control part needs to make and destroy QPs for it and arm its
+/// SRQ limit while the group itself is driven elsewhere (see the module doc). `Copy` and `Send`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupHandle {
     pub(crate) id: usize,
@@ -135,6 +135,8 @@ pub struct GroupHandle {
     pub(crate) uar: u32,
     pub(crate) cqn: Cqn,
     pub(crate) rmpn: u32,
+    /// Receives the group's SRQ holds (the most its limit may be armed at).
+    pub(crate) srq_capacity: usize,
 }
 
 impl GroupHandle {
@@ -165,7 +167,7 @@ impl<D> GroupQp<D> {
 impl<D: DmaRegion, M: Mmio> QueueGroup<D, M> {
     /// The group's numbers for the control part ([`GroupHandle`]).
     pub fn handle(&self) -> GroupHandle {
-        GroupHandle { id: self.id, generation: self.generation, uar: self.uar, cqn: self.cq.cqn, rmpn: self.srq.rmpn }
+        GroupHandle { id: self.id, generation: self.generation, uar: self.uar, cqn: self.cq.cqn, rmpn: self.srq.rmpn, srq_capacity: self.srq.capacity() }
     }
 
     /// Take QP `q` (made for this group by [`Mlx5::make_group_qp`](crate::Mlx5::make_group_qp))

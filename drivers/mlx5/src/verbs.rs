@@ -556,7 +556,7 @@ impl<H: Hal, M: Mmio + Clone> GroupVerbs for Mlx5Verbs<H, M> {
     fn detach_group_qp(g: &mut Self::Group, qp: Qpn) -> Result<Self::GroupQp, Error> {
         g.detach_qp(qp)
     }
-    fn arm_group_srq(&mut self, g: &mut Self::Group, limit: u32) -> Result<(), Error> {
+    fn arm_group_srq(&mut self, g: &crate::GroupHandle, limit: u32) -> Result<(), Error> {
         let l = u16::try_from(limit).map_err(|_| Error::InvalidArgument("SRQ limit"))?;
         self.dev.arm_group_srq(g, l)
     }

@@ -266,7 +266,7 @@ fn a_cq_error_and_srq_limit_reach_the_group_on_its_slow_path() {
     for gi in 0..2 {
         b.fill_srq(gi, 8);
     }
-    assert!(b.v.test_device().arm_group_srq(&mut b.groups[0], 6).is_ok());
+    assert!(b.v.test_device().arm_group_srq(&b.groups[0].handle(), 6).is_ok());
     let p = b.pairs[0].2;
     for m in 0..3 {
         b.send_from_plain(p, m, 1, 16);

@@ -499,8 +499,10 @@ pub trait GroupVerbs: SrqVerbs {
     /// number never sees them) and the group forgets it. The QP object comes back; dropping it
     /// frees its memory.
     fn detach_group_qp(g: &mut Self::Group, qp: Qpn) -> Result<Self::GroupQp, Self::Error>;
-    /// As [`SrqVerbs::arm_srq`] for the group's SRQ (a firmware command: the control part).
-    fn arm_group_srq(&mut self, g: &mut Self::Group, limit: u32) -> Result<(), Self::Error>;
+    /// As [`SrqVerbs::arm_srq`] for the SRQ of the group `g` names (a firmware command: the
+    /// control part, which needs the group's numbers, not the group, so it arms the SRQ of a
+    /// group polled elsewhere).
+    fn arm_group_srq(&mut self, g: &Self::GroupRef, limit: u32) -> Result<(), Self::Error>;
     /// The group's side, without the device (slow path): as [`SrqVerbs::srq_limit_reached`]
     /// for the group's SRQ, so a group polled elsewhere learns its limit event on its own (and
     /// asks its owner to arm the limit again).
@@ -644,7 +646,7 @@ macro_rules! shared_groups {
                 // The device's CQ is the device's: a QPN is not reused for 2^24 numbers.
                 Ok(qp)
             }
-            fn arm_group_srq(&mut self, g: &mut Self::Group, limit: u32) -> Result<(), Self::Error> {
+            fn arm_group_srq(&mut self, g: &$crate::verbs::SharedGroupRef, limit: u32) -> Result<(), Self::Error> {
                 $crate::verbs::SrqVerbs::arm_srq(self, g.srq, limit)
             }
             fn group_srq_limit_reached(g: &mut Self::Group) -> bool {

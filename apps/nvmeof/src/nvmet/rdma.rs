@@ -388,7 +388,7 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     groups: Vec<PollGroup<V>>,
     /// The owner's ends of each group's rings (`ends[g]` for `groups[g]`), held apart from the
     /// group values.
-    ends: Vec<OwnerEnds>,
+    ends: Vec<OwnerEnds<V>>,
     /// Inside `poll`'s completion handling: releasing the groups waits for the end of the
     /// turn (`release_pending`), so a completion later in the batch still finds its group.
     in_poll: bool,
@@ -746,7 +746,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             work += self.check_qp_errors(verbs);
             work += self.check_broken_groups();
             work += self.expire_unadmitted(verbs, now_ns);
-            self.check_srq_limits(verbs);
+            self.check_srq_limits();
             if now_ns >= self.next_stuck_check_ns {
                 self.next_stuck_check_ns = now_ns.saturating_add(1_000_000_000);
                 self.check_stuck();
@@ -841,13 +841,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
-    /// Count and re-arm SRQ limit events (slow path: once per millisecond).
-    fn check_srq_limits(&mut self, verbs: &mut V) {
+    /// Each group's look at its SRQ limit event on its slow turn (once per millisecond):
+    /// counted by the group, re-armed by the owner's drain at the end of `poll`.
+    fn check_srq_limits(&mut self) {
         for g in self.groups.iter_mut() {
-            if V::group_srq_limit_reached(&mut g.rings) {
-                g.stats.srq_limit_events += 1;
-                let _ = verbs.arm_group_srq(&mut g.rings, srq_limit(self.srq_bufs));
-            }
+            self.gone_pending |= g.check_srq_limit();
         }
     }
 

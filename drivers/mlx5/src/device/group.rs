@@ -263,13 +263,14 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         Ok(())
     }
 
-    /// Arm group `g`'s SRQ limit at `lwm` receives (as [`Mlx5::arm_srq`]).
-    pub fn arm_group_srq(&mut self, g: &mut QueueGroup<H::Dma, M>, lwm: u16) -> Result<(), Error> {
-        self.current(g.generation)?;
-        if lwm == 0 || usize::from(lwm) > g.srq.capacity() {
+    /// Arm the SRQ limit of the group `h` names at `lwm` receives (as [`Mlx5::arm_srq`]; the
+    /// group may be polled elsewhere meanwhile).
+    pub fn arm_group_srq(&mut self, h: &GroupHandle, lwm: u16) -> Result<(), Error> {
+        self.current(h.generation)?;
+        if lwm == 0 || usize::from(lwm) > h.srq_capacity {
             return Err(Error::InvalidArgument("SRQ limit"));
         }
-        self.modify_rmp_lwm(g.srq.rmpn, lwm)
+        self.modify_rmp_lwm(h.rmpn, lwm)
     }
 
     /// Groups the device holds a record of.

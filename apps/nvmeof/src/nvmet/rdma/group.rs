@@ -167,6 +167,9 @@ pub(super) enum ToOwner {
     /// The group learned on its own turn that it is broken for good (`GroupVerbs::group_broken`)
     /// and closed its queues: the owner gives it no new queue and replaces it once it holds none.
     Broken,
+    /// The group's SRQ ran below its armed limit (the group read the event and counted it):
+    /// arm it again (a firmware command, the owner's: `GroupVerbs::arm_group_srq`).
+    ArmSrq,
 }
 
 /// The owner's answers to [`ToOwner`] records, on the group's ring from the owner. One word.
@@ -189,6 +192,7 @@ impl Word for ToOwner {
             ToOwner::Attached(q) => (3 << TAG) | q.0 as u64,
             ToOwner::Refused(i) => (4 << TAG) | i as u64,
             ToOwner::Broken => 5 << TAG,
+            ToOwner::ArmSrq => 6 << TAG,
         }
     }
     fn from_word(w: u64) -> Self {
@@ -198,7 +202,8 @@ impl Word for ToOwner {
             2 => ToOwner::Mem(w as u16),
             3 => ToOwner::Attached(Qpn(w as u32)),
             4 => ToOwner::Refused(w as u16),
-            _ => ToOwner::Broken,
+            5 => ToOwner::Broken,
+            _ => ToOwner::ArmSrq,
         }
     }
 }
@@ -303,8 +308,8 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// single-producer ring to the owner (`handoff.rs`), room for its bound reserved at
     /// creation: between two drains a queue index yields at most one `Attached`/`Refused`,
     /// one `Qp`, three `Key`s and one `Mem` (a parked or staged index is not reused before
-    /// the owner is done with it), and the group one `Broken` in its life. A push never
-    /// allocates.
+    /// the owner is done with it), and the group one `Broken` in its life and one `ArmSrq`
+    /// (its limit fires once per arming). A push never allocates.
     pub(super) gone: Producer<ToOwner>,
     /// The group's end of the ring back from the owner ([`ToGroup`]; the owner's ends are
     /// its [`OwnerEnds`]).
@@ -322,8 +327,12 @@ pub(super) struct PollGroup<V: GroupVerbs> {
 
 /// The device owner's ends of one group's rings, held by the owner, not in the group value:
 /// the consuming end of the group's ring to the owner ([`ToOwner`]), and the producing ends
-/// of the rings to the group ([`ToGroup`], [`Attach`]).
-pub(super) struct OwnerEnds {
+/// of the rings to the group ([`ToGroup`], [`Attach`]); with them the group's numbers
+/// (`GroupVerbs::GroupRef`), by which the owner's firmware commands name the group.
+pub(super) struct OwnerEnds<V: GroupVerbs> {
+    group: V::GroupRef,
+    /// The SRQ limit the group is armed at (again after each [`ToOwner::ArmSrq`]).
+    srq_limit: u32,
     gone_rx: Consumer<ToOwner>,
     back: Producer<ToGroup>,
     attach: Producer<Attach>,
@@ -337,8 +346,8 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// at `limit`.
     #[allow(clippy::too_many_arguments)]
     /// With the group comes the owner's ends of its rings.
-    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<(Self, OwnerEnds), ()> {
-        let (gone, gone_rx) = handoff::ring(6 * max_queues + 1)?;
+    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<(Self, OwnerEnds<V>), ()> {
+        let (gone, gone_rx) = handoff::ring(6 * max_queues + 2)?;
         let (attach, attach_rx) = handoff::ring(max_queues)?;
         let mut staged = Vec::new();
         staged.try_reserve_exact(max_queues).map_err(|_| ())?;
@@ -394,11 +403,11 @@ impl<V: GroupVerbs> PollGroup<V> {
             staged,
             attach_rx,
         };
-        let ends = OwnerEnds { gone_rx, back, attach, broken: false };
+        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, back, attach, broken: false };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
-        if g.flush().is_err() || verbs.arm_group_srq(&mut g.rings, limit).is_err() {
+        if g.flush().is_err() || verbs.arm_group_srq(&ends.group, limit).is_err() {
             // Nothing staged yet: no answer comes of it.
             g.destroy(ends, verbs, &mut VecDeque::new());
             return Err(());
@@ -453,7 +462,7 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// The owner's side of handing a new queue over: `s` staged at free index `i` (from
     /// [`PollGroup::free_index`]) and the group told on its ring ([`Attach`]); it takes the
     /// queue in on its next turn ([`PollGroup::take_new`]).
-    pub(super) fn stage(&mut self, ends: &mut OwnerEnds, i: usize, s: Staged<V>) {
+    pub(super) fn stage(&mut self, ends: &mut OwnerEnds<V>, i: usize, s: Staged<V>) {
         debug_assert!(self.staged[i].is_none() && self.conns[i].is_none());
         self.staged[i] = Some(s);
         // Room for one record per index, and an index is staged once until answered.
@@ -471,6 +480,20 @@ impl<V: GroupVerbs> PollGroup<V> {
         self.broken = true;
         // Room reserved (see `gone`).
         let listed = self.gone.push(ToOwner::Broken).is_ok();
+        debug_assert!(listed, "gone ring full");
+        true
+    }
+
+    /// The group's look at its SRQ's limit event on its slow turn
+    /// (`GroupVerbs::group_srq_limit_reached`, no device): counted, and the owner asked to arm
+    /// the limit again ([`ToOwner::ArmSrq`]). True when there was one.
+    pub(super) fn check_srq_limit(&mut self) -> bool {
+        if !V::group_srq_limit_reached(&mut self.rings) {
+            return false;
+        }
+        self.stats.srq_limit_events += 1;
+        // Room reserved (see `gone`): the limit fires once per arming.
+        let listed = self.gone.push(ToOwner::ArmSrq).is_ok();
         debug_assert!(listed, "gone ring full");
         true
     }
@@ -546,7 +569,7 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// group ([`PollGroup::take_back`]); the group's answers to new queues go to `answers`
     /// (a refused queue destroyed first); a group that said it is broken is marked so in
     /// `ends`. Returns how many records.
-    pub(super) fn drain_gone(&mut self, ends: &mut OwnerEnds, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) -> usize {
+    pub(super) fn drain_gone(&mut self, ends: &mut OwnerEnds<V>, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) -> usize {
         let mut n = 0;
         while let Some(m) = ends.gone_rx.pop() {
             n += 1;
@@ -566,8 +589,7 @@ impl<V: GroupVerbs> PollGroup<V> {
                     continue;
                 }
                 ToOwner::Qp(qpn) => {
-                    let gref = verbs.group_ref(&self.rings);
-                    if verbs.destroy_handed_qp(&gref, qpn).is_err() {
+                    if verbs.destroy_handed_qp(&ends.group, qpn).is_err() {
                         continue;
                     }
                     ToGroup::Detach(qpn)
@@ -579,6 +601,11 @@ impl<V: GroupVerbs> PollGroup<V> {
                 ToOwner::Mem(i) => ToGroup::Drop(i),
                 ToOwner::Broken => {
                     ends.broken = true;
+                    continue;
+                }
+                ToOwner::ArmSrq => {
+                    // A failure (device gone, group broken) is the group's slow turn's to learn.
+                    let _ = verbs.arm_group_srq(&ends.group, ends.srq_limit);
                     continue;
                 }
             };
@@ -611,7 +638,7 @@ impl<V: GroupVerbs> PollGroup<V> {
 
     /// Release everything (no QP may use the SRQ or CQ any more).
     /// Queues staged and never taken in are destroyed too, answered as refused in `answers`.
-    pub(super) fn destroy(mut self, mut ends: OwnerEnds, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) {
+    pub(super) fn destroy(mut self, mut ends: OwnerEnds<V>, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) {
         self.drain_gone(&mut ends, verbs, answers);
         self.take_back();
         for s in self.staged.iter_mut().filter_map(Option::take) {
@@ -656,7 +683,7 @@ mod tests {
 
     #[test]
     fn gone_records_travel_as_one_word() {
-        for m in [ToOwner::Qp(Qpn(0)), ToOwner::Qp(Qpn(0xff_ffff)), ToOwner::Key(Lkey(0)), ToOwner::Key(Lkey(u32::MAX)), ToOwner::Mem(0), ToOwner::Mem(4095), ToOwner::Attached(Qpn(0xff_ffff)), ToOwner::Refused(4095)] {
+        for m in [ToOwner::Qp(Qpn(0)), ToOwner::Qp(Qpn(0xff_ffff)), ToOwner::Key(Lkey(0)), ToOwner::Key(Lkey(u32::MAX)), ToOwner::Mem(0), ToOwner::Mem(4095), ToOwner::Attached(Qpn(0xff_ffff)), ToOwner::Refused(4095), ToOwner::Broken, ToOwner::ArmSrq] {
             assert_eq!(ToOwner::from_word(m.to_word()), m);
         }
         for m in [ToGroup::Detach(Qpn(0)), ToGroup::Detach(Qpn(0xff_ffff)), ToGroup::Drop(0), ToGroup::Drop(4095)] {

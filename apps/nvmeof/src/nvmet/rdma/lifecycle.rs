@@ -440,7 +440,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     /// A new poll group for slot `gi`, sized for this target's queues.
-    fn new_group(&mut self, verbs: &mut V, gi: usize) -> Result<(PollGroup<V>, OwnerEnds), ()> {
+    fn new_group(&mut self, verbs: &mut V, gi: usize) -> Result<(PollGroup<V>, OwnerEnds<V>), ()> {
         let per = self.max_queues.div_ceil(self.n_groups);
         let depth = self.core.config().io_queue_depth.max(ADMIN_QUEUE_DEPTH as u16);
         let buf_len = self.core.io_capsule_size();
