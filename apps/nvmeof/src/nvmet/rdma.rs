@@ -42,7 +42,7 @@ mod ranges;
 mod wr_id;
 pub use admit::Pinned;
 pub use group::GroupStats;
-use group::{OwnerEnds, Parked, PollGroup, Staged, ToOwner};
+use group::{OwnerEnds, PollGroup, Staged, ToOwner};
 use ranges::{InFlight, RangeId};
 use wr_id::{Kind, WrId};
 

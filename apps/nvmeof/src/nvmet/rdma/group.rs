@@ -160,10 +160,11 @@ pub(super) enum ToOwner {
     /// The queue staged at the index [`Attach`] named is in the group now, its QP attached
     /// (`GroupVerbs::attach_group_qp`) and found by this QPN: the CM may send its REP.
     Attached(Qpn),
-    /// The queue staged at this index was refused (the group is broken, or the device's side
-    /// of the group would not take its QP): it stays staged for the owner to destroy (QP,
-    /// keys, memory); the CM sends REJ.
-    Refused(u16),
+    /// The new queue of this QP was refused (the group is broken, or the device's side of the
+    /// group would not take its QP): destroy the QP (`GroupVerbs::destroy_handed_qp`, by the
+    /// group's numbers); the CM sends REJ. The group parked the queue's memory and QP object
+    /// as a freed queue's ([`PollGroup::park`]): its keys and [`ToOwner::Mem`] follow.
+    Refused(Qpn),
     /// The group learned on its own turn that it is broken for good (`GroupVerbs::group_broken`)
     /// and closed its queues: the owner gives it no new queue and replaces it once it holds none.
     Broken,
@@ -190,7 +191,7 @@ impl Word for ToOwner {
             ToOwner::Key(k) => (1 << TAG) | k.0 as u64,
             ToOwner::Mem(i) => (2 << TAG) | i as u64,
             ToOwner::Attached(q) => (3 << TAG) | q.0 as u64,
-            ToOwner::Refused(i) => (4 << TAG) | i as u64,
+            ToOwner::Refused(q) => (4 << TAG) | q.0 as u64,
             ToOwner::Broken => 5 << TAG,
             ToOwner::ArmSrq => 6 << TAG,
         }
@@ -201,7 +202,7 @@ impl Word for ToOwner {
             1 => ToOwner::Key(Lkey(w as u32)),
             2 => ToOwner::Mem(w as u16),
             3 => ToOwner::Attached(Qpn(w as u32)),
-            4 => ToOwner::Refused(w as u16),
+            4 => ToOwner::Refused(Qpn(w as u32)),
             5 => ToOwner::Broken,
             _ => ToOwner::ArmSrq,
         }
@@ -248,11 +249,13 @@ impl Word for ToGroup {
 }
 
 /// A freed queue's response and data buffers (and a payload buffer it held before Connect),
-/// kept by its group until the owner says no key names them ([`ToGroup::Drop`]).
+/// and a refused queue's QP object, kept by its group until the owner says no key names the
+/// memory and the QP is destroyed ([`ToGroup::Drop`]).
 pub(super) struct Parked<V: GroupVerbs> {
-    pub(super) rsp: V::Buf,
-    pub(super) data: V::Buf,
-    pub(super) pre_data: Option<V::Buf>,
+    rsp: V::Buf,
+    data: V::Buf,
+    pre_data: Option<V::Buf>,
+    qp: Option<V::GroupQp>,
 }
 
 /// One poll group: its CQ, SRQ and the SRQ's receive buffers, and what one turn of the group
@@ -317,8 +320,8 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// Freed queues' memory by index in `conns`, until the owner has deregistered its keys.
     pub(super) parked: Vec<Option<Parked<V>>>,
     /// New queues by the index they will have in `conns`, from the owner's staging them
-    /// ([`PollGroup::stage`]) until the group takes them in ([`PollGroup::take_new`]) or, refused,
-    /// until the owner destroys them.
+    /// ([`PollGroup::stage`]) until the group takes them in or refuses them
+    /// ([`PollGroup::take_new`]; a refused one is parked, its QP destroyed by the owner).
     staged: Vec<Option<Staged<V>>>,
     /// The group's end of the ring of new queues ([`Attach`], room for one per index), looked
     /// at once per turn of the group.
@@ -502,8 +505,9 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// (before its CQ is polled, so a capsule of the queue finds it): each taken into `conns`
     /// with its QP attached to the group (`GroupVerbs::attach_group_qp`) and found by its QPN,
     /// answered [`ToOwner::Attached`]; in a broken group, or when the device's side of the
-    /// group will not take the QP, left staged and answered [`ToOwner::Refused`]. Returns how
-    /// many answers it put on the ring to the owner.
+    /// group will not take the QP, answered [`ToOwner::Refused`] and parked as a freed queue is
+    /// (the owner destroys its QP and deregisters its keys; no staged entry is read by the
+    /// owner). Returns how many answers it put on the ring to the owner.
     pub(super) fn take_new(&mut self) -> usize {
         let mut n = 0;
         while let Some(Attach(i)) = self.attach_rx.pop() {
@@ -517,35 +521,53 @@ impl<V: GroupVerbs> PollGroup<V> {
             // A group whose signals say broken refuses (its slow turn marks it and closes the rest).
             let broken = self.broken || V::group_broken(&mut self.rings);
             // The QPN table first: it has room for twice the group's queues.
-            let answer = if broken || !self.qps.insert(qpn, i as u16) {
-                self.staged[i] = Some(Staged { conn, qp });
-                ToOwner::Refused(i as u16)
+            let refused = if broken || !self.qps.insert(qpn, i as u16) {
+                Some(qp)
             } else {
                 match V::attach_group_qp(&mut self.rings, qp) {
-                    Ok(_) => {
-                        self.conns[i] = Some(conn);
-                        self.hi = self.hi.max(i + 1);
-                        self.live += 1;
-                        self.stats.queues_assigned += 1;
-                        self.stats.queues_live = self.live as u64;
-                        ToOwner::Attached(qpn)
-                    }
+                    Ok(_) => None,
                     Err((_, qp)) => {
                         self.qps.remove(qpn);
-                        self.staged[i] = Some(Staged { conn, qp });
-                        ToOwner::Refused(i as u16)
+                        Some(qp)
                     }
                 }
             };
             // Room reserved (see `gone`).
-            let listed = self.gone.push(answer).is_ok();
-            debug_assert!(listed, "gone ring full");
+            match refused {
+                None => {
+                    self.conns[i] = Some(conn);
+                    self.hi = self.hi.max(i + 1);
+                    self.live += 1;
+                    self.stats.queues_assigned += 1;
+                    self.stats.queues_live = self.live as u64;
+                    let listed = self.gone.push(ToOwner::Attached(qpn)).is_ok();
+                    debug_assert!(listed, "gone ring full");
+                }
+                Some(qp) => {
+                    let listed = self.gone.push(ToOwner::Refused(qpn)).is_ok();
+                    debug_assert!(listed, "gone ring full");
+                    self.park(i, conn, Some(qp));
+                }
+            }
         }
         n
     }
 
-    /// The owner's half of a refused (or never taken) new queue: its QP destroyed, its keys
-    /// deregistered, its memory freed. Returns its QPN.
+    /// Park queue `i`'s memory (and a refused queue's QP object) until the owner is done with
+    /// it: its keys go on the ring to the owner, then [`ToOwner::Mem`]; the owner deregisters
+    /// them and answers [`ToGroup::Drop`] (the index is not reused before). Room reserved for
+    /// the records (see `gone`).
+    pub(super) fn park(&mut self, i: usize, c: Conn<V>, qp: Option<V::GroupQp>) {
+        let keys = [Some(c.rsp_lkey), Some(c.data_lkey), c.pre_data.as_ref().map(|p| p.1)];
+        self.parked[i] = Some(Parked { rsp: c.rsp, data: c.data, pre_data: c.pre_data.map(|p| p.0), qp });
+        for m in keys.into_iter().flatten().map(ToOwner::Key).chain([ToOwner::Mem(i as u16)]) {
+            let listed = self.gone.push(m).is_ok();
+            debug_assert!(listed, "gone ring full");
+        }
+    }
+
+    /// The owner's half of a new queue staged and never taken in (the group is released): its
+    /// QP destroyed, its keys deregistered, its memory freed. Returns its QPN.
     fn destroy_staged(verbs: &mut V, s: Staged<V>) -> Qpn {
         let qpn = V::made_qpn(&s.qp);
         let _ = verbs.destroy_made_qp(s.qp);
@@ -578,12 +600,9 @@ impl<V: GroupVerbs> PollGroup<V> {
                     answers.push_back(QueueAnswer::Attached(qpn));
                     continue;
                 }
-                ToOwner::Refused(i) => {
-                    let Some(s) = self.staged.get_mut(i as usize).and_then(Option::take) else {
-                        debug_assert!(false, "queue {i} refused but not staged");
-                        continue;
-                    };
-                    let qpn = Self::destroy_staged(verbs, s);
+                ToOwner::Refused(qpn) => {
+                    // Its keys and memory follow as a freed queue's.
+                    let _ = verbs.destroy_handed_qp(&ends.group, qpn);
                     let rej = RdmaCmRej { recfmt: U16::new(0), sts: U16::new(cm_rej::NO_RESOURCES) };
                     answers.push_back(QueueAnswer::Refused(qpn, rej));
                     continue;
@@ -625,12 +644,12 @@ impl<V: GroupVerbs> PollGroup<V> {
                     let _ = V::detach_group_qp(&mut self.rings, qpn);
                 }
                 ToGroup::Drop(i) => {
-                    let Some(Parked { rsp, data, pre_data }) = self.parked.get_mut(i as usize).and_then(Option::take) else {
+                    let Some(Parked { rsp, data, pre_data, qp }) = self.parked.get_mut(i as usize).and_then(Option::take) else {
                         debug_assert!(false, "queue {i}'s memory dropped but not parked");
                         continue;
                     };
-                    // The memory returns to the platform.
-                    drop((rsp, data, pre_data));
+                    // The memory (and a refused queue's destroyed QP object) returns to the platform.
+                    drop((rsp, data, pre_data, qp));
                 }
             }
         }
@@ -683,7 +702,7 @@ mod tests {
 
     #[test]
     fn gone_records_travel_as_one_word() {
-        for m in [ToOwner::Qp(Qpn(0)), ToOwner::Qp(Qpn(0xff_ffff)), ToOwner::Key(Lkey(0)), ToOwner::Key(Lkey(u32::MAX)), ToOwner::Mem(0), ToOwner::Mem(4095), ToOwner::Attached(Qpn(0xff_ffff)), ToOwner::Refused(4095), ToOwner::Broken, ToOwner::ArmSrq] {
+        for m in [ToOwner::Qp(Qpn(0)), ToOwner::Qp(Qpn(0xff_ffff)), ToOwner::Key(Lkey(0)), ToOwner::Key(Lkey(u32::MAX)), ToOwner::Mem(0), ToOwner::Mem(4095), ToOwner::Attached(Qpn(0xff_ffff)), ToOwner::Refused(Qpn(0xff_ffff)), ToOwner::Broken, ToOwner::ArmSrq] {
             assert_eq!(ToOwner::from_word(m.to_word()), m);
         }
         for m in [ToGroup::Detach(Qpn(0)), ToGroup::Detach(Qpn(0xff_ffff)), ToGroup::Drop(0), ToGroup::Drop(4095)] {

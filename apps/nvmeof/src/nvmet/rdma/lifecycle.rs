@@ -288,14 +288,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         for s in c.slots.iter().filter(|s| s.rbuf != NO_BUF) {
             g.give_back(ci.g, s.rbuf);
         }
-        // The keys go to the owner, the memory is parked until the owner says no key names it
-        // (the index is not reused before); room reserved for the records (see `PollGroup::gone`).
-        let keys = [Some(c.rsp_lkey), Some(c.data_lkey), c.pre_data.as_ref().map(|p| p.1)];
-        g.parked[ci.i] = Some(Parked { rsp: c.rsp, data: c.data, pre_data: c.pre_data.map(|p| p.0) });
-        for m in keys.into_iter().flatten().map(ToOwner::Key).chain([ToOwner::Mem(ci.i as u16)]) {
-            let listed = g.gone.push(m).is_ok();
-            debug_assert!(listed, "gone ring of group {} full", ci.g);
-        }
+        // The keys go to the owner, the memory is parked until the owner says no key names it.
+        g.park(ci.i, c, None);
         self.gone_pending = true;
     }
 
