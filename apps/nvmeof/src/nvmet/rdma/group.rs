@@ -341,6 +341,10 @@ pub(super) struct OwnerEnds<V: GroupVerbs> {
     attach: Producer<Attach>,
     /// The group said it is broken ([`ToOwner::Broken`]): the owner's own record of it.
     pub(super) broken: bool,
+    /// Queues the owner handed to the group ([`PollGroup::stage`]) that the group has not given
+    /// back yet (each freed or refused queue ends with its [`ToOwner::Mem`]): at 0 the group
+    /// holds none and the owner may take the whole group value back ([`PollGroup::destroy`]).
+    pub(super) queues: usize,
 }
 
 impl<V: GroupVerbs> PollGroup<V> {
@@ -406,7 +410,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             staged,
             attach_rx,
         };
-        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, back, attach, broken: false };
+        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, back, attach, broken: false, queues: 0 };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
@@ -457,17 +461,13 @@ impl<V: GroupVerbs> PollGroup<V> {
         self.staged.iter().flatten().map(|s| &s.conn)
     }
 
-    /// Whether any queue is here: live, draining, or staged and not answered yet.
-    pub(super) fn holds_queues(&self) -> bool {
-        self.hi > 0 || self.staged.iter().any(Option::is_some)
-    }
-
     /// The owner's side of handing a new queue over: `s` staged at free index `i` (from
     /// [`PollGroup::free_index`]) and the group told on its ring ([`Attach`]); it takes the
     /// queue in on its next turn ([`PollGroup::take_new`]).
     pub(super) fn stage(&mut self, ends: &mut OwnerEnds<V>, i: usize, s: Staged<V>) {
         debug_assert!(self.staged[i].is_none() && self.conns[i].is_none());
         self.staged[i] = Some(s);
+        ends.queues += 1;
         // Room for one record per index, and an index is staged once until answered.
         let listed = ends.attach.push(Attach(i as u16)).is_ok();
         debug_assert!(listed, "ring of new queues full");
@@ -617,7 +617,11 @@ impl<V: GroupVerbs> PollGroup<V> {
                     let _ = verbs.dereg_mr(k);
                     continue;
                 }
-                ToOwner::Mem(i) => ToGroup::Drop(i),
+                ToOwner::Mem(i) => {
+                    // The group is done with the queue at `i`.
+                    ends.queues = ends.queues.saturating_sub(1);
+                    ToGroup::Drop(i)
+                }
                 ToOwner::Broken => {
                     ends.broken = true;
                     continue;
@@ -655,8 +659,9 @@ impl<V: GroupVerbs> PollGroup<V> {
         }
     }
 
-    /// Release everything (no QP may use the SRQ or CQ any more).
-    /// Queues staged and never taken in are destroyed too, answered as refused in `answers`.
+    /// The owner takes the group value back and releases everything (as joining the group's
+    /// thread would; no QP may use the SRQ or CQ any more). Queues staged and never taken in
+    /// are destroyed too, answered as refused in `answers`.
     pub(super) fn destroy(mut self, mut ends: OwnerEnds<V>, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) {
         self.drain_gone(&mut ends, verbs, answers);
         self.take_back();

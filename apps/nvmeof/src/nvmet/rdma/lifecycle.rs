@@ -485,7 +485,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             if !self.ends[gi].broken {
                 continue;
             }
-            if self.groups[gi].holds_queues() {
+            if self.ends[gi].queues > 0 {
                 self.replace_pending = true;
                 continue;
             }
@@ -512,7 +512,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// With no queue left (live or draining), release the poll groups (their CQs, SRQs and
     /// buffers); the next queue creates them again.
     pub(super) fn release_idle_groups(&mut self, verbs: &mut V) {
-        if self.groups.iter().any(|g| g.holds_queues()) {
+        if self.ends.iter().any(|e| e.queues > 0) {
             return;
         }
         if self.in_poll {
