@@ -310,8 +310,8 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// ([`PollGroup::drain_gone`]), and its answers to new queues: the group's end of its
     /// single-producer ring to the owner (`handoff.rs`), room for its bound reserved at
     /// creation: between two drains a queue index yields at most one `Attached`/`Refused`,
-    /// one `Qp`, three `Key`s and one `Mem` (a parked or staged index is not reused before
-    /// the owner is done with it), and the group one `Broken` in its life and one `ArmSrq`
+    /// one `Qp`, three `Key`s and one `Mem` (the owner stages at an index again only after
+    /// draining its `Mem`, [`OwnerEnds::take_index`]), and the group one `Broken` in its life and one `ArmSrq`
     /// (its limit fires once per arming). A push never allocates.
     pub(super) gone: Producer<ToOwner>,
     /// The group's end of the ring back from the owner ([`ToGroup`]; the owner's ends are
@@ -345,6 +345,27 @@ pub(super) struct OwnerEnds<V: GroupVerbs> {
     /// back yet (each freed or refused queue ends with its [`ToOwner::Mem`]): at 0 the group
     /// holds none and the owner may take the whole group value back ([`PollGroup::destroy`]).
     pub(super) queues: usize,
+    /// The owner's own record of the group's indices: taken when it stages a queue there,
+    /// given back when the queue's [`ToOwner::Mem`] arrives (the owner answers
+    /// [`ToGroup::Drop`]); `queues` of them are taken.
+    taken: Vec<bool>,
+}
+
+impl<V: GroupVerbs> OwnerEnds<V> {
+    /// Whether the group has an index free for a new queue (by the owner's own record).
+    pub(super) fn has_room(&self) -> bool {
+        self.queues < self.taken.len()
+    }
+
+    /// The lowest index free for a new queue, now taken (none: the group holds all it takes).
+    /// Its memory may still be parked in the group, the owner's [`ToGroup::Drop`] not yet
+    /// seen: the group empties that ring before taking a queue in ([`PollGroup::take_new`]).
+    pub(super) fn take_index(&mut self) -> Option<usize> {
+        let i = self.taken.iter().position(|t| !t)?;
+        self.taken[i] = true;
+        self.queues += 1;
+        Some(i)
+    }
 }
 
 impl<V: GroupVerbs> PollGroup<V> {
@@ -360,6 +381,9 @@ impl<V: GroupVerbs> PollGroup<V> {
         staged.try_reserve_exact(max_queues).map_err(|_| ())?;
         staged.resize_with(max_queues, || None);
         let (back, back_rx) = handoff::ring(2 * max_queues)?;
+        let mut taken = Vec::new();
+        taken.try_reserve_exact(max_queues).map_err(|_| ())?;
+        taken.resize(max_queues, false);
         let mut parked = Vec::new();
         parked.try_reserve_exact(max_queues).map_err(|_| ())?;
         parked.resize_with(max_queues, || None);
@@ -410,7 +434,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             staged,
             attach_rx,
         };
-        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, back, attach, broken: false, queues: 0 };
+        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, back, attach, broken: false, queues: 0, taken };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
@@ -450,24 +474,17 @@ impl<V: GroupVerbs> PollGroup<V> {
         r.map(|_| n)
     }
 
-    /// The index of a free entry in `conns` (none: the group holds all it takes): no queue
-    /// there, none staged for it, no memory parked at it.
-    pub(super) fn free_index(&self) -> Option<usize> {
-        (0..self.conns.len()).find(|&i| self.conns[i].is_none() && self.parked[i].is_none() && self.staged[i].is_none())
-    }
-
     /// New queues staged and not yet answered (slow path).
     pub(super) fn staged_conns(&self) -> impl Iterator<Item = &Conn<V>> + '_ {
         self.staged.iter().flatten().map(|s| &s.conn)
     }
 
-    /// The owner's side of handing a new queue over: `s` staged at free index `i` (from
-    /// [`PollGroup::free_index`]) and the group told on its ring ([`Attach`]); it takes the
+    /// The owner's side of handing a new queue over: `s` staged at index `i` (taken by
+    /// [`OwnerEnds::take_index`]) and the group told on its ring ([`Attach`]); it takes the
     /// queue in on its next turn ([`PollGroup::take_new`]).
     pub(super) fn stage(&mut self, ends: &mut OwnerEnds<V>, i: usize, s: Staged<V>) {
-        debug_assert!(self.staged[i].is_none() && self.conns[i].is_none());
+        debug_assert!(ends.taken[i] && self.staged[i].is_none());
         self.staged[i] = Some(s);
-        ends.queues += 1;
         // Room for one record per index, and an index is staged once until answered.
         let listed = ends.attach.push(Attach(i as u16)).is_ok();
         debug_assert!(listed, "ring of new queues full");
@@ -507,11 +524,18 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// answered [`ToOwner::Attached`]; in a broken group, or when the device's side of the
     /// group will not take the QP, answered [`ToOwner::Refused`] and parked as a freed queue is
     /// (the owner destroys its QP and deregisters its keys; no staged entry is read by the
-    /// owner). Returns how many answers it put on the ring to the owner.
+    /// owner). An index whose last queue's memory is still parked has the owner's
+    /// [`ToGroup::Drop`] for it waiting (the owner answers before it stages there again): the
+    /// group takes its answers first ([`PollGroup::take_back`]). Returns how many answers it
+    /// put on the ring to the owner.
     pub(super) fn take_new(&mut self) -> usize {
         let mut n = 0;
         while let Some(Attach(i)) = self.attach_rx.pop() {
             let i = i as usize;
+            if self.parked.get(i).is_some_and(Option::is_some) {
+                self.take_back();
+                debug_assert!(self.parked[i].is_none(), "queue {i} staged over parked memory");
+            }
             let Some(Staged { conn, qp }) = self.staged.get_mut(i).and_then(Option::take) else {
                 debug_assert!(false, "attach of index {i}, nothing staged");
                 continue;
@@ -618,8 +642,11 @@ impl<V: GroupVerbs> PollGroup<V> {
                     continue;
                 }
                 ToOwner::Mem(i) => {
-                    // The group is done with the queue at `i`.
-                    ends.queues = ends.queues.saturating_sub(1);
+                    // The group is done with the queue at `i`: the index is free again.
+                    if let Some(t) = ends.taken.get_mut(i as usize).filter(|t| **t) {
+                        *t = false;
+                        ends.queues -= 1;
+                    }
                     ToGroup::Drop(i)
                 }
                 ToOwner::Broken => {

@@ -71,10 +71,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // Receives come from the group's SRQ, posted when the group was made: the QP can take
         // a capsule as soon as it reaches RTR, and the host learns its number only from the
         // REP, sent once the group has taken it in.
-        let g = &mut self.groups[gi];
         // `pick_group` chose a group with room.
-        let idx = g.free_index().expect("room");
-        g.stage(&mut self.ends[gi], idx, staged);
+        let idx = self.ends[gi].take_index().expect("room");
+        self.groups[gi].stage(&mut self.ends[gi], idx, staged);
         self.attach_pending = true;
         log::info!("nvmeof: rdma: queue {qid} on {qpn}, depth {depth}, handed to poll group {gi}");
         let rep = RdmaCmRep { recfmt: U16::new(0), crqsize: U16::new(depth), rsvd: [0; 28] };
@@ -424,8 +423,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let n = self.groups.len();
         for k in 0..n {
             let gi = (self.next_group + k) % n;
-            let g = &self.groups[gi];
-            if !self.ends[gi].broken && g.free_index().is_some() {
+            if !self.ends[gi].broken && self.ends[gi].has_room() {
                 self.next_group = (gi + 1) % n;
                 return Some(gi);
             }
@@ -552,6 +550,18 @@ mod tests {
     use rdma::Control;
     use testbed::soft::{SoftDevice, SoftFabric};
 
+    /// Group `g` moved to a thread of its own, with only its own ends of its rings, takes in
+    /// the one queue staged for it there, and comes back.
+    fn takes_one_in_on_its_own_thread(g: PollGroup<SoftDevice>) -> PollGroup<SoftDevice> {
+        std::thread::spawn(move || {
+            let mut g = g;
+            assert_eq!(g.take_new(), 1, "one answer");
+            g
+        })
+        .join()
+        .expect("group thread")
+    }
+
     /// A new queue's hand-over with the group value on a thread of its own: the owner stages
     /// the queue (QP made and connected, `Conn` built) and keeps its ends of the rings; the
     /// group, moved to another thread with only its own ends, takes the queue in there (its
@@ -570,14 +580,7 @@ mod tests {
         let attrs = RcConnectAttrs { remote_qpn: hq, remote_ip: [10, 0, 0, 1], mtu: 4096, retry_cnt: 7, rnr_retry: 7, timeout: 14, max_rd_atomic: 16, max_dest_rd_atomic: 16, ..Default::default() };
         let p = t.accept(&mut dev, &crate::host::cm_req_private(0, 32), &attrs).expect("accepted");
         assert!(t.take_answer().is_none());
-        let g = t.groups.pop().expect("one group");
-        let g = std::thread::spawn(move || {
-            let mut g = g;
-            assert_eq!(g.take_new(), 1, "one answer");
-            g
-        })
-        .join()
-        .expect("group thread");
+        let g = takes_one_in_on_its_own_thread(t.groups.pop().expect("one group"));
         assert_eq!((g.live, g.qps.get(p.qpn)), (1, Some(0)), "taken in on the group's thread");
         t.groups.push(g);
         assert!(t.take_answer().is_none(), "the owner has not drained yet");
@@ -587,5 +590,53 @@ mod tests {
         t.disconnected(&mut dev, p.qpn);
         assert_eq!(t.queues(), 0);
         assert!(t.groups.is_empty(), "released with its last queue");
+    }
+
+    /// An index is the owner's to reuse once the group's `Mem` for it is drained, before the
+    /// group has seen the owner's `Drop`: on two groups of one queue each, group 1's queue is
+    /// freed and the owner drains its records (the group not looking at the answers), so its
+    /// memory is still parked at index 0 when the owner stages the next queue there; the group,
+    /// on a thread of its own, takes the `Drop` in before the new queue, and nothing leaks.
+    #[test]
+    fn an_index_is_reused_as_soon_as_the_owner_has_answered_for_it() {
+        let f = SoftFabric::new();
+        let mut host = f.add_device([10, 0, 0, 1]);
+        let mut dev: SoftDevice = f.add_device([10, 0, 0, 2]);
+        let base = dev.resources();
+        let ns = NamespaceConfig { nsid: 1, dev: NullNamespace::new(2048, 512), nguid: [1; 16] };
+        let subs = alloc::vec![SubsystemConfig { nqn: "nqn.t".into(), serial: "s".into(), model: "m".into(), hosts: alloc::vec![], allow_any_host: true, namespaces: alloc::vec![ns] }];
+        let mut t = RdmaTarget::with_poll_groups(Core::new(TargetConfig::default(), subs).expect("core"), 2, 2);
+        let cq = host.create_cq(16).expect("host CQ");
+        let mut accept = |t: &mut RdmaTarget<SoftDevice, NullNamespace>, dev: &mut SoftDevice| {
+            let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
+            let attrs = RcConnectAttrs { remote_qpn: hq, remote_ip: [10, 0, 0, 1], mtu: 4096, retry_cnt: 7, rnr_retry: 7, timeout: 14, max_rd_atomic: 16, max_dest_rd_atomic: 16, ..Default::default() };
+            t.accept(dev, &crate::host::cm_req_private(0, 32), &attrs).map(|p| p.qpn)
+        };
+        let a = accept(&mut t, &mut dev).expect("first accepted");
+        let b = accept(&mut t, &mut dev).expect("second accepted");
+        for g in t.groups.iter_mut() {
+            assert_eq!(g.take_new(), 1);
+        }
+        t.drain_gone(&mut dev);
+        assert!(matches!((t.take_answer(), t.take_answer()), (Some(QueueAnswer::Attached(x)), Some(QueueAnswer::Attached(y))) if (x, y) == (a, b)));
+        assert!(accept(&mut t, &mut dev).is_err(), "both groups full");
+        // Group 1's queue closed and freed on a turn; the owner's half alone, as on its own thread.
+        t.in_poll = true;
+        t.disconnected(&mut dev, b);
+        t.in_poll = false;
+        assert_eq!(t.groups[1].drain_gone(&mut t.ends[1], &mut dev, &mut VecDeque::new()), 4, "its QP, two keys and its Mem");
+        assert!(t.groups[1].parked[0].is_some(), "the group has not seen the owner's answer");
+        let c = accept(&mut t, &mut dev).expect("index 0 of group 1 free by the owner's record");
+        let g = takes_one_in_on_its_own_thread(t.groups.pop().expect("group 1"));
+        assert!(g.parked[0].is_none(), "the old queue's memory dropped first");
+        assert_eq!((g.live, g.qps.get(c), g.qps.get(b)), (1, Some(0), None), "the new queue at index 0");
+        t.groups.push(g);
+        t.drain_gone(&mut dev);
+        assert!(matches!(t.take_answer(), Some(QueueAnswer::Attached(q)) if q == c));
+        assert_eq!(t.queues(), 2);
+        t.disconnected(&mut dev, a);
+        t.disconnected(&mut dev, c);
+        assert!(t.groups.is_empty(), "released with the last queue");
+        assert_eq!(dev.resources(), base, "nothing left behind");
     }
 }
