@@ -44,6 +44,13 @@ impl<V: GroupVerbs> Conn<V> {
     fn admitted(&self) -> bool {
         self.q.cntlid.is_some()
     }
+
+    /// The DMA and heap bytes the queue holds (`RdmaTarget::pinned`).
+    pub(super) fn held(&self) -> (u64, u64) {
+        let dma = self.rsp.len() + self.data.len() + self.pre_data.as_ref().map_or(0, |d| d.0.len());
+        let heap = core::mem::size_of::<Self>() + self.slots.capacity() * core::mem::size_of::<Slot>() + (self.free.capacity() + self.turn_writes.capacity() + self.held_reads.capacity()) * 2;
+        (dma as u64, heap as u64)
+    }
 }
 
 impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
@@ -52,13 +59,13 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn admission_room(&mut self, source: rdma::Ipv4) -> Result<(), u16> {
         let limits = &self.core.config().limits;
         let (per, total) = (limits.max_unadmitted_per_source, limits.max_unadmitted);
-        // Queues staged in a group and not answered yet count too.
-        let staged = self.groups.iter().flat_map(|g| g.staged_conns());
-        let waiting = self.all_conns().map(|(_, c)| c).filter(|c| !c.draining && !c.admitted()).chain(staged);
+        // Queues staged in a group and not answered yet count too (the owner's own figures).
+        let staged = self.ends.iter().flat_map(|e| e.handed()).map(|h| h.source);
+        let waiting = self.all_conns().map(|(_, c)| c).filter(|c| !c.draining && !c.admitted()).map(|c| c.source).chain(staged);
         let (mut all, mut here) = (0, 0);
-        for c in waiting {
+        for s in waiting {
             all += 1;
-            here += (c.source == source) as usize;
+            here += (s == source) as usize;
         }
         let bound = if here >= per {
             Bound::UnadmittedPerSource
@@ -127,17 +134,22 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// What the queues hold now.
     pub fn pinned(&self) -> Pinned {
         let mut p = Pinned::default();
-        let staged = self.groups.iter().flat_map(|g| g.staged_conns());
-        for c in self.all_conns().map(|(_, c)| c).chain(staged) {
+        // Live and draining queues; the group's bytes for both.
+        for (_, c) in self.all_conns() {
             if !c.draining {
                 p.queues += 1;
                 p.unadmitted += !c.admitted() as usize;
             }
+            let (dma, heap) = c.held();
+            p.dma_bytes += dma;
+            p.heap_bytes += heap;
         }
-        // Live, draining, and staged in a group waiting for its answer.
-        for c in self.all_conns().map(|(_, c)| c).chain(self.groups.iter().flat_map(|g| g.staged_conns())) {
-            p.dma_bytes += (c.rsp.len() + c.data.len() + c.pre_data.as_ref().map_or(0, |d| d.0.len())) as u64;
-            p.heap_bytes += (core::mem::size_of::<Conn<V>>() + c.slots.capacity() * core::mem::size_of::<Slot>() + (c.free.capacity() + c.turn_writes.capacity() + c.held_reads.capacity()) * 2) as u64;
+        // Staged in a group waiting for its answer (the owner's own figures): not admitted yet.
+        for h in self.ends.iter().flat_map(|e| e.handed()) {
+            p.queues += 1;
+            p.unadmitted += 1;
+            p.dma_bytes += h.held.0;
+            p.heap_bytes += h.held.1;
         }
         p.dma_bytes += self.groups.iter().map(|g| g.dma_bytes()).sum::<u64>();
         p

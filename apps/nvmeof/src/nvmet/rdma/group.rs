@@ -349,6 +349,19 @@ pub(super) struct OwnerEnds<V: GroupVerbs> {
     /// given back when the queue's [`ToOwner::Mem`] arrives (the owner answers
     /// [`ToGroup::Drop`]); `queues` of them are taken.
     taken: Vec<bool>,
+    /// What the owner keeps of each queue it staged, by index, until the group answers for it
+    /// ([`ToOwner::Attached`] or [`ToOwner::Refused`]): what admission and `pinned` count of a
+    /// queue the group has not taken in yet.
+    handed: Vec<Option<Handed>>,
+}
+
+/// The owner's figures for a queue staged in a group and not answered yet.
+#[derive(Clone, Copy)]
+pub(super) struct Handed {
+    qpn: Qpn,
+    pub(super) source: rdma::Ipv4,
+    /// DMA and heap bytes it holds ([`Conn::held`]).
+    pub(super) held: (u64, u64),
 }
 
 impl<V: GroupVerbs> OwnerEnds<V> {
@@ -365,6 +378,18 @@ impl<V: GroupVerbs> OwnerEnds<V> {
         self.taken[i] = true;
         self.queues += 1;
         Some(i)
+    }
+
+    /// The queues staged in the group and not answered yet (slow path).
+    pub(super) fn handed(&self) -> impl Iterator<Item = &Handed> + '_ {
+        self.handed.iter().flatten()
+    }
+
+    /// The group answered for the queue of `qpn` (slow path: one look per answer).
+    fn answered(&mut self, qpn: Qpn) {
+        if let Some(h) = self.handed.iter_mut().find(|h| h.is_some_and(|h| h.qpn == qpn)) {
+            *h = None;
+        }
     }
 }
 
@@ -384,6 +409,9 @@ impl<V: GroupVerbs> PollGroup<V> {
         let mut taken = Vec::new();
         taken.try_reserve_exact(max_queues).map_err(|_| ())?;
         taken.resize(max_queues, false);
+        let mut handed = Vec::new();
+        handed.try_reserve_exact(max_queues).map_err(|_| ())?;
+        handed.resize(max_queues, None);
         let mut parked = Vec::new();
         parked.try_reserve_exact(max_queues).map_err(|_| ())?;
         parked.resize_with(max_queues, || None);
@@ -434,7 +462,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             staged,
             attach_rx,
         };
-        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, back, attach, broken: false, queues: 0, taken };
+        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, back, attach, broken: false, queues: 0, taken, handed };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
@@ -474,16 +502,12 @@ impl<V: GroupVerbs> PollGroup<V> {
         r.map(|_| n)
     }
 
-    /// New queues staged and not yet answered (slow path).
-    pub(super) fn staged_conns(&self) -> impl Iterator<Item = &Conn<V>> + '_ {
-        self.staged.iter().flatten().map(|s| &s.conn)
-    }
-
     /// The owner's side of handing a new queue over: `s` staged at index `i` (taken by
     /// [`OwnerEnds::take_index`]) and the group told on its ring ([`Attach`]); it takes the
     /// queue in on its next turn ([`PollGroup::take_new`]).
     pub(super) fn stage(&mut self, ends: &mut OwnerEnds<V>, i: usize, s: Staged<V>) {
         debug_assert!(ends.taken[i] && self.staged[i].is_none());
+        ends.handed[i] = Some(Handed { qpn: s.conn.qpn, source: s.conn.source, held: s.conn.held() });
         self.staged[i] = Some(s);
         // Room for one record per index, and an index is staged once until answered.
         let listed = ends.attach.push(Attach(i as u16)).is_ok();
@@ -621,10 +645,12 @@ impl<V: GroupVerbs> PollGroup<V> {
             n += 1;
             let back = match m {
                 ToOwner::Attached(qpn) => {
+                    ends.answered(qpn);
                     answers.push_back(QueueAnswer::Attached(qpn));
                     continue;
                 }
                 ToOwner::Refused(qpn) => {
+                    ends.answered(qpn);
                     // Its keys and memory follow as a freed queue's.
                     let _ = verbs.destroy_handed_qp(&ends.group, qpn);
                     let rej = RdmaCmRej { recfmt: U16::new(0), sts: U16::new(cm_rej::NO_RESOURCES) };

@@ -82,7 +82,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// New queues staged in the groups and not answered yet (slow path).
     pub(super) fn staged_count(&self) -> usize {
-        self.groups.iter().map(|g| g.staged_conns().count()).sum()
+        self.ends.iter().map(|e| e.handed().count()).sum()
     }
 
     #[allow(clippy::too_many_arguments)]
