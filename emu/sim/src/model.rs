@@ -11,7 +11,10 @@
 //!   unknown outcome may have landed on top;
 //! - a write that failed (error status, or its connection or node went away) may or may not be
 //!   there, until a write submitted `grace_ns` after the failure was acknowledged (the grace
-//!   covers frames still on the wire when the host gave up);
+//!   covers frames still on the wire when the host gave up); the failure counts from the end of
+//!   the last command on the same blocks that was in flight when it failed, as the target may
+//!   hold the write behind it (a write waits for a zero-copy read of the same bytes) and place
+//!   it only then, however long that command takes;
 //! - when the target loses its namespace (a crash configured so) every block is back to zeros
 //!   and acknowledgements of writes sent before that are void.
 
@@ -121,6 +124,21 @@ impl Model {
         self.set(lba, n, wid, State::Failed(ns));
     }
 
+    /// A command on blocks `lba..lba + n`, submitted at `submitted_ns`, is over at `now`: a write
+    /// on those blocks that failed while it was in flight may have been held behind it at the
+    /// target and placed only now, so its failure counts from now.
+    pub fn overlap_done(&mut self, lba: u64, n: u32, submitted_ns: u64, now: u64) {
+        for b in lba..lba + n as u64 {
+            for c in &mut self.blocks[b as usize] {
+                if let State::Failed(t) = c.st {
+                    if submitted_ns <= t && t < now {
+                        c.st = State::Failed(now);
+                    }
+                }
+            }
+        }
+    }
+
     /// Whether `x` can no longer be seen by a command submitted at event `seq`: some other
     /// write acknowledged before `seq` was submitted after `x` was over.
     fn excluded(&self, list: &[Cand], x: &Cand, seq: u64) -> bool {
@@ -152,7 +170,8 @@ impl Model {
             if list.len() <= 4 {
                 continue;
             }
-            let keep: Vec<Cand> = list.iter().filter(|c| !self.excluded(list, c, horizon)).copied().collect();
+            // A failed write is kept: a command still in flight may move its failure later.
+            let keep: Vec<Cand> = list.iter().filter(|c| matches!(c.st, State::Failed(_)) || !self.excluded(list, c, horizon)).copied().collect();
             self.blocks[b as usize] = keep;
         }
     }
@@ -194,5 +213,26 @@ mod tests {
         assert!(m.check_read(0, 4, 13).is_ok());
         m.reset(14, 3000);
         assert!(m.check_read(0, 0, 15).is_ok() && m.check_read(0, 4, 15).is_err());
+    }
+
+    #[test]
+    fn a_failed_write_held_behind_a_command_in_flight_may_land_when_that_command_ends() {
+        // Seed 9222211: host 1's write (wid 1) was held at the target behind host 0's zero-copy
+        // read of the same block, slowed by an MTU drop; host 1 crashed (the write failed at
+        // 100); the read ended at 5000, the target then placed the write, after host 0's
+        // write (wid 2, submitted at 5000) was acknowledged.
+        let mut m = Model::new(1, 20);
+        m.submitted(0, 1, 1, 2, 50);
+        m.failed(0, 1, 1, 100);
+        m.overlap_done(0, 1, 10, 5000);
+        m.submitted(0, 1, 2, 4, 5000);
+        m.acked(0, 1, 2, 5);
+        m.prune(0, 1, 6);
+        assert!(m.check_read(0, 1, 6).is_ok() && m.check_read(0, 2, 6).is_ok(), "the held write may land after the ack");
+        // A command submitted after the failure does not move it.
+        m.overlap_done(0, 1, 6000, 7000);
+        m.submitted(0, 1, 3, 7, 7000);
+        m.acked(0, 1, 3, 8);
+        assert!(m.check_read(0, 1, 9).is_err() && m.check_read(0, 3, 9).is_ok());
     }
 }

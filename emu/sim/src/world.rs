@@ -234,6 +234,8 @@ struct Op {
     n: u32,
     wid: u64,
     seq: u64,
+    /// Virtual time of the submission.
+    ns: u64,
     epoch: u64,
 }
 
@@ -489,8 +491,11 @@ impl World {
             if t.is_some_and(|t| t != op.t) {
                 return true;
             }
-            if op.write && op.epoch == self.models[op.t].epoch {
-                self.models[op.t].failed(op.lba, op.n, op.wid, now);
+            if op.epoch == self.models[op.t].epoch {
+                self.models[op.t].overlap_done(op.lba, op.n, op.ns, now);
+                if op.write {
+                    self.models[op.t].failed(op.lba, op.n, op.wid, now);
+                }
             }
             self.out.io_failed += 1;
             false

@@ -293,7 +293,7 @@ impl Sim {
             } else {
                 0
             };
-            init.ops.insert((j, q, slot), Op { t: j, write, lba, n, wid, seq, epoch });
+            init.ops.insert((j, q, slot), Op { t: j, write, lba, n, wid, seq, ns: now, epoch });
             init.issued += 1;
             w.trace(if write { 0x77 } else { 0x72 }, lba * 16 + n as u64 + ((j as u64) << 40));
             drop(w);
@@ -339,6 +339,9 @@ impl Sim {
             w.fail(format!("initiator {k}: target {j} queue {} {} lba {}+{} completed with status {:?}", d.queue, if op.write { "write" } else { "read" }, op.lba, op.n, d.status));
         }
         let current = op.epoch == w.models[j].epoch;
+        if current {
+            w.models[j].overlap_done(op.lba, op.n, op.ns, now);
+        }
         if op.write {
             if !current {
                 return;
