@@ -77,6 +77,15 @@ pub(crate) const fn S(byte: u32, l: &'static Layout) -> Entry {
 /// constant, the branch folds away at compile time.
 #[inline]
 pub fn get(buf: &[u8], f: Field) -> u64 {
+    // Wider than a byte, narrower than a dword, not a whole aligned u16, inside one aligned
+    // big-endian dword (QPNs, CQNs, keys' indexes: 24 bits): one dword load, shift and mask.
+    if f.width > 8 && f.width < 32 && !(f.width == 16 && f.off % 8 == 0) && f.off / 32 == (f.off + f.width - 1) / 32 {
+        let at = (f.off / 32 * 4) as usize;
+        if let Some(&[a, b, c, d]) = buf.get(at..at + 4) {
+            let dword = u32::from_be_bytes([a, b, c, d]);
+            return u64::from((dword >> (32 - f.off % 32 - f.width)) & ((1u32 << f.width) - 1));
+        }
+    }
     if f.off % 8 == 0 && f.width % 8 == 0 && f.width <= 64 && f.width > 0 {
         let (first, n) = ((f.off / 8) as usize, (f.width / 8) as usize);
         if let Some(src) = buf.get(first..first + n) {
@@ -108,6 +117,18 @@ fn get_bits(buf: &[u8], f: Field) -> u64 {
     let tail = (last as u32 + 1) * 8 - (f.off + f.width);
     let mask: u128 = 1u128.checked_shl(f.width.min(64)).map_or(u128::MAX, |m| m - 1);
     ((acc >> tail) & mask) as u64
+}
+
+/// `v`, cut to field `f`'s width, at `f`'s place in the big-endian 64-bit word that starts at
+/// byte `word` of its struct, so a segment can be built as whole words (one store each) with
+/// the field still this table's. `f` must lie inside that word; with `f` and `word` constants
+/// the check and the shift fold at compile time.
+#[inline(always)]
+pub const fn in_be64(f: Field, word: usize, v: u64) -> u64 {
+    let start = word as u32 * 8;
+    assert!(f.width > 0 && f.off >= start && f.off + f.width <= start + 64, "field outside the word");
+    let mask = if f.width == 64 { u64::MAX } else { (1u64 << f.width) - 1 };
+    (v & mask) << (start + 64 - f.off - f.width)
 }
 
 /// Write a field of at most 64 bits (value truncated to the width). Whole-byte fields take a
@@ -230,7 +251,7 @@ mod tests {
     fn fast_paths_match_the_bit_path() {
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         for off in (0..64u32).step_by(8).chain(1..8).chain([13, 21]) {
-            for width in (8..=64u32).step_by(8).chain(1..8) {
+            for width in (8..=64u32).step_by(8).chain(1..32) {
                 let f = Field { off, width };
                 x = x.rotate_left(17).wrapping_mul(0xBF58_476D_1CE4_E5B9);
                 let (mut a, mut b) = ([0x5Au8; 24], [0x5Au8; 24]);
@@ -241,6 +262,19 @@ mod tests {
                 let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
                 assert_eq!(get(&a, f), x & mask);
             }
+        }
+    }
+
+    #[test]
+    fn in_be64_places_a_field_as_set_does() {
+        for (off, width) in [(0, 8), (8, 16), (24, 8), (32, 24), (58, 6), (64, 8), (88, 8), (96, 32), (64, 64), (3, 13)] {
+            let f = Field { off, width };
+            let word = (off / 64 * 8) as usize;
+            let mut b = [0u8; 16];
+            set(&mut b, f, 0xA5C3_5A3C_9696_F00F);
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[word..word + 8]);
+            assert_eq!(in_be64(f, word, 0xA5C3_5A3C_9696_F00F), u64::from_be_bytes(w), "{f:?}");
         }
     }
 

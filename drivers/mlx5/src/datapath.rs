@@ -5,7 +5,7 @@
 use crate::device::{Cq, Mlx5, Qp, QpKind, QpState, SqSlot, Srq};
 use crate::error::Error;
 use crate::ifc::{cqe64, wqe_av, wqe_ctrl_seg as ctrl, wqe_data_seg, wqe_inline_seg, wqe_raddr_seg};
-use crate::layout::{get, set, set_bytes};
+use crate::layout::{get, in_be64, set, set_bytes};
 
 use hal::{DmaRegion, Hal, Mmio};
 use rdma::{Completion, Qpn, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
@@ -188,14 +188,16 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
     if !matches!(q.state, QpState::Rts | QpState::Error) {
         return Err(Error::InvalidArgument("post_send before RTS"));
     }
-    let (opcode, imm) = match wr.op {
-        SendOp::RegMr { key, .. } | SendOp::LocalInvalidate(key) => (crate::fastreg::OPCODE_UMR, key.0),
-        SendOp::Send => (wqe_op::SEND, 0),
-        SendOp::SendWithImm(v) => (wqe_op::SEND_IMM, v),
-        SendOp::SendWithInvalidate(rkey) => (wqe_op::SEND_INVAL, rkey.0),
-        SendOp::RdmaWrite { .. } => (wqe_op::RDMA_WRITE, 0),
-        SendOp::RdmaWriteWithImm { imm, .. } => (wqe_op::RDMA_WRITE_IMM, imm),
-        SendOp::RdmaRead { .. } => (wqe_op::RDMA_READ, 0),
+    // The WQE's opcode and immediate, and what its completion will report (kept in its slot).
+    let (opcode, imm, wc) = match wr.op {
+        // A UMR reports a registration or an invalidation (`build_send` asks `fastreg`).
+        SendOp::RegMr { key, .. } | SendOp::LocalInvalidate(key) => (crate::fastreg::OPCODE_UMR, key.0, WcOpcode::RegMr),
+        SendOp::Send => (wqe_op::SEND, 0, WcOpcode::Send),
+        SendOp::SendWithImm(v) => (wqe_op::SEND_IMM, v, WcOpcode::Send),
+        SendOp::SendWithInvalidate(rkey) => (wqe_op::SEND_INVAL, rkey.0, WcOpcode::Send),
+        SendOp::RdmaWrite { .. } => (wqe_op::RDMA_WRITE, 0, WcOpcode::RdmaWrite),
+        SendOp::RdmaWriteWithImm { imm, .. } => (wqe_op::RDMA_WRITE_IMM, imm, WcOpcode::RdmaWrite),
+        SendOp::RdmaRead { .. } => (wqe_op::RDMA_READ, 0, WcOpcode::RdmaRead),
     };
     if q.kind == QpKind::Gsi && !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) {
         return Err(Error::InvalidArgument("UD QPs only SEND"));
@@ -205,9 +207,9 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
     // byte the adapter reads is this WQE's (no stale byte of an earlier WQE in the slot).
     // Without UMR, address vector or inline payload it fits one WQEBB: only 64 bytes cleared.
     if !umr && q.kind != QpKind::Gsi && inline.is_none() {
-        build_send(q, wr, None, &mut [0u8; WQEBB], opcode, imm, false)
+        build_send(q, wr, None, &mut [0u8; WQEBB], (opcode, imm, wc), false)
     } else {
-        build_send(q, wr, inline, &mut [0u8; MAX_WQE], opcode, imm, umr)
+        build_send(q, wr, inline, &mut [0u8; MAX_WQE], (opcode, imm, wc), umr)
     }
 }
 
@@ -219,18 +221,15 @@ fn build_send<D: DmaRegion, const N: usize>(
     wr: &SendWr,
     inline: Option<&[u8]>,
     w: &mut [u8; N],
-    opcode: u8,
-    imm: u32,
+    (opcode, imm, mut wc): (u8, u32, WcOpcode),
     umr: bool,
 ) -> Result<(), Error> {
     let mut len = ctrl::LAYOUT.size;
-    // The opcode the completion is reported as (a UMR is a registration or an invalidation).
-    let mut slot_opcode = opcode;
     let mut fence = FENCE_MODES[(wr.fence as usize) << 1 | q.next_fence as usize];
     if umr {
         let (n, _, so) = crate::fastreg::write(w, &wr.op)?;
         len = n;
-        slot_opcode = so;
+        wc = slot_wc_opcode(so);
         fence = if wr.fence { fence_mode::SMALL_AND_FENCE as u64 } else { crate::fastreg::FENCE_SMALL };
     }
     if q.kind == QpKind::Gsi {
@@ -277,14 +276,16 @@ fn build_send<D: DmaRegion, const N: usize>(
         return Err(Error::InvalidArgument("send queue full"));
     }
     let pi = q.sq.pi();
-    set(w, ctrl::wqe_index, pi as u64);
-    set(w, ctrl::opcode, opcode as u64);
-    set(w, ctrl::qpn, q.qpn.0 as u64);
-    set(w, ctrl::ds, (len / 16) as u64);
-    set(w, ctrl::fm_ce_se, fence | if wr.signaled { CE_ALWAYS } else { 0 });
-    set(w, ctrl::imm, imm as u64);
+    // The ctrl segment as its two big-endian words, each one store (opmod and signature 0).
+    let w0 = in_be64(ctrl::wqe_index, 0, pi as u64)
+        | in_be64(ctrl::opcode, 0, opcode as u64)
+        | in_be64(ctrl::qpn, 0, q.qpn.0 as u64)
+        | in_be64(ctrl::ds, 0, (len / 16) as u64);
+    let w1 = in_be64(ctrl::fm_ce_se, 8, fence | if wr.signaled { CE_ALWAYS } else { 0 }) | in_be64(ctrl::imm, 8, imm as u64);
+    w[..8].copy_from_slice(&w0.to_be_bytes());
+    w[8..16].copy_from_slice(&w1.to_be_bytes());
     let first8 = q.sq.put_wqe(&q.buf, w, nbb);
-    q.sq_slots[q.sq.slot(pi)] = SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode: slot_opcode };
+    q.sq_slots[q.sq.slot(pi)] = SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode: wc };
     q.sq.advance(nbb as u16);
     q.next_fence = umr;
     q.sq_unrung = Some(first8);
@@ -339,39 +340,45 @@ pub(crate) fn poll_ring<D: DmaRegion>(c: &mut Cq<D>, out: &mut [Completion], dec
 
 /// Write the completion a CQE of QP `q` reports into `wc`; a receive from an SRQ takes its
 /// `wr_id` from `srq` (which gets the WQE back). False: the CQE names no outstanding work (the
-/// caller counts it; `wc` holds nothing to report).
+/// caller counts it; `wc` holds nothing to report). Reads only what the completion needs: a
+/// successful send or plain receive (the data path's CQEs) is written whole in one go; error,
+/// immediate and invalidate CQEs add their fields in [`decode_rest`].
 #[inline]
 pub(crate) fn decode_cqe<D: DmaRegion>(e: &[u8; 64], q: &mut Qp<D>, srq: Option<&mut Srq<D>>, wc: &mut Completion) -> bool {
     let op = get(e, cqe64::opcode) as u8;
     let counter = get(e, cqe64::wqe_counter) as u16;
-    *wc = Completion { qpn: q.qpn, ..Default::default() };
-    let send_side = matches!(op, cqe_op::REQ | cqe_op::REQ_ERR);
-    if send_side {
+    let (wr_id, opcode, byte_len, src_qp);
+    if matches!(op, cqe_op::REQ | cqe_op::REQ_ERR) {
         // The completed WQE must lie in the outstanding window [ci, pi).
         if !q.sq.outstanding(counter) {
             return false;
         }
         let slot = q.sq_slots[q.sq.slot(counter)];
-        wc.wr_id = slot.wr_id;
         q.sq.complete_to(counter.wrapping_add(slot.wqebbs.max(1) as u16));
-        wc.opcode = slot_wc_opcode(slot.opcode);
+        (wr_id, opcode, byte_len, src_qp) = (slot.wr_id, slot.opcode, 0, Qpn(0));
     } else if q.srq.is_some() {
-        // The WQE came from the QP's SRQ: its wr_id, and the WQE goes back on the list.
-        let Some(wr_id) = srq.and_then(|s| s.complete(counter)) else { return false };
-        wc.wr_id = wr_id;
-        wc.byte_len = get(e, cqe64::byte_cnt) as u32;
-        wc.src_qp = Qpn(get(e, cqe64::rqpn) as u32);
-        wc.opcode = WcOpcode::Recv;
+        // The WQE came from the QP's SRQ: its wr_id, and the WQE goes back on the list. SRQs
+        // serve RC QPs only, whose completions carry no source QP (verbs report it for UD).
+        let Some(id) = srq.and_then(|s| s.complete(counter)) else { return false };
+        (wr_id, opcode, byte_len, src_qp) = (id, WcOpcode::Recv, get(e, cqe64::byte_cnt) as u32, Qpn(0));
     } else {
         if !q.rq.outstanding(counter) {
             return false;
         }
-        wc.wr_id = q.rq_wrid[q.rq.slot(counter)];
+        let id = q.rq_wrid[q.rq.slot(counter)];
         q.rq.complete_to(counter.wrapping_add(1));
-        wc.byte_len = get(e, cqe64::byte_cnt) as u32;
-        wc.src_qp = Qpn(get(e, cqe64::rqpn) as u32);
-        wc.opcode = WcOpcode::Recv;
+        (wr_id, opcode, byte_len, src_qp) = (id, WcOpcode::Recv, get(e, cqe64::byte_cnt) as u32, Qpn(get(e, cqe64::rqpn) as u32));
     }
+    *wc = Completion { wr_id, status: WcStatus::Success, opcode, qpn: q.qpn, byte_len, imm: None, invalidated_rkey: None, src_qp, vendor_err: 0 };
+    if op != cqe_op::REQ && op != cqe_op::RESP_SEND {
+        decode_rest(e, op, wc);
+    }
+    true
+}
+
+/// What an error, immediate or invalidate CQE adds to the completion [`decode_cqe`] wrote.
+#[inline(never)]
+fn decode_rest(e: &[u8; 64], op: u8, wc: &mut Completion) {
     match op {
         cqe_op::REQ_ERR | cqe_op::RESP_ERR => {
             wc.status = wc_status(get(e, cqe64::syndrome) as u8);
@@ -390,5 +397,4 @@ pub(crate) fn decode_cqe<D: DmaRegion>(e: &[u8; 64], q: &mut Qp<D>, srq: Option<
         }
         _ => {}
     }
-    true
 }

@@ -161,6 +161,9 @@ pub struct CompletionRing {
     log_size: u8,
     /// Consumer counter (CQEs taken); bit `log_size` is the owner value software expects.
     ci: u32,
+    /// The CQE being decoded: each CQE taken is copied here whole before it is decoded (kept
+    /// with the ring, so a poll clears no buffer of its own).
+    cqe: [u8; cqe64::LAYOUT.size],
 }
 
 // `CompletionRing::poll` reads a CQE as its ownership byte, then the bytes before it: the
@@ -175,7 +178,7 @@ pub const CQ_DB_POLLING_ARM: u32 = 2 << 28;
 impl CompletionRing {
     /// A ring of 2^`log_size` CQEs; its memory is made ready by [`init`](Self::init).
     pub const fn new(log_size: u8) -> CompletionRing {
-        CompletionRing { log_size, ci: 0 }
+        CompletionRing { log_size, ci: 0, cqe: [0; cqe64::LAYOUT.size] }
     }
     /// Every CQE invalid and owned by the adapter (opcode INVALID, owner 0), the doorbell
     /// record at consumer index 0 and armed for polling only ([`CQ_DB_POLLING_ARM`]).
@@ -232,16 +235,14 @@ impl CompletionRing {
         // The size once, outside the loop (an empty poll is the common case at low depth).
         let size = self.size();
         let own = cqe64::op_own.byte();
-        // One CQE buffer for the whole poll, cleared once (every CQE taken overwrites all 64
-        // bytes of it before it is decoded).
-        let mut e = [0u8; 64];
+        let e = &mut self.cqe;
         while n < out.len() {
             let at = ((self.ci & (size - 1)) as usize) * cqe64::LAYOUT.size;
             // Ownership first (the op_own byte): an empty CQ costs one small load, not a
             // 64-byte copy; the rest of the CQE is read once it is ours.
             buf.read(at + own, &mut e[own..own + 1]);
-            let op = get(&e, cqe64::opcode) as u8;
-            let owner = get(&e, cqe64::owner) as u32;
+            let op = get(&e[..], cqe64::opcode) as u8;
+            let owner = get(&e[..], cqe64::owner) as u32;
             if op == cqe_op::INVALID || owner != (self.ci >> self.log_size) & 1 {
                 break;
             }
@@ -250,7 +251,7 @@ impl CompletionRing {
             self.ci = self.ci.wrapping_add(1);
             consumed = true;
             // Decoded straight into its place in `out` (no completion copied); kept if reported.
-            n += usize::from(decode(&e, &mut out[n]));
+            n += usize::from(decode(e, &mut out[n]));
         }
         if consumed {
             self.write_record(dbr);

@@ -218,14 +218,15 @@ fn srq_limit_event_arrives_once_per_arming() {
 fn srq_in_error_is_reported_with_its_qps() {
     let mut b = bench(3, 3);
     let rmpn = b.v.test_device().srq(b.srq).unwrap().rmpn;
-    // Corrupt the WQE the adapter fetches next, behind the driver's back.
+    // Corrupt the WQE the adapter fetches next, behind the driver's back once it is posted (the
+    // driver writes a WQE's link with its data when it posts it).
     let (pa, next) = {
         let d = b.rig.cx.device();
         let r = &d.rmps[&rmpn];
         (r.buf.pas[0], r.next)
     };
-    b.rig.mem.write(pa + next as u64 * 32 + 2, &0x7777u16.to_be_bytes());
     b.post();
+    b.rig.mem.write(pa + next as u64 * 32 + 2, &0x7777u16.to_be_bytes());
     for _ in 0..10 {
         b.step();
     }

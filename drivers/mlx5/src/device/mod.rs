@@ -250,7 +250,8 @@ pub struct Qp<D> {
 pub(crate) struct SqSlot {
     pub wr_id: u64,
     pub wqebbs: u8,
-    pub opcode: u8,
+    /// What its completion reports (decided when the WQE is written, not per CQE).
+    pub opcode: rdma::WcOpcode,
 }
 
 /// What the QP state-change commands need to know of a QP (copied out, so the commands

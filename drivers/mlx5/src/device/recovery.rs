@@ -190,8 +190,7 @@ pub(crate) fn flush_sq<D: DmaRegion>(q: &mut Qp<D>, out: &mut [Completion], n: &
         let ci = q.sq.ci();
         let slot = q.sq_slots[q.sq.slot(ci)];
         q.sq.complete_to(ci.wrapping_add(slot.wqebbs.max(1) as u16));
-        let opcode = crate::datapath::slot_wc_opcode(slot.opcode);
-        out[*n] = Completion { wr_id: slot.wr_id, status: WcStatus::WrFlushed, opcode, qpn: q.qpn, ..Default::default() };
+        out[*n] = Completion { wr_id: slot.wr_id, status: WcStatus::WrFlushed, opcode: slot.opcode, qpn: q.qpn, ..Default::default() };
         *n += 1;
     }
     q.sq_unrung = None;

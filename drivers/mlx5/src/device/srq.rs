@@ -8,6 +8,9 @@
 //! the WQEs it posted in doorbell record dword 0. A receive CQE of a QP on the RMP names the
 //! WQE in `wqe_counter`; software links that WQE back after the list's tail. One WQE is always
 //! held back (software never posts the tail), so an RMP of 2^n WQEs holds 2^n - 1 receives.
+//! The adapter reads only posted WQEs, so a link is kept in the driver's record when it is made
+//! and reaches the buffer with the WQE's data when the WQE is posted (one write per receive:
+//! next segment and data segment together), before the doorbell record counts it.
 //! MODIFY_RMP with `bitmask.lwm` arms the limit: the adapter raises SRQ_RQ_LIMIT once when fewer
 //! than `lwm` receives remain, then the limit reads 0 until armed again.
 
@@ -26,6 +29,17 @@ const _: () = assert!(wqe_srq_next_seg::LAYOUT.size + wqe_data_seg::LAYOUT.size 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SrqId(pub u32);
 
+/// The driver's record of one SRQ WQE.
+#[derive(Debug, Clone, Copy, Default)]
+struct SrqWqe {
+    /// The posted wr_id.
+    wr_id: u64,
+    /// Its successor in the list (written into the buffer when the WQE is posted).
+    next: u16,
+    /// Posted and not yet completed.
+    busy: bool,
+}
+
 /// One RMP and the driver's view of its list.
 pub struct Srq<D> {
     /// The firmware's RMP number (what SRQ events name).
@@ -39,11 +53,8 @@ pub struct Srq<D> {
     /// Next WQE to post; the list's last WQE.
     head: u16,
     tail: u16,
-    /// Per WQE: its successor (a copy of what is written in the buffer), the posted wr_id, and
-    /// whether it is posted and not yet completed.
-    next: Vec<u16>,
-    wrid: Vec<u64>,
-    busy: Vec<bool>,
+    /// Per WQE, by list index (one entry, one bounds check per WQE touched).
+    wqes: Vec<SrqWqe>,
     /// WQEs posted and not completed.
     posted: usize,
     /// SRQ_RQ_LIMIT events seen for this RMP.
@@ -65,17 +76,11 @@ impl<D: DmaRegion> Srq<D> {
                 r = Err(Error::InvalidArgument("SRQ full"));
                 break;
             }
-            let h = self.head as usize;
-            let mut d = [0u8; 16];
+            let mut d = [0u8; wqe_data_seg::LAYOUT.size];
             set(&mut d, wqe_data_seg::byte_count, wr.sge.len as u64);
             set(&mut d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
             set(&mut d, wqe_data_seg::addr, wr.sge.addr);
-            self.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
-            self.wrid[h] = wr.wr_id;
-            self.busy[h] = true;
-            self.posted += 1;
-            self.head = self.next[h];
-            self.ring.advance(1);
+            self.post_at_head(wr.wr_id, &d);
         }
         if self.ring.pi() != before {
             self.ring.write_record(&self.dbr);
@@ -91,26 +96,35 @@ impl<D: DmaRegion> Srq<D> {
     pub fn capacity(&self) -> usize {
         self.ring.size() - 1
     }
-    fn set_next(&mut self, i: u16, next: u16) {
-        let mut b = [0u8; 2];
-        set(&mut b, Field { off: 0, width: 16 }, next as u64);
-        self.buf.write(i as usize * STRIDE + NEXT.byte(), &b);
-        self.next[i as usize] = next;
+    /// Write the head WQE whole (its link from the driver's record, data segment `d`) and take
+    /// it into the posted count (announced by the caller's doorbell record write).
+    #[inline(always)]
+    fn post_at_head(&mut self, wr_id: u64, d: &[u8; wqe_data_seg::LAYOUT.size]) {
+        let h = self.head as usize;
+        let w = &mut self.wqes[h];
+        let mut wqe = [0u8; STRIDE];
+        set(&mut wqe, NEXT, w.next as u64);
+        wqe[wqe_srq_next_seg::LAYOUT.size..].copy_from_slice(d);
+        self.buf.write(h * STRIDE, &wqe);
+        (w.wr_id, w.busy) = (wr_id, true);
+        self.head = w.next;
+        self.posted += 1;
+        self.ring.advance(1);
     }
 
     /// A receive CQE named WQE `counter`: its wr_id, and the WQE goes back after the tail.
     /// None if that WQE was not posted (a CQE the driver cannot trust).
+    #[inline(never)]
     pub(crate) fn complete(&mut self, counter: u16) -> Option<u64> {
-        let i = counter as usize;
-        if !self.busy.get(i).copied().unwrap_or(false) {
-            return None;
-        }
-        self.busy[i] = false;
+        let w = self.wqes.get_mut(counter as usize).filter(|w| w.busy)?;
+        w.busy = false;
+        let wr_id = w.wr_id;
         self.posted = self.posted.saturating_sub(1);
-        let tail = self.tail;
-        self.set_next(tail, counter);
+        // Linked in the record only: the tail is never posted, and its link reaches the buffer
+        // when it is (see the module doc).
+        self.wqes[self.tail as usize].next = counter;
         self.tail = counter;
-        Some(self.wrid[i])
+        Some(wr_id)
     }
 }
 
@@ -126,30 +140,24 @@ impl<D: DmaRegion> Srq<D> {
     /// same `wr_id` and data segment (its buffer stays with the SRQ). False if it was not posted.
     pub(crate) fn repost(&mut self, counter: u16) -> bool {
         let i = counter as usize;
-        let mut d = [0u8; 16];
-        if !self.busy.get(i).copied().unwrap_or(false) {
+        let mut d = [0u8; wqe_data_seg::LAYOUT.size];
+        if !self.wqes.get(i).is_some_and(|w| w.busy) {
             return false;
         }
         self.buf.read(i * STRIDE + wqe_srq_next_seg::LAYOUT.size, &mut d);
         let Some(wr_id) = self.complete(counter) else { return false };
         // `complete` linked one WQE back, so the list has room at its head.
-        let h = self.head as usize;
-        self.buf.write(h * STRIDE + wqe_srq_next_seg::LAYOUT.size, &d);
-        self.wrid[h] = wr_id;
-        self.busy[h] = true;
-        self.posted += 1;
-        self.head = self.next[h];
-        self.ring.advance(1);
+        self.post_at_head(wr_id, &d);
         self.ring.write_record(&self.dbr);
         true
     }
 
     /// The device failed: one posted WQE's wr_id, forgotten (flushed), if any is left.
     pub(crate) fn flush_one(&mut self) -> Option<u64> {
-        let i = self.busy.iter().position(|&b| b)?;
-        self.busy[i] = false;
+        let w = self.wqes.iter_mut().find(|w| w.busy)?;
+        w.busy = false;
         self.posted = self.posted.saturating_sub(1);
-        Some(self.wrid[i])
+        Some(w.wr_id)
     }
 }
 
@@ -198,16 +206,14 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             ring: WorkRing::receive(0, log_size, LOG_STRIDE, 0),
             head: 0,
             tail: (size - 1) as u16,
-            next: alloc::vec![0; size],
-            wrid: alloc::vec![0; size],
-            busy: alloc::vec![false; size],
+            wqes: alloc::vec![SrqWqe::default(); size],
             posted: 0,
             limit_events: 0,
             limit_reported: 0,
             failed: false,
         };
-        for i in 0..size {
-            srq.set_next(i as u16, ((i + 1) % size) as u16);
+        for (i, w) in srq.wqes.iter_mut().enumerate() {
+            w.next = ((i + 1) % size) as u16;
         }
         self.begin(op::CREATE_RMP, 0, in_len);
         let c = create_rmp_in::ctx;
