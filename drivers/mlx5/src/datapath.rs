@@ -209,8 +209,15 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
     if !umr && q.kind != QpKind::Gsi && inline.is_none() {
         build_send(q, wr, None, &mut [0u8; WQEBB], (opcode, imm, wc), false)
     } else {
-        build_send(q, wr, inline, &mut [0u8; MAX_WQE], (opcode, imm, wc), umr)
+        build_large(q, wr, inline, (opcode, imm, wc), umr)
     }
+}
+
+/// `write_send` for a WQE with UMR, address vector or inline payload (control and GSI traffic),
+/// out of line so the data path's one-WQEBB case keeps a small frame.
+#[inline(never)]
+fn build_large<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Option<&[u8]>, op: (u8, u32, WcOpcode), umr: bool) -> Result<(), Error> {
+    build_send(q, wr, inline, &mut [0u8; MAX_WQE], op, umr)
 }
 
 /// `write_send` once `wr` is checked: its segments into `w` (zeroed, at least as long as the
