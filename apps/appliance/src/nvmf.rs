@@ -208,7 +208,7 @@ pub fn serve(adapter: crate::adapter::Adapter, t: Box<Target>, serve_ctrls: u64,
             info!("nvmf: target: {conns} connection(s) (was {last_conns})");
             svc.report();
             report_groups(&svc.target);
-            let h = &svc.target.turnaround;
+            let h = &svc.target.turnaround();
             if h.count() > 0 {
                 let ns = |p: f64| h.percentile(p);
                 info!(

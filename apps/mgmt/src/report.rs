@@ -78,7 +78,7 @@ pub fn target_metrics<V: GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, svc
     e.single("nvmf_qp_errors_total", Kind::Counter, "Queues closed because the adapter reported their QP in error on its own.", t.qp_errors);
     per_poll_group(e, &svc.target);
     per_queue(e, &svc.target);
-    write_hist_ns(e, "nvmf_turnaround_seconds", "Target turnaround per command: receive completion seen to response posted.", &svc.target.turnaround);
+    write_hist_ns(e, "nvmf_turnaround_seconds", "Target turnaround per command: receive completion seen to response posted.", &svc.target.turnaround());
     let mut f = e.family("nvmf_subsystem_namespaces", Kind::Gauge, "Namespaces per subsystem.");
     for sub in core.subsystems() {
         f.sample(&[("subnqn", sub.nqn.as_str())], sub.namespaces.len());

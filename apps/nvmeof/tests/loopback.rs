@@ -327,9 +327,9 @@ fn bench_prints_report_and_json() {
     // Target-side turnaround (receive CQE seen → response posted), host wall clock over the
     // soft verbs: a software-path figure for this host CPU, not a hardware latency.
     let mut t = String::new();
-    w.target.turnaround.write_report(&mut t, "target turnaround").unwrap();
+    w.target.turnaround().write_report(&mut t, "target turnaround").unwrap();
     println!("{t}");
-    assert!(w.target.turnaround.count() >= 3000);
+    assert!(w.target.turnaround().count() >= 3000);
     let ts = w.target.stats();
     let per_io = ts.posts as f64 / ts.responses as f64;
     println!("target: {} responses, {:.2} posts per command, {} bytes copied on I/O paths", ts.responses, per_io, ts.io_copy_bytes);

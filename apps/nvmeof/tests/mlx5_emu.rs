@@ -44,7 +44,7 @@ fn snap(w: &mut World) -> Snap {
 fn measure(w: &mut World, h: &mut Node, host: &mut Host<V>, pattern: Pattern, qd: u16, n: u64, label: &str) -> (f64, f64) {
     let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: qd as u64 };
     let what = format!("{}{label}", if pattern == Pattern::RandRead { "randread" } else { "randwrite" });
-    w.target.turnaround = nvmeof::bench::Histogram::new();
+    w.target.clear_turnaround();
     let a = snap(w);
     let r = host.bench(&mut h.v, w, 1, &bc).expect("bench");
     let b = snap(w);
@@ -56,7 +56,7 @@ fn measure(w: &mut World, h: &mut Node, host: &mut Host<V>, pattern: Pattern, qd
     writeln!(s, "NVMEOF-MLX5-EMU QD{qd} 4KiB {what}: {n} I/Os, {} responses (incl. keep-alives)", b.responses - a.responses).unwrap();
     writeln!(s, "NVMEOF-MLX5-EMU QD{qd} {what} doorbells/IO: {mmio:.3} target MMIO writes, {sq:.3} SQ doorbells").unwrap();
     writeln!(s, "NVMEOF-MLX5-EMU QD{qd} {what} CPU bytes copied/IO: {copied:.1} (target {} B, RAM device {} B; {} zero-copy I/Os)", b.target_copy - a.target_copy, b.ns_copy - a.ns_copy, b.zero_copy - a.zero_copy).unwrap();
-    w.target.turnaround.write_report_in(&mut s, &format!("NVMEOF-TURNAROUND QD{qd} {what} target receive CQE seen -> response posted"), "TSC ticks").unwrap();
+    w.target.turnaround().write_report_in(&mut s, &format!("NVMEOF-TURNAROUND QD{qd} {what} target receive CQE seen -> response posted"), "TSC ticks").unwrap();
     writeln!(s, "  (TSC ~{:.2} ticks/ns on this host; host CPU time of the target's software path incl. the mlx5 driver, not a hardware latency)", tsc_per_ns()).unwrap();
     println!("{s}");
     (mmio, copied)

@@ -158,7 +158,7 @@ pub fn run_target(
     svc.report();
     neighbour_report(&node.v);
     let mut rep = String::new();
-    let _ = svc.target.turnaround.write_report(&mut rep, "target turnaround, receive CQE seen -> response posted (host clock)");
+    let _ = svc.target.turnaround().write_report(&mut rep, "target turnaround, receive CQE seen -> response posted (host clock)");
     print!("{rep}");
     let s = svc.stats;
     let t = svc.target.stats();

@@ -360,8 +360,6 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// (`PollGroup::conns`).
     max_queues: usize,
     gen: u16,
-    /// Block completions of the current batch.
-    block_done: [(u64, Status); BLOCK_BATCH],
     /// Room for every queue (each is listed at most once per teardown), reserved at start.
     closed: VecDeque<Qpn>,
     /// The poll groups' answers to new queues, for [`RdmaTarget::take_answer`]; room for
@@ -371,8 +369,6 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// instead of a look at the group's ring).
     attach_pending: bool,
     turnaround_clock: Option<fn() -> u64>,
-    /// Small host→controller payloads (Connect data, DSM ranges) copied here for parsing.
-    scratch_in: alloc::boxed::Box<[u8; 4096]>,
     next_ka_check_ns: u64,
     next_stuck_check_ns: u64,
     /// The time of the last `poll` (accept has no clock of its own).
@@ -393,9 +389,6 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// turn (`release_pending`), so a completion later in the batch still finds its group.
     in_poll: bool,
     release_pending: bool,
-    /// A group's turn listed something for the owner's drain since the last one (one test per
-    /// `poll` instead of a pass over the groups' lists).
-    gone_pending: bool,
     /// A broken poll group waits to be replaced (`replace_broken_groups`, at the end of a
     /// turn that ran the slow-path checks).
     replace_pending: bool,
@@ -404,8 +397,9 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     n_groups: usize,
     next_group: usize,
     srq_bufs: u16,
-    /// Receive CQE seen → response SEND posted, in clock units (when a clock is set).
-    pub turnaround: Histogram,
+    /// The turnaround histograms of the groups released so far (the live groups keep their
+    /// own, `PollGroup::turnaround`, added by [`RdmaTarget::turnaround`]).
+    turnaround: Histogram,
     /// The slow path's counters and the shares of the groups released so far; the live
     /// groups keep their own (`PollGroup::io`), added by [`RdmaTarget::stats`].
     stats: TransportStats,
@@ -429,12 +423,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             core,
             max_queues,
             gen: 1,
-            block_done: [(0, Status::SUCCESS); BLOCK_BATCH],
             closed: VecDeque::with_capacity(max_queues),
             answers: VecDeque::with_capacity(max_queues),
             attach_pending: false,
             turnaround_clock: None,
-            scratch_in: alloc::boxed::Box::new([0; 4096]),
             next_ka_check_ns: 0,
             next_stuck_check_ns: 0,
             now_ns: 0,
@@ -445,7 +437,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             ends: Vec::new(),
             in_poll: false,
             release_pending: false,
-            gone_pending: false,
             replace_pending: false,
             group_totals: Vec::new(),
             n_groups: groups.clamp(1, max_queues.max(1)),
@@ -510,6 +501,24 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Measure per-command turnaround with `clock` (e.g. the TSC).
     pub fn set_turnaround_clock(&mut self, clock: fn() -> u64) {
         self.turnaround_clock = Some(clock);
+    }
+
+    /// Receive CQE seen → response SEND posted, in clock units (with a clock set): every live
+    /// poll group's histogram added to those of the groups released so far (slow path).
+    pub fn turnaround(&self) -> Histogram {
+        let mut h = self.turnaround.clone();
+        for g in self.groups.iter() {
+            h.merge(&g.turnaround);
+        }
+        h
+    }
+
+    /// Forget the turnaround samples taken so far (the target's and every live group's).
+    pub fn clear_turnaround(&mut self) {
+        self.turnaround = Histogram::new();
+        for g in self.groups.iter_mut() {
+            g.turnaround = Histogram::new();
+        }
     }
 
     /// Register the namespaces' direct memory ([`Core::direct_regions`]) with `verbs` once,
@@ -712,9 +721,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if self.attach_pending {
             self.attach_pending = false;
             for g in self.groups.iter_mut() {
-                let n = g.take_new();
-                work += n;
-                self.gone_pending |= n > 0;
+                work += g.take_new();
             }
         }
         for gi in 0..self.groups.len() {
@@ -729,10 +736,14 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             // Report what this group's capsules finished before the next group submits more
             // (keeps the devices' completion rings short).
             if n > 0 {
-                work += self.drain_block(verbs);
+                work += self.drain_block(verbs, gi);
             }
         }
-        work += self.drain_block(verbs);
+        // What the stores finished after the groups' turns, in the first group's batch (one
+        // `Core::poll_block` over every store, whichever group's command each ends).
+        if !self.groups.is_empty() {
+            work += self.drain_block(verbs, 0);
+        }
         while let Some((tag, dw0)) = self.core.take_aen() {
             work += 1;
             self.complete_aer(verbs, tag, dw0);
@@ -762,7 +773,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.in_poll = false;
         // The owner's half of the queues the groups' turns closed: QPs destroyed, memory
         // deregistered (and, with none left, the groups released).
-        if self.gone_pending {
+        if self.groups.iter().any(|g| g.gone_pending) {
             self.drain_gone(verbs);
         }
         if self.release_pending {
@@ -845,27 +856,28 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// counted by the group, re-armed by the owner's drain at the end of `poll`.
     fn check_srq_limits(&mut self) {
         for g in self.groups.iter_mut() {
-            self.gone_pending |= g.check_srq_limit();
+            g.check_srq_limit();
         }
     }
 
-    /// Block completions: taken in batches no larger than the list they go to (the core
-    /// leaves the rest in the devices), until the devices have none. The check for none in
-    /// flight is inlined into the turn (a turn calls this up to once per group and once more;
-    /// as a call it cost ~30 instructions even when nothing was in flight).
+    /// Block completions, in group `gi`'s batch: taken in batches no larger than the batch
+    /// (the core leaves the rest in the devices), until the devices have none. The check for
+    /// none in flight is inlined into the turn (a turn calls this up to once per group and once
+    /// more; as a call it cost ~30 instructions even when nothing was in flight).
     #[inline(always)]
-    fn drain_block(&mut self, verbs: &mut V) -> usize {
+    fn drain_block(&mut self, verbs: &mut V, gi: usize) -> usize {
         if !self.core.block_inflight() {
             return 0;
         }
-        self.drain_block_batches(verbs)
+        self.drain_block_batches(verbs, gi)
     }
 
-    fn drain_block_batches(&mut self, verbs: &mut V) -> usize {
+    fn drain_block_batches(&mut self, verbs: &mut V, gi: usize) -> usize {
         let mut work = 0;
         loop {
             let mut k = 0;
-            let done = &mut self.block_done;
+            let g = &mut self.groups[gi];
+            let done = &mut g.block_done;
             let n = self.core.poll_block(BLOCK_BATCH, |tag, st| {
                 if let Some(d) = done.get_mut(k) {
                     *d = (tag, st);
@@ -873,10 +885,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 }
             });
             // `poll_block` honours the budget; a count beyond it would be a lost completion.
-            self.stats.block_done_lost += n.saturating_sub(k) as u64;
+            g.io.block_done_lost += n.saturating_sub(k) as u64;
             work += k;
             for i in 0..k {
-                let (tag, st) = self.block_done[i];
+                let (tag, st) = self.groups[gi].block_done[i];
                 self.on_block_done(verbs, tag, st);
             }
             if n < BLOCK_BATCH {

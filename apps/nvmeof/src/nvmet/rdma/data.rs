@@ -393,7 +393,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             return;
         }
         if let Some(f) = self.turnaround_clock {
-            self.turnaround.record(f().wrapping_sub(t0));
+            g.turnaround.record(f().wrapping_sub(t0));
         }
     }
 

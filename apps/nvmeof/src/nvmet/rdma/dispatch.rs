@@ -245,7 +245,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         .unwrap_or(DmaSlice::EMPTY);
         // Small host→controller payloads that the core parses (not namespace data).
-        let small = &mut self.scratch_in;
+        let small = &mut g.scratch_in;
         let mut small_len = 0;
         if fetched && sqe.opcode != io_op::WRITE && sgl.len() > 0 && host_to_ctrl(sqe) {
             small_len = core::cmp::min(sgl.len() as usize, small.len());

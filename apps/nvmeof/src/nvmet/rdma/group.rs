@@ -18,9 +18,10 @@ use rdma::{Completion, Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
 use super::handoff::{self, Consumer, Producer, Word};
 use super::ranges::RangeId;
 use super::wr_id::{Kind, WrId};
-use super::{Conn, QueueAnswer, TransportStats};
+use super::{Conn, QueueAnswer, TransportStats, BLOCK_BATCH};
+use crate::bench::Histogram;
 use crate::nvmet::IoCounts;
-use crate::wire::{cm_rej, RdmaCmRej};
+use crate::wire::{cm_rej, RdmaCmRej, Status};
 use zerocopy::byteorder::little_endian::U16;
 
 /// Per-group counters (cumulative over the group's lives: a group released with its last
@@ -69,6 +70,9 @@ pub(super) struct QpTable {
 
 /// An empty table entry (QPN 0 is the SMI QP, never an RC QP).
 const EMPTY: u32 = 0;
+
+/// Bytes of a group's buffer for small host→controller payloads (`PollGroup::scratch_in`).
+const SCRATCH_IN: usize = 4096;
 
 impl QpTable {
     fn new(queues: usize) -> QpTable {
@@ -306,6 +310,18 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     pub(super) unrung_overflow: bool,
     /// A queue listed in `unrung` has zero-copy Writes to answer at the end of this turn.
     pub(super) has_turn_writes: bool,
+    /// The block completions of the batch the group's turn is handling
+    /// (`RdmaTarget::drain_block`).
+    pub(super) block_done: [(u64, Status); BLOCK_BATCH],
+    /// Small host→controller payloads of the group's commands (Connect data, DSM ranges),
+    /// copied here for the core to parse.
+    pub(super) scratch_in: alloc::boxed::Box<[u8]>,
+    /// Receive CQE seen → response SEND posted for the group's commands, in clock units (with
+    /// a turnaround clock); `RdmaTarget::turnaround` adds the groups' histograms.
+    pub(super) turnaround: Histogram,
+    /// The group put something on its ring to the owner ([`PollGroup::tell_owner`]) since the
+    /// owner's last drain (one test per group at the end of `poll`, not a look at each ring).
+    pub(super) gone_pending: bool,
     /// Queues this group's turns closed or freed, for the device's owner to finish
     /// ([`PollGroup::drain_gone`]), and its answers to new queues: the group's end of its
     /// single-producer ring to the owner (`handoff.rs`), room for its bound reserved at
@@ -422,6 +438,9 @@ impl<V: GroupVerbs> PollGroup<V> {
         let mut conns = Vec::new();
         conns.try_reserve_exact(max_queues).map_err(|_| ())?;
         conns.resize_with(max_queues, || None);
+        let mut scratch_in = Vec::new();
+        scratch_in.try_reserve_exact(SCRATCH_IN).map_err(|_| ())?;
+        scratch_in.resize(SCRATCH_IN, 0u8);
         let cq_entries = max_queues as u32 * sq + bufs as u32;
         let rings = verbs.create_group(cq_entries, bufs as u32).map_err(|_| ())?;
         let (cq, srq) = (verbs.group_cq(&rings), verbs.group_srq(&rings));
@@ -456,6 +475,10 @@ impl<V: GroupVerbs> PollGroup<V> {
             unrung: heapless::Vec::new(),
             unrung_overflow: false,
             has_turn_writes: false,
+            block_done: [(0, Status::SUCCESS); BLOCK_BATCH],
+            scratch_in: scratch_in.into_boxed_slice(),
+            turnaround: Histogram::new(),
+            gone_pending: false,
             gone,
             back_rx,
             parked,
@@ -522,9 +545,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             return false;
         }
         self.broken = true;
-        // Room reserved (see `gone`).
-        let listed = self.gone.push(ToOwner::Broken).is_ok();
-        debug_assert!(listed, "gone ring full");
+        self.tell_owner(ToOwner::Broken);
         true
     }
 
@@ -536,9 +557,8 @@ impl<V: GroupVerbs> PollGroup<V> {
             return false;
         }
         self.stats.srq_limit_events += 1;
-        // Room reserved (see `gone`): the limit fires once per arming.
-        let listed = self.gone.push(ToOwner::ArmSrq).is_ok();
-        debug_assert!(listed, "gone ring full");
+        // The limit fires once per arming.
+        self.tell_owner(ToOwner::ArmSrq);
         true
     }
 
@@ -588,12 +608,10 @@ impl<V: GroupVerbs> PollGroup<V> {
                     self.live += 1;
                     self.stats.queues_assigned += 1;
                     self.stats.queues_live = self.live as u64;
-                    let listed = self.gone.push(ToOwner::Attached(qpn)).is_ok();
-                    debug_assert!(listed, "gone ring full");
+                    self.tell_owner(ToOwner::Attached(qpn));
                 }
                 Some(qp) => {
-                    let listed = self.gone.push(ToOwner::Refused(qpn)).is_ok();
-                    debug_assert!(listed, "gone ring full");
+                    self.tell_owner(ToOwner::Refused(qpn));
                     self.park(i, conn, Some(qp));
                 }
             }
@@ -609,9 +627,16 @@ impl<V: GroupVerbs> PollGroup<V> {
         let keys = [Some(c.rsp_lkey), Some(c.data_lkey), c.pre_data.as_ref().map(|p| p.1)];
         self.parked[i] = Some(Parked { rsp: c.rsp, data: c.data, pre_data: c.pre_data.map(|p| p.0), qp });
         for m in keys.into_iter().flatten().map(ToOwner::Key).chain([ToOwner::Mem(i as u16)]) {
-            let listed = self.gone.push(m).is_ok();
-            debug_assert!(listed, "gone ring full");
+            self.tell_owner(m);
         }
+    }
+
+    /// Put `m` on the group's ring to the owner ([`PollGroup::gone`]; room reserved for every
+    /// record a turn may list) and note that the owner has something to drain.
+    pub(super) fn tell_owner(&mut self, m: ToOwner) {
+        let listed = self.gone.push(m).is_ok();
+        debug_assert!(listed, "gone ring full");
+        self.gone_pending = true;
     }
 
     /// The owner's half of a new queue staged and never taken in (the group is released): its
@@ -640,6 +665,7 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// (a refused queue destroyed first); a group that said it is broken is marked so in
     /// `ends`. Returns how many records.
     pub(super) fn drain_gone(&mut self, ends: &mut OwnerEnds<V>, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) -> usize {
+        self.gone_pending = false;
         let mut n = 0;
         while let Some(m) = ends.gone_rx.pop() {
             n += 1;

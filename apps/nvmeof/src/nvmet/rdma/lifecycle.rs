@@ -238,21 +238,18 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         g.qps.remove(c.qpn);
         g.live = g.live.saturating_sub(1);
         g.stats.queues_live = g.live as u64;
-        // Room reserved for it (see `PollGroup::gone`).
-        let listed = g.gone.push(ToOwner::Qp(c.qpn)).is_ok();
-        debug_assert!(listed, "gone ring of group {} full", ci.g);
-        self.gone_pending = true;
+        let (q, qpn) = (c.q, c.qpn);
+        g.tell_owner(ToOwner::Qp(qpn));
+        g.io.conns_closed += 1;
         if notify_cm {
             if self.closed.len() < self.closed.capacity() {
-                self.closed.push_back(c.qpn);
+                self.closed.push_back(qpn);
             } else {
                 // Cannot happen (one entry per queue); counted, the host's DREQ/timeout frees it.
                 self.stats.closed_overflow += 1;
             }
         }
-        let q = c.q;
-        self.stats.conns_closed += 1;
-        log::info!("nvmeof: rdma: queue {} on {} closed", q.qid, c.qpn);
+        log::info!("nvmeof: rdma: queue {} on {} closed", q.qid, qpn);
         self.core.queue_gone(&q);
         self.free_queue(ci);
         if q.qid == 0 {
@@ -289,14 +286,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         // The keys go to the owner, the memory is parked until the owner says no key names it.
         g.park(ci.i, c, None);
-        self.gone_pending = true;
     }
 
     /// The owner's half of the teardowns done since the last call: every group's closed QPs
     /// destroyed and freed queues' memory deregistered ([`PollGroup::drain_gone`]); with no
     /// queue left, the groups released. Outside a turn's completion handling.
     pub(super) fn drain_gone(&mut self, verbs: &mut V) -> usize {
-        self.gone_pending = false;
         let mut n = 0;
         let answers = &mut self.answers;
         let before = answers.len();
@@ -459,7 +454,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 continue;
             }
             work += 1;
-            self.gone_pending = true;
             log::warn!("nvmeof: rdma: poll group {gi} broken (CQ in error or SRQ failed): closing its {} queue(s)", g.live);
             // The group's half of each teardown (inside `poll`: the owner's half at its end);
             // an entry that is empty or draining is left as it is.
@@ -498,6 +492,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             }
             self.group_totals[gi] = self.group_totals[gi].plus(GroupStats { queues_live: 0, ..old.stats });
             self.stats = self.stats.plus(old.io);
+            self.turnaround.merge(&old.turnaround);
             self.core.fold_io(&mut old.counts);
             let before = self.answers.len();
             old.destroy(old_ends, verbs, &mut self.answers);
@@ -525,6 +520,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             }
             self.group_totals[gi] = self.group_totals[gi].plus(GroupStats { queues_live: 0, ..g.stats });
             self.stats = self.stats.plus(g.io);
+            self.turnaround.merge(&g.turnaround);
             self.core.fold_io(&mut g.counts);
             g.destroy(ends, verbs, &mut self.answers);
         }
