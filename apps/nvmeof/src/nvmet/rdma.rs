@@ -42,7 +42,7 @@ mod ranges;
 mod wr_id;
 pub use admit::Pinned;
 pub use group::GroupStats;
-use group::{OwnerEnds, PollGroup, Staged, ToOwner};
+use group::{Inbox, OwnerEnds, PollGroup, Staged, ToOwner};
 use ranges::{InFlight, RangeId};
 use wr_id::{Kind, WrId};
 
@@ -360,11 +360,9 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// (`PollGroup::conns`).
     max_queues: usize,
     gen: u16,
-    /// Room for every queue (each is listed at most once per teardown), reserved at start.
-    closed: VecDeque<Qpn>,
-    /// The poll groups' answers to new queues, for [`RdmaTarget::take_answer`]; room for
-    /// every queue, reserved at start.
-    answers: VecDeque<QueueAnswer>,
+    /// Where the groups' records end for the CM: their answers to new queues
+    /// ([`RdmaTarget::take_answer`]) and the QPs they closed ([`RdmaTarget::take_closed`]).
+    inbox: Inbox,
     /// A new queue was staged in a group since the last turn (one test per group turn
     /// instead of a look at the group's ring).
     attach_pending: bool,
@@ -423,8 +421,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             core,
             max_queues,
             gen: 1,
-            closed: VecDeque::with_capacity(max_queues),
-            answers: VecDeque::with_capacity(max_queues),
+            inbox: Inbox::with_capacity(max_queues),
             attach_pending: false,
             turnaround_clock: None,
             next_ka_check_ns: 0,
@@ -472,7 +469,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Transport counters: the target's own plus every live poll group's share (slow path).
     pub fn stats(&self) -> TransportStats {
-        self.groups.iter().fold(self.stats, |t, g| t.plus(g.io))
+        let t = self.groups.iter().fold(self.stats, |t, g| t.plus(g.io));
+        TransportStats { closed_overflow: t.closed_overflow + self.inbox.closed_overflow, ..t }
     }
 
     /// The core's counters with every live poll group's per-command counts added (slow path;
@@ -673,7 +671,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// QPs the target closed on its own (keep-alive expiry, errors, Disconnect): the CM
     /// should send DREQ for them.
     pub fn take_closed(&mut self) -> Option<Qpn> {
-        self.closed.pop_front()
+        self.inbox.closed.pop_front()
     }
 
     /// The earliest time [`RdmaTarget::poll`]'s slow path (run at most once a millisecond)
@@ -683,7 +681,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// slow path also looks at (QP errors, broken CQs, SRQ limits, failed stores) changes only
     /// when something else happens: after that, poll again by [`RdmaTarget::next_slow_poll`].
     pub fn next_timer(&self) -> Option<u64> {
-        if self.attach_pending || !self.answers.is_empty() {
+        if self.attach_pending || !self.inbox.answers.is_empty() {
             // A new queue to hand to its group, or a group's answer to give: the next poll.
             return Some(self.now_ns);
         }
@@ -707,7 +705,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// The next poll group's answer to a queue [`RdmaTarget::accept`] handed over (in the
     /// order the groups' turns gave them).
     pub fn take_answer(&mut self) -> Option<QueueAnswer> {
-        self.answers.pop_front()
+        self.inbox.answers.pop_front()
     }
 
     /// Run the target: completions, block I/O, async events, keep-alive. `now_ns` is a

@@ -152,6 +152,10 @@ impl QpTable {
 /// ([`Attach`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ToOwner {
+    /// The group's turn closed the queue of this QP on its own (an error, a Disconnect, its
+    /// controller gone): the owner's CM tells the host (DREQ, `RdmaTarget::take_closed`).
+    /// Listed before the queue's [`ToOwner::Qp`].
+    Dreq(Qpn),
     /// The queue's QP: destroy it on the device, then tell the group to forget it
     /// ([`ToGroup::Detach`]; its completions still in the CQ go).
     Qp(Qpn),
@@ -198,6 +202,7 @@ impl Word for ToOwner {
             ToOwner::Refused(q) => (4 << TAG) | q.0 as u64,
             ToOwner::Broken => 5 << TAG,
             ToOwner::ArmSrq => 6 << TAG,
+            ToOwner::Dreq(q) => (7 << TAG) | q.0 as u64,
         }
     }
     fn from_word(w: u64) -> Self {
@@ -208,7 +213,8 @@ impl Word for ToOwner {
             3 => ToOwner::Attached(Qpn(w as u32)),
             4 => ToOwner::Refused(Qpn(w as u32)),
             5 => ToOwner::Broken,
-            _ => ToOwner::ArmSrq,
+            6 => ToOwner::ArmSrq,
+            _ => ToOwner::Dreq(Qpn(w as u32)),
         }
     }
 }
@@ -326,7 +332,7 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// ([`PollGroup::drain_gone`]), and its answers to new queues: the group's end of its
     /// single-producer ring to the owner (`handoff.rs`), room for its bound reserved at
     /// creation: between two drains a queue index yields at most one `Attached`/`Refused`,
-    /// one `Qp`, three `Key`s and one `Mem` (the owner stages at an index again only after
+    /// one `Dreq`, one `Qp`, three `Key`s and one `Mem` (the owner stages at an index again only after
     /// draining its `Mem`, [`OwnerEnds::take_index`]), and the group one `Broken` in its life and one `ArmSrq`
     /// (its limit fires once per arming). A push never allocates.
     pub(super) gone: Producer<ToOwner>,
@@ -342,6 +348,25 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// The group's end of the ring of new queues ([`Attach`], room for one per index), looked
     /// at once per turn of the group.
     attach_rx: Consumer<Attach>,
+}
+
+/// The owner's lists that the records of the groups' rings end in ([`PollGroup::drain_gone`]),
+/// room for every queue in each, reserved at start.
+pub(super) struct Inbox {
+    /// The groups' answers to new queues, for `RdmaTarget::take_answer`.
+    pub(super) answers: VecDeque<QueueAnswer>,
+    /// The QPs of queues the groups' turns closed whose hosts the CM must tell (DREQ), for
+    /// `RdmaTarget::take_closed`.
+    pub(super) closed: VecDeque<Qpn>,
+    /// [`ToOwner::Dreq`] records that found `closed` full (must stay 0; reported as
+    /// `TransportStats::closed_overflow`).
+    pub(super) closed_overflow: u64,
+}
+
+impl Inbox {
+    pub(super) fn with_capacity(queues: usize) -> Inbox {
+        Inbox { answers: VecDeque::with_capacity(queues), closed: VecDeque::with_capacity(queues), closed_overflow: 0 }
+    }
 }
 
 /// The device owner's ends of one group's rings, held by the owner, not in the group value:
@@ -416,7 +441,7 @@ impl<V: GroupVerbs> PollGroup<V> {
     #[allow(clippy::too_many_arguments)]
     /// With the group comes the owner's ends of its rings.
     pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<(Self, OwnerEnds<V>), ()> {
-        let (gone, gone_rx) = handoff::ring(6 * max_queues + 2)?;
+        let (gone, gone_rx) = handoff::ring(7 * max_queues + 2)?;
         let (attach, attach_rx) = handoff::ring(max_queues)?;
         let mut staged = Vec::new();
         staged.try_reserve_exact(max_queues).map_err(|_| ())?;
@@ -491,7 +516,7 @@ impl<V: GroupVerbs> PollGroup<V> {
         }
         if g.flush().is_err() || verbs.arm_group_srq(&ends.group, limit).is_err() {
             // Nothing staged yet: no answer comes of it.
-            g.destroy(ends, verbs, &mut VecDeque::new());
+            g.destroy(ends, verbs, &mut Inbox::with_capacity(0));
             return Err(());
         }
         Ok((g, ends))
@@ -661,10 +686,11 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// The owner's half of the teardowns this group's turns did: each closed queue's QP
     /// destroyed (a QP the device could not destroy stays in the group until the group is
     /// released) and its memory's keys deregistered, each answered on the ring back to the
-    /// group ([`PollGroup::take_back`]); the group's answers to new queues go to `answers`
+    /// group ([`PollGroup::take_back`]); the group's answers to new queues and the QPs whose
+    /// hosts the CM must tell go to the owner's `inbox`
     /// (a refused queue destroyed first); a group that said it is broken is marked so in
     /// `ends`. Returns how many records.
-    pub(super) fn drain_gone(&mut self, ends: &mut OwnerEnds<V>, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) -> usize {
+    pub(super) fn drain_gone(&mut self, ends: &mut OwnerEnds<V>, verbs: &mut V, inbox: &mut Inbox) -> usize {
         self.gone_pending = false;
         let mut n = 0;
         while let Some(m) = ends.gone_rx.pop() {
@@ -672,7 +698,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             let back = match m {
                 ToOwner::Attached(qpn) => {
                     ends.answered(qpn);
-                    answers.push_back(QueueAnswer::Attached(qpn));
+                    inbox.answers.push_back(QueueAnswer::Attached(qpn));
                     continue;
                 }
                 ToOwner::Refused(qpn) => {
@@ -680,7 +706,17 @@ impl<V: GroupVerbs> PollGroup<V> {
                     // Its keys and memory follow as a freed queue's.
                     let _ = verbs.destroy_handed_qp(&ends.group, qpn);
                     let rej = RdmaCmRej { recfmt: U16::new(0), sts: U16::new(cm_rej::NO_RESOURCES) };
-                    answers.push_back(QueueAnswer::Refused(qpn, rej));
+                    inbox.answers.push_back(QueueAnswer::Refused(qpn, rej));
+                    continue;
+                }
+                ToOwner::Dreq(qpn) => {
+                    if inbox.closed.len() < inbox.closed.capacity() {
+                        inbox.closed.push_back(qpn);
+                    } else {
+                        // Cannot happen (one entry per queue); counted, the host's DREQ or
+                        // timeout frees it.
+                        inbox.closed_overflow += 1;
+                    }
                     continue;
                 }
                 ToOwner::Qp(qpn) => {
@@ -740,13 +776,13 @@ impl<V: GroupVerbs> PollGroup<V> {
 
     /// The owner takes the group value back and releases everything (as joining the group's
     /// thread would; no QP may use the SRQ or CQ any more). Queues staged and never taken in
-    /// are destroyed too, answered as refused in `answers`.
-    pub(super) fn destroy(mut self, mut ends: OwnerEnds<V>, verbs: &mut V, answers: &mut VecDeque<QueueAnswer>) {
-        self.drain_gone(&mut ends, verbs, answers);
+    /// are destroyed too, answered as refused in `inbox`.
+    pub(super) fn destroy(mut self, mut ends: OwnerEnds<V>, verbs: &mut V, inbox: &mut Inbox) {
+        self.drain_gone(&mut ends, verbs, inbox);
         self.take_back();
         for s in self.staged.iter_mut().filter_map(Option::take) {
             let qpn = Self::destroy_staged(verbs, s);
-            answers.push_back(QueueAnswer::Refused(qpn, RdmaCmRej { recfmt: U16::new(0), sts: U16::new(cm_rej::NO_RESOURCES) }));
+            inbox.answers.push_back(QueueAnswer::Refused(qpn, RdmaCmRej { recfmt: U16::new(0), sts: U16::new(cm_rej::NO_RESOURCES) }));
         }
         let _ = verbs.destroy_group(self.rings);
         let _ = verbs.dereg_mr(self.recv_lkey);
@@ -786,7 +822,7 @@ mod tests {
 
     #[test]
     fn gone_records_travel_as_one_word() {
-        for m in [ToOwner::Qp(Qpn(0)), ToOwner::Qp(Qpn(0xff_ffff)), ToOwner::Key(Lkey(0)), ToOwner::Key(Lkey(u32::MAX)), ToOwner::Mem(0), ToOwner::Mem(4095), ToOwner::Attached(Qpn(0xff_ffff)), ToOwner::Refused(Qpn(0xff_ffff)), ToOwner::Broken, ToOwner::ArmSrq] {
+        for m in [ToOwner::Qp(Qpn(0)), ToOwner::Qp(Qpn(0xff_ffff)), ToOwner::Key(Lkey(0)), ToOwner::Key(Lkey(u32::MAX)), ToOwner::Mem(0), ToOwner::Mem(4095), ToOwner::Attached(Qpn(0xff_ffff)), ToOwner::Refused(Qpn(0xff_ffff)), ToOwner::Broken, ToOwner::ArmSrq, ToOwner::Dreq(Qpn(0)), ToOwner::Dreq(Qpn(0xff_ffff))] {
             assert_eq!(ToOwner::from_word(m.to_word()), m);
         }
         for m in [ToGroup::Detach(Qpn(0)), ToGroup::Detach(Qpn(0xff_ffff)), ToGroup::Drop(0), ToGroup::Drop(4095)] {

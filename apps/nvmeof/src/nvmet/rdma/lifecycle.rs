@@ -239,16 +239,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         g.live = g.live.saturating_sub(1);
         g.stats.queues_live = g.live as u64;
         let (q, qpn) = (c.q, c.qpn);
+        if notify_cm {
+            g.tell_owner(ToOwner::Dreq(qpn));
+        }
         g.tell_owner(ToOwner::Qp(qpn));
         g.io.conns_closed += 1;
-        if notify_cm {
-            if self.closed.len() < self.closed.capacity() {
-                self.closed.push_back(qpn);
-            } else {
-                // Cannot happen (one entry per queue); counted, the host's DREQ/timeout frees it.
-                self.stats.closed_overflow += 1;
-            }
-        }
         log::info!("nvmeof: rdma: queue {} on {} closed", q.qid, qpn);
         self.core.queue_gone(&q);
         self.free_queue(ci);
@@ -293,11 +288,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// queue left, the groups released. Outside a turn's completion handling.
     pub(super) fn drain_gone(&mut self, verbs: &mut V) -> usize {
         let mut n = 0;
-        let answers = &mut self.answers;
-        let before = answers.len();
+        let inbox = &mut self.inbox;
+        let before = inbox.answers.len();
         for (gi, (g, ends)) in self.groups.iter_mut().zip(self.ends.iter_mut()).enumerate() {
             let was_broken = ends.broken;
-            n += g.drain_gone(ends, verbs, answers);
+            n += g.drain_gone(ends, verbs, inbox);
             if ends.broken && !was_broken {
                 // It closed its queues; it is replaced once it holds none.
                 self.stats.groups_broken += 1;
@@ -317,7 +312,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Count the answers added to `answers` since it held `before` and keep no more than its
     /// room: an answer nobody took makes room for the newest.
     fn count_answers(&mut self, before: usize) {
-        for a in self.answers.iter().skip(before) {
+        for a in self.inbox.answers.iter().skip(before) {
             match a {
                 QueueAnswer::Attached(_) => self.stats.conns_accepted += 1,
                 QueueAnswer::Refused(qpn, _) => {
@@ -326,8 +321,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 }
             }
         }
-        while self.answers.len() > self.max_queues.max(1) {
-            self.answers.pop_front();
+        while self.inbox.answers.len() > self.max_queues.max(1) {
+            self.inbox.answers.pop_front();
             self.stats.answers_dropped += 1;
         }
     }
@@ -494,8 +489,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.stats = self.stats.plus(old.io);
             self.turnaround.merge(&old.turnaround);
             self.core.fold_io(&mut old.counts);
-            let before = self.answers.len();
-            old.destroy(old_ends, verbs, &mut self.answers);
+            let before = self.inbox.answers.len();
+            old.destroy(old_ends, verbs, &mut self.inbox);
             self.count_answers(before);
             self.stats.groups_replaced += 1;
             log::info!("nvmeof: rdma: poll group {gi} replaced");
@@ -513,7 +508,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             return;
         }
         // Buffers given back and not yet posted die with their SRQ.
-        let before = self.answers.len();
+        let before = self.inbox.answers.len();
         for (gi, (mut g, ends)) in self.groups.drain(..).zip(self.ends.drain(..)).enumerate() {
             if self.group_totals.len() <= gi {
                 self.group_totals.resize(gi + 1, GroupStats::default());
@@ -522,7 +517,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.stats = self.stats.plus(g.io);
             self.turnaround.merge(&g.turnaround);
             self.core.fold_io(&mut g.counts);
-            g.destroy(ends, verbs, &mut self.answers);
+            g.destroy(ends, verbs, &mut self.inbox);
         }
         self.count_answers(before);
         self.next_group = 0;
@@ -620,7 +615,7 @@ mod tests {
         t.in_poll = true;
         t.disconnected(&mut dev, b);
         t.in_poll = false;
-        assert_eq!(t.groups[1].drain_gone(&mut t.ends[1], &mut dev, &mut VecDeque::new()), 4, "its QP, two keys and its Mem");
+        assert_eq!(t.groups[1].drain_gone(&mut t.ends[1], &mut dev, &mut Inbox::with_capacity(1)), 4, "its QP, two keys and its Mem");
         assert!(t.groups[1].parked[0].is_some(), "the group has not seen the owner's answer");
         let c = accept(&mut t, &mut dev).expect("index 0 of group 1 free by the owner's record");
         let g = takes_one_in_on_its_own_thread(t.groups.pop().expect("group 1"));
