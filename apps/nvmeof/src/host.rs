@@ -10,7 +10,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use hal::DmaRegion;
-use rdma::{Access, Completion, Cqn, Lkey, Qpn, RecvWr, Rkey, SendOp, SendWr, Sge, Verbs, WcOpcode, WcStatus};
+use rdma::{Access, Completion, Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Rkey, SendOp, SendWr, Sge, Srqn, Verbs, WcOpcode, WcStatus};
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -24,8 +24,10 @@ mod bringup;
 pub mod cm_env;
 mod connect;
 pub mod controllers;
+mod io;
 mod queue;
 pub mod validate;
+use io::IoQueue;
 use queue::*;
 use validate::CidCodec;
 pub use validate::{DiscField, TargetFault, MAX_CAPSULE, MAX_DISC_RECORDS, MAX_QUEUE_DEPTH};
@@ -205,11 +207,11 @@ pub struct IoDone {
 }
 
 /// One connected controller (admin queue + I/O queues).
-pub struct Host<V: Verbs> {
+pub struct Host<V: GroupVerbs> {
     cfg: HostConfig,
     subnqn: String,
     admin: Option<HQueue<V>>,
-    io: Vec<HQueue<V>>,
+    io: Vec<IoQueue<V>>,
     pub ctrl: Option<CtrlInfo>,
     pub namespaces: Vec<NsInfo>,
     wc: [Completion; 32],
@@ -273,7 +275,7 @@ pub fn cm_req_private(qid: u16, depth: u16) -> [u8; 32] {
     b
 }
 
-impl<V: Verbs> Host<V> {
+impl<V: GroupVerbs> Host<V> {
     fn empty(cfg: HostConfig, subnqn: &str) -> Self {
         let auth_rng = <nvme_auth::Rng as nvme_auth::SeedableRng>::from_seed(cfg.auth_seed);
         Host {
@@ -434,7 +436,18 @@ impl<V: Verbs> Host<V> {
         if qid == 0 {
             self.admin.as_mut().expect("admin queue")
         } else {
-            &mut self.io[qid as usize - 1]
+            &mut self.io[qid as usize - 1].q
+        }
+    }
+
+    /// Queue `qid` and the data path its work goes through (the device for the admin queue,
+    /// its group for an I/O queue).
+    fn queue_path<'a>(admin: &'a mut Option<HQueue<V>>, io: &'a mut [IoQueue<V>], verbs: &'a mut V, qid: u16) -> (&'a mut HQueue<V>, QPath<'a, V>) {
+        if qid == 0 {
+            (admin.as_mut().expect("admin queue"), QPath::Device(verbs))
+        } else {
+            let IoQueue { q, group, .. } = &mut io[qid as usize - 1];
+            (q, QPath::Group(group))
         }
     }
 
@@ -510,7 +523,7 @@ impl<V: Verbs> Host<V> {
     /// gives the length here ([`Host::poll_cmd`] copies the answer).
     fn start_cmd(&mut self, verbs: &mut V, now: u64, qid: u16, mut sqe: Sqe, data: Option<Data<'_>>) -> Result<u16, Error<V::Error>> {
         let inv = self.cfg.invalidate;
-        let q = self.queue_mut(qid);
+        let (q, mut dp) = Self::queue_path(&mut self.admin, &mut self.io, verbs, qid);
         if q.failed {
             return Err(q.failure());
         }
@@ -519,9 +532,9 @@ impl<V: Verbs> Host<V> {
         match &data {
             Some(Data::Out(b)) => {
                 q.data.write(s as usize * q.xfer, b);
-                sqe.dptr = q.keyed(verbs, s, b.len() as u32, false, inv)?;
+                sqe.dptr = q.keyed(&mut dp, s, b.len() as u32, false, inv)?;
             }
-            Some(Data::In(b)) => sqe.dptr = q.keyed(verbs, s, b.len() as u32, true, inv)?,
+            Some(Data::In(b)) => sqe.dptr = q.keyed(&mut dp, s, b.len() as u32, true, inv)?,
             Some(Data::Inline(b)) => {
                 q.cmd.write(s as usize * q.capsule + 64, b);
                 inline = b.len();
@@ -529,7 +542,7 @@ impl<V: Verbs> Host<V> {
             }
             None => {}
         }
-        let r = q.send(verbs, s, &sqe, inline, now);
+        let r = q.send(&mut dp, s, &sqe, inline, now);
         let registered = q.slots[s as usize].inv_key.is_some() as u64;
         if r.is_err() {
             // The QP cannot take work: the connection is lost (its keys die with it).
@@ -548,9 +561,9 @@ impl<V: Verbs> Host<V> {
     fn poll_cmd(&mut self, verbs: &mut V, now: u64, qid: u16, s: u16, out: Option<&mut [u8]>) -> Result<Option<(u32, u32)>, Error<V::Error>> {
         let mut done = false;
         let mut wc = self.wc;
-        let q = self.queue_mut(qid);
+        let (q, mut dp) = Self::queue_path(&mut self.admin, &mut self.io, verbs, qid);
         let mut side: heapless::Vec<u16, 8> = heapless::Vec::new();
-        q.poll(verbs, &mut wc, side.capacity(), |_, idx| {
+        q.poll(&mut dp, &mut wc, side.capacity(), |_, idx| {
             if idx == s {
                 done = true;
             } else {
@@ -676,126 +689,62 @@ impl<V: Verbs> Host<V> {
 
     /// Whether a queue saw a transport error (the controller needs `reconnect`).
     pub fn failed(&self) -> bool {
-        self.admin.as_ref().is_some_and(|q| q.failed) || self.io.iter().any(|q| q.failed)
+        self.admin.as_ref().is_some_and(|q| q.failed) || self.io.iter().any(|io| io.q.failed)
     }
 
     /// Number of I/O queues and their depth.
     pub fn io_queues(&self) -> (u16, u16) {
-        (self.io.len() as u16, self.io.first().map_or(0, |q| q.depth))
+        (self.io.len() as u16, self.io.first().map_or(0, |io| io.q.depth))
     }
 
     /// A free I/O slot on queue `queue` (1-based qid), if any.
     pub fn alloc_slot(&mut self, queue: u16) -> Option<u16> {
-        self.io.get_mut(queue.checked_sub(1)? as usize)?.free.pop()
+        self.io.get_mut(queue.checked_sub(1)? as usize)?.q.free.pop()
     }
 
     /// The data buffer of a slot: (region, offset, length).
     pub fn slot_buf(&self, queue: u16, slot: u16) -> (&V::Buf, usize, usize) {
-        let q = &self.io[queue as usize - 1];
+        let q = &self.io[queue as usize - 1].q;
         (&q.data, slot as usize * q.xfer, q.xfer)
     }
 
     /// The key slot `slot`'s buffer was last offered to the target with (tests and tools: after
     /// the I/O completed it must no longer grant anything).
     pub fn slot_key(&self, queue: u16, slot: u16) -> Rkey {
-        self.io[queue as usize - 1].data_keys[slot as usize]
+        self.io[queue as usize - 1].q.data_keys[slot as usize]
+    }
+
+    /// The data path of I/O queue `queue` (its poll group), for tools and tests that post on
+    /// its QP themselves.
+    pub fn io_queue_path(&mut self, queue: u16) -> Option<&mut V::Group> {
+        Some(&mut self.io.get_mut(queue.checked_sub(1)? as usize)?.group)
     }
 
     /// Submit I/O from an allocated slot. The data (writes) must already be in the slot buffer.
+    /// The queue's work (its key's registration, the capsule) goes through its own poll group;
+    /// the device is not used (the parameter stays for the callers that drive admin and I/O
+    /// queues with one device at hand).
     #[allow(clippy::too_many_arguments)]
-    pub fn submit(&mut self, verbs: &mut V, queue: u16, slot: u16, kind: IoKind, nsid: u32, lba: u64, blocks: u32, now: u64) -> Result<(), Error<V::Error>> {
+    pub fn submit(&mut self, _verbs: &mut V, queue: u16, slot: u16, kind: IoKind, nsid: u32, lba: u64, blocks: u32, now: u64) -> Result<(), Error<V::Error>> {
         let bs = self.namespaces.iter().find(|n| n.nsid == nsid).map_or(512, |n| n.block_size);
-        let inline_ok = self.cfg.inline_writes && self.ctrl.as_ref().is_some_and(|c| c.sgls & sgls::OFFSET != 0);
-        let inv = self.cfg.invalidate;
-        let q = queue.checked_sub(1).and_then(|i| self.io.get_mut(i as usize)).ok_or(Error::Config("no such I/O queue"))?;
-        if q.slots.get(slot as usize).is_none_or(|s| s.busy) {
-            return Err(Error::Config("slot not allocated or in flight"));
-        }
-        if blocks == 0 || blocks > 0x1_0000 {
-            return Err(Error::Config("blocks out of range"));
-        }
-        let bytes = blocks as u64 * bs as u64;
-        let mut sqe = match kind {
-            IoKind::Read => cmd(io_op::READ),
-            IoKind::Write => cmd(io_op::WRITE),
-            IoKind::Flush => cmd(io_op::FLUSH),
-            IoKind::WriteZeroes => cmd(io_op::WRITE_ZEROES),
-        };
-        sqe.nsid = U32::new(nsid);
-        let mut inline = 0;
-        if matches!(kind, IoKind::Read | IoKind::Write | IoKind::WriteZeroes) {
-            sqe.cdw10 = U32::new(lba as u32);
-            sqe.cdw11 = U32::new((lba >> 32) as u32);
-            sqe.cdw12 = U32::new(blocks - 1);
-        }
-        if matches!(kind, IoKind::Read | IoKind::Write) {
-            if bytes > q.xfer as u64 {
-                return Err(Error::Config("I/O larger than the slot buffer"));
-            }
-            if kind == IoKind::Write && inline_ok && bytes as usize <= q.capsule - 64 {
-                // In-capsule: the CPU copies the data into the capsule (host side only).
-                let mut chunk = [0u8; 512];
-                let mut done = 0usize;
-                while done < bytes as usize {
-                    let n = core::cmp::min(chunk.len(), bytes as usize - done);
-                    q.data.read(slot as usize * q.xfer + done, &mut chunk[..n]);
-                    q.cmd.write(slot as usize * q.capsule + 64 + done, &chunk[..n]);
-                    done += n;
-                }
-                self.stats.inline_copy_bytes += bytes;
-                inline = bytes as usize;
-                sqe.dptr = Sgl::Inline { offset: 0, len: bytes as u32 }.encode();
-            } else {
-                sqe.dptr = q.keyed(verbs, slot, bytes as u32, kind == IoKind::Read, inv)?;
-            }
-        }
-        self.stats.commands += 1;
-        self.stats.registrations += q.slots[slot as usize].inv_key.is_some() as u64;
-        q.send(verbs, slot, &sqe, inline, now)
+        let (inline_ok, inv) = (self.inline_ok(), self.cfg.invalidate);
+        let io = queue.checked_sub(1).and_then(|i| self.io.get_mut(i as usize)).ok_or(Error::Config("no such I/O queue"))?;
+        io.submit(&mut self.stats, bs, inline_ok, inv, slot, kind, nsid, lba, blocks, now)
     }
 
-    /// Reap finished I/O of every I/O queue into `out`; returns how many.
-    pub fn poll(&mut self, verbs: &mut V, now: u64, out: &mut [IoDone]) -> Result<usize, Error<V::Error>> {
+    /// Reap finished I/O of every I/O queue into `out`; returns how many. Each queue's CQ is
+    /// its group's, polled through the group (local invalidations too); the device is not used.
+    pub fn poll(&mut self, _verbs: &mut V, now: u64, out: &mut [IoDone]) -> Result<usize, Error<V::Error>> {
         let mut n = 0;
         let mut wc = self.wc;
-        let (mut remote_inv, mut local_inv) = (0, 0);
-        for q in self.io.iter_mut() {
+        for io in self.io.iter_mut() {
             if n >= out.len() {
                 break;
             }
-            let qid = q.qid;
-            // Reap no more than the caller can take (a CQE finishes at most one command): the
-            // rest stay in the CQ for the next call.
-            let room = out.len() - n;
-            q.poll(verbs, &mut wc, room, |q, idx| {
-                let s = &mut q.slots[idx as usize];
-                s.busy = false;
-                if s.inv_key.take().is_some() {
-                    if s.invalidated {
-                        remote_inv += 1;
-                    } else {
-                        local_inv += 1;
-                    }
-                }
-                if n < out.len() {
-                    out[n] = IoDone {
-                        queue: qid,
-                        slot: idx,
-                        status: Status::from_field(s.cqe_status),
-                        dw0: s.dw0,
-                        latency_ns: now.saturating_sub(s.t_submit),
-                    };
-                    n += 1;
-                }
-                q.free.push(idx);
-            })?;
+            n += io.reap(&mut self.stats, &mut wc, now, &mut out[n..])?;
         }
-        self.stats.invalidated += remote_inv;
-        self.stats.local_invalidations += local_inv;
-        self.stats.completions += n as u64;
-        self.stats.errors += out[..n].iter().filter(|d| !d.status.is_success()).count() as u64;
         if n == 0 {
-            if let Some(q) = self.io.iter().chain(self.admin.as_ref()).find(|q| q.failed) {
+            if let Some(q) = self.io.iter().map(|io| &io.q).chain(self.admin.as_ref()).find(|q| q.failed) {
                 return Err(q.failure());
             }
         }
@@ -819,9 +768,9 @@ impl<V: Verbs> Host<V> {
     }
 
     fn teardown(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) {
-        for q in self.io.drain(..) {
-            env.cm_disconnect(verbs, q.cm);
-            q.destroy(verbs);
+        for io in self.io.drain(..) {
+            env.cm_disconnect(verbs, io.q.cm);
+            io.destroy(verbs);
         }
         if let Some(q) = self.admin.take() {
             env.cm_disconnect(verbs, q.cm);

@@ -7,7 +7,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use hal::DmaRegion;
-use rdma::Verbs;
+use rdma::GroupVerbs;
 
 use crate::bench::Rng;
 use crate::host::{Host, HostEnv, IoDone, IoKind};
@@ -50,7 +50,7 @@ struct Flight {
 /// 1..=`max_blocks` blocks, spread over every I/O queue. Overlapping ranges are never in flight
 /// together. Returns the tally; the caller decides what counts as a pass.
 #[allow(clippy::too_many_arguments)]
-pub fn run<V: Verbs>(host: &mut Host<V>, verbs: &mut V, env: &mut impl HostEnv<V>, nsid: u32, count: u64, qd: usize, max_blocks: u32, seed: u64) -> Result<VerifyResult, Error<V::Error>> {
+pub fn run<V: GroupVerbs>(host: &mut Host<V>, verbs: &mut V, env: &mut impl HostEnv<V>, nsid: u32, count: u64, qd: usize, max_blocks: u32, seed: u64) -> Result<VerifyResult, Error<V::Error>> {
     let ns = *host.namespaces.iter().find(|n| n.nsid == nsid).ok_or(Error::Config("no such namespace"))?;
     let (nq, depth) = host.io_queues();
     if nq == 0 {

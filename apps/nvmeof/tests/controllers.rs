@@ -351,8 +351,10 @@ fn io_to_a_live_target_flows_while_a_dead_one_is_retried() {
         });
         let now = net.w.clock.now_ns();
         if let Some(host) = set.ctrls[0].live() {
-            // A's queues are flushed: its host notices on its next poll.
-            if host.poll(&mut h.v, now, &mut done).is_err() {
+            // A's queues are flushed: its host notices on its next poll and tick, as a
+            // workload loop makes them (an idle I/O queue takes its receives from its group's
+            // SRQ, which a QP in error does not flush: the admin queue's are).
+            if host.poll(&mut h.v, now, &mut done).is_err() || host.tick(&mut h.v, now).is_err() {
                 set.ctrls[0].fail();
             }
         }
@@ -495,7 +497,8 @@ fn io_to_a_live_target_flows_while_another_is_slow_to_answer_connect() {
         }
         let now = net.w.clock.now_ns();
         if let Some(host) = set.ctrls[0].live() {
-            if host.poll(&mut h.v, now, &mut done).is_err() {
+            // Noticed on the admin queue (see `io_to_a_live_target_flows_while_a_dead_one_is_retried`).
+            if host.poll(&mut h.v, now, &mut done).is_err() || host.tick(&mut h.v, now).is_err() {
                 set.ctrls[0].fail();
             }
         }

@@ -345,7 +345,8 @@ fn failed_rdma_read_fails_the_write_and_leaves_the_namespace() {
     let key = host.slot_key(1, s1);
     let hqp = *w.host_qps.last().expect("I/O queue QP");
     let inv = rdma::SendWr { wr_id: 0x1bad, op: rdma::SendOp::LocalInvalidate(key), sge: rdma::Sge { addr: 0, len: 0, lkey: rdma::Lkey(0) }, signaled: false, fence: false, ud: None };
-    h.v.post_send(hqp, &inv).unwrap();
+    // Posted on the queue's QP through its group (the data path its I/O goes through).
+    rdma::DataPath::post_send(host.io_queue_path(1).expect("I/O queue 1"), hqp, &inv).unwrap();
     let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
     let mut answered = vec![];
     for _ in 0..3000 {

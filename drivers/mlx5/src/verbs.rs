@@ -6,6 +6,7 @@
 //! are queued for it ([`crate::mgmt_tap`]).
 
 use crate::arp;
+use alloc::vec::Vec;
 use crate::device::log2_ceil;
 use crate::device::{Mlx5, QpKind, QpState, SrqId};
 use crate::error::Error;
@@ -46,6 +47,9 @@ pub struct Mlx5Verbs<H: Hal, M: Mmio> {
     /// The management stack answers ARP requests for our address (it serves on it), so
     /// `poll` only lets the neighbour table learn from them.
     mgmt_answers_arp: bool,
+    /// Made group QPs left with the device until a CM connects them by number
+    /// (`GroupVerbs::park_made_qp`; few, searched on the slow path).
+    parked: Vec<crate::GroupQp<H::Dma>>,
 }
 
 impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
@@ -99,6 +103,7 @@ impl<H: Hal, M: Mmio> Mlx5Verbs<H, M> {
             arp_replies_dropped: 0,
             mgmt: None,
             mgmt_answers_arp: false,
+            parked: Vec::new(),
         })
     }
 
@@ -404,10 +409,21 @@ impl<H: Hal, M: Mmio> Control for Mlx5Verbs<H, M> {
         self.dev.create_qp(QpKind::Rc, send_cq, recv_cq, log2_ceil(sq.max(1)), log2_ceil(rq.max(1)), 0)
     }
     fn connect_rc_qp(&mut self, qp: Qpn, attrs: &RcConnectAttrs) -> Result<(), Error> {
+        if let Some(q) = self.parked.iter_mut().find(|q| q.qpn() == qp) {
+            return self.dev.connect_made_qp(q, attrs);
+        }
         self.dev.connect_rc(qp, attrs)
     }
     fn qp_to_error(&mut self, qp: Qpn) -> Result<(), Error> {
-        self.dev.qp_to_error(qp)
+        // A group's QP, parked or in its group, by number too (a CM flushes a QP whose peer
+        // disconnected).
+        if let Some(q) = self.parked.iter_mut().find(|q| q.qpn() == qp) {
+            return self.dev.made_qp_to_error(q);
+        }
+        match self.dev.qp_to_error(qp) {
+            Err(Error::NoSuchObject { .. }) => self.dev.handed_qp_to_error(qp),
+            r => r,
+        }
     }
     fn destroy_qp(&mut self, qp: Qpn) -> Result<(), Error> {
         if qp == self.gsi {
@@ -546,6 +562,15 @@ impl<H: Hal, M: Mmio + Clone> GroupVerbs for Mlx5Verbs<H, M> {
     }
     fn destroy_made_qp(&mut self, q: Self::GroupQp) -> Result<(), Error> {
         self.dev.destroy_made_qp(q)
+    }
+    fn park_made_qp(&mut self, q: Self::GroupQp) -> Qpn {
+        let qpn = q.qpn();
+        self.parked.push(q);
+        qpn
+    }
+    fn take_parked_qp(&mut self, qp: Qpn) -> Option<Self::GroupQp> {
+        let i = self.parked.iter().position(|q| q.qpn() == qp)?;
+        Some(self.parked.swap_remove(i))
     }
     fn attach_group_qp(g: &mut Self::Group, q: Self::GroupQp) -> Result<Qpn, (Error, Self::GroupQp)> {
         g.attach_qp(q)

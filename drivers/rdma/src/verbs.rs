@@ -485,6 +485,15 @@ pub trait GroupVerbs: SrqVerbs {
     fn connect_made_qp(&mut self, q: &mut Self::GroupQp, attrs: &RcConnectAttrs) -> Result<(), Self::Error>;
     /// Destroy a made QP that is not in its group.
     fn destroy_made_qp(&mut self, q: Self::GroupQp) -> Result<(), Self::Error>;
+    /// The active side of a connection (a CM that connects the QP itself when the peer's REP
+    /// comes, by [`Control::connect_rc_qp`] on the QP's number): leave made QP `q` with the
+    /// device, which connects it when asked by its number, until
+    /// [`take_parked_qp`](Self::take_parked_qp) hands it back (to be attached once connected,
+    /// or destroyed). Slow path; the device keeps its parked QPs in a short list it searches.
+    fn park_made_qp(&mut self, q: Self::GroupQp) -> Qpn;
+    /// The made QP `qp` left with [`park_made_qp`](Self::park_made_qp), taken back (`None`
+    /// if none is parked under that number).
+    fn take_parked_qp(&mut self, qp: Qpn) -> Option<Self::GroupQp>;
     /// The group's side, without the device (slow path: at the top of a turn): take `q` into
     /// `g`; its posts and completions go through the group from now on. A QP made for another
     /// group (or before a device reset) is refused and given back.
@@ -634,6 +643,13 @@ macro_rules! shared_groups {
             }
             fn destroy_made_qp(&mut self, q: $crate::verbs::Qpn) -> Result<(), Self::Error> {
                 $crate::verbs::Control::destroy_qp(self, q)
+            }
+            fn park_made_qp(&mut self, q: $crate::verbs::Qpn) -> $crate::verbs::Qpn {
+                // The device connects any of its QPs by number: nothing to keep.
+                q
+            }
+            fn take_parked_qp(&mut self, qp: $crate::verbs::Qpn) -> Option<$crate::verbs::Qpn> {
+                Some(qp)
             }
             fn attach_group_qp(_g: &mut Self::Group, q: $crate::verbs::Qpn) -> Result<$crate::verbs::Qpn, (Self::Error, $crate::verbs::Qpn)> {
                 Ok(q)

@@ -14,7 +14,7 @@
 
 use alloc::vec::Vec;
 
-use rdma::Verbs;
+use rdma::GroupVerbs;
 
 use super::{BenchConfig, BenchProgress, BenchResult, Pattern, Rng};
 use crate::host::controllers::{Controllers, CtrlEvent, CtrlState};
@@ -69,7 +69,7 @@ impl Run {
     }
 
     /// Take a (re)connected host's namespace geometry and queue depth (slow path).
-    fn attach<V: Verbs>(&mut self, host: &Host<V>) -> Result<(), Error<V::Error>> {
+    fn attach<V: GroupVerbs>(&mut self, host: &Host<V>) -> Result<(), Error<V::Error>> {
         let ns = *host.namespaces.iter().find(|n| n.nsid == self.nsid).ok_or(Error::Config("no such namespace"))?;
         if self.cfg.block_size == 0 || self.cfg.block_size % ns.block_size != 0 {
             return Err(Error::Config("block size not a multiple of the LBA size"));
@@ -91,7 +91,7 @@ impl Run {
     }
 
     /// Submit up to the queue depth on queue 1.
-    fn issue<V: Verbs>(&mut self, host: &mut Host<V>, verbs: &mut V, now: u64) -> Result<(), Error<V::Error>> {
+    fn issue<V: GroupVerbs>(&mut self, host: &mut Host<V>, verbs: &mut V, now: u64) -> Result<(), Error<V::Error>> {
         let qd = self.cfg.queue_depth.min(host.io_queues().1).max(1) as u32;
         while self.inflight < qd && !(self.cfg.max_ios != 0 && self.issued >= self.cfg.max_ios) {
             let Some(slot) = host.alloc_slot(1) else { break };
@@ -186,7 +186,7 @@ const NO_IO: IoDone = IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 
 
 /// Run `cfg` on `host`'s namespace `nsid` over I/O queue 1; the first error (submit, poll,
 /// keep-alive) ends it. `progress` about once a second.
-pub fn on_host<V: Verbs>(host: &mut Host<V>, verbs: &mut V, env: &mut impl HostEnv<V>, nsid: u32, cfg: &BenchConfig, progress: &mut dyn FnMut(&BenchProgress)) -> Result<BenchResult, Error<V::Error>> {
+pub fn on_host<V: GroupVerbs>(host: &mut Host<V>, verbs: &mut V, env: &mut impl HostEnv<V>, nsid: u32, cfg: &BenchConfig, progress: &mut dyn FnMut(&BenchProgress)) -> Result<BenchResult, Error<V::Error>> {
     let mut run = Run::new(cfg, nsid, env.now_ns());
     run.attach(host)?;
     let mut done = [NO_IO; 64];
@@ -216,7 +216,7 @@ pub fn on_host<V: Verbs>(host: &mut Host<V>, verbs: &mut V, env: &mut impl HostE
 /// `down_at_end` set. Errors: the namespace missing or unusable on a (re)connect, a completion
 /// of nothing in flight.
 #[allow(clippy::too_many_arguments)]
-pub fn reconnecting<V: Verbs>(
+pub fn reconnecting<V: GroupVerbs>(
     set: &mut Controllers<V>,
     i: usize,
     verbs: &mut V,

@@ -6,7 +6,7 @@ use alloc::vec;
 
 use nvme_auth::host::{self as chap, Pending};
 use nvme_auth::wire::{auth_id, AuthRecvCmd, AuthSendCmd, AUTHREQ_ASCR, AUTHREQ_ATR, MAX_MESSAGE, SECP_NVME, SPSP0, SPSP1};
-use rdma::Verbs;
+use rdma::GroupVerbs;
 use zerocopy::{FromBytes, IntoBytes};
 
 use super::{Data, Host, HostEnv};
@@ -38,7 +38,7 @@ fn auth_sqe(send: bool, len: u32) -> Sqe {
     sqe
 }
 
-impl<V: Verbs> Host<V> {
+impl<V: GroupVerbs> Host<V> {
     /// Act on a Connect response's AUTHREQ bits for queue `qid`.
     pub(super) fn authenticate_if_asked(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, dw0: u32) -> Result<(), Error<V::Error>> {
         if dw0 & AUTHREQ_ASCR != 0 {

@@ -30,12 +30,12 @@ enum Step {
 }
 
 /// One controller's bring-up after the admin queue connected.
-pub(super) struct BringUp<V: Verbs> {
+pub(super) struct BringUp<V: GroupVerbs> {
     step: Step,
     /// The step's command in flight: (queue, slot, submitted at).
     cmd: Option<(u16, u16, u64)>,
     /// The I/O queue whose CM connect is in flight, since when.
-    ioq: Option<(HQueue<V>, u64)>,
+    ioq: Option<(IoQueue<V>, u64)>,
     cntlid: u16,
     cap: u64,
     vs: u32,
@@ -51,7 +51,7 @@ pub(super) struct BringUp<V: Verbs> {
     keep_alive: bool,
 }
 
-impl<V: Verbs> BringUp<V> {
+impl<V: GroupVerbs> BringUp<V> {
     pub(super) fn new() -> Self {
         BringUp { step: Step::Connect, cmd: None, ioq: None, cntlid: 0, cap: 0, vs: 0, granted: 0, depth: 0, xfer: 0, capsule: 0, ids: Vec::new(), page: Vec::new(), keep_alive: false }
     }
@@ -60,7 +60,7 @@ impl<V: Verbs> BringUp<V> {
     /// connect is in flight); the caller tears the host down.
     pub(super) fn abandon(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) {
         if let Some((q, _)) = self.ioq.take() {
-            env.cm_disconnect(verbs, q.cm);
+            env.cm_disconnect(verbs, q.q.cm);
             q.destroy(verbs);
         }
         self.cmd = None;
@@ -276,12 +276,19 @@ impl<V: Verbs> BringUp<V> {
     /// I/O queue `qid`'s CM connect: started, or looked at once.
     fn io_cm(&mut self, h: &mut Host<V>, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, now: u64) -> Result<bool, Error<V::Error>> {
         let Some((q, since)) = self.ioq.take() else {
-            let q = h.start_queue(verbs, env, qid, self.depth, self.capsule, self.xfer)?;
+            let q = h.start_io_queue(verbs, env, qid, self.depth, self.capsule, self.xfer)?;
             self.ioq = Some((q, now));
             return Ok(false);
         };
-        match h.poll_queue(verbs, env, q.cm) {
+        match h.poll_queue(verbs, env, q.q.cm) {
             Ok(true) => {
+                // Connected: the QP goes into the queue's group, which drives it from now on.
+                let mut q = q;
+                if let Err(e) = q.attach(verbs) {
+                    env.cm_disconnect(verbs, q.q.cm);
+                    q.destroy(verbs);
+                    return Err(e);
+                }
                 h.io.push(q);
                 self.step = Step::IoConnect { qid };
                 Ok(false)
@@ -291,7 +298,7 @@ impl<V: Verbs> BringUp<V> {
                 Ok(false)
             }
             Ok(false) => {
-                env.cm_disconnect(verbs, q.cm);
+                env.cm_disconnect(verbs, q.q.cm);
                 q.destroy(verbs);
                 Err(Error::Timeout)
             }

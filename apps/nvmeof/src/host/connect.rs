@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<V: Verbs> Host<V> {
+impl<V: GroupVerbs> Host<V> {
     /// First step of a connect: the admin queue created and its CM connect started (no wait).
     /// The device must be up.
     pub(super) fn start_admin(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>) -> Result<(), Error<V::Error>> {
@@ -27,13 +27,30 @@ impl<V: Verbs> Host<V> {
         }
     }
 
-    /// Create queue `qid` and start its CM connect (no wait).
-    pub(super) fn start_queue(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, depth: u16, capsule: usize, xfer: usize) -> Result<HQueue<V>, Error<V::Error>> {
+    /// Create the admin queue (`qid` 0) and start its CM connect (no wait).
+    fn start_queue(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, depth: u16, capsule: usize, xfer: usize) -> Result<HQueue<V>, Error<V::Error>> {
         let mut q = HQueue::create(verbs, qid, depth, capsule, xfer, self.cfg.per_io_keys)?;
         let private = cm_req_private(qid, depth);
         match env.cm_connect(verbs, q.qpn, &private) {
             Ok(h) => {
                 q.cm = h;
+                Ok(q)
+            }
+            Err(()) => {
+                q.destroy(verbs);
+                Err(Error::CmFailed)
+            }
+        }
+    }
+
+    /// Create I/O queue `qid` (its own poll group, its QP parked with the device) and start
+    /// its CM connect (no wait); once connected, [`IoQueue::attach`].
+    pub(super) fn start_io_queue(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, qid: u16, depth: u16, capsule: usize, xfer: usize) -> Result<IoQueue<V>, Error<V::Error>> {
+        let mut q = IoQueue::create(verbs, qid, depth, capsule, xfer, self.cfg.per_io_keys)?;
+        let private = cm_req_private(qid, depth);
+        match env.cm_connect(verbs, q.q.qpn, &private) {
+            Ok(h) => {
+                q.q.cm = h;
                 Ok(q)
             }
             Err(()) => {

@@ -69,7 +69,7 @@ pub enum CtrlEvent<E> {
 }
 
 /// One controller of the set: its target, its host (queues only while connected) and state.
-pub struct Controller<V: Verbs> {
+pub struct Controller<V: GroupVerbs> {
     pub addr: TargetAddr,
     host: Host<V>,
     state: CtrlState,
@@ -83,7 +83,7 @@ pub struct Controller<V: Verbs> {
     down_since: Option<u64>,
 }
 
-impl<V: Verbs> Controller<V> {
+impl<V: GroupVerbs> Controller<V> {
     pub fn state(&self) -> CtrlState {
         self.state
     }
@@ -109,7 +109,7 @@ impl<V: Verbs> Controller<V> {
 }
 
 /// The controllers of one initiator device.
-pub struct Controllers<V: Verbs> {
+pub struct Controllers<V: GroupVerbs> {
     pub ctrls: Vec<Controller<V>>,
     /// Device recoveries this set performed.
     pub device_recoveries: u64,
@@ -121,7 +121,7 @@ pub struct Controllers<V: Verbs> {
     pub ctrl_loss_tmo_ns: Option<u64>,
 }
 
-impl<V: Verbs> Controllers<V> {
+impl<V: GroupVerbs> Controllers<V> {
     /// One controller per `(address, subsystem NQN)`, none connected yet (the first
     /// [`Controllers::poll`] starts connecting them all).
     pub fn new(cfg: &HostConfig, targets: &[(TargetAddr, &str)]) -> Self {

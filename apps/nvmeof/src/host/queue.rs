@@ -1,6 +1,8 @@
 //! One queue of the initiator (admin or I/O): its QP and CQ, capsule, response and data
 //! buffers, command slots with generation-checked command IDs, per-I/O keys, and the posting and
-//! completion mechanics every command goes through.
+//! completion mechanics every command goes through, on the data path the queue's work goes
+//! through: the device's for the admin queue, an I/O queue's own poll group
+//! ([`rdma::GroupVerbs`]) for an I/O queue, so its per-I/O work never needs the device object.
 
 use super::*;
 
@@ -35,10 +37,13 @@ pub(super) struct HSlot {
     pub(super) local_inv: bool,
 }
 
-pub(super) struct HQueue<V: Verbs> {
+pub(super) struct HQueue<V: GroupVerbs> {
     pub(super) qid: u16,
     pub(super) qpn: Qpn,
     pub(super) cq: Cqn,
+    /// Where the response buffers are posted: the QP's own receive queue (`None`: the admin
+    /// queue) or the SRQ of the I/O queue's group, which holds this queue's buffers alone.
+    pub(super) srq: Option<Srqn>,
     pub(super) cm: u32,
     pub(super) depth: u16,
     pub(super) capsule: usize,
@@ -64,12 +69,40 @@ pub(super) fn wrid(kind: u64, idx: u16) -> u64 {
     (kind << 32) | idx as u64
 }
 
-impl<V: Verbs> HQueue<V> {
+/// Receive buffers of a queue of `depth` commands (a response per command, and room for a
+/// few the target may send unasked).
+pub(super) fn recv_count(depth: u16) -> u16 {
+    depth + 4
+}
+
+/// CQ entries a queue of `depth` commands needs: a capsule, a registration and a local
+/// invalidation per command, and every receive.
+pub(super) fn cq_entries(depth: u16) -> u32 {
+    3 * depth as u32 + recv_count(depth) as u32 + 8
+}
+
+/// Send-queue room of a queue of `depth` commands.
+pub(super) fn sq_room(depth: u16) -> u32 {
+    WRS_PER_CMD * depth as u32 + 2
+}
+
+impl<V: GroupVerbs> HQueue<V> {
+    /// The admin queue: a CQ and a QP of the device, driven through the device.
     pub(super) fn create(verbs: &mut V, qid: u16, depth: u16, capsule: usize, xfer: usize, per_io: bool) -> Result<Self, Error<V::Error>> {
-        let d = depth as u32;
-        let nrecv = depth + 4;
-        let cq = verbs.create_cq(3 * d + nrecv as u32 + 8).map_err(Error::Verbs)?;
-        let qpn = verbs.create_rc_qp(cq, cq, WRS_PER_CMD * d + 2, nrecv as u32).map_err(Error::Verbs)?;
+        let nrecv = recv_count(depth);
+        let cq = verbs.create_cq(cq_entries(depth)).map_err(Error::Verbs)?;
+        let qpn = verbs.create_rc_qp(cq, cq, sq_room(depth), nrecv as u32).map_err(Error::Verbs)?;
+        let mut q = Self::with_qp(verbs, qid, qpn, cq, None, depth, capsule, xfer, per_io)?;
+        for i in 0..nrecv {
+            q.post_recv(verbs, i)?;
+        }
+        Ok(q)
+    }
+
+    /// The queue's buffers and keys around QP `qpn` (its receives not posted yet).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn with_qp(verbs: &mut V, qid: u16, qpn: Qpn, cq: Cqn, srq: Option<Srqn>, depth: u16, capsule: usize, xfer: usize, per_io: bool) -> Result<Self, Error<V::Error>> {
+        let nrecv = recv_count(depth);
         let local = Access { local_write: true, remote_read: false, remote_write: false };
         let cmd = verbs.alloc_buf(depth as usize * capsule).map_err(Error::Verbs)?;
         let (cmd_lkey, _) = verbs.reg_mr(cmd.paddr(), cmd.len() as u64, local).map_err(Error::Verbs)?;
@@ -87,10 +120,11 @@ impl<V: Verbs> HQueue<V> {
             };
             data_keys.push(key.map_err(Error::Verbs)?);
         }
-        let mut q = HQueue {
+        Ok(HQueue {
             qid,
             qpn,
             cq,
+            srq,
             cm: 0,
             depth,
             capsule,
@@ -107,25 +141,30 @@ impl<V: Verbs> HQueue<V> {
             codec: CidCodec::new(depth),
             failed: false,
             fault: None,
-        };
-        for i in 0..nrecv {
-            q.post_recv(verbs, i)?;
-        }
-        Ok(q)
+        })
     }
 
-    pub(super) fn post_recv(&mut self, verbs: &mut V, i: u16) -> Result<(), Error<V::Error>> {
+    pub(super) fn post_recv<D: DataPath<Error = V::Error>>(&mut self, dp: &mut D, i: u16) -> Result<(), Error<V::Error>> {
         let wr = RecvWr {
             wr_id: wrid(KIND_RECV, i),
             sge: Sge { addr: self.rsp.paddr() + (i as usize * Cqe::SIZE) as u64, len: Cqe::SIZE as u32, lkey: self.rsp_lkey },
         };
-        verbs.post_recv(self.qpn, &wr).map_err(Error::Verbs)
+        match self.srq {
+            None => dp.post_recv(self.qpn, &wr),
+            Some(srq) => dp.post_srq_recv(srq, &wr),
+        }
+        .map_err(Error::Verbs)
     }
 
+    /// Release the admin queue (QP, CQ, buffers' keys).
     pub(super) fn destroy(self, verbs: &mut V) {
         let _ = verbs.qp_to_error(self.qpn);
         let _ = verbs.destroy_qp(self.qpn);
         let _ = verbs.destroy_cq(self.cq);
+        self.release_keys(verbs);
+    }
+
+    pub(super) fn release_keys(&self, verbs: &mut V) {
         let _ = verbs.dereg_mr(self.cmd_lkey);
         let _ = verbs.dereg_mr(self.rsp_lkey);
         for k in &self.data_keys {
@@ -135,7 +174,7 @@ impl<V: Verbs> HQueue<V> {
 
     /// Send `sqe` from slot `s` with `inline` bytes of in-capsule data already placed; the
     /// command ID is the slot's next generation.
-    pub(super) fn send(&mut self, verbs: &mut V, s: u16, sqe: &Sqe, inline: usize, now: u64) -> Result<(), Error<V::Error>> {
+    pub(super) fn send<D: DataPath<Error = V::Error>>(&mut self, dp: &mut D, s: u16, sqe: &Sqe, inline: usize, now: u64) -> Result<(), Error<V::Error>> {
         let off = s as usize * self.capsule;
         let slot = &mut self.slots[s as usize];
         let gen = slot.gen.wrapping_add(1);
@@ -154,14 +193,14 @@ impl<V: Verbs> HQueue<V> {
             fence: false,
             ud: None,
         };
-        verbs.post_send(self.qpn, &wr).map_err(Error::Verbs)
+        dp.post_send(self.qpn, &wr).map_err(Error::Verbs)
     }
 
     /// Drain up to `max` completions; finished slots (at most one per completion) are
     /// reported through `f(slot)`, so a caller with room for `max` loses none.
-    pub(super) fn poll(&mut self, verbs: &mut V, wc: &mut [Completion], max: usize, mut f: impl FnMut(&mut Self, u16)) -> Result<(), Error<V::Error>> {
+    pub(super) fn poll<D: DataPath<Error = V::Error>>(&mut self, dp: &mut D, wc: &mut [Completion], max: usize, mut f: impl FnMut(&mut Self, u16)) -> Result<(), Error<V::Error>> {
         let max = max.min(wc.len());
-        let n = verbs.poll_cq(self.cq, &mut wc[..max]);
+        let n = dp.poll_cq(self.cq, &mut wc[..max]);
         for c in &wc[..n] {
             let kind = c.wr_id >> 32;
             let idx = c.wr_id as u16;
@@ -173,7 +212,7 @@ impl<V: Verbs> HQueue<V> {
                 KIND_SEND if idx < self.depth => {
                     let s = &mut self.slots[idx as usize];
                     s.send_done = true;
-                    if s.busy && s.got_rsp && self.key_released(verbs, idx)? {
+                    if s.busy && s.got_rsp && self.key_released(dp, idx)? {
                         f(self, idx);
                     }
                 }
@@ -186,7 +225,7 @@ impl<V: Verbs> HQueue<V> {
                 KIND_RECV if c.opcode == WcOpcode::Recv || c.opcode == WcOpcode::RecvWithImm => {
                     let mut b = [0u8; Cqe::SIZE];
                     self.rsp.read(idx as usize * Cqe::SIZE, &mut b);
-                    self.post_recv(verbs, idx)?;
+                    self.post_recv(dp, idx)?;
                     let cqe = Cqe::read_from_bytes(&b).expect("16 bytes");
                     let Some(cid) = self.check_response(&c, &cqe) else { continue };
                     let s = &mut self.slots[cid as usize];
@@ -203,7 +242,7 @@ impl<V: Verbs> HQueue<V> {
                         }
                         s.invalidated = true;
                     }
-                    if s.send_done && self.key_released(verbs, cid)? {
+                    if s.send_done && self.key_released(dp, cid)? {
                         f(self, cid);
                     }
                 }
@@ -211,7 +250,7 @@ impl<V: Verbs> HQueue<V> {
             }
         }
         // Local invalidations posted above: one doorbell for all.
-        verbs.ring_send(self.qpn).map_err(Error::Verbs)?;
+        dp.ring_send(self.qpn).map_err(Error::Verbs)?;
         Ok(())
     }
 
@@ -263,7 +302,7 @@ impl<V: Verbs> HQueue<V> {
     /// invalidate it, post a local invalidation (rung at the end of this poll) and complete the
     /// command when it completes: the buffer goes back to the caller only once no peer can
     /// reach it.
-    pub(super) fn key_released(&mut self, verbs: &mut V, idx: u16) -> Result<bool, Error<V::Error>> {
+    pub(super) fn key_released<D: DataPath<Error = V::Error>>(&mut self, dp: &mut D, idx: u16) -> Result<bool, Error<V::Error>> {
         let s = &mut self.slots[idx as usize];
         if s.local_inv {
             return Ok(false);
@@ -272,7 +311,7 @@ impl<V: Verbs> HQueue<V> {
             Some(k) if !s.invalidated => {
                 s.local_inv = true;
                 let wr = SendWr { wr_id: wrid(KIND_LINV, idx), op: SendOp::LocalInvalidate(Rkey(k)), sge: Sge::default(), signaled: true, fence: false, ud: None };
-                verbs.post_send_deferred(self.qpn, &wr).map_err(Error::Verbs)?;
+                dp.post_send_deferred(self.qpn, &wr).map_err(Error::Verbs)?;
                 Ok(false)
             }
             _ => Ok(true),
@@ -283,7 +322,7 @@ impl<V: Verbs> HQueue<V> {
     /// (unrung: the capsule's doorbell announces both) the registration of exactly that range
     /// with a fresh variant, remote write if the target fills it (`to_host`), remote read if it
     /// reads it; the slot remembers the key until it is invalidated.
-    pub(super) fn keyed(&mut self, verbs: &mut V, s: u16, len: u32, to_host: bool, invalidate: bool) -> Result<SglDesc, Error<V::Error>> {
+    pub(super) fn keyed<D: DataPath<Error = V::Error>>(&mut self, dp: &mut D, s: u16, len: u32, to_host: bool, invalidate: bool) -> Result<SglDesc, Error<V::Error>> {
         let addr = self.data.paddr() + (s as usize * self.xfer) as u64;
         let slot = s as usize;
         if !self.per_io || len == 0 {
@@ -292,9 +331,60 @@ impl<V: Verbs> HQueue<V> {
         let key = self.data_keys[slot].next_variant();
         let access = Access { local_write: true, remote_read: !to_host, remote_write: to_host };
         let wr = SendWr { wr_id: wrid(KIND_REG, s), op: SendOp::RegMr { key, addr, len, access }, sge: Sge::default(), signaled: false, fence: false, ud: None };
-        verbs.post_send_deferred(self.qpn, &wr).map_err(Error::Verbs)?;
+        dp.post_send_deferred(self.qpn, &wr).map_err(Error::Verbs)?;
         self.data_keys[slot] = key;
         self.slots[slot].inv_key = Some(key.0);
         Ok(Sgl::Keyed { addr, len, key: key.0, invalidate }.encode())
+    }
+}
+
+/// The data path a queue's posts and polls go through on the slow path (Fabrics Connect and
+/// the admin commands, which pick their queue by QID): the device's for the admin queue, the
+/// group's for an I/O queue. The per-I/O path names the group directly.
+pub(super) enum QPath<'a, V: GroupVerbs> {
+    Device(&'a mut V),
+    Group(&'a mut V::Group),
+}
+
+impl<V: GroupVerbs> rdma::VerbsError for QPath<'_, V> {
+    type Error = V::Error;
+}
+
+impl<V: GroupVerbs> DataPath for QPath<'_, V> {
+    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), V::Error> {
+        match self {
+            QPath::Device(d) => d.post_send(qp, wr),
+            QPath::Group(g) => g.post_send(qp, wr),
+        }
+    }
+    fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), V::Error> {
+        match self {
+            QPath::Device(d) => d.post_send_deferred(qp, wr),
+            QPath::Group(g) => g.post_send_deferred(qp, wr),
+        }
+    }
+    fn ring_send(&mut self, qp: Qpn) -> Result<(), V::Error> {
+        match self {
+            QPath::Device(d) => d.ring_send(qp),
+            QPath::Group(g) => g.ring_send(qp),
+        }
+    }
+    fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), V::Error> {
+        match self {
+            QPath::Device(d) => d.post_recv(qp, wr),
+            QPath::Group(g) => g.post_recv(qp, wr),
+        }
+    }
+    fn post_srq_recv(&mut self, srq: Srqn, wr: &RecvWr) -> Result<(), V::Error> {
+        match self {
+            QPath::Device(d) => d.post_srq_recv(srq, wr),
+            QPath::Group(g) => g.post_srq_recv(srq, wr),
+        }
+    }
+    fn poll_cq(&mut self, cq: Cqn, out: &mut [Completion]) -> usize {
+        match self {
+            QPath::Device(d) => d.poll_cq(cq, out),
+            QPath::Group(g) => g.poll_cq(cq, out),
+        }
     }
 }

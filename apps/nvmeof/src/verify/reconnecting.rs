@@ -16,7 +16,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use hal::DmaRegion;
-use rdma::Verbs;
+use rdma::GroupVerbs;
 
 use super::{pattern_byte, VerifyResult};
 use crate::bench::Rng;
@@ -91,7 +91,7 @@ struct Lane {
 }
 
 impl Lane {
-    fn new<V: Verbs>(host: &Host<V>, i: usize, w: &Workload) -> Result<Self, Error<V::Error>> {
+    fn new<V: GroupVerbs>(host: &Host<V>, i: usize, w: &Workload) -> Result<Self, Error<V::Error>> {
         let ns = *host.namespaces.first().ok_or(Error::Config("the controller has no namespace"))?;
         let (nq, _) = host.io_queues();
         if nq == 0 {
@@ -157,7 +157,7 @@ impl Lane {
     }
 
     /// Submit what the queue depth allows; an error means the controller failed.
-    fn issue<V: Verbs>(&mut self, host: &mut Host<V>, verbs: &mut V, w: &Workload, now: u64, scratch: &mut [u8]) -> Result<(), Error<V::Error>> {
+    fn issue<V: GroupVerbs>(&mut self, host: &mut Host<V>, verbs: &mut V, w: &Workload, now: u64, scratch: &mut [u8]) -> Result<(), Error<V::Error>> {
         let nq = host.io_queues().0.max(1) as u64;
         if self.cursor.is_none() && self.answered >= w.count && self.inflight.is_empty() {
             self.cursor = Some(0);
@@ -211,7 +211,7 @@ impl Lane {
     }
 
     /// Account for finished I/O; `Err` for a completion of nothing in flight.
-    fn complete<V: Verbs>(&mut self, host: &Host<V>, done: &[IoDone], scratch: &mut [u8]) -> Result<(), Error<V::Error>> {
+    fn complete<V: GroupVerbs>(&mut self, host: &Host<V>, done: &[IoDone], scratch: &mut [u8]) -> Result<(), Error<V::Error>> {
         for d in done {
             let Some(i) = self.inflight.iter().position(|f| f.queue == d.queue && f.slot == d.slot) else {
                 return Err(Error::Protocol("completion for a slot not in flight"));
@@ -282,7 +282,7 @@ impl Lane {
 /// set so lost controllers reconnect; `on(i, event)` hears the set's events. Returns each
 /// controller's tally once every one finished, or `Error::Timeout` after `stall_ns` without
 /// an answered I/O (the tallies so far are logged).
-pub fn run<V: Verbs>(set: &mut Controllers<V>, verbs: &mut V, env: &mut impl HostEnv<V>, w: &Workload, mut on: impl FnMut(usize, &CtrlEvent<V::Error>)) -> Result<Vec<LaneResult>, Error<V::Error>> {
+pub fn run<V: GroupVerbs>(set: &mut Controllers<V>, verbs: &mut V, env: &mut impl HostEnv<V>, w: &Workload, mut on: impl FnMut(usize, &CtrlEvent<V::Error>)) -> Result<Vec<LaneResult>, Error<V::Error>> {
     let n = set.ctrls.len();
     let mut lanes: Vec<Option<Lane>> = (0..n).map(|_| None).collect();
     let mut scratch = Vec::new();

@@ -161,6 +161,26 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         Ok(())
     }
 
+    /// A made QP not in its group (parked with the device) to ERROR.
+    pub fn made_qp_to_error(&mut self, q: &mut GroupQp<H::Dma>) -> Result<(), Error> {
+        self.current(q.group.1)?;
+        self.qp_2err(q.qp.qpn)?;
+        q.qp.state = QpState::Error;
+        Ok(())
+    }
+
+    /// QP `qpn` of a group (held by the group, maybe on another thread) to ERROR by its number,
+    /// as a CM does when the peer disconnects: its outstanding work flushes to the group's CQ,
+    /// where the group finds it.
+    pub fn handed_qp_to_error(&mut self, qpn: Qpn) -> Result<(), Error> {
+        self.alive()?;
+        let generation = self.generation;
+        if !self.groups.iter().flatten().any(|r| r.generation == generation && r.qpns.contains(&qpn)) {
+            return Err(Error::NoSuchObject { kind: "QP", id: qpn.0 });
+        }
+        self.qp_2err(qpn)
+    }
+
     fn qp_2err(&mut self, qpn: Qpn) -> Result<(), Error> {
         self.simple(op::QP_2ERR, 0, qp_2err_in::LAYOUT.size, &[(qp_2err_in::qpn, qpn.0 as u64)])
     }

@@ -1,0 +1,178 @@
+//! An I/O queue of the initiator: its own poll group (made, given its QP once the CM connected
+//! it, released by the device: the owner's slow path) and the per-I/O path every command of it
+//! takes (submit, reap: through the group alone, never the device object).
+
+use super::*;
+
+/// An I/O queue: its queue state and its own poll group ([`GroupVerbs::create_group`]: a CQ
+/// for the QP's sends and receives, an SRQ holding this queue's response buffers, and the
+/// group's data path). Every post and poll of its commands goes through the group, not the
+/// device; the device makes and releases it (firmware commands, the owner's slow path).
+pub(super) struct IoQueue<V: GroupVerbs> {
+    pub(super) q: HQueue<V>,
+    pub(super) group: V::Group,
+    gref: V::GroupRef,
+    /// The QP is in the group (its CM connect finished). Until then it is parked with the
+    /// device ([`GroupVerbs::park_made_qp`]), which connects it when the CM asks.
+    attached: bool,
+}
+
+impl<V: GroupVerbs> IoQueue<V> {
+    /// Queue `qid`: its group, a QP made for it (parked with the device for the CM to connect)
+    /// and its buffers, the responses posted to the group's SRQ.
+    pub(super) fn create(verbs: &mut V, qid: u16, depth: u16, capsule: usize, xfer: usize, per_io: bool) -> Result<Self, Error<V::Error>> {
+        let nrecv = recv_count(depth);
+        let group = verbs.create_group(cq_entries(depth), nrecv as u32).map_err(Error::Verbs)?;
+        let (gref, cq, srq) = (verbs.group_ref(&group), verbs.group_cq(&group), verbs.group_srq(&group));
+        let qpn = match verbs.make_group_qp(&gref, sq_room(depth)) {
+            Ok(made) => verbs.park_made_qp(made),
+            Err(e) => {
+                let _ = verbs.destroy_group(group);
+                return Err(Error::Verbs(e));
+            }
+        };
+        let mut io = match HQueue::with_qp(verbs, qid, qpn, cq, Some(srq), depth, capsule, xfer, per_io) {
+            Ok(q) => IoQueue { q, group, gref, attached: false },
+            Err(e) => {
+                if let Some(made) = verbs.take_parked_qp(qpn) {
+                    let _ = verbs.destroy_made_qp(made);
+                }
+                let _ = verbs.destroy_group(group);
+                return Err(e);
+            }
+        };
+        for i in 0..nrecv {
+            if let Err(e) = io.q.post_recv(&mut io.group, i) {
+                io.destroy(verbs);
+                return Err(e);
+            }
+        }
+        Ok(io)
+    }
+
+    /// Once its CM connect finished (the device connected the parked QP): the QP goes into the
+    /// group, whose data path drives it from now on.
+    pub(super) fn attach(&mut self, verbs: &mut V) -> Result<(), Error<V::Error>> {
+        let made = verbs.take_parked_qp(self.q.qpn).ok_or(Error::Protocol("I/O queue QP not parked"))?;
+        match V::attach_group_qp(&mut self.group, made) {
+            Ok(_) => {
+                self.attached = true;
+                Ok(())
+            }
+            Err((e, made)) => {
+                // Parked again: `destroy` finds it there.
+                verbs.park_made_qp(made);
+                Err(Error::Verbs(e))
+            }
+        }
+    }
+
+    /// Release the QP (from the group, or parked), the buffers' keys and the group.
+    pub(super) fn destroy(self, verbs: &mut V) {
+        let IoQueue { q, mut group, gref, attached } = self;
+        if attached {
+            let _ = verbs.destroy_handed_qp(&gref, q.qpn);
+            let _ = V::detach_group_qp(&mut group, q.qpn);
+        } else if let Some(made) = verbs.take_parked_qp(q.qpn) {
+            let _ = verbs.destroy_made_qp(made);
+        }
+        q.release_keys(verbs);
+        let _ = verbs.destroy_group(group);
+    }
+}
+
+
+impl<V: GroupVerbs> IoQueue<V> {
+    /// Submit I/O from allocated slot `slot` (its data, for a write, already in the slot's
+    /// buffer) on namespace `nsid` of `block_size`-byte blocks; `inline_ok`: small writes go
+    /// in the capsule; `invalidate`: the target is asked to invalidate the per-I/O key.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(super) fn submit(&mut self, stats: &mut HostStats, block_size: u32, inline_ok: bool, invalidate: bool, slot: u16, kind: IoKind, nsid: u32, lba: u64, blocks: u32, now: u64) -> Result<(), Error<V::Error>> {
+        let IoQueue { q, group, .. } = self;
+        if q.slots.get(slot as usize).is_none_or(|s| s.busy) {
+            return Err(Error::Config("slot not allocated or in flight"));
+        }
+        if blocks == 0 || blocks > 0x1_0000 {
+            return Err(Error::Config("blocks out of range"));
+        }
+        let bytes = blocks as u64 * block_size as u64;
+        let mut sqe = match kind {
+            IoKind::Read => cmd(io_op::READ),
+            IoKind::Write => cmd(io_op::WRITE),
+            IoKind::Flush => cmd(io_op::FLUSH),
+            IoKind::WriteZeroes => cmd(io_op::WRITE_ZEROES),
+        };
+        sqe.nsid = U32::new(nsid);
+        let mut inline = 0;
+        if matches!(kind, IoKind::Read | IoKind::Write | IoKind::WriteZeroes) {
+            sqe.cdw10 = U32::new(lba as u32);
+            sqe.cdw11 = U32::new((lba >> 32) as u32);
+            sqe.cdw12 = U32::new(blocks - 1);
+        }
+        if matches!(kind, IoKind::Read | IoKind::Write) {
+            if bytes > q.xfer as u64 {
+                return Err(Error::Config("I/O larger than the slot buffer"));
+            }
+            if kind == IoKind::Write && inline_ok && bytes as usize <= q.capsule - 64 {
+                // In-capsule: the CPU copies the data into the capsule (host side only).
+                let mut chunk = [0u8; 512];
+                let mut done = 0usize;
+                while done < bytes as usize {
+                    let n = core::cmp::min(chunk.len(), bytes as usize - done);
+                    q.data.read(slot as usize * q.xfer + done, &mut chunk[..n]);
+                    q.cmd.write(slot as usize * q.capsule + 64 + done, &chunk[..n]);
+                    done += n;
+                }
+                stats.inline_copy_bytes += bytes;
+                inline = bytes as usize;
+                sqe.dptr = Sgl::Inline { offset: 0, len: bytes as u32 }.encode();
+            } else {
+                sqe.dptr = q.keyed(group, slot, bytes as u32, kind == IoKind::Read, invalidate)?;
+            }
+        }
+        stats.commands += 1;
+        stats.registrations += q.slots[slot as usize].inv_key.is_some() as u64;
+        q.send(group, slot, &sqe, inline, now)
+    }
+
+    /// Reap this queue's finished I/O into `out` (no more than it holds: a CQE finishes at most
+    /// one command, the rest stay in the CQ); returns how many. The group first takes in what
+    /// the device published for it (a failure: its CQ then flushes).
+    #[inline]
+    pub(super) fn reap(&mut self, stats: &mut HostStats, wc: &mut [Completion], now: u64, out: &mut [IoDone]) -> Result<usize, Error<V::Error>> {
+        let IoQueue { q, group, .. } = self;
+        let qid = q.qid;
+        let mut n = 0;
+        let (mut remote_inv, mut local_inv) = (0, 0);
+        V::check_group(group);
+        q.poll(group, wc, out.len(), |q, idx| {
+            let s = &mut q.slots[idx as usize];
+            s.busy = false;
+            if s.inv_key.take().is_some() {
+                if s.invalidated {
+                    remote_inv += 1;
+                } else {
+                    local_inv += 1;
+                }
+            }
+            if n < out.len() {
+                out[n] = IoDone { queue: qid, slot: idx, status: Status::from_field(s.cqe_status), dw0: s.dw0, latency_ns: now.saturating_sub(s.t_submit) };
+                n += 1;
+            }
+            q.free.push(idx);
+        })?;
+        stats.invalidated += remote_inv;
+        stats.local_invalidations += local_inv;
+        stats.completions += n as u64;
+        stats.errors += out[..n].iter().filter(|d| !d.status.is_success()).count() as u64;
+        Ok(n)
+    }
+}
+
+impl<V: GroupVerbs> Host<V> {
+    /// Whether small writes go in the capsule (configured, and the target takes offsets).
+    pub(super) fn inline_ok(&self) -> bool {
+        self.cfg.inline_writes && self.ctrl.as_ref().is_some_and(|c| c.sgls & sgls::OFFSET != 0)
+    }
+}
