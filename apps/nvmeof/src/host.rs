@@ -27,6 +27,7 @@ pub mod controllers;
 mod io;
 mod queue;
 pub mod validate;
+pub use io::IoLane;
 use io::IoQueue;
 use queue::*;
 use validate::CidCodec;

@@ -11,6 +11,7 @@ mod auth;
 mod bounds;
 mod controllers;
 mod durable;
+mod host_threads;
 mod hostile;
 mod loopback;
 mod malformed;

@@ -1,6 +1,8 @@
 //! An I/O queue of the initiator: its own poll group (made, given its QP once the CM connected
-//! it, released by the device: the owner's slow path) and the per-I/O path every command of it
-//! takes (submit, reap: through the group alone, never the device object).
+//! it, released by the device: the owner's slow path), the per-I/O path every command of it
+//! takes (submit, reap: through the group alone, never the device object), and [`IoLane`], an
+//! I/O queue lent out of its host to be driven by a thread of its own while the owner keeps the
+//! admin queue (SPDK perf's one queue per core).
 
 use super::*;
 
@@ -170,9 +172,104 @@ impl<V: GroupVerbs> IoQueue<V> {
     }
 }
 
+/// An I/O queue lent out of its host ([`Host::lend_io_queues`]) to be driven by a thread of its
+/// own: its submit and poll go through the queue's own poll group alone, without the host or
+/// the device, so each lane of a host can run on its own thread (or core) while the owner keeps
+/// the admin queue (keep-alive, AENs) and the device. `Send` where the platform's memory and
+/// the device's groups are. Give it back ([`Host::return_io_queues`]) before the host
+/// reconnects, disconnects or is dropped: only the host releases its queues.
+pub struct IoLane<V: GroupVerbs> {
+    io: IoQueue<V>,
+    wc: [Completion; 32],
+    namespaces: Vec<NsInfo>,
+    inline_ok: bool,
+    invalidate: bool,
+    /// The lane's counts since it was lent (added to the host's when it comes back).
+    pub stats: HostStats,
+}
+
+impl<V: GroupVerbs> IoLane<V> {
+    /// The queue's QID (1-based).
+    pub fn qid(&self) -> u16 {
+        self.io.q.qid
+    }
+
+    /// The queue's depth (its command slots).
+    pub fn depth(&self) -> u16 {
+        self.io.q.depth
+    }
+
+    /// A free slot, if any.
+    pub fn alloc_slot(&mut self) -> Option<u16> {
+        self.io.q.free.pop()
+    }
+
+    /// The data buffer of a slot: (region, offset, length).
+    pub fn slot_buf(&self, slot: u16) -> (&V::Buf, usize, usize) {
+        let q = &self.io.q;
+        (&q.data, slot as usize * q.xfer, q.xfer)
+    }
+
+    /// As [`Host::submit`], on this queue.
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit(&mut self, slot: u16, kind: IoKind, nsid: u32, lba: u64, blocks: u32, now: u64) -> Result<(), Error<V::Error>> {
+        let bs = self.namespaces.iter().find(|n| n.nsid == nsid).map_or(512, |n| n.block_size);
+        self.io.submit(&mut self.stats, bs, self.inline_ok, self.invalidate, slot, kind, nsid, lba, blocks, now)
+    }
+
+    /// As [`Host::poll`], on this queue: its finished I/O into `out`; the queue's failure once
+    /// nothing more is finished.
+    pub fn poll(&mut self, now: u64, out: &mut [IoDone]) -> Result<usize, Error<V::Error>> {
+        let n = self.io.reap(&mut self.stats, &mut self.wc, now, out)?;
+        if n == 0 && self.io.q.failed {
+            return Err(self.io.q.failure());
+        }
+        Ok(n)
+    }
+
+    /// Whether the queue saw a transport error (the host must reconnect once it is back).
+    pub fn failed(&self) -> bool {
+        self.io.q.failed
+    }
+}
+
+impl HostStats {
+    /// Add the I/O counts of `o` (a lane's) to these.
+    fn add_io(&mut self, o: &HostStats) {
+        self.commands += o.commands;
+        self.completions += o.completions;
+        self.errors += o.errors;
+        self.invalidated += o.invalidated;
+        self.local_invalidations += o.local_invalidations;
+        self.registrations += o.registrations;
+        self.inline_copy_bytes += o.inline_copy_bytes;
+    }
+}
+
 impl<V: GroupVerbs> Host<V> {
     /// Whether small writes go in the capsule (configured, and the target takes offsets).
     pub(super) fn inline_ok(&self) -> bool {
         self.cfg.inline_writes && self.ctrl.as_ref().is_some_and(|c| c.sgls & sgls::OFFSET != 0)
+    }
+
+    /// Lend every I/O queue out, one [`IoLane`] each in QID order, to be driven elsewhere; until
+    /// they come back the host's own [`Host::submit`] / [`Host::poll`] see no I/O queue, while
+    /// [`Host::tick`] (admin queue, keep-alive) goes on.
+    pub fn lend_io_queues(&mut self) -> Vec<IoLane<V>> {
+        let (inline_ok, invalidate) = (self.inline_ok(), self.cfg.invalidate);
+        let namespaces = self.namespaces.clone();
+        self.io
+            .drain(..)
+            .map(|io| IoLane { io, wc: [Completion::default(); 32], namespaces: namespaces.clone(), inline_ok, invalidate, stats: HostStats::default() })
+            .collect()
+    }
+
+    /// Take lent queues back (their counts added to the host's).
+    pub fn return_io_queues(&mut self, lanes: Vec<IoLane<V>>) {
+        for l in lanes {
+            self.stats.add_io(&l.stats);
+            self.io.push(l.io);
+        }
+        self.io.sort_by_key(|io| io.q.qid);
     }
 }

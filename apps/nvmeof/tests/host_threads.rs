@@ -1,0 +1,149 @@
+//! The initiator's I/O queues driven from threads of their own (issue #13: `queues=N` driven
+//! from N cores, like SPDK perf's core mask). Over the mlx5 driver and the emulated ConnectX, a
+//! host's N I/O queues (N = 2 and 4) are lent out (`Host::lend_io_queues`), each to a std
+//! thread that runs that queue's submit/poll loop alone with verified data: writes of a pattern
+//! to the queue's own LBA range at queue depth 8, then reads of every block written, checked
+//! byte for byte. Meanwhile the owner thread keeps the admin queue (`Host::tick`: keep-alive,
+//! with a short KATO so several go out while the lanes run) and drives the target, both
+//! emulated adapters and the virtual clock. The emulated adapter, its memory, clock and link are
+//! shared by the threads as hardware is (a lock per access inside the stand-in); the lanes
+//! share nothing with each other or with the owner.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::thread;
+
+use hal::DmaRegion;
+use nvmeof::host::{Host, HostConfig, IoDone, IoKind, IoLane};
+use nvmeof::wire::Status;
+
+use crate::emu_pair::*;
+
+/// Blocks written (then read) per queue, 4 KiB each, and the queue depth each lane keeps.
+const PER_QUEUE: u64 = 300;
+const BLOCKS: u32 = 8;
+const QD: u16 = 8;
+/// Virtual time the owner adds per turn, and after which it stops the lanes (a hang fails the
+/// test instead of blocking it).
+const TURN_NS: u64 = 5_000;
+const LIMIT_NS: u64 = 60_000_000_000;
+
+/// What a lane did: blocks written, blocks read back and checked, I/O errors.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Tally {
+    written: u64,
+    verified: u64,
+    errors: u64,
+}
+
+/// The first LBA of the 4 KiB block `i` of queue `qid` (each queue has a range of its own).
+fn lba_of(qid: u16, i: u64) -> u64 {
+    qid as u64 * 16_384 + i * BLOCKS as u64
+}
+
+fn expected(lba: u64) -> Vec<u8> {
+    (0..BLOCKS as usize * 512).map(|j| pattern(lba + (j / 512) as u64, j % 512)).collect()
+}
+
+/// One queue's loop, on its own thread: every block written, then every block read and checked.
+fn drive(mut lane: IoLane<V>, stop: &AtomicBool) -> (IoLane<V>, Tally) {
+    let qid = lane.qid();
+    let mut t = Tally::default();
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 16];
+    // Per slot: the block index in flight on it.
+    let mut inflight = vec![None; lane.depth() as usize];
+    for kind in [IoKind::Write, IoKind::Read] {
+        let (mut next, mut finished) = (0u64, 0u64);
+        while finished < PER_QUEUE && !stop.load(Relaxed) {
+            while next < PER_QUEUE && inflight.iter().flatten().count() < QD as usize {
+                let Some(slot) = lane.alloc_slot() else { break };
+                let lba = lba_of(qid, next);
+                if kind == IoKind::Write {
+                    let (buf, off, _) = lane.slot_buf(slot);
+                    buf.write(off, &expected(lba));
+                }
+                lane.submit(slot, kind, 1, lba, BLOCKS, 0).expect("submit");
+                inflight[slot as usize] = Some(next);
+                next += 1;
+            }
+            let n = lane.poll(0, &mut done).expect("poll");
+            for d in &done[..n] {
+                assert_eq!(d.queue, qid, "a completion of another queue");
+                let i = inflight[d.slot as usize].take().expect("a completion for a slot in flight");
+                finished += 1;
+                if !d.status.is_success() {
+                    t.errors += 1;
+                    continue;
+                }
+                if kind == IoKind::Write {
+                    t.written += 1;
+                } else {
+                    let lba = lba_of(qid, i);
+                    let (buf, off, _) = lane.slot_buf(d.slot);
+                    let mut got = vec![0u8; BLOCKS as usize * 512];
+                    buf.read(off, &mut got);
+                    assert!(got == expected(lba), "queue {qid}: block at LBA {lba} read back wrong");
+                    t.verified += 1;
+                }
+            }
+            if n == 0 {
+                thread::yield_now();
+            }
+        }
+    }
+    (lane, t)
+}
+
+fn queues_on_threads(n: u16) {
+    let (mut w, mut h) = setup_with(n);
+    // A KATO short enough that the owner sends Keep Alives while the lanes run.
+    let cfg = HostConfig { io_queues: n, kato_ms: 20, ..four_queues(QD) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    assert_eq!(host.io_queues().0, n);
+    let lanes = host.lend_io_queues();
+    assert_eq!(lanes.len(), n as usize);
+    assert_eq!(host.io_queues().0, 0, "the host holds no I/O queue while they are lent");
+    let stop = AtomicBool::new(false);
+    let ka_before = host.stats.keep_alives;
+    let results: Vec<(IoLane<V>, Tally)> = thread::scope(|s| {
+        let handles: Vec<_> = lanes.into_iter().map(|l| s.spawn(|| drive(l, &stop))).collect();
+        // The owner: admin queue and keep-alive on the device, the target, adapters, clock.
+        let start = w.clock.now_ns();
+        while !handles.iter().all(|t| t.is_finished()) {
+            w.turn();
+            w.clock.advance(TURN_NS);
+            rdma::Control::poll(&mut h.v);
+            host.tick(&mut h.v, w.clock.now_ns()).expect("admin queue");
+            if w.clock.now_ns() - start > LIMIT_NS {
+                stop.store(true, Relaxed);
+            }
+        }
+        handles.into_iter().map(|t| t.join().expect("a lane's thread failed")).collect()
+    });
+    let keep_alives = host.stats.keep_alives - ka_before;
+    let mut lanes = Vec::new();
+    for (lane, t) in results {
+        assert_eq!(t, Tally { written: PER_QUEUE, verified: PER_QUEUE, errors: 0 }, "queue {}", lane.qid());
+        assert_eq!(lane.stats.completions, 2 * PER_QUEUE);
+        lanes.push(lane);
+    }
+    assert!(keep_alives >= 2, "the owner kept the admin queue alive while the lanes ran ({keep_alives} Keep Alives)");
+    host.return_io_queues(lanes);
+    assert_eq!(host.io_queues().0, n);
+    assert_eq!(host.stats.errors, 0);
+    assert!(host.stats.completions >= 2 * PER_QUEUE * n as u64);
+    // Back with the host: its own submit/poll drive them again.
+    let r = nvmeof::verify::run(&mut host, &mut h.v, &mut w, 1, 200, 8, 8, 7).expect("verify after the lanes came back");
+    assert!(r.errors == 0 && r.mismatches == 0, "{r:?}");
+    host.disconnect(&mut h.v, &mut w).expect("disconnect");
+    println!("HOST-THREADS queues={n} ios={} keep_alives_while_lent={keep_alives}", 2 * PER_QUEUE * n as u64);
+}
+
+#[test]
+fn two_io_queues_on_two_threads_with_verified_data() {
+    queues_on_threads(2);
+}
+
+#[test]
+fn four_io_queues_on_four_threads_with_verified_data() {
+    queues_on_threads(4);
+}
