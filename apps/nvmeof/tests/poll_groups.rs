@@ -4,7 +4,7 @@
 //! adapter's objects and pages back at baseline; a QP in error on one group leaves the other
 //! queues serving; more connections than SRQ buffers (RNR NAKs, retried) and the SRQ limit
 //! event; a new queue answered (attached or refused, REJ with nothing leaked) only after its
-//! group's turn. The groups are polled in turn by one thread.
+//! group's turn; a full group skipped by the round-robin. The groups are polled in turn by one thread.
 
 use std::collections::BTreeMap;
 
@@ -275,6 +275,54 @@ fn a_refused_attach_sends_rej_and_leaks_nothing() {
     assert_eq!(w.target.pinned().dma_bytes, pinned.dma_bytes, "its memory freed");
     w.target.disconnected(&mut w.t.v, first.qpn);
     settle_to_baseline(&mut w, base, "after the refused queue");
+}
+
+/// A group holding the most queues its CQ was sized for is skipped by the round-robin: with
+/// group 1's queues gone and group 0 full (8 queues over 2 groups: 4 each), the next four new
+/// queues all go to group 1; the ninth is refused at once (REJ NO_RESOURCES, no QP made), and
+/// with every queue gone the adapter's objects and pages are back at baseline.
+#[test]
+fn a_full_group_is_skipped_and_a_queue_beyond_every_groups_room_is_refused() {
+    let (mut w, mut h) = setup_groups(4, 2);
+    let base = objects(&w);
+    let accept = |w: &mut World, h: &mut Node, k: u32| -> Result<Qpn, u16> {
+        let hq = host_qp(h);
+        let p = w.target.accept(&mut w.t.v, &cm_req_private(0, 32), &rc_attrs(hq, H_IP, H_MAC, 0x100 + k, 0x900 + k)).map_err(|rej| rej.sts.get())?;
+        w.target.poll(&mut w.t.v, w.clock.now_ns());
+        match w.target.take_answer() {
+            Some(QueueAnswer::Attached(q)) => assert_eq!(q, p.qpn, "queue {k}"),
+            a => panic!("queue {k}: {a:?}"),
+        }
+        Ok(p.qpn)
+    };
+    let mut by_group: [Vec<Qpn>; 2] = [Vec::new(), Vec::new()];
+    for k in 0..8u32 {
+        by_group[k as usize % 2].push(accept(&mut w, &mut h, k).expect("room"));
+    }
+    assert_eq!((w.target.group_stats(0).queues_assigned, w.target.group_stats(1).queues_assigned), (4, 4), "round-robin");
+    for q in by_group[1].drain(..) {
+        w.target.disconnected(&mut w.t.v, q);
+    }
+    for _ in 0..4 {
+        w.target.poll(&mut w.t.v, w.clock.now_ns());
+    }
+    assert_eq!(w.target.queues(), 4);
+    assert_eq!(w.target.group_stats(1).queues_live, 0);
+    // Round-robin would start at group 0 (it took the first of the last pair), which is full.
+    for k in 8..12u32 {
+        by_group[1].push(accept(&mut w, &mut h, k).expect("group 1 has room"));
+        assert_eq!(w.target.group_stats(0).queues_assigned, 4, "queue {k} not given to the full group 0");
+    }
+    assert_eq!(w.target.group_stats(1).queues_assigned, 8);
+    assert_eq!(w.target.group_stats(1).queues_live, 4);
+    let qps = w.t.cx.device().qps.len();
+    assert_eq!(accept(&mut w, &mut h, 12), Err(nvmeof::wire::cm_rej::NO_RESOURCES), "every group full");
+    assert_eq!(w.t.cx.device().qps.len(), qps, "no QP made for the refused queue");
+    assert_eq!(w.target.queues(), 8);
+    for q in by_group.iter().flatten() {
+        w.target.disconnected(&mut w.t.v, *q);
+    }
+    settle_to_baseline(&mut w, base, "after the full groups");
 }
 
 /// A target QP forced into error while its queue has I/O outstanding, then closed (by its
