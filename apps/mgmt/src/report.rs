@@ -382,8 +382,9 @@ pub fn mgmt_metrics(e: &mut Exposition<'_>, m: &MgmtStats, open: usize) {
 /// A port's subsystem links, the operator's side of Linux nvmet's configfs symlinks
 /// `ports/P/subsystems/NQN`: list them ([`Page::Links`]: the linked NQNs, one a line), link
 /// one or unlink it ([`Page::Link`]: [`nvmeof::nvmet::rdma::RdmaTarget::link_subsystem`],
-/// `unlink_subsystem`, which deletes its controllers and closes their queues). The target has
-/// one listener: every port its discovery log publishes (`TargetConfig::ports`) stands for it.
+/// `unlink_subsystem`, which deletes the controllers that came in through that port and closes
+/// their queues); the ports are the configuration's (`TargetConfig::ports`), each listening on
+/// its own service ID.
 /// Other pages are not this function's: answered 404.
 pub fn port_links<V: GroupVerbs, B: BlockDevice>(w: &mut dyn Write, page: Page<'_>, verbs: &mut V, svc: &mut TargetService<V, B>) -> Rendered {
     let port = match page {
@@ -396,12 +397,12 @@ pub fn port_links<V: GroupVerbs, B: BlockDevice>(w: &mut dyn Write, page: Page<'
     }
     let Page::Link { nqn, link, .. } = page else {
         let core = &svc.target.core;
-        for s in core.subsystems().filter(|s| core.subsystem_linked(&s.nqn) == Some(true)) {
+        for s in core.subsystems().filter(|s| core.subsystem_linked(port, &s.nqn) == Some(true)) {
             writeln!(w, "{}", s.nqn)?;
         }
         return Ok(Answer::Found);
     };
-    let found = if link { svc.target.link_subsystem(nqn) } else { svc.target.unlink_subsystem(verbs, nqn) };
+    let found = if link { svc.target.link_subsystem(port, nqn) } else { svc.target.unlink_subsystem(verbs, port, nqn) };
     if !found {
         writeln!(w, "no subsystem {nqn}")?;
         return Ok(Answer::NotFound);

@@ -106,10 +106,23 @@ impl ConnectSpec {
     }
 }
 
+/// A port of a configuration file (nvmet's `ports/P`): its ID, where it listens, and the
+/// subsystems linked to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSpec {
+    pub portid: u16,
+    pub addr: ([u8; 4], u16),
+    pub subsystems: Vec<String>,
+}
+
 /// Everything NVMe-oF found on the command line.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NvmeofArgs {
+    /// `nvmet.listen=` (or a configuration file's first port).
     pub listen: Option<([u8; 4], u16)>,
+    /// A configuration file's ports with their links (empty: one port at `listen`, every
+    /// subsystem linked to it).
+    pub ports: Vec<PortSpec>,
     pub subsystems: Vec<SubsysSpec>,
     pub connect: Option<ConnectSpec>,
     pub bench: Option<BenchConfig>,
@@ -452,8 +465,17 @@ pub fn build_target<B: blockdev::BlockDevice>(
 ) -> Result<(crate::nvmet::TargetConfig, Vec<crate::nvmet::SubsystemConfig<B>>), ArgError> {
     let mut cfg = base;
     cfg.limits = bounds::target_limits(&args.bounds, &cfg.limits)?;
-    if let Some((addr, port)) = args.listen {
-        cfg.ports = alloc::vec![crate::nvmet::PortConfig { portid: 1, traddr: addr, trsvcid: port }];
+    if !args.ports.is_empty() {
+        // The listen address may have been rewritten (the image publishes its own address):
+        // every port is on it, as the configuration file's ports share one address.
+        let ip = args.listen.map(|(a, _)| a);
+        cfg.ports = args
+            .ports
+            .iter()
+            .map(|p| crate::nvmet::PortConfig { portid: p.portid, traddr: ip.unwrap_or(p.addr.0), trsvcid: p.addr.1, subsystems: Some(p.subsystems.clone()) })
+            .collect();
+    } else if let Some((addr, port)) = args.listen {
+        cfg.ports = alloc::vec![crate::nvmet::PortConfig { portid: 1, traddr: addr, trsvcid: port, subsystems: None }];
     }
     let mut subs = Vec::new();
     for s in &args.subsystems {

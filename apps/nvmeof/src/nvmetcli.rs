@@ -7,7 +7,9 @@
 //! named after the group (`attr`, `addr`, `param`, `device`, `ana`, `resv`), `enable`, `nsid`,
 //! `portid`, `grpid` and `ana_grpid` are numbers. What it means here:
 //! - `ports[]`: `addr.trtype` must be `rdma` and `addr.adrfam` `ipv4`; `traddr:trsvcid` is where
-//!   the target listens. Only the subsystems a port names are served (as with nvmet).
+//!   the port listens; several ports listen on several service IDs of the one address (the
+//!   appliance has one; ports on two addresses are refused). A port serves and lists only the
+//!   subsystems it names (as with nvmet); a subsystem no port names is not served.
 //!   `referrals` must be empty; `param` (`inline_data_size`, `max_queue_size`, `pi_enable`) and
 //!   `ana_groups` are read and not applied (the appliance has fixed values and one ANA state).
 //! - `subsystems[]`: `nqn`, `allowed_hosts`, `attr.allow_any_host` ("0"/"1"), `attr.serial`,
@@ -32,7 +34,7 @@ use alloc::vec::Vec;
 
 use serde_json::{Map, Value};
 
-use crate::cmdline::{nqn_ok, parse_addr, parse_size, NsIdent, NsSpec, NvmeofArgs, SubsysSpec};
+use crate::cmdline::{nqn_ok, parse_addr, parse_size, NsIdent, NsSpec, NvmeofArgs, PortSpec, SubsysSpec};
 
 /// What is wrong with a configuration file, and where (a key path, or `line L column C`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,12 +71,18 @@ pub fn parse(json: &[u8]) -> Result<NvmeofArgs, ConfigError> {
         let at = format!("ports[{i}]");
         let p = object(p, &at)?;
         known(p, &at, &["portid", "addr", "param", "subsystems", "ana_groups", "referrals", "enable"])?;
-        number(p.get("portid"), &format!("{at}.portid"), 1, u16::MAX as u64)?;
+        let portid = number(p.get("portid"), &format!("{at}.portid"), 1, u16::MAX as u64)? as u16;
         let listen = port_addr(p.get("addr"), &format!("{at}.addr"))?;
-        match out.listen {
-            Some(l) if l != listen => return Err(bad(&at, "a second listen address: the appliance listens on one address and port")),
-            _ => out.listen = Some(listen),
+        if out.ports.iter().any(|q| q.portid == portid) {
+            return Err(bad(&format!("{at}.portid"), format!("port {portid} is defined twice")));
         }
+        match out.listen {
+            Some(l) if l.0 != listen.0 => return Err(bad(&format!("{at}.addr.traddr"), "a second address: the appliance has one address (its ports differ by trsvcid)")),
+            _ if out.ports.iter().any(|q| q.addr == listen) => return Err(bad(&format!("{at}.addr.trsvcid"), "another port listens on this address and service ID")),
+            Some(_) => {}
+            None => out.listen = Some(listen),
+        }
+        let mut port = PortSpec { portid, addr: listen, subsystems: Vec::new() };
         let param = format!("{at}.param");
         if let Some(v) = p.get("param") {
             strings(object(v, &param)?, &param, &["inline_data_size", "max_queue_size", "pi_enable"])?;
@@ -91,9 +99,13 @@ pub fn parse(json: &[u8]) -> Result<NvmeofArgs, ConfigError> {
         for (j, s) in array(p.get("subsystems"), &format!("{at}.subsystems"))?.iter().enumerate() {
             let n = nqn(Some(s), &format!("{at}.subsystems[{j}]"))?;
             if !served.contains(&n) {
-                served.push(n);
+                served.push(n.clone());
+            }
+            if !port.subsystems.contains(&n) {
+                port.subsystems.push(n);
             }
         }
+        out.ports.push(port);
     }
     let mut seen: Vec<String> = Vec::new();
     for (i, s) in array(root.get("subsystems"), "subsystems")?.iter().enumerate() {
@@ -114,13 +126,18 @@ pub fn parse(json: &[u8]) -> Result<NvmeofArgs, ConfigError> {
 }
 
 /// Add a configuration file's settings to those of the command-line words: its subsystems join
-/// theirs (an NQN defined by both is an error), its listen address is used unless the words give
-/// one, which must then be the same.
+/// theirs (an NQN defined by both is an error), its ports are the target's (the words'
+/// subsystems linked to every one of them), its listen address is used unless the words give
+/// one, which must then be one of its ports'.
 pub fn apply(args: &mut NvmeofArgs, file: NvmeofArgs) -> Result<(), ConfigError> {
     match (args.listen, file.listen) {
-        (Some(a), Some(b)) if a != b => return Err(bad("ports", "the configuration listens elsewhere than nvmet.listen= says")),
+        (Some(a), Some(_)) if !file.ports.iter().any(|p| p.addr == a) => return Err(bad("ports", "the configuration listens elsewhere than nvmet.listen= says")),
         (None, l) => args.listen = l,
         _ => {}
+    }
+    args.ports = file.ports;
+    for p in &mut args.ports {
+        p.subsystems.extend(args.subsystems.iter().map(|s| s.nqn.clone()));
     }
     for s in file.subsystems {
         if args.subsystems.iter().any(|t| t.nqn == s.nqn) {

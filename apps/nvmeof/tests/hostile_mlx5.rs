@@ -244,7 +244,7 @@ fn world() -> World {
     let mut s = node(&clock, &hub, S_IP, S_MAC, 0x4_0000_0000);
     let ns = RamNamespace::new(t.hal.clone(), NS_BYTES, 512).expect("namespace memory");
     let cfg = TargetConfig {
-        ports: vec![PortConfig { portid: 1, traddr: T_IP, trsvcid: 4420 }],
+        ports: vec![PortConfig { portid: 1, traddr: T_IP, trsvcid: 4420, subsystems: None }],
         inline_data_size: 4096,
         max_io_bytes: 128 * 1024,
         io_queue_depth: 32,

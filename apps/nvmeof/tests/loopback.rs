@@ -461,9 +461,9 @@ fn an_unlinked_subsystem_is_neither_served_nor_listed_until_linked_again() {
     let mut hd = host_dev(&fabric);
     let host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect");
     assert_eq!((w.target.core.live_ctrls(), w.target.queues()), (1, 3));
-    assert!(w.target.unlink_subsystem(&mut w.tdev, SUBNQN));
-    assert!(!w.target.unlink_subsystem(&mut w.tdev, "nqn.2026-01.io.appliance:none"), "no such subsystem");
-    assert_eq!(w.target.core.subsystem_linked(SUBNQN), Some(false));
+    assert!(w.target.unlink_subsystem(&mut w.tdev, 1, SUBNQN));
+    assert!(!w.target.unlink_subsystem(&mut w.tdev, 1, "nqn.2026-01.io.appliance:none"), "no such subsystem");
+    assert_eq!(w.target.core.subsystem_linked(1, SUBNQN), Some(false));
     assert_eq!((w.target.core.live_ctrls(), w.target.queues()), (0, 0), "controller deleted, queues closed");
     let mut closed = 0;
     while w.target.take_closed().is_some() {
@@ -477,7 +477,7 @@ fn an_unlinked_subsystem_is_neither_served_nor_listed_until_linked_again() {
         Ok(_) => panic!("connected to an unlinked subsystem"),
     }
     assert!(Host::discover(&mut hd, &mut w, host_cfg()).expect("discover").is_empty(), "not listed while unlinked");
-    assert!(w.target.link_subsystem(SUBNQN));
+    assert!(w.target.link_subsystem(1, SUBNQN));
     let e = Host::discover(&mut hd, &mut w, host_cfg()).expect("discover");
     assert_eq!(e.iter().map(|e| e.subnqn.as_str()).collect::<Vec<_>>(), [SUBNQN]);
     let mut host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect once linked");

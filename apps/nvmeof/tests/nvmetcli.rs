@@ -7,6 +7,26 @@ use nvmeof::nvmetcli::parse;
 
 const SAVED: &str = include_str!("data/nvmetcli-rdma.json");
 
+/// A store of `.0` bytes for the configuration tests (never given I/O).
+struct Dev(u64);
+impl blockdev::BlockDevice for Dev {
+    fn block_size(&self) -> u32 {
+        512
+    }
+    fn num_blocks(&self) -> u64 {
+        self.0 / 512
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        256
+    }
+    fn submit(&mut self, _: &blockdev::BlockIo) -> Result<(), blockdev::BlockError> {
+        Ok(())
+    }
+    fn poll(&mut self, _: &mut [blockdev::BlockDone]) -> usize {
+        0
+    }
+}
+
 #[test]
 fn a_saved_rdma_configuration_gives_the_ports_subsystems_hosts_and_namespaces() {
     let a = parse(SAVED.as_bytes()).unwrap();
@@ -26,24 +46,6 @@ fn a_saved_rdma_configuration_gives_the_ports_subsystems_hosts_and_namespaces() 
 
 #[test]
 fn the_target_is_built_with_the_files_nsids_nguids_serials_and_models() {
-    struct Dev(u64);
-    impl blockdev::BlockDevice for Dev {
-        fn block_size(&self) -> u32 {
-            512
-        }
-        fn num_blocks(&self) -> u64 {
-            self.0 / 512
-        }
-        fn max_transfer_blocks(&self) -> u32 {
-            256
-        }
-        fn submit(&mut self, _: &blockdev::BlockIo) -> Result<(), blockdev::BlockError> {
-            Ok(())
-        }
-        fn poll(&mut self, _: &mut [blockdev::BlockDone]) -> usize {
-            0
-        }
-    }
     let a = parse(SAVED.as_bytes()).unwrap();
     let (cfg, subs) = build_target(&a, Default::default(), |spec| match spec {
         NsSpec::Ram { bytes, .. } | NsSpec::Null { bytes, .. } => Ok(Dev(*bytes)),
@@ -109,6 +111,41 @@ fn a_disabled_passthru_node_is_ignored_an_enabled_one_refused() {
     assert_eq!(parse(j.as_bytes()).unwrap().subsystems.len(), 2);
     let j = SAVED.replacen("\"nqn\": \"nqn.2026-11.io.example:db\"", &node(1), 1);
     assert_eq!(err_at(&j).0, "subsystems[0].passthru[0].enable");
+}
+
+/// SAVED with a second port (ID 2 on `traddr:trsvcid`, linked to the scratch subsystem only).
+fn with_second_port(traddr: &str, trsvcid: &str, portid: u64) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(SAVED).unwrap();
+    let ports = v["ports"].as_array_mut().unwrap();
+    let mut p = ports[0].clone();
+    p["portid"] = portid.into();
+    p["addr"]["traddr"] = traddr.into();
+    p["addr"]["trsvcid"] = trsvcid.into();
+    p["subsystems"] = serde_json::json!(["nqn.2026-11.io.example:scratch"]);
+    ports.push(p);
+    v.to_string()
+}
+
+#[test]
+fn ports_on_several_service_ids_keep_their_own_links() {
+    let a = parse(with_second_port("10.77.0.1", "4421", 2).as_bytes()).unwrap();
+    assert_eq!(a.listen, Some(([10, 77, 0, 1], 4420)), "the first port's address");
+    let ports: Vec<(u16, u16, Vec<&str>)> = a.ports.iter().map(|p| (p.portid, p.addr.1, p.subsystems.iter().map(|s| s.as_str()).collect())).collect();
+    assert_eq!(
+        ports,
+        [(1, 4420, vec!["nqn.2026-11.io.example:db", "nqn.2026-11.io.example:scratch"]), (2, 4421, vec!["nqn.2026-11.io.example:scratch"])]
+    );
+    // Subsystems from the command line are linked to every port of the file.
+    let mut words = nvmeof::cmdline::parse("nvmet.subsys=nqn.2026-11.io.example:words,ns=null:1M,allow_any").unwrap();
+    nvmeof::nvmetcli::apply(&mut words, a).unwrap();
+    assert!(words.ports.iter().all(|p| p.subsystems.iter().any(|s| s == "nqn.2026-11.io.example:words")));
+    let (cfg, _) = build_target(&words, nvmeof::nvmet::TargetConfig::default(), |_| Ok(Dev(1 << 20))).unwrap();
+    let got: Vec<(u16, [u8; 4], u16, usize)> = cfg.ports.iter().map(|p| (p.portid, p.traddr, p.trsvcid, p.subsystems.as_ref().map_or(0, |s| s.len()))).collect();
+    assert_eq!(got, [(1, [10, 77, 0, 1], 4420, 3), (2, [10, 77, 0, 1], 4421, 2)]);
+    // One address only, one port per service ID, one definition per port ID.
+    assert_eq!(err_at(&with_second_port("10.77.0.2", "4421", 2)).0, "ports[1].addr.traddr");
+    assert_eq!(err_at(&with_second_port("10.77.0.1", "4420", 2)).0, "ports[1].addr.trsvcid");
+    assert_eq!(err_at(&with_second_port("10.77.0.1", "4421", 1)).0, "ports[1].portid");
 }
 
 #[test]

@@ -32,10 +32,16 @@ struct Side {
 type Env = CmHostEnv<TDev, Box<dyn FnMut() -> u64>, Box<dyn FnMut(&mut TDev)>>;
 
 fn setup(fabric: &SoftFabric) -> (Rc<RefCell<Side>>, TDev, Env, Rc<Cell<u64>>) {
+    setup_with(fabric, vec![PortConfig { portid: 1, traddr: TARGET_IP, trsvcid: 4420, subsystems: None }], &[SUBNQN])
+}
+
+/// The service on `ports` serving one RAM namespace in each subsystem of `nqns` (the host
+/// allowed), listening on 4420 and every port's service ID; the host's CM aims at 4420.
+fn setup_with(fabric: &SoftFabric, ports: Vec<PortConfig>, nqns: &[&str]) -> (Rc<RefCell<Side>>, TDev, Env, Rc<Cell<u64>>) {
     let mem = MemMap::default();
     let mut tdev = TDev { dev: fabric.add_device(TARGET_IP), mem: mem.clone() };
     let cfg = TargetConfig {
-        ports: vec![PortConfig { portid: 1, traddr: TARGET_IP, trsvcid: 4420 }],
+        ports,
         inline_data_size: 4096,
         max_io_bytes: 32 * 1024,
         io_queue_depth: 64,
@@ -43,14 +49,18 @@ fn setup(fabric: &SoftFabric) -> (Rc<RefCell<Side>>, TDev, Env, Rc<Cell<u64>>) {
         max_ctrls: 4,
         ..TargetConfig::default()
     };
-    let subs = vec![SubsystemConfig {
-        nqn: SUBNQN.into(),
-        serial: "APPL0001".into(),
-        model: "appliance ram".into(),
-        hosts: vec![HOSTNQN.into()],
-        allow_any_host: false,
-        namespaces: vec![NamespaceConfig { nsid: 1, dev: RamDisk::new(mem, 2048, 512), nguid: [0x11; 16] }],
-    }];
+    let subs = nqns
+        .iter()
+        .enumerate()
+        .map(|(i, nqn)| SubsystemConfig {
+            nqn: nqn.to_string(),
+            serial: format!("APPL000{}", i + 1),
+            model: "appliance ram".into(),
+            hosts: vec![HOSTNQN.into()],
+            allow_any_host: false,
+            namespaces: vec![NamespaceConfig { nsid: 1, dev: RamDisk::new(mem.clone(), 2048, 512), nguid: [0x11 + i as u8; 16] }],
+        })
+        .collect();
     let core = Core::new(cfg, subs).expect("config");
     let svc = TargetService::with_cm_config(&mut tdev, core, 16, 4420, cm_cfg(7)).expect("listen");
     let side = Rc::new(RefCell::new(Side { svc, dev: tdev }));
@@ -207,4 +217,82 @@ fn verified_random_io_at_qd1_and_qd16_through_the_cm() {
         assert!(r.writes > 200 && r.reads > 200 && r.blocks_verified > 1000, "{r:?}");
     }
     host.disconnect(&mut hd, &mut env).unwrap();
+}
+
+/// Two ports as nvmet's configfs has them (port 1 on 4420 linked to one subsystem, port 2 on
+/// 4421 to the other): each port's discovery log lists only its own subsystem with its own
+/// service ID and port ID; a Connect to a subsystem through the port it is not linked to gets
+/// the unknown subsystem's answer; a REQ for a service ID no port has is refused; unlinking a
+/// subsystem from port 1 deletes the controller that came in there and leaves port 2's
+/// controller serving verified I/O.
+#[test]
+fn two_ports_serve_and_list_only_the_subsystems_linked_to_them() {
+    const B: &str = "nqn.2026-01.io.appliance:ram1";
+    let f = SoftFabric::new();
+    let ports = vec![
+        PortConfig { portid: 1, traddr: TARGET_IP, trsvcid: 4420, subsystems: Some(vec![SUBNQN.into()]) },
+        PortConfig { portid: 2, traddr: TARGET_IP, trsvcid: 4421, subsystems: Some(vec![B.into()]) },
+    ];
+    let (side, mut hd, mut env, _now) = setup_with(&f, ports, &[SUBNQN, B]);
+    let before_t = side.borrow_mut().dev.dev.resources();
+    for (port, portid, nqn, other) in [(4420u16, 1u16, SUBNQN, B), (4421, 2, B, SUBNQN)] {
+        env.set_target(TARGET_IP, port);
+        let log = Host::discover(&mut hd, &mut env, cfg()).expect("discover");
+        let got: Vec<(&str, &str, u16)> = log.iter().map(|e| (e.subnqn.as_str(), e.trsvcid.as_str(), e.portid)).collect();
+        assert_eq!(got, [(nqn, port.to_string().as_str(), portid)], "port {portid}'s discovery log");
+        match Host::connect(&mut hd, &mut env, cfg(), other) {
+            Err(Error::Nvme(s)) => assert_eq!(s, Status::CONNECT_INVALID_PARAM, "{other} through port {portid}"),
+            r => panic!("{other} through port {portid}: {:?}", r.map(|_| ())),
+        }
+    }
+    env.set_target(TARGET_IP, 4422);
+    assert!(Host::connect(&mut hd, &mut env, cfg(), SUBNQN).is_err(), "no port on 4422");
+    env.set_target(TARGET_IP, 4420);
+    let mut a = Host::connect(&mut hd, &mut env, cfg(), SUBNQN).expect("A through port 1");
+    env.set_target(TARGET_IP, 4421);
+    let mut b = Host::connect(&mut hd, &mut env, cfg(), B).expect("B through port 2");
+    assert_eq!(side.borrow().svc.connections(), 6, "two controllers, admin + 2 I/O queues each");
+    {
+        let mut s = side.borrow_mut();
+        let Side { svc, dev } = &mut *s;
+        assert!(!svc.target.unlink_subsystem(dev, 2, "nqn.2026-01.io.appliance:none"), "no such subsystem");
+        assert!(!svc.target.unlink_subsystem(dev, 3, SUBNQN), "no such port");
+        assert!(svc.target.unlink_subsystem(dev, 2, SUBNQN), "not linked there: nothing deleted");
+        assert_eq!(svc.target.core.subsystem_linked(1, SUBNQN), Some(true));
+        assert!(svc.target.unlink_subsystem(dev, 1, SUBNQN));
+        assert_eq!(svc.target.core.subsystem_linked(1, SUBNQN), Some(false));
+    }
+    for _ in 0..50 {
+        env.idle_now(&mut hd);
+    }
+    assert_eq!(side.borrow().svc.connections(), 3, "A's controller deleted, B's queues kept");
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 4];
+    for (kind, fill) in [(IoKind::Write, 0x5au8), (IoKind::Read, 0)] {
+        let slot = b.alloc_slot(1).expect("slot");
+        let (buf, off, _) = b.slot_buf(1, slot);
+        buf.write(off, &[fill; 4096]);
+        b.submit(&mut hd, 1, slot, kind, 1, 64, 8, env.now_ns_peek()).expect("submit");
+        let n = loop {
+            env.idle_now(&mut hd);
+            let n = b.poll(&mut hd, env.now_ns_peek(), &mut done).expect("poll");
+            if n > 0 {
+                break n;
+            }
+        };
+        assert_eq!(n, 1);
+        assert!(done[0].status.is_success(), "{:?}", done[0].status);
+        if kind == IoKind::Read {
+            let mut got = vec![0u8; 4096];
+            b.slot_buf(1, slot).0.read(off, &mut got);
+            assert!(got.iter().all(|&x| x == 0x5a), "B's data read back through port 2");
+        }
+    }
+    let _ = a.poll(&mut hd, env.now_ns_peek(), &mut done);
+    let _ = a.disconnect(&mut hd, &mut env);
+    b.disconnect(&mut hd, &mut env).expect("B disconnects");
+    for _ in 0..50 {
+        env.idle_now(&mut hd);
+    }
+    assert_eq!(side.borrow().svc.connections(), 0);
+    assert_eq!(side.borrow_mut().dev.dev.resources().qps, before_t.qps, "target QPs destroyed");
 }

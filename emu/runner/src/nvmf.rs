@@ -44,7 +44,7 @@ pub fn build_core(node: &Node, words: &str, config: Option<&NvmeofArgs>, ip: [u8
     if listen.0 != ip {
         return Err(format!("nvmet.listen address {:?} is not this node's {:?}", listen.0, ip));
     }
-    let mut base = TargetConfig { ports: vec![PortConfig { portid: 1, traddr: listen.0, trsvcid: listen.1 }], ..TargetConfig::default() };
+    let mut base = TargetConfig { ports: vec![PortConfig { portid: 1, traddr: listen.0, trsvcid: listen.1, subsystems: None }], ..TargetConfig::default() };
     // Controller IDs a peer cannot predict (the image uses the TSC).
     base.limits.cntlid_seed ^= std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let hal = node.hal.clone();

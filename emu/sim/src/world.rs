@@ -402,7 +402,7 @@ impl World {
             dev.restore(&b);
         }
         let cfg = TargetConfig {
-            ports: vec![PortConfig { portid: 1, traddr: t_ip(j), trsvcid: PORT }],
+            ports: vec![PortConfig { portid: 1, traddr: t_ip(j), trsvcid: PORT, subsystems: None }],
             inline_data_size: 1024,
             max_io_bytes: 32 * 1024,
             io_queue_depth: 32,
@@ -587,10 +587,10 @@ impl World {
                 if let Some(t) = self.targets[j].as_mut() {
                     let nqn = subnqn(j);
                     let ok = if linked {
-                        t.svc.target.link_subsystem(&nqn)
+                        t.svc.target.link_subsystem(1, &nqn)
                     } else {
                         let ctrls = t.svc.target.core.live_ctrls() as u64;
-                        let ok = t.svc.target.unlink_subsystem(&mut t.node.v, &nqn);
+                        let ok = t.svc.target.unlink_subsystem(&mut t.node.v, 1, &nqn);
                         self.out.unlinked_ctrls += ctrls - t.svc.target.core.live_ctrls() as u64;
                         ok
                     };

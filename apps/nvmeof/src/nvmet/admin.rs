@@ -118,8 +118,8 @@ impl<B: BlockDevice> Core<B> {
         let discovery = c.subsys.is_none();
         match (lid, discovery) {
             (lid::DISCOVERY, true) => {
-                let host = c.hostnqn.clone();
-                self.discovery_log(&host, off, len);
+                let (host, port) = (c.hostnqn.clone(), c.port);
+                self.discovery_log(&host, port, off, len);
             }
             (lid::ERROR, _) => {
                 let mut page = [0u8; ERROR_LOG_ENTRIES * 64];
@@ -172,16 +172,18 @@ impl<B: BlockDevice> Core<B> {
     }
 
     /// Fill `out[..len]` with the discovery log page bytes at `off`, generated per 1024-byte record.
-    pub(super) fn discovery_log(&mut self, hostnqn: &str, off: u64, len: usize) {
-        // Entries: one per (linked, allowed subsystem, port).
+    pub(super) fn discovery_log(&mut self, hostnqn: &str, port: u8, off: u64, len: usize) {
+        // Entries: one per subsystem linked to the discovery controller's port and allowing
+        // the host, with that port's address (as nvmet lists `req->port->subsystems`); none
+        // when the target has no port to publish.
         let allowed: Vec<usize> = (0..self.subsystems.len())
             .filter(|&i| {
                 let s = &self.subsystems[i].cfg;
-                self.subsystems[i].linked && (s.allow_any_host || s.hosts.iter().any(|h| h == hostnqn))
+                self.linked_via(i, port) && (s.allow_any_host || s.hosts.iter().any(|h| h == hostnqn))
             })
             .collect();
-        let nports = self.cfg.ports.len();
-        let numrec = (allowed.len() * nports) as u64;
+        let at = self.cfg.ports.get(port as usize).map(|p| (p.portid, p.traddr, p.trsvcid));
+        let numrec = if at.is_some() { allowed.len() as u64 } else { 0 };
         let mut pos = 0usize;
         while pos < len {
             let abs = off + pos as u64;
@@ -194,24 +196,23 @@ impl<B: BlockDevice> Core<B> {
                 h.genctr = U64::new(self.genctr);
                 h.numrec = U64::new(numrec);
                 buf.copy_from_slice(h.as_bytes());
-            } else if rec - 1 < numrec {
+            } else if let (true, Some((portid, traddr, trsvcid))) = (rec - 1 < numrec, at) {
                 let i = (rec - 1) as usize;
-                let s = &self.subsystems[allowed[i / nports]].cfg;
-                let p = &self.cfg.ports[i % nports];
+                let s = &self.subsystems[allowed[i]].cfg;
                 let mut e = DiscLogEntry::zeroed();
                 e.trtype = disc::TRTYPE_RDMA;
                 e.adrfam = disc::ADRFAM_IPV4;
                 e.subtype = disc::SUBTYPE_NVME;
                 e.treq = 0;
-                e.portid = U16::new(p.portid);
+                e.portid = U16::new(portid);
                 e.cntlid = U16::new(CNTLID_DYNAMIC);
                 e.asqsz = U16::new(ADMIN_QUEUE_DEPTH);
                 let mut port = heapless::String::<8>::new();
-                let _ = core::fmt::write(&mut port, format_args!("{}", p.trsvcid));
+                let _ = core::fmt::write(&mut port, format_args!("{trsvcid}"));
                 put_str(&mut e.trsvcid, &port, 0);
                 put_str(&mut e.subnqn, &s.nqn, 0);
                 let mut addr = heapless::String::<16>::new();
-                let a = p.traddr;
+                let a = traddr;
                 let _ = core::fmt::write(&mut addr, format_args!("{}.{}.{}.{}", a[0], a[1], a[2], a[3]));
                 put_str(&mut e.traddr, &addr, 0);
                 e.tsas[0] = disc::QPTYPE_CONNECTED;

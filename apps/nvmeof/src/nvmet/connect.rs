@@ -47,11 +47,11 @@ impl<B: BlockDevice> Core<B> {
         let subsys = if subnqn == DISCOVERY_NQN {
             None
         } else {
-            // An unlinked subsystem is not there for the port (nvmet: "connect request for
-            // invalid subsystem").
-            match self.subsystems.iter().position(|s| s.cfg.nqn == subnqn && s.linked) {
-                Some(i) => Some(i),
-                None => return invalid(connect_off::IATTR_DATA | connect_off::DATA_SUBNQN),
+            // A subsystem not linked to the port the queue came in on is not there for it
+            // (nvmet: "connect request for invalid subsystem").
+            match self.subsystems.iter().position(|s| s.cfg.nqn == subnqn) {
+                Some(i) if self.linked_via(i, q.port) => Some(i),
+                _ => return invalid(connect_off::IATTR_DATA | connect_off::DATA_SUBNQN),
             }
         };
         if let Some(si) = subsys {
@@ -154,6 +154,7 @@ impl<B: BlockDevice> Core<B> {
         }
         self.ctrls[free] = Some(Ctrl {
             cntlid,
+            port: q.port,
             subsys,
             hostnqn: name,
             hostid: *hostid,

@@ -16,6 +16,7 @@ pub mod devlat;
 mod fabrics;
 mod identify;
 mod io;
+mod ports;
 pub mod limits;
 pub mod auth;
 pub mod rdma;
@@ -51,12 +52,16 @@ pub const MAX_NSID: u32 = 8192;
 /// A [`Subsystem::ns_index`] entry with no namespace.
 const NO_NS: u16 = u16::MAX;
 
-/// A listen address published in the discovery log.
+/// A port (Linux nvmet's configfs `ports/P`): where the target listens, published in the
+/// discovery log, and the subsystems linked to it ([`ports`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortConfig {
     pub portid: u16,
     pub traddr: [u8; 4],
     pub trsvcid: u16,
+    /// The subsystems linked to the port (`ports/P/subsystems/NQN`); `None`: every subsystem
+    /// (the command line's one port).
+    pub subsystems: Option<Vec<String>>,
 }
 
 /// One namespace of a subsystem.
@@ -139,6 +144,9 @@ pub struct QueueState {
     /// queue, e.g. by its poll group) instead of written into the controller per command; the
     /// transport hands them to the core on the slow path ([`Core::fold_queue`]).
     pub io: QueueCounters,
+    /// The port the queue's connection came in on: its index in [`TargetConfig::ports`] (set
+    /// by the transport at accept; 0 when the target has one port or none).
+    pub port: u8,
 }
 
 /// An I/O queue's counts for its controller since they were last folded into it
@@ -362,9 +370,10 @@ struct Subsystem<B> {
     ns_base: usize,
     /// Per namespace: its device-latency table, when the core has a clock ([`devlat`]).
     ns_lat: Vec<Option<devlat::DevLatency>>,
-    /// Linked to the port (nvmet configfs: `ports/P/subsystems/NQN` present); an unlinked
-    /// subsystem is neither served nor listed ([`Core::unlink_subsystem`]).
-    linked: bool,
+    /// The ports it is linked to, bit `i` for `TargetConfig::ports[i]` (nvmet configfs:
+    /// `ports/P/subsystems/NQN` present; bit 0 alone when the target has no port): through a
+    /// port it is not linked to, a subsystem is neither served nor listed ([`ports`]).
+    links: u64,
 }
 
 /// A namespace's counters kept by the core (cumulative).
@@ -429,6 +438,8 @@ mod csts {
 
 struct Ctrl {
     cntlid: u16,
+    /// The port its admin queue came in on (index in `TargetConfig::ports`).
+    port: u8,
     /// Subsystem index; `None` for the discovery controller.
     subsys: Option<usize>,
     hostnqn: String,
@@ -597,7 +608,7 @@ impl<B: BlockDevice> Core<B> {
                     max_io_bytes: max_io_bytes(cfg.max_io_bytes, &s.namespaces),
                     cfg: s,
                     stats: SubsysStats::default(),
-                    linked: true,
+                    links: 0,
                 })
                 .collect(),
             cfg,
@@ -617,6 +628,7 @@ impl<B: BlockDevice> Core<B> {
             auth,
         };
         core.own_io = core.io_counts();
+        core.init_links()?;
         Ok(core)
     }
 
@@ -725,39 +737,6 @@ impl<B: BlockDevice> Core<B> {
                 *slot = false;
             }
         }
-    }
-
-    /// Unlink subsystem `nqn` from the port, as removing its link under an nvmet configfs port
-    /// does: from now on a Connect to it gets the answer an unknown subsystem gets (Connect
-    /// Invalid Parameters, Do Not Retry, on SUBNQN) and the discovery log leaves it out, until
-    /// [`Core::link_subsystem`]. Its controllers are freed here; their CNTLIDs are returned so
-    /// the transport closes their queues (nvmet deletes them, the host sees its queues
-    /// disconnected). `None`: no such subsystem. Slow path (operator action).
-    pub fn unlink_subsystem(&mut self, nqn: &str) -> Option<Vec<u16>> {
-        let si = self.subsystems.iter().position(|s| s.cfg.nqn == nqn)?;
-        if self.subsystems[si].linked {
-            self.subsystems[si].linked = false;
-            self.genctr += 1;
-            log::warn!("nvmeof: target: {nqn} unlinked from the port: its controllers deleted, Connects refused");
-        }
-        let ids: Vec<u16> = self.ctrls.iter().flatten().filter(|c| c.subsys == Some(si)).map(|c| c.cntlid).collect();
-        Some(ids)
-    }
-
-    /// Link subsystem `nqn` to the port again (served and listed). False: no such subsystem.
-    pub fn link_subsystem(&mut self, nqn: &str) -> bool {
-        let Some(s) = self.subsystems.iter_mut().find(|s| s.cfg.nqn == nqn) else { return false };
-        if !s.linked {
-            s.linked = true;
-            self.genctr += 1;
-            log::info!("nvmeof: target: {nqn} linked to the port again");
-        }
-        true
-    }
-
-    /// Whether subsystem `nqn` is linked to the port (`None`: no such subsystem).
-    pub fn subsystem_linked(&self, nqn: &str) -> Option<bool> {
-        self.subsystems.iter().find(|s| s.cfg.nqn == nqn).map(|s| s.linked)
     }
 
     /// The earliest time [`Core::expired_ctrl`] finds a controller expired, from the last

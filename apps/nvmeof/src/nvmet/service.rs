@@ -12,6 +12,11 @@
 //! then the service keeps the CM ID, the QPN and the REP private data, and the CM answers a
 //! retransmitted REQ for that ID with nothing.
 //!
+//! The service listens on `listen_port` and on the service ID of every port of the
+//! configuration (`TargetConfig::ports`, nvmet's `ports/P`); a REQ names the port it came in on
+//! by its service ID, and the queue is admitted only to that port's subsystems
+//! ([`RdmaTarget::accept_on`]).
+//!
 //! When the adapter fails ([`rdma::Control::device_failed`]: the driver reset it), every queue is
 //! closed (its work flushed), the namespace keys released, and once the block I/O of those
 //! queues is over the device is brought up again and the service listens anew (a new CM on the
@@ -79,8 +84,10 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
     /// As [`TargetService::new`] with CM settings (timers, seed).
     pub fn with_cm_config(verbs: &mut V, core: Core<B>, max_queues: usize, listen_port: u16, cfg: CmConfig) -> Result<Self, Error<V::Error>> {
         let mut cm = Cm::new(verbs, cfg).map_err(cm_err)?;
-        cm.listen(listen_port).map_err(cm_err)?;
-        log::info!("nvmeof: service: listening on {}.{}.{}.{} port {listen_port}", verbs.local_ip()[0], verbs.local_ip()[1], verbs.local_ip()[2], verbs.local_ip()[3]);
+        for port in listen_ports(&core, listen_port) {
+            cm.listen(port).map_err(cm_err)?;
+            log::info!("nvmeof: service: listening on {}.{}.{}.{} port {port}", verbs.local_ip()[0], verbs.local_ip()[1], verbs.local_ip()[2], verbs.local_ip()[3]);
+        }
         Ok(TargetService { cm, target: RdmaTarget::new(core, max_queues), port: listen_port, live: BTreeMap::new(), pending: BTreeMap::new(), cm_cfg: cfg, stats: ServiceStats::default() })
     }
 
@@ -125,10 +132,14 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
         match ev {
             CmEvent::ConnectRequest(r) => {
                 self.stats.requests += 1;
-                if r.port != self.port {
-                    let _ = self.cm.reject(verbs, r.id, rej_reason::INVALID_SERVICE_ID, &[]);
-                    return;
-                }
+                let port = match self.target.core.port_for_service(r.port) {
+                    Some(i) => i,
+                    None if r.port == self.port => 0,
+                    None => {
+                        let _ = self.cm.reject(verbs, r.id, rej_reason::INVALID_SERVICE_ID, &[]);
+                        return;
+                    }
+                };
                 // The target only issues READ/WRITE towards the host; it grants no remote access.
                 let local = Access { local_write: true, remote_read: false, remote_write: false };
                 let attrs = match self.cm.accept_attrs(r.id, 0, TARGET_READ_DEPTH, local) {
@@ -139,7 +150,7 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
                         return;
                     }
                 };
-                match self.target.accept(verbs, &r.private_data, &attrs) {
+                match self.target.accept_on(verbs, port, &r.private_data, &attrs) {
                     // REP once its poll group has it (`answer_pending`).
                     Ok(p) => {
                         self.pending.insert(p.qpn.0, Pending { id: r.id, rep: p.rep, abandoned: false });
@@ -227,7 +238,8 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
         // Another seed for the new CM: its IDs must not repeat the old one's.
         let mut cfg = self.cm_cfg;
         cfg.seed ^= (self.stats.device_recoveries + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        match Cm::new(verbs, cfg).and_then(|mut cm| cm.listen(self.port).map(|()| cm)) {
+        let ports = listen_ports(&self.target.core, self.port);
+        match Cm::new(verbs, cfg).and_then(|mut cm| ports.iter().try_for_each(|p| cm.listen(*p)).map(|()| cm)) {
             Ok(cm) => self.cm = cm,
             Err(e) => {
                 log::error!("nvmeof: service: listening again after the device recovered: {e:?}");
@@ -236,7 +248,7 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
         }
         self.target.register_namespaces(verbs);
         self.stats.device_recoveries += 1;
-        log::info!("nvmeof: service: device recovered; listening on port {} again", self.port);
+        log::info!("nvmeof: service: device recovered; listening on port(s) {ports:?} again");
         n + 1
     }
 
@@ -251,7 +263,9 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
 
     /// Close every connection (DREQ) and stop listening; keep polling to let them finish.
     pub fn close_all(&mut self, verbs: &mut V) {
-        self.cm.unlisten(self.port);
+        for port in listen_ports(&self.target.core, self.port) {
+            self.cm.unlisten(port);
+        }
         // Queues still waiting for their group: REJ now, closed when it answers.
         for p in self.pending.values_mut() {
             if !p.abandoned {
@@ -283,4 +297,16 @@ fn cm_err<E>(e: CmError<E>) -> Error<E> {
         CmError::Verbs(e) => Error::Verbs(e),
         _ => Error::CmFailed,
     }
+}
+
+/// The service IDs (TCP port space) the service listens on: `listen_port`, then every other
+/// port's of the configuration, each once.
+fn listen_ports<B: BlockDevice>(core: &Core<B>, listen_port: u16) -> alloc::vec::Vec<u16> {
+    let mut ports = alloc::vec![listen_port];
+    for p in &core.config().ports {
+        if !ports.contains(&p.trsvcid) {
+            ports.push(p.trsvcid);
+        }
+    }
+    ports
 }

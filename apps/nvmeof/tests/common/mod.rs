@@ -302,7 +302,7 @@ pub fn attrs(remote: Qpn, ip: Ipv4) -> RcConnectAttrs {
 /// The target configuration of [`make_world`].
 pub fn world_cfg() -> TargetConfig {
     TargetConfig {
-        ports: vec![PortConfig { portid: 1, traddr: TARGET_IP, trsvcid: 4420 }],
+        ports: vec![PortConfig { portid: 1, traddr: TARGET_IP, trsvcid: 4420, subsystems: None }],
         inline_data_size: 4096,
         max_io_bytes: 32 * 1024,
         io_queue_depth: 64,

@@ -217,7 +217,7 @@ pub fn setup_subsystems<B: BlockDevice>(max_io_queues: u16, groups: usize, subs:
 /// The pair's target serving `subs` (a test that restarts the target builds a new one).
 pub fn target_on<B: BlockDevice>(max_io_queues: u16, groups: usize, subs: Vec<SubsystemConfig<B>>) -> RdmaTarget<V, B> {
     let cfg = TargetConfig {
-        ports: vec![PortConfig { portid: 1, traddr: T_IP, trsvcid: 4420 }],
+        ports: vec![PortConfig { portid: 1, traddr: T_IP, trsvcid: 4420, subsystems: None }],
         inline_data_size: 4096,
         max_io_bytes: 128 * 1024,
         io_queue_depth: 128,

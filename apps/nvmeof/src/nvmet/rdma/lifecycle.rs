@@ -13,8 +13,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// the REP (with the returned private data and our QPN) or, refused, a REJ. On failure now
     /// the CM sends REJ (reason 28) with the returned private data.
     pub fn accept(&mut self, verbs: &mut V, private: &[u8], attrs: &RcConnectAttrs) -> Result<PendingQueue, RdmaCmRej> {
+        self.accept_on(verbs, 0, private, attrs)
+    }
+
+    /// [`RdmaTarget::accept`] for a connection that came in on the port at index `port` of
+    /// `TargetConfig::ports` ([`Core::port_for_service`]): its Connect is admitted only to the
+    /// subsystems linked to that port, and a discovery controller lists those.
+    pub fn accept_on(&mut self, verbs: &mut V, port: u8, private: &[u8], attrs: &RcConnectAttrs) -> Result<PendingQueue, RdmaCmRej> {
         let rej = |sts: u16| RdmaCmRej { recfmt: U16::new(0), sts: U16::new(sts) };
-        let r = self.accept_inner(verbs, private, attrs);
+        let r = self.accept_inner(verbs, port, private, attrs);
         match r {
             // Counted accepted (or rejected) when its group answers.
             Ok(x) => Ok(x),
@@ -26,7 +33,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
-    pub(super) fn accept_inner(&mut self, verbs: &mut V, private: &[u8], attrs: &RcConnectAttrs) -> Result<PendingQueue, u16> {
+    pub(super) fn accept_inner(&mut self, verbs: &mut V, port: u8, private: &[u8], attrs: &RcConnectAttrs) -> Result<PendingQueue, u16> {
         if private.len() < RdmaCmReq::SIZE {
             return Err(cm_rej::INVALID_LEN);
         }
@@ -62,11 +69,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.core.bound_hit(Bound::Memory, self.now_ns, &Ip(attrs.remote_ip));
             return Err(cm_rej::NO_RESOURCES);
         };
-        let Ok(staged) = self.build_conn(verbs, gi, qid, depth, capsule, xfer, attrs) else {
+        let Ok(mut staged) = self.build_conn(verbs, gi, qid, depth, capsule, xfer, attrs) else {
             self.core.bound_hit(Bound::Memory, self.now_ns, &Ip(attrs.remote_ip));
             self.release_idle_groups(verbs);
             return Err(cm_rej::NO_RESOURCES);
         };
+        staged.conn.q.port = port;
         let qpn = staged.conn.qpn;
         // Receives come from the group's SRQ, posted when the group was made: the QP can take
         // a capsule as soon as it reaches RTR, and the host learns its number only from the
@@ -365,22 +373,23 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
-    /// Unlink subsystem `nqn` from the port ([`Core::unlink_subsystem`]: Connects to it refused
-    /// until [`RdmaTarget::link_subsystem`]) and delete its controllers, as Linux nvmet does
-    /// when the port's configfs link goes: the CM sends a DREQ on every queue of theirs
-    /// ([`RdmaTarget::take_closed`]); commands still at the store finish there unanswered.
-    /// False: no such subsystem. Slow path (operator action), outside [`RdmaTarget::poll`].
-    pub fn unlink_subsystem(&mut self, verbs: &mut V, nqn: &str) -> bool {
-        let Some(ids) = self.core.unlink_subsystem(nqn) else { return false };
+    /// Unlink subsystem `nqn` from port `portid` ([`Core::unlink_subsystem`]: Connects to it
+    /// through that port refused until [`RdmaTarget::link_subsystem`]) and delete its
+    /// controllers that came in through that port, as Linux nvmet does when the port's configfs
+    /// link goes: the CM sends a DREQ on every queue of theirs ([`RdmaTarget::take_closed`]);
+    /// commands still at the store finish there unanswered. False: no such port or subsystem.
+    /// Slow path (operator action), outside [`RdmaTarget::poll`].
+    pub fn unlink_subsystem(&mut self, verbs: &mut V, portid: u16, nqn: &str) -> bool {
+        let Some(ids) = self.core.unlink_subsystem(portid, nqn) else { return false };
         for id in ids {
             self.delete_ctrl(verbs, id);
         }
         true
     }
 
-    /// Link subsystem `nqn` to the port again. False: no such subsystem.
-    pub fn link_subsystem(&mut self, nqn: &str) -> bool {
-        self.core.link_subsystem(nqn)
+    /// Link subsystem `nqn` to port `portid` (again). False: no such port or subsystem.
+    pub fn link_subsystem(&mut self, portid: u16, nqn: &str) -> bool {
+        self.core.link_subsystem(portid, nqn)
     }
 
 
