@@ -61,6 +61,13 @@ pub trait HostEnv<V: Verbs> {
     fn cm_connect(&mut self, verbs: &mut V, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()>;
     fn cm_poll(&mut self, verbs: &mut V, handle: u32) -> ConnectPoll;
     fn cm_disconnect(&mut self, verbs: &mut V, handle: u32);
+    /// Whether connection `handle`, once established, was lost as the CM saw it (the peer's
+    /// DREQ, a timeout). An I/O queue's receives sit in its group's SRQ, which a QP in error
+    /// does not flush, so an idle queue learns of its lost connection from here
+    /// ([`Host::check_connections`]), not from a flushed receive. Default: never.
+    fn cm_lost(&mut self, _handle: u32) -> bool {
+        false
+    }
     /// Point later `cm_connect`s at target `addr` (a [`controllers::Controllers`] set reaches
     /// several targets through one env). Default: the env knows one target only.
     fn select_target(&mut self, _addr: controllers::TargetAddr) {}
@@ -686,6 +693,18 @@ impl<V: GroupVerbs> Host<V> {
             self.stats.keep_alives += 1;
         }
         Ok(())
+    }
+
+    /// Fail every I/O queue whose connection the CM saw lost ([`HostEnv::cm_lost`]): with
+    /// its receives in an SRQ no flushed completion says so, and a queue whose commands' SENDs
+    /// were all acknowledged would wait for their responses for ever. Slow path.
+    pub fn check_connections(&mut self, env: &mut impl HostEnv<V>) {
+        for io in self.io.iter_mut().filter(|io| !io.q.failed) {
+            if env.cm_lost(io.q.cm) {
+                log::warn!("nvmeof: host: I/O queue {} lost its connection", io.q.qid);
+                io.q.failed = true;
+            }
+        }
     }
 
     /// Whether a queue saw a transport error (the controller needs `reconnect`).

@@ -109,7 +109,8 @@ fn regressions() {
     for seed in [8516332, 8512099] {
         let out = run(Config { targets: 2, ..cfg(seed, &faults::ALL) });
         assert!(out.failure.is_none(), "seed {seed}: {:?}", out.failure);
-    }    // 9222211 (every fault kind, one target): host 1's write was held at the target behind
+    }
+    // 9222211 (every fault kind, one target): host 1's write was held at the target behind
     // host 0's zero-copy read of the same block (slowed by an MTU drop) when host 1 crashed;
     // the target placed it when the read ended, 55 ms after the crash, after host 0's next
     // write there was acknowledged: legal (the two were in flight together), but the model
@@ -117,6 +118,16 @@ fn regressions() {
     // commands on the same blocks that were in flight at the failure.
     let out = run(cfg(9222211, &faults::ALL));
     assert!(out.failure.is_none(), "seed 9222211: {:?}", out.failure);
+    // 157 (every fault kind, one target) and 279 (two targets): once the initiator's I/O
+    // queues took their receives from an SRQ of their own, a queue whose target side closed
+    // (retries exhausted under an MTU drop; the target's DREQ moved our QP to error) flushed
+    // nothing: its commands' SENDs were all acknowledged and its receives sit in the SRQ,
+    // which an errored QP does not flush, so it waited for its responses for ever. The
+    // controller set now fails a queue whose connection the CM saw lost (`Host::check_connections`).
+    let out = run(cfg(157, &faults::ALL));
+    assert!(out.failure.is_none(), "seed 157: {:?}", out.failure);
+    let out = run(Config { targets: 2, ..cfg(279, &faults::ALL) });
+    assert!(out.failure.is_none(), "seed 279: {:?}", out.failure);
 }
 
 #[test]

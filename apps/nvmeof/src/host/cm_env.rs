@@ -157,6 +157,10 @@ impl<V: Verbs, C: FnMut() -> u64, P: FnMut(&mut V)> HostEnv<V> for CmHostEnv<V, 
         self.set_target(addr.ip, addr.port);
     }
 
+    fn cm_lost(&mut self, handle: u32) -> bool {
+        matches!(self.conns.get(&handle).map(|c| c.1), Some(HState::Failed))
+    }
+
     fn cm_disconnect(&mut self, verbs: &mut V, handle: u32) {
         if self.conns.remove(&handle).is_some() {
             let _ = self.cm.disconnect(verbs, ConnId(handle));

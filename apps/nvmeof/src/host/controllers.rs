@@ -183,6 +183,9 @@ impl<V: GroupVerbs> Controllers<V> {
     /// after a target answered the CM).
     pub fn poll(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, mut on: impl FnMut(usize, CtrlEvent<V::Error>)) {
         for c in self.ctrls.iter_mut() {
+            if c.state == CtrlState::Live {
+                c.host.check_connections(env);
+            }
             if c.state == CtrlState::Live && c.host.failed() {
                 c.state = CtrlState::Failed;
             }
