@@ -397,7 +397,7 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     srq_bufs: u16,
     /// The turnaround histograms of the groups released so far (the live groups keep their
     /// own, `PollGroup::turnaround`, added by [`RdmaTarget::turnaround`]).
-    turnaround: Histogram,
+    turnaround: alloc::boxed::Box<Histogram>,
     /// The slow path's counters and the shares of the groups released so far; the live
     /// groups keep their own (`PollGroup::io`), added by [`RdmaTarget::stats`].
     stats: TransportStats,
@@ -439,7 +439,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             n_groups: groups.clamp(1, max_queues.max(1)),
             next_group: 0,
             srq_bufs: DEFAULT_SRQ_BUFS,
-            turnaround: Histogram::new(),
+            turnaround: Histogram::boxed(),
             stats: TransportStats::default(),
         }
     }
@@ -503,8 +503,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Receive CQE seen → response SEND posted, in clock units (with a clock set): every live
     /// poll group's histogram added to those of the groups released so far (slow path).
-    pub fn turnaround(&self) -> Histogram {
-        let mut h = self.turnaround.clone();
+    #[inline(never)]
+    pub fn turnaround(&self) -> alloc::boxed::Box<Histogram> {
+        let mut h = Histogram::boxed();
+        h.merge(&self.turnaround);
         for g in self.groups.iter() {
             h.merge(&g.turnaround);
         }
@@ -513,9 +515,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Forget the turnaround samples taken so far (the target's and every live group's).
     pub fn clear_turnaround(&mut self) {
-        self.turnaround = Histogram::new();
+        self.turnaround = Histogram::boxed();
         for g in self.groups.iter_mut() {
-            g.turnaround = Histogram::new();
+            g.turnaround = Histogram::boxed();
         }
     }
 

@@ -324,7 +324,7 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     pub(super) scratch_in: alloc::boxed::Box<[u8]>,
     /// Receive CQE seen → response SEND posted for the group's commands, in clock units (with
     /// a turnaround clock); `RdmaTarget::turnaround` adds the groups' histograms.
-    pub(super) turnaround: Histogram,
+    pub(super) turnaround: alloc::boxed::Box<Histogram>,
     /// The group put something on its ring to the owner ([`PollGroup::tell_owner`]) since the
     /// owner's last drain (one test per group at the end of `poll`, not a look at each ring).
     pub(super) gone_pending: bool,
@@ -502,7 +502,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             has_turn_writes: false,
             block_done: [(0, Status::SUCCESS); BLOCK_BATCH],
             scratch_in: scratch_in.into_boxed_slice(),
-            turnaround: Histogram::new(),
+            turnaround: Histogram::boxed(),
             gone_pending: false,
             gone,
             back_rx,
