@@ -43,6 +43,7 @@ mod wr_id;
 pub use admit::Pinned;
 pub use group::GroupStats;
 use group::{Inbox, OwnerEnds, PollGroup, Staged, ToOwner};
+use handoff::Bell;
 use ranges::{InFlight, RangeId};
 use wr_id::{Kind, WrId};
 
@@ -387,6 +388,9 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// turn (`release_pending`), so a completion later in the batch still finds its group.
     in_poll: bool,
     release_pending: bool,
+    /// Rung by a group that put something on its ring to the owner (every group holds a
+    /// clone); lowered by [`RdmaTarget::drain_gone`]: one look per `poll`, not one per group.
+    gone_bell: Bell,
     /// A broken poll group waits to be replaced (`replace_broken_groups`, at the end of a
     /// turn that ran the slow-path checks).
     replace_pending: bool,
@@ -434,6 +438,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             ends: Vec::new(),
             in_poll: false,
             release_pending: false,
+            gone_bell: Bell::new(),
             replace_pending: false,
             group_totals: Vec::new(),
             n_groups: groups.clamp(1, max_queues.max(1)),
@@ -741,9 +746,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         // What the stores finished after the groups' turns, in the first group's batch (one
         // `Core::poll_block` over every store, whichever group's command each ends).
-        if !self.groups.is_empty() {
-            work += self.drain_block(verbs, 0);
-        }
+        work += self.drain_block(verbs, 0);
         while let Some((tag, dw0)) = self.core.take_aen() {
             work += 1;
             self.complete_aer(verbs, tag, dw0);
@@ -773,7 +776,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.in_poll = false;
         // The owner's half of the queues the groups' turns closed: QPs destroyed, memory
         // deregistered (and, with none left, the groups released).
-        if self.groups.iter().any(|g| g.gone_pending) {
+        if self.gone_bell.rung() {
             self.drain_gone(verbs);
         }
         if self.release_pending {
@@ -876,7 +879,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut work = 0;
         loop {
             let mut k = 0;
-            let g = &mut self.groups[gi];
+            let Some(g) = self.groups.get_mut(gi) else {
+                // No group (all released): no queue for these to end, taken so the stores empty.
+                let n = self.core.poll_block(BLOCK_BATCH, |_, _| {});
+                work += n;
+                if n < BLOCK_BATCH {
+                    return work;
+                }
+                continue;
+            };
             let done = &mut g.block_done;
             let n = self.core.poll_block(BLOCK_BATCH, |tag, st| {
                 if let Some(d) = done.get_mut(k) {

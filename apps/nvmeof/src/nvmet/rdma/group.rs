@@ -15,7 +15,7 @@ use alloc::vec::Vec;
 use hal::DmaRegion;
 use rdma::{Completion, Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
 
-use super::handoff::{self, Consumer, Producer, Word};
+use super::handoff::{self, Bell, Consumer, Producer, Word};
 use super::ranges::RangeId;
 use super::wr_id::{Kind, WrId};
 use super::{Conn, QueueAnswer, TransportStats, BLOCK_BATCH};
@@ -325,9 +325,10 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// Receive CQE seen → response SEND posted for the group's commands, in clock units (with
     /// a turnaround clock); `RdmaTarget::turnaround` adds the groups' histograms.
     pub(super) turnaround: alloc::boxed::Box<Histogram>,
-    /// The group put something on its ring to the owner ([`PollGroup::tell_owner`]) since the
-    /// owner's last drain (one test per group at the end of `poll`, not a look at each ring).
-    pub(super) gone_pending: bool,
+    /// Rung when the group puts something on its ring to the owner ([`PollGroup::tell_owner`]);
+    /// the one bell of every group of the target (`RdmaTarget::gone_bell`), which the owner
+    /// looks at once per `poll`, not at each group.
+    owner_bell: Bell,
     /// Queues this group's turns closed or freed, for the device's owner to finish
     /// ([`PollGroup::drain_gone`]), and its answers to new queues: the group's end of its
     /// single-producer ring to the owner (`handoff.rs`), room for its bound reserved at
@@ -440,7 +441,7 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// at `limit`.
     #[allow(clippy::too_many_arguments)]
     /// With the group comes the owner's ends of its rings.
-    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32) -> Result<(Self, OwnerEnds<V>), ()> {
+    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32, owner_bell: Bell) -> Result<(Self, OwnerEnds<V>), ()> {
         let (gone, gone_rx) = handoff::ring(7 * max_queues + 2)?;
         let (attach, attach_rx) = handoff::ring(max_queues)?;
         let mut staged = Vec::new();
@@ -503,7 +504,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             block_done: [(0, Status::SUCCESS); BLOCK_BATCH],
             scratch_in: scratch_in.into_boxed_slice(),
             turnaround: Histogram::boxed(),
-            gone_pending: false,
+            owner_bell,
             gone,
             back_rx,
             parked,
@@ -661,7 +662,7 @@ impl<V: GroupVerbs> PollGroup<V> {
     pub(super) fn tell_owner(&mut self, m: ToOwner) {
         let listed = self.gone.push(m).is_ok();
         debug_assert!(listed, "gone ring full");
-        self.gone_pending = true;
+        self.owner_bell.ring();
     }
 
     /// The owner's half of a new queue staged and never taken in (the group is released): its
@@ -691,7 +692,6 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// (a refused queue destroyed first); a group that said it is broken is marked so in
     /// `ends`. Returns how many records.
     pub(super) fn drain_gone(&mut self, ends: &mut OwnerEnds<V>, verbs: &mut V, inbox: &mut Inbox) -> usize {
-        self.gone_pending = false;
         let mut n = 0;
         while let Some(m) = ends.gone_rx.pop() {
             n += 1;

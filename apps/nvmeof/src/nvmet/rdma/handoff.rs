@@ -12,7 +12,7 @@
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// A message that travels as one word.
 pub(super) trait Word: Copy {
@@ -41,6 +41,36 @@ pub(super) struct Consumer<M> {
     ring: Arc<Ring>,
     head: usize,
     _m: PhantomData<fn() -> M>,
+}
+
+/// A flag the producers of several rings raise and their one consumer lowers: "some ring has
+/// messages", one load per turn for the consumer instead of a look at each ring. A producer
+/// raises it with a store after its push; the consumer lowers it with a swap before it
+/// drains the rings, so a message pushed during a drain raises it again (seen next turn).
+#[derive(Clone)]
+pub(super) struct Bell(Arc<AtomicBool>);
+
+impl Bell {
+    /// A bell not rung.
+    pub(super) fn new() -> Bell {
+        Bell(Arc::new(AtomicBool::new(false)))
+    }
+
+    /// The producer's side, after its push: the consumer has something to drain.
+    pub(super) fn ring(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// The consumer's look: rung since it was last lowered (a load, no write).
+    #[inline(always)]
+    pub(super) fn rung(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// The consumer's side, before it drains the rings: lowered; whether it was rung.
+    pub(super) fn lower(&self) -> bool {
+        self.0.swap(false, Ordering::Acquire)
+    }
 }
 
 /// A ring with room for `room` messages (at least one); `Err` if the memory is not there.

@@ -295,6 +295,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// destroyed and freed queues' memory deregistered ([`PollGroup::drain_gone`]); with no
     /// queue left, the groups released. Outside a turn's completion handling.
     pub(super) fn drain_gone(&mut self, verbs: &mut V) -> usize {
+        // Lowered before the rings are looked at: a record put after its ring was drained
+        // rings it again.
+        self.gone_bell.lower();
         let mut n = 0;
         let inbox = &mut self.inbox;
         let before = inbox.answers.len();
@@ -436,7 +439,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let depth = self.core.config().io_queue_depth.max(ADMIN_QUEUE_DEPTH as u16);
         let buf_len = self.core.io_capsule_size();
         let (bufs, limit) = (self.srq_bufs, srq_limit(self.srq_bufs));
-        let made = PollGroup::new(verbs, gi, per, sq_depth(depth), depth, bufs, buf_len, limit).inspect_err(|()| {
+        let made = PollGroup::new(verbs, gi, per, sq_depth(depth), depth, bufs, buf_len, limit, self.gone_bell.clone()).inspect_err(|()| {
             log::warn!("nvmeof: rdma: poll group {gi} not created (CQ, SRQ or {bufs} x {buf_len} B of buffers)");
         });
         made.map(|(mut g, ends)| {
