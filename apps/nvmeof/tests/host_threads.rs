@@ -44,14 +44,19 @@ fn expected(lba: u64) -> Vec<u8> {
     (0..BLOCKS as usize * 512).map(|j| pattern(lba + (j / 512) as u64, j % 512)).collect()
 }
 
-/// One queue's loop, on its own thread: every block written, then every block read and checked.
-fn drive(mut lane: IoLane<V>, stop: &AtomicBool) -> (IoLane<V>, Tally) {
+/// One queue's loop, on its own thread: every block written, then (once the owner has sent two
+/// Keep Alives, `kept_alive`, so that they go out while the lanes hold their queues whatever the
+/// threads' speeds) every block read and checked.
+fn drive(mut lane: IoLane<V>, stop: &AtomicBool, kept_alive: &AtomicBool) -> (IoLane<V>, Tally) {
     let qid = lane.qid();
     let mut t = Tally::default();
     let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 16];
     // Per slot: the block index in flight on it.
     let mut inflight = vec![None; lane.depth() as usize];
     for kind in [IoKind::Write, IoKind::Read] {
+        while kind == IoKind::Read && !kept_alive.load(Relaxed) && !stop.load(Relaxed) {
+            thread::yield_now();
+        }
         let (mut next, mut finished) = (0u64, 0u64);
         while finished < PER_QUEUE && !stop.load(Relaxed) {
             while next < PER_QUEUE && inflight.iter().flatten().count() < QD as usize {
@@ -102,10 +107,10 @@ fn queues_on_threads(n: u16) {
     let lanes = host.lend_io_queues();
     assert_eq!(lanes.len(), n as usize);
     assert_eq!(host.io_queues().0, 0, "the host holds no I/O queue while they are lent");
-    let stop = AtomicBool::new(false);
+    let (stop, kept_alive) = (AtomicBool::new(false), AtomicBool::new(false));
     let ka_before = host.stats.keep_alives;
     let results: Vec<(IoLane<V>, Tally)> = thread::scope(|s| {
-        let handles: Vec<_> = lanes.into_iter().map(|l| s.spawn(|| drive(l, &stop))).collect();
+        let handles: Vec<_> = lanes.into_iter().map(|l| s.spawn(|| drive(l, &stop, &kept_alive))).collect();
         // The owner: admin queue and keep-alive on the device, the target, adapters, clock.
         let start = w.clock.now_ns();
         while !handles.iter().all(|t| t.is_finished()) {
@@ -113,6 +118,9 @@ fn queues_on_threads(n: u16) {
             w.clock.advance(TURN_NS);
             rdma::Control::poll(&mut h.v);
             host.tick(&mut h.v, w.clock.now_ns()).expect("admin queue");
+            if host.stats.keep_alives - ka_before >= 2 {
+                kept_alive.store(true, Relaxed);
+            }
             if w.clock.now_ns() - start > LIMIT_NS {
                 stop.store(true, Relaxed);
             }
