@@ -88,7 +88,7 @@ fn render(a: &NvmeofArgs) -> String {
             Pattern::RandMix { read_pct } => format!("randrw,read={read_pct}"),
         };
         assert_eq!(b.duration_ns % 1_000_000, 0, "durations are whole ms: {b:?}");
-        w.push(format!("nvmf.bench={pat},bs={},qd={},time={}ms,ios={},seed={}", b.block_size, b.queue_depth, ms(b.duration_ns), b.max_ios, b.seed));
+        w.push(format!("nvmf.bench={pat},bs={},qd={},time={}ms,ios={},seed={},threads={}", b.block_size, b.queue_depth, ms(b.duration_ns), b.max_ios, b.seed, if b.threads { "on" } else { "off" }));
     }
     for b in &a.bounds {
         w.push(format!("{}={}", b.name(), b.value));

@@ -322,6 +322,9 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
         if b.queue_depth > spec.qd {
             warn!("nvmf: nvmf.bench qd={} > nvmf.connect qd={}: the bench runs at qd {}", b.queue_depth, spec.qd, spec.qd);
         }
+        if b.threads {
+            warn!("nvmf: nvmf.bench threads=on: the image runs on one CPU, the bench drives I/O queue 1 from it");
+        }
     }
     let target = format!("{}:{}", ip_str(spec.addr), spec.port);
     if spec.nqn == nvmeof::wire::DISCOVERY_NQN {

@@ -11,6 +11,7 @@
 use alloc::boxed::Box;
 use core::fmt::Write;
 
+pub mod lanes;
 pub mod run;
 
 /// fio's `FIO_IO_U_PLAT_BITS`: sub-bucket bits per power of two.
@@ -252,6 +253,10 @@ pub struct BenchConfig {
     /// Stop after this many I/Os even before the duration (0 = no limit).
     pub max_ios: u64,
     pub seed: u64,
+    /// `threads=on`: each I/O queue's submit/poll loop on a thread of its own where the
+    /// platform has threads ([`run::on_lanes`]: emu-runner), the owner keeping the admin
+    /// queue; `queue_depth` is then per queue and `max_ios` split between them.
+    pub threads: bool,
 }
 
 /// One data direction's completions (fio's `read` and `write` sections).
@@ -305,7 +310,34 @@ pub fn per_second(n: u64, elapsed_ns: u64) -> u64 {
     }
 }
 
+impl DirResult {
+    fn merge(&mut self, o: &DirResult) {
+        self.ios += o.ios;
+        self.errors += o.errors;
+        self.lost += o.lost;
+        self.bytes += o.bytes;
+        self.lat.merge(&o.lat);
+    }
+}
+
 impl BenchResult {
+    /// Add a run that went on at the same time (another queue's): counts summed, latency
+    /// histograms merged, the elapsed time the longer of the two (so IOPS are summed).
+    pub fn merge(&mut self, o: &BenchResult) {
+        self.ios += o.ios;
+        self.reads += o.reads;
+        self.writes += o.writes;
+        self.errors += o.errors;
+        self.lost += o.lost;
+        self.outages += o.outages;
+        self.outage_ns += o.outage_ns;
+        self.longest_outage_ns = self.longest_outage_ns.max(o.longest_outage_ns);
+        self.down_at_end |= o.down_at_end;
+        self.bytes += o.bytes;
+        self.elapsed_ns = self.elapsed_ns.max(o.elapsed_ns);
+        self.read.merge(&o.read);
+        self.write.merge(&o.write);
+    }
     pub fn iops(&self) -> u64 {
         per_second(self.ios, self.elapsed_ns)
     }
@@ -491,7 +523,7 @@ mod tests {
         r.write.bytes = 4096;
         r.write.lat.record(30_000);
         assert_eq!(r.lat().count(), 3);
-        let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: 1, duration_ns: 1, max_ios: 0, seed: 1 };
+        let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: 1, duration_ns: 1, max_ios: 0, seed: 1, threads: false };
         let mut s = String::new();
         r.write(&mut s, &cfg).unwrap();
         assert!(s.contains("  IOPS=3000, BW=12000 KiB/s"), "{s}");

@@ -21,8 +21,9 @@
 //!   `--ctrl-loss-tmo`; T in seconds, or with an `ms`/`s` suffix): a lost controller is
 //!   retried every `reconnect_delay` (default 1 s) and given up after `ctrl_loss_tmo` without a
 //!   connection (default 600 s; -1: never).
-//! - `nvmf.bench=PATTERN,bs=N,qd=N,time=N(ms|s)[,read=PCT]`  PATTERN: randread randwrite
-//!   read write randrw
+//! - `nvmf.bench=PATTERN,bs=N,qd=N,time=N(ms|s)[,read=PCT][,ios=N][,seed=N][,threads=on]`
+//!   PATTERN: randread randwrite read write randrw; `threads=on`: every I/O queue driven from
+//!   a thread of its own at `qd` each (where the platform has threads: emu-runner)
 //! - bounds on what a peer may pin: `nvmet.connect-deadline=MS`, `nvmet.kato-min=MS`,
 //!   `cm.max-conns=N`, `cm.req-rate=N`, ... (the list is [`bounds::WORDS`])
 
@@ -347,7 +348,7 @@ fn parse_bench(word: &str, val: &str) -> Result<BenchConfig, ArgError> {
     let mut it = val.split(',');
     let mut read_pct = 50u8;
     let pat = it.next().unwrap_or("");
-    let mut b = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: 10_000_000_000, max_ios: 0, seed: 1 };
+    let mut b = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: 10_000_000_000, max_ios: 0, seed: 1, threads: false };
     for opt in it {
         let (k, v) = opt.split_once('=').ok_or_else(|| err(word, "option=value"))?;
         match k {
@@ -357,6 +358,13 @@ fn parse_bench(word: &str, val: &str) -> Result<BenchConfig, ArgError> {
             "ios" => b.max_ios = v.parse().map_err(|_| err(word, "ios=N"))?,
             "read" => read_pct = v.parse().ok().filter(|&p| p <= 100).ok_or_else(|| err(word, "read=0..100"))?,
             "seed" => b.seed = v.parse().map_err(|_| err(word, "seed=N"))?,
+            "threads" => {
+                b.threads = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(err(word, "threads=on|off")),
+                }
+            }
             _ => return Err(err(word, "unknown bench option")),
         }
     }
@@ -409,7 +417,9 @@ mod tests {
         assert_eq!(parse("nvmet.poll_groups=4").unwrap().poll_groups, Some(4));
         let b = a.bench.unwrap();
         assert_eq!(b.pattern, Pattern::RandMix { read_pct: 70 });
-        assert_eq!((b.block_size, b.queue_depth, b.duration_ns), (4096, 32, 5_000_000_000));
+        assert_eq!((b.block_size, b.queue_depth, b.duration_ns, b.threads), (4096, 32, 5_000_000_000, false));
+        assert!(parse("nvmf.bench=randread,threads=on").unwrap().bench.unwrap().threads);
+        assert!(parse("nvmf.bench=randread,threads=yes").is_err());
     }
 
     #[test]

@@ -396,7 +396,7 @@ mod tests {
         r.write.ios = 1;
         r.write.bytes = 4096;
         r.write.lat.record(100);
-        let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 75 }, block_size: 4096, queue_depth: 8, duration_ns: 2_000_000_000, max_ios: 0, seed: 3 };
+        let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 75 }, block_size: 4096, queue_depth: 8, duration_ns: 2_000_000_000, max_ios: 0, seed: 3, threads: false };
         let mut s = String::new();
         write_marked(&mut s, &cfg, &r, &JobInfo { jobname: "a\"b", timestamp_ms: 1_795_463_595_797 }).unwrap();
         assert!(s.starts_with(BEGIN) && s.trim_end().ends_with(END));

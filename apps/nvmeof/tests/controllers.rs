@@ -606,7 +606,7 @@ fn a_bench_survives_a_target_restart_and_counts_what_it_lost() {
     // at 12 ms.
     net.outage = Some((t0 + 2_000_000, t0 + 12_000_000, A));
     net.restart = Some(t0 + 3_000_000);
-    let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: 8, duration_ns: 30_000_000, max_ios: 0, seed: 7 };
+    let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: 8, duration_ns: 30_000_000, max_ios: 0, seed: 7, threads: false };
     let (r, text, ev) = bench_reconnecting(&mut net, &mut h, &mut set, &cfg);
     assert_eq!(net.restarts, 1, "the target was restarted");
     assert!(net.outage.is_none(), "the run outlasted the outage");
@@ -646,7 +646,7 @@ fn a_bench_survives_a_killed_target_found_by_its_keep_alive() {
     drive(&mut net, &mut h, &mut set, |s| s.all_live());
     let t0 = net.w.clock.now_ns();
     net.silent_restart = Some(t0 + 2_000_000);
-    let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: 8, duration_ns: 10_000_000_000, max_ios: 60_000, seed: 7 };
+    let cfg = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: 8, duration_ns: 10_000_000_000, max_ios: 60_000, seed: 7, threads: false };
     let (r, _, _) = bench_reconnecting(&mut net, &mut h, &mut set, &cfg);
     let c = net.w.target.core_stats();
     println!("new target {c:?} {:?}; host {:?}", net.w.target.stats(), set.ctrls[0].host().stats);
@@ -731,7 +731,7 @@ fn a_controller_without_a_connection_for_the_loss_timeout_is_given_up() {
     verified(&mut net, &mut h, set.ctrls[1].live().expect("B live"), &[8, 16], 0xB0, true);
     verified(&mut net, &mut h, set.ctrls[1].live().expect("B live"), &[8, 16], 0xB0, false);
     // A bench asked of the lost controller ends at once, its whole time an outage.
-    let cfg = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 4, duration_ns: 10_000_000_000, max_ios: 0, seed: 1 };
+    let cfg = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 4, duration_ns: 10_000_000_000, max_ios: 0, seed: 1, threads: false };
     let t0 = net.w.clock.now_ns();
     let (r, _, _) = bench_reconnecting(&mut net, &mut h, &mut set, &cfg);
     assert!(net.w.clock.now_ns() - t0 < 1_000_000, "the bench waited for a controller given up");

@@ -312,7 +312,7 @@ fn bench_prints_report_and_json() {
     w.target.set_turnaround_clock(wall_ns);
     let mut hd = host_dev(&fabric);
     let mut host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect");
-    let bc = BenchConfig { pattern: Pattern::RandMix { read_pct: 70 }, block_size: 4096, queue_depth: 16, duration_ns: 1_000_000_000_000, max_ios: 3000, seed: 5 };
+    let bc = BenchConfig { pattern: Pattern::RandMix { read_pct: 70 }, block_size: 4096, queue_depth: 16, duration_ns: 1_000_000_000_000, max_ios: 3000, seed: 5, threads: false };
     let r = host.bench(&mut hd, &mut w, 1, &bc).unwrap();
     assert_eq!(r.ios, 3000);
     assert_eq!(r.errors, 0);

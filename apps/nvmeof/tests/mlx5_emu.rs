@@ -42,7 +42,7 @@ fn snap(w: &mut World) -> Snap {
 /// 4 KiB random I/O (`pattern`) at `qd`; prints the figures; returns (MMIO writes per I/O,
 /// CPU bytes copied per I/O).
 fn measure(w: &mut World, h: &mut Node, host: &mut Host<V>, pattern: Pattern, qd: u16, n: u64, label: &str) -> (f64, f64) {
-    let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: qd as u64 };
+    let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: qd as u64, threads: false };
     let what = format!("{}{label}", if pattern == Pattern::RandRead { "randread" } else { "randwrite" });
     w.target.clear_turnaround();
     let a = snap(w);
@@ -311,7 +311,7 @@ fn keyed_writes_at_qd1_ring_one_doorbell_and_read_back_whole() {
 fn keyed_writes_at_qd32_ring_at_most_a_doorbell_per_20() {
     let (mut w, mut h, mut host) = keyed_write_host(32);
     let n = 1024;
-    let bc = BenchConfig { pattern: Pattern::RandWrite, block_size: 4096, queue_depth: 32, duration_ns: u64::MAX / 4, max_ios: n, seed: 32 };
+    let bc = BenchConfig { pattern: Pattern::RandWrite, block_size: 4096, queue_depth: 32, duration_ns: u64::MAX / 4, max_ios: n, seed: 32, threads: false };
     let (db0, reads0, fenced0) = (w.t.cx.counters().sq_doorbells, w.target.stats().rdma_reads, w.target.stats().fenced_responses);
     let r = host.bench(&mut h.v, &mut w, 1, &bc).expect("bench");
     assert_eq!((r.ios, r.errors), (n, 0));
@@ -527,7 +527,7 @@ fn measure_initiator_keys_over_mlx5() {
         let cfg = HostConfig { per_io_keys: per_io, invalidate: remote, ..host_cfg(32) };
         let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
         for qd in [1u16, 32] {
-            let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 5 };
+            let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 5, threads: false };
             let (c0, s0, t0) = (h.cx.counters(), host.stats, std::time::Instant::now());
             let r = host.bench(&mut h.v, &mut w, 1, &bc).expect("bench");
             let (c1, s1, el) = (h.cx.counters(), host.stats, t0.elapsed());

@@ -45,7 +45,7 @@ fn snap(w: &mut NvmeWorld, d: &NvmeDrive) -> Snap {
 /// copied) per I/O.
 fn measure(w: &mut NvmeWorld, h: &mut Node, d: &NvmeDrive, host: &mut Host<V>, write: bool, qd: u16, n: u64) -> (f64, f64) {
     let pattern = if write { Pattern::RandWrite } else { Pattern::RandRead };
-    let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: qd as u64 + write as u64 };
+    let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: qd as u64 + write as u64, threads: false };
     let a = snap(w, d);
     let r = host.bench(&mut h.v, w, 1, &bc).expect("bench");
     let b = snap(w, d);

@@ -30,7 +30,7 @@ mod loopback {
         let mut hd = host_dev(&fabric);
         let mut host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect");
         let before = w.target.stats().responses;
-        let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: u64::MAX / 4, max_ios: n, seed: 9 };
+        let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: u64::MAX / 4, max_ios: n, seed: 9, threads: false };
         let r = host.bench(&mut hd, &mut w, 1, &bc).unwrap();
         assert_eq!((r.ios, r.errors), (n, 0));
         assert_eq!(w.target.stats().responses - before, n + host.stats.keep_alives);
@@ -59,7 +59,7 @@ mod mlx5_emu {
         let cfg = HostConfig { inline_writes: false, ..host_cfg(qd) };
         let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
         let pattern = if write { Pattern::RandWrite } else { Pattern::RandRead };
-        let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 3 };
+        let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 3, threads: false };
         let (zc0, db0) = (ns_of(&mut w).zero_copy, w.t.cx.counters().sq_doorbells);
         let r = host.bench(&mut h.v, &mut w, 1, &bc).unwrap();
         let db = w.t.cx.counters().sq_doorbells - db0;
@@ -81,7 +81,7 @@ mod mlx5_emu {
         let (mut w, mut h) = setup();
         let cfg = HostConfig { per_io_keys: per_io, ..host_cfg(1) };
         let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
-        let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: u64::MAX / 4, max_ios: n, seed: 3 };
+        let bc = BenchConfig { pattern: Pattern::RandRead, block_size: 4096, queue_depth: 1, duration_ns: u64::MAX / 4, max_ios: n, seed: 3, threads: false };
         let r = host.bench(&mut h.v, &mut w, 1, &bc).unwrap();
         assert_eq!((r.ios, r.errors), (n, 0));
         println!("NVMEOF-PROFILE-IOS {n} per-io-keys={per_io}");
@@ -108,7 +108,7 @@ mod nvme_emu {
         let cfg = HostConfig { inline_writes: false, ..host_cfg(qd) };
         let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
         let pattern = if write { Pattern::RandWrite } else { Pattern::RandRead };
-        let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 3 };
+        let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 3, threads: false };
         let c0 = d.state().io_commands;
         let r = host.bench(&mut h.v, &mut w, 1, &bc).unwrap();
         assert_eq!((r.ios, r.errors), (n, 0));

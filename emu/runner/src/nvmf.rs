@@ -249,6 +249,8 @@ pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64, bench_
 pub struct InitiatorReport {
     pub lane: LaneResult,
     pub bench: Option<nvmeof::bench::BenchResult>,
+    /// With `threads=on`: each I/O queue's own part of `bench`, by QID.
+    pub bench_lanes: Vec<(u16, nvmeof::bench::BenchResult)>,
     pub connects: u64,
     pub failed_attempts: u64,
 }
@@ -320,17 +322,17 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
         let _ = set.disconnect(v, env);
         return Err("verified I/O failed".into());
     }
-    let mut bench_result = None;
+    let (mut bench_result, mut bench_lanes) = (None, Vec::new());
     if let Some(b) = &args.bench {
         match bench(&mut set, v, env, nsid, b, bench_json) {
-            Ok(res) => bench_result = Some(res),
+            Ok((res, lanes)) => (bench_result, bench_lanes) = (Some(res), lanes),
             Err(e) => {
                 let _ = set.disconnect(v, env);
                 return Err(e);
             }
         }
     }
-    let report = InitiatorReport { lane: r, bench: bench_result, connects: set.ctrls[0].connects, failed_attempts: set.ctrls[0].failed_attempts };
+    let report = InitiatorReport { lane: r, bench: bench_result, bench_lanes, connects: set.ctrls[0].connects, failed_attempts: set.ctrls[0].failed_attempts };
     set.disconnect(v, env).map_err(|(_, e)| format!("disconnect: {e:?}"))?;
     Ok(report)
 }
@@ -338,7 +340,9 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
 /// `nvmf.bench=` on `nsid` of the set's controller (reconnected if its target is lost): the
 /// report on stdout, a `RUNNER bench outages` line, fio's JSON into `bench_json` (or on stdout
 /// between `nvmeof::fio_json` markers). I/O errors fail it; I/Os lost to an outage do not.
-fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, nsid: u32, b: &nvmeof::bench::BenchConfig, bench_json: Option<&Path>) -> Result<nvmeof::bench::BenchResult, String> {
+/// With `threads=on` ([`on_threads`]) also each queue's part, a `RUNNER bench lane` line each.
+#[allow(clippy::type_complexity)]
+fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, nsid: u32, b: &nvmeof::bench::BenchConfig, bench_json: Option<&Path>) -> Result<(nvmeof::bench::BenchResult, Vec<(u16, nvmeof::bench::BenchResult)>), String> {
     // On a terminal, a progress line rewritten in place every second.
     let tty = std::io::stdout().is_terminal();
     let mut progress = |p: &nvmeof::bench::BenchProgress| {
@@ -351,11 +355,20 @@ fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut 
         CtrlEvent::AttemptFailed(e) => log::warn!("runner: bench: reconnect attempt failed: {e:?}"),
         e => println!("RUNNER bench controller event {e:?}"),
     };
-    let res = nvmeof::bench::run::reconnecting(set, 0, v, env, nsid, b, &mut progress, &mut on).map_err(|e| format!("bench: {e:?}"))?;
-    if tty {
-        print!("\r\x1b[K");
-    }
     let mut out = String::new();
+    let (res, per_lane) = if b.threads {
+        let lanes = on_threads(set, v, env, nsid, b)?;
+        for (qid, r) in &lanes.per_lane {
+            let _ = writeln!(out, "RUNNER bench lane qid={qid} ios={} errors={} iops={} p50_ns={} p99_ns={}", r.ios, r.errors, r.iops(), r.lat().percentile(50.0), r.lat().percentile(99.0));
+        }
+        (lanes.merged, lanes.per_lane)
+    } else {
+        let res = nvmeof::bench::run::reconnecting(set, 0, v, env, nsid, b, &mut progress, &mut on).map_err(|e| format!("bench: {e:?}"))?;
+        if tty {
+            print!("\r\x1b[K");
+        }
+        (res, Vec::new())
+    };
     let _ = res.write(&mut out, b);
     let _ = writeln!(
         out,
@@ -387,7 +400,25 @@ fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut 
     if res.errors != 0 {
         return Err(format!("bench: {} I/O errors", res.errors));
     }
-    Ok(res)
+    Ok((res, per_lane))
+}
+
+/// `nvmf.bench=...,threads=on`: every I/O queue of the set's controller driven by a std thread
+/// of its own (`nvmeof::bench::lanes`), timed by the host process's monotonic clock; this thread
+/// keeps the admin queue, the device and the CM meanwhile. No reconnect while the queues are
+/// lent: a lost controller ends the bench with an error.
+fn on_threads<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, nsid: u32, b: &nvmeof::bench::BenchConfig) -> Result<nvmeof::bench::lanes::LanesResult, String> {
+    let host = set.ctrls[0].live().ok_or("bench: controller not live")?;
+    nvmeof::bench::lanes::on_lanes(host, v, env, nsid, b, |jobs, turn| {
+        std::thread::scope(|s| {
+            let threads: Vec<_> = jobs.into_iter().map(|job| s.spawn(move || job.run(&host_clock_ns, &std::thread::yield_now))).collect();
+            while !threads.iter().all(|t| t.is_finished()) {
+                turn();
+            }
+            threads.into_iter().map(|t| t.join().expect("a bench lane's thread panicked")).collect()
+        })
+    })
+    .map_err(|e| format!("bench: {e:?}"))
 }
 
 /// The verified workload gives up after this long without an answered I/O (its target away).

@@ -278,6 +278,42 @@ fn runner_bench_survives_the_target_dropping_it_mid_bench() {
     assert_eq!((s.svc.target.core_stats().errors, s.svc.target.stats().bad_capsules), (0, 0), "{:?}", s.svc.target.core_stats());
 }
 
+/// `nvmf.bench=...,threads=on` over `n` I/O queues: each queue's submit/poll loop on a std
+/// thread of its own while this thread keeps the admin queue (a KATO short enough that Keep
+/// Alives go out meanwhile), the device and the target; the I/O count asked is done in all,
+/// with no error, by every lane, and the merged result is the sum of the lanes'.
+fn bench_on_threads(n: u16) {
+    let (_clock, side, mut h, mut env) = setup_with("");
+    let ios = 2_000;
+    let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues={n},qd=8 nvmf.bench=randrw,qd=8,time=600s,ios={ios},seed=3,threads=on")).unwrap();
+    let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, HostConfig { io_queues: n, io_depth: 8, kato_ms: 20, ..cfg() }, 200, 7, None).expect("initiator run");
+    let b = r.bench.clone().expect("bench ran");
+    assert_eq!((b.ios, b.errors, b.lost, b.reads + b.writes), (ios, 0, 0, ios), "{b:?}");
+    assert_eq!(b.lat().count(), ios, "every I/O a latency sample");
+    let qids: Vec<u16> = r.bench_lanes.iter().map(|l| l.0).collect();
+    assert_eq!(qids, (1..=n).collect::<Vec<_>>(), "one lane per I/O queue");
+    for (qid, l) in &r.bench_lanes {
+        assert_eq!((l.ios, l.errors), (ios / n as u64, 0), "queue {qid}: its share of the I/Os, no error");
+        assert!(l.reads > 0 && l.writes > 0, "queue {qid}: {l:?}");
+    }
+    let lat: u64 = r.bench_lanes.iter().map(|l| l.1.lat().count()).sum();
+    assert_eq!(lat, b.lat().count(), "the lanes' histograms merged");
+    let s = side.borrow();
+    assert_eq!((s.svc.target.core_stats().errors, s.svc.target.stats().bad_capsules), (0, 0), "{:?}", s.svc.target.core_stats());
+    assert_eq!(s.svc.target.core_stats().ka_expired, 0, "the owner kept the admin queue alive: {:?}", s.svc.target.core_stats());
+    println!("RUNNER-BENCH-THREADS queues={n} ios={} lanes={:?}", b.ios, r.bench_lanes.iter().map(|l| (l.0, l.1.ios)).collect::<Vec<_>>());
+}
+
+#[test]
+fn runner_bench_on_two_threads() {
+    bench_on_threads(2);
+}
+
+#[test]
+fn runner_bench_on_four_threads() {
+    bench_on_threads(4);
+}
+
 /// An operator's HTTP client: smoltcp on the host node's raw Ethernet queue (the host's own
 /// address), talking to the target's management stack over the link like `curl` would.
 struct Operator {

@@ -18,7 +18,7 @@ use rdma::GroupVerbs;
 
 use super::{BenchConfig, BenchProgress, BenchResult, Pattern, Rng};
 use crate::host::controllers::{Controllers, CtrlEvent, CtrlState};
-use crate::host::{Host, HostEnv, IoDone, IoKind};
+use crate::host::{Host, HostEnv, IoDone, IoKind, IoLane, NsInfo};
 use crate::{Error, Status};
 
 /// How often the progress callback runs.
@@ -32,8 +32,40 @@ enum Slot {
     Write,
 }
 
+/// The queue a run submits on: queue 1 of a connected host, or an I/O queue lent to a thread
+/// ([`crate::host::IoLane`]).
+pub(super) trait BenchQueue<E> {
+    fn alloc_slot(&mut self) -> Option<u16>;
+    fn submit(&mut self, slot: u16, kind: IoKind, nsid: u32, lba: u64, blocks: u32, now: u64) -> Result<(), Error<E>>;
+}
+
+/// Queue 1 of a host.
+struct HostQueue1<'a, V: GroupVerbs>(&'a mut Host<V>, &'a mut V);
+
+impl<V: GroupVerbs> BenchQueue<V::Error> for HostQueue1<'_, V> {
+    #[inline]
+    fn alloc_slot(&mut self) -> Option<u16> {
+        self.0.alloc_slot(1)
+    }
+    #[inline]
+    fn submit(&mut self, slot: u16, kind: IoKind, nsid: u32, lba: u64, blocks: u32, now: u64) -> Result<(), Error<V::Error>> {
+        self.0.submit(self.1, 1, slot, kind, nsid, lba, blocks, now)
+    }
+}
+
+impl<V: GroupVerbs> BenchQueue<V::Error> for IoLane<V> {
+    #[inline]
+    fn alloc_slot(&mut self) -> Option<u16> {
+        IoLane::alloc_slot(self)
+    }
+    #[inline]
+    fn submit(&mut self, slot: u16, kind: IoKind, nsid: u32, lba: u64, blocks: u32, now: u64) -> Result<(), Error<V::Error>> {
+        IoLane::submit(self, slot, kind, nsid, lba, blocks, now)
+    }
+}
+
 /// One run's state, whatever drives it.
-struct Run {
+pub(super) struct Run {
     cfg: BenchConfig,
     nsid: u32,
     /// LBAs per I/O and I/O-sized units in the namespace (of the current connection).
@@ -44,14 +76,14 @@ struct Run {
     res: BenchResult,
     /// Queue 1's slots (index = slot).
     slots: Vec<Slot>,
-    inflight: u32,
+    pub(super) inflight: u32,
     issued: u64,
     start: u64,
     next_progress: u64,
 }
 
 impl Run {
-    fn new(cfg: &BenchConfig, nsid: u32, start: u64) -> Self {
+    pub(super) fn new(cfg: &BenchConfig, nsid: u32, start: u64) -> Self {
         Run {
             cfg: *cfg,
             nsid,
@@ -71,6 +103,11 @@ impl Run {
     /// Take a (re)connected host's namespace geometry and queue depth (slow path).
     fn attach<V: GroupVerbs>(&mut self, host: &Host<V>) -> Result<(), Error<V::Error>> {
         let ns = *host.namespaces.iter().find(|n| n.nsid == self.nsid).ok_or(Error::Config("no such namespace"))?;
+        self.attach_ns(&ns, host.io_queues().1)
+    }
+
+    /// Take namespace `ns`'s geometry and the depth of the queue the run submits on.
+    pub(super) fn attach_ns<E>(&mut self, ns: &NsInfo, depth: u16) -> Result<(), Error<E>> {
         if self.cfg.block_size == 0 || self.cfg.block_size % ns.block_size != 0 {
             return Err(Error::Config("block size not a multiple of the LBA size"));
         }
@@ -81,20 +118,20 @@ impl Run {
         }
         debug_assert_eq!(self.inflight, 0, "attached with I/O in flight");
         self.slots.clear();
-        self.slots.resize(host.io_queues().1 as usize, Slot::Free);
+        self.slots.resize(depth as usize, Slot::Free);
         Ok(())
     }
 
     /// The run is over (duration or I/O count reached): no new I/O.
-    fn over(&self, now: u64) -> bool {
+    pub(super) fn over(&self, now: u64) -> bool {
         now.saturating_sub(self.start) >= self.cfg.duration_ns || (self.cfg.max_ios != 0 && self.issued >= self.cfg.max_ios)
     }
 
-    /// Submit up to the queue depth on queue 1.
-    fn issue<V: GroupVerbs>(&mut self, host: &mut Host<V>, verbs: &mut V, now: u64) -> Result<(), Error<V::Error>> {
-        let qd = self.cfg.queue_depth.min(host.io_queues().1).max(1) as u32;
+    /// Submit up to the queue depth on `q` (a host's queue 1, or a lent queue).
+    pub(super) fn issue<E>(&mut self, q: &mut impl BenchQueue<E>, now: u64) -> Result<(), Error<E>> {
+        let qd = self.cfg.queue_depth.min(self.slots.len() as u16).max(1) as u32;
         while self.inflight < qd && !(self.cfg.max_ios != 0 && self.issued >= self.cfg.max_ios) {
-            let Some(slot) = host.alloc_slot(1) else { break };
+            let Some(slot) = q.alloc_slot() else { break };
             let idx = match self.cfg.pattern {
                 Pattern::SeqRead | Pattern::SeqWrite => {
                     self.seq = (self.seq + 1) % self.span;
@@ -108,7 +145,7 @@ impl Run {
                 Pattern::RandMix { read_pct } => (self.rng.next() % 100) < read_pct as u64,
             };
             let kind = if read { IoKind::Read } else { IoKind::Write };
-            host.submit(verbs, 1, slot, kind, self.nsid, idx * self.blocks as u64, self.blocks, now)?;
+            q.submit(slot, kind, self.nsid, idx * self.blocks as u64, self.blocks, now)?;
             if let Some(s) = self.slots.get_mut(slot as usize) {
                 *s = if read { Slot::Read } else { Slot::Write };
             }
@@ -124,7 +161,7 @@ impl Run {
     }
 
     /// Count answered I/Os; only successful ones are latency samples.
-    fn complete<E>(&mut self, done: &[IoDone]) -> Result<(), Error<E>> {
+    pub(super) fn complete<E>(&mut self, done: &[IoDone]) -> Result<(), Error<E>> {
         for d in done {
             let s = self.slots.get_mut(d.slot as usize).ok_or(Error::Protocol("completion for a slot not in flight"))?;
             let read = match *s {
@@ -150,7 +187,7 @@ impl Run {
     }
 
     /// The controller's queues were released: whatever was in flight got no answer.
-    fn lose_inflight(&mut self) {
+    pub(super) fn lose_inflight(&mut self) {
         for s in self.slots.iter_mut() {
             match *s {
                 Slot::Free => continue,
@@ -176,13 +213,13 @@ impl Run {
         }
     }
 
-    fn finish(mut self, now: u64) -> BenchResult {
+    pub(super) fn finish(mut self, now: u64) -> BenchResult {
         self.res.elapsed_ns = now.saturating_sub(self.start);
         self.res
     }
 }
 
-const NO_IO: IoDone = IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 };
+pub(super) const NO_IO: IoDone = IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 };
 
 /// Run `cfg` on `host`'s namespace `nsid` over I/O queue 1; the first error (submit, poll,
 /// keep-alive) ends it. `progress` about once a second.
@@ -193,7 +230,7 @@ pub fn on_host<V: GroupVerbs>(host: &mut Host<V>, verbs: &mut V, env: &mut impl 
     loop {
         let now = env.now_ns();
         if !run.over(now) {
-            run.issue(host, verbs, now)?;
+            run.issue(&mut HostQueue1(host, verbs), now)?;
         } else if run.inflight == 0 {
             break;
         }
@@ -268,7 +305,7 @@ pub fn reconnecting<V: GroupVerbs>(
         }
         let mut n = 0;
         if let Some(host) = c.live() {
-            let mut ok = over || run.issue(host, verbs, now).is_ok();
+            let mut ok = over || run.issue(&mut HostQueue1(host, verbs), now).is_ok();
             if ok {
                 match host.poll(verbs, now, &mut done) {
                     Ok(k) => {
