@@ -2,7 +2,8 @@
 //! [`Host`] (an error ends the run: [`on_host`], behind `Host::bench`), and on one controller
 //! of a [`Controllers`] set ([`reconnecting`], the appliance's and emu-runner's `nvmf.bench=`):
 //! a lost target is released and reconnected by the set with its backoff and the bench goes on
-//! once the controller is live again.
+//! once the controller is live again. The same state drives each lent I/O queue of
+//! [`super::lanes`] (`threads=on`), through its `BenchQueue`.
 //!
 //! What a lost connection does to the figures: I/Os in flight when the controller's queues
 //! were released never got an answer; they are counted `lost` (per direction), are not latency
@@ -74,7 +75,7 @@ pub(super) struct Run {
     rng: Rng,
     seq: u64,
     res: BenchResult,
-    /// Queue 1's slots (index = slot).
+    /// The slots of the queue it submits on (index = slot).
     slots: Vec<Slot>,
     pub(super) inflight: u32,
     issued: u64,
