@@ -39,12 +39,14 @@ mod group;
 mod handoff;
 mod lifecycle;
 mod ranges;
+mod turn;
 mod wr_id;
 pub use admit::Pinned;
 pub use group::GroupStats;
 use group::{Inbox, OwnerEnds, PollGroup, Staged, ToOwner};
 use handoff::Bell;
 use ranges::{InFlight, RangeId};
+use turn::TurnShared;
 use wr_id::{Kind, WrId};
 
 /// Receive buffers in each poll group's SRQ unless set (`set_srq_bufs`).
@@ -367,17 +369,14 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// A new queue was staged in a group since the last turn (one test per group turn
     /// instead of a look at the group's ring).
     attach_pending: bool,
-    turnaround_clock: Option<fn() -> u64>,
     next_ka_check_ns: u64,
     next_stuck_check_ns: u64,
     /// The time of the last `poll` (accept has no clock of its own).
     now_ns: u64,
-    /// Namespace memory registered for zero-copy reads.
-    ns_mrs: Vec<NsMr>,
     ns_registered: bool,
-    /// Namespace memory zero-copy transfers are using (target-wide: see README's poll
-    /// groups row for how it is to be split).
-    inflight: InFlight,
+    /// What the groups' turns share (namespace registrations, zero-copy ranges, the clock),
+    /// handed to each turn call with the core and the one group it works on.
+    shared: TurnShared,
     /// Poll groups (created with the first queue, released with the last); how many, the
     /// group the next queue goes to, and each group's SRQ size.
     groups: Vec<PollGroup<V>>,
@@ -427,13 +426,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             gen: 1,
             inbox: Inbox::with_capacity(max_queues),
             attach_pending: false,
-            turnaround_clock: None,
             next_ka_check_ns: 0,
             next_stuck_check_ns: 0,
             now_ns: 0,
-            ns_mrs: Vec::new(),
             ns_registered: false,
-            inflight: InFlight::with_capacity(2 * slots),
+            shared: TurnShared::new(slots),
             groups: Vec::new(),
             ends: Vec::new(),
             in_poll: false,
@@ -503,7 +500,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Measure per-command turnaround with `clock` (e.g. the TSC).
     pub fn set_turnaround_clock(&mut self, clock: fn() -> u64) {
-        self.turnaround_clock = Some(clock);
+        self.shared.clock = Some(clock);
     }
 
     /// Receive CQE seen → response SEND posted, in clock units (with a clock set): every live
@@ -532,7 +529,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// slot buffers. Returns whether zero-copy reads are on.
     pub fn register_namespaces(&mut self, verbs: &mut V) -> bool {
         if self.ns_registered {
-            return !self.ns_mrs.is_empty();
+            return !self.shared.ns_mrs.is_empty();
         }
         self.ns_registered = true;
         let regions = self.core.direct_regions();
@@ -541,7 +538,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             let mut done = false;
             for chunk in core::iter::once(len).chain(NS_CHUNKS.iter().copied().filter(|&c| c < len)) {
                 if let Some(lkeys) = Self::reg_chunks(verbs, base, len, chunk, overlap) {
-                    self.ns_mrs.push(NsMr { base, len, chunk, lkeys });
+                    self.shared.ns_mrs.push(NsMr { base, len, chunk, lkeys });
                     done = true;
                     break;
                 }
@@ -553,7 +550,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 return false;
             }
         }
-        let on = !self.ns_mrs.is_empty();
+        let on = !self.shared.ns_mrs.is_empty();
         self.core.set_direct(on);
         on
     }
@@ -585,18 +582,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// the next `accept` registers again.
     pub fn release_namespaces(&mut self, verbs: &mut V) {
         self.core.set_direct(false);
-        for m in self.ns_mrs.drain(..) {
+        for m in self.shared.ns_mrs.drain(..) {
             for k in m.lkeys {
                 let _ = verbs.dereg_mr(k);
             }
         }
         self.ns_registered = false;
-    }
-
-    /// The key of the registration holding an I/O (at most `max_io_bytes`) that starts at `addr`.
-    fn ns_lkey(&self, addr: u64) -> Option<Lkey> {
-        let m = self.ns_mrs.iter().find(|m| addr >= m.base && addr - m.base < m.len)?;
-        m.lkeys.get(((addr - m.base) / m.chunk) as usize).copied()
     }
 
     /// Every queue (live or draining) with its place (slow path).
@@ -696,7 +687,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if self.replace_pending {
             t = t.min(self.next_ka_check_ns);
         }
-        if self.turnaround_clock.is_some() {
+        if self.shared.clock.is_some() {
             t = t.min(self.next_stuck_check_ns);
         }
         (t != u64::MAX).then(|| t.max(self.next_ka_check_ns))
@@ -735,8 +726,18 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             let n = g.rings.poll_cq(g.cq, &mut g.wc);
             work += n;
             g.stats.completions += n as u64;
-            for k in 0..n {
-                self.on_completion(verbs, gi, k, now_ns);
+            // The group's completions, handed the group; what a call leaves to the owner
+            // (`PollGroup::owner_due`) is done before the next.
+            let mut k = 0;
+            while k < n {
+                let (sh, core, g) = self.turn_parts(gi);
+                while k < n && !g.owner_due {
+                    sh.on_completion(core, g, gi, k, now_ns);
+                    k += 1;
+                }
+                if g.owner_due {
+                    self.owner_step(verbs, gi, now_ns);
+                }
             }
             // Report what this group's capsules finished before the next group submits more
             // (keeps the devices' completion rings short).
@@ -749,7 +750,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         work += self.drain_block(verbs, 0);
         while let Some((tag, dw0)) = self.core.take_aen() {
             work += 1;
-            self.complete_aer(verbs, tag, dw0);
+            let gi = WrId::from_raw(tag).group();
+            let Some(g) = self.groups.get_mut(gi) else { continue };
+            self.shared.complete_aer(&mut self.core, g, tag, dw0);
+            if g.owner_due {
+                self.owner_step(verbs, gi, now_ns);
+            }
         }
         // Keep-alive timers have 100 ms granularity (KAS); look at them once per millisecond.
         let slow = now_ns >= self.next_ka_check_ns;
@@ -771,7 +777,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // otherwise idle, its fenced response); then receive buffers go back before the
         // responses are rung (the host's next capsules find them).
         for gi in 0..self.groups.len() {
-            self.end_group_turn(verbs, gi, now_ns);
+            let (sh, core, g) = self.turn_parts(gi);
+            sh.end_group_turn(core, g, gi, now_ns);
+            if g.owner_due {
+                self.owner_step(verbs, gi, now_ns);
+            }
         }
         self.in_poll = false;
         // The owner's half of the queues the groups' turns closed: QPs destroyed, memory
@@ -791,36 +801,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         work
     }
 
-    /// The end of group `gi`'s turn, which touches only the group's own lists and queues: its
-    /// held commands retried, its zero-copy Writes' READs and fenced answers, the buffers its commands gave back
-    /// re-posted (one batch), then one send doorbell per queue of the group that had WRs
-    /// written this turn.
-    #[inline]
-    fn end_group_turn(&mut self, verbs: &mut V, gi: usize, now_ns: u64) {
-        if !self.groups[gi].blocked.is_empty() {
-            self.run_blocked(verbs, gi, now_ns);
-        }
-        if self.groups[gi].has_turn_writes {
-            self.answer_turn_writes(verbs, gi);
-        }
-        let g = &mut self.groups[gi];
-        match g.flush() {
-            Ok(n) => g.io.posts += n as u64,
-            Err(e) => {
-                // The buffers are lost to the SRQ (it shrinks); counted and logged.
-                g.io.post_errors += 1;
-                log::warn!("nvmeof: rdma: SRQ re-post failed: {e:?}");
-            }
-        }
-        self.ring_doorbells(verbs, gi);
-    }
-
     /// Commands that have waited longer than [`STUCK_NS`] for their response (slow path: once a
     /// second; only with a turnaround clock, whose stamps the slots carry): each is counted
     /// once, when it crosses the bound, and the first few of a check are logged with where
     /// they wait, so an operator sees a stuck queue before the host's I/O timeout does.
     fn check_stuck(&mut self) {
-        let Some(clock) = self.turnaround_clock else { return };
+        let Some(clock) = self.shared.clock else { return };
         let now = clock();
         let mut logged = 0;
         for (ci, c) in self.groups.iter().enumerate().flat_map(|(g, p)| p.conns.iter().enumerate().map(move |(i, c)| (QueueAt { g, i }, c))) {
@@ -900,52 +886,17 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             work += k;
             for i in 0..k {
                 let (tag, st) = self.groups[gi].block_done[i];
-                self.on_block_done(verbs, tag, st);
+                // The command's own group (a batch holds every store's completions).
+                let gt = WrId::from_raw(tag).group();
+                let Some(g) = self.groups.get_mut(gt) else { continue };
+                self.shared.on_block_done(&mut self.core, g, tag, st);
+                if g.owner_due {
+                    self.owner_step(verbs, gt, self.now_ns);
+                }
             }
             if n < BLOCK_BATCH {
                 return work;
             }
-        }
-    }
-
-    /// One send doorbell per QP of group `gi` that had WRs written this turn.
-    fn ring_doorbells(&mut self, verbs: &mut V, gi: usize) {
-        let Some(g) = self.groups.get_mut(gi) else { return };
-        if core::mem::replace(&mut g.unrung_overflow, false) {
-            g.unrung.clear();
-            let hi = g.hi;
-            for i in 0..hi {
-                self.ring_one(verbs, QueueAt { g: gi, i });
-            }
-            return;
-        }
-        while let Some(i) = self.groups.get_mut(gi).and_then(|g| g.unrung.pop()) {
-            self.ring_one(verbs, QueueAt { g: gi, i: i as usize });
-        }
-    }
-
-    fn ring_one(&mut self, verbs: &mut V, ci: QueueAt) {
-        let Some(c) = self.conn_mut(ci) else { return };
-        if !c.unrung {
-            return;
-        }
-        c.unrung = false;
-        if c.draining {
-            return;
-        }
-        if !c.held_reads.is_empty() {
-            // Under this doorbell with the rest of the turn's work requests.
-            c.unrung = true;
-            let ok = self.post_held_reads(verbs, ci);
-            let Some(c) = self.conn_mut(ci).filter(|_| ok) else { return };
-            c.unrung = false;
-        }
-        let g = &mut self.groups[ci.g];
-        let c = g.conns[ci.i].as_ref().expect("live");
-        g.io.send_doorbells += 1;
-        if g.rings.ring_send(c.qpn).is_err() {
-            g.io.post_errors += 1;
-            self.teardown(verbs, ci, true);
         }
     }
 }

@@ -1,10 +1,10 @@
 //! Data movement and completion on the RDMA transport: RDMA READ of host data (into namespace
 //! memory or the slot's buffer), RDMA WRITE of read data, block completions, AER and
-//! command responses, and the deferred send doorbell.
+//! command responses, and the deferred send doorbell, in a poll group's turn.
 
 use super::*;
 
-impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
+impl TurnShared {
     /// RDMA READ slot `s`'s host data: into the slot's buffer, or, for a zero-copy Write, into
     /// namespace memory at the end of the turn with the Write's response (`answer_turn_writes`).
     ///
@@ -20,8 +20,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// `rc::outstanding_read_limit_respected`; Linux's nvmet-rdma likewise posts its READs
     /// bounded only by send queue room). The send queue has room for a READ per slot
     /// (`sq_depth`).
-    pub(super) fn post_read(&mut self, verbs: &mut V, ci: QueueAt, s: u16) {
-        let g = &mut self.groups[ci.g];
+    pub(super) fn post_read<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         if let Some(listed) = c.list_turn_write(s) {
             g.has_turn_writes = true;
@@ -40,12 +39,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             g.io.held_slot_reads += 1;
             return;
         }
-        self.post_slot_read(verbs, ci, s);
+        self.post_slot_read(core, g, ci, s);
     }
 
     /// Write slot `s`'s RDMA READ into its slot buffer (unrung).
-    fn post_slot_read(&mut self, verbs: &mut V, ci: QueueAt, s: u16) -> bool {
-        let g = &mut self.groups[ci.g];
+    fn post_slot_read<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16) -> bool {
         let c = g.conns[ci.i].as_mut().expect("live");
         let Some(Sgl::Keyed { addr, len, key, .. }) = c.slots[s as usize].sgl else { return true };
         c.reads_posted += 1;
@@ -55,21 +53,21 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if g.post_deferred(ci.i, qpn, listed, &wr) {
             return true;
         }
-        self.teardown(verbs, ci, true);
+        self.close_queue(core, g, ci, true);
         false
     }
 
     /// Write queue `ci`'s held READs (unrung: the caller's doorbell rings them). False if the
     /// queue was torn down.
-    pub(super) fn post_held_reads(&mut self, verbs: &mut V, ci: QueueAt) -> bool {
-        let n = self.conn(ci).map_or(0, |c| c.held_reads.len());
+    pub(super) fn post_held_reads<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt) -> bool {
+        let n = g.conns[ci.i].as_ref().map_or(0, |c| c.held_reads.len());
         for i in 0..n {
-            let s = self.groups[ci.g].conns[ci.i].as_ref().expect("live").held_reads[i];
-            if !self.post_slot_read(verbs, ci, s) {
+            let s = g.conns[ci.i].as_ref().expect("live").held_reads[i];
+            if !self.post_slot_read(core, g, ci, s) {
                 return false;
             }
         }
-        if let Some(c) = self.conn_mut(ci) {
+        if let Some(c) = g.conns[ci.i].as_mut() {
             c.held_reads.clear();
         }
         true
@@ -81,29 +79,28 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// turn's Writes cost its one doorbell and their READ completions none. The cost: a
     /// response, and every later work request of the queue (e.g. a Read's data and response
     /// of the next turn), waits for all READs before it, not just its own.
-    pub(super) fn answer_turn_writes(&mut self, verbs: &mut V, gi: usize) {
+    pub(super) fn answer_turn_writes<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize) {
         // Most turns have none (reads): one flag (the caller's), no pass over the queues.
-        let g = &mut self.groups[gi];
         g.has_turn_writes = false;
         if g.unrung_overflow {
             let hi = g.hi;
             for i in 0..hi {
-                self.answer_queue_writes(verbs, QueueAt { g: gi, i });
+                self.answer_queue_writes(core, g, QueueAt { g: gi, i });
             }
             return;
         }
         // A queue's answer may tear it down, never list another: the list only shrinks.
         let mut k = 0;
-        while let Some(&i) = self.groups.get(gi).and_then(|g| g.unrung.get(k)) {
-            self.answer_queue_writes(verbs, QueueAt { g: gi, i: i as usize });
+        while let Some(&i) = g.unrung.get(k) {
+            self.answer_queue_writes(core, g, QueueAt { g: gi, i: i as usize });
             k += 1;
         }
     }
 
     /// Queue `ci`'s Writes of this turn: first the READs, then the responses, of the same
     /// slots (those `turn_write` takes: one filter for both passes).
-    fn answer_queue_writes(&mut self, verbs: &mut V, ci: QueueAt) {
-        let Some(c) = self.conn_mut(ci) else { return };
+    fn answer_queue_writes<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt) {
+        let Some(c) = g.conns[ci.i].as_mut() else { return };
         let n = c.turn_writes.len();
         if n == 0 || c.draining {
             c.turn_writes.clear();
@@ -112,7 +109,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // The list is kept to the slots `turn_write` takes, so the answer pass answers exactly
         // the Writes whose READs this pass wrote.
         let mut kept = 0;
-        let g = &mut self.groups[ci.g];
         for i in 0..n {
             let c = g.conns[ci.i].as_mut().expect("live");
             let s = c.turn_writes[i];
@@ -128,38 +124,35 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             let wr = SendWr { wr_id: WrId::new(ci.i, c.gen, Kind::AnsweredRead, s, range).raw(), op, sge, signaled: true, fence: false, ud: None };
             let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
             if !g.post_deferred(ci.i, qpn, listed, &wr) {
-                self.teardown(verbs, ci, true);
+                self.close_queue(core, g, ci, true);
                 return;
             }
         }
         for i in 0..kept {
-            let g = &mut self.groups[ci.g];
             let Some(c) = g.conns[ci.i].as_mut().filter(|c| !c.draining) else { return };
             let s = c.turn_writes[i];
             let t0 = c.slots[s as usize].t0;
             g.io.fenced_responses += 1;
-            self.respond_fenced(verbs, ci, s, Status::SUCCESS, 0, 0, t0, true);
+            self.respond_fenced(core, g, ci, s, Status::SUCCESS, 0, 0, t0, true);
         }
-        if let Some(c) = self.conn_mut(ci) {
+        if let Some(c) = g.conns[ci.i].as_mut() {
             c.turn_writes.clear();
         }
     }
 
     /// A zero-copy Write: once nothing in flight overlaps its blocks, claim them and RDMA
     /// READ the host's data straight into namespace memory.
-    pub(super) fn fetch_direct(&mut self, verbs: &mut V, ci: QueueAt, s: u16) {
-        let c = self.groups[ci.g].conns[ci.i].as_ref().expect("live");
+    pub(super) fn fetch_direct<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16) {
+        let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &c.slots[s as usize];
         let (addr, len) = (slot.direct_addr, slot.write.map_or(0, |w| w.len()) as u64);
         if self.inflight.overlaps(addr, addr + len, false) {
-            self.hold(ci, s, Resume::Fetch);
+            g.hold(ci.i, s, Resume::Fetch);
             return;
         }
         let gen = c.gen;
         let lkey = self.ns_lkey(addr);
         let range = self.inflight.insert(addr, addr + len, true, ci, gen);
-        let g = &mut self.groups[ci.g];
-        let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &mut c.slots[s as usize];
         match (lkey, range) {
             (Some(k), Some(r)) => {
@@ -171,7 +164,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                         g.has_turn_writes = true;
                         g.list_unrung(ci.i, listed);
                     }
-                    None => self.post_read(verbs, ci, s),
+                    None => self.post_read(core, g, ci, s),
                 }
             }
             _ => {
@@ -181,55 +174,30 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 }
                 g.io.range_overflow += range.is_none() as u64;
                 let (q, cid, nsid, t0) = (c.q, slot.sqe.cid.get(), slot.sqe.nsid.get(), slot.t0);
-                self.core.record_error(&q, cid, Status::INTERNAL, nsid);
-                self.respond(verbs, ci, s, Status::INTERNAL, 0, 0, t0);
+                core.record_error(&q, cid, Status::INTERNAL, nsid);
+                self.respond(core, g, ci, s, Status::INTERNAL, 0, 0, t0);
             }
         }
     }
 
     /// RDMA WRITE `src` to the host buffer of slot `s`'s keyed SGL.
-    pub(super) fn post_write(&mut self, verbs: &mut V, ci: QueueAt, s: u16, src: Sge) -> bool {
-        let g = &mut self.groups[ci.g];
+    pub(super) fn post_write<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, src: Sge) -> bool {
         let c = g.conns[ci.i].as_mut().expect("live");
         let Some(wr) = c.write_wr(ci, s, src) else { return true };
         let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
         if g.post_deferred(ci.i, qpn, listed, &wr) {
             return true;
         }
-        self.teardown(verbs, ci, true);
+        self.close_queue(core, g, ci, true);
         false
     }
 
-    /// Write `wr` on queue `ci` without ringing and list the queue for this turn's one
-    /// doorbell (rung at the end of `poll`), counted by its operation in the queue's group
-    /// (one look-up of the group per work request). A device error tears the queue down
-    /// (false).
-    /// Inlined: it is on every command's path (the call would cost ~45 instructions per I/O).
-    #[inline(always)]
-    pub(super) fn defer_send(&mut self, verbs: &mut V, ci: QueueAt, wr: &SendWr) -> bool {
-        let g = &mut self.groups[ci.g];
-        let c = g.conns[ci.i].as_mut().expect("live");
-        let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
-        if g.post_deferred(ci.i, qpn, listed, wr) {
-            return true;
-        }
-        self.teardown(verbs, ci, true);
-        false
-    }
-
-    /// List queue `ci` for its group's doorbells this turn (once).
-    #[inline(always)]
-    pub(super) fn list_unrung(&mut self, ci: QueueAt) {
-        let g = &mut self.groups[ci.g];
-        let c = g.conns[ci.i].as_mut().expect("live");
-        let listed = core::mem::replace(&mut c.unrung, true);
-        g.list_unrung(ci.i, listed);
-    }
-
-    pub(super) fn on_block_done(&mut self, verbs: &mut V, tag: u64, st: Status) {
+    /// A block completion (`tag`, the store's status `st`) of one of group `g`'s commands
+    /// ([`WrId::tag`] names the group: the caller hands that one).
+    pub(super) fn on_block_done<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, tag: u64, st: Status) {
         let id = WrId::from_raw(tag);
         let (ci, gen, s) = (QueueAt { g: id.group(), i: id.conn() }, id.gen(), id.slot());
-        let Some(c) = self.groups.get_mut(ci.g).and_then(|g| g.conns.get_mut(ci.i)).and_then(|c| c.as_mut()) else { return };
+        let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
         if c.gen != gen || s >= c.depth {
             return;
         }
@@ -244,44 +212,43 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if slot.pending > 0 {
             return;
         }
-        self.block_done(verbs, ci, s);
+        self.block_done(core, g, ci, s);
     }
 
     /// Slot `s`'s block I/O is done (its last completion, or the store did it at once,
     /// `Action::ReadyDirect`): a Read's data goes to the host, anything else is answered.
-    pub(super) fn block_done(&mut self, verbs: &mut V, ci: QueueAt, s: u16) {
-        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
+    pub(super) fn block_done<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16) {
+        let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &c.slots[s as usize];
         let (status, t0, opcode) = (slot.status, slot.t0, slot.sqe.opcode);
         if c.draining {
             c.slots[s as usize].state = SlotState::Idle;
-            self.maybe_free(verbs, ci);
+            g.free_queue(ci);
             return;
         }
         if !status.is_success() {
             let (q, sqe) = (c.q, &c.slots[s as usize].sqe);
             let (cid, nsid) = (sqe.cid.get(), sqe.nsid.get());
-            self.core.record_error(&q, cid, status, nsid);
+            core.record_error(&q, cid, status, nsid);
         } else if opcode == io_op::READ {
-            self.send_read(verbs, ci, s);
+            self.send_read(core, g, ci, s);
             return;
         }
-        self.respond(verbs, ci, s, status, 0, 0, t0);
+        self.respond(core, g, ci, s, status, 0, 0, t0);
     }
 
     /// A Read's data is ready: RDMA WRITE it to the host and respond. A zero-copy Read waits
     /// while a zero-copy Write is still landing in its blocks. Inlined into `block_done`, which
     /// has the queue at hand already (not fetched twice per Read).
     #[inline(always)]
-    pub(super) fn send_read(&mut self, verbs: &mut V, ci: QueueAt, s: u16) {
-        let g = &mut self.groups[ci.g];
+    pub(super) fn send_read<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
         let (len, direct_addr, direct_lkey, status, t0) = (slot.sgl.map_or(0, |g| g.len()), slot.direct_addr, slot.direct_lkey, slot.status, slot.t0);
         let src = if direct_addr != 0 {
             if self.inflight.overlaps(direct_addr, direct_addr + len as u64, true) {
-                self.hold(ci, s, Resume::Send);
+                g.hold(ci.i, s, Resume::Send);
                 return;
             }
             Sge { addr: direct_addr, len, lkey: direct_lkey }
@@ -292,17 +259,19 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if let Some(wr) = c.write_wr(ci, s, src) {
             let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
             if !g.post_deferred(ci.i, qpn, listed, &wr) {
-                self.teardown(verbs, ci, true);
+                self.close_queue(core, g, ci, true);
                 return;
             }
         }
-        self.respond(verbs, ci, s, status, 0, 0, t0);
+        self.respond(core, g, ci, s, status, 0, 0, t0);
     }
 
-    pub(super) fn complete_aer(&mut self, verbs: &mut V, tag: u64, dw0: u32) {
+    /// Complete an AER of group `g`'s queue (`tag`, as [`RdmaTarget::execute_owned`] gave the
+    /// core) with `dw0`.
+    pub(super) fn complete_aer<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, tag: u64, dw0: u32) {
         let id = WrId::from_raw(tag);
         let (ci, gen, cid) = (QueueAt { g: id.group(), i: id.conn() }, id.gen(), id.slot());
-        let Some(c) = self.conn_mut(ci) else { return };
+        let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
         if c.gen != gen || c.draining {
             return;
         }
@@ -325,20 +294,22 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             fence: false,
             ud: None,
         };
-        self.defer_send(verbs, ci, &wr);
+        let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
+        if !g.post_deferred(ci.i, qpn, listed, &wr) {
+            self.close_queue(core, g, ci, true);
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) fn respond(&mut self, verbs: &mut V, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
-        self.respond_fenced(verbs, ci, s, status, dw0, dw1, t0, false);
+    pub(super) fn respond<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
+        self.respond_fenced(core, g, ci, s, status, dw0, dw1, t0, false);
     }
 
     /// Answer slot `s` (its SEND `fence`d behind the queue's outstanding READs when asked) and
     /// free the slot.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn respond_fenced(&mut self, verbs: &mut V, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64, fence: bool) {
-        let g = &mut self.groups[ci.g];
+    pub(super) fn respond_fenced<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64, fence: bool) {
         let c = g.conns[ci.i].as_mut().expect("live");
         let (cid, sgl, range, opcode) = {
             let sl = &c.slots[s as usize];
@@ -389,22 +360,73 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             g.io.error_responses += 1;
         }
         if !g.post_deferred(ci.i, qpn, listed, &wr) {
-            self.teardown(verbs, ci, true);
+            self.close_queue(core, g, ci, true);
             return;
         }
-        if let Some(f) = self.turnaround_clock {
+        if let Some(f) = self.clock {
             g.turnaround.record(f().wrapping_sub(t0));
         }
     }
 
-    /// Slot `s` of queue `ci` is done with its command: back on the queue's free list, its
-    /// receive buffer given back to the group (re-posted in this turn's batch).
-    #[inline(always)]
-    pub(super) fn release_slot(&mut self, ci: QueueAt, s: u16) {
-        let g = &mut self.groups[ci.g];
-        let b = g.conns[ci.i].as_mut().expect("live").release_slot(s);
-        if b != NO_BUF {
-            g.give_back(ci.g, b);
+    /// The end of group `g`'s (number `gi`) turn, which touches only the group's own lists and
+    /// queues: its held commands retried, its zero-copy Writes' READs and fenced answers, the
+    /// buffers its commands gave back re-posted (one batch), then one send doorbell per queue
+    /// of the group that had WRs written this turn.
+    #[inline]
+    pub(super) fn end_group_turn<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize, now_ns: u64) {
+        if !g.blocked.is_empty() {
+            self.run_blocked(core, g, gi, now_ns);
+        }
+        if g.has_turn_writes {
+            self.answer_turn_writes(core, g, gi);
+        }
+        match g.flush() {
+            Ok(n) => g.io.posts += n as u64,
+            Err(e) => {
+                // The buffers are lost to the SRQ (it shrinks); counted and logged.
+                g.io.post_errors += 1;
+                log::warn!("nvmeof: rdma: SRQ re-post failed: {e:?}");
+            }
+        }
+        self.ring_doorbells(core, g, gi);
+    }
+
+    /// One send doorbell per QP of group `g` (number `gi`) that had WRs written this turn.
+    fn ring_doorbells<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize) {
+        if core::mem::replace(&mut g.unrung_overflow, false) {
+            g.unrung.clear();
+            let hi = g.hi;
+            for i in 0..hi {
+                self.ring_one(core, g, QueueAt { g: gi, i });
+            }
+            return;
+        }
+        while let Some(i) = g.unrung.pop() {
+            self.ring_one(core, g, QueueAt { g: gi, i: i as usize });
+        }
+    }
+
+    fn ring_one<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt) {
+        let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
+        if !c.unrung {
+            return;
+        }
+        c.unrung = false;
+        if c.draining {
+            return;
+        }
+        if !c.held_reads.is_empty() {
+            // Under this doorbell with the rest of the turn's work requests.
+            c.unrung = true;
+            let ok = self.post_held_reads(core, g, ci);
+            let Some(c) = g.conns[ci.i].as_mut().filter(|_| ok) else { return };
+            c.unrung = false;
+        }
+        let c = g.conns[ci.i].as_ref().expect("live");
+        g.io.send_doorbells += 1;
+        if g.rings.ring_send(c.qpn).is_err() {
+            g.io.post_errors += 1;
+            self.close_queue(core, g, ci, true);
         }
     }
 }
@@ -413,7 +435,7 @@ impl<V: GroupVerbs> Conn<V> {
     /// If slot `s` is a zero-copy Write (keyed SGL, namespace memory to READ into): it is
     /// Reading and on the queue's list of this turn's Writes, whose READs and fenced answers are
     /// written at the end of the turn (`answer_turn_writes`; its READ is counted then, by
-    /// `defer_send`). Returns whether the queue was listed for this turn's doorbell already
+    /// `post_deferred`). Returns whether the queue was listed for this turn's doorbell already
     /// (its `unrung`, now set); none for any other slot.
     #[inline(always)]
     pub(super) fn list_turn_write(&mut self, s: u16) -> Option<bool> {
@@ -459,6 +481,36 @@ impl<V: GroupVerbs> Conn<V> {
 }
 
 impl<V: GroupVerbs> PollGroup<V> {
+    /// Slot `s` of queue `i` is done with its command: back on the queue's free list, its
+    /// receive buffer given back to the group (re-posted in this turn's batch).
+    #[inline(always)]
+    pub(super) fn release_slot(&mut self, ci: QueueAt, s: u16) {
+        let b = self.conns[ci.i].as_mut().expect("live").release_slot(s);
+        if b != NO_BUF {
+            self.give_back(ci.g, b);
+        }
+    }
+
+    /// Hold slot `s` of queue `i` until nothing in flight overlaps it (on the group's list);
+    /// `resume` is what it does then.
+    pub(super) fn hold(&mut self, i: usize, s: u16, resume: Resume) {
+        let c = self.conns[i].as_mut().expect("live");
+        let slot = &mut c.slots[s as usize];
+        if slot.state != SlotState::Blocked {
+            slot.state = SlotState::Blocked;
+            slot.resume = resume;
+            if resume == Resume::Send {
+                self.io.held_reads += 1;
+            } else {
+                self.io.held_writes += 1;
+            }
+        }
+        // Room for every slot of the group's queues is reserved with the group and a slot is on
+        // the list at most once, so this does not allocate; were the room ever short, the list
+        // grows rather than leave a held command unanswered for good.
+        self.blocked.push_back((i, c.gen, s));
+    }
+
     /// List queue `i` for this turn's doorbells (rung at the end of `poll`) unless it is
     /// `listed` already (its `Conn::unrung` before the caller set it).
     #[inline(always)]

@@ -1,20 +1,25 @@
-//! Receive and dispatch on the RDMA transport: a completion reaches its queue and slot by
-//! index (`WrId`), a capsule is checked and handed to the core, and the core's `Action` is
-//! carried out (held commands retried once nothing overlaps them).
+//! Receive and dispatch on the RDMA transport, in a poll group's turn: a completion reaches
+//! its queue and slot by index (`WrId`), a capsule is checked and handed to the core, and the
+//! core's `Action` is carried out (held commands retried once nothing overlaps them); an
+//! admin-queue or Fabrics command is forwarded to the owner, who executes it
+//! ([`RdmaTarget::execute_owned`]).
 
 use super::*;
 
-impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
-    /// Completion `k` of group `gi`'s completion array (read in place, not copied).
-    pub(super) fn on_completion(&mut self, verbs: &mut V, gi: usize, k: usize, now_ns: u64) {
-        let wc = &self.groups[gi].wc[k];
+impl TurnShared {
+    /// Completion `k` of group `g`'s (number `gi`) completion array (read in place, not copied).
+    /// Inlined into the owner's loop over the group's completions, with `on_recv` (as the turn
+    /// was before it was handed the group; measured with `scripts/bench-nvmeof`).
+    #[inline(always)]
+    pub(super) fn on_completion<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize, k: usize, now_ns: u64) {
+        let wc = &g.wc[k];
         let (id, status) = (WrId::from_raw(wc.wr_id), wc.status);
         if id.kind() == Some(Kind::Recv) {
-            self.on_recv(verbs, gi, id.slot(), k, now_ns);
+            self.on_recv(core, g, gi, id.slot(), k, now_ns);
             return;
         }
         let (ci, gen, s) = (QueueAt { g: gi, i: id.conn() }, id.gen(), id.slot());
-        let Some(c) = self.groups[gi].conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
+        let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
         if c.gen != gen || c.draining {
             return;
         }
@@ -22,12 +27,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let kind = id.kind();
         if status != WcStatus::Success {
             if status != WcStatus::WrFlushed {
-                self.groups[gi].io.wc_errors += 1;
+                g.io.wc_errors += 1;
                 log::warn!("nvmeof: rdma: {qpn} completion error {status:?} ({kind:?})");
             }
             // A failed RDMA READ of a zero-copy Write leaves the command unanswered with its
             // queue: the host never sees success for data that may have landed in part.
-            self.teardown(verbs, ci, true);
+            self.close_queue(core, g, ci, true);
             return;
         }
         if s >= depth && kind != Some(Kind::Aer) {
@@ -37,12 +42,13 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             Some(Kind::Read) => {
                 c.reads_posted = c.reads_posted.saturating_sub(1);
                 if c.slots[s as usize].state == SlotState::Reading {
-                    self.data_in(verbs, ci, s, now_ns);
+                    self.data_in(core, g, ci, s, now_ns);
                 }
                 // The last READ in: held READs go out now (this turn's doorbell), whether or
                 // not its command wrote anything.
-                if self.conn(ci).is_some_and(|c| !c.draining && c.reads_posted == 0 && !c.held_reads.is_empty()) {
-                    self.list_unrung(ci);
+                if let Some(c) = g.conns[ci.i].as_mut().filter(|c| !c.draining && c.reads_posted == 0 && !c.held_reads.is_empty()) {
+                    let listed = core::mem::replace(&mut c.unrung, true);
+                    g.list_unrung(ci.i, listed);
                 }
             }
             Some(Kind::AnsweredRead) => {
@@ -58,18 +64,18 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                     self.inflight.remove(r, ci, gen);
                 }
                 if close_after_send {
-                    self.teardown(verbs, ci, true);
+                    self.close_queue(core, g, ci, true);
                 }
             }
             _ => {}
         }
     }
 
-    /// A receive completion (`k` of group `gi`'s array) from the group's SRQ in buffer `b`: the
+    /// A receive completion (`k` of group `g`'s array) from the group's SRQ in buffer `b`: the
     /// queue is found by QPN, the capsule takes the queue's oldest free slot (which holds the
-    /// buffer until answered).
-    fn on_recv(&mut self, verbs: &mut V, gi: usize, b: u16, k: usize, now_ns: u64) {
-        let g = &mut self.groups[gi];
+    /// buffer until answered). Inlined into `on_completion` (as in the turn before).
+    #[inline(always)]
+    fn on_recv<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize, b: u16, k: usize, now_ns: u64) {
         if !g.has_buf(b) {
             return;
         }
@@ -85,44 +91,42 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let (Some(ci), Some(s)) = (ci, slot) else {
             // A late receive of a queue gone, an error, or a host beyond its queue depth:
             // the buffer goes back; the queue (if any) is closed.
-            self.groups[gi].give_back(gi, b);
+            g.give_back(gi, b);
             if let Some(ci) = ci.filter(|_| live) {
                 if ok {
-                    self.groups[gi].stats.slot_overruns += 1;
+                    g.stats.slot_overruns += 1;
                 } else if status != WcStatus::WrFlushed {
-                    self.groups[gi].io.wc_errors += 1;
+                    g.io.wc_errors += 1;
                     log::warn!("nvmeof: rdma: {qpn:?} receive completion error {status:?}");
                 }
-                self.teardown(verbs, ci, true);
+                self.close_queue(core, g, ci, true);
             }
             return;
         };
-        let g = &mut self.groups[gi];
         g.stats.capsules += 1;
         g.conns[ci.i].as_mut().expect("live").slots[s as usize].rbuf = b;
-        self.on_capsule(verbs, ci, s, byte_len, now_ns);
+        self.on_capsule(core, g, ci, s, byte_len, now_ns);
     }
 
     /// Slot `s`'s RDMA READ into the slot buffer completed: a Write's data (submit it) or a
     /// payload (execute the command with it). (A zero-copy Write's READ is answered with its
     /// fenced response, `answer_turn_writes`.)
-    pub(super) fn data_in(&mut self, verbs: &mut V, ci: QueueAt, s: u16, now_ns: u64) {
-        let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
+    pub(super) fn data_in<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, now_ns: u64) {
+        let c = g.conns[ci.i].as_mut().expect("live");
         let gen = c.gen;
         let buf = c.data_dma.sub(c.data_off(s), c.xfer).unwrap_or(DmaSlice::EMPTY);
         let slot = &mut c.slots[s as usize];
         let Some(w) = slot.write else {
             slot.fetched = true;
-            self.execute(verbs, ci, s, now_ns);
+            self.execute(core, g, ci, s, now_ns);
             return;
         };
-        let action = self.core.write_fetched(&w, buf, block_tag(ci, gen, Kind::Block, s));
-        self.on_action(verbs, ci, s, action);
+        let action = core.write_fetched(&w, buf, block_tag(ci, gen, Kind::Block, s));
+        self.on_action(core, g, ci, s, action);
     }
 
-    pub(super) fn on_capsule(&mut self, verbs: &mut V, ci: QueueAt, s: u16, byte_len: u32, now_ns: u64) {
-        let t0 = self.turnaround_clock.map_or(0, |f| f());
-        let g = &mut self.groups[ci.g];
+    pub(super) fn on_capsule<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, byte_len: u32, now_ns: u64) {
+        let t0 = self.clock.map_or(0, |f| f());
         let c = g.conns[ci.i].as_mut().expect("live");
         c.capsules += 1;
         g.io.capsules += 1;
@@ -148,80 +152,64 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 g.io.bad_capsules += 1;
                 let sqe = &c.slots[s as usize].sqe;
                 let (cid, nsid) = (sqe.cid.get(), sqe.nsid.get());
-                self.core.record_error(&c.q, cid, st, nsid);
-                self.respond(verbs, ci, s, st, 0, 0, 0);
+                core.record_error(&c.q, cid, st, nsid);
+                self.respond(core, g, ci, s, st, 0, 0, 0);
             }
-            Ok(()) => self.execute(verbs, ci, s, now_ns),
+            Ok(()) => self.execute(core, g, ci, s, now_ns),
         }
     }
 
-    /// Hold slot `s` until nothing in flight overlaps it (on its group's list); `resume` is
-    /// what it does then.
-    pub(super) fn hold(&mut self, ci: QueueAt, s: u16, resume: Resume) {
-        let g = &mut self.groups[ci.g];
-        let c = g.conns[ci.i].as_mut().expect("live");
-        let slot = &mut c.slots[s as usize];
-        if slot.state != SlotState::Blocked {
-            slot.state = SlotState::Blocked;
-            slot.resume = resume;
-            if resume == Resume::Send {
-                g.io.held_reads += 1;
-            } else {
-                g.io.held_writes += 1;
-            }
-        }
-        // Room for every slot of the group's queues is reserved with the group and a slot is on
-        // the list at most once, so this does not allocate; were the room ever short, the list
-        // grows rather than leave a held command unanswered for good.
-        g.blocked.push_back((ci.i, c.gen, s));
-    }
-
-    /// Retry group `gi`'s held commands (each may be held again).
-    pub(super) fn run_blocked(&mut self, verbs: &mut V, gi: usize, now_ns: u64) {
-        let n = self.groups.get(gi).map_or(0, |g| g.blocked.len());
+    /// Retry group `g`'s (number `gi`) held commands (each may be held again).
+    pub(super) fn run_blocked<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize, now_ns: u64) {
+        let n = g.blocked.len();
         for _ in 0..n {
-            let Some((i, gen, s)) = self.groups.get_mut(gi).and_then(|g| g.blocked.pop_front()) else { break };
+            let Some((i, gen, s)) = g.blocked.pop_front() else { break };
             let ci = QueueAt { g: gi, i };
-            let Some(c) = self.conn(ci) else { continue };
+            let Some(c) = g.conns.get(i).and_then(|c| c.as_ref()) else { continue };
             let slot = &c.slots[s as usize];
             if c.gen != gen || c.draining || slot.state != SlotState::Blocked {
                 continue;
             }
             let resume = slot.resume;
             match resume {
-                Resume::Execute => self.execute(verbs, ci, s, now_ns),
-                Resume::Fetch => self.fetch_direct(verbs, ci, s),
-                Resume::Send => self.send_read(verbs, ci, s),
+                Resume::Execute => self.execute(core, g, ci, s, now_ns),
+                Resume::Fetch => self.fetch_direct(core, g, ci, s),
+                Resume::Send => self.send_read(core, g, ci, s),
             }
         }
     }
 
-    /// Before an admin command, which may report what the I/O queues counted (SMART log): the
-    /// queues' counters folded into their controllers. Out of line: never on the I/O path.
-    #[cold]
-    #[inline(never)]
-    fn fold_for_admin(&mut self) {
-        self.fold_queues();
+    /// Execute slot `s`'s command, an I/O queue's; an admin-queue or Fabrics command is left to
+    /// the owner ([`PollGroup::forward`]: it may need every queue's counts, device memory for
+    /// Connect, or close a reset controller's queues in other groups).
+    pub(super) fn execute<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, now_ns: u64) {
+        self.command_action(core, g, ci, s, now_ns, true, |sh, core, g, action| sh.on_action(core, g, ci, s, action));
     }
 
-    pub(super) fn execute(&mut self, verbs: &mut V, ci: QueueAt, s: u16, now_ns: u64) {
-        let mut g = &mut self.groups[ci.g];
-        if g.conns[ci.i].as_ref().expect("live").q.qid == 0 {
-            self.fold_for_admin();
-            g = &mut self.groups[ci.g];
-        }
+    /// Hand slot `s`'s command to the core and its answer to `then`, unless it is held (it
+    /// overlaps a zero-copy transfer in flight) or, in a group's turn (`in_turn`), forwarded to
+    /// the owner (an admin-queue or Fabrics command, [`PollGroup::forward`]). Inlined into
+    /// `execute` (as one call it was before the owner's commands went their own way), the
+    /// answer handed on, not returned (an `Option<Action>` cost ~20 instructions per I/O).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn command_action<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, now_ns: u64, in_turn: bool, then: impl FnOnce(&mut Self, &mut Core<B>, &mut PollGroup<V>, Action)) {
         let c = g.conns[ci.i].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
+        if in_turn && (c.q.qid == 0 || slot.sqe.opcode == FABRICS_OPCODE) {
+            g.forward(ci.i, s);
+            return;
+        }
         let (sgl, slot_fetched) = (slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 }), slot.fetched);
         // A keyed SGL's data is at the host until fetched (the core says when it wants it).
         let fetched = slot_fetched || !matches!(sgl, Sgl::Keyed { len, .. } if len > 0);
         if fetched && !self.inflight.is_empty() {
             // An in-capsule Write, Write Zeroes or DSM changes memory zero-copy transfers may
             // be using: it waits for them.
-            if let Some((a, n)) = self.core.modifies_direct(&c.q, &slot.sqe) {
+            if let Some((a, n)) = core.modifies_direct(&c.q, &slot.sqe) {
                 if self.inflight.overlaps(a, a.saturating_add(n), false) {
-                    self.hold(ci, s, Resume::Execute);
+                    g.hold(ci.i, s, Resume::Execute);
                     return;
                 }
             }
@@ -265,53 +253,43 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         let data = DataIn { bytes: &small[..small_len], buf, sgl_len: sgl.len(), tag, fetched };
         // Counted in the group's own counts (folded into the core's figures on the slow path).
-        let action = self.core.execute_counted(&mut c.q, sqe, &data, now_ns, &mut g.counts);
-        self.on_action(verbs, ci, s, action);
+        let action = core.execute_counted(&mut c.q, sqe, &data, now_ns, &mut g.counts);
+        then(self, core, g, action);
     }
 
-    /// Carry out the core's answer for slot `s`.
-    pub(super) fn on_action(&mut self, verbs: &mut V, ci: QueueAt, s: u16, action: Action) {
+    /// Carry out the core's answer for slot `s` (a Connect's admission is the owner's, done
+    /// before: [`RdmaTarget::execute_owned`]).
+    pub(super) fn on_action<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, action: Action) {
         match action {
             Action::Respond { status, dw0, dw1, out_len } => {
-                let c = self.groups[ci.g].conns[ci.i].as_ref().expect("live");
+                let c = g.conns[ci.i].as_mut().expect("live");
                 let slot = &c.slots[s as usize];
                 let (sqe, t0, fetched_write) = (slot.sqe, slot.t0, slot.write.is_some());
                 let sgl = slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 });
-                let connect = sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::CONNECT;
-                // Admitted: now the queue gets its data buffers (refused if there are none).
-                let (status, dw0) = if connect && status.is_success() && !self.admit(verbs, ci) { (Status::CONNECT_CTRL_BUSY, 0) } else { (status, dw0) };
-                let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
                 if status.is_success() && sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::DISCONNECT {
                     c.close_after_send = true;
                 }
                 if fetched_write && !status.is_success() {
                     // `write_fetched` failed: the core leaves recording to its caller.
                     let q = c.q;
-                    self.core.record_error(&q, sqe.cid.get(), status, sqe.nsid.get());
+                    core.record_error(&q, sqe.cid.get(), status, sqe.nsid.get());
                 }
                 if status.is_success() && out_len > 0 {
-                    let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
                     let n = core::cmp::min(out_len as usize, sgl.len() as usize);
                     if let Sgl::Keyed { .. } = sgl {
-                        c.data.write(c.data_off(s), &self.core.out()[..n]);
-                        self.groups[ci.g].io.admin_copy_bytes += n as u64;
-                        let c = self.groups[ci.g].conns[ci.i].as_ref().expect("live");
+                        c.data.write(c.data_off(s), &core.out()[..n]);
+                        g.io.admin_copy_bytes += n as u64;
+                        let c = g.conns[ci.i].as_ref().expect("live");
                         let src = Sge { addr: c.data.paddr() + c.data_off(s) as u64, len: n as u32, lkey: c.data_lkey };
-                        if !self.post_write(verbs, ci, s, src) {
+                        if !self.post_write(core, g, ci, s, src) {
                             return;
                         }
                     }
                 }
-                self.respond(verbs, ci, s, status, dw0, dw1, t0);
-                if sqe.opcode == FABRICS_OPCODE {
-                    // A Property Set may have reset the controller: drop its I/O queues.
-                    while let Some(id) = self.core.take_reset() {
-                        self.reset_io_queues(verbs, id);
-                    }
-                }
+                self.respond(core, g, ci, s, status, dw0, dw1, t0);
             }
             Action::Submitted { count } => {
-                let c = self.groups[ci.g].conns[ci.i].as_mut().expect("live");
+                let c = g.conns[ci.i].as_mut().expect("live");
                 c.slots[s as usize].state = SlotState::Executing;
                 c.slots[s as usize].pending = count;
             }
@@ -319,7 +297,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 let ready = matches!(action, Action::ReadyDirect { .. });
                 let addr = buf.paddr();
                 let lkey = self.ns_lkey(addr);
-                let g = &mut self.groups[ci.g];
                 let c = g.conns[ci.i].as_mut().expect("live");
                 let gen = c.gen;
                 let slot = &mut c.slots[s as usize];
@@ -347,30 +324,61 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 if ready {
                     // The store is done already: on as its completion would go (one path).
                     slot.pending = 0;
-                    self.block_done(verbs, ci, s);
+                    self.block_done(core, g, ci, s);
                 }
             }
-            Action::Fetch(Fetch::Payload) => self.post_read(verbs, ci, s),
+            Action::Fetch(Fetch::Payload) => self.post_read(core, g, ci, s),
             Action::Fetch(Fetch::Write(w)) => {
-                let g = &mut self.groups[ci.g];
                 let c = g.conns[ci.i].as_mut().expect("live");
                 c.slots[s as usize].write = Some(w);
                 match w.direct_buf() {
                     Some(buf) => {
                         g.io.direct_writes += 1;
                         c.slots[s as usize].direct_addr = buf.paddr();
-                        self.fetch_direct(verbs, ci, s);
+                        self.fetch_direct(core, g, ci, s);
                     }
-                    None => self.post_read(verbs, ci, s),
+                    None => self.post_read(core, g, ci, s),
                 }
             }
             Action::Hold => {
                 // The AER keeps only its CID; its slot and receive buffer go straight back.
-                self.release_slot(ci, s);
+                g.release_slot(ci, s);
             }
         }
     }
+}
 
+impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
+    /// Execute a command a group's turn forwarded (an admin-queue or Fabrics command,
+    /// [`TurnShared::execute`]): the I/O queues' counts folded into their controllers first for
+    /// an admin command (a SMART log reports them), a Connect admitted (its queue's data
+    /// buffers), and after a Fabrics command the I/O queues of a controller it reset closed.
+    pub(super) fn execute_owned(&mut self, verbs: &mut V, ci: QueueAt, s: u16, now_ns: u64) {
+        if self.conn(ci).expect("live").q.qid == 0 {
+            self.fold_queues();
+        }
+        let (sh, core, g) = self.turn_parts(ci.g);
+        let mut answer = None;
+        sh.command_action(core, g, ci, s, now_ns, false, |_, _, _, a| answer = Some(a));
+        let Some(action) = answer else { return };
+        let sqe = g.conns[ci.i].as_ref().expect("live").slots[s as usize].sqe;
+        let action = match action {
+            // Admitted: now the queue gets its data buffers (refused if there are none).
+            Action::Respond { status, out_len, dw1, .. } if sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::CONNECT && status.is_success() && !self.admit(verbs, ci) => {
+                Action::Respond { status: Status::CONNECT_CTRL_BUSY, dw0: 0, dw1, out_len }
+            }
+            a => a,
+        };
+        let (sh, core, g) = self.turn_parts(ci.g);
+        sh.on_action(core, g, ci, s, action);
+        self.close_ctrls_elsewhere(ci.g);
+        if matches!(action, Action::Respond { .. }) && sqe.opcode == FABRICS_OPCODE {
+            // A Property Set may have reset the controller: drop its I/O queues.
+            while let Some(id) = self.core.take_reset() {
+                self.reset_io_queues(verbs, id);
+            }
+        }
+    }
 }
 
 impl<V: GroupVerbs> Conn<V> {

@@ -316,6 +316,14 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     pub(super) unrung_overflow: bool,
     /// A queue listed in `unrung` has zero-copy Writes to answer at the end of this turn.
     pub(super) has_turn_writes: bool,
+    /// A turn call left work to the owner (`RdmaTarget::owner_step`, when the call returns): a
+    /// command in `forwarded`, controllers in `closed_ctrls`.
+    pub(super) owner_due: bool,
+    /// A command the owner executes (queue index, slot): admin-queue and Fabrics commands.
+    pub(super) forwarded: Option<(usize, u16)>,
+    /// Controllers whose admin queue the turn closed: their queues in other groups are the
+    /// owner's to close. Room for one per queue of the group.
+    pub(super) closed_ctrls: Vec<u16>,
     /// The block completions of the batch the group's turn is handling
     /// (`RdmaTarget::drain_block`).
     pub(super) block_done: [(u64, Status); BLOCK_BATCH],
@@ -464,6 +472,8 @@ impl<V: GroupVerbs> PollGroup<V> {
         let mut conns = Vec::new();
         conns.try_reserve_exact(max_queues).map_err(|_| ())?;
         conns.resize_with(max_queues, || None);
+        let mut closed_ctrls = Vec::new();
+        closed_ctrls.try_reserve_exact(max_queues).map_err(|_| ())?;
         let mut scratch_in = Vec::new();
         scratch_in.try_reserve_exact(SCRATCH_IN).map_err(|_| ())?;
         scratch_in.resize(SCRATCH_IN, 0u8);
@@ -501,6 +511,9 @@ impl<V: GroupVerbs> PollGroup<V> {
             unrung: heapless::Vec::new(),
             unrung_overflow: false,
             has_turn_writes: false,
+            owner_due: false,
+            forwarded: None,
+            closed_ctrls,
             block_done: [(0, Status::SUCCESS); BLOCK_BATCH],
             scratch_in: scratch_in.into_boxed_slice(),
             turnaround: Histogram::boxed(),

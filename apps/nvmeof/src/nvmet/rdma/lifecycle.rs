@@ -217,22 +217,30 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
-    /// Free a closed queue once none of its commands is at the store: the group's half
-    /// ([`RdmaTarget::free_queue`]), then, outside a turn, the owner's.
-    pub(super) fn maybe_free(&mut self, verbs: &mut V, ci: QueueAt) {
-        self.free_queue(ci);
-        if !self.in_poll {
-            self.drain_gone(verbs);
+    /// Tear queue `ci` down without the device (inside a turn or out of it): the group's half
+    /// ([`TurnShared::close_queue`]), and for an admin queue its controller's queues in the
+    /// other groups.
+    pub(super) fn close_queue(&mut self, ci: QueueAt, notify_cm: bool) {
+        let Some(g) = self.groups.get_mut(ci.g) else { return };
+        self.shared.close_queue(&mut self.core, g, ci, notify_cm);
+        self.close_ctrls_elsewhere(ci.g);
+        if let Some(g) = self.groups.get_mut(ci.g) {
+            g.owner_due = g.forwarded.is_some();
         }
     }
+}
 
+impl TurnShared {
     /// The group's half of tearing queue `ci` down (and, for an admin queue, every queue of
-    /// its controller), without the device: the queue stops taking work, its zero-copy ranges
-    /// and held commands are forgotten, its group stops finding it by QPN, the core forgets
-    /// it, and its QP is put on its group's [`PollGroup::gone`] ring for the owner to destroy.
-    /// Completions its QP still delivers find no queue (a receive's buffer goes back).
-    pub(super) fn close_queue(&mut self, ci: QueueAt, notify_cm: bool) {
-        let Some(c) = self.conn_mut(ci) else { return };
+    /// its controller in group `g`; those in other groups are the owner's to close,
+    /// [`PollGroup::closed_ctrl`]), without the device: the queue stops taking work, its
+    /// zero-copy ranges and held commands are forgotten, its group stops finding it by QPN, the
+    /// core forgets it, and its QP is put on its group's [`PollGroup::gone`] ring for the owner
+    /// to destroy. Completions its QP still delivers find no queue (a receive's buffer goes
+    /// back).
+    #[cold]
+    pub(super) fn close_queue<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, notify_cm: bool) {
+        let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
         if c.draining {
             return;
         }
@@ -240,8 +248,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let gen = c.gen;
         // Its QP is going with everything in flight: forget its zero-copy ranges and held commands.
         self.inflight.remove_queue(ci, gen);
-        let g = &mut self.groups[ci.g];
-        let c = g.conns[ci.i].as_mut().expect("live");
         g.blocked.retain(|b| b.0 != ci.i || b.1 != gen);
         g.qps.remove(c.qpn);
         g.live = g.live.saturating_sub(1);
@@ -253,8 +259,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         g.tell_owner(ToOwner::Qp(qpn));
         g.io.conns_closed += 1;
         log::info!("nvmeof: rdma: queue {} on {} closed", q.qid, qpn);
-        self.core.queue_gone(&q);
-        self.free_queue(ci);
+        core.queue_gone(&q);
+        g.free_queue(ci);
         if q.qid == 0 {
             if let Some(id) = q.cntlid {
                 // The target closes these itself, whoever closed the admin queue: the CM must
@@ -262,35 +268,38 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 // CM-ID -> QPN entry outlive the QP, and once the QPN is reused a late event
                 // for the old connection closes another host's queue (emu/sim seed 23 with 4
                 // initiators).
-                let mut at = QueueAt { g: 0, i: 0 };
-                while let Some(j) = self.find_conn_from(at, &|o| o.q.cntlid == Some(id)) {
-                    self.close_queue(j, true);
-                    at = QueueAt { g: j.g, i: j.i + 1 };
+                for i in 0..g.hi {
+                    if g.conns[i].as_ref().is_some_and(|o| !o.draining && o.q.cntlid == Some(id)) {
+                        self.close_queue(core, g, QueueAt { g: ci.g, i }, true);
+                    }
                 }
+                g.closed_ctrl(id);
             }
         }
     }
+}
 
-    /// The group's half of freeing closed queue `ci` once none of its commands is at the
-    /// store: the capsule buffers its unanswered commands held go back to the group's SRQ and
-    /// its response and data memory is parked in the group and put on its [`PollGroup::gone`]
-    /// ring (after its QP) for the owner to deregister.
+impl<V: GroupVerbs> PollGroup<V> {
+    /// The group's half of freeing closed queue `ci` (of this group) once none of its commands
+    /// is at the store: the capsule buffers its unanswered commands held go back to the
+    /// group's SRQ and its response and data memory is parked in the group and put on its
+    /// [`PollGroup::gone`] ring (after its QP) for the owner to deregister.
     pub(super) fn free_queue(&mut self, ci: QueueAt) {
-        let Some(c) = self.conn(ci) else { return };
+        let Some(c) = self.conns.get(ci.i).and_then(|c| c.as_ref()) else { return };
         if !c.draining || c.slots.iter().any(|s| s.state == SlotState::Executing) {
             return;
         }
-        // The queue lives in its group, so its group is there to take its memory.
-        let g = &mut self.groups[ci.g];
-        let c = g.conns[ci.i].take().expect("checked");
-        g.hi = g.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
+        let c = self.conns[ci.i].take().expect("checked");
+        self.hi = self.conns.iter().rposition(|c| c.is_some()).map_or(0, |i| i + 1);
         for s in c.slots.iter().filter(|s| s.rbuf != NO_BUF) {
-            g.give_back(ci.g, s.rbuf);
+            self.give_back(ci.g, s.rbuf);
         }
         // The keys go to the owner, the memory is parked until the owner says no key names it.
-        g.park(ci.i, c, None);
+        self.park(ci.i, c, None);
     }
+}
 
+impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// The owner's half of the teardowns done since the last call: every group's closed QPs
     /// destroyed and freed queues' memory deregistered ([`PollGroup::drain_gone`]); with no
     /// queue left, the groups released. Outside a turn's completion handling.

@@ -147,8 +147,9 @@ impl InFlight {
         Some(RangeId(i))
     }
 
-    /// Stop tracking `id` if queue (`q`, `gen`) still owns it.
-    #[inline]
+    /// Stop tracking `id` if queue (`q`, `gen`) still owns it. Inlined: on every zero-copy
+    /// command's path, from the turn's generic code in the crate that instantiates it.
+    #[inline(always)]
     pub(super) fn remove(&mut self, id: RangeId, q: QueueAt, gen: u16) {
         let Some(r) = self.slab.get_mut(id.0 as usize) else { return };
         if !r.live || !r.owned_by(q, gen) {

@@ -1,0 +1,93 @@
+//! A poll group's turn and what it shares: the per-I/O code (`dispatch.rs`, `data.rs`) is
+//! methods of [`TurnShared`] handed the one group it works on (`&mut PollGroup`) and the core,
+//! never the whole target, so a group's turn reaches no other group. What the turn cannot do
+//! with its group alone it leaves on the group for the owner ([`PollGroup::owner_due`]), who
+//! does it when the turn's call returns: a command the owner executes (every admin-queue and
+//! Fabrics command: counts of every queue folded first, Connect's admission with device
+//! memory, a reset's I/O queues closed) and the other groups' queues of a controller whose
+//! admin queue the turn closed.
+
+use super::*;
+
+/// What the poll groups' turns share with one another and with the owner, apart from the core
+/// (handed to each turn call beside it): namespace memory registered for zero-copy transfers,
+/// the zero-copy ranges in flight (target-wide: see README's poll groups design for how they
+/// are to be split per group), the turnaround clock.
+pub(super) struct TurnShared {
+    /// Namespace memory registered for zero-copy reads and writes.
+    pub(super) ns_mrs: Vec<NsMr>,
+    /// Namespace memory zero-copy transfers are using.
+    pub(super) inflight: InFlight,
+    pub(super) clock: Option<fn() -> u64>,
+}
+
+impl TurnShared {
+    pub(super) fn new(slots: usize) -> TurnShared {
+        TurnShared { ns_mrs: Vec::new(), inflight: InFlight::with_capacity(2 * slots), clock: None }
+    }
+
+    /// The key of the registration holding an I/O (at most `max_io_bytes`) that starts at `addr`.
+    /// (`#[inline]`: on every zero-copy command's path, called from generic code.)
+    #[inline]
+    pub(super) fn ns_lkey(&self, addr: u64) -> Option<Lkey> {
+        let m = self.ns_mrs.iter().find(|m| addr >= m.base && addr - m.base < m.len)?;
+        m.lkeys.get(((addr - m.base) / m.chunk) as usize).copied()
+    }
+}
+
+impl<V: GroupVerbs> PollGroup<V> {
+    /// Slot `s` of queue `i` holds a command the owner executes (`RdmaTarget::owner_step`).
+    #[cold]
+    pub(super) fn forward(&mut self, i: usize, s: u16) {
+        debug_assert!(self.forwarded.is_none(), "one command forwarded per turn call");
+        self.forwarded = Some((i, s));
+        self.owner_due = true;
+    }
+
+    /// The turn closed the admin queue of controller `cntlid` (and its queues in this group):
+    /// the owner closes its queues in the other groups.
+    #[cold]
+    pub(super) fn closed_ctrl(&mut self, cntlid: u16) {
+        // Room for one per queue of the group, reserved at creation; a queue is closed once.
+        if self.closed_ctrls.len() < self.closed_ctrls.capacity() {
+            self.closed_ctrls.push(cntlid);
+        }
+        self.owner_due = true;
+    }
+}
+
+impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
+    /// Group `gi`'s turn state, the core and what the turns share, borrowed apart.
+    #[inline(always)]
+    pub(super) fn turn_parts(&mut self, gi: usize) -> (&mut TurnShared, &mut Core<B>, &mut PollGroup<V>) {
+        (&mut self.shared, &mut self.core, &mut self.groups[gi])
+    }
+
+    /// What group `gi`'s turn call left to the owner ([`PollGroup::owner_due`]): its closed
+    /// controllers' queues in the other groups, then the command it forwarded.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn owner_step(&mut self, verbs: &mut V, gi: usize, now_ns: u64) {
+        loop {
+            self.close_ctrls_elsewhere(gi);
+            let Some(g) = self.groups.get_mut(gi) else { return };
+            g.owner_due = false;
+            let Some((i, s)) = g.forwarded.take() else { return };
+            self.execute_owned(verbs, QueueAt { g: gi, i }, s, now_ns);
+        }
+    }
+
+    /// The queues of the controllers whose admin queue group `gi` closed, in the other groups
+    /// (group, then index order).
+    pub(super) fn close_ctrls_elsewhere(&mut self, gi: usize) {
+        while let Some(id) = self.groups.get_mut(gi).and_then(|g| g.closed_ctrls.pop()) {
+            let mut at = QueueAt { g: 0, i: 0 };
+            while let Some(j) = self.find_conn_from(at, &|o| o.q.cntlid == Some(id)) {
+                if j.g != gi {
+                    self.close_queue(j, true);
+                }
+                at = QueueAt { g: j.g, i: j.i + 1 };
+            }
+        }
+    }
+}
