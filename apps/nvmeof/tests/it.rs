@@ -9,6 +9,7 @@ mod emu_pair;
 
 mod auth;
 mod bounds;
+mod connect_failures;
 mod controllers;
 mod durable;
 mod host_threads;

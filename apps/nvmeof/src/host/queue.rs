@@ -91,23 +91,56 @@ impl<V: GroupVerbs> HQueue<V> {
     pub(super) fn create(verbs: &mut V, qid: u16, depth: u16, capsule: usize, xfer: usize, per_io: bool) -> Result<Self, Error<V::Error>> {
         let nrecv = recv_count(depth);
         let cq = verbs.create_cq(cq_entries(depth)).map_err(Error::Verbs)?;
-        let qpn = verbs.create_rc_qp(cq, cq, sq_room(depth), nrecv as u32).map_err(Error::Verbs)?;
-        let mut q = Self::with_qp(verbs, qid, qpn, cq, None, depth, capsule, xfer, per_io)?;
+        let qpn = match verbs.create_rc_qp(cq, cq, sq_room(depth), nrecv as u32) {
+            Ok(qpn) => qpn,
+            Err(e) => {
+                let _ = verbs.destroy_cq(cq);
+                return Err(Error::Verbs(e));
+            }
+        };
+        let mut q = match Self::with_qp(verbs, qid, qpn, cq, None, depth, capsule, xfer, per_io) {
+            Ok(q) => q,
+            Err(e) => {
+                let _ = verbs.destroy_qp(qpn);
+                let _ = verbs.destroy_cq(cq);
+                return Err(e);
+            }
+        };
         for i in 0..nrecv {
-            q.post_recv(verbs, i)?;
+            if let Err(e) = q.post_recv(verbs, i) {
+                q.destroy(verbs);
+                return Err(e);
+            }
         }
         Ok(q)
     }
 
-    /// The queue's buffers and keys around QP `qpn` (its receives not posted yet).
+    /// The queue's buffers and keys around QP `qpn` (its receives not posted yet). On a failure
+    /// the keys registered so far are deregistered (the buffers free themselves when dropped);
+    /// the QP and CQ stay the caller's.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn with_qp(verbs: &mut V, qid: u16, qpn: Qpn, cq: Cqn, srq: Option<Srqn>, depth: u16, capsule: usize, xfer: usize, per_io: bool) -> Result<Self, Error<V::Error>> {
+        let mut keys = Vec::with_capacity(depth as usize + 2);
+        let q = Self::build(verbs, qid, qpn, cq, srq, depth, capsule, xfer, per_io, &mut keys);
+        if q.is_err() {
+            for k in keys {
+                let _ = verbs.dereg_mr(Lkey(k));
+            }
+        }
+        q
+    }
+
+    /// [`HQueue::with_qp`]'s work, listing every key it registers in `keys` as it goes.
+    #[allow(clippy::too_many_arguments)]
+    fn build(verbs: &mut V, qid: u16, qpn: Qpn, cq: Cqn, srq: Option<Srqn>, depth: u16, capsule: usize, xfer: usize, per_io: bool, keys: &mut Vec<u32>) -> Result<Self, Error<V::Error>> {
         let nrecv = recv_count(depth);
         let local = Access { local_write: true, remote_read: false, remote_write: false };
         let cmd = verbs.alloc_buf(depth as usize * capsule).map_err(Error::Verbs)?;
         let (cmd_lkey, _) = verbs.reg_mr(cmd.paddr(), cmd.len() as u64, local).map_err(Error::Verbs)?;
+        keys.push(cmd_lkey.0);
         let rsp = verbs.alloc_buf(nrecv as usize * Cqe::SIZE).map_err(Error::Verbs)?;
         let (rsp_lkey, _) = verbs.reg_mr(rsp.paddr(), rsp.len() as u64, local).map_err(Error::Verbs)?;
+        keys.push(rsp_lkey.0);
         let data = verbs.alloc_buf(depth as usize * xfer).map_err(Error::Verbs)?;
         let mut data_keys = Vec::with_capacity(depth as usize);
         let remote = Access { local_write: true, remote_read: true, remote_write: true };
@@ -118,7 +151,9 @@ impl<V: GroupVerbs> HQueue<V> {
             } else {
                 verbs.reg_mr(data.paddr() + (s * xfer) as u64, xfer as u64, remote).map(|k| k.1)
             };
-            data_keys.push(key.map_err(Error::Verbs)?);
+            let key = key.map_err(Error::Verbs)?;
+            keys.push(key.0);
+            data_keys.push(key);
         }
         Ok(HQueue {
             qid,

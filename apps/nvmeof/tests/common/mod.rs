@@ -271,17 +271,24 @@ pub struct World<D: GroupVerbs = TDev> {
 /// The direct "CM" of the test harnesses: the poll groups' answers to the queues handed over
 /// (`pending`: target QPN → crqsize of the REP); as a CM would, a connection in `conns`
 /// (handle → target QPN, state) becomes Connected (REP) or Rejected (REJ, no target QP) only now.
-pub fn take_answers<V: GroupVerbs, B: BlockDevice>(target: &mut RdmaTarget<V, B>, pending: &mut BTreeMap<u32, u16>, conns: &mut BTreeMap<u32, (Qpn, ConnectPoll)>) {
+/// Returns the queues taken in for connections the host gave up meanwhile (pending, but the
+/// handle gone): as the service does with an abandoned REQ, the caller closes them
+/// (`RdmaTarget::disconnected`).
+pub fn take_answers<V: GroupVerbs, B: BlockDevice>(target: &mut RdmaTarget<V, B>, pending: &mut BTreeMap<u32, u16>, conns: &mut BTreeMap<u32, (Qpn, ConnectPoll)>) -> Vec<Qpn> {
+    let mut abandoned = Vec::new();
     while let Some(a) = target.take_answer() {
         let (qpn, st) = match a {
             QueueAnswer::Attached(q) => (q, pending.remove(&q.0).map(|crqsize| ConnectPoll::Connected { crqsize })),
             QueueAnswer::Refused(q, rej) => (q, pending.remove(&q.0).map(|_| ConnectPoll::Rejected(rej.sts.get()))),
         };
         let Some(st) = st else { continue };
-        if let Some(c) = conns.values_mut().find(|c| c.0 == qpn && c.1 == ConnectPoll::Pending) {
-            *c = (if matches!(st, ConnectPoll::Rejected(_)) { Qpn(0) } else { qpn }, st);
+        match conns.values_mut().find(|c| c.0 == qpn && c.1 == ConnectPoll::Pending) {
+            Some(c) => *c = (if matches!(st, ConnectPoll::Rejected(_)) { Qpn(0) } else { qpn }, st),
+            None if matches!(st, ConnectPoll::Connected { .. }) => abandoned.push(qpn),
+            None => {}
         }
     }
+    abandoned
 }
 
 pub fn attrs(remote: Qpn, ip: Ipv4) -> RcConnectAttrs {
@@ -363,7 +370,9 @@ impl<D: GroupVerbs> HostEnv<TDev> for World<D> {
         self.now += self.tick_ns;
         rdma::Control::poll(&mut self.tdev);
         self.target.poll(&mut self.tdev, self.now);
-        take_answers(&mut self.target, &mut self.pending, &mut self.conns);
+        for q in take_answers(&mut self.target, &mut self.pending, &mut self.conns) {
+            self.target.disconnected(&mut self.tdev, q);
+        }
     }
     fn cm_connect(&mut self, verbs: &mut TDev, qp: Qpn, private: &[u8; 32]) -> Result<u32, ()> {
         let h = self.next;

@@ -83,7 +83,9 @@ impl<B: BlockDevice> World<B> {
     /// The poll groups' answers to queues `cm_connect` handed over: as a CM would, the
     /// connection becomes Connected (REP) or Rejected (REJ) only now.
     pub fn take_answers(&mut self) {
-        crate::common::take_answers(&mut self.target, &mut self.pending, &mut self.conns);
+        for q in crate::common::take_answers(&mut self.target, &mut self.pending, &mut self.conns) {
+            self.target.disconnected(&mut self.t.v, q);
+        }
     }
 }
 
@@ -102,8 +104,11 @@ impl<B: BlockDevice> HostEnv<V> for World<B> {
         let (hp, tp) = (self.psn, self.psn + 0x800);
         let st = match self.target.accept(&mut self.t.v, private, &rc_attrs(qp, H_IP, H_MAC, hp, tp)) {
             Ok(p) => {
-                verbs.connect_rc_qp(qp, &rc_attrs(p.qpn, T_IP, T_MAC, tp, hp)).map_err(|_| ())?;
                 self.pending.insert(p.qpn.0, p.rep.crqsize.get());
+                // The host cannot take the REP: the queue the target took goes with the group's
+                // answer (`take_answers`: pending, no handle), as the service closes an
+                // abandoned REQ's queue.
+                verbs.connect_rc_qp(qp, &rc_attrs(p.qpn, T_IP, T_MAC, tp, hp)).map_err(|_| ())?;
                 (p.qpn, ConnectPoll::Pending)
             }
             Err(rej) => (Qpn(0), ConnectPoll::Rejected(rej.sts.get())),

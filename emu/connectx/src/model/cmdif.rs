@@ -145,8 +145,15 @@ impl Device {
         };
         let opcode = get(&input, l::mbox_in::opcode) as u16;
         let op_mod = get(&input, l::mbox_in::op_mod) as u16;
-        let res = match self.faults.forced.get(&opcode) {
-            Some(&(s, y)) => Err((s, y)),
+        let forced = match (self.faults.forced.get(&opcode), self.faults.forced_after.get_mut(&opcode)) {
+            (Some(_), Some(n)) if *n > 0 => {
+                *n -= 1;
+                None
+            }
+            (f, _) => f.copied(),
+        };
+        let res = match forced {
+            Some((s, y)) => Err((s, y)),
             None => self.exec(opcode, op_mod, &input),
         };
         let mut outb = vec![0u8; outlen as usize];

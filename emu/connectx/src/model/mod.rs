@@ -111,6 +111,9 @@ pub struct Faults {
     pub health_stopped: bool,
     /// Force this status and syndrome for an opcode (the command is not executed).
     pub forced: BTreeMap<u16, (u8, u32)>,
+    /// How many more commands of a `forced` opcode execute normally before the forced status
+    /// applies (counted down; none listed: the next one fails), to fail the Nth of a sequence.
+    pub forced_after: BTreeMap<u16, u32>,
     /// MANAGE_PAGES give fails with NO_RESOURCES.
     pub refuse_pages: bool,
     /// MANAGE_PAGES take returns no pages.
