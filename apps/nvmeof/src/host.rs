@@ -707,6 +707,25 @@ impl<V: GroupVerbs> Host<V> {
         }
     }
 
+    /// Fail the queue on QP `qpn`, if it is one of this host's (the adapter moved it to error
+    /// on its own: [`rdma::Control::take_qp_error`]); whether it was. An I/O queue's receives
+    /// are in an SRQ, so no flushed receive would say so. Slow path.
+    pub fn fail_qp(&mut self, qpn: Qpn) -> bool {
+        let admin = self.admin.as_mut().filter(|q| q.qpn == qpn);
+        let q = match admin {
+            Some(q) => q,
+            None => match self.io.iter_mut().find(|io| io.q.qpn == qpn) {
+                Some(io) => &mut io.q,
+                None => return false,
+            },
+        };
+        if !q.failed {
+            log::warn!("nvmeof: host: queue {} ({qpn}): the adapter moved its QP to error", q.qid);
+            q.failed = true;
+        }
+        true
+    }
+
     /// Whether a queue saw a transport error (the controller needs `reconnect`).
     pub fn failed(&self) -> bool {
         self.admin.as_ref().is_some_and(|q| q.failed) || self.io.iter().any(|io| io.q.failed)

@@ -739,3 +739,26 @@ fn a_controller_without_a_connection_for_the_loss_timeout_is_given_up() {
     assert!(r.down_at_end);
     disconnect_to_baseline(&mut net, &mut h, &mut set, (qps0, cqs0));
 }
+
+/// An I/O queue's QP that the adapter moves to error on its own (a catastrophic work-queue
+/// error: the WQ_CATAS_ERROR event names it), with nothing outstanding on it: its receives are
+/// in an SRQ, so no flushed completion says so, and the CM hears nothing. The event fails its
+/// controller at the set's next poll (not at some later I/O or keep-alive), which reconnects and
+/// serves verified I/O again; the other controller is not disturbed.
+#[test]
+fn an_io_queue_qp_the_adapter_moved_to_error_fails_its_controller_at_once() {
+    let (mut net, mut h, mut set) = setup();
+    drive(&mut net, &mut h, &mut set, |s| s.all_live());
+    // A's connections in CM order: its admin queue's QP, then its I/O queue's.
+    let a_qps: Vec<Qpn> = net.conns.values().filter(|c| c.1 == A).map(|c| c.0).collect();
+    assert_eq!(a_qps.len(), 2, "A's admin and I/O queue");
+    assert!(h.cx.inject_qp_error_on(a_qps[1].0), "A's I/O queue QP was in RTS");
+    let ev = drive(&mut net, &mut h, &mut set, |s| s.ctrls[0].connects == 2 && s.all_live());
+    println!("events {ev:?}");
+    assert_eq!(ev.iter().filter(|e| e.1 == "Released").map(|e| e.0).collect::<Vec<_>>(), vec![0], "only A was released: {ev:?}");
+    assert_eq!(set.ctrls[1].connects, 1, "B kept its connection");
+    let lbas: Vec<u64> = (0..8).map(|i| i * 64).collect();
+    let host = set.ctrls[0].live().expect("A live");
+    verified(&mut net, &mut h, host, &lbas, 0x5a, true);
+    verified(&mut net, &mut h, host, &lbas, 0x5a, false);
+}

@@ -124,6 +124,11 @@ impl ConnectX {
         self.dev.lock().inject_qp_error(pick)
     }
 
+    /// Fault: drive RC QP `qpn` in RTS to ERROR ([`Device::inject_qp_error_on`]).
+    pub fn inject_qp_error_on(&self, qpn: u32) -> bool {
+        self.dev.lock().inject_qp_error_on(qpn)
+    }
+
     /// Fault: overrun one RC QP's receive CQ ([`Device::inject_cq_overrun`]).
     pub fn inject_cq_overrun(&self, pick: u64) -> Option<u32> {
         self.dev.lock().inject_cq_overrun(pick)

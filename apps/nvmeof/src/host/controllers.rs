@@ -182,6 +182,13 @@ impl<V: GroupVerbs> Controllers<V> {
     /// happened to controller `i`. Call from the poll loop (it waits only in the bring-up
     /// after a target answered the CM).
     pub fn poll(&mut self, verbs: &mut V, env: &mut impl HostEnv<V>, mut on: impl FnMut(usize, CtrlEvent<V::Error>)) {
+        // QPs the adapter moved to error on its own (an access error, a catastrophic
+        // work-queue error): the controller holding one fails now, not at its next keep-alive.
+        while let Some(qpn) = verbs.take_qp_error() {
+            if !self.ctrls.iter_mut().any(|c| c.host.fail_qp(qpn)) {
+                log::debug!("nvmeof: host: QP error event for {qpn}, no queue of ours");
+            }
+        }
         for c in self.ctrls.iter_mut() {
             if c.state == CtrlState::Live {
                 c.host.check_connections(env);

@@ -320,13 +320,23 @@ impl Device {
     pub fn inject_qp_error(&mut self, pick: u64) -> Option<u32> {
         let rts: Vec<u32> = self.qps.values().filter(|q| q.st == qps::ST_RC && q.state == qps::RTS).map(|q| q.qpn).collect();
         let qpn = *rts.get((pick % rts.len().max(1) as u64) as usize)?;
+        self.inject_qp_error_on(qpn).then_some(qpn)
+    }
+
+    /// Fault: as [`Device::inject_qp_error`], on RC QP `qpn` if it is in RTS; whether it was.
+    pub fn inject_qp_error_on(&mut self, qpn: u32) -> bool {
+        if !self.qps.get(&qpn).is_some_and(|q| q.st == qps::ST_RC && q.state == qps::RTS) {
+            return false;
+        }
         let mut inp = vec![0u8; l::qp_2err_in::SIZE];
         set(&mut inp, l::qp_2err_in::qpn, qpn as u64);
-        self.modify_qp(op::QP_2ERR, &inp).ok()?;
+        if self.modify_qp(op::QP_2ERR, &inp).is_err() {
+            return false;
+        }
         let mut d = [0u8; 28];
         set(&mut d, l::eqe_qp_srq::qp_srq_n, u64::from(qpn & 0xff_ffff));
         self.raise_event(crate::consts::event::WQ_CATAS_ERROR, 0, &d);
         self.ctr.injected_qp_errors += 1;
-        Some(qpn)
+        true
     }
 }
