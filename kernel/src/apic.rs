@@ -110,6 +110,11 @@ pub fn eoi() {
     write(reg::EOI, 0);
 }
 
+/// Whether an IPI can name `dest` in this APIC mode (xAPIC: 8-bit destination IDs).
+pub fn reachable(dest: u32) -> bool {
+    x2apic() || dest <= 0xff
+}
+
 /// Send an IPI with ICR low word `low` to `dest`. xAPIC: waits (bounded) for the previous one
 /// to leave; false if `dest` cannot be named in this mode (an ID over 255 in xAPIC mode).
 fn send(dest: u32, low: u32) -> bool {
@@ -118,7 +123,7 @@ fn send(dest: u32, low: u32) -> bool {
         unsafe { Msr::new(X2APIC_ICR).write((u64::from(dest) << 32) | u64::from(low)) };
         return true;
     }
-    if dest > 0xff {
+    if !reachable(dest) {
         return false;
     }
     crate::time::wait_until(10_000_000, || read(reg::ICR_LOW) & icr::PENDING == 0);

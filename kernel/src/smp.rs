@@ -5,6 +5,8 @@
 //! page tables and its per-CPU slot ([`crate::percpu`], through GS base), then parks: `hlt`
 //! with interrupts on, woken by a fixed IPI ([`WAKE_VECTOR`]) when the slow path [`post`]s a
 //! job to its mailbox. `cpus=N` on the command line caps how many CPUs run (boot CPU included).
+//! [`scope`] runs jobs that borrow from the caller ([`Scope::run_on`]) and returns once they
+//! all finished, as `std::thread::scope` does with threads.
 //!
 //! A failure on any CPU (panic, exception) is reported once with that CPU's number; the
 //! reporting CPU stops the others with an NMI ([`stop_others`]) before ending the run.
@@ -15,6 +17,9 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::percpu::{self, CpuId, CpuState, Job, MAX_CPUS};
+
+mod scope;
+pub use scope::{scope, Refused, Scope, ScopedJob};
 
 /// Vector of the IPI that wakes a parked CPU (its handler only signals EOI).
 pub const WAKE_VECTOR: u8 = 0xf0;
@@ -249,6 +254,9 @@ pub fn post(cpu: CpuId, job: Job) -> Result<(), SmpError> {
     }
     if cpu == CpuId::BOOT {
         return Err(SmpError::BootCpu);
+    }
+    if !crate::apic::reachable(slot.apic_id()) {
+        return Err(SmpError::Unreachable(cpu));
     }
     slot.put_job(job).map_err(|_| SmpError::Busy(cpu))?;
     if !crate::apic::send_fixed(slot.apic_id(), WAKE_VECTOR) {

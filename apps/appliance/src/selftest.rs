@@ -4,11 +4,10 @@
 //! ivshmem BAR is also written and read back, proving 64-bit BARs above 4 GiB are mapped).
 //! With several CPUs online, every CPU at once also allocates, fills, checks and frees DMA
 //! regions and heap memory, so the shared allocators are exercised under contention and a
-//! region handed to two CPUs shows up as a pattern mismatch.
-use alloc::boxed::Box;
-use alloc::sync::Arc;
+//! region handed to two CPUs shows up as a pattern mismatch; the APs' shares are scoped jobs
+//! that borrow the caller's arrays (`kernel::smp::scope`).
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use hal::{DmaRegion, Hal, Mmio};
 use kernel::pci::BarKind;
@@ -19,6 +18,8 @@ use kernel::KernelHal;
 const SMP_ROUNDS: usize = 300;
 /// DMA regions each CPU keeps alive at once (so regions of different CPUs coexist).
 const SMP_HELD: usize = 4;
+/// How long the SMP part's APs wait for each other at the barrier.
+const SMP_BARRIER_NS: u64 = 5_000_000_000;
 
 /// IVSHMEM (QEMU docs/specs/ivshmem-spec): BAR2 is the shared RAM.
 const IVSHMEM: (u16, u16) = (0x1af4, 0x1110);
@@ -146,35 +147,43 @@ fn allocator_rounds(cpu: CpuId) -> u32 {
     bad
 }
 
-/// Run [`allocator_rounds`] on every online CPU at once (jobs posted to the APs, the boot CPU's
-/// share inline); returns the failures, 0 with a single CPU.
+/// Run [`allocator_rounds`] on every online CPU at once (scoped jobs on the APs,
+/// `kernel::smp::scope`, the boot CPU's share inline); returns the failures, 0 with a single
+/// CPU. The jobs borrow the caller's data: each AP writes its failures and its CPU number (as
+/// it reads it itself) into its own element of the caller's arrays and meets the others at a
+/// barrier (a counter on the caller's stack) first, so they provably run at the same time.
 fn smp_allocators() -> u32 {
     let aps: Vec<CpuId> = kernel::smp::online().filter(|&c| c != CpuId::BOOT).collect();
     if aps.is_empty() {
         return 0;
     }
-    let bad = Arc::new(AtomicU32::new(0));
-    let mut posted = Vec::new();
-    for &cpu in &aps {
-        let b = bad.clone();
-        match kernel::smp::post(cpu, Box::new(move || {
-            b.fetch_add(allocator_rounds(cpu), Ordering::AcqRel);
-        })) {
-            Ok(()) => posted.push(cpu),
-            Err(e) => {
-                log::error!("selftest: smp: {e}");
-                bad.fetch_add(1, Ordering::AcqRel);
+    let n = aps.len();
+    let mut bad = alloc::vec![0u32; n];
+    let mut ran_on = alloc::vec![None; n];
+    let (arrived, met) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let mut refused = 0u32;
+    let boot_bad = kernel::smp::scope(|s| {
+        for ((&cpu, bad), ran_on) in aps.iter().zip(bad.iter_mut()).zip(ran_on.iter_mut()) {
+            let (arrived, met) = (&arrived, &met);
+            let job = move || {
+                *ran_on = Some(kernel::percpu::this_cpu());
+                arrived.fetch_add(1, Ordering::AcqRel);
+                if kernel::time::wait_until(SMP_BARRIER_NS, || arrived.load(Ordering::Acquire) >= n) {
+                    met.fetch_add(1, Ordering::AcqRel);
+                }
+                *bad = allocator_rounds(cpu);
+            };
+            if let Err(r) = s.run_on(cpu, job) {
+                log::error!("selftest: smp: {}", r.error);
+                refused += 1;
             }
         }
-    }
-    bad.fetch_add(allocator_rounds(CpuId::BOOT), Ordering::AcqRel);
-    for &cpu in &posted {
-        if !kernel::smp::wait_idle(cpu, 30_000_000_000) {
-            log::error!("selftest: smp: cpu {cpu} did not finish its rounds");
-            bad.fetch_add(1, Ordering::AcqRel);
-        }
-    }
-    let bad = bad.load(Ordering::Acquire);
-    log::info!("selftest: smp: {} CPUs x {SMP_ROUNDS} DMA + heap allocation rounds at once, {bad} failures", posted.len() + 1);
-    bad
+        allocator_rounds(CpuId::BOOT)
+    });
+    let placed = aps.iter().zip(&ran_on).filter(|&(&c, &r)| r == Some(c)).count();
+    let met = met.load(Ordering::Acquire);
+    log::info!("selftest: smp: scoped jobs on {n} application processors: {placed} wrote their own CPU number into the caller's array, {met} met at a barrier");
+    let bad = bad.iter().sum::<u32>() + boot_bad + refused;
+    log::info!("selftest: smp: {} CPUs x {SMP_ROUNDS} DMA + heap allocation rounds at once, {bad} failures", n + 1);
+    bad + (n - placed) as u32 + (n - met) as u32
 }
