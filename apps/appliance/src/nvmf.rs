@@ -17,6 +17,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use blockdev::BlockDevice;
+use kernel::percpu::CpuId;
+use kernel::smp::{Refused, SmpError};
 use kernel::KernelHal;
 use log::{error, info, warn};
 use nvmeof::cmdline::{NsSpec, NvmeofArgs};
@@ -322,9 +324,6 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
         if b.queue_depth > spec.qd {
             warn!("nvmf: nvmf.bench qd={} > nvmf.connect qd={}: the bench runs at qd {}", b.queue_depth, spec.qd, spec.qd);
         }
-        if b.threads {
-            warn!("nvmf: nvmf.bench threads=on: the image runs on one CPU, the bench drives I/O queue 1 from it");
-        }
     }
     let target = format!("{}:{}", ip_str(spec.addr), spec.port);
     if spec.nqn == nvmeof::wire::DISCOVERY_NQN {
@@ -425,13 +424,23 @@ fn bring_up(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl
     set.connect_all(verbs, env)
 }
 
-/// Run `nvmf.bench=` on `nsid` of the set's controller (reconnected if its target is lost:
-/// `nvmeof::bench::run::reconnecting`) and print the report and fio's JSON (between
-/// `nvmeof::fio_json` markers). Returns whether it ran without I/O errors (I/Os lost to an
-/// outage are reported, not errors).
+/// Run `nvmf.bench=` on `nsid` of the set's controller and print the report and fio's JSON
+/// (between `nvmeof::fio_json` markers). With `threads=on` and an application processor for
+/// each I/O queue, each queue is driven from an AP of its own ([`bench_on_aps`]); otherwise
+/// (and with `threads=on` but too few APs, with a warning) queue 1 is driven from the boot CPU
+/// on the set, reconnected if its target is lost (`nvmeof::bench::run::reconnecting`). Returns
+/// whether it ran without I/O errors (I/Os lost to an outage are reported, not errors).
 #[inline(never)]
 fn bench(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, nsid: u32, cfg: &nvmeof::bench::BenchConfig) -> bool {
     use nvmeof::host::controllers::CtrlEvent;
+    if cfg.threads {
+        let queues = usize::from(set.ctrls[0].host().io_queues().0);
+        let aps: Vec<CpuId> = kernel::smp::online().filter(|&c| c != CpuId::BOOT).take(queues).collect();
+        if queues > 0 && aps.len() == queues {
+            return bench_on_aps(set, verbs, env, nsid, cfg, &aps);
+        }
+        warn!("nvmf: nvmf.bench threads=on: {queues} I/O queue(s) need as many application processors, {} online: the bench drives I/O queue 1 from the boot CPU", aps.len());
+    }
     // Progress once a second on the console (scripts/run --image shows it on a terminal).
     let mut progress = |p: &nvmeof::bench::BenchProgress| info!("nvmf: {p}");
     let mut attempts = 0u64;
@@ -447,22 +456,96 @@ fn bench(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl Ho
     };
     // Matched by reference: the result (with its histograms) stays where the bench put it.
     match &nvmeof::bench::run::reconnecting(set, 0, verbs, env, nsid, cfg, &mut progress, &mut on) {
-        Ok(r) => {
-            let mut s = String::new();
-            let _ = r.write(&mut s, cfg);
-            // fio's JSON too; no wall clock here, so timestamp 0.
-            let job = nvmeof::fio_json::JobInfo { jobname: nvmeof::fio_json::rw_name(cfg.pattern), timestamp_ms: 0 };
-            let _ = nvmeof::fio_json::write_marked(&mut s, cfg, r, &job);
-            for line in s.lines() {
-                info!("nvmf: {line}");
-            }
-            r.errors == 0 && r.ios > 0
-        }
+        Ok(r) => bench_report(r, cfg),
         Err(e) => {
             error!("nvmf: bench on nsid {nsid}: {e:?}");
             false
         }
     }
+}
+
+/// `threads=on` with an AP for each I/O queue: the queues are lent out
+/// (`nvmeof::bench::lanes::on_lanes`) and lane i runs on `aps[i]` as a scoped job
+/// ([`kernel::smp::scope`]) while the boot CPU keeps the owner's turn (admin queue and
+/// keep-alive, the adapter's housekeeping, the CM) until every lane finished, as SPDK perf's
+/// core mask puts one queue on each core. A lane touches only its own queue group (its CQ, SRQ,
+/// QP and doorbell page) and the clock. One line per lane naming the CPU it ran on (as that CPU
+/// reads its own number), then the merged report. No reconnect while the queues are lent: a
+/// lost controller ends the bench with an error.
+#[inline(never)]
+fn bench_on_aps(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, nsid: u32, cfg: &nvmeof::bench::BenchConfig, aps: &[CpuId]) -> bool {
+    let Some(host) = set.ctrls[0].live() else {
+        error!("nvmf: bench: the controller is not live");
+        return false;
+    };
+    let mut ran_on: Vec<(u16, CpuId)> = Vec::with_capacity(aps.len());
+    let r = nvmeof::bench::lanes::on_lanes(host, verbs, env, nsid, cfg, |jobs, turn| {
+        kernel::smp::scope(|s| {
+            let mut running = Vec::with_capacity(jobs.len());
+            let mut refused = Vec::new();
+            for (i, job) in jobs.into_iter().enumerate() {
+                let qid = job.qid();
+                let lane = move || (kernel::percpu::this_cpu(), job.run(&kernel::time::now_ns, &core::hint::spin_loop));
+                // Every AP was online and idle when picked and only this CPU posts jobs, so a
+                // refusal is not expected; such a lane runs here once the others ended.
+                let placed = match aps.get(i) {
+                    Some(&cpu) => s.run_on(cpu, lane),
+                    None => Err(Refused { error: SmpError::NotOnline(CpuId(i as u32 + 1)), job: lane }),
+                };
+                match placed {
+                    Ok(j) => running.push(j),
+                    Err(r) => {
+                        warn!("nvmf: bench lane qid {qid}: {}: it runs on the boot CPU after the others", r.error);
+                        refused.push(r.job);
+                    }
+                }
+            }
+            while !running.iter().all(|j| j.is_finished()) {
+                turn();
+            }
+            let mut outcomes = Vec::with_capacity(running.len() + refused.len());
+            for (cpu, outcome) in running.into_iter().map(|j| j.join()).chain(refused.into_iter().map(|lane| lane())) {
+                ran_on.push((outcome.0.qid(), cpu));
+                outcomes.push(outcome);
+            }
+            outcomes
+        })
+    });
+    match r {
+        Ok(r) => {
+            for (qid, l) in &r.per_lane {
+                let cpu = ran_on.iter().find(|p| p.0 == *qid).map_or(CpuId::BOOT, |p| p.1);
+                info!(
+                    "nvmf: bench lane qid {qid} on cpu {cpu}: {} I/Os (r {} / w {}), {} errors, IOPS {}, p50 {} ns, p99 {} ns",
+                    l.ios,
+                    l.reads,
+                    l.writes,
+                    l.errors,
+                    l.iops(),
+                    l.lat().percentile(50.0),
+                    l.lat().percentile(99.0)
+                );
+            }
+            bench_report(&r.merged, cfg)
+        }
+        Err(e) => {
+            error!("nvmf: bench on nsid {nsid} on {} application processors: {e:?}", aps.len());
+            false
+        }
+    }
+}
+
+/// Print a bench's report and fio's JSON as `nvmf:` lines; whether it ran without I/O errors.
+fn bench_report(r: &nvmeof::bench::BenchResult, cfg: &nvmeof::bench::BenchConfig) -> bool {
+    let mut s = String::new();
+    let _ = r.write(&mut s, cfg);
+    // fio's JSON too; no wall clock here, so timestamp 0.
+    let job = nvmeof::fio_json::JobInfo { jobname: nvmeof::fio_json::rw_name(cfg.pattern), timestamp_ms: 0 };
+    let _ = nvmeof::fio_json::write_marked(&mut s, cfg, r, &job);
+    for line in s.lines() {
+        info!("nvmf: {line}");
+    }
+    r.errors == 0 && r.ios > 0
 }
 
 /// `nvmf.verify=`: `count` verified random I/Os on the controller's first namespace at queue

@@ -254,7 +254,7 @@ pub struct BenchConfig {
     pub max_ios: u64,
     pub seed: u64,
     /// `threads=on`: each I/O queue's submit/poll loop on a thread of its own where the
-    /// platform has threads ([`lanes::on_lanes`]: emu-runner), the owner keeping the admin
+    /// platform has threads or CPUs ([`lanes::on_lanes`]: emu-runner, the image), the owner keeping the admin
     /// queue; `queue_depth` is then per queue and `max_ios` split between them.
     pub threads: bool,
 }

@@ -23,7 +23,8 @@
 //!   connection (default 600 s; -1: never).
 //! - `nvmf.bench=PATTERN,bs=N,qd=N,time=N(ms|s)[,read=PCT][,ios=N][,seed=N][,threads=on]`
 //!   PATTERN: randread randwrite read write randrw; `threads=on`: every I/O queue driven from
-//!   a thread of its own at `qd` each (where the platform has threads: emu-runner)
+//!   a thread of its own at `qd` each (emu-runner: a std thread each; the image: an application
+//!   processor each, given enough of them)
 //! - bounds on what a peer may pin: `nvmet.connect-deadline=MS`, `nvmet.kato-min=MS`,
 //!   `cm.max-conns=N`, `cm.req-rate=N`, ... (the list is [`bounds::WORDS`])
 

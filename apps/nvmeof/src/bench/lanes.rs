@@ -7,8 +7,8 @@
 //! share of the I/O count; the lanes' results are merged into one (counts and IOPS summed,
 //! latency histograms merged) and also given per lane.
 //!
-//! This crate has no threads: the caller spawns them (emu-runner: std's scoped threads). The
-//! image runs on one CPU for now and so does not take this path. A lost connection ends the
+//! This crate has no threads: the caller spawns them (emu-runner: std's scoped threads; the
+//! image: scoped jobs on application processors, `kernel::smp::scope`). A lost connection ends the
 //! run with an error (no reconnect while the queues are lent: [`super::run::reconnecting`] is
 //! the one-queue bench that survives it).
 
