@@ -56,18 +56,27 @@ where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
 {
     let s = Scope { post, posted: RefCell::new(Vec::new()), scope: PhantomData, env: PhantomData };
-    let r = f(&s);
-    // Every job of this scope has run and been dropped (its captures with it) once its CPU's
-    // mailbox is empty and the CPU is not running a job: the slot marks itself busy before it
-    // takes the job and idle only after the job was dropped (`PerCpu::run_job`).
-    for cpu in s.posted.borrow().iter() {
-        if let Some(slot) = percpu::slot(*cpu) {
-            while !slot.idle() {
-                core::hint::spin_loop();
+    // Dropped last, on return or unwinding (host tests; the image aborts on panic).
+    let _wait = WaitForJobs(&s.posted);
+    f(&s)
+}
+
+/// Waits, when dropped, until every CPU in the list is idle. A job of a scope has run and
+/// been dropped (its captures with it) once its CPU's mailbox is empty and the CPU is not
+/// running a job: the slot marks itself busy before it takes the job and idle only after the
+/// job was dropped (`PerCpu::run_job`).
+struct WaitForJobs<'a>(&'a RefCell<Vec<CpuId>>);
+
+impl Drop for WaitForJobs<'_> {
+    fn drop(&mut self) {
+        for cpu in self.0.borrow().iter() {
+            if let Some(slot) = percpu::slot(*cpu) {
+                while !slot.idle() {
+                    core::hint::spin_loop();
+                }
             }
         }
     }
-    r
 }
 
 /// A job [`Scope::run_on`] could not post, given back with the reason.
@@ -103,11 +112,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             out.done.store(true, Ordering::Release);
         });
         // SAFETY: only the lifetime changes (same layout, same vtable). The job runs and is
-        // dropped before `'scope` ends: `scope_with` returns only after every CPU recorded in
-        // `posted` went idle, i.e. took this job from its mailbox, ran it and dropped it; the
-        // image aborts on panic (no unwinding past that wait), and a CPU that faults stops the
-        // image instead of coming back. Leaking the `ScopedJob` changes nothing: the wait is
-        // on the CPU, not on the handle.
+        // dropped before `'scope` ends: `scope_with` neither returns nor unwinds before every
+        // CPU recorded in `posted` went idle, i.e. took this job from its mailbox, ran it and
+        // dropped it (`WaitForJobs`); a CPU that faults stops the image instead of coming
+        // back. Leaking the `ScopedJob` changes nothing: the wait is on the CPU, not on the
+        // handle.
         let job: Job = unsafe { core::mem::transmute::<Box<dyn FnOnce() + Send + 'scope>, Job>(job) };
         // Recorded whatever the answer: a job left in a mailbox is waited for too.
         self.posted.borrow_mut().push(cpu);
