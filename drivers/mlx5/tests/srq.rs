@@ -252,6 +252,27 @@ fn srq_in_error_is_reported_with_its_qps() {
     b.finish();
 }
 
+/// Closing a connection whose receiving QP is on the SRQ (to ERROR, then destroy) brings the
+/// adapter's SRQ_LAST_WQE for that QP: routine, so counted on its own counter, not as an error
+/// event, and not handed to the app as a failed QP by `take_qp_error`.
+#[test]
+fn srq_last_wqe_after_a_close_is_counted_and_is_not_a_qp_error() {
+    let mut b = bench(2, 3);
+    let before = b.v.stats();
+    let gone = b.receivers.remove(0);
+    b.v.qp_to_error(gone).unwrap();
+    for _ in 0..10 {
+        b.step();
+    }
+    b.v.destroy_qp(gone).unwrap();
+    let s = b.v.stats();
+    assert_eq!(s.srq_last_wqe_events, before.srq_last_wqe_events + 1, "one SRQ_LAST_WQE for the closed QP");
+    assert_eq!(s.error_events, before.error_events, "not an error event");
+    assert_eq!(b.v.take_qp_error(), None, "not reported as a failed QP");
+    assert!(b.v.test_device().take_event().is_none(), "take_qp_error read the event queue");
+    b.finish();
+}
+
 /// A receiving QP destroyed while its receive CQEs still sit in the shared CQ: the driver takes
 /// them out of the CQ at destroy (as Linux cleans the CQ) and posts their SRQ WQEs again with the
 /// same buffers, so nothing of the dead connection is reported and the SRQ leaks nothing. A new

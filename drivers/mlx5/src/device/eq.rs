@@ -1,4 +1,4 @@
-//! The UAR and the async event queue: creation, doorbell, polling, page-request/CQ-error/port events, the event queue handed to callers.
+//! The UAR and the async event queue: creation, doorbell, polling, page-request/CQ-error/port/SRQ events, the event queue handed to callers.
 
 use super::*;
 
@@ -175,6 +175,14 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
                 self.srq_event(ty, n);
                 self.push_event(AsyncEvent { event_type: ty, sub_type: sub, object: n, syndrome: 0 });
             }
+            event::SRQ_LAST_WQE => {
+                // Not an error: the adapter raises it for every QP on an SRQ once that QP is in
+                // ERROR and its last WQE is consumed, which includes our own close (to ERROR
+                // before destroy). Counted apart from the error events, queued for the app.
+                self.stats.srq_last_wqe_events += 1;
+                let n = get(e, eqe_qp_srq::qp_srq_n.at(eqe::qp_srq)) as u32;
+                self.push_event(AsyncEvent { event_type: ty, sub_type: sub, object: n, syndrome: 0 });
+            }
             _ => {
                 if ty == event::SRQ_CATAS_ERROR {
                     self.srq_event(ty, get(e, eqe_qp_srq::qp_srq_n.at(eqe::qp_srq)) as u32);
@@ -192,7 +200,12 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     }
 
     pub(super) fn push_event(&mut self, ev: AsyncEvent) {
-        log::warn!("mlx5: async event 0x{:x} on 0x{:x}", ev.event_type, ev.object);
+        // The SRQ's low-water mark and a QP's last WQE are routine; the others are faults.
+        let level = match ev.event_type {
+            event::SRQ_RQ_LIMIT | event::SRQ_LAST_WQE => log::Level::Debug,
+            _ => log::Level::Warn,
+        };
+        log::log!(level, "mlx5: async event {:#x} on {:#x}", ev.event_type, ev.object);
         if self.events.len() >= 64 {
             self.events.remove(0);
         }

@@ -138,6 +138,9 @@ pub struct Stats {
     pub eqes: u64,
     pub port_change_events: u64,
     pub error_events: u64,
+    /// SRQ_LAST_WQE events: a QP on an SRQ in ERROR with its last WQE consumed, as on every
+    /// close of such a QP (not an error; not in `error_events`).
+    pub srq_last_wqe_events: u64,
     /// Completion events (EQE type 0): the polled data path does not need them; counted.
     pub completion_events: u64,
     /// TEARDOWN_HCA ended by force close / by fast teardown (graceful teardown failed;
