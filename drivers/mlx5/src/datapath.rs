@@ -184,12 +184,55 @@ pub(crate) fn ring_sq<D: DmaRegion, M: Mmio>(q: &mut Qp<D>, bar: &M, uar: usize)
 
 /// Write the send WQE for `wr` (payload `inline` copied into it when given) into `q`'s SQ, not
 /// announced to the device.
+///
+/// An RC WQE without UMR or inline payload (the data path's SEND, RDMA WRITE and READ) is
+/// built here in one pass: one look at the operation gives its opcode, immediate, completion
+/// opcode and remote address. Everything else takes [`build_large`].
 pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Option<&[u8]>) -> Result<(), Error> {
     if !matches!(q.state, QpState::Rts | QpState::Error) {
         return Err(Error::InvalidArgument("post_send before RTS"));
     }
+    if q.kind == QpKind::Gsi || inline.is_some() {
+        return build_large(q, wr, inline);
+    }
+    // The WQE's opcode and immediate, what its completion will report (kept in its slot), and
+    // its remote address segment's (address, rkey) if it has one.
+    let (opcode, imm, wc, raddr) = match wr.op {
+        SendOp::Send => (wqe_op::SEND, 0, WcOpcode::Send, None),
+        SendOp::SendWithImm(v) => (wqe_op::SEND_IMM, v, WcOpcode::Send, None),
+        SendOp::SendWithInvalidate(rkey) => (wqe_op::SEND_INVAL, rkey.0, WcOpcode::Send, None),
+        SendOp::RdmaWrite { remote_addr, rkey } => (wqe_op::RDMA_WRITE, 0, WcOpcode::RdmaWrite, Some((remote_addr, rkey.0))),
+        SendOp::RdmaWriteWithImm { remote_addr, rkey, imm } => (wqe_op::RDMA_WRITE_IMM, imm, WcOpcode::RdmaWrite, Some((remote_addr, rkey.0))),
+        SendOp::RdmaRead { remote_addr, rkey } => (wqe_op::RDMA_READ, 0, WcOpcode::RdmaRead, Some((remote_addr, rkey.0))),
+        SendOp::RegMr { .. } | SendOp::LocalInvalidate(_) => return build_large(q, wr, None),
+    };
+    // Built in a zeroed WQEBB copied into the ring whole, so every byte the adapter reads is
+    // this WQE's (no stale byte of an earlier WQE in the slot).
+    let mut w = [0u8; WQEBB];
+    let mut len = ctrl::LAYOUT.size;
+    if let Some((remote_addr, rkey)) = raddr {
+        let r = &mut w[len..len + wqe_raddr_seg::LAYOUT.size];
+        set(r, wqe_raddr_seg::raddr, remote_addr);
+        set(r, wqe_raddr_seg::rkey, rkey as u64);
+        len += wqe_raddr_seg::LAYOUT.size;
+    }
+    if wr.sge.len > 0 {
+        let d = &mut w[len..len + wqe_data_seg::LAYOUT.size];
+        set(d, wqe_data_seg::byte_count, wr.sge.len as u64);
+        set(d, wqe_data_seg::lkey, wr.sge.lkey.0 as u64);
+        set(d, wqe_data_seg::addr, wr.sge.addr);
+        len += wqe_data_seg::LAYOUT.size;
+    }
+    let fence = FENCE_MODES[(wr.fence as usize) << 1 | q.next_fence as usize];
+    finish_send(q, wr, &mut w, len, (opcode, imm, wc), fence, false)
+}
+
+/// `write_send` for a WQE with UMR, address vector or inline payload (control and GSI traffic),
+/// out of line so the data path's one-WQEBB case keeps a small frame.
+#[inline(never)]
+fn build_large<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Option<&[u8]>) -> Result<(), Error> {
     // The WQE's opcode and immediate, and what its completion will report (kept in its slot).
-    let (opcode, imm, wc) = match wr.op {
+    let op = match wr.op {
         // A UMR reports a registration or an invalidation (`build_send` asks `fastreg`).
         SendOp::RegMr { key, .. } | SendOp::LocalInvalidate(key) => (crate::fastreg::OPCODE_UMR, key.0, WcOpcode::RegMr),
         SendOp::Send => (wqe_op::SEND, 0, WcOpcode::Send),
@@ -203,20 +246,6 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
         return Err(Error::InvalidArgument("UD QPs only SEND"));
     }
     let umr = matches!(wr.op, SendOp::RegMr { .. } | SendOp::LocalInvalidate(_));
-    // The WQE is built in a zeroed array and copied into the ring in whole WQEBBs, so every
-    // byte the adapter reads is this WQE's (no stale byte of an earlier WQE in the slot).
-    // Without UMR, address vector or inline payload it fits one WQEBB: only 64 bytes cleared.
-    if !umr && q.kind != QpKind::Gsi && inline.is_none() {
-        build_send(q, wr, None, &mut [0u8; WQEBB], (opcode, imm, wc), false)
-    } else {
-        build_large(q, wr, inline, (opcode, imm, wc), umr)
-    }
-}
-
-/// `write_send` for a WQE with UMR, address vector or inline payload (control and GSI traffic),
-/// out of line so the data path's one-WQEBB case keeps a small frame.
-#[inline(never)]
-fn build_large<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Option<&[u8]>, op: (u8, u32, WcOpcode), umr: bool) -> Result<(), Error> {
     build_send(q, wr, inline, &mut [0u8; MAX_WQE], op, umr)
 }
 
@@ -278,6 +307,22 @@ fn build_send<D: DmaRegion, const N: usize>(
         set(d, wqe_data_seg::addr, wr.sge.addr);
         len += wqe_data_seg::LAYOUT.size;
     }
+    finish_send(q, wr, w, len, (opcode, imm, wc), fence, umr)
+}
+
+/// The last step of every send WQE: `w`'s first `len` bytes (segments after the ctrl segment
+/// written) get their ctrl segment and go into the SQ in whole WQEBBs, the slot records what
+/// the completion reports.
+#[inline(always)]
+fn finish_send<D: DmaRegion, const N: usize>(
+    q: &mut Qp<D>,
+    wr: &SendWr,
+    w: &mut [u8; N],
+    len: usize,
+    (opcode, imm, wc): (u8, u32, WcOpcode),
+    fence: u64,
+    umr: bool,
+) -> Result<(), Error> {
     let nbb = len.div_ceil(WQEBB);
     if !q.sq.has_room(nbb) {
         return Err(Error::InvalidArgument("send queue full"));
