@@ -271,9 +271,9 @@ fn zero_copy_writes_are_ordered_with_overlapping_commands() {
 
 /// At QD1 a keyed-SGL Write to the RAM namespace costs one doorbell: the target posts the RDMA
 /// READ and the response SEND, fenced behind it, in the same turn. The host may see that
-/// response and send its next command before the target has polled the READ's completion; a
-/// Read of the same blocks sent right after each Write returns the Write's data whole (the
-/// fence placed it before the response left; the Write's range lasts until the READ's
+/// response and send its next command before the target has polled the response's completion;
+/// a Read of the same blocks sent right after each Write returns the Write's data whole (the
+/// fence placed it before the response left; the Write's range lasts until the response's
 /// completion is polled, so the Read may wait for it, never the other way round).
 #[test]
 fn keyed_writes_at_qd1_ring_one_doorbell_and_read_back_whole() {
@@ -304,7 +304,7 @@ fn keyed_writes_at_qd1_ring_one_doorbell_and_read_back_whole() {
 /// Keyed-SGL Writes at QD32: a turn's zero-copy Writes post their RDMA READs, however many
 /// (beyond the QP's `max_rd_atomic`, 16 here: the adapter holds the send queue behind the READs
 /// it may not begin yet), then their responses, each fenced behind the READs before it, all
-/// under the turn's one doorbell; a READ's completion needs none. Asserted: at most one target
+/// under the turn's one doorbell; the READs are unsignaled (no completion of their own). Asserted: at most one target
 /// send doorbell per 20 writes (0.05 per I/O; the bench's ramp up and down may cost one more),
 /// every write one READ and one fenced response.
 #[test]

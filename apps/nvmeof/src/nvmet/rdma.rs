@@ -237,8 +237,8 @@ struct Slot {
     /// A decoded Write waiting for (or placing) its data.
     write: Option<PendingWrite>,
     /// The zero-copy range this command holds (carried in the response's `wr_id`, whose
-    /// completion ends a Read's range even after the slot took its next capsule; a Write
-    /// answered by a fenced SEND carries it in its READ's `wr_id`).
+    /// completion ends the range even after the slot took its next capsule; a Write's
+    /// response is fenced behind its unsignaled READ, so its completion follows the data).
     range: RangeId,
     resume: Resume,
     /// The group's SRQ buffer holding this command's capsule (`NO_BUF`: none).

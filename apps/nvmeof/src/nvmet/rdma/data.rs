@@ -115,13 +115,15 @@ impl TurnShared {
             let Some((addr, len, key)) = turn_write(&c.slots[s as usize]) else { continue };
             c.turn_writes[kept] = s;
             kept += 1;
-            let slot = &mut c.slots[s as usize];
-            // The range moves to the READ's `wr_id`: its completion ends it (the slot is free by
-            // then); until then overlapping commands wait as for any Write still landing.
-            let range = core::mem::replace(&mut slot.range, RangeId::NONE);
+            let slot = &c.slots[s as usize];
+            // Unsignaled: the fenced response's completion says the data is placed (the adapter
+            // begins the SEND only then), so the range stays with the slot and travels in the
+            // response's `wr_id` (`respond_fenced`), ended by its completion; until then
+            // overlapping commands wait as for any Write still landing. A failed READ still
+            // completes (in error, as every failed work request does) and fails the queue.
             let sge = Sge { addr: slot.direct_addr, len, lkey: slot.direct_lkey };
             let op = SendOp::RdmaRead { remote_addr: addr, rkey: Rkey(key) };
-            let wr = SendWr { wr_id: WrId::new(ci.i, c.gen, Kind::AnsweredRead, s, range).raw(), op, sge, signaled: true, fence: false, ud: None };
+            let wr = SendWr { wr_id: wr_id(ci, c.gen, Kind::AnsweredRead, s), op, sge, signaled: false, fence: false, ud: None };
             let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
             if !g.post_deferred(ci.i, qpn, listed, &wr) {
                 self.close_queue(core, g, ci, true);

@@ -51,14 +51,11 @@ impl TurnShared {
                     g.list_unrung(ci.i, listed);
                 }
             }
-            Some(Kind::AnsweredRead) => {
-                // The Write's data is in place (its response, fenced behind this READ, is
-                // going out): the blocks are free for overlapping commands again.
-                self.inflight.remove(id.range(), ci, gen);
-            }
             Some(Kind::Send) => {
                 // The response went out, so did the RDMA WRITE before it (RC order): the
-                // namespace memory a zero-copy Read sent from may change now.
+                // namespace memory a zero-copy Read sent from may change now. A zero-copy
+                // Write's response was fenced behind its (unsignaled) READ: its data is in
+                // place, the blocks are free for overlapping commands again.
                 let r = id.range();
                 if !r.is_none() {
                     self.inflight.remove(r, ci, gen);
