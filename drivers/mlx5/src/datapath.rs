@@ -22,7 +22,7 @@ pub const MAX_INLINE: usize = 256;
 /// Largest WQE: ctrl 16 + AV 48 + raddr 16 + inline header 4 + payload, rounded to WQEBBs.
 const MAX_WQE: usize = (16 + 48 + 16 + 4 + MAX_INLINE).div_ceil(WQEBB) * WQEBB;
 // An RC WQE without UMR, address vector or inline payload (ctrl, remote address, one data
-// segment) fits the one-WQEBB array `write_send` builds it in.
+// segment) fits the one-WQEBB array `put_small` builds it in.
 const _: () = assert!(ctrl::LAYOUT.size + wqe_raddr_seg::LAYOUT.size + wqe_data_seg::LAYOUT.size <= WQEBB);
 /// fm_ce_se fence mode by (fenced WR, after a UMR): a verbs fence waits for earlier READs
 /// (FENCE); after a UMR a WQE waits for the key change (INITIATOR_SMALL), a fenced one for both
@@ -80,6 +80,18 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
     /// update, no MMIO. [`ring_send`](Self::ring_send) (or the next `post_send`) announces it.
     pub fn post_send_deferred(&mut self, qpn: Qpn, wr: &SendWr) -> Result<(), Error> {
         self.post_send_inner(qpn, wr, None).map(|_| ())
+    }
+
+    /// `post_send_deferred` for `first`, then `second` (one room check and one producer update
+    /// for two one-WQEBB WQEs). On an error `first` may be written, `second` is not.
+    pub fn post_send_deferred_pair(&mut self, qpn: Qpn, first: &SendWr, second: &SendWr) -> Result<(), Error> {
+        if self.failed.is_some() {
+            return Err(Error::DeviceFailed);
+        }
+        let i = self.qp_index(qpn)?;
+        let (n, r) = write_send_pair(&mut self.qps[i], first, second);
+        self.stats.send_wqes += n as u64;
+        r
     }
 
     /// Announce every WQE written by `post_send_deferred` on `qpn`: one doorbell record update
@@ -186,8 +198,7 @@ pub(crate) fn ring_sq<D: DmaRegion, M: Mmio>(q: &mut Qp<D>, bar: &M, uar: usize)
 /// announced to the device.
 ///
 /// An RC WQE without UMR or inline payload (the data path's SEND, RDMA WRITE and READ) is
-/// built here in one pass: one look at the operation gives its opcode, immediate, completion
-/// opcode and remote address. Everything else takes [`build_large`].
+/// built in one pass ([`put_small`]). Everything else takes [`build_large`].
 pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Option<&[u8]>) -> Result<(), Error> {
     if !matches!(q.state, QpState::Rts | QpState::Error) {
         return Err(Error::InvalidArgument("post_send before RTS"));
@@ -195,17 +206,58 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
     if q.kind == QpKind::Gsi || inline.is_some() {
         return build_large(q, wr, inline);
     }
-    // The WQE's opcode and immediate, what its completion will report (kept in its slot), and
-    // its remote address segment's (address, rkey) if it has one.
-    let (opcode, imm, wc, raddr) = match wr.op {
+    let Some(op) = small_op(wr) else { return build_large(q, wr, None) };
+    if !q.sq.has_room(1) {
+        return Err(Error::InvalidArgument("send queue full"));
+    }
+    let first8 = put_small(q, 0, wr, op, q.next_fence);
+    commit_small(q, 1, first8);
+    Ok(())
+}
+
+/// `write_send` for `first`, then `second` (no inline payload): two one-WQEBB RC WQEs (the
+/// data path's, e.g. a Read's RDMA WRITE and its response SEND) with one state and room check
+/// and one producer update; otherwise (a UMR, a UD QP, no room for both) one by one. Returns
+/// how many were written and, on an error, the error (`first` may be written, `second` not).
+pub(crate) fn write_send_pair<D: DmaRegion>(q: &mut Qp<D>, first: &SendWr, second: &SendWr) -> (usize, Result<(), Error>) {
+    if q.kind != QpKind::Gsi && matches!(q.state, QpState::Rts | QpState::Error) && q.sq.has_room(2) {
+        if let (Some(a), Some(b)) = (small_op(first), small_op(second)) {
+            put_small(q, 0, first, a, q.next_fence);
+            let first8 = put_small(q, 1, second, b, false);
+            commit_small(q, 2, first8);
+            return (2, Ok(()));
+        }
+    }
+    if let Err(e) = write_send(q, first, None) {
+        return (0, Err(e));
+    }
+    match write_send(q, second, None) {
+        Ok(()) => (2, Ok(())),
+        Err(e) => (1, Err(e)),
+    }
+}
+
+/// A one-WQEBB RC WQE's opcode and immediate, what its completion will report (kept in its
+/// slot), and its remote address segment's (address, rkey) if it has one: one look at the
+/// operation. `None` for a UMR (registration, local invalidation).
+#[inline(always)]
+fn small_op(wr: &SendWr) -> Option<(u8, u32, WcOpcode, Option<(u64, u32)>)> {
+    Some(match wr.op {
         SendOp::Send => (wqe_op::SEND, 0, WcOpcode::Send, None),
         SendOp::SendWithImm(v) => (wqe_op::SEND_IMM, v, WcOpcode::Send, None),
         SendOp::SendWithInvalidate(rkey) => (wqe_op::SEND_INVAL, rkey.0, WcOpcode::Send, None),
         SendOp::RdmaWrite { remote_addr, rkey } => (wqe_op::RDMA_WRITE, 0, WcOpcode::RdmaWrite, Some((remote_addr, rkey.0))),
         SendOp::RdmaWriteWithImm { remote_addr, rkey, imm } => (wqe_op::RDMA_WRITE_IMM, imm, WcOpcode::RdmaWrite, Some((remote_addr, rkey.0))),
         SendOp::RdmaRead { remote_addr, rkey } => (wqe_op::RDMA_READ, 0, WcOpcode::RdmaRead, Some((remote_addr, rkey.0))),
-        SendOp::RegMr { .. } | SendOp::LocalInvalidate(_) => return build_large(q, wr, None),
-    };
+        SendOp::RegMr { .. } | SendOp::LocalInvalidate(_) => return None,
+    })
+}
+
+/// Build `wr`'s one-WQEBB RC WQE (`op` from [`small_op`]; fenced behind a UMR if `after_umr`)
+/// and put it `at` WQEBBs past the producer counter, its slot recorded; the caller checked the
+/// room and advances ([`commit_small`]). Returns the WQE's first 8 bytes.
+#[inline(always)]
+fn put_small<D: DmaRegion>(q: &mut Qp<D>, at: u16, wr: &SendWr, (opcode, imm, wc, raddr): (u8, u32, WcOpcode, Option<(u64, u32)>), after_umr: bool) -> u64 {
     // Built in a zeroed WQEBB copied into the ring whole, so every byte the adapter reads is
     // this WQE's (no stale byte of an earlier WQE in the slot).
     let mut w = [0u8; WQEBB];
@@ -223,8 +275,17 @@ pub(crate) fn write_send<D: DmaRegion>(q: &mut Qp<D>, wr: &SendWr, inline: Optio
         set(d, wqe_data_seg::addr, wr.sge.addr);
         len += wqe_data_seg::LAYOUT.size;
     }
-    let fence = FENCE_MODES[(wr.fence as usize) << 1 | q.next_fence as usize];
-    finish_send(q, wr, &mut w, len, (opcode, imm, wc), fence, false)
+    let fence = FENCE_MODES[(wr.fence as usize) << 1 | after_umr as usize];
+    put_ctrl(q, at, wr, &mut w, len, (opcode, imm, wc), fence)
+}
+
+/// Post the `n` one-WQEBB WQEs put since the producer counter (the newest one's first 8 bytes
+/// `first8`, for the doorbell).
+#[inline(always)]
+fn commit_small<D: DmaRegion>(q: &mut Qp<D>, n: u16, first8: u64) {
+    q.sq.advance(n);
+    q.next_fence = false;
+    q.sq_unrung = Some(first8);
 }
 
 /// `write_send` for a WQE with UMR, address vector or inline payload (control and GSI traffic),
@@ -310,16 +371,15 @@ fn build_send<D: DmaRegion, const N: usize>(
     finish_send(q, wr, w, len, (opcode, imm, wc), fence, umr)
 }
 
-/// The last step of every send WQE: `w`'s first `len` bytes (segments after the ctrl segment
-/// written) get their ctrl segment and go into the SQ in whole WQEBBs, the slot records what
-/// the completion reports.
+/// The last step of a WQE `build_send` built: `w`'s first `len` bytes (segments after the ctrl
+/// segment written) get their ctrl segment and go into the SQ in whole WQEBBs.
 #[inline(always)]
 fn finish_send<D: DmaRegion, const N: usize>(
     q: &mut Qp<D>,
     wr: &SendWr,
     w: &mut [u8; N],
     len: usize,
-    (opcode, imm, wc): (u8, u32, WcOpcode),
+    op: (u8, u32, WcOpcode),
     fence: u64,
     umr: bool,
 ) -> Result<(), Error> {
@@ -327,7 +387,20 @@ fn finish_send<D: DmaRegion, const N: usize>(
     if !q.sq.has_room(nbb) {
         return Err(Error::InvalidArgument("send queue full"));
     }
-    let pi = q.sq.pi();
+    let first8 = put_ctrl(q, 0, wr, w, len, op, fence);
+    q.sq.advance(nbb as u16);
+    q.next_fence = umr;
+    q.sq_unrung = Some(first8);
+    Ok(())
+}
+
+/// Every send WQE's ctrl segment into `w` (whose first `len` bytes hold the WQE), then `w`'s
+/// WQEBBs into the SQ `at` WQEBBs past the producer counter, the slot recording what the
+/// completion reports; not advanced. Returns the WQE's first 8 bytes.
+#[inline(always)]
+fn put_ctrl<D: DmaRegion, const N: usize>(q: &mut Qp<D>, at: u16, wr: &SendWr, w: &mut [u8; N], len: usize, (opcode, imm, wc): (u8, u32, WcOpcode), fence: u64) -> u64 {
+    let nbb = len.div_ceil(WQEBB);
+    let pi = q.sq.pi().wrapping_add(at);
     // The ctrl segment as its two big-endian words, each one store (opmod and signature 0).
     let w0 = in_be64(ctrl::wqe_index, 0, pi as u64)
         | in_be64(ctrl::opcode, 0, opcode as u64)
@@ -336,12 +409,9 @@ fn finish_send<D: DmaRegion, const N: usize>(
     let w1 = in_be64(ctrl::fm_ce_se, 8, fence | if wr.signaled { CE_ALWAYS } else { 0 }) | in_be64(ctrl::imm, 8, imm as u64);
     w[..8].copy_from_slice(&w0.to_be_bytes());
     w[8..16].copy_from_slice(&w1.to_be_bytes());
-    let first8 = q.sq.put_wqe(&q.buf, w, nbb);
+    let first8 = q.sq.put_wqe(&q.buf, pi, w, nbb);
     q.sq_slots[q.sq.slot(pi)] = SqSlot { wr_id: wr.wr_id, wqebbs: nbb as u8, opcode: wc };
-    q.sq.advance(nbb as u16);
-    q.next_fence = umr;
-    q.sq_unrung = Some(first8);
-    Ok(())
+    first8
 }
 
 /// Write receive WQEs for `wrs` into `q`'s own RQ in order, then one DBR[0] update (a memory

@@ -349,7 +349,7 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
         set(&mut w, wqe_ctrl_seg::qpn, raw.sqn as u64);
         set(&mut w, wqe_ctrl_seg::ds, (total / 16) as u64);
         set(&mut w, wqe_ctrl_seg::fm_ce_se, ctrl_flags::CQ_UPDATE as u64);
-        let first8 = raw.sq.put_wqe(&raw.sq_buf, &w, nbb);
+        let first8 = raw.sq.put_wqe(&raw.sq_buf, pi, &w, nbb);
         raw.sq.advance(nbb as u16);
         raw.tx_frames += 1;
         raw.sq.ring_doorbell(&raw.dbr, &self.bar, uar, first8);

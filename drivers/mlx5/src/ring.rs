@@ -106,15 +106,16 @@ impl WorkRing {
     pub fn put<D: DmaRegion>(&self, buf: &D, data: &[u8]) {
         buf.write(self.offset(self.pi), data);
     }
-    /// Copy the WQE's `nbb` WQEBBs from `w` into a send ring from the producer counter on,
-    /// WQEBB by WQEBB so a WQE at the ring's end wraps to its start; not posted until
-    /// [`advance`](Self::advance). Returns the WQE's first 8 bytes (what the doorbell write
-    /// carries). `w` is the caller's fixed-size WQE array, so its bounds are known here.
+    /// Copy the WQE's `nbb` WQEBBs from `w` into a send ring from counter `c` on (the producer
+    /// counter, or past it for a batch's later WQEs), WQEBB by WQEBB so a WQE at the ring's end
+    /// wraps to its start; not posted until [`advance`](Self::advance). Returns the WQE's first
+    /// 8 bytes (what the doorbell write carries). `w` is the caller's fixed-size WQE array, so
+    /// its bounds are known here.
     #[inline(always)]
-    pub fn put_wqe<D: DmaRegion, const N: usize>(&self, buf: &D, w: &[u8; N], nbb: usize) -> u64 {
+    pub fn put_wqe<D: DmaRegion, const N: usize>(&self, buf: &D, c: u16, w: &[u8; N], nbb: usize) -> u64 {
         let mask = self.size() - 1;
         for b in 0..nbb {
-            let slot = (self.pi as usize + b) & mask;
+            let slot = (c as usize + b) & mask;
             buf.write(self.base + slot * WQEBB, &w[b * WQEBB..(b + 1) * WQEBB]);
         }
         u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]])

@@ -480,6 +480,9 @@ impl<H: Hal, M: Mmio> DataPath for Mlx5Verbs<H, M> {
     fn post_send_deferred(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), Error> {
         self.dev.post_send_deferred(qp, wr)
     }
+    fn post_send_deferred_pair(&mut self, qp: Qpn, first: &SendWr, second: &SendWr) -> Result<(), Error> {
+        self.dev.post_send_deferred_pair(qp, first, second)
+    }
     fn ring_send(&mut self, qp: Qpn) -> Result<(), Error> {
         self.dev.ring_send(qp)
     }

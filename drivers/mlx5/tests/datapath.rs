@@ -213,8 +213,9 @@ fn cq_overrun_arrives_as_an_async_error_event() {
     dev.shutdown().unwrap();
 }
 
-#[test]
-fn deferred_sends_share_one_doorbell_and_receives_need_no_mmio() {
+/// An adapter with one connected RC QP (8-WQEBB queues) on a 16-CQE CQ, and the physical
+/// addresses of the QP's SQ and doorbell record.
+fn rc_qp() -> (Rig, Dev, rdma::Cqn, Qpn, u64, u64) {
     let (rig, hal, bar) = common::rig();
     let mut dev = Mlx5::bring_up(hal, bar, cfg()).unwrap();
     let cq = dev.create_cq(4).unwrap();
@@ -225,6 +226,12 @@ fn deferred_sends_share_one_doorbell_and_receives_need_no_mmio() {
         let q = &d.qps[&qp.0];
         (q.buf.pa(q.rq_bytes()).unwrap(), q.dbr)
     };
+    (rig, dev, cq, qp, sq_pa, dbr_pa)
+}
+
+#[test]
+fn deferred_sends_share_one_doorbell_and_receives_need_no_mmio() {
+    let (rig, mut dev, cq, qp, sq_pa, dbr_pa) = rc_qp();
     let mmio0 = rig.cx.counters().mmio_writes;
     let stats0 = dev.stats();
     let send = |i: u64| SendWr { wr_id: i, op: SendOp::Send, sge: Sge { addr: 0x1_0000_9000, len: 16, lkey: Lkey(1) }, signaled: true, fence: false, ud: None };
@@ -262,4 +269,86 @@ fn deferred_sends_share_one_doorbell_and_receives_need_no_mmio() {
     assert_eq!(dev.poll_cq(cq, &mut out).unwrap(), 5);
     assert_eq!(out[..5].iter().map(|c| c.wr_id).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
     dev.shutdown().unwrap();
+}
+
+/// A Read's RDMA WRITE and its response as the NVMe-oF target posts them.
+fn write_and_response(i: u64) -> [SendWr; 2] {
+    let write = SendWr {
+        wr_id: 2 * i,
+        op: SendOp::RdmaWrite { remote_addr: 0xdead_0000_0000 + 4096 * i, rkey: Rkey(0x1234) },
+        sge: Sge { addr: 0x1_0000_8000 + 4096 * i, len: 4096, lkey: Lkey(0x5678) },
+        signaled: false,
+        fence: false,
+        ud: None,
+    };
+    let response = SendWr {
+        wr_id: 2 * i + 1,
+        op: SendOp::SendWithInvalidate(Rkey(0x1234)),
+        sge: Sge { addr: 0x1_0000_9000 + 16 * i, len: 16, lkey: Lkey(0x9abc) },
+        signaled: true,
+        fence: i % 3 == 0,
+        ud: None,
+    };
+    [write, response]
+}
+
+#[test]
+fn a_pair_of_sends_writes_the_wqes_that_posting_them_one_by_one_writes() {
+    // The same WRs on two adapters: one by one with `post_send_deferred`, and in pairs with
+    // `post_send_deferred_pair`; the rings (wrapped once), doorbell records, doorbells,
+    // completions and counters must be the same.
+    let mut sides = Vec::new();
+    for batched in [false, true] {
+        let (rig, mut dev, cq, qp, sq_pa, dbr_pa) = rc_qp();
+        let mut done = Vec::new();
+        for round in 0..2u64 {
+            // Four pairs fill the 8-WQEBB ring; the second round wraps it.
+            for i in 4 * round..4 * round + 4 {
+                let wrs = write_and_response(i);
+                if batched {
+                    dev.post_send_deferred_pair(qp, &wrs[0], &wrs[1]).unwrap();
+                } else {
+                    wrs.iter().for_each(|wr| dev.post_send_deferred(qp, wr).unwrap());
+                }
+            }
+            assert_eq!(rig.cx.counters().sq_doorbells, round, "written, not announced");
+            dev.ring_send(qp).unwrap();
+            let full = write_and_response(99);
+            assert!(dev.post_send_deferred_pair(qp, &full[0], &full[1]).is_err(), "no room for either");
+            for k in 0..4u16 {
+                let counter = 8 * round as u16 + 2 * k + 1;
+                assert!(rig.cx.device_mut().post_cqe(cq.0, &cqe(0x0, qp.0, counter, 0, 0, 0)));
+            }
+            let mut out = [Completion::default(); 8];
+            let n = dev.poll_cq(cq, &mut out).unwrap();
+            done.extend(out[..n].iter().map(|c| (c.wr_id, c.opcode, c.status)));
+        }
+        let ring = read(&rig, sq_pa, 8 * 64);
+        // Room for one WQE only: the first of the pair is written, the second refused.
+        for i in 0..7 {
+            dev.post_send_deferred(qp, &write_and_response(20 + i)[1]).unwrap();
+        }
+        let wrs = write_and_response(30);
+        if batched {
+            assert!(dev.post_send_deferred_pair(qp, &wrs[0], &wrs[1]).is_err());
+        } else {
+            dev.post_send_deferred(qp, &wrs[0]).unwrap();
+            assert!(dev.post_send_deferred(qp, &wrs[1]).is_err());
+        }
+        dev.ring_send(qp).unwrap();
+        let s = dev.stats();
+        let d = rig.cx.device();
+        let last = read(&rig, sq_pa + 7 * 64, 64);
+        sides.push((ring, be32(&read(&rig, dbr_pa, 8), 4), d.sq_doorbells.clone(), done, s.send_wqes, s.sq_doorbells, last));
+    }
+    let (one, batch) = (&sides[0], &sides[1]);
+    assert_eq!(one.0, batch.0, "same WQE bytes");
+    assert_eq!(one.6, batch.6, "the refused pair's first WQE");
+    assert_eq!(be32(&batch.6, 0) & 0xff, 0x08, "an RDMA WRITE");
+    assert_eq!((one.1, batch.1), (24, 24), "DBR[1]: 16 WQEs, 7 singles and the refused pair's first");
+    assert_eq!(one.2, batch.2, "same doorbells, each carrying the newest WQE's ctrl");
+    assert_eq!(one.3, batch.3);
+    let expect: Vec<_> = (0..8u64).map(|i| (2 * i + 1, WcOpcode::Send, WcStatus::Success)).collect();
+    assert_eq!(batch.3, expect, "the responses complete (their WRITEs unsignaled)");
+    assert_eq!((one.4, one.5), (batch.4, batch.5));
 }

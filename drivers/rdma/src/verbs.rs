@@ -317,6 +317,14 @@ pub trait DataPath: VerbsError {
         let _ = qp;
         Ok(())
     }
+    /// Write `first`, then `second`, without ringing, as `post_send_deferred` each (mlx5: one
+    /// room check and one producer update for both; the NVMe-oF target's zero-copy Read: its
+    /// RDMA WRITE and its response). On an error `first` may be written, `second` is not.
+    /// Default: `post_send_deferred` each.
+    fn post_send_deferred_pair(&mut self, qp: Qpn, first: &SendWr, second: &SendWr) -> Result<(), Self::Error> {
+        self.post_send_deferred(qp, first)?;
+        self.post_send_deferred(qp, second)
+    }
     /// Post `wrs` in order with one doorbell. On an error the WRs before the failing one are
     /// posted (and rung), the rest are not.
     fn post_send_batch(&mut self, qp: Qpn, wrs: &[SendWr]) -> Result<(), Self::Error> {
@@ -398,6 +406,10 @@ impl<T: DataPath + ?Sized> DataPath for &mut T {
     #[inline(always)]
     fn ring_send(&mut self, qp: Qpn) -> Result<(), Self::Error> {
         (**self).ring_send(qp)
+    }
+    #[inline(always)]
+    fn post_send_deferred_pair(&mut self, qp: Qpn, first: &SendWr, second: &SendWr) -> Result<(), Self::Error> {
+        (**self).post_send_deferred_pair(qp, first, second)
     }
     #[inline(always)]
     fn post_send_batch(&mut self, qp: Qpn, wrs: &[SendWr]) -> Result<(), Self::Error> {
@@ -562,6 +574,10 @@ macro_rules! forward_data_path {
         #[inline(always)]
         fn ring_send(&mut self, qp: $crate::verbs::Qpn) -> Result<(), Self::Error> {
             $crate::verbs::DataPath::ring_send(&mut self.$f, qp)
+        }
+        #[inline(always)]
+        fn post_send_deferred_pair(&mut self, qp: $crate::verbs::Qpn, first: &$crate::verbs::SendWr, second: &$crate::verbs::SendWr) -> Result<(), Self::Error> {
+            $crate::verbs::DataPath::post_send_deferred_pair(&mut self.$f, qp, first, second)
         }
         #[inline(always)]
         fn post_send_batch(&mut self, qp: $crate::verbs::Qpn, wrs: &[$crate::verbs::SendWr]) -> Result<(), Self::Error> {

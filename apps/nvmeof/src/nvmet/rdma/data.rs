@@ -135,7 +135,7 @@ impl TurnShared {
             let s = c.turn_writes[i];
             let t0 = c.slots[s as usize].t0;
             g.io.fenced_responses += 1;
-            self.respond_fenced(core, g, ci, s, Status::SUCCESS, 0, 0, t0, true);
+            self.respond_fenced(core, g, ci, s, Status::SUCCESS, 0, 0, t0, true, None);
         }
         if let Some(c) = g.conns[ci.i].as_mut() {
             c.turn_writes.clear();
@@ -257,15 +257,10 @@ impl TurnShared {
         } else {
             Sge { addr: c.data.paddr() + c.data_off(s) as u64, len, lkey: c.data_lkey }
         };
-        // Its RDMA WRITE (as `post_write`, on the queue already at hand).
-        if let Some(wr) = c.write_wr(ci, s, src) {
-            let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
-            if !g.post_deferred(ci.i, qpn, listed, &wr) {
-                self.close_queue(core, g, ci, true);
-                return;
-            }
-        }
-        self.respond(core, g, ci, s, status, 0, 0, t0);
+        // Its RDMA WRITE (as `post_write`, on the queue already at hand), written with the
+        // response by one data-path call.
+        let write = c.write_wr(ci, s, src);
+        self.respond_fenced(core, g, ci, s, status, 0, 0, t0, false, write.as_ref());
     }
 
     /// Complete an AER of group `g`'s queue (`tag`, as [`RdmaTarget::execute_owned`] gave the
@@ -305,13 +300,14 @@ impl TurnShared {
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn respond<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
-        self.respond_fenced(core, g, ci, s, status, dw0, dw1, t0, false);
+        self.respond_fenced(core, g, ci, s, status, dw0, dw1, t0, false, None);
     }
 
-    /// Answer slot `s` (its SEND `fence`d behind the queue's outstanding READs when asked) and
-    /// free the slot.
+    /// Answer slot `s` (its SEND `fence`d behind the queue's outstanding READs when asked, or
+    /// after a Read's RDMA WRITE `write`, the two written by one data-path call) and free the
+    /// slot.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn respond_fenced<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64, fence: bool) {
+    pub(super) fn respond_fenced<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64, fence: bool, write: Option<&SendWr>) {
         let c = g.conns[ci.i].as_mut().expect("live");
         let (cid, sgl, range, opcode) = {
             let sl = &c.slots[s as usize];
@@ -361,7 +357,11 @@ impl TurnShared {
         if !status.is_success() {
             g.io.error_responses += 1;
         }
-        if !g.post_deferred(ci.i, qpn, listed, &wr) {
+        let posted = match write {
+            Some(w) => g.post_deferred_pair(ci.i, qpn, listed, w, &wr),
+            None => g.post_deferred(ci.i, qpn, listed, &wr),
+        };
+        if !posted {
             self.close_queue(core, g, ci, true);
             return;
         }
@@ -527,6 +527,33 @@ impl<V: GroupVerbs> PollGroup<V> {
     /// caller tears the queue down.
     #[inline(always)]
     pub(super) fn post_deferred(&mut self, i: usize, qpn: Qpn, listed: bool, wr: &SendWr) -> bool {
+        self.count_post(wr);
+        self.list_unrung(i, listed);
+        if self.rings.post_send_deferred(qpn, wr).is_err() {
+            self.io.post_errors += 1;
+            return false;
+        }
+        true
+    }
+
+    /// `post_deferred` for `first`, then `second`, written by one data-path call (a Read's RDMA
+    /// WRITE and its response). False on a device error (`first` may be written): the caller
+    /// tears the queue down.
+    #[inline(always)]
+    pub(super) fn post_deferred_pair(&mut self, i: usize, qpn: Qpn, listed: bool, first: &SendWr, second: &SendWr) -> bool {
+        self.count_post(first);
+        self.count_post(second);
+        self.list_unrung(i, listed);
+        if self.rings.post_send_deferred_pair(qpn, first, second).is_err() {
+            self.io.post_errors += 1;
+            return false;
+        }
+        true
+    }
+
+    /// A send WR posted: counted by its operation.
+    #[inline(always)]
+    fn count_post(&mut self, wr: &SendWr) {
         self.io.posts += 1;
         match wr.op {
             SendOp::RdmaRead { .. } => self.io.rdma_reads += 1,
@@ -539,12 +566,6 @@ impl<V: GroupVerbs> PollGroup<V> {
             SendOp::Send | SendOp::SendWithImm(_) => self.io.responses += 1,
             _ => {}
         }
-        self.list_unrung(i, listed);
-        if self.rings.post_send_deferred(qpn, wr).is_err() {
-            self.io.post_errors += 1;
-            return false;
-        }
-        true
     }
 }
 
