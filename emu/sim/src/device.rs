@@ -23,8 +23,8 @@ pub struct SimRam {
 }
 
 impl SimRam {
-    pub fn new(hal: SimHal, clock: SimClock, bytes: u64, seed: u64, max_latency_ns: u64) -> Option<Self> {
-        let inner = RamNamespace::new(hal.clone(), bytes, crate::model::BS as u32).ok()?;
+    pub fn new(hal: SimHal, clock: SimClock, bytes: u64, block_size: u32, seed: u64, max_latency_ns: u64) -> Option<Self> {
+        let inner = RamNamespace::new(hal.clone(), bytes, block_size).ok()?;
         Some(SimRam { inner, hal, clock, rng: SplitMix64::new(seed), max_latency_ns, pending: Vec::new(), order: 0 })
     }
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use sim::faults;
 
-const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--targets N] [--initiators N] [--ops N] [--faults all|none|LIST] [--namespace-on-crash keep|lose] [--quiet] [--verbose] [--log LEVEL] [--check-timers]
+const USAGE: &str = "usage: simulate [--seed S | --seeds A..B] [--until-failure] [--targets N] [--initiators N] [--ops N] [--faults all|none|LIST] [--namespace-on-crash keep|lose] [--quiet] [--verbose] [--log LEVEL] [--check-timers] [--block-size 512|4096]
   LIST: comma-separated of loss,dup,reorder,delay,corrupt,flap,mtu,partition,kato,icrash,tcrash,cmdhang,health,qperr,cqoverrun,fatal";
 
 struct Args {
@@ -24,10 +24,11 @@ struct Args {
     verbose: bool,
     keep_namespace: Option<bool>,
     check_timers: bool,
+    block_size: usize,
 }
 
 fn parse() -> Result<Args, String> {
-    let mut a = Args { from: 0, to: 1, until_failure: false, targets: 1, initiators: 2, ops: 400, faults: faults::ALL.to_vec(), quiet: false, verbose: false, keep_namespace: None, check_timers: false };
+    let mut a = Args { from: 0, to: 1, until_failure: false, targets: 1, initiators: 2, ops: 400, faults: faults::ALL.to_vec(), quiet: false, verbose: false, keep_namespace: None, check_timers: false, block_size: 512 };
     let mut it = std::env::args().skip(1);
     let num = |v: Option<String>, what: &str| -> Result<u64, String> { v.ok_or(format!("{what} needs a value"))?.parse::<u64>().map_err(|e| format!("{what}: {e}")) };
     while let Some(w) = it.next() {
@@ -50,6 +51,13 @@ fn parse() -> Result<Args, String> {
             "--quiet" => a.quiet = true,
             "--verbose" => a.verbose = true,
             "--check-timers" => a.check_timers = true,
+            "--block-size" => {
+                let v = num(it.next(), "--block-size")? as usize;
+                if !sim::model::BLOCK_SIZES.contains(&v) {
+                    return Err(format!("--block-size takes one of {:?}", sim::model::BLOCK_SIZES));
+                }
+                a.block_size = v;
+            }
             "--log" => {
                 let l: log::LevelFilter = it.next().ok_or("--log needs a level")?.parse().map_err(|_| "--log takes error|warn|info|debug|trace")?;
                 let _ = log::set_logger(&LOGGER);
@@ -102,7 +110,7 @@ fn main() -> ExitCode {
     let mut notice: Vec<(u64, sim::world::Noticed)> = Vec::new();
     let mut seed = a.from;
     while a.until_failure || seed < a.to {
-        let cfg = sim::Config { seed, targets: a.targets, initiators: a.initiators, ops: a.ops, faults: a.faults.clone(), verbose: a.verbose, keep_namespace: a.keep_namespace, check_timers: a.check_timers };
+        let cfg = sim::Config { seed, targets: a.targets, initiators: a.initiators, ops: a.ops, faults: a.faults.clone(), verbose: a.verbose, keep_namespace: a.keep_namespace, check_timers: a.check_timers, block_size: a.block_size };
         let out = sim::run(cfg);
         seeds += 1;
         ops += out.ops;
@@ -111,7 +119,14 @@ fn main() -> ExitCode {
             failures += 1;
             say!("{}", out.line(seed));
             say!("SIM-FAILURE seed={seed}: {why}");
-            let mut replay = format!("scripts/simulate{} --seed {seed}", if cfg!(feature = "sim-mutation") { " --mutation" } else { "" });
+            let mutation = if cfg!(feature = "sim-mutation") {
+                " --mutation"
+            } else if cfg!(feature = "sim-mutation-cross-group") {
+                " --mutation=cross-group"
+            } else {
+                ""
+            };
+            let mut replay = format!("scripts/simulate{mutation} --seed {seed}");
             if a.targets != 1 {
                 replay += &format!(" --targets {}", a.targets);
             }
@@ -123,6 +138,9 @@ fn main() -> ExitCode {
             }
             if a.faults.len() != faults::ALL.len() {
                 replay += &format!(" --faults {}", faults::list_name(&a.faults));
+            }
+            if a.block_size != 512 {
+                replay += &format!(" --block-size {}", a.block_size);
             }
             if let Some(k) = a.keep_namespace {
                 replay += if k { " --namespace-on-crash keep" } else { " --namespace-on-crash lose" };

@@ -18,8 +18,11 @@
 //! - when the target loses its namespace (a crash configured so) every block is back to zeros
 //!   and acknowledgements of writes sent before that are void.
 
-/// Block size the simulation uses.
-pub const BS: usize = 512;
+/// The block sizes a run may use (`Config::block_size`): 512 bytes, or 4 KiB, where a 1 KiB
+/// path MTU carries one block in several packets, so a block torn between two transfers is seen.
+pub const BLOCK_SIZES: [usize; 2] = [512, 4096];
+/// The largest of them (the size of a block buffer).
+pub const BS_MAX: usize = 4096;
 
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -31,12 +34,12 @@ fn word(seed: u64, lba: u64, wid: u64, i: usize) -> u64 {
     mix(seed ^ lba.rotate_left(17) ^ wid.rotate_left(41) ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
-/// Fill `out` (one block) with write `wid`'s content for `lba`.
+/// Fill `out` (one block, any of [`BLOCK_SIZES`]) with write `wid`'s content for `lba`.
 pub fn fill_block(seed: u64, lba: u64, wid: u64, out: &mut [u8]) {
     out[0..8].copy_from_slice(&seed.to_le_bytes());
     out[8..16].copy_from_slice(&lba.to_le_bytes());
     out[16..24].copy_from_slice(&wid.to_le_bytes());
-    for (i, c) in out[24..BS].chunks_exact_mut(8).enumerate() {
+    for (i, c) in out[24..].chunks_exact_mut(8).enumerate() {
         c.copy_from_slice(&word(seed, lba, wid, i).to_le_bytes());
     }
 }
@@ -51,7 +54,7 @@ pub fn decode_block(seed: u64, lba: u64, b: &[u8]) -> Result<u64, String> {
     if s != seed || l != lba {
         return Err(format!("block {lba}: not this run's data for it (tag seed {s:#x} lba {l} write {wid})"));
     }
-    for (i, c) in b[24..BS].chunks_exact(8).enumerate() {
+    for (i, c) in b[24..].chunks_exact(8).enumerate() {
         if u64::from_le_bytes(c.try_into().expect("8 bytes")) != word(seed, lba, wid, i) {
             return Err(format!("block {lba}: torn or garbage (tag write {wid}, word {i} differs)"));
         }
@@ -183,13 +186,20 @@ mod tests {
 
     #[test]
     fn blocks_name_their_write_and_refuse_torn_data() {
-        let mut b = [0u8; BS];
+        let mut b = [0u8; 512];
         assert_eq!(decode_block(7, 3, &b), Ok(0));
         fill_block(7, 3, 42, &mut b);
         assert_eq!(decode_block(7, 3, &b), Ok(42));
         assert!(decode_block(7, 4, &b).is_err(), "misplaced");
         b[300] ^= 1;
         assert!(decode_block(7, 3, &b).is_err(), "torn");
+        // A 4 KiB block whose last KiB is another write's (a packet of the other transfer).
+        let (mut x, mut y) = ([0u8; BS_MAX], [0u8; BS_MAX]);
+        fill_block(7, 3, 42, &mut x);
+        fill_block(7, 3, 43, &mut y);
+        assert_eq!(decode_block(7, 3, &x), Ok(42));
+        x[3072..].copy_from_slice(&y[3072..]);
+        assert!(decode_block(7, 3, &x).is_err(), "torn across packets");
     }
 
     #[test]

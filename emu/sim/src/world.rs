@@ -26,7 +26,7 @@ use testbed::{Node, Options, SimClock};
 use crate::device::SimRam;
 use crate::fabric::Fabric;
 use crate::faults::{self, Action, Kind, Plan};
-use crate::model::{decode_block, fill_block, Model, BS};
+use crate::model::{decode_block, fill_block, Model, BS_MAX};
 
 mod drive;
 use drive::Sim;
@@ -80,6 +80,8 @@ pub struct Config {
     /// Move the clock as before the jumps over idle time (ramping up to `MAX_IDLE_NS`) and
     /// fail if anything happens before the earliest timer the nodes reported.
     pub check_timers: bool,
+    /// The namespaces' block size, one of [`crate::model::BLOCK_SIZES`].
+    pub block_size: usize,
 }
 
 /// What made an initiator fail a controller (time-to-notice of a crashed target).
@@ -397,7 +399,7 @@ impl World {
         for k in 0..self.cfg.initiators {
             node.v.add_neighbor(init_ip(k), init_mac(k)).map_err(|e| format!("neighbour: {e:?}"))?;
         }
-        let mut dev = SimRam::new(node.hal.clone(), self.clock.clone(), NS_BLOCKS * BS as u64, branch(seed, 0x100 + inc), DEVICE_NS).ok_or("namespace memory")?;
+        let mut dev = SimRam::new(node.hal.clone(), self.clock.clone(), NS_BLOCKS * self.cfg.block_size as u64, self.cfg.block_size as u32, branch(seed, 0x100 + inc), DEVICE_NS).ok_or("namespace memory")?;
         if let Some(b) = restore {
             dev.restore(&b);
         }
@@ -473,7 +475,7 @@ impl World {
             kato_ms: KATO_MS as u32,
             io_queues: queues,
             io_depth: 16,
-            max_io_bytes: (MAX_BLOCKS as u32) * BS as u32,
+            max_io_bytes: (MAX_BLOCKS as u32) * self.cfg.block_size as u32,
             timeout_ns: 2_000 * MS,
             // The fault schedule is timed for a quick retry (the product's default is 1 s).
             reconnect_delay_ns: 50 * MS,

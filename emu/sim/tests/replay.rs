@@ -7,7 +7,7 @@ use sim::world::Noticed;
 use sim::{run, Config};
 
 fn cfg(seed: u64, faults: &[Kind]) -> Config {
-    Config { seed, targets: 1, initiators: 2, ops: 400, faults: faults.to_vec(), verbose: false, keep_namespace: None, check_timers: false }
+    Config { seed, targets: 1, initiators: 2, ops: 400, faults: faults.to_vec(), verbose: false, keep_namespace: None, check_timers: false, block_size: 512 }
 }
 
 #[test]
@@ -77,6 +77,20 @@ fn corrupted_frames_are_all_caught_by_the_icrc() {
     // count differ; here some must have happened.
     let corrupted: u64 = (0..6).map(|s| run(cfg(200 + s, &[Kind::Corrupt]))).inspect(|o| assert!(o.failure.is_none(), "{:?}", o.failure)).map(|o| o.corrupted).sum();
     assert!(corrupted > 0);
+}
+
+/// With 4 KiB blocks a block spans several packets of a 1 KiB path MTU, so a zero-copy Read
+/// sent from namespace memory while a Write's data lands there would carry a torn block: the
+/// target's ordering of overlapping zero-copy transfers (`nvmet/rdma/ranges.rs`) is what these
+/// seeds check (each fails on `scripts/simulate --mutation=cross-group --block-size 4096`,
+/// whose transfers wait only for their own poll group's).
+#[test]
+fn four_kib_blocks_keep_overlapping_zero_copy_transfers_apart() {
+    for seed in [14, 161, 254] {
+        let out = run(Config { block_size: 4096, ..cfg(seed, &faults::ALL) });
+        assert!(out.failure.is_none(), "seed {seed}: {:?} (replay: scripts/simulate --seed {seed} --block-size 4096)", out.failure);
+        assert!(out.blocks_verified > 0, "seed {seed}: nothing verified");
+    }
 }
 
 #[test]

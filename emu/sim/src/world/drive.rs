@@ -283,10 +283,12 @@ impl Sim {
                 let wid = w.next_wid;
                 w.next_wid += 1;
                 let (buf, off, _) = h.slot_buf(q, slot);
-                let mut b = [0u8; BS];
+                let bs = w.cfg.block_size;
+                let mut b = [0u8; BS_MAX];
+                let b = &mut b[..bs];
                 for i in 0..n as u64 {
-                    fill_block(w.cfg.seed, lba + i, wid, &mut b);
-                    hal::DmaRegion::write(buf, off + i as usize * BS, &b);
+                    fill_block(w.cfg.seed, lba + i, wid, b);
+                    hal::DmaRegion::write(buf, off + i as usize * bs, b);
                 }
                 w.models[j].submitted(lba, n, wid, seq, now);
                 wid
@@ -361,11 +363,13 @@ impl Sim {
         }
         let h = init.parts.as_ref().map(|p| p.ctrls.ctrls[j].host()).expect("live host");
         let (buf, off, _) = h.slot_buf(d.queue, d.slot);
-        let mut b = [0u8; BS];
+        let bs = w.cfg.block_size;
+        let mut b = [0u8; BS_MAX];
+        let b = &mut b[..bs];
         for i in 0..op.n as u64 {
-            hal::DmaRegion::read(buf, off + i as usize * BS, &mut b);
+            hal::DmaRegion::read(buf, off + i as usize * bs, b);
             let lba = op.lba + i;
-            let r = decode_block(w.cfg.seed, lba, &b).and_then(|wid| {
+            let r = decode_block(w.cfg.seed, lba, b).and_then(|wid| {
                 w.trace(0xee, wid);
                 w.models[j].check_read(lba, wid, op.seq)
             });

@@ -148,7 +148,7 @@ impl TurnShared {
         let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &c.slots[s as usize];
         let (addr, len) = (slot.direct_addr, slot.write.map_or(0, |w| w.len()) as u64);
-        if self.inflight.overlaps(addr, addr + len, false) {
+        if self.inflight.overlaps(addr, addr + len, false, ci.g) {
             g.hold(ci.i, s, Resume::Fetch);
             return;
         }
@@ -249,7 +249,7 @@ impl TurnShared {
         let slot = &c.slots[s as usize];
         let (len, direct_addr, direct_lkey, status, t0) = (slot.sgl.map_or(0, |g| g.len()), slot.direct_addr, slot.direct_lkey, slot.status, slot.t0);
         let src = if direct_addr != 0 {
-            if self.inflight.overlaps(direct_addr, direct_addr + len as u64, true) {
+            if self.inflight.overlaps(direct_addr, direct_addr + len as u64, true, ci.g) {
                 g.hold(ci.i, s, Resume::Send);
                 return;
             }

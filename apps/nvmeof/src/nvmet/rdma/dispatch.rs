@@ -205,7 +205,7 @@ impl TurnShared {
             // An in-capsule Write, Write Zeroes or DSM changes memory zero-copy transfers may
             // be using: it waits for them.
             if let Some((a, n)) = core.modifies_direct(&c.q, &slot.sqe) {
-                if self.inflight.overlaps(a, a.saturating_add(n), false) {
+                if self.inflight.overlaps(a, a.saturating_add(n), false, ci.g) {
                     g.hold(ci.i, s, Resume::Execute);
                     return;
                 }

@@ -118,17 +118,31 @@ impl InFlight {
     }
 
     /// Whether `[start, end)` may overlap a range in flight (only writes' when
-    /// `writes_only`): whether a stripe it touches is counted (see the module doc).
+    /// `writes_only`): whether a stripe it touches is counted (see the module doc). `group`
+    /// is the asking command's poll group: every group's ranges count (the test-only mutation
+    /// `sim-mutation-cross-group` looks at that group's own only, to show the simulator
+    /// catches a missing cross-group order).
     #[inline]
-    pub(super) fn overlaps(&self, start: u64, end: u64, writes_only: bool) -> bool {
+    pub(super) fn overlaps(&self, start: u64, end: u64, writes_only: bool, group: usize) -> bool {
         if self.live == 0 || (writes_only && self.writes == 0) {
             return false;
+        }
+        if cfg!(feature = "sim-mutation-cross-group") {
+            return self.overlaps_in_group(start, end, writes_only, group);
         }
         let (first, count) = span(start, end);
         (0..count).any(|k| {
             let s = self.stripes[counter(first, k)];
             (if writes_only { s.writes } else { s.all }) != 0
         })
+    }
+
+    /// The test-only mutation's check (feature `sim-mutation-cross-group`; compiled away
+    /// without it): group `group`'s own ranges only, by a pass over the slab.
+    #[cold]
+    fn overlaps_in_group(&self, start: u64, end: u64, writes_only: bool, group: usize) -> bool {
+        let (first, count) = span(start, end);
+        self.slab.iter().any(|r| r.live && r.group as usize == group && (r.write || !writes_only) && r.count > 0 && count > 0 && r.first < first + count as u64 && first < r.first + r.count as u64)
     }
 
     /// Track `[start, end)`; `None` when full (cannot happen with the capacity the target reserves).
@@ -189,18 +203,18 @@ mod tests {
         let a = f.insert(0, P, false, q1, 7).unwrap();
         let b = f.insert(2 * P, 3 * P, true, q1, 7).unwrap();
         let c = f.insert(4 * P, 5 * P, false, q2, 7).unwrap();
-        assert!(f.overlaps(50, 60, false) && !f.overlaps(50, 60, true));
-        assert!(f.overlaps(2 * P + 50, 2 * P + 60, true) && !f.overlaps(P, 2 * P, false));
+        assert!(f.overlaps(50, 60, false, 0) && !f.overlaps(50, 60, true, 0));
+        assert!(f.overlaps(2 * P + 50, 2 * P + 60, true, 0) && !f.overlaps(P, 2 * P, false, 0));
         f.remove(a, q1, 8); // wrong generation: stays
         f.remove(a, q2, 7); // same index and generation in another group: stays
-        assert!(f.overlaps(50, 60, false));
+        assert!(f.overlaps(50, 60, false, 0));
         f.remove(a, q1, 7);
-        assert!(!f.overlaps(50, 60, false) && f.overlaps(4 * P + 1, 4 * P + 2, false));
+        assert!(!f.overlaps(50, 60, false, 0) && f.overlaps(4 * P + 1, 4 * P + 2, false, 0));
         f.remove_queue(q1, 7);
-        assert!(!f.overlaps(0, 1000 * P, true) && f.overlaps(0, 1000 * P, false));
+        assert!(!f.overlaps(0, 1000 * P, true, 0) && f.overlaps(0, 1000 * P, false, 0));
         f.remove(b, q1, 7); // already gone
         f.remove(c, q2, 7);
-        assert!(f.is_empty() && !f.overlaps(0, u64::MAX, false));
+        assert!(f.is_empty() && !f.overlaps(0, u64::MAX, false, 0));
         let ids: Vec<_> = (0..4).map(|k| f.insert(k * P, k * P + 1, false, q0, 0)).collect();
         assert!(ids.iter().all(|i| i.is_some()) && f.insert(9 * P, 10 * P, false, q0, 0).is_none());
     }
@@ -213,11 +227,11 @@ mod tests {
         let q0 = QueueAt { g: 0, i: 0 };
         let mut f = InFlight::with_capacity(4);
         let a = f.insert(P, P + 512, true, q0, 0).unwrap();
-        assert!(f.overlaps(P + 3584, 2 * P, true), "same stripe");
-        assert!(f.overlaps(P + (STRIPES as u64) * P, P + (STRIPES as u64) * P + 1, true), "same counter");
-        assert!(!f.overlaps(0, P, false) && !f.overlaps(2 * P, 3 * P, false) && !f.overlaps(P, P, false));
+        assert!(f.overlaps(P + 3584, 2 * P, true, 0), "same stripe");
+        assert!(f.overlaps(P + (STRIPES as u64) * P, P + (STRIPES as u64) * P + 1, true, 0), "same counter");
+        assert!(!f.overlaps(0, P, false, 0) && !f.overlaps(2 * P, 3 * P, false, 0) && !f.overlaps(P, P, false, 0));
         let big = f.insert(0, (STRIPES as u64 + 3) * P, false, q0, 0).unwrap();
-        assert!(f.overlaps(7 * P, 7 * P + 1, false) && !f.overlaps(7 * P, 7 * P + 1, true));
+        assert!(f.overlaps(7 * P, 7 * P + 1, false, 0) && !f.overlaps(7 * P, 7 * P + 1, true, 0));
         f.remove(big, q0, 0);
         f.remove(a, q0, 0);
         assert!(f.is_empty() && f.stripes.iter().all(|s| s.all == 0 && s.writes == 0));
