@@ -269,6 +269,48 @@ fn zero_copy_writes_are_ordered_with_overlapping_commands() {
     assert_eq!(ns_of(&mut w).copied_bytes, copied0, "no CPU copy");
 }
 
+/// 4 KiB blocks over a 1 KiB path MTU: a keyed-SGL Write is fetched into the slot buffer and
+/// copied, not RDMA READ straight into namespace memory, whose responses land a packet at a
+/// time, so that a transfer cut mid-way (QP error, adapter failure) cannot leave a block half
+/// new (found by `scripts/simulate --block-size 4096`, seeds 595 and 611: an adapter failure
+/// during such a READ). With a 4 KiB MTU the same Write goes straight in. A Read of the same
+/// blocks sent with the staged Write returns each block whole.
+#[test]
+fn writes_of_blocks_larger_than_the_path_mtu_are_staged_and_land_whole() {
+    for (mtu, staged) in [(1024, true), (4096, false)] {
+        let (mut w, mut h) = setup_on(2, 1, |t| blockdev::RamNamespace::new(t.hal.clone(), NS_BYTES, 4096).expect("namespace memory"));
+        w.mtu = mtu;
+        let cfg = HostConfig { inline_writes: false, ..host_cfg(8) };
+        let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+        let lba = 10;
+        let (copied0, direct0, staged0) = (ns_of(&mut w).copied_bytes, w.target.stats().direct_writes, w.target.stats().staged_writes);
+        let (wr, r) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
+        for (round, byte) in [0xA7u8, 0x3C].into_iter().enumerate() {
+            let (buf, off, _) = host.slot_buf(1, wr);
+            buf.write(off, &[byte; 8192]);
+            host.submit(&mut h.v, 1, wr, IoKind::Write, 1, lba, 2, w.clock.now_ns()).unwrap();
+            host.submit(&mut h.v, 1, r, IoKind::Read, 1, lba, 2, w.clock.now_ns()).unwrap();
+            wait_done(&mut w, &mut h, &mut host, 2);
+            let (buf, off, _) = host.slot_buf(1, r);
+            let mut got = vec![0u8; 8192];
+            buf.read(off, &mut got);
+            let old = if round == 0 { 0 } else { 0xA7 };
+            for blk in got.chunks(4096) {
+                assert!(blk.iter().all(|&b| b == old) || blk.iter().all(|&b| b == byte), "mtu {mtu}: a block read whole, old or new");
+            }
+            let mut ns = vec![0u8; 8192];
+            let n = ns_of(&mut w);
+            let at = (n.paddr_of(lba) - n.region().paddr()) as usize;
+            n.region().read(at, &mut ns);
+            assert!(ns.iter().all(|&b| b == byte), "mtu {mtu}: the write's data in namespace memory");
+        }
+        let s = w.target.stats();
+        assert_eq!((s.staged_writes - staged0, s.direct_writes - direct0), if staged { (2, 0) } else { (0, 2) }, "mtu {mtu}");
+        let copied = ns_of(&mut w).copied_bytes - copied0;
+        assert_eq!(copied, if staged { 2 * 8192 } else { 0 }, "mtu {mtu}: bytes copied");
+    }
+}
+
 /// At QD1 a keyed-SGL Write to the RAM namespace costs one doorbell: the target posts the RDMA
 /// READ and the response SEND, fenced behind it, in the same turn. The host may see that
 /// response and send its next command before the target has polled the response's completion;

@@ -257,6 +257,11 @@ impl PendingWrite {
     pub fn len(&self) -> usize {
         self.io.buf.len()
     }
+    /// Bytes of one logical block.
+    #[inline]
+    pub fn block_bytes(&self) -> usize {
+        self.io.buf.len() / (self.io.blocks.max(1) as usize)
+    }
 }
 
 /// Whether the command carries host→controller data (Fabrics Connect / Auth Send, or a

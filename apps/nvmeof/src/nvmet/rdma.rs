@@ -131,6 +131,12 @@ pub struct TransportStats {
     pub held_slot_reads: u64,
     /// Keyed-SGL writes whose data the adapter placed straight into namespace memory.
     pub direct_writes: u64,
+    /// Keyed-SGL writes to memory the adapter could have written directly, fetched into the
+    /// slot buffer and copied instead, because a block is larger than the queue's path MTU:
+    /// RDMA READ responses land packet by packet, so a transfer cut mid-way (QP error, adapter
+    /// failure) would leave a block torn, half new data, against the one-block atomicity
+    /// Identify reports (AWUN/AWUPF 0: one block, also under an error condition).
+    pub staged_writes: u64,
     /// Of those, the ones answered in the turn their RDMA READ was posted, by a SEND fenced
     /// behind it (READ and response on one doorbell).
     pub fenced_responses: u64,
@@ -181,6 +187,7 @@ impl TransportStats {
             held_reads: self.held_reads + o.held_reads,
             held_slot_reads: self.held_slot_reads + o.held_slot_reads,
             direct_writes: self.direct_writes + o.direct_writes,
+            staged_writes: self.staged_writes + o.staged_writes,
             fenced_responses: self.fenced_responses + o.fenced_responses,
             range_overflow: self.range_overflow + o.range_overflow,
             send_doorbells: self.send_doorbells + o.send_doorbells,
@@ -216,6 +223,8 @@ enum Resume {
     Fetch,
     /// RDMA WRITE a zero-copy Read's data and respond.
     Send,
+    /// Copy a staged Write's data (in the slot buffer) into namespace memory.
+    Place,
 }
 
 #[derive(Clone, Copy)]
@@ -318,6 +327,10 @@ struct Conn<V: GroupVerbs> {
     held_reads: Vec<u16>,
     /// RDMA READs into slot buffers posted and not yet completed.
     reads_posted: u16,
+    /// The QP's path MTU in bytes, the unit RDMA READ responses land in (0: the verbs place a
+    /// message whole, as the soft verbs do): a zero-copy Write goes straight into namespace
+    /// memory only when no block spans two packets.
+    pmtu: u32,
 }
 
 impl<V: GroupVerbs> Conn<V> {

@@ -67,6 +67,8 @@ pub struct World<B: BlockDevice = RamNamespace<SimHal>> {
     pub pending: BTreeMap<u32, u16>,
     pub next: u32,
     pub psn: u32,
+    /// Path MTU both sides' QPs are connected with (4096 unless a test says otherwise).
+    pub mtu: u32,
 }
 
 impl<B: BlockDevice> World<B> {
@@ -102,13 +104,14 @@ impl<B: BlockDevice> HostEnv<V> for World<B> {
         self.next += 1;
         self.psn += 0x1000;
         let (hp, tp) = (self.psn, self.psn + 0x800);
-        let st = match self.target.accept(&mut self.t.v, private, &rc_attrs(qp, H_IP, H_MAC, hp, tp)) {
+        let mtu = self.mtu;
+        let st = match self.target.accept(&mut self.t.v, private, &RcConnectAttrs { mtu, ..rc_attrs(qp, H_IP, H_MAC, hp, tp) }) {
             Ok(p) => {
                 self.pending.insert(p.qpn.0, p.rep.crqsize.get());
                 // The host cannot take the REP: the queue the target took goes with the group's
                 // answer (`take_answers`: pending, no handle), as the service closes an
                 // abandoned REQ's queue.
-                verbs.connect_rc_qp(qp, &rc_attrs(p.qpn, T_IP, T_MAC, tp, hp)).map_err(|_| ())?;
+                verbs.connect_rc_qp(qp, &RcConnectAttrs { mtu, ..rc_attrs(p.qpn, T_IP, T_MAC, tp, hp) }).map_err(|_| ())?;
                 (p.qpn, ConnectPoll::Pending)
             }
             Err(rej) => (Qpn(0), ConnectPoll::Rejected(rej.sts.get())),
@@ -215,7 +218,7 @@ pub fn setup_subsystems<B: BlockDevice>(max_io_queues: u16, groups: usize, subs:
     h.v.add_neighbor(T_IP, T_MAC).unwrap();
     let target = target_on(max_io_queues, groups, subs(&t));
     let host_cx = h.cx.clone();
-    let w = World { clock, t, host_cx, target, conns: BTreeMap::new(), pending: BTreeMap::new(), host_qps: Vec::new(), next: 1, psn: 0x10_0000 };
+    let w = World { clock, t, host_cx, target, conns: BTreeMap::new(), pending: BTreeMap::new(), host_qps: Vec::new(), next: 1, psn: 0x10_0000, mtu: 4096 };
     (w, h)
 }
 

@@ -118,6 +118,18 @@ impl TurnShared {
             self.execute(core, g, ci, s, now_ns);
             return;
         };
+        // A staged Write (`on_action`): copied into namespace memory once no zero-copy
+        // transfer there overlaps it (a Read being sent from it would carry a torn block).
+        let w = match w.direct_buf() {
+            Some(ns) => {
+                if self.inflight.overlaps(ns.paddr(), ns.paddr() + ns.len() as u64, false, ci.g) {
+                    g.hold(ci.i, s, Resume::Place);
+                    return;
+                }
+                PendingWrite { direct: false, ..w }
+            }
+            None => w,
+        };
         let action = core.write_fetched(&w, buf, block_tag(ci, gen, Kind::Block, s));
         self.on_action(core, g, ci, s, action);
     }
@@ -172,6 +184,7 @@ impl TurnShared {
                 Resume::Execute => self.execute(core, g, ci, s, now_ns),
                 Resume::Fetch => self.fetch_direct(core, g, ci, s),
                 Resume::Send => self.send_read(core, g, ci, s),
+                Resume::Place => self.data_in(core, g, ci, s, now_ns),
             }
         }
     }
@@ -329,10 +342,16 @@ impl TurnShared {
                 let c = g.conns[ci.i].as_mut().expect("live");
                 c.slots[s as usize].write = Some(w);
                 match w.direct_buf() {
-                    Some(buf) => {
+                    Some(buf) if c.pmtu == 0 || w.block_bytes() <= c.pmtu as usize => {
                         g.io.direct_writes += 1;
                         c.slots[s as usize].direct_addr = buf.paddr();
                         self.fetch_direct(core, g, ci, s);
+                    }
+                    // A block would span packets: into the slot buffer, copied once all of it
+                    // is there (`data_in`).
+                    Some(_) => {
+                        g.io.staged_writes += 1;
+                        self.post_read(core, g, ci, s);
                     }
                     None => self.post_read(core, g, ci, s),
                 }
