@@ -311,6 +311,7 @@ where
     e.single("mlx5_firmware_pages", Kind::Gauge, "Pages given to the firmware and not reclaimed.", v.pages_held());
     e.single("mlx5_error_events_total", Kind::Counter, "Asynchronous error events (CQ/QP/port errors).", d.error_events);
     e.single("mlx5_srq_last_wqe_events_total", Kind::Counter, "SRQ_LAST_WQE events: a QP on a shared receive queue in error with its last WQE consumed, as on every close of such a QP (not an error).", d.srq_last_wqe_events);
+    e.single("mlx5_async_events_dropped_total", Kind::Counter, "Asynchronous events dropped with 64 unread: routine ones (SRQ limit, last WQE) first, an error event only when all kept are errors.", d.events_dropped);
     e.single("mlx5_bad_cqes_total", Kind::Counter, "CQEs naming an unknown QP or a WQE not outstanding (dropped), on every queue (the device's own and every queue group's).", d.bad_cqes + all.bad_cqes);
     e.single("mlx5_send_doorbells_total", Kind::Counter, "Send doorbells rung, on every queue: the device's own (mlx5_device_send_doorbells_total) and every queue group's (mlx5_group_send_doorbells_total).", d.sq_doorbells + all.sq_doorbells);
     e.single("mlx5_device_send_doorbells_total", Kind::Counter, "Send doorbells rung on the device's own queues (GSI, raw Ethernet, queues outside queue groups).", d.sq_doorbells);

@@ -273,6 +273,36 @@ fn srq_last_wqe_after_a_close_is_counted_and_is_not_a_qp_error() {
     b.finish();
 }
 
+/// A QP error the owner has not read yet survives a flood of routine events: 70 SRQ-fed QPs
+/// closed after it (one SRQ_LAST_WQE each, more than the 64 events kept) push out routine
+/// events only, so `take_qp_error` still names the failed QP; the drops are counted.
+#[test]
+fn a_qp_error_is_not_pushed_out_by_many_srq_last_wqe_events() {
+    let mut b = bench(71, 7);
+    let before = b.v.stats();
+    let failed = b.receivers[0];
+    assert!(b.rig.cx.inject_qp_error_on(failed.0), "error injected");
+    for _ in 0..10 {
+        b.step();
+    }
+    assert_eq!(b.v.stats().error_events, before.error_events + 1, "the QP error event");
+    let gone: Vec<_> = b.receivers.drain(1..).collect();
+    for q in &gone {
+        b.v.qp_to_error(*q).unwrap();
+    }
+    for _ in 0..10 {
+        b.step();
+    }
+    for q in gone {
+        b.v.destroy_qp(q).unwrap();
+    }
+    let s = b.v.stats();
+    assert!(s.srq_last_wqe_events - before.srq_last_wqe_events >= 70, "one SRQ_LAST_WQE per closed QP");
+    assert!(s.events_dropped - before.events_dropped >= 7, "more than 64 unread: some dropped ({})", s.events_dropped);
+    assert_eq!(b.v.take_qp_error(), Some(failed), "the error kept");
+    b.finish();
+}
+
 /// A receiving QP destroyed while its receive CQEs still sit in the shared CQ: the driver takes
 /// them out of the CQ at destroy (as Linux cleans the CQ) and posts their SRQ WQEs again with the
 /// same buffers, so nothing of the dead connection is reported and the SRQ leaks nothing. A new

@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// Asynchronous events kept for the owner to read ([`Mlx5::take_event`]).
+pub(super) const MAX_EVENTS: usize = 64;
+
 impl<H: Hal, M: Mmio> Mlx5<H, M> {
     pub(super) fn alloc_uar(&mut self) -> Result<(), Error> {
         self.simple(op::ALLOC_UAR, 0, alloc_uar_in::LAYOUT.size, &[])?;
@@ -206,8 +209,21 @@ impl<H: Hal, M: Mmio> Mlx5<H, M> {
             _ => log::Level::Warn,
         };
         log::log!(level, "mlx5: async event {:#x} on {:#x}", ev.event_type, ev.object);
-        if self.events.len() >= 64 {
-            self.events.remove(0);
+        if self.events.len() >= MAX_EVENTS {
+            // Full: a routine event makes room before a fault is ever dropped (a peer that
+            // closes many SRQ-fed connections at once raises one SRQ_LAST_WQE each, which must
+            // not push out the QP error the owner has yet to read).
+            let routine = |t: u8| matches!(t, event::SRQ_RQ_LIMIT | event::SRQ_LAST_WQE);
+            self.stats.events_dropped += 1;
+            match self.events.iter().position(|e| routine(e.event_type)) {
+                Some(i) => {
+                    self.events.remove(i);
+                }
+                None if routine(ev.event_type) => return,
+                None => {
+                    self.events.remove(0);
+                }
+            }
         }
         self.events.push(ev);
     }

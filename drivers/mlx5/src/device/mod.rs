@@ -141,6 +141,9 @@ pub struct Stats {
     /// SRQ_LAST_WQE events: a QP on an SRQ in ERROR with its last WQE consumed, as on every
     /// close of such a QP (not an error; not in `error_events`).
     pub srq_last_wqe_events: u64,
+    /// Asynchronous events dropped with the owner's list full (64 unread): a routine one
+    /// (SRQ limit, last WQE) first, a fault only when every kept event is one.
+    pub events_dropped: u64,
     /// Completion events (EQE type 0): the polled data path does not need them; counted.
     pub completion_events: u64,
     /// TEARDOWN_HCA ended by force close / by fast teardown (graceful teardown failed;
