@@ -257,10 +257,10 @@ impl PendingWrite {
     pub fn len(&self) -> usize {
         self.io.buf.len()
     }
-    /// Bytes of one logical block.
+    /// Logical blocks it writes.
     #[inline]
-    pub fn block_bytes(&self) -> usize {
-        self.io.buf.len() / (self.io.blocks.max(1) as usize)
+    pub fn blocks(&self) -> u32 {
+        self.io.blocks
     }
 }
 

@@ -327,9 +327,10 @@ struct Conn<V: GroupVerbs> {
     held_reads: Vec<u16>,
     /// RDMA READs into slot buffers posted and not yet completed.
     reads_posted: u16,
-    /// The QP's path MTU in bytes, the unit RDMA READ responses land in (0: the verbs place a
-    /// message whole, as the soft verbs do): a zero-copy Write goes straight into namespace
-    /// memory only when no block spans two packets.
+    /// The QP's path MTU in bytes, the unit RDMA READ responses land in (`u32::MAX` when the
+    /// verbs place a message whole, as the soft verbs do, their attributes' MTU 0): a zero-copy
+    /// Write goes straight into namespace memory only when no block spans two packets
+    /// (`len <= pmtu * blocks`: a block is at most `pmtu` bytes).
     pmtu: u32,
 }
 

@@ -342,7 +342,7 @@ impl TurnShared {
                 let c = g.conns[ci.i].as_mut().expect("live");
                 c.slots[s as usize].write = Some(w);
                 match w.direct_buf() {
-                    Some(buf) if c.pmtu == 0 || w.block_bytes() <= c.pmtu as usize => {
+                    Some(buf) if w.len() as u64 <= c.pmtu as u64 * w.blocks() as u64 => {
                         g.io.direct_writes += 1;
                         c.slots[s as usize].direct_addr = buf.paddr();
                         self.fetch_direct(core, g, ci, s);

@@ -184,7 +184,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             turn_writes,
             held_reads,
             reads_posted: 0,
-            pmtu: attrs.mtu,
+            pmtu: if attrs.mtu == 0 { u32::MAX } else { attrs.mtu },
         };
         Ok(Staged { conn, qp: made })
     }
