@@ -2,6 +2,11 @@
 //! host's data fetched into the slot buffer, compared by the store), Flush, Write Zeroes,
 //! Dataset Management; checks (namespace in service, LBA range, transfer size) before
 //! anything reaches the store. Facts: NVM Command Set 1.0 §3 (I/O commands).
+//!
+//! The decode, checks and submission of one command on one namespace are [`exec_ns`], over
+//! the namespace's store given as any [`BlockDevice`] (the core's store today; a poll
+//! group's own I/O handle on the same blocks is the same code), with what it needs beyond
+//! the store in [`NsAt`].
 
 use blockdev::BlockDevice;
 use zerocopy::FromBytes;
@@ -9,134 +14,224 @@ use zerocopy::FromBytes;
 use super::*;
 use crate::wire::*;
 
-impl<B: BlockDevice> Core<B> {
+/// The I/O command set's opcodes the target executes (any other on an I/O queue: Invalid
+/// Opcode, before the namespace is looked at).
+#[inline(always)]
+pub(super) fn is_io_opcode(opcode: u8) -> bool {
+    matches!(opcode, io_op::READ | io_op::WRITE | io_op::COMPARE | io_op::FLUSH | io_op::WRITE_ZEROES | io_op::DSM)
+}
 
+/// What [`exec_ns`] needs of a namespace beyond its store: its place in the core's tables
+/// (named again by a [`PendingWrite`]), its subsystem's MDTS in bytes, and whether its
+/// direct memory may be used (the transport registered it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct NsAt {
+    pub(super) subsys: u16,
+    pub(super) ns: u16,
+    pub(super) max_io_bytes: u32,
+    pub(super) direct: bool,
+}
+
+/// Execute I/O command `sqe` (an [`is_io_opcode`] opcode, its namespace found and in service)
+/// on the namespace `at` whose store is `dev`, timed by `lat` ([`devlat`]) when it has one,
+/// counted in `q`'s counters and the namespace's `st`; `inflight` counts the block I/Os
+/// submitted to `dev` (the poller of `dev` takes them back). Inlined into its caller (as the
+/// core's `exec_io` body it was before: a call cost ~14 instructions per I/O).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn exec_ns<D: BlockDevice>(at: NsAt, dev: &mut D, lat: Option<&mut devlat::DevLatency>, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, st: &mut NsStats, inflight: &mut u64) -> Action {
+    let (bs, cap) = (dev.block_size() as u64, dev.num_blocks());
+    let slba = sqe.cdw10.get() as u64 | ((sqe.cdw11.get() as u64) << 32);
+    let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
+    let range_ok = slba.checked_add(nlb as u64).is_some_and(|e| e <= cap);
+    let (op, blocks, buf) = match sqe.opcode {
+        io_op::READ | io_op::WRITE | io_op::COMPARE => {
+            let bytes = nlb as u64 * bs;
+            if bytes != data.sgl_len as u64 {
+                return Action::status(Status::SGL_INVALID_DATA);
+            }
+            // Over MDTS (Identify Controller): Invalid Field, before any data moves.
+            if bytes > at.max_io_bytes as u64 || bytes > data.buf.len() as u64 {
+                return Action::status(Status::INVALID_FIELD);
+            }
+            if !range_ok {
+                return Action::status(Status::LBA_RANGE);
+            }
+            // Counted in the queue's own counters (folded into the controller on the
+            // slow path: `Core::fold_queue`).
+            let op = if sqe.opcode == io_op::COMPARE {
+                BlockOp::Compare
+            } else if sqe.opcode == io_op::READ {
+                q.io.host_reads += 1;
+                q.io.blocks_read_512 += bytes / 512;
+                BlockOp::Read
+            } else {
+                q.io.host_writes += 1;
+                q.io.blocks_written_512 += bytes / 512;
+                BlockOp::Write
+            };
+            // The command's data: the first `bytes` of the transport's buffer.
+            (op, nlb, data.buf.prefix(bytes as usize))
+        }
+        io_op::FLUSH => {
+            st.flushes_forwarded += 1;
+            (BlockOp::Flush, 0, DmaSlice::EMPTY)
+        }
+        io_op::WRITE_ZEROES => {
+            if !range_ok {
+                return Action::status(Status::LBA_RANGE);
+            }
+            (BlockOp::WriteZeroes, nlb, DmaSlice::EMPTY)
+        }
+        io_op::DSM => return dsm(dev, lat, sqe, data, cap, inflight),
+        _ => return Action::status(Status::INVALID_OPCODE),
+    };
+    let fua = matches!(op, BlockOp::Read | BlockOp::Write) && sqe.cdw12.get() & rw_cdw12::FUA != 0;
+    // The executor's counts only (its subsystem's and the core's figures are their sums,
+    // made on the slow path).
+    if fua {
+        if op == BlockOp::Read {
+            st.fua_reads += 1;
+        } else {
+            st.fua_writes += 1;
+        }
+    }
+    let buf_len = buf.len();
+    if op == BlockOp::Read {
+        st.reads += 1;
+        st.bytes_read += buf_len as u64;
+    } else if op == BlockOp::Write {
+        st.writes += 1;
+        st.bytes_written += buf_len as u64;
+    }
+    // Zero copy: a Read from (a keyed-SGL Write into) memory the transport can RDMA from
+    // (into) directly names that memory as its buffer (the device moves nothing). Data
+    // already here (in-capsule) is copied by the device.
+    let zero_copy = op == BlockOp::Read || (op == BlockOp::Write && !data.fetched);
+    let direct = if zero_copy && at.direct { dev.direct(slba, blocks) } else { None };
+    let io = BlockIo { op, lba: if op == BlockOp::Flush { 0 } else { slba }, blocks, buf: direct.unwrap_or(buf), tag: data.tag, fua };
+    if op == BlockOp::Write && !data.fetched {
+        return Action::Fetch(Fetch::Write(PendingWrite { subsys: at.subsys, ns: at.ns, io, direct: direct.is_some() }));
+    } else if op == BlockOp::Compare && !data.fetched {
+        // The host's data into the slot buffer, then to the store (never direct).
+        return Action::Fetch(Fetch::Write(PendingWrite { subsys: at.subsys, ns: at.ns, io, direct: false }));
+    }
+    // A Read the store serves from its own memory at once (RAM) is done now: no block
+    // completion to wait for. Not while the namespace's store is timed (`devlat` times a
+    // submit to its completion).
+    if let (Some(buf), BlockOp::Read, None) = (direct, op, &lat) {
+        if let Some(r) = dev.execute_direct(&io) {
+            return match r {
+                Ok(()) => Action::ReadyDirect { buf },
+                Err(e) => Action::status(blk_status(e)),
+            };
+        }
+    }
+    match devlat::submit(dev, lat, &io) {
+        Ok(()) => {
+            *inflight += 1;
+            // Test-only mutation (emu/sim's demo, feature `sim-mutation`): acknowledge a
+            // write as soon as it is handed to the device, before its data is placed.
+            #[cfg(feature = "sim-mutation")]
+            if op == BlockOp::Write {
+                return Action::ok(0, 0);
+            }
+            match direct {
+                Some(buf) => Action::SubmittedDirect { buf },
+                None => Action::Submitted { count: 1 },
+            }
+        }
+        Err(e) => Action::status(blk_status(e)),
+    }
+}
+
+/// Submit the Write `w` whose data the transport moved in ([`Fetch::Write`]) to `dev`, the
+/// store of the namespace `w` names: into namespace memory (`w`'s direct buffer; the device
+/// moves nothing) or into `buf` (at least [`PendingWrite::len`] bytes). Answers
+/// [`Action::Submitted`] (counted in `inflight`) or an error status.
+pub(super) fn submit_fetched<D: BlockDevice>(dev: &mut D, lat: Option<&mut devlat::DevLatency>, w: &PendingWrite, buf: DmaSlice, tag: u64, inflight: &mut u64) -> Action {
+    // A buffer shorter than the write is refused by the store (BufferTooSmall).
+    let io = BlockIo { buf: if w.direct { w.io.buf } else { buf.prefix(w.len()) }, tag, ..w.io };
+    match devlat::submit(dev, lat, &io) {
+        Ok(()) => {
+            *inflight += 1;
+            Action::Submitted { count: 1 }
+        }
+        Err(e) => Action::status(blk_status(e)),
+    }
+}
+
+/// Dataset Management on the namespace whose store is `dev` (`cap` blocks): its ranges
+/// checked all or nothing, then a Deallocate per non-empty range (counted in `inflight`).
+fn dsm<D: BlockDevice>(dev: &mut D, mut lat: Option<&mut devlat::DevLatency>, sqe: &Sqe, data: &DataIn<'_>, cap: u64, inflight: &mut u64) -> Action {
+    let nr = (sqe.cdw10.get() & 0xFF) as usize + 1;
+    let need = nr * DsmRange::SIZE;
+    if (data.sgl_len as usize) < need || data.bytes.len() < need {
+        return Action::status(Status::SGL_INVALID_DATA);
+    }
+    if sqe.cdw11.get() & DSM_ATTR_DEALLOCATE == 0 {
+        // Only hints: nothing to do.
+        return Action::ok(0, 0);
+    }
+    // Every range within the store's Deallocate limit (Identify CNS 06h DMRSL says so to
+    // the host), checked before any range reaches the store: all or nothing.
+    let limit = dev.op_limits().deallocate_blocks;
+    for r in data.bytes[..need].chunks_exact(DsmRange::SIZE) {
+        let r = DsmRange::read_from_bytes(r).expect("16 bytes");
+        if !r.slba.get().checked_add(r.nlb.get() as u64).is_some_and(|e| e <= cap) {
+            return Action::status(Status::LBA_RANGE);
+        }
+        if r.nlb.get() > limit {
+            return Action::status(Status::INVALID_FIELD);
+        }
+    }
+    let mut count = 0u16;
+    for r in data.bytes[..need].chunks_exact(DsmRange::SIZE) {
+        let r = DsmRange::read_from_bytes(r).expect("16 bytes");
+        if r.nlb.get() == 0 {
+            continue;
+        }
+        let io = BlockIo { op: BlockOp::Deallocate, lba: r.slba.get(), blocks: r.nlb.get(), buf: DmaSlice::EMPTY, tag: data.tag, fua: false };
+        match devlat::submit(dev, lat.as_deref_mut(), &io) {
+            Ok(()) => {
+                count += 1;
+                *inflight += 1;
+            }
+            // Deallocate is advisory: a store that cannot do it simply keeps the data.
+            Err(BlockError::Unsupported) => {}
+            Err(e) if count == 0 => return Action::status(blk_status(e)),
+            Err(_) => {}
+        }
+    }
+    if count == 0 {
+        Action::ok(0, 0)
+    } else {
+        Action::Submitted { count }
+    }
+}
+
+impl<B: BlockDevice> Core<B> {
     /// I/O command `sqe` on queue `q`, whose enabled controller is in subsystem `subsys` (none:
     /// a discovery controller, which has no I/O commands), counted in `counts` (the
-    /// executor's: the namespace's slot in it, not the core's shared tables).
+    /// executor's: the namespace's slot in it, not the core's shared tables), on the
+    /// namespace's store ([`exec_ns`]).
     pub(super) fn exec_io(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, subsys: Option<usize>, counts: &mut IoCounts) -> Action {
         let Some(si) = subsys else { return Action::status(Status::INVALID_OPCODE) };
-        let nsid = sqe.nsid.get();
-        if !matches!(sqe.opcode, io_op::READ | io_op::WRITE | io_op::COMPARE | io_op::FLUSH | io_op::WRITE_ZEROES | io_op::DSM) {
+        if !is_io_opcode(sqe.opcode) {
             return Action::status(Status::INVALID_OPCODE);
         }
         // Identify Controller says Flush with NSID FFFFFFFFh is not supported (VWC bits
         // 2:1 = 10b): such a command is aborted with Invalid Namespace (Base spec, Flush).
-        let Some(ni) = self.subsystems[si].ns(nsid) else {
-            return Action::status(Status::INVALID_NS);
-        };
-        if self.subsystems[si].ns_stats[ni].failed {
-            return Action::status(Status::INVALID_NS);
-        }
-        let (bs, cap) = {
-            let d = &self.subsystems[si].cfg.namespaces[ni].dev;
-            (d.block_size() as u64, d.num_blocks())
-        };
-        let slba = sqe.cdw10.get() as u64 | ((sqe.cdw11.get() as u64) << 32);
-        let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
-        let range_ok = slba.checked_add(nlb as u64).is_some_and(|e| e <= cap);
-        let (op, blocks, buf) = match sqe.opcode {
-            io_op::READ | io_op::WRITE | io_op::COMPARE => {
-                let bytes = nlb as u64 * bs;
-                if bytes != data.sgl_len as u64 {
-                    return Action::status(Status::SGL_INVALID_DATA);
-                }
-                // Over MDTS (Identify Controller): Invalid Field, before any data moves.
-                if bytes > self.subsystems[si].max_io_bytes as u64 || bytes > data.buf.len() as u64 {
-                    return Action::status(Status::INVALID_FIELD);
-                }
-                if !range_ok {
-                    return Action::status(Status::LBA_RANGE);
-                }
-                // Counted in the queue's own counters (folded into the controller on the
-                // slow path: `Core::fold_queue`).
-                let op = if sqe.opcode == io_op::COMPARE {
-                    BlockOp::Compare
-                } else if sqe.opcode == io_op::READ {
-                    q.io.host_reads += 1;
-                    q.io.blocks_read_512 += bytes / 512;
-                    BlockOp::Read
-                } else {
-                    q.io.host_writes += 1;
-                    q.io.blocks_written_512 += bytes / 512;
-                    BlockOp::Write
-                };
-                // The command's data: the first `bytes` of the transport's buffer.
-                (op, nlb, data.buf.prefix(bytes as usize))
-            }
-            io_op::FLUSH => {
-                counts.ns[self.subsystems[si].ns_base + ni].flushes_forwarded += 1;
-                (BlockOp::Flush, 0, DmaSlice::EMPTY)
-            }
-            io_op::WRITE_ZEROES => {
-                if !range_ok {
-                    return Action::status(Status::LBA_RANGE);
-                }
-                (BlockOp::WriteZeroes, nlb, DmaSlice::EMPTY)
-            }
-            io_op::DSM => return self.dsm(si, ni, sqe, data, cap),
-            _ => return Action::status(Status::INVALID_OPCODE),
-        };
-        let fua = matches!(op, BlockOp::Read | BlockOp::Write) && sqe.cdw12.get() & rw_cdw12::FUA != 0;
         let sub = &mut self.subsystems[si];
-        // The executor's counts only (its subsystem's and the core's figures are their sums,
-        // made on the slow path).
+        let Some(ni) = sub.ns(sqe.nsid.get()) else {
+            return Action::status(Status::INVALID_NS);
+        };
+        if sub.ns_stats[ni].failed {
+            return Action::status(Status::INVALID_NS);
+        }
+        let at = NsAt { subsys: si as u16, ns: ni as u16, max_io_bytes: sub.max_io_bytes, direct: self.direct };
         let st = &mut counts.ns[sub.ns_base + ni];
-        if fua {
-            if op == BlockOp::Read {
-                st.fua_reads += 1;
-            } else {
-                st.fua_writes += 1;
-            }
-        }
-        let buf_len = buf.len();
-        if op == BlockOp::Read {
-            st.reads += 1;
-            st.bytes_read += buf_len as u64;
-        } else if op == BlockOp::Write {
-            st.writes += 1;
-            st.bytes_written += buf_len as u64;
-        }
-        let dev = &mut sub.cfg.namespaces[ni].dev;
-        // Zero copy: a Read from (a keyed-SGL Write into) memory the transport can RDMA from
-        // (into) directly names that memory as its buffer (the device moves nothing). Data
-        // already here (in-capsule) is copied by the device.
-        let zero_copy = op == BlockOp::Read || (op == BlockOp::Write && !data.fetched);
-        let direct = if zero_copy && self.direct { dev.direct(slba, blocks) } else { None };
-        let io = BlockIo { op, lba: if op == BlockOp::Flush { 0 } else { slba }, blocks, buf: direct.unwrap_or(buf), tag: data.tag, fua };
-        if op == BlockOp::Write && !data.fetched {
-            return Action::Fetch(Fetch::Write(PendingWrite { subsys: si as u16, ns: ni as u16, io, direct: direct.is_some() }));
-        } else if op == BlockOp::Compare && !data.fetched {
-            // The host's data into the slot buffer, then to the store (never direct).
-            return Action::Fetch(Fetch::Write(PendingWrite { subsys: si as u16, ns: ni as u16, io, direct: false }));
-        }
-        // A Read the store serves from its own memory at once (RAM) is done now: no block
-        // completion to wait for. Not while the namespace's store is timed (`devlat` times a
-        // submit to its completion).
-        if let (Some(buf), BlockOp::Read, None) = (direct, op, &sub.ns_lat[ni]) {
-            if let Some(r) = dev.execute_direct(&io) {
-                return match r {
-                    Ok(()) => Action::ReadyDirect { buf },
-                    Err(e) => Action::status(blk_status(e)),
-                };
-            }
-        }
-        match devlat::submit(dev, sub.ns_lat[ni].as_mut(), &io) {
-            Ok(()) => {
-                self.inflight += 1;
-                // Test-only mutation (emu/sim's demo, feature `sim-mutation`): acknowledge a
-                // write as soon as it is handed to the device, before its data is placed.
-                #[cfg(feature = "sim-mutation")]
-                if op == BlockOp::Write {
-                    return Action::ok(0, 0);
-                }
-                match direct {
-                    Some(buf) => Action::SubmittedDirect { buf },
-                    None => Action::Submitted { count: 1 },
-                }
-            }
-            Err(e) => Action::status(blk_status(e)),
-        }
+        exec_ns(at, &mut sub.cfg.namespaces[ni].dev, sub.ns_lat[ni].as_mut(), q, sqe, data, st, &mut self.inflight)
     }
 
     /// Submit a Write whose data the transport moved in ([`Fetch::Write`]): into namespace
@@ -150,64 +245,6 @@ impl<B: BlockDevice> Core<B> {
         let (Some(n), Some(lat)) = (s.cfg.namespaces.get_mut(w.ns as usize), s.ns_lat.get_mut(w.ns as usize)) else {
             return Action::status(Status::INTERNAL);
         };
-        // A buffer shorter than the write is refused by the store (BufferTooSmall).
-        let io = BlockIo { buf: if w.direct { w.io.buf } else { buf.prefix(w.len()) }, tag, ..w.io };
-        match devlat::submit(&mut n.dev, lat.as_mut(), &io) {
-            Ok(()) => {
-                self.inflight += 1;
-                Action::Submitted { count: 1 }
-            }
-            Err(e) => Action::status(blk_status(e)),
-        }
-    }
-
-    pub(super) fn dsm(&mut self, si: usize, ni: usize, sqe: &Sqe, data: &DataIn<'_>, cap: u64) -> Action {
-        let nr = (sqe.cdw10.get() & 0xFF) as usize + 1;
-        let need = nr * DsmRange::SIZE;
-        if (data.sgl_len as usize) < need || data.bytes.len() < need {
-            return Action::status(Status::SGL_INVALID_DATA);
-        }
-        if sqe.cdw11.get() & DSM_ATTR_DEALLOCATE == 0 {
-            // Only hints: nothing to do.
-            return Action::ok(0, 0);
-        }
-        // Every range within the store's Deallocate limit (Identify CNS 06h DMRSL says so to
-        // the host), checked before any range reaches the store: all or nothing.
-        let limit = self.subsystems[si].cfg.namespaces[ni].dev.op_limits().deallocate_blocks;
-        for r in data.bytes[..need].chunks_exact(DsmRange::SIZE) {
-            let r = DsmRange::read_from_bytes(r).expect("16 bytes");
-            if !r.slba.get().checked_add(r.nlb.get() as u64).is_some_and(|e| e <= cap) {
-                return Action::status(Status::LBA_RANGE);
-            }
-            if r.nlb.get() > limit {
-                return Action::status(Status::INVALID_FIELD);
-            }
-        }
-        let mut count = 0u16;
-        let sub = &mut self.subsystems[si];
-        let dev = &mut sub.cfg.namespaces[ni].dev;
-        let mut lat = sub.ns_lat[ni].as_mut();
-        for r in data.bytes[..need].chunks_exact(DsmRange::SIZE) {
-            let r = DsmRange::read_from_bytes(r).expect("16 bytes");
-            if r.nlb.get() == 0 {
-                continue;
-            }
-            let io = BlockIo { op: BlockOp::Deallocate, lba: r.slba.get(), blocks: r.nlb.get(), buf: DmaSlice::EMPTY, tag: data.tag, fua: false };
-            match devlat::submit(dev, lat.as_deref_mut(), &io) {
-                Ok(()) => {
-                    count += 1;
-                    self.inflight += 1;
-                }
-                // Deallocate is advisory: a store that cannot do it simply keeps the data.
-                Err(BlockError::Unsupported) => {}
-                Err(e) if count == 0 => return Action::status(blk_status(e)),
-                Err(_) => {}
-            }
-        }
-        if count == 0 {
-            Action::ok(0, 0)
-        } else {
-            Action::Submitted { count }
-        }
+        submit_fetched(&mut n.dev, lat.as_mut(), w, buf, tag, &mut self.inflight)
     }
 }
