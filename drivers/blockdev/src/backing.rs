@@ -9,7 +9,7 @@ use alloc::boxed::Box;
 
 use hal::{DmaSlice, Hal, HalError};
 
-use crate::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters, IoHandles, NsIdentity, NullNamespace, RamNamespace};
+use crate::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters, NsIdentity, NullNamespace, RamNamespace};
 
 /// A backing to build, as a command line or configuration file names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,26 +128,14 @@ impl<H: Hal, L: BlockDevice> BlockDevice for Backing<H, L> {
     fn counters(&self) -> DevCounters {
         on_store!(self, d => d.counters())
     }
-}
-
-/// A handle of the same kind: memory and null handles as their stores make them, a local
-/// store's from `L` (a store that cannot make one answers its error).
-impl<H: Hal + Clone, L: IoHandles> IoHandles for Backing<H, L> {
-    type Handle = Backing<H, L::Handle>;
-    fn io_handle(&mut self) -> Result<Self::Handle, BlockError> {
+    /// A handle of the same kind: memory and null handles as their stores make them, a local
+    /// store's as it answers (a local NVMe namespace: `Unsupported`).
+    fn io_handle(&mut self) -> Result<Self, BlockError> {
         Ok(match self {
             Backing::Ram(r) => Backing::Ram(Box::new(r.io_handle()?)),
             Backing::Null(n) => Backing::Null(Box::new(n.io_handle()?)),
             Backing::Local(l) => Backing::Local(Box::new(l.io_handle()?)),
         })
-    }
-}
-
-/// Never called: a [`NoLocal`] value cannot exist.
-impl IoHandles for NoLocal {
-    type Handle = NoLocal;
-    fn io_handle(&mut self) -> Result<NoLocal, BlockError> {
-        match *self {}
     }
 }
 

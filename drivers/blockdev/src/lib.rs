@@ -186,24 +186,27 @@ pub trait BlockDevice {
     fn counters(&self) -> DevCounters {
         DevCounters::default()
     }
-}
-
-/// A store that gives each poller an I/O handle of its own (SPDK's io_channel): a handle is a
-/// [`BlockDevice`] with its own submission and completion state and counters, on the same
-/// blocks as the store and its other handles, so pollers on different CPUs submit and reap
-/// without sharing anything per I/O. A handle is `Send` when the store's platform types are
-/// (checked by the callers that move one to another CPU). Made on the slow path (queue
-/// hand-off), never per I/O.
-///
-/// Not every store can: a local NVMe namespace (`nvme::NvmeNamespace`) is one queue pair
-/// borrowed from its controller, and a second queue pair is made with
-/// `Controller::create_io_queue_pair(&mut self)` while the namespace holds `&Controller`, so
-/// its handles would have to be made before the namespace (not done yet: no `IoHandles` for
-/// it).
-pub trait IoHandles: BlockDevice {
-    type Handle: BlockDevice;
-    /// A new handle on the store's blocks, or why not (e.g. no queue pair left).
-    fn io_handle(&mut self) -> Result<Self::Handle, BlockError>;
+    /// A new I/O handle on the store's blocks for another poller (SPDK's io_channel), or why
+    /// not: a value of the store's own type with its own submission and completion state and
+    /// counters, on the same blocks as the store and its other handles, so pollers on
+    /// different CPUs submit and reap without sharing anything per I/O (a handle is `Send`
+    /// when the store's platform types are; the callers that move one to another CPU check).
+    /// Made on the slow path (a poll group's creation), never per I/O. Default:
+    /// `Err(Unsupported)`, the store serves through itself alone.
+    ///
+    /// A method of every store with a default answer, not a trait of its own that a user
+    /// would have to require: a target generic over any `BlockDevice` asks each of its
+    /// namespaces and keeps those that answer `Unsupported` on their one store. A local NVMe
+    /// namespace (`nvme::NvmeNamespace`) answers so: it is one queue pair borrowed from its
+    /// controller, and a second is made with `Controller::create_io_queue_pair(&mut self)`
+    /// while the namespace holds `&Controller`, so its handles would have to be made before
+    /// the namespace (not done yet).
+    fn io_handle(&mut self) -> Result<Self, BlockError>
+    where
+        Self: Sized,
+    {
+        Err(BlockError::Unsupported)
+    }
 }
 
 /// A 128-bit identifier derived from a name and a number (stable across boots, never

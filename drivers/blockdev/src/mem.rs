@@ -7,9 +7,9 @@
 //! on a platform that cannot copy between DMA slices such I/Os are refused with
 //! `Unsupported`, and callers that hold the buffer's region can use [`RamNamespace::copy_with`].
 //!
-//! I/O handles ([`IoHandles`]): a RAM namespace's handle is another `RamNamespace` on the same
-//! memory (shared through an `Arc`, taken once when the handle is made, never per I/O) with its
-//! own completion ring and counters. The handles are the only writers of the blocks; commands
+//! I/O handles ([`BlockDevice::io_handle`]): a RAM namespace's handle is another `RamNamespace`
+//! on the same memory and platform handle (shared through an `Arc`, taken once when the handle
+//! is made, never per I/O) with its own completion ring and counters. The handles are the only writers of the blocks; commands
 //! touching the same bytes through two handles are ordered by their caller, as the NVMe-oF
 //! target already orders zero-copy transfers.
 
@@ -17,7 +17,7 @@ use alloc::sync::Arc;
 
 use hal::{DmaRegion, DmaSlice, Hal, HalError, PhysAddr};
 
-use crate::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, IoHandles};
+use crate::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
 
 /// Completions not yet reported (fixed size: no allocation per I/O).
 const RING: usize = 256;
@@ -54,11 +54,16 @@ impl DoneRing {
 /// Largest I/O the memory namespaces accept, in bytes.
 pub const MEM_MAX_TRANSFER: usize = 1 << 20;
 
-/// A namespace in DMA memory (or one I/O handle of it: see [`IoHandles`]).
-pub struct RamNamespace<H: Hal> {
+/// What a RAM namespace's handles share: the platform (its DMA copy) and the blocks.
+struct Shared<H: Hal> {
     hal: H,
-    /// The blocks, shared with the namespace's other handles.
-    mem: Arc<H::Dma>,
+    mem: H::Dma,
+}
+
+/// A namespace in DMA memory (or one I/O handle of it: see [`BlockDevice::io_handle`]).
+pub struct RamNamespace<H: Hal> {
+    /// The platform and the blocks, shared with the namespace's other handles.
+    shared: Arc<Shared<H>>,
     /// All of `mem`, made once with it: block ranges are cut from it (no region call per I/O).
     whole: DmaSlice,
     block_size: u32,
@@ -77,9 +82,9 @@ impl<H: Hal> RamNamespace<H> {
     /// `bytes` of zeroed DMA memory as `bytes / block_size` blocks.
     pub fn new(hal: H, bytes: u64, block_size: u32) -> Result<Self, HalError> {
         let blocks = bytes / block_size as u64;
-        let mem = Arc::new(hal.dma_alloc((blocks * block_size as u64) as usize, 4096)?);
-        let whole = DmaSlice::whole(&*mem);
-        Ok(RamNamespace { hal, mem, whole, block_size, blocks, done: DoneRing::new(), zero_copy: 0, copied: 0, copied_bytes: 0 })
+        let mem = hal.dma_alloc((blocks * block_size as u64) as usize, 4096)?;
+        let whole = DmaSlice::whole(&mem);
+        Ok(RamNamespace { shared: Arc::new(Shared { hal, mem }), whole, block_size, blocks, done: DoneRing::new(), zero_copy: 0, copied: 0, copied_bytes: 0 })
     }
 
     /// Physical address of block `lba` (no range check: see [`dma_range`](Self::dma_range)).
@@ -101,12 +106,12 @@ impl<H: Hal> RamNamespace<H> {
 
     /// The backing region (e.g. to register it for RDMA once).
     pub fn region(&self) -> &H::Dma {
-        &self.mem
+        &self.shared.mem
     }
 
     /// Handles on this namespace's memory alive now, this one included.
     pub fn handles(&self) -> usize {
-        Arc::strong_count(&self.mem)
+        Arc::strong_count(&self.shared)
     }
 
     fn copy_in_region(&self, dst: usize, src: usize, len: usize) {
@@ -114,8 +119,8 @@ impl<H: Hal> RamNamespace<H> {
         let mut done = 0;
         while done < len {
             let n = core::cmp::min(512, len - done);
-            self.mem.read(src + done, &mut chunk[..n]);
-            self.mem.write(dst + done, &chunk[..n]);
+            self.shared.mem.read(src + done, &mut chunk[..n]);
+            self.shared.mem.write(dst + done, &chunk[..n]);
             done += n;
         }
     }
@@ -133,12 +138,12 @@ impl<H: Hal> RamNamespace<H> {
             let n = core::cmp::min(512, len - done);
             match op {
                 BlockOp::Read => {
-                    self.mem.read(base + done, &mut chunk[..n]);
+                    self.shared.mem.read(base + done, &mut chunk[..n]);
                     buf.write(off + done, &chunk[..n]);
                 }
                 BlockOp::Write => {
                     buf.read(off + done, &mut chunk[..n]);
-                    self.mem.write(base + done, &chunk[..n]);
+                    self.shared.mem.write(base + done, &chunk[..n]);
                 }
                 _ => return Err(BlockError::Unsupported),
             }
@@ -156,7 +161,7 @@ impl<H: Hal> RamNamespace<H> {
         match io.op {
             BlockOp::Flush => {}
             BlockOp::Compare => return Err(BlockError::Unsupported),
-            BlockOp::WriteZeroes | BlockOp::Deallocate => self.mem.fill(base, len, 0),
+            BlockOp::WriteZeroes | BlockOp::Deallocate => self.shared.mem.fill(base, len, 0),
             BlockOp::Read | BlockOp::Write => {
                 // The buffer is the blocks themselves (check_io: it spans at least `len`).
                 if io.buf.paddr() == self.paddr_of(io.lba) {
@@ -166,7 +171,7 @@ impl<H: Hal> RamNamespace<H> {
                 let blocks = self.whole.sub(base, len).ok_or(BlockError::OutOfRange { lba: io.lba, blocks: io.blocks, capacity: self.blocks })?;
                 let buf = io.buf.prefix(len); // check_io: the buffer spans at least `len`
                 let (dst, src) = if io.op == BlockOp::Read { (buf, blocks) } else { (blocks, buf) };
-                if self.hal.copy_dma(dst, src) {
+                if self.shared.hal.copy_dma(dst, src) {
                     self.copied += 1;
                     self.copied_bytes += len as u64;
                     return Ok(());
@@ -221,16 +226,11 @@ impl<H: Hal> BlockDevice for RamNamespace<H> {
     fn direct_region(&self) -> Option<DmaSlice> {
         Some(self.whole)
     }
-}
-
-/// A handle is a `RamNamespace` on the same blocks with its own completion ring and counters
-/// (the platform handle `H` cloned with it).
-impl<H: Hal + Clone> IoHandles for RamNamespace<H> {
-    type Handle = RamNamespace<H>;
-    fn io_handle(&mut self) -> Result<RamNamespace<H>, BlockError> {
+    /// A `RamNamespace` on the same blocks and platform with its own completion ring and
+    /// counters.
+    fn io_handle(&mut self) -> Result<Self, BlockError> {
         Ok(RamNamespace {
-            hal: self.hal.clone(),
-            mem: Arc::clone(&self.mem),
+            shared: Arc::clone(&self.shared),
             whole: self.whole,
             block_size: self.block_size,
             blocks: self.blocks,
@@ -256,14 +256,6 @@ impl NullNamespace {
     }
 }
 
-/// A null namespace's handle is another null namespace of the same size (no data to share).
-impl IoHandles for NullNamespace {
-    type Handle = NullNamespace;
-    fn io_handle(&mut self) -> Result<NullNamespace, BlockError> {
-        Ok(NullNamespace::new(self.blocks, self.block_size))
-    }
-}
-
 impl BlockDevice for NullNamespace {
     fn block_size(&self) -> u32 {
         self.block_size
@@ -283,5 +275,9 @@ impl BlockDevice for NullNamespace {
     }
     fn poll(&mut self, out: &mut [BlockDone]) -> usize {
         self.done.drain(out)
+    }
+    /// Another null namespace of the same size (no data to share).
+    fn io_handle(&mut self) -> Result<Self, BlockError> {
+        Ok(NullNamespace::new(self.blocks, self.block_size))
     }
 }

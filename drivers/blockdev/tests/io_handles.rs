@@ -1,6 +1,6 @@
-//! Tests of the stores' I/O handles (`blockdev::IoHandles`, SPDK's io_channel): a RAM
+//! Tests of the stores' I/O handles (`BlockDevice::io_handle`, SPDK's io_channel): a RAM
 //! namespace's handles share its blocks and nothing else, and can be moved to other threads.
-use blockdev::{Backing, BlockDevice, BlockDone, BlockIo, BlockOp, IoHandles, NoLocal, NsSpec, NullNamespace, RamNamespace};
+use blockdev::{Backing, BlockDevice, BlockDone, BlockIo, BlockOp, NoLocal, NsSpec, NullNamespace, RamNamespace};
 use hal::{DmaRegion, DmaSlice, Hal};
 use testbed::{PhysMem, SimClock, SimHal};
 

@@ -160,6 +160,21 @@ impl BlockDevice for Drive {
 }
 
 #[test]
+fn a_local_store_without_handles_says_so_and_its_backing_still_makes_memory_handles() {
+    use blockdev::{Backing, NsSpec};
+    // The default answer (a local NVMe namespace's today).
+    assert!(matches!(Drive.io_handle(), Err(BlockError::Unsupported)));
+    let mut local = Backing::<SimHal, Drive>::build(&NsSpec::Nvme { ctrl: None, nsid: 1 }, hal(), |_, _| Ok(Box::new(Drive))).unwrap();
+    assert!(matches!(local.io_handle(), Err(BlockError::Unsupported)));
+    // A RAM namespace of the same backing type (one enum for every namespace of a target)
+    // makes handles of that type, on its memory.
+    let mut ram = Backing::<SimHal, Drive>::build(&NsSpec::Ram { bytes: 64 << 10, block_size: 512 }, hal(), |_, _| Err("none")).unwrap();
+    let handle = ram.io_handle().unwrap();
+    assert!(matches!(handle, Backing::Ram(_)));
+    assert_eq!(handle.direct_region(), ram.direct_region());
+}
+
+#[test]
 fn backing_builds_each_spec_and_forwards_every_answer() {
     use blockdev::{Backing, NsSpec};
     let h = hal();
