@@ -31,12 +31,17 @@ struct Snap {
     target_copy: u64,
     ns_copy: u64,
     zero_copy: u64,
+    /// The target's send doorbells, those of queues that only retried held commands in their
+    /// turn, and the commands held behind overlapping zero-copy transfers.
+    doorbells: u64,
+    retry_doorbells: u64,
+    held: u64,
 }
 fn snap(w: &mut World) -> Snap {
     let c = w.t.cx.counters();
     let st = w.target.stats();
     let ns = ns_of(w);
-    Snap { mmio: c.mmio_writes, sq_db: c.sq_doorbells, responses: st.responses, target_copy: st.io_copy_bytes, ns_copy: ns.copied_bytes, zero_copy: ns.zero_copy }
+    Snap { mmio: c.mmio_writes, sq_db: c.sq_doorbells, responses: st.responses, target_copy: st.io_copy_bytes, ns_copy: ns.copied_bytes, zero_copy: ns.zero_copy, doorbells: st.send_doorbells, retry_doorbells: st.held_retry_doorbells, held: st.held_writes + st.held_reads }
 }
 
 /// 4 KiB random I/O (`pattern`) at `qd`; prints the figures; returns (MMIO writes per I/O,
@@ -55,6 +60,12 @@ fn measure(w: &mut World, h: &mut Node, host: &mut Host<V>, pattern: Pattern, qd
     let mut s = String::new();
     writeln!(s, "NVMEOF-MLX5-EMU QD{qd} 4KiB {what}: {n} I/Os, {} responses (incl. keep-alives)", b.responses - a.responses).unwrap();
     writeln!(s, "NVMEOF-MLX5-EMU QD{qd} {what} doorbells/IO: {mmio:.3} target MMIO writes, {sq:.3} SQ doorbells").unwrap();
+    // Doorbells by what rang them (per I/O): turns that received new commands, turns that only
+    // retried held commands, and MMIO writes to the adapter that are not the target's send
+    // doorbells.
+    let (db, retry) = ((b.doorbells - a.doorbells) as f64 / n as f64, (b.retry_doorbells - a.retry_doorbells) as f64 / n as f64);
+    let op = if pattern == Pattern::RandRead { "read" } else { "write" };
+    writeln!(s, "NVMEOF-DOORBELLS-BY-CAUSE op={op} qd={qd} received={:.3} held_retry={retry:.3} other_mmio={:.3} ({} held commands, {n} I/Os) {label}", db - retry, mmio - db, b.held - a.held).unwrap();
     writeln!(s, "NVMEOF-MLX5-EMU QD{qd} {what} CPU bytes copied/IO: {copied:.1} (target {} B, RAM device {} B; {} zero-copy I/Os)", b.target_copy - a.target_copy, b.ns_copy - a.ns_copy, b.zero_copy - a.zero_copy).unwrap();
     w.target.turnaround().write_report_in(&mut s, &format!("NVMEOF-TURNAROUND QD{qd} {what} target receive CQE seen -> response posted"), "TSC ticks").unwrap();
     writeln!(s, "  (TSC ~{:.2} ticks/ns on this host; host CPU time of the target's software path incl. the mlx5 driver, not a hardware latency)", tsc_per_ns()).unwrap();
@@ -232,7 +243,7 @@ fn keyed_write_host(depth: u16) -> (World, Node, Host<V>) {
 /// Keyed-SGL Writes land straight in namespace memory (no CPU copy), and commands touching
 /// the same blocks while such a Write's RDMA READ is in flight are ordered after it: a Read
 /// sent with it returns the new data whole, a second Write sent with it is held and lands
-/// last.
+/// last, its retry ringing a doorbell of its own (`held_retry_doorbells`).
 #[test]
 fn zero_copy_writes_are_ordered_with_overlapping_commands() {
     let (mut w, mut h, mut host) = keyed_write_host(8);
@@ -243,6 +254,7 @@ fn zero_copy_writes_are_ordered_with_overlapping_commands() {
     };
     let copied0 = ns_of(&mut w).copied_bytes;
     let (direct0, held_r0, held_w0) = (w.target.stats().direct_writes, w.target.stats().held_reads, w.target.stats().held_writes);
+    let retry_db0 = w.target.stats().held_retry_doorbells;
     // A Write of 0xC1 and a Read of the same blocks, sent together.
     let (wr, r) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
     fill(&mut host, wr, 0xC1);
@@ -267,6 +279,9 @@ fn zero_copy_writes_are_ordered_with_overlapping_commands() {
     assert!(got[..2048].iter().all(|&b| b == 0xD2) && got[2048..].iter().all(|&b| b == 0xE3), "the later write landed last");
     assert_eq!(w.target.stats().direct_writes - direct0, 3, "every keyed write went straight to namespace memory");
     assert_eq!(ns_of(&mut w).copied_bytes, copied0, "no CPU copy");
+    // Each held command ran in the turn that polled the earlier Write's response completion,
+    // which had nothing else for the queue: a doorbell of its own, counted by that cause.
+    assert_eq!(w.target.stats().held_retry_doorbells - retry_db0, 2, "a doorbell per held command's retry");
 }
 
 /// 4 KiB blocks over a 1 KiB path MTU: a keyed-SGL Write is fetched into the slot buffer and

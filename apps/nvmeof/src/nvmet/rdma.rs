@@ -145,6 +145,11 @@ pub struct TransportStats {
     /// Send doorbells asked of the device: sends are written with `post_send_deferred` and
     /// each QP is rung at most once per `poll` turn.
     pub send_doorbells: u64,
+    /// Of those, the doorbells of queues that only retried held commands in their turn
+    /// (`run_blocked`: a command held behind an overlapping zero-copy transfer, run once it
+    /// ended): a doorbell a turn with new commands would otherwise have shared. The rest rang
+    /// for what the turn received (new commands, and block completions).
+    pub held_retry_doorbells: u64,
     /// Block completions reported beyond the batch asked for (must stay 0: the core keeps
     /// what does not fit for the next batch).
     pub block_done_lost: u64,
@@ -191,6 +196,7 @@ impl TransportStats {
             fenced_responses: self.fenced_responses + o.fenced_responses,
             range_overflow: self.range_overflow + o.range_overflow,
             send_doorbells: self.send_doorbells + o.send_doorbells,
+            held_retry_doorbells: self.held_retry_doorbells + o.held_retry_doorbells,
             block_done_lost: self.block_done_lost + o.block_done_lost,
             closed_overflow: self.closed_overflow + o.closed_overflow,
             answers_dropped: self.answers_dropped + o.answers_dropped,

@@ -376,6 +376,8 @@ impl TurnShared {
     /// of the group that had WRs written this turn.
     #[inline]
     pub(super) fn end_group_turn<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize, now_ns: u64) {
+        // Queues listed from here on were listed by held commands alone (`held_retry_doorbells`).
+        let received = g.unrung.len();
         if !g.blocked.is_empty() {
             self.run_blocked(core, g, gi, now_ns);
         }
@@ -390,25 +392,28 @@ impl TurnShared {
                 log::warn!("nvmeof: rdma: SRQ re-post failed: {e:?}");
             }
         }
-        self.ring_doorbells(core, g, gi);
+        self.ring_doorbells(core, g, gi, received);
     }
 
-    /// One send doorbell per QP of group `g` (number `gi`) that had WRs written this turn.
-    fn ring_doorbells<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize) {
+    /// One send doorbell per QP of group `g` (number `gi`) that had WRs written this turn; the
+    /// queues listed at `received` and after it were listed by retried held commands (on an
+    /// overflow of the list, not told apart: counted as received).
+    fn ring_doorbells<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize, received: usize) {
         if core::mem::replace(&mut g.unrung_overflow, false) {
             g.unrung.clear();
             let hi = g.hi;
             for i in 0..hi {
-                self.ring_one(core, g, QueueAt { g: gi, i });
+                self.ring_one(core, g, QueueAt { g: gi, i }, false);
             }
             return;
         }
         while let Some(i) = g.unrung.pop() {
-            self.ring_one(core, g, QueueAt { g: gi, i: i as usize });
+            let retried = g.unrung.len() >= received;
+            self.ring_one(core, g, QueueAt { g: gi, i: i as usize }, retried);
         }
     }
 
-    fn ring_one<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt) {
+    fn ring_one<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, retried: bool) {
         let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
         if !c.unrung {
             return;
@@ -426,6 +431,7 @@ impl TurnShared {
         }
         let c = g.conns[ci.i].as_ref().expect("live");
         g.io.send_doorbells += 1;
+        g.io.held_retry_doorbells += u64::from(retried);
         if g.rings.ring_send(c.qpn).is_err() {
             g.io.post_errors += 1;
             self.close_queue(core, g, ci, true);
