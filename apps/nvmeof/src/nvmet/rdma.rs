@@ -147,8 +147,9 @@ pub struct TransportStats {
     pub send_doorbells: u64,
     /// Of those, the doorbells of queues that only retried held commands in their turn
     /// (`run_blocked`: a command held behind an overlapping zero-copy transfer, run once it
-    /// ended): a doorbell a turn with new commands would otherwise have shared. The rest rang
-    /// for what the turn received (new commands, and block completions).
+    /// ended), counted when the retries list the queue (a queue torn down before the turn's
+    /// end is counted and not rung): a doorbell a turn with new commands would otherwise have
+    /// shared. The rest rang for what the turn received (new commands, block completions).
     pub held_retry_doorbells: u64,
     /// Block completions reported beyond the batch asked for (must stay 0: the core keeps
     /// what does not fit for the next batch).

@@ -376,10 +376,12 @@ impl TurnShared {
     /// of the group that had WRs written this turn.
     #[inline]
     pub(super) fn end_group_turn<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize, now_ns: u64) {
-        // Queues listed from here on were listed by held commands alone (`held_retry_doorbells`).
-        let received = g.unrung.len();
         if !g.blocked.is_empty() {
+            let listed = g.unrung.len();
             self.run_blocked(core, g, gi, now_ns);
+            // The queues the retried commands listed had nothing else this turn: the doorbell
+            // rung for them below is the retries' (counted here, off the common path).
+            g.io.held_retry_doorbells += (g.unrung.len() - listed) as u64;
         }
         if g.has_turn_writes {
             self.answer_turn_writes(core, g, gi);
@@ -392,28 +394,25 @@ impl TurnShared {
                 log::warn!("nvmeof: rdma: SRQ re-post failed: {e:?}");
             }
         }
-        self.ring_doorbells(core, g, gi, received);
+        self.ring_doorbells(core, g, gi);
     }
 
-    /// One send doorbell per QP of group `g` (number `gi`) that had WRs written this turn; the
-    /// queues listed at `received` and after it were listed by retried held commands (on an
-    /// overflow of the list, not told apart: counted as received).
-    fn ring_doorbells<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize, received: usize) {
+    /// One send doorbell per QP of group `g` (number `gi`) that had WRs written this turn.
+    fn ring_doorbells<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize) {
         if core::mem::replace(&mut g.unrung_overflow, false) {
             g.unrung.clear();
             let hi = g.hi;
             for i in 0..hi {
-                self.ring_one(core, g, QueueAt { g: gi, i }, false);
+                self.ring_one(core, g, QueueAt { g: gi, i });
             }
             return;
         }
         while let Some(i) = g.unrung.pop() {
-            let retried = g.unrung.len() >= received;
-            self.ring_one(core, g, QueueAt { g: gi, i: i as usize }, retried);
+            self.ring_one(core, g, QueueAt { g: gi, i: i as usize });
         }
     }
 
-    fn ring_one<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, retried: bool) {
+    fn ring_one<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt) {
         let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
         if !c.unrung {
             return;
@@ -431,7 +430,6 @@ impl TurnShared {
         }
         let c = g.conns[ci.i].as_ref().expect("live");
         g.io.send_doorbells += 1;
-        g.io.held_retry_doorbells += u64::from(retried);
         if g.rings.ring_send(c.qpn).is_err() {
             g.io.post_errors += 1;
             self.close_queue(core, g, ci, true);
