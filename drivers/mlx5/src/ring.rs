@@ -160,6 +160,8 @@ impl WorkRing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompletionRing {
     log_size: u8,
+    /// 2^`log_size` - 1: a counter's CQE index (kept, not shifted out per poll).
+    mask: u32,
     /// Consumer counter (CQEs taken); bit `log_size` is the owner value software expects.
     ci: u32,
     /// The CQE being decoded: each CQE taken is copied here whole before it is decoded (kept
@@ -179,7 +181,7 @@ pub const CQ_DB_POLLING_ARM: u32 = 2 << 28;
 impl CompletionRing {
     /// A ring of 2^`log_size` CQEs; its memory is made ready by [`init`](Self::init).
     pub const fn new(log_size: u8) -> CompletionRing {
-        CompletionRing { log_size, ci: 0, cqe: [0; cqe64::LAYOUT.size] }
+        CompletionRing { log_size, mask: (1u32 << log_size) - 1, ci: 0, cqe: [0; cqe64::LAYOUT.size] }
     }
     /// Every CQE invalid and owned by the adapter (opcode INVALID, owner 0), the doorbell
     /// record at consumer index 0 and armed for polling only ([`CQ_DB_POLLING_ARM`]).
@@ -194,7 +196,7 @@ impl CompletionRing {
     /// CQEs.
     #[inline(always)]
     pub fn size(&self) -> u32 {
-        1u32 << self.log_size
+        self.mask + 1
     }
     /// Bytes the ring takes.
     pub fn bytes(&self) -> usize {
@@ -207,7 +209,7 @@ impl CompletionRing {
     /// Byte offset of the CQE counter `c` names.
     #[inline(always)]
     pub fn offset(&self, c: u32) -> usize {
-        ((c & (self.size() - 1)) as usize) * cqe64::LAYOUT.size
+        ((c & self.mask) as usize) * cqe64::LAYOUT.size
     }
     /// Whether the CQE counter `c` names is software's (valid, owner bit of `c`'s pass).
     #[inline(always)]
@@ -233,12 +235,12 @@ impl CompletionRing {
     pub fn poll<D: DmaRegion>(&mut self, buf: &D, dbr: &D, out: &mut [Completion], mut decode: impl FnMut(&[u8; 64], &mut Completion) -> bool) -> usize {
         let mut n = 0;
         let mut consumed = false;
-        // The size once, outside the loop (an empty poll is the common case at low depth).
-        let size = self.size();
+        // The index mask once, outside the loop (an empty poll is the common case at low depth).
+        let mask = self.mask;
         let own = cqe64::op_own.byte();
         let e = &mut self.cqe;
         while n < out.len() {
-            let at = ((self.ci & (size - 1)) as usize) * cqe64::LAYOUT.size;
+            let at = ((self.ci & mask) as usize) * cqe64::LAYOUT.size;
             // Ownership first (the op_own byte): an empty CQ costs one small load, not a
             // 64-byte copy; the rest of the CQE is read once it is ours.
             buf.read(at + own, &mut e[own..own + 1]);
