@@ -526,7 +526,10 @@ fn bench_on_aps(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut 
                     l.lat().percentile(99.0)
                 );
             }
-            bench_report(&r.merged, cfg)
+            for (qid, e) in &r.failed {
+                error!("nvmf: bench lane qid {qid}: {e:?}");
+            }
+            bench_report(&r.merged, cfg) && r.failed.is_empty()
         }
         Err(e) => {
             error!("nvmf: bench on nsid {nsid} on {} application processors: {e:?}", aps.len());

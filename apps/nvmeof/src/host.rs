@@ -228,6 +228,9 @@ pub struct Host<V: GroupVerbs> {
     aer_slot: Option<u16>,
     pub last_aen: Option<u32>,
     pub stats: HostStats,
+    /// The I/O queues lent out ([`Host::lend_io_queues`]) and the flag each one's lane reads
+    /// once per poll: raised by [`Host::fail_qp`] when the adapter moved that queue's QP to error.
+    lent: Vec<io::LentQueue>,
     /// DH-HMAC-CHAP: last transaction ID and the CSPRNG (see `host/auth.rs`).
     auth_tid: u16,
     auth_rng: nvme_auth::Rng,
@@ -301,6 +304,7 @@ impl<V: GroupVerbs> Host<V> {
             aer_slot: None,
             last_aen: None,
             stats: HostStats::default(),
+            lent: Vec::new(),
         }
     }
 
@@ -711,6 +715,10 @@ impl<V: GroupVerbs> Host<V> {
     /// on its own: [`rdma::Control::take_qp_error`]); whether it was. An I/O queue's receives
     /// are in an SRQ, so no flushed receive would say so. Slow path.
     pub fn fail_qp(&mut self, qpn: Qpn) -> bool {
+        if let Some(l) = self.lent.iter().find(|l| l.qpn == qpn) {
+            l.raise();
+            return true;
+        }
         let admin = self.admin.as_mut().filter(|q| q.qpn == qpn);
         let q = match admin {
             Some(q) => q,
@@ -726,9 +734,22 @@ impl<V: GroupVerbs> Host<V> {
         true
     }
 
+    /// Fail the queues whose QPs the adapter moved to error ([`Host::fail_qp`]), as its
+    /// asynchronous events name them ([`rdma::Control::take_qp_error`]): the turn of an owner
+    /// with one controller on the device, e.g. while its I/O queues are lent (a lent queue's
+    /// lane then stops at its next poll). Events naming a QP of no queue of this host are
+    /// dropped. Slow path.
+    pub fn take_qp_errors(&mut self, verbs: &mut V) {
+        while let Some(qpn) = verbs.take_qp_error() {
+            if !self.fail_qp(qpn) {
+                log::debug!("nvmeof: host: QP error event for {qpn}, no queue of ours");
+            }
+        }
+    }
+
     /// Whether a queue saw a transport error (the controller needs `reconnect`).
     pub fn failed(&self) -> bool {
-        self.admin.as_ref().is_some_and(|q| q.failed) || self.io.iter().any(|io| io.q.failed)
+        self.admin.as_ref().is_some_and(|q| q.failed) || self.io.iter().any(|io| io.q.failed) || self.lent.iter().any(|l| l.raised())
     }
 
     /// Number of I/O queues and their depth.

@@ -62,6 +62,9 @@ pub enum Error<E> {
     Auth(nvme_auth::Error),
     /// The local RDMA device failed and is not back yet (`rdma::Control::device_failed`).
     DeviceFailed,
+    /// The adapter moved I/O queue `qid`'s QP to error on its own (its asynchronous event,
+    /// `rdma::Control::take_qp_error`), seen by a lane driving the queue while it was lent.
+    QpError { qid: u16 },
 }
 
 impl<E> From<host::TargetFault> for Error<E> {

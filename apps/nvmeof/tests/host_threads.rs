@@ -7,12 +7,15 @@
 //! with a short KATO so several go out while the lanes run) and drives the target, both
 //! emulated adapters and the virtual clock. The emulated adapter, its memory, clock and link are
 //! shared by the threads as hardware is (a lock per access inside the stand-in); the lanes
-//! share nothing with each other or with the owner.
+//! share nothing with each other or with the owner. And a lane whose QP the adapter moves to
+//! error mid-run: the owner's turn hears the adapter's event and that lane stops at once.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use hal::DmaRegion;
+use nvmeof::bench::{lanes, BenchConfig, Pattern};
 use nvmeof::host::{Host, HostConfig, IoDone, IoKind, IoLane};
 use nvmeof::wire::Status;
 
@@ -154,4 +157,100 @@ fn two_io_queues_on_two_threads_with_verified_data() {
 #[test]
 fn four_io_queues_on_four_threads_with_verified_data() {
     queues_on_threads(4);
+}
+
+/// Mid-bench (`bench::lanes::on_lanes`, 3 I/O queues on 3 std threads, QD 8 each) the emulated
+/// adapter moves queue 2's QP to error on its own (`inject_qp_error_on`, as a catastrophic
+/// work-queue error: its event names the QP). Its responses sit in an SRQ, so nothing is flushed
+/// and its commands in flight are never answered: only the adapter's event says so. The owner's
+/// turn drains the event (`Host::take_qp_errors`) and raises the lane's flag; the lane stops at
+/// its next poll with `Error::QpError { qid: 2 }`, with no virtual time passing after the
+/// owner's turns that saw the event (the owner then stops turning until it ended). The other
+/// two lanes run their share to the end, the report names the failed lane, the host comes back
+/// failed and its release leaves no QP or CQ and no target queue behind.
+#[test]
+fn a_lane_whose_qp_the_adapter_moved_to_error_stops_at_once_and_the_others_finish() {
+    const VICTIM: u16 = 2;
+    const SHARE: u64 = 2_000;
+    let (mut w, mut h) = setup_with(3);
+    let (qps0, cqs0) = (h.v.live_qps(), h.v.live_cqs());
+    let cfg = HostConfig { io_queues: 3, kato_ms: 20, ..four_queues(QD) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let admin_qp = w.host_qps[0];
+    let bench = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: QD, duration_ns: u64::MAX, max_ios: 3 * SHARE, seed: 5, threads: true };
+    let (clock, cx) = (h.clock.clone(), h.cx.clone());
+    // The victim's loop: clock reads (two per pass) and idle calls (passes that reaped nothing).
+    let (reads, idles) = (AtomicU64::new(0), AtomicU64::new(0));
+    let (mut injected_at, mut ended_at, mut prompt) = (0, 0, false);
+    let r = lanes::on_lanes(&mut host, &mut h.v, &mut w, 1, &bench, |jobs, turn| {
+        thread::scope(|s| {
+            let (clock, reads, idles) = (&clock, &reads, &idles);
+            let victim_qp = jobs.iter().find(|j| j.qid() == VICTIM).expect("victim lane").qpn();
+            let threads: Vec<_> = jobs
+                .into_iter()
+                .map(|job| {
+                    let victim = job.qid() == VICTIM;
+                    let now = move || {
+                        if victim {
+                            reads.fetch_add(1, Relaxed);
+                        }
+                        clock.now_ns()
+                    };
+                    let idle = move || {
+                        if victim {
+                            idles.fetch_add(1, Relaxed);
+                        }
+                        thread::yield_now();
+                    };
+                    (victim, s.spawn(move || job.run(&now, &idle)))
+                })
+                .collect();
+            let finished = |victim: bool| threads.iter().filter(|t| t.0 == victim).all(|t| t.1.is_finished());
+            // Mid-run: once the victim has reaped completions in a few passes of its loop.
+            while reads.load(Relaxed) / 2 < idles.load(Relaxed) + 4 {
+                turn();
+            }
+            assert!(cx.inject_qp_error_on(victim_qp.0), "the victim's QP was in RTS");
+            injected_at = clock.now_ns();
+            // The turns that see the event (the driver reads the adapter's event queue), then
+            // none: the victim must end without any more virtual time.
+            for _ in 0..3 {
+                turn();
+            }
+            let t0 = Instant::now();
+            while !finished(true) && t0.elapsed() < Duration::from_secs(30) {
+                thread::yield_now();
+            }
+            prompt = finished(true);
+            ended_at = clock.now_ns();
+            if !prompt {
+                // Not stopped: fail the admin queue too, so the owner's tick stops every lane
+                // and the test fails below instead of hanging.
+                cx.inject_qp_error_on(admin_qp.0);
+            }
+            while !finished(true) || !finished(false) {
+                turn();
+            }
+            threads.into_iter().map(|t| t.1.join().expect("a lane's thread panicked")).collect()
+        })
+    });
+    assert!(prompt, "the lane whose QP failed did not stop within 30 s without more owner turns");
+    let r = r.expect("the bench (the admin queue kept)");
+    println!("HOST-THREADS qp error: injected at {injected_at} ns, lane ended by {ended_at} ns; lanes {:?}; failed {:?}", r.per_lane.iter().map(|l| (l.0, l.1.ios)).collect::<Vec<_>>(), r.failed);
+    assert!(ended_at - injected_at <= 3 * 500, "the lane ended within the owner's 3 turns after the event");
+    assert_eq!(r.failed, vec![(VICTIM, nvmeof::Error::QpError { qid: VICTIM })], "the report names the failed lane");
+    assert_eq!(r.per_lane.iter().map(|l| l.0).collect::<Vec<_>>(), vec![1, 3]);
+    for (qid, l) in &r.per_lane {
+        assert_eq!((l.ios, l.errors, l.lost), (SHARE, 0, 0), "lane {qid} ran its share");
+    }
+    assert_eq!(r.merged.ios, 2 * SHARE);
+    assert!(host.stats.completions > 2 * SHARE, "the victim had completed I/O before its QP failed");
+    assert!(host.failed(), "the queue comes back failed: the controller needs a reconnect");
+    let _ = host.disconnect(&mut h.v, &mut w);
+    for _ in 0..1000 {
+        rdma::Control::poll(&mut h.v);
+        w.turn();
+    }
+    assert_eq!((h.v.live_qps(), h.v.live_cqs()), (qps0, cqs0), "initiator objects after the release");
+    assert_eq!(w.target.queues(), 0, "target queues after the release");
 }

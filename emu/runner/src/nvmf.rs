@@ -361,6 +361,13 @@ fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut 
         for (qid, r) in &lanes.per_lane {
             let _ = writeln!(out, "RUNNER bench lane qid={qid} ios={} errors={} iops={} p50_ns={} p99_ns={}", r.ios, r.errors, r.iops(), r.lat().percentile(50.0), r.lat().percentile(99.0));
         }
+        for (qid, e) in &lanes.failed {
+            let _ = writeln!(out, "RUNNER bench lane qid={qid} failed: {e:?}");
+        }
+        if !lanes.failed.is_empty() {
+            print!("{out}");
+            return Err(format!("bench: {} of the lanes failed", lanes.failed.len()));
+        }
         (lanes.merged, lanes.per_lane)
     } else {
         let res = nvmeof::bench::run::reconnecting(set, 0, v, env, nsid, b, &mut progress, &mut on).map_err(|e| format!("bench: {e:?}"))?;
@@ -407,7 +414,7 @@ fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut 
 /// of its own (`nvmeof::bench::lanes`), timed by the host process's monotonic clock; this thread
 /// keeps the admin queue, the device and the CM meanwhile. No reconnect while the queues are
 /// lent: a lost controller ends the bench with an error.
-fn on_threads<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, nsid: u32, b: &nvmeof::bench::BenchConfig) -> Result<nvmeof::bench::lanes::LanesResult, String> {
+fn on_threads<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, nsid: u32, b: &nvmeof::bench::BenchConfig) -> Result<nvmeof::bench::lanes::LanesResult<mlx5::Error>, String> {
     let host = set.ctrls[0].live().ok_or("bench: controller not live")?;
     nvmeof::bench::lanes::on_lanes(host, v, env, nsid, b, |jobs, turn| {
         std::thread::scope(|s| {

@@ -8,9 +8,10 @@
 //! latency histograms merged) and also given per lane.
 //!
 //! This crate has no threads: the caller spawns them (emu-runner: std's scoped threads; the
-//! image: scoped jobs on application processors, `kernel::smp::scope`). A lost connection ends the
+//! image: scoped jobs on application processors, `kernel::smp::scope`). A lost controller ends the
 //! run with an error (no reconnect while the queues are lent: [`super::run::reconnecting`] is
-//! the one-queue bench that survives it).
+//! the one-queue bench that survives it); a queue whose QP the adapter moved to error ends its
+//! lane at once ([`crate::Error::QpError`]) while the others finish.
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -38,6 +39,11 @@ impl<V: GroupVerbs> LaneJob<'_, V> {
     /// The lent queue's QID.
     pub fn qid(&self) -> u16 {
         self.lane.qid()
+    }
+
+    /// The lent queue's QP.
+    pub fn qpn(&self) -> rdma::Qpn {
+        self.lane.qpn()
     }
 
     /// Run the lane's share: submit up to its depth, poll, until its duration or I/O count is
@@ -75,21 +81,28 @@ fn drive<V: GroupVerbs>(lane: &mut IoLane<V>, ns: &NsInfo, cfg: &BenchConfig, st
     Ok(run.finish(clock()))
 }
 
-/// The merged result of a bench over lanes, and each lane's (by QID).
+/// The merged result of a bench over lanes (of the lanes that finished), each finished lane's
+/// and each failed lane's error (by QID).
 #[derive(Debug, Clone)]
-pub struct LanesResult {
+pub struct LanesResult<E> {
     pub merged: BenchResult,
     pub per_lane: Vec<(u16, BenchResult)>,
+    /// Lanes that stopped on an error of their own queue (e.g. [`Error::QpError`]: the adapter
+    /// moved its QP to error); the others ran their share to the end.
+    pub failed: Vec<(u16, Error<E>)>,
 }
 
 /// Run `cfg` (its `queue_depth` per queue, its `max_ios` split between them) on namespace
 /// `nsid` over every I/O queue of `host`, each lent out as a [`LaneJob`]. `spawn` runs the jobs
 /// (each on a thread of its own) and, until they are all finished, calls the turn it is given
-/// from the calling thread: the owner's work (the device and CM through `env.idle`, the admin
-/// queue and keep-alive through `Host::tick`); it returns every job's outcome. The queues are
-/// given back to the host before this returns. Errors: the namespace missing or unusable, an
-/// I/O count smaller than the number of queues, the admin queue's failure, a lane's.
-pub fn on_lanes<V, E, S>(host: &mut Host<V>, verbs: &mut V, env: &mut E, nsid: u32, cfg: &BenchConfig, spawn: S) -> Result<LanesResult, Error<V::Error>>
+/// from the calling thread: the owner's work (the device and CM through `env.idle`, the
+/// adapter's QP error events through `Host::take_qp_errors`, whose lane then stops at once,
+/// the admin queue and keep-alive through `Host::tick`); it returns every job's outcome. The
+/// queues are given back to the host before this returns (a failed one failed: the host needs
+/// a reconnect). Errors: the namespace missing or unusable, an I/O count smaller than the
+/// number of queues, the admin queue's failure (every lane stopped); a lane's own failure ends
+/// that lane only and is reported in [`LanesResult::failed`].
+pub fn on_lanes<V, E, S>(host: &mut Host<V>, verbs: &mut V, env: &mut E, nsid: u32, cfg: &BenchConfig, spawn: S) -> Result<LanesResult<V::Error>, Error<V::Error>>
 where
     V: GroupVerbs,
     E: HostEnv<V>,
@@ -122,6 +135,7 @@ where
                 return;
             }
             env.idle(verbs);
+            host.take_qp_errors(verbs);
             let now = env.now_ns();
             if let Err(e) = host.tick(verbs, now) {
                 admin = Err(e);
@@ -132,25 +146,21 @@ where
     };
     let mut lanes = Vec::with_capacity(outcomes.len());
     let mut per_lane = Vec::with_capacity(outcomes.len());
-    let mut first_err = None;
+    let mut failed = Vec::new();
     for (lane, r) in outcomes {
         match r {
             Ok(r) => per_lane.push((lane.qid(), r)),
-            Err(e) => {
-                first_err.get_or_insert(e);
-            }
+            Err(e) => failed.push((lane.qid(), e)),
         }
         lanes.push(lane);
     }
     host.return_io_queues(lanes);
     admin?;
-    if let Some(e) = first_err {
-        return Err(e);
-    }
     per_lane.sort_by_key(|l| l.0);
+    failed.sort_by_key(|l| l.0);
     let mut merged = BenchResult::default();
     for (_, r) in &per_lane {
         merged.merge(r);
     }
-    Ok(LanesResult { merged, per_lane })
+    Ok(LanesResult { merged, per_lane, failed })
 }

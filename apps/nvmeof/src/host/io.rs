@@ -4,6 +4,9 @@
 //! I/O queue lent out of its host to be driven by a thread of its own while the owner keeps the
 //! admin queue (SPDK perf's one queue per core).
 
+use alloc::sync::Arc;
+use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
 use super::*;
 
 /// An I/O queue: its queue state and its own poll group ([`GroupVerbs::create_group`]: a CQ
@@ -180,6 +183,9 @@ impl<V: GroupVerbs> IoQueue<V> {
 /// reconnects, disconnects or is dropped: only the host releases its queues.
 pub struct IoLane<V: GroupVerbs> {
     io: IoQueue<V>,
+    /// Raised by the owner ([`Host::fail_qp`]) when the adapter moved this queue's QP to
+    /// error; read once per [`IoLane::poll`] (a load, no read-modify-write).
+    qp_error: Arc<AtomicBool>,
     wc: [Completion; 32],
     namespaces: Vec<NsInfo>,
     inline_ok: bool,
@@ -192,6 +198,11 @@ impl<V: GroupVerbs> IoLane<V> {
     /// The queue's QID (1-based).
     pub fn qid(&self) -> u16 {
         self.io.q.qid
+    }
+
+    /// The queue's QP (the one the adapter's QP error events name).
+    pub fn qpn(&self) -> Qpn {
+        self.io.q.qpn
     }
 
     /// The queue's depth (its command slots).
@@ -218,8 +229,14 @@ impl<V: GroupVerbs> IoLane<V> {
     }
 
     /// As [`Host::poll`], on this queue: its finished I/O into `out`; the queue's failure once
-    /// nothing more is finished.
+    /// nothing more is finished. Once the owner heard that the adapter moved the queue's QP to
+    /// error, [`Error::QpError`] at once: with its receives in an SRQ nothing would be flushed,
+    /// and the commands in flight will not be answered.
     pub fn poll(&mut self, now: u64, out: &mut [IoDone]) -> Result<usize, Error<V::Error>> {
+        if self.qp_error.load(Relaxed) {
+            self.io.q.failed = true;
+            return Err(Error::QpError { qid: self.io.q.qid });
+        }
         let n = self.io.reap(&mut self.stats, &mut self.wc, now, out)?;
         if n == 0 && self.io.q.failed {
             return Err(self.io.q.failure());
@@ -230,6 +247,26 @@ impl<V: GroupVerbs> IoLane<V> {
     /// Whether the queue saw a transport error (the host must reconnect once it is back).
     pub fn failed(&self) -> bool {
         self.io.q.failed
+    }
+}
+
+/// The owner's note of a lent queue: its QP and the flag its lane reads.
+pub(super) struct LentQueue {
+    qid: u16,
+    pub(super) qpn: Qpn,
+    qp_error: Arc<AtomicBool>,
+}
+
+impl LentQueue {
+    /// The adapter moved the queue's QP to error: its lane stops at its next poll.
+    pub(super) fn raise(&self) {
+        if !self.qp_error.swap(true, Relaxed) {
+            log::warn!("nvmeof: host: lent I/O queue {} ({}): the adapter moved its QP to error; its lane stops", self.qid, self.qpn);
+        }
+    }
+
+    pub(super) fn raised(&self) -> bool {
+        self.qp_error.load(Relaxed)
     }
 }
 
@@ -258,15 +295,23 @@ impl<V: GroupVerbs> Host<V> {
     pub fn lend_io_queues(&mut self) -> Vec<IoLane<V>> {
         let (inline_ok, invalidate) = (self.inline_ok(), self.cfg.invalidate);
         let namespaces = self.namespaces.clone();
-        self.io
-            .drain(..)
-            .map(|io| IoLane { io, wc: [Completion::default(); 32], namespaces: namespaces.clone(), inline_ok, invalidate, stats: HostStats::default() })
-            .collect()
+        let mut lanes = Vec::with_capacity(self.io.len());
+        for io in self.io.drain(..) {
+            let qp_error = Arc::new(AtomicBool::new(false));
+            self.lent.push(LentQueue { qid: io.q.qid, qpn: io.q.qpn, qp_error: qp_error.clone() });
+            lanes.push(IoLane { io, qp_error, wc: [Completion::default(); 32], namespaces: namespaces.clone(), inline_ok, invalidate, stats: HostStats::default() });
+        }
+        lanes
     }
 
-    /// Take lent queues back (their counts added to the host's).
+    /// Take lent queues back (their counts added to the host's; a queue whose QP the adapter
+    /// moved to error meanwhile comes back failed).
     pub fn return_io_queues(&mut self, lanes: Vec<IoLane<V>>) {
-        for l in lanes {
+        for mut l in lanes {
+            self.lent.retain(|q| q.qid != l.io.q.qid);
+            if l.qp_error.load(Relaxed) {
+                l.io.q.failed = true;
+            }
             self.stats.add_io(&l.stats);
             self.io.push(l.io);
         }
