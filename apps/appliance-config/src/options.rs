@@ -64,6 +64,9 @@ pub struct Config {
     /// `nvmf.verify=N`: before the bench the initiator reads the discovery log (the subsystem
     /// must be listed) and runs N verified random I/Os; 0 = neither.
     pub verify: u64,
+    /// `nvmf.verify=N,threads=on`: the N verified I/Os split over the I/O queues, each on an
+    /// application processor of its own.
+    pub verify_threads: bool,
     /// `mgmt=on|off`, `mgmt.listen=[IP:]PORT`, `mgmt.prefix=N`, `mgmt.control=on|off`: the
     /// management plane (ping, `http://IP:9100/metrics`, status page `/`, the port's subsystem
     /// links) on the target's adapter; on by default, changes (`mgmt.control`) off.
@@ -72,7 +75,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, fault_cpu: 0, cpus: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, connectx_emu_device: None, roce_mtu: 1024, mlx5_trace: None, selftest_connectx: false, nvmeof: Default::default(), serve_ctrls: 0, verify: 0, mgmt: mgmt::MgmtConfig::default() }
+        Self { exit: EndAction::Qemu, log: log::LevelFilter::Info, fault: None, fault_cpu: 0, cpus: None, selftest: false, pm_timer: false, storage: Default::default(), ip: None, connectx: None, connectx_emu: false, connectx_emu_device: None, roce_mtu: 1024, mlx5_trace: None, selftest_connectx: false, nvmeof: Default::default(), serve_ctrls: 0, verify: 0, verify_threads: false, mgmt: mgmt::MgmtConfig::default() }
     }
 }
 
@@ -266,9 +269,10 @@ pub const OPTIONS: &[Opt<Config>] = &[
     },
     Opt {
         name: "nvmf.verify",
-        help: "NVMe-oF initiator: N: read the discovery log (the nqn must be listed), then N verified random I/Os before nvmf.bench (default 0: neither)",
+        help: "NVMe-oF initiator: N[,threads=on]: read the discovery log (the nqn must be listed), then N verified random I/Os before nvmf.bench (default 0: neither); threads=on: split over the I/O queues, each on an application processor of its own",
         set: |c, v| {
-            c.verify = v.parse().map_err(|_| "expected a count of I/Os")?;
+            let s = nvmeof::cmdline::parse_verify(v)?;
+            (c.verify, c.verify_threads) = (s.count, s.threads);
             Ok(())
         },
     },

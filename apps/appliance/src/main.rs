@@ -119,7 +119,7 @@ fn main(boot: kernel::Boot) -> ! {
         }
         (None, Some(a)) => {
             // initiate() shuts the adapter down when the role ends, success or not.
-            if !nvmf::initiate(a, &cfg.nvmeof, cfg.roce_mtu, cfg.verify) {
+            if !nvmf::initiate(a, &cfg.nvmeof, cfg.roce_mtu, nvmeof::cmdline::VerifySpec { count: cfg.verify, threads: cfg.verify_threads }) {
                 log::error!("appliance: NVMe-oF initiator failed");
                 end(&mut storage, false);
             }

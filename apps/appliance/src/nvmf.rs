@@ -21,7 +21,7 @@ use kernel::percpu::CpuId;
 use kernel::smp::{Refused, SmpError};
 use kernel::KernelHal;
 use log::{error, info, warn};
-use nvmeof::cmdline::{NsSpec, NvmeofArgs};
+use nvmeof::cmdline::{NsSpec, NvmeofArgs, VerifySpec};
 use nvmeof::host::HostEnv;
 use nvmeof::nvmet::{Core, TargetConfig};
 
@@ -278,7 +278,7 @@ const SETTLE_NS: u64 = 200_000_000;
 /// Run the initiator role, then shut the adapter down; returns whether it succeeded (errors
 /// printed).
 #[inline(never)]
-pub fn initiate(adapter: crate::adapter::Adapter, args: &NvmeofArgs, mtu: u32, verify: u64) -> bool {
+pub fn initiate(adapter: crate::adapter::Adapter, args: &NvmeofArgs, mtu: u32, verify: VerifySpec) -> bool {
     let crate::adapter::Adapter { bdf, mut verbs } = adapter;
     let ok = initiate_on(&mut verbs, &bdf, args, mtu, verify);
     crate::adapter::Adapter { bdf, verbs }.shutdown("initiator done");
@@ -286,7 +286,7 @@ pub fn initiate(adapter: crate::adapter::Adapter, args: &NvmeofArgs, mtu: u32, v
 }
 
 #[inline(never)]
-fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, mtu: u32, verify: u64) -> bool {
+fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, mtu: u32, verify: VerifySpec) -> bool {
     use rdma::{Control as _, Neighbours as _};
     let Some(spec) = args.connect.as_ref() else { return false };
     let cm = match rdma::cm::Cm::new(verbs, cm_config(mtu, verbs.local_ip(), &args.bounds)) {
@@ -341,7 +341,7 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
             }
         };
     }
-    if verify > 0 {
+    if verify.count > 0 {
         // nvmf.verify=: the subsystem must be in the target's discovery log.
         match discover(verbs, &mut env, hcfg.clone()) {
             Ok(entries) if entries.iter().any(|e| e.subnqn == spec.nqn) => {
@@ -374,7 +374,7 @@ fn initiate_on(verbs: &mut crate::adapter::Verbs, bdf: &str, args: &NvmeofArgs, 
         info!("nvmf:   nsid {}: {} blocks x {} B ({} MiB)", ns.nsid, ns.blocks, ns.block_size, (ns.blocks * ns.block_size as u64) >> 20);
     }
     let mut ok = true;
-    if verify > 0 {
+    if verify.count > 0 {
         ok = verified_io(&mut set, verbs, &mut env, verify, spec.qd);
     }
     if let (true, Some(b)) = (ok, &args.bench) {
@@ -434,12 +434,9 @@ fn bring_up(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl
 fn bench(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, nsid: u32, cfg: &nvmeof::bench::BenchConfig) -> bool {
     use nvmeof::host::controllers::CtrlEvent;
     if cfg.threads {
-        let queues = usize::from(set.ctrls[0].host().io_queues().0);
-        let aps: Vec<CpuId> = kernel::smp::online().filter(|&c| c != CpuId::BOOT).take(queues).collect();
-        if queues > 0 && aps.len() == queues {
+        if let Some(aps) = lane_aps(set, "nvmf.bench", "the bench drives I/O queue 1") {
             return bench_on_aps(set, verbs, env, nsid, cfg, &aps);
         }
-        warn!("nvmf: nvmf.bench threads=on: {queues} I/O queue(s) need as many application processors, {} online: the bench drives I/O queue 1 from the boot CPU", aps.len());
     }
     // Progress once a second on the console (scripts/run --image shows it on a terminal).
     let mut progress = |p: &nvmeof::bench::BenchProgress| info!("nvmf: {p}");
@@ -464,6 +461,18 @@ fn bench(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl Ho
     }
 }
 
+/// `threads=on` of `word`: an online application processor for each I/O queue of the set's
+/// controller, or `None` after a warning that `instead` runs from the boot CPU.
+fn lane_aps(set: &HostSet, word: &str, instead: &str) -> Option<Vec<CpuId>> {
+    let queues = usize::from(set.ctrls[0].host().io_queues().0);
+    let aps: Vec<CpuId> = kernel::smp::online().filter(|&c| c != CpuId::BOOT).take(queues).collect();
+    if queues > 0 && aps.len() == queues {
+        return Some(aps);
+    }
+    warn!("nvmf: {word} threads=on: {queues} I/O queue(s) need as many application processors, {} online: {instead} from the boot CPU", aps.len());
+    None
+}
+
 /// `threads=on` with an AP for each I/O queue: the queues are lent out
 /// (`nvmeof::bench::lanes::on_lanes`) and lane i runs on `aps[i]` as a scoped job
 /// ([`kernel::smp::scope`]) while the boot CPU keeps the owner's turn (admin queue and
@@ -479,38 +488,7 @@ fn bench_on_aps(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut 
         return false;
     };
     let mut ran_on: Vec<(u16, CpuId)> = Vec::with_capacity(aps.len());
-    let r = nvmeof::bench::lanes::on_lanes(host, verbs, env, nsid, cfg, |jobs, turn| {
-        kernel::smp::scope(|s| {
-            let mut running = Vec::with_capacity(jobs.len());
-            let mut refused = Vec::new();
-            for (i, job) in jobs.into_iter().enumerate() {
-                let qid = job.qid();
-                let lane = move || (kernel::percpu::this_cpu(), job.run(&kernel::time::now_ns, &core::hint::spin_loop));
-                // Every AP was online and idle when picked and only this CPU posts jobs, so a
-                // refusal is not expected; such a lane runs here once the others ended.
-                let placed = match aps.get(i) {
-                    Some(&cpu) => s.run_on(cpu, lane),
-                    None => Err(Refused { error: SmpError::NotOnline(CpuId(i as u32 + 1)), job: lane }),
-                };
-                match placed {
-                    Ok(j) => running.push(j),
-                    Err(r) => {
-                        warn!("nvmf: bench lane qid {qid}: {}: it runs on the boot CPU after the others", r.error);
-                        refused.push(r.job);
-                    }
-                }
-            }
-            while !running.iter().all(|j| j.is_finished()) {
-                turn();
-            }
-            let mut outcomes = Vec::with_capacity(running.len() + refused.len());
-            for (cpu, outcome) in running.into_iter().map(|j| j.join()).chain(refused.into_iter().map(|lane| lane())) {
-                ran_on.push((outcome.0.qid(), cpu));
-                outcomes.push(outcome);
-            }
-            outcomes
-        })
-    });
+    let r = nvmeof::bench::lanes::on_lanes(host, verbs, env, nsid, cfg, |jobs, turn| on_aps(jobs, turn, aps, &mut ran_on));
     match r {
         Ok(r) => {
             for (qid, l) in &r.per_lane {
@@ -538,6 +516,46 @@ fn bench_on_aps(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut 
     }
 }
 
+/// Run lane `i`'s work (a bench lane, a verified-I/O lane) on `aps[i]` as a scoped job
+/// ([`kernel::smp::scope`]), the boot CPU taking the owner's `turn` until every one finished;
+/// `ran_on` gets each lane's QID and the CPU it ran on (as that CPU reads its own number). Every
+/// AP was online and idle when picked and only this CPU posts jobs, so a refusal is not
+/// expected; such a lane runs here once the others ended.
+fn on_aps<J>(jobs: Vec<J>, turn: &mut dyn FnMut(), aps: &[CpuId], ran_on: &mut Vec<(u16, CpuId)>) -> Vec<J::Outcome>
+where
+    J: nvmeof::host::LaneWork + Send,
+    J::Outcome: Send,
+{
+    kernel::smp::scope(|s| {
+        let mut running = Vec::with_capacity(jobs.len());
+        let mut refused = Vec::new();
+        for (i, job) in jobs.into_iter().enumerate() {
+            let qid = job.qid();
+            let lane = move || (qid, kernel::percpu::this_cpu(), job.run(&kernel::time::now_ns, &core::hint::spin_loop));
+            let placed = match aps.get(i) {
+                Some(&cpu) => s.run_on(cpu, lane),
+                None => Err(Refused { error: SmpError::NotOnline(CpuId(i as u32 + 1)), job: lane }),
+            };
+            match placed {
+                Ok(j) => running.push(j),
+                Err(r) => {
+                    warn!("nvmf: lane qid {qid}: {}: it runs on the boot CPU after the others", r.error);
+                    refused.push(r.job);
+                }
+            }
+        }
+        while !running.iter().all(|j| j.is_finished()) {
+            turn();
+        }
+        let mut outcomes = Vec::with_capacity(running.len() + refused.len());
+        for (qid, cpu, outcome) in running.into_iter().map(|j| j.join()).chain(refused.into_iter().map(|lane| lane())) {
+            ran_on.push((qid, cpu));
+            outcomes.push(outcome);
+        }
+        outcomes
+    })
+}
+
 /// Print a bench's report and fio's JSON as `nvmf:` lines; whether it ran without I/O errors.
 fn bench_report(r: &nvmeof::bench::BenchResult, cfg: &nvmeof::bench::BenchConfig) -> bool {
     let mut s = String::new();
@@ -556,11 +574,18 @@ fn bench_report(r: &nvmeof::bench::BenchResult, cfg: &nvmeof::bench::BenchConfig
 /// block compared), seed from the TSC (printed, so a failure can be replayed). A lost target
 /// is reconnected and the workload resumes (writes lost in flight may or may not have landed,
 /// nothing else may be found). Returns whether every block matched.
+/// With `threads=on` and an application processor for each I/O queue the workload is split
+/// over the queues, each on an AP of its own ([`verify_on_aps`]).
 #[inline(never)]
-fn verified_io(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, count: u64, qd: u16) -> bool {
+fn verified_io(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, spec: VerifySpec, qd: u16) -> bool {
     use nvmeof::host::controllers::CtrlEvent;
     let seed = kernel::time::rdtsc();
-    let w = nvmeof::verify::reconnecting::Workload { count, qd: qd as usize, max_blocks: 32, seed, stall_ns: VERIFY_STALL_NS };
+    let w = nvmeof::verify::reconnecting::Workload { count: spec.count, qd: qd as usize, max_blocks: 32, seed, stall_ns: VERIFY_STALL_NS };
+    if spec.threads {
+        if let Some(aps) = lane_aps(set, "nvmf.verify", "the verified I/O runs") {
+            return verify_on_aps(set, verbs, env, &w, &aps);
+        }
+    }
     let mut attempts = 0u64;
     let r = nvmeof::verify::reconnecting::run(set, verbs, env, &w, |_, e| match e {
         CtrlEvent::AttemptFailed(e) => {
@@ -584,6 +609,51 @@ fn verified_io(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut i
         }
         Err(e) => {
             error!("nvmf: verify on nsid {nsid}: {e:?} (seed={seed})");
+            false
+        }
+    }
+}
+
+/// `nvmf.verify=N,threads=on` with an AP for each I/O queue: the queues are lent out
+/// (`nvmeof::verify::lanes::on_lanes`: each lane its share of the I/Os on a block range of its
+/// own, its written blocks read back) and lane i runs on `aps[i]` ([`on_aps`]) while the boot
+/// CPU keeps the owner's turn. One line per lane naming the CPU it ran on, then the merged
+/// tally. No reconnect while the queues are lent: a lost controller ends it with an error.
+#[inline(never)]
+fn verify_on_aps(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, w: &nvmeof::verify::reconnecting::Workload, aps: &[CpuId]) -> bool {
+    let Some(host) = set.ctrls[0].live() else {
+        error!("nvmf: verify: the controller is not live");
+        return false;
+    };
+    let nsid = host.namespaces.first().map_or(0, |n| n.nsid);
+    let mut ran_on: Vec<(u16, CpuId)> = Vec::with_capacity(aps.len());
+    let r = nvmeof::verify::lanes::on_lanes(host, verbs, env, w, |jobs, turn| on_aps(jobs, turn, aps, &mut ran_on));
+    let seed = w.seed;
+    match r {
+        Ok(r) => {
+            for (qid, v) in &r.per_lane {
+                let cpu = ran_on.iter().find(|p| p.0 == *qid).map_or(CpuId::BOOT, |p| p.1);
+                info!("nvmf: verify lane qid {qid} on cpu {cpu}: writes={} reads={} blocks_verified={} mismatches={} errors={}", v.writes, v.reads, v.blocks_verified, v.mismatches, v.errors);
+            }
+            for (qid, e) in &r.failed {
+                error!("nvmf: verify lane qid {qid}: {e:?}");
+            }
+            let v = r.merged;
+            info!(
+                "nvmf: verify nsid {nsid}: writes={} reads={} blocks_verified={} mismatches={} errors={} first_error={:?} seed={seed} lanes={} failed={}",
+                v.writes,
+                v.reads,
+                v.blocks_verified,
+                v.mismatches,
+                v.errors,
+                v.first_error,
+                r.per_lane.len(),
+                r.failed.len()
+            );
+            r.failed.is_empty() && v.mismatches == 0 && v.errors == 0 && v.blocks_verified > 0
+        }
+        Err(e) => {
+            error!("nvmf: verify on nsid {nsid} on {} application processors: {e:?} (seed={seed})", aps.len());
             false
         }
     }

@@ -132,6 +132,17 @@ pub struct NvmeofArgs {
     pub bounds: Vec<BoundWord>,
     /// `nvmet.poll_groups=N` (None: 1).
     pub poll_groups: Option<usize>,
+    /// `nvmf.verify=N[,threads=on|off]`.
+    pub verify: Option<VerifySpec>,
+}
+
+/// `nvmf.verify=N[,threads=on|off]`: N verified random I/Os; `threads=on`: split over the I/O
+/// queues, each on a thread (the image: an application processor) of its own
+/// (`nvmeof::verify::lanes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifySpec {
+    pub count: u64,
+    pub threads: bool,
 }
 
 /// What was wrong, with the offending word.
@@ -189,6 +200,7 @@ pub fn parse(cmdline: &str) -> Result<NvmeofArgs, ArgError> {
             "nvmet.poll_groups" => out.poll_groups = Some(val.parse::<usize>().ok().filter(|n| (1..=64).contains(n)).ok_or_else(|| err(word, "expected 1..64"))?),
             "nvmf.connect" => out.connect = Some(parse_connect(word, val)?),
             "nvmf.bench" => out.bench = Some(parse_bench(word, val)?),
+            "nvmf.verify" => out.verify = Some(parse_verify(val).map_err(|why| err(word, why))?),
             _ => {
                 if let Some(b) = bounds::parse_word(word, key, val)? {
                     out.bounds.push(b);
@@ -345,6 +357,21 @@ fn parse_duration_ns(v: &str, bare_secs: bool) -> Option<u64> {
     n.parse::<u64>().ok()?.checked_mul(unit)
 }
 
+/// `N[,threads=on|off]` of `nvmf.verify=`.
+pub fn parse_verify(val: &str) -> Result<VerifySpec, &'static str> {
+    let mut it = val.split(',');
+    let count = it.next().and_then(|n| n.parse().ok()).ok_or("expected a count of I/Os")?;
+    let mut threads = false;
+    for opt in it {
+        threads = match opt {
+            "threads=on" => true,
+            "threads=off" => false,
+            _ => return Err("expected N[,threads=on|off]"),
+        };
+    }
+    Ok(VerifySpec { count, threads })
+}
+
 fn parse_bench(word: &str, val: &str) -> Result<BenchConfig, ArgError> {
     let mut it = val.split(',');
     let mut read_pct = 50u8;
@@ -421,6 +448,9 @@ mod tests {
         assert_eq!((b.block_size, b.queue_depth, b.duration_ns, b.threads), (4096, 32, 5_000_000_000, false));
         assert!(parse("nvmf.bench=randread,threads=on").unwrap().bench.unwrap().threads);
         assert!(parse("nvmf.bench=randread,threads=yes").is_err());
+        assert_eq!(parse("nvmf.verify=500,threads=on").unwrap().verify, Some(VerifySpec { count: 500, threads: true }));
+        assert_eq!(parse("nvmf.verify=500").unwrap().verify, Some(VerifySpec { count: 500, threads: false }));
+        assert!(parse("nvmf.verify=500,threads=yes").is_err() && parse("nvmf.verify=x").is_err());
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub mod controllers;
 mod io;
 mod queue;
 pub mod validate;
-pub use io::IoLane;
+pub use io::{IoLane, LaneWork, LanesResult};
 use io::IoQueue;
 use queue::*;
 use validate::CidCodec;

@@ -13,6 +13,7 @@ use crate::bench::Rng;
 use crate::host::{Host, HostEnv, IoDone, IoKind};
 use crate::{Error, Status};
 
+pub mod lanes;
 pub mod reconnecting;
 
 /// What a verified run did.
@@ -28,6 +29,18 @@ pub struct VerifyResult {
     pub errors: u64,
     /// First failed status, if any.
     pub first_error: Option<Status>,
+}
+
+impl VerifyResult {
+    /// Add `o`'s counts to these (the first error kept).
+    pub fn add(&mut self, o: &VerifyResult) {
+        self.writes += o.writes;
+        self.reads += o.reads;
+        self.blocks_verified += o.blocks_verified;
+        self.mismatches += o.mismatches;
+        self.errors += o.errors;
+        self.first_error = self.first_error.or(o.first_error);
+    }
 }
 
 /// The byte at offset `i` of block `lba` written in generation `gen` (never all-zero blocks).

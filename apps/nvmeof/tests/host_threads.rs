@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use hal::DmaRegion;
 use nvmeof::bench::{lanes, BenchConfig, Pattern};
-use nvmeof::host::{Host, HostConfig, IoDone, IoKind, IoLane};
+use nvmeof::host::{Host, HostConfig, IoDone, IoKind, IoLane, LaneWork};
 use nvmeof::wire::Status;
 
 use crate::emu_pair::*;

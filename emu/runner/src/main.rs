@@ -13,7 +13,8 @@
 //!             connection and listen again, the namespaces kept, as a port taken away and
 //!             given back)
 //! emu-runner ... --app nvmf-initiator --nvmf "nvmf.connect=IP[:PORT],nqn=NQN[,qd=N,queues=N] \
-//!            [nvmf.bench=randread,bs=4096,qd=1,time=5s]" [--count N] [--seed N] [--bench-json PATH]
+//!            [nvmf.verify=N[,threads=on]] [nvmf.bench=randread,bs=4096,qd=1,time=5s]" [--count N] [--seed N]
+//!            [--bench-json PATH] (`nvmf.verify=`'s N, if given, replaces `--count`)
 //!            (the bench's fio JSON (json+ shape) into PATH instead of stdout; on a terminal a
 //!             progress line every second)
 //! The `--nvmf` words are the appliance image's kernel command line words (nvmeof::cmdline).

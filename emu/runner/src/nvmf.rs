@@ -13,6 +13,7 @@ use emu_connectx::SimHal;
 use nvmeof::cmdline::{build_target, NvmeofArgs};
 use nvmeof::host::controllers::{Controllers, CtrlEvent, TargetAddr};
 use nvmeof::host::{Host, HostConfig, HostEnv};
+use nvmeof::host::LaneWork;
 use nvmeof::verify::reconnecting::{LaneResult, Workload};
 use nvmeof::host::cm_env::CmHostEnv;
 use nvmeof::nvmet::service::TargetService;
@@ -251,6 +252,8 @@ pub struct InitiatorReport {
     pub bench: Option<nvmeof::bench::BenchResult>,
     /// With `threads=on`: each I/O queue's own part of `bench`, by QID.
     pub bench_lanes: Vec<(u16, nvmeof::bench::BenchResult)>,
+    /// With `nvmf.verify=N,threads=on`: each I/O queue's own part of the verified I/O, by QID.
+    pub verify_lanes: Vec<(u16, nvmeof::verify::VerifyResult)>,
     pub connects: u64,
     pub failed_attempts: u64,
 }
@@ -277,10 +280,15 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
     let (nq, depth) = host.io_queues();
     println!("RUNNER io queues {nq} depth {depth}");
     let nsid = host.namespaces.first().ok_or("no namespace")?.nsid;
+    // `nvmf.verify=` among the words: its count (instead of `count`), and maybe `threads=on`.
+    let (count, threads) = args.verify.map_or((count, false), |s| (s.count, s.threads));
     let w = Workload { count, qd: c.qd as usize, max_blocks: 32, seed, stall_ns: VERIFY_STALL_NS };
     // Outages (released until live again), wall clock: the target's side of them is real time.
     let (mut down_since, mut outage, mut longest) = (None::<Instant>, Duration::ZERO, Duration::ZERO);
-    let r = nvmeof::verify::reconnecting::run(&mut set, v, env, &w, |_, e| {
+    let r = if threads {
+        verify_on_threads(&mut set, v, env, &w)
+    } else {
+        nvmeof::verify::reconnecting::run(&mut set, v, env, &w, |_, e| {
         match e {
             CtrlEvent::AttemptFailed(e) => log::warn!("runner: reconnect attempt failed: {e:?}"),
             e => println!("RUNNER controller event {e:?}"),
@@ -297,12 +305,15 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
             }
             _ => {}
         }
-    });
-    let r = match r {
-        Ok(r) => r[0],
+        })
+        .map(|r| (r[0], Vec::new()))
+        .map_err(|e| format!("verified I/O: {e:?}"))
+    };
+    let (r, verify_lanes) = match r {
+        Ok(r) => r,
         Err(e) => {
             let _ = set.disconnect(v, env);
-            return Err(format!("verified I/O: {e:?}"));
+            return Err(e);
         }
     };
     let vr = r.verify;
@@ -332,7 +343,7 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
             }
         }
     }
-    let report = InitiatorReport { lane: r, bench: bench_result, bench_lanes, connects: set.ctrls[0].connects, failed_attempts: set.ctrls[0].failed_attempts };
+    let report = InitiatorReport { lane: r, bench: bench_result, bench_lanes, verify_lanes, connects: set.ctrls[0].connects, failed_attempts: set.ctrls[0].failed_attempts };
     set.disconnect(v, env).map_err(|(_, e)| format!("disconnect: {e:?}"))?;
     Ok(report)
 }
@@ -416,16 +427,42 @@ fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut 
 /// lent: a lost controller ends the bench with an error.
 fn on_threads<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, nsid: u32, b: &nvmeof::bench::BenchConfig) -> Result<nvmeof::bench::lanes::LanesResult<mlx5::Error>, String> {
     let host = set.ctrls[0].live().ok_or("bench: controller not live")?;
-    nvmeof::bench::lanes::on_lanes(host, v, env, nsid, b, |jobs, turn| {
-        std::thread::scope(|s| {
-            let threads: Vec<_> = jobs.into_iter().map(|job| s.spawn(move || job.run(&host_clock_ns, &std::thread::yield_now))).collect();
-            while !threads.iter().all(|t| t.is_finished()) {
-                turn();
-            }
-            threads.into_iter().map(|t| t.join().expect("a bench lane's thread panicked")).collect()
-        })
+    nvmeof::bench::lanes::on_lanes(host, v, env, nsid, b, |jobs, turn| on_std_threads(jobs, turn)).map_err(|e| format!("bench: {e:?}"))
+}
+
+/// `nvmf.verify=N,threads=on`: the verified workload split over every I/O queue of the set's
+/// controller, each on a std thread of its own with a block range of its own
+/// (`nvmeof::verify::lanes`); this thread keeps the admin queue, the device and the CM. A
+/// `RUNNER verify lane` line each; a failed lane (or a mismatch) fails the run. No reconnect
+/// while the queues are lent: a lost controller ends it with an error.
+fn verify_on_threads<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, w: &Workload) -> Result<(LaneResult, Vec<(u16, nvmeof::verify::VerifyResult)>), String> {
+    let host = set.ctrls[0].live().ok_or("verified I/O: controller not live")?;
+    let r = nvmeof::verify::lanes::on_lanes(host, v, env, w, |jobs, turn| on_std_threads(jobs, turn)).map_err(|e| format!("verified I/O: {e:?}"))?;
+    for (qid, l) in &r.per_lane {
+        println!("RUNNER verify lane qid={qid} writes={} reads={} blocks_verified={} mismatches={} errors={}", l.writes, l.reads, l.blocks_verified, l.mismatches, l.errors);
+    }
+    for (qid, e) in &r.failed {
+        println!("RUNNER verify lane qid={qid} failed: {e:?}");
+    }
+    if !r.failed.is_empty() {
+        return Err(format!("verified I/O: {} of the lanes failed", r.failed.len()));
+    }
+    Ok((LaneResult { verify: r.merged, ..LaneResult::default() }, r.per_lane))
+}
+
+/// Run each lane's work on a std thread of its own, timed by the host process's monotonic
+/// clock, calling the owner's `turn` from this thread until every one finished.
+fn on_std_threads<J: LaneWork + Send>(jobs: Vec<J>, turn: &mut dyn FnMut()) -> Vec<J::Outcome>
+where
+    J::Outcome: Send,
+{
+    std::thread::scope(|s| {
+        let threads: Vec<_> = jobs.into_iter().map(|job| s.spawn(move || job.run(&host_clock_ns, &std::thread::yield_now))).collect();
+        while !threads.iter().all(|t| t.is_finished()) {
+            turn();
+        }
+        threads.into_iter().map(|t| t.join().expect("a lane's thread panicked")).collect()
     })
-    .map_err(|e| format!("bench: {e:?}"))
 }
 
 /// The verified workload gives up after this long without an answered I/O (its target away).

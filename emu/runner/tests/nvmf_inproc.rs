@@ -503,3 +503,41 @@ fn io_counts_of_every_poll_group_reach_the_metrics_and_outlive_the_groups() {
     let m = op.request(&mut h, &mut env, "GET", "/metrics");
     check(body(&m, "200 OK"), &side.borrow(), "groups released");
 }
+
+/// `nvmf.verify=N,threads=on` over `n` I/O queues: the verified workload split over the queues,
+/// each queue's loop on a std thread of its own with a block range of its own (its own model:
+/// pattern per block and generation, every read of a written block compared, its written
+/// blocks read back at the end), while this thread keeps the admin queue (Keep Alives go out
+/// meanwhile) and the target; every lane answers its share with 0 mismatches and 0 errors and
+/// the merged tally is the sum of the lanes'.
+fn verify_on_threads(n: u16) {
+    let (_clock, side, mut h, mut env) = setup_with("");
+    let count = 2_000u64;
+    let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues={n},qd=8 nvmf.verify={count},threads=on")).unwrap();
+    let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, HostConfig { io_queues: n, io_depth: 8, kato_ms: 20, ..cfg() }, 0, 7, None).expect("initiator run");
+    let qids: Vec<u16> = r.verify_lanes.iter().map(|l| l.0).collect();
+    assert_eq!(qids, (1..=n).collect::<Vec<_>>(), "one lane per I/O queue");
+    let mut sum = nvmeof::verify::VerifyResult::default();
+    for (qid, l) in &r.verify_lanes {
+        assert_eq!((l.mismatches, l.errors), (0, 0), "queue {qid}: {l:?}");
+        assert!(l.writes > 0 && l.blocks_verified > 0, "queue {qid}: {l:?}");
+        // Its share of the random I/Os, then the read-back (reads only).
+        assert!(l.writes + l.reads >= count / n as u64, "queue {qid}: {l:?}");
+        sum.add(l);
+    }
+    assert_eq!(r.lane.verify, sum, "the merged tally is the lanes' sum");
+    let s = side.borrow();
+    assert_eq!((s.svc.target.core_stats().errors, s.svc.target.stats().bad_capsules), (0, 0), "{:?}", s.svc.target.core_stats());
+    assert_eq!(s.svc.target.core_stats().ka_expired, 0, "the owner kept the admin queue alive");
+    println!("RUNNER-VERIFY-THREADS queues={n} lanes={:?}", r.verify_lanes);
+}
+
+#[test]
+fn runner_verify_on_two_threads() {
+    verify_on_threads(2);
+}
+
+#[test]
+fn runner_verify_on_four_threads() {
+    verify_on_threads(4);
+}

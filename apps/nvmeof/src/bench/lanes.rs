@@ -20,7 +20,7 @@ use rdma::GroupVerbs;
 
 use super::run::{Run, NO_IO};
 use super::{BenchConfig, BenchResult};
-use crate::host::{Host, HostEnv, IoLane, NsInfo};
+use crate::host::{Host, HostEnv, IoLane, LaneWork, NsInfo};
 use crate::Error;
 
 /// One I/O queue's share of a bench, to be run on a thread of its own ([`LaneJob::run`]).
@@ -36,20 +36,20 @@ pub struct LaneJob<'a, V: GroupVerbs> {
 pub type LaneOutcome<V> = (IoLane<V>, Result<BenchResult, Error<<V as rdma::VerbsError>::Error>>);
 
 impl<V: GroupVerbs> LaneJob<'_, V> {
-    /// The lent queue's QID.
-    pub fn qid(&self) -> u16 {
-        self.lane.qid()
-    }
-
     /// The lent queue's QP.
     pub fn qpn(&self) -> rdma::Qpn {
         self.lane.qpn()
     }
+}
 
-    /// Run the lane's share: submit up to its depth, poll, until its duration or I/O count is
-    /// reached and nothing is in flight. `clock`: nanoseconds (one clock for all the lanes and
-    /// the owner); `idle`: called when a poll found nothing (e.g. yield the thread).
-    pub fn run(self, clock: &dyn Fn() -> u64, idle: &dyn Fn()) -> LaneOutcome<V> {
+impl<V: GroupVerbs> LaneWork for LaneJob<'_, V> {
+    type Outcome = LaneOutcome<V>;
+    fn qid(&self) -> u16 {
+        self.lane.qid()
+    }
+    /// The lane's share: submit up to its depth, poll, until its duration or I/O count is
+    /// reached and nothing is in flight.
+    fn run(self, clock: &dyn Fn() -> u64, idle: &dyn Fn()) -> LaneOutcome<V> {
         let LaneJob { mut lane, ns, cfg, stop } = self;
         let r = drive(&mut lane, &ns, &cfg, stop, clock, idle);
         (lane, r)
@@ -81,16 +81,9 @@ fn drive<V: GroupVerbs>(lane: &mut IoLane<V>, ns: &NsInfo, cfg: &BenchConfig, st
     Ok(run.finish(clock()))
 }
 
-/// The merged result of a bench over lanes (of the lanes that finished), each finished lane's
-/// and each failed lane's error (by QID).
-#[derive(Debug, Clone)]
-pub struct LanesResult<E> {
-    pub merged: BenchResult,
-    pub per_lane: Vec<(u16, BenchResult)>,
-    /// Lanes that stopped on an error of their own queue (e.g. [`Error::QpError`]: the adapter
-    /// moved its QP to error); the others ran their share to the end.
-    pub failed: Vec<(u16, Error<E>)>,
-}
+/// The merged result of a bench over lanes (counts and IOPS summed, latency histograms
+/// merged), each lane's, and each failed lane's error.
+pub type LanesResult<E> = crate::host::LanesResult<BenchResult, E>;
 
 /// Run `cfg` (its `queue_depth` per queue, its `max_ios` split between them) on namespace
 /// `nsid` over every I/O queue of `host`, each lent out as a [`LaneJob`]. `spawn` runs the jobs
@@ -128,39 +121,5 @@ where
             LaneJob { lane, ns, cfg: BenchConfig { max_ios: share, seed, ..*cfg }, stop: &stop }
         })
         .collect();
-    let mut admin = Ok(());
-    let outcomes = {
-        let mut turn = || {
-            if admin.is_err() {
-                return;
-            }
-            env.idle(verbs);
-            host.take_qp_errors(verbs);
-            let now = env.now_ns();
-            if let Err(e) = host.tick(verbs, now) {
-                admin = Err(e);
-                stop.store(true, Relaxed);
-            }
-        };
-        spawn(jobs, &mut turn)
-    };
-    let mut lanes = Vec::with_capacity(outcomes.len());
-    let mut per_lane = Vec::with_capacity(outcomes.len());
-    let mut failed = Vec::new();
-    for (lane, r) in outcomes {
-        match r {
-            Ok(r) => per_lane.push((lane.qid(), r)),
-            Err(e) => failed.push((lane.qid(), e)),
-        }
-        lanes.push(lane);
-    }
-    host.return_io_queues(lanes);
-    admin?;
-    per_lane.sort_by_key(|l| l.0);
-    failed.sort_by_key(|l| l.0);
-    let mut merged = BenchResult::default();
-    for (_, r) in &per_lane {
-        merged.merge(r);
-    }
-    Ok(LanesResult { merged, per_lane, failed })
+    host.run_lent(verbs, env, &stop, jobs, spawn, BenchResult::merge)
 }

@@ -250,6 +250,27 @@ impl<V: GroupVerbs> IoLane<V> {
     }
 }
 
+/// What a run on lent queues gave: the merged result of the lanes that finished, each finished
+/// lane's result, and each failed lane's error (e.g. [`Error::QpError`]: the adapter moved its
+/// QP to error; the others ran to the end), by QID.
+#[derive(Debug, Clone)]
+pub struct LanesResult<R, E> {
+    pub merged: R,
+    pub per_lane: Vec<(u16, R)>,
+    pub failed: Vec<(u16, Error<E>)>,
+}
+
+/// Work made of a lent I/O queue (a bench lane, a verified-I/O lane) to run on a thread or CPU
+/// of its own; its outcome gives the queue back.
+pub trait LaneWork {
+    type Outcome;
+    /// The lent queue's QID.
+    fn qid(&self) -> u16;
+    /// Run it to the end; `clock`: nanoseconds (one clock for every lane and the owner);
+    /// `idle`: called when a poll found nothing (e.g. yield the thread).
+    fn run(self, clock: &dyn Fn() -> u64, idle: &dyn Fn()) -> Self::Outcome;
+}
+
 /// The owner's note of a lent queue: its QP and the flag its lane reads.
 pub(super) struct LentQueue {
     qid: u16,
@@ -302,6 +323,59 @@ impl<V: GroupVerbs> Host<V> {
             lanes.push(IoLane { io, qp_error, wc: [Completion::default(); 32], namespaces: namespaces.clone(), inline_ok, invalidate, stats: HostStats::default() });
         }
         lanes
+    }
+
+    /// Run `jobs` made of this host's lent queues ([`Host::lend_io_queues`]): `spawn` runs each
+    /// on a thread (or CPU) of its own and, until they all finished, calls the owner's turn it
+    /// is given from its own thread: the device and CM (`env.idle`), the adapter's QP error
+    /// events ([`Host::take_qp_errors`]: the lane whose queue it names stops at its next poll),
+    /// the admin queue and keep-alive ([`Host::tick`]; on its failure `stop` is set, which
+    /// every job must read, and no more turns are taken). Every queue is given back before this
+    /// returns. Returns each job's result (and their `merge`) and each failed job's error, by
+    /// QID; the admin queue's error if it failed.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn run_lent<J, R: Default, E: HostEnv<V>>(
+        &mut self,
+        verbs: &mut V,
+        env: &mut E,
+        stop: &AtomicBool,
+        jobs: Vec<J>,
+        spawn: impl FnOnce(Vec<J>, &mut dyn FnMut()) -> Vec<(IoLane<V>, Result<R, Error<V::Error>>)>,
+        merge: impl Fn(&mut R, &R),
+    ) -> Result<LanesResult<R, V::Error>, Error<V::Error>> {
+        let mut admin = Ok(());
+        let outcomes = {
+            let mut turn = || {
+                if admin.is_err() {
+                    return;
+                }
+                env.idle(verbs);
+                self.take_qp_errors(verbs);
+                let now = env.now_ns();
+                if let Err(e) = self.tick(verbs, now) {
+                    admin = Err(e);
+                    stop.store(true, Relaxed);
+                }
+            };
+            spawn(jobs, &mut turn)
+        };
+        let (mut lanes, mut per_lane, mut failed) = (Vec::with_capacity(outcomes.len()), Vec::new(), Vec::new());
+        for (lane, r) in outcomes {
+            match r {
+                Ok(r) => per_lane.push((lane.qid(), r)),
+                Err(e) => failed.push((lane.qid(), e)),
+            }
+            lanes.push(lane);
+        }
+        self.return_io_queues(lanes);
+        admin?;
+        per_lane.sort_by_key(|l| l.0);
+        failed.sort_by_key(|l| l.0);
+        let mut merged = R::default();
+        for (_, r) in &per_lane {
+            merge(&mut merged, r);
+        }
+        Ok(LanesResult { merged, per_lane, failed })
     }
 
     /// Take lent queues back (their counts added to the host's; a queue whose QP the adapter

@@ -9,6 +9,8 @@
 //! that write's, never anything else (blocks are checked whole; a read that matches one of the
 //! candidates settles the block). Reads in flight at the loss are simply lost. After `count`
 //! answered I/Os per controller every block the run wrote is read back and checked.
+//! The per-block model ([`Lane`], over a block range) also drives each lent I/O queue of
+//! [`super::lanes`] (`threads=on`), through its [`VerifyPath`].
 //! Slow path: allocates its shadows once per controller and a little per lost write.
 
 use alloc::collections::BTreeMap;
@@ -21,8 +23,66 @@ use rdma::GroupVerbs;
 use super::{pattern_byte, VerifyResult};
 use crate::bench::Rng;
 use crate::host::controllers::{Controllers, CtrlEvent};
-use crate::host::{Host, HostEnv, IoDone, IoKind};
+use crate::host::{Host, HostEnv, IoDone, IoKind, IoLane, NsInfo};
 use crate::{Error, Status};
+
+/// The queues a workload submits on: every I/O queue of a connected host ([`OnHost`]), or one
+/// I/O queue lent to a thread ([`IoLane`], [`super::lanes`]).
+pub(super) trait VerifyPath {
+    type Buf: DmaRegion;
+    type E;
+    /// How many queues the workload spreads its I/O over.
+    fn queues(&self) -> u16;
+    /// The QID of the `i`th of them.
+    fn qid(&self, i: u16) -> u16;
+    fn alloc_slot(&mut self, qid: u16) -> Option<u16>;
+    fn slot_buf(&self, qid: u16, slot: u16) -> (&Self::Buf, usize, usize);
+    #[allow(clippy::too_many_arguments)]
+    fn submit(&mut self, qid: u16, slot: u16, kind: IoKind, nsid: u32, lba: u64, blocks: u32, now: u64) -> Result<(), Error<Self::E>>;
+}
+
+/// Every I/O queue of a connected host, chosen at random per I/O.
+struct OnHost<'a, V: GroupVerbs>(&'a mut Host<V>, &'a mut V);
+
+impl<V: GroupVerbs> VerifyPath for OnHost<'_, V> {
+    type Buf = V::Buf;
+    type E = V::Error;
+    fn queues(&self) -> u16 {
+        self.0.io_queues().0
+    }
+    fn qid(&self, i: u16) -> u16 {
+        1 + i
+    }
+    fn alloc_slot(&mut self, qid: u16) -> Option<u16> {
+        self.0.alloc_slot(qid)
+    }
+    fn slot_buf(&self, qid: u16, slot: u16) -> (&V::Buf, usize, usize) {
+        self.0.slot_buf(qid, slot)
+    }
+    fn submit(&mut self, qid: u16, slot: u16, kind: IoKind, nsid: u32, lba: u64, blocks: u32, now: u64) -> Result<(), Error<V::Error>> {
+        self.0.submit(self.1, qid, slot, kind, nsid, lba, blocks, now)
+    }
+}
+
+impl<V: GroupVerbs> VerifyPath for IoLane<V> {
+    type Buf = V::Buf;
+    type E = V::Error;
+    fn queues(&self) -> u16 {
+        1
+    }
+    fn qid(&self, _: u16) -> u16 {
+        IoLane::qid(self)
+    }
+    fn alloc_slot(&mut self, _: u16) -> Option<u16> {
+        IoLane::alloc_slot(self)
+    }
+    fn slot_buf(&self, _: u16, slot: u16) -> (&V::Buf, usize, usize) {
+        IoLane::slot_buf(self, slot)
+    }
+    fn submit(&mut self, _: u16, slot: u16, kind: IoKind, nsid: u32, lba: u64, blocks: u32, now: u64) -> Result<(), Error<V::Error>> {
+        IoLane::submit(self, slot, kind, nsid, lba, blocks, now)
+    }
+}
 
 /// The workload's settings (per controller).
 #[derive(Debug, Clone, Copy)]
@@ -69,10 +129,12 @@ struct Flight {
     gen: u64,
 }
 
-/// One controller's workload state.
-struct Lane {
+/// One controller's (or one lent queue's) workload state over its block range.
+pub(super) struct Lane {
     nsid: u32,
     bs: usize,
+    /// The range's first block; everything below (shadow, flights, cursor) counts from it.
+    base: u64,
     span: u64,
     max_blocks: u32,
     /// Last acknowledged generation per block (0: not written by this run).
@@ -91,22 +153,35 @@ struct Lane {
 }
 
 impl Lane {
-    fn new<V: GroupVerbs>(host: &Host<V>, i: usize, w: &Workload) -> Result<Self, Error<V::Error>> {
+    /// Controller `i`'s workload on its host's first namespace, over the verified span.
+    fn on_host<V: GroupVerbs>(host: &Host<V>, i: usize, w: &Workload) -> Result<Self, Error<V::Error>> {
         let ns = *host.namespaces.first().ok_or(Error::Config("the controller has no namespace"))?;
         let (nq, _) = host.io_queues();
         if nq == 0 {
             return Err(Error::Config("no I/O queue"));
         }
-        let bs = ns.block_size as usize;
         let (_, _, xfer) = host.slot_buf(1, 0);
+        Lane::new(&ns, xfer, 0, Lane::verified_span(&ns), i, w)
+    }
+
+    /// The blocks of `ns` a workload covers (the first part of big namespaces: its shadow's
+    /// memory is bounded).
+    pub(super) fn verified_span(ns: &NsInfo) -> u64 {
+        ns.blocks.min(1 << 20)
+    }
+
+    /// Workload `i` (its seed and generations its own) on blocks `base..base + span` of `ns`,
+    /// I/Os up to `xfer` bytes.
+    pub(super) fn new<E>(ns: &NsInfo, xfer: usize, base: u64, span: u64, i: usize, w: &Workload) -> Result<Self, Error<E>> {
+        let bs = ns.block_size as usize;
         let max_blocks = w.max_blocks.clamp(1, (xfer / bs).max(1) as u32);
-        let span = ns.blocks.min(1 << 20);
         if span <= max_blocks as u64 {
             return Err(Error::Config("namespace too small for the I/O size"));
         }
         Ok(Lane {
             nsid: ns.nsid,
             bs,
+            base,
             span,
             max_blocks,
             shadow: vec![0; span as usize],
@@ -123,8 +198,18 @@ impl Lane {
         })
     }
 
-    fn done(&self) -> bool {
+    pub(super) fn done(&self) -> bool {
         self.cursor == Some(self.span) && self.inflight.is_empty()
+    }
+
+    /// The tally so far.
+    pub(super) fn result(&self) -> LaneResult {
+        self.res
+    }
+
+    /// Bytes of scratch the workload needs (its largest I/O).
+    pub(super) fn scratch_len(&self) -> usize {
+        self.max_blocks as usize * self.bs
     }
 
     /// Everything in flight was released without an answer.
@@ -157,13 +242,13 @@ impl Lane {
     }
 
     /// Submit what the queue depth allows; an error means the controller failed.
-    fn issue<V: GroupVerbs>(&mut self, host: &mut Host<V>, verbs: &mut V, w: &Workload, now: u64, scratch: &mut [u8]) -> Result<(), Error<V::Error>> {
-        let nq = host.io_queues().0.max(1) as u64;
+    pub(super) fn issue<P: VerifyPath>(&mut self, path: &mut P, w: &Workload, now: u64, scratch: &mut [u8]) -> Result<(), Error<P::E>> {
+        let nq = path.queues().max(1) as u64;
         if self.cursor.is_none() && self.answered >= w.count && self.inflight.is_empty() {
             self.cursor = Some(0);
         }
         while self.inflight.len() < w.qd {
-            let queue = 1 + (self.rng.next() % nq) as u16;
+            let queue = path.qid((self.rng.next() % nq) as u16);
             let (op, lba, blocks) = if let Some(c) = self.cursor {
                 let lba = self.next_known(c);
                 if lba >= self.span {
@@ -183,7 +268,7 @@ impl Lane {
                 }
                 (if self.rng.next() % 2 == 0 { Op::Write } else { Op::Read }, lba, blocks)
             };
-            let Some(slot) = host.alloc_slot(queue) else { break };
+            let Some(slot) = path.alloc_slot(queue) else { break };
             let mut gen = 0;
             if op == Op::Write {
                 self.gen += 1;
@@ -191,17 +276,17 @@ impl Lane {
                 let data = &mut scratch[..blocks as usize * self.bs];
                 for (b, chunk) in data.chunks_mut(self.bs).enumerate() {
                     for (i, x) in chunk.iter_mut().enumerate() {
-                        *x = pattern_byte(lba + b as u64, gen, i);
+                        *x = pattern_byte(self.base + lba + b as u64, gen, i);
                     }
                 }
-                let (buf, off, _) = host.slot_buf(queue, slot);
+                let (buf, off, _) = path.slot_buf(queue, slot);
                 buf.write(off, data);
                 self.res.verify.writes += 1;
             } else {
                 self.res.verify.reads += 1;
             }
             let kind = if op == Op::Write { IoKind::Write } else { IoKind::Read };
-            host.submit(verbs, queue, slot, kind, self.nsid, lba, blocks, now)?;
+            path.submit(queue, slot, kind, self.nsid, self.base + lba, blocks, now)?;
             self.inflight.push(Flight { queue, slot, op, lba, blocks, gen });
             if let (Op::ReadBack, Some(_)) = (op, self.cursor) {
                 self.cursor = Some(lba + blocks as u64);
@@ -211,7 +296,7 @@ impl Lane {
     }
 
     /// Account for finished I/O; `Err` for a completion of nothing in flight.
-    fn complete<V: GroupVerbs>(&mut self, host: &Host<V>, done: &[IoDone], scratch: &mut [u8]) -> Result<(), Error<V::Error>> {
+    pub(super) fn complete<P: VerifyPath>(&mut self, path: &P, done: &[IoDone], scratch: &mut [u8]) -> Result<(), Error<P::E>> {
         for d in done {
             let Some(i) = self.inflight.iter().position(|f| f.queue == d.queue && f.slot == d.slot) else {
                 return Err(Error::Protocol("completion for a slot not in flight"));
@@ -241,7 +326,7 @@ impl Lane {
                 }
                 continue;
             }
-            let (buf, off, _) = host.slot_buf(f.queue, f.slot);
+            let (buf, off, _) = path.slot_buf(f.queue, f.slot);
             let got = &mut scratch[..f.blocks as usize * self.bs];
             buf.read(off, got);
             for (b, chunk) in got.chunks(self.bs).enumerate() {
@@ -254,7 +339,7 @@ impl Lane {
     /// Compare one block with what it may hold; a match settles an uncertain block.
     fn check_block(&mut self, lba: u64, data: &[u8], read_back: bool) {
         let acked = self.shadow[lba as usize];
-        let is = |g: u64| data.iter().enumerate().all(|(i, x)| *x == pattern_byte(lba, g, i));
+        let is = |g: u64| data.iter().enumerate().all(|(i, x)| *x == pattern_byte(self.base + lba, g, i));
         let maybe = self.maybe.get(&lba);
         if acked == 0 && maybe.is_none() {
             return;
@@ -272,7 +357,7 @@ impl Lane {
             None => {
                 self.res.verify.blocks_verified += 1;
                 self.res.verify.mismatches += 1;
-                log::error!("nvmeof: verify: block {lba} matches neither generation {acked:#x} nor a lost write{}", if read_back { " (read-back)" } else { "" });
+                log::error!("nvmeof: verify: block {} matches neither generation {acked:#x} nor a lost write{}", self.base + lba, if read_back { " (read-back)" } else { "" });
             }
         }
     }
@@ -305,7 +390,7 @@ pub fn run<V: GroupVerbs>(set: &mut Controllers<V>, verbs: &mut V, env: &mut imp
         for (i, c) in set.ctrls.iter_mut().enumerate() {
             let Some(host) = c.live() else { continue };
             if lanes[i].is_none() {
-                match Lane::new(host, i, w) {
+                match Lane::on_host(host, i, w) {
                     Ok(l) => {
                         scratch.resize(scratch.len().max(l.max_blocks as usize * l.bs), 0);
                         lanes[i] = Some(l);
@@ -317,11 +402,11 @@ pub fn run<V: GroupVerbs>(set: &mut Controllers<V>, verbs: &mut V, env: &mut imp
                 }
             }
             let lane = lanes[i].as_mut().expect("made above");
-            let mut ok = lane.issue(host, verbs, w, now, &mut scratch).is_ok();
+            let mut ok = lane.issue(&mut OnHost(host, verbs), w, now, &mut scratch).is_ok();
             if ok {
                 match host.poll(verbs, now, &mut done) {
                     Ok(k) => {
-                        lane.complete(host, &done[..k], &mut scratch)?;
+                        lane.complete(&OnHost(host, verbs), &done[..k], &mut scratch)?;
                         answered += k;
                     }
                     Err(_) => ok = false,
