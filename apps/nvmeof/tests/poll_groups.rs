@@ -396,6 +396,54 @@ fn queues_closed_in_a_group_turn_are_freed_by_the_owner() {
     settle_to_baseline(&mut w, base, "after the admin queue");
 }
 
+/// A controller shut down (Property Set CC.SHN = 01b, CC.EN still 1: CSTS.RDY clears,
+/// CSTS.SHST = 10b) keeps its I/O queues (spread over both groups), but every one of them
+/// answers an I/O command with Command Sequence Error: each queue carries its controller's
+/// "enabled" (`QueueState::enabled`), cleared by the owner when the controller stopped being
+/// enabled; the I/O path does not look at the controller table. A reset then closes them.
+#[test]
+fn a_shut_down_controllers_io_queues_in_every_group_refuse_io() {
+    let (mut w, mut h) = setup_groups(4, 2);
+    let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect");
+    assert_eq!(verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 200, 8, 13, |_, _| None), 400);
+    let groups: std::collections::BTreeSet<u16> = w.target.queue_reports().filter(|q| q.qid != 0).map(|q| q.group).collect();
+    assert_eq!(groups.len(), 2, "I/O queues in both groups");
+    // IOCQES 4, IOSQES 6, EN, SHN = 01b (normal shutdown).
+    let cc = (4 << 20) | (6 << 16) | (1 << 14) | 1;
+    host.admin_raw(&mut h.v, &mut w, property_set_sqe(0x14, cc), None).expect("CC.SHN = 01b");
+    let (csts, _) = host.admin_raw(&mut h.v, &mut w, nvmeof::host::property_get_sqe(0x1C, false), None).expect("CSTS");
+    assert_eq!(csts & 0xD, 0x8, "RDY clear, SHST = 10b, no fatal status");
+    assert_eq!(w.target.queues(), 5, "a shutdown closes no queue");
+    let before = w.target.core_stats();
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
+    for kind in [IoKind::Read, IoKind::Write] {
+        for q in 1..=4u16 {
+            let slot = host.alloc_slot(q).expect("slot");
+            host.submit(&mut h.v, q, slot, kind, 1, 8 * q as u64, 8, w.clock.now_ns()).expect("submit");
+            let mut got = None;
+            for _ in 0..100_000 {
+                h.v.poll();
+                let k = host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll");
+                if let Some(d) = done[..k].iter().find(|d| d.queue == q && d.slot == slot) {
+                    got = Some(d.status);
+                    break;
+                }
+                w.turn();
+            }
+            assert_eq!(got, Some(Status::CMD_SEQ_ERROR), "{kind:?} on queue {q} of the shut-down controller");
+        }
+    }
+    // The store saw none of them; a reset (CC.EN = 0) then closes the I/O queues.
+    let after = w.target.core_stats();
+    assert_eq!((after.reads, after.writes), (before.reads, before.writes));
+    assert_eq!(w.target.core.live_ctrls(), 1);
+    host.admin_raw(&mut h.v, &mut w, property_set_sqe(0x14, 0), None).expect("CC.EN = 0");
+    for _ in 0..100 {
+        w.turn();
+    }
+    assert_eq!(w.target.queues(), 1, "the reset closed the I/O queues");
+}
+
 /// One group whose SRQ has 4 receive buffers serves 5 connections (admin + 4 I/O queues at
 /// QD8): the SRQ runs dry, the host's adapter is sent RNR NAKs and retries, every I/O
 /// completes verified, and the SRQ limit event is seen and counted.

@@ -109,6 +109,11 @@ impl<B: BlockDevice> Core<B> {
             want
         };
         q.cntlid = Some(cntlid);
+        if qid != 0 {
+            // Its controller is enabled (checked above) and in a subsystem (not discovery).
+            q.enabled = true;
+            q.subsys = subsys.unwrap_or(0) as u16;
+        }
         q.sqsize = sqsize;
         q.sqhd = 0;
         q.sq_flow_disabled = cmd.cattr & CATTR_DISABLE_SQFLOW != 0;

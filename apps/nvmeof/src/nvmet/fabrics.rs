@@ -68,6 +68,7 @@ impl<B: BlockDevice> Core<B> {
         }
         let new = cmd.value.get() as u32;
         let old = c.cc;
+        let was_enabled = c.enabled();
         let mut reset = None;
         c.cc = new;
         if cc::en(new) && !cc::en(old) {
@@ -89,6 +90,10 @@ impl<B: BlockDevice> Core<B> {
             c.csts = (c.csts & !csts::RDY) | csts::SHST_COMPLETE;
         } else if cc::shn(new) == 0 && cc::shn(old) != 0 {
             c.csts &= !csts::SHST_COMPLETE;
+        }
+        if was_enabled && !c.enabled() {
+            // Reset or shutdown: its I/O queues stop executing I/O (QueueState::enabled).
+            self.ctrl_epoch = self.ctrl_epoch.wrapping_add(1);
         }
         if let Some(id) = reset {
             if !self.resets.iter().any(|&x| x == id) {

@@ -211,12 +211,11 @@ fn dsm<D: BlockDevice>(dev: &mut D, mut lat: Option<&mut devlat::DevLatency>, sq
 }
 
 impl<B: BlockDevice> Core<B> {
-    /// I/O command `sqe` on queue `q`, whose enabled controller is in subsystem `subsys` (none:
-    /// a discovery controller, which has no I/O commands), counted in `counts` (the
+    /// I/O command `sqe` on I/O queue `q`, whose enabled controller is in subsystem `si` (an
+    /// I/O queue joins no discovery controller: Connect refuses it), counted in `counts` (the
     /// executor's: the namespace's slot in it, not the core's shared tables), on the
     /// namespace's store ([`exec_ns`]).
-    pub(super) fn exec_io(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, subsys: Option<usize>, counts: &mut IoCounts) -> Action {
-        let Some(si) = subsys else { return Action::status(Status::INVALID_OPCODE) };
+    pub(super) fn exec_io(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, si: usize, counts: &mut IoCounts) -> Action {
         if !is_io_opcode(sqe.opcode) {
             return Action::status(Status::INVALID_OPCODE);
         }

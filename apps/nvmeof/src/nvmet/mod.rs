@@ -137,9 +137,18 @@ pub struct QueueState {
     pub peer_qpn: u32,
     /// In-band authentication: open, pending a DH-HMAC-CHAP transaction, or failed.
     pub auth: auth::Gate,
-    /// Where the controller sits in the core's table (set by Connect with `cntlid`): the I/O
+    /// Where the controller sits in the core's table (set by Connect with `cntlid`): the slow
     /// path reaches it by index, checked against `cntlid`.
     pub ctrl_slot: CtrlSlot,
+    /// An I/O queue's controller is enabled (CC.EN = 1, CSTS.RDY = 1): set by its Connect
+    /// (which needs it enabled), cleared by the queue's owner once the controller stops being
+    /// enabled (reset, shutdown, freed, keep-alive expiry: [`Core::ctrl_epoch`] moves, the
+    /// owner calls [`Core::refresh_queue`]) and never set again: the queue executes no I/O
+    /// for a controller no longer enabled, and the I/O path reads nothing of the controller
+    /// table. (Unused on an admin queue, whose commands look the controller up.)
+    pub enabled: bool,
+    /// An I/O queue's subsystem, by index in the core's table (set by its Connect).
+    pub subsys: u16,
     /// What commands on an I/O queue count for their controller, kept here (owned with the
     /// queue, e.g. by its poll group) instead of written into the controller per command; the
     /// transport hands them to the core on the slow path ([`Core::fold_queue`]).
@@ -500,6 +509,9 @@ pub struct Core<B: BlockDevice> {
     inflight: u64,
     /// Controllers reset by the host (CC.EN 1 -> 0) whose I/O queues the transport must drop.
     resets: VecDeque<u16>,
+    /// Moves each time a controller stops being enabled (reset, shutdown, freed):
+    /// [`Core::ctrl_epoch`].
+    ctrl_epoch: u32,
     /// The core's counters; the per-command ones as folded so far (see [`IoCounts`]).
     stats: CoreStats,
     /// The counts of commands given to [`Core::execute`] (folded after each).
@@ -627,6 +639,7 @@ impl<B: BlockDevice> Core<B> {
             done_buf: [BlockDone { tag: 0, result: Ok(()) }; 32],
             direct: false,
             resets: VecDeque::with_capacity(max_ctrls),
+            ctrl_epoch: 0,
             inflight: 0,
             stats: CoreStats::default(),
             own_io: IoCounts::default(),
@@ -699,11 +712,30 @@ impl<B: BlockDevice> Core<B> {
         self.ctrls.iter().flatten().find(|c| c.cntlid == cntlid)
     }
 
+    /// Moves (wrapping) each time a controller stops being enabled: a Property Set resets it
+    /// (CC.EN 1 -> 0) or shuts it down (CC.SHN), or it is freed (its admin queue gone,
+    /// keep-alive expiry, its subsystem unlinked). A transport owning queues compares it with
+    /// the value it last saw on its slow path, after anything that may have changed it, and
+    /// when it moved calls [`Core::refresh_queue`] on each I/O queue before any of them
+    /// executes another command.
+    pub fn ctrl_epoch(&self) -> u32 {
+        self.ctrl_epoch
+    }
+
+    /// Clear I/O queue `q`'s [`QueueState::enabled`] if its controller is gone or not enabled
+    /// (never sets it). Slow path: a controller table lookup.
+    pub fn refresh_queue(&self, q: &mut QueueState) {
+        if q.qid != 0 && q.enabled && !self.q_ctrl(q).is_some_and(|c| c.enabled()) {
+            q.enabled = false;
+        }
+    }
+
     /// Free a controller (its queues are the transport's to tear down).
     pub fn remove_ctrl(&mut self, cntlid: u16) {
         for c in self.ctrls.iter_mut() {
             if c.as_ref().is_some_and(|c| c.cntlid == cntlid) {
                 *c = None;
+                self.ctrl_epoch = self.ctrl_epoch.wrapping_add(1);
                 self.stats.ctrls_freed += 1;
                 log::info!("nvmeof: target: controller {cntlid} freed");
             }
@@ -803,8 +835,10 @@ impl<B: BlockDevice> Core<B> {
             io_op::DSM => return Some((0, u64::MAX)),
             _ => return None,
         }
-        let si = self.q_ctrl(q)?.subsys?;
-        let sub = &self.subsystems[si];
+        if !q.enabled {
+            return None;
+        }
+        let sub = &self.subsystems[q.subsys as usize];
         let n = &sub.cfg.namespaces[sub.ns(sqe.nsid.get())?];
         let slba = sqe.cdw10.get() as u64 | ((sqe.cdw11.get() as u64) << 32);
         let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
@@ -969,8 +1003,12 @@ impl<B: BlockDevice> Core<B> {
     }
 
     /// Execute one command received on queue `q`, its counts folded into the core's figures
-    /// at once (a caller with its own [`IoCounts`] uses [`Core::execute_counted`]).
+    /// at once (a caller with its own [`IoCounts`] uses [`Core::execute_counted`]). For a
+    /// caller holding this one queue at a time: `q`'s [`QueueState::enabled`] is refreshed
+    /// first ([`Core::refresh_queue`]; a transport owning its queues refreshes them when
+    /// [`Core::ctrl_epoch`] moves instead).
     pub fn execute(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64) -> Action {
+        self.refresh_queue(q);
         let mut own = core::mem::take(&mut self.own_io);
         let a = self.execute_counted(q, sqe, data, now_ns, &mut own);
         self.fold_io(&mut own);
@@ -1013,14 +1051,18 @@ impl<B: BlockDevice> Core<B> {
         } else if q.cntlid.is_none() {
             // Nothing but Connect before Connect.
             Action::status(Status::CMD_SEQ_ERROR)
-        } else {
-            // The queue's controller looked up once per command (an I/O command takes its
-            // subsystem from here).
-            match self.q_ctrl(q).filter(|c| c.enabled()).map(|c| c.subsys) {
-                None => Action::status(Status::CMD_SEQ_ERROR),
-                Some(_) if q.qid == 0 => self.exec_admin(q, sqe, data),
-                Some(subsys) => self.exec_io(q, sqe, data, subsys, counts),
+        } else if q.qid != 0 {
+            // An I/O command: the queue carries its controller's state and subsystem (no
+            // controller table lookup).
+            if q.enabled {
+                self.exec_io(q, sqe, data, q.subsys as usize, counts)
+            } else {
+                Action::status(Status::CMD_SEQ_ERROR)
             }
+        } else if self.q_ctrl(q).is_some_and(|c| c.enabled()) {
+            self.exec_admin(q, sqe, data)
+        } else {
+            Action::status(Status::CMD_SEQ_ERROR)
         };
         if let Action::Respond { status, .. } = a {
             if !status.is_success() {

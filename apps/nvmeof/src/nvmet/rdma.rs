@@ -408,6 +408,9 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// turn (`release_pending`), so a completion later in the batch still finds its group.
     in_poll: bool,
     release_pending: bool,
+    /// [`Core::ctrl_epoch`] when the queues' [`super::QueueState::enabled`] were last refreshed
+    /// ([`RdmaTarget::refresh_enabled`]).
+    ctrl_epoch: u32,
     /// Rung by a group that put something on its ring to the owner (every group holds a
     /// clone); lowered by [`RdmaTarget::drain_gone`]: one look per `poll`, not one per group.
     gone_bell: Bell,
@@ -456,6 +459,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             ends: Vec::new(),
             in_poll: false,
             release_pending: false,
+            ctrl_epoch: 0,
             gone_bell: Bell::new(),
             replace_pending: false,
             group_totals: Vec::new(),
@@ -671,6 +675,21 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub fn queue_data_path(&mut self, qpn: Qpn) -> Option<&mut V::Group> {
         let gi = self.all_conns().find(|(_, c)| c.qpn == qpn)?.0.g;
         Some(&mut self.groups.get_mut(gi)?.rings)
+    }
+
+    /// A controller stopped being enabled since the last look ([`Core::ctrl_epoch`] moved):
+    /// clear the flag of its I/O queues, in every group, before any of them executes another
+    /// command. Slow path: the owner calls it after whatever may disable a controller (an
+    /// admin or Fabrics command, a queue closed, a controller deleted).
+    pub(super) fn refresh_enabled(&mut self) {
+        let epoch = self.core.ctrl_epoch();
+        if epoch == self.ctrl_epoch {
+            return;
+        }
+        self.ctrl_epoch = epoch;
+        for g in self.groups.iter_mut() {
+            g.refresh_enabled(&self.core);
+        }
     }
 
     /// Fold every live I/O queue's counters ([`super::QueueCounters`]: keep-alive time,

@@ -394,6 +394,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 self.reset_io_queues(verbs, id);
             }
         }
+        // A Property Set may have reset or shut the controller down: its I/O queues stop
+        // executing I/O (those a reset did not close: a full reset list, commands at the store).
+        self.refresh_enabled();
     }
 }
 

@@ -444,6 +444,16 @@ impl<V: GroupVerbs> OwnerEnds<V> {
 }
 
 impl<V: GroupVerbs> PollGroup<V> {
+    /// Clear [`crate::nvmet::QueueState::enabled`] of each of the group's I/O queues (draining ones too: a
+    /// fetched Write may still come to execute) whose controller is gone or no longer enabled
+    /// ([`Core::refresh_queue`]). Slow path.
+    #[cold]
+    pub(super) fn refresh_enabled<B: blockdev::BlockDevice>(&mut self, core: &crate::nvmet::Core<B>) {
+        for c in self.conns[..self.hi].iter_mut().flatten() {
+            core.refresh_queue(&mut c.q);
+        }
+    }
+
     /// Group `gi`, for up to `max_queues` queues of up to `sq` send WRs and `depth` slots
     /// each, with `bufs` receive buffers of `buf_len` bytes, all posted; the SRQ limit armed
     /// at `limit`.

@@ -228,6 +228,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if let Some(g) = self.groups.get_mut(ci.g) {
             g.owner_due = g.forwarded.is_some();
         }
+        self.refresh_enabled();
     }
 }
 
@@ -275,6 +276,10 @@ impl TurnShared {
                     }
                 }
                 g.closed_ctrl(id);
+                // Its controller is freed: the group's queues of it (closing, some with
+                // commands still to finish) execute no more I/O; the other groups' are
+                // refreshed by the owner (`RdmaTarget::owner_step`).
+                g.refresh_enabled(core);
             }
         }
     }
@@ -384,6 +389,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             Some(ci) => self.teardown(verbs, ci, true),
             None => self.core.remove_ctrl(id),
         }
+        self.refresh_enabled();
     }
 
     /// Unlink subsystem `nqn` from port `portid` ([`Core::unlink_subsystem`]: Connects to it

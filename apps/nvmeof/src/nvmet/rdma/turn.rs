@@ -70,6 +70,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub(super) fn owner_step(&mut self, verbs: &mut V, gi: usize, now_ns: u64) {
         loop {
             self.close_ctrls_elsewhere(gi);
+            // The turn may have freed a controller (its admin queue closed).
+            self.refresh_enabled();
             let Some(g) = self.groups.get_mut(gi) else { return };
             g.owner_due = false;
             let Some((i, s)) = g.forwarded.take() else { return };
