@@ -120,12 +120,24 @@ impl TurnShared {
         };
         // A staged Write (`on_action`): copied into namespace memory once no zero-copy
         // transfer there overlaps it (a Read being sent from it would carry a torn block).
+        // The store places it at any time until it completes: its blocks are claimed as a
+        // write's until its response's completion, so a zero-copy Read waits for it.
         let w = match w.direct_buf() {
             Some(ns) => {
-                if self.inflight.overlaps(ns.paddr(), ns.paddr() + ns.len() as u64, false, ci.g) {
+                let (start, end) = (ns.paddr(), ns.paddr() + ns.len() as u64);
+                if self.inflight.overlaps(start, end, false, ci.g) {
                     g.hold(ci.i, s, Resume::Place);
                     return;
                 }
+                let Some(r) = self.inflight.insert(start, end, true, ci, gen) else {
+                    // Cannot happen (see `SubmittedDirect`): the command fails, memory untouched.
+                    g.io.range_overflow += 1;
+                    let (q, cid, nsid, t0) = (c.q, slot.sqe.cid.get(), slot.sqe.nsid.get(), slot.t0);
+                    core.record_error(&q, cid, Status::INTERNAL, nsid);
+                    self.respond(core, g, ci, s, Status::INTERNAL, 0, 0, t0);
+                    return;
+                };
+                slot.range = r;
                 PendingWrite { direct: false, ..w }
             }
             None => w,
