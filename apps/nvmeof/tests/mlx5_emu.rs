@@ -243,8 +243,9 @@ fn keyed_write_host(depth: u16) -> (World, Node, Host<V>) {
 
 /// Keyed-SGL Writes land straight in namespace memory (no CPU copy), and commands touching
 /// the same blocks while such a Write's RDMA READ is in flight are ordered after it: a Read
-/// sent with it returns the new data whole, a second Write sent with it is held and lands
-/// last, its retry ringing a doorbell of its own (`held_retry_doorbells`).
+/// sent with it is held and returns the new data whole, its retry ringing a doorbell of its
+/// own (`held_retry_doorbells`); a second Write sent with it on the same queue is not held
+/// (its READ follows the first on the same QP, whose data is placed first) and lands last.
 #[test]
 fn zero_copy_writes_are_ordered_with_overlapping_commands() {
     let (mut w, mut h, mut host) = keyed_write_host(8);
@@ -268,21 +269,45 @@ fn zero_copy_writes_are_ordered_with_overlapping_commands() {
     let mut got = vec![0u8; 4096];
     buf.read(off, &mut got);
     assert!(got.iter().all(|&b| b == 0xC1), "the read returned the new data whole");
-    // Two Writes of the same blocks (0xD2 then 0xE3, overlapping by half), sent together.
+    // Two Writes of the same blocks (0xD2 then 0xE3, overlapping by half), sent together on
+    // one queue.
     let (w1, w2) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
     fill(&mut host, w1, 0xD2);
     fill(&mut host, w2, 0xE3);
     host.submit(&mut h.v, 1, w1, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
     host.submit(&mut h.v, 1, w2, IoKind::Write, 1, lba + 4, 8, w.clock.now_ns()).unwrap();
     wait_done(&mut w, &mut h, &mut host, 2);
-    assert_eq!(w.target.stats().held_writes - held_w0, 1, "the second write waited for the first");
+    assert_eq!(w.target.stats().held_writes - held_w0, 0, "the second write posted behind the first on its QP");
     let got = ns_block4k(&mut w, lba);
     assert!(got[..2048].iter().all(|&b| b == 0xD2) && got[2048..].iter().all(|&b| b == 0xE3), "the later write landed last");
     assert_eq!(w.target.stats().direct_writes - direct0, 3, "every keyed write went straight to namespace memory");
     assert_eq!(ns_of(&mut w).copied_bytes, copied0, "no CPU copy");
-    // Each held command ran in the turn that polled the earlier Write's response completion,
+    // The held Read ran in the turn that polled the earlier Write's response completion,
     // which had nothing else for the queue: a doorbell of its own, counted by that cause.
-    assert_eq!(w.target.stats().held_retry_doorbells - retry_db0, 2, "a doorbell per held command's retry");
+    assert_eq!(w.target.stats().held_retry_doorbells - retry_db0, 1, "a doorbell for the held read's retry");
+}
+
+/// Two keyed-SGL Writes of the same blocks on two queues (two QPs: no order between their RDMA
+/// READs): the second waits for the first's range to end, then lands last.
+#[test]
+fn zero_copy_writes_of_two_queues_to_the_same_blocks_are_held() {
+    let (mut w, mut h) = setup();
+    let cfg = HostConfig { inline_writes: false, io_queues: 2, ..host_cfg(8) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let lba = 2400;
+    let (direct0, held_w0) = (w.target.stats().direct_writes, w.target.stats().held_writes);
+    let (w1, w2) = (host.alloc_slot(1).unwrap(), host.alloc_slot(2).unwrap());
+    for (q, slot, byte) in [(1, w1, 0x4Du8), (2, w2, 0x7E)] {
+        let (buf, off, _) = host.slot_buf(q, slot);
+        buf.write(off, &[byte; 4096]);
+    }
+    host.submit(&mut h.v, 1, w1, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
+    host.submit(&mut h.v, 2, w2, IoKind::Write, 1, lba + 4, 8, w.clock.now_ns()).unwrap();
+    wait_done(&mut w, &mut h, &mut host, 2);
+    assert_eq!(w.target.stats().held_writes - held_w0, 1, "the other queue's write waited for the first");
+    assert_eq!(w.target.stats().direct_writes - direct0, 2, "both straight to namespace memory");
+    let got = ns_block4k(&mut w, lba);
+    assert!(got[..2048].iter().all(|&b| b == 0x4D) && got[2048..].iter().all(|&b| b == 0x7E), "the later write landed last");
 }
 
 /// 4 KiB blocks over a 1 KiB path MTU: a keyed-SGL Write is fetched into the slot buffer and

@@ -142,17 +142,17 @@ impl TurnShared {
         }
     }
 
-    /// A zero-copy Write: once nothing in flight overlaps its blocks, claim them and RDMA
-    /// READ the host's data straight into namespace memory.
+    /// A zero-copy Write: once nothing in flight overlaps its blocks but its own queue's
+    /// zero-copy Writes (posted before it on the same QP: their data lands first), claim them
+    /// and RDMA READ the host's data straight into namespace memory.
     pub(super) fn fetch_direct<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &c.slots[s as usize];
-        let (addr, len) = (slot.direct_addr, slot.write.map_or(0, |w| w.len()) as u64);
-        if self.inflight.overlaps(addr, addr + len, false, ci.g) {
+        let (addr, len, gen) = (slot.direct_addr, slot.write.map_or(0, |w| w.len()) as u64, c.gen);
+        if self.inflight.write_waits(addr, addr + len, ci, gen) {
             g.hold(ci.i, s, Resume::Fetch);
             return;
         }
-        let gen = c.gen;
         let lkey = self.ns_lkey(addr);
         let range = self.inflight.insert(addr, addr + len, true, ci, gen);
         let slot = &mut c.slots[s as usize];

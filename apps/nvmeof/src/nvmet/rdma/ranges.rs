@@ -1,13 +1,17 @@
 //! Namespace memory the adapter is moving data through right now: zero-copy reads whose
 //! RDMA WRITE is being sent from it and zero-copy writes whose RDMA READ is landing in it.
 //! Commands that touch the same bytes are ordered by it: a write waits for every range it
-//! overlaps, a read waits for overlapping writes.
+//! overlaps except zero-copy writes of its own queue (their RDMA READs, on the same QP, place
+//! their data in the order they were posted, the InfiniBand ordering rules for one QP, so the
+//! later one lands last), a read waits for overlapping writes.
 //!
 //! Overlap is told by stripe: namespace memory is cut into 4 KiB stripes ([`STRIPE_SHIFT`]),
 //! and a fixed table of counters, reached by the stripe number's low bits, counts the ranges
 //! (and the writes among them) that touch each stripe. A check reads the counters of the
 //! stripes its range touches (one for an aligned 4 KiB I/O): no search over what is in
-//! flight. It is conservative: ranges that share a stripe, or whose stripes share a counter
+//! flight. A stripe also keeps the queue of its first write and how many of its writes are
+//! that queue's (the count is exact while that queue is kept, which changes only when the
+//! stripe has no write left), so "only this queue's writes here" is one compare per stripe. It is conservative: ranges that share a stripe, or whose stripes share a counter
 //! (64 MiB apart, [`STRIPES`] stripes), are ordered as if they overlapped, which is never
 //! wrong, only a wait that exact bounds would not make. Entries live in a slab (stable ids,
 //! carried in the work request that ends them); insert and remove are O(stripes touched).
@@ -49,27 +53,35 @@ struct Range {
     count: u32,
     write: bool,
     live: bool,
-    /// Owner queue (group, index in it, generation): a stale id from a gone queue removes
-    /// nothing.
+    /// Owner queue: a stale id from a gone queue removes nothing.
+    owner: Owner,
+}
+
+/// Ranges touching one stripe counter: all of them, the writes among them, and how many of
+/// those are queue `writer`'s (the queue of the write that found the stripe without one). A
+/// range counts at most once per counter (it visits at most [`STRIPES`] of them), and there
+/// are fewer than 2^16 ranges, so no count overflows.
+#[derive(Debug, Clone, Copy, Default)]
+struct Stripe {
+    all: u16,
+    writes: u16,
+    own: u16,
+    writer: Owner,
+}
+
+/// A queue as the stripes name it: poll group, index in it, generation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Owner {
     group: u16,
     conn: u16,
     gen: u16,
 }
 
-impl Range {
+impl Owner {
     #[inline(always)]
-    fn owned_by(&self, q: QueueAt, gen: u16) -> bool {
-        self.conn == q.i as u16 && self.group == q.g as u16 && self.gen == gen
+    fn of(q: QueueAt, gen: u16) -> Owner {
+        Owner { group: q.g as u16, conn: q.i as u16, gen }
     }
-}
-
-/// Ranges touching one stripe counter: all of them, and the writes among them. A range
-/// counts at most once per counter (it visits at most [`STRIPES`] of them), and there are
-/// fewer than 2^16 ranges, so neither count overflows.
-#[derive(Debug, Clone, Copy, Default)]
-struct Stripe {
-    all: u16,
-    writes: u16,
 }
 
 /// The stripes `[start, end)` touches, as (first stripe number, how many): none for an empty
@@ -101,7 +113,7 @@ impl InFlight {
     /// Room for `n` ranges (at most `u16::MAX - 1`), reserved now: no allocation later.
     pub(super) fn with_capacity(n: usize) -> InFlight {
         let n = n.min(u16::MAX as usize - 1);
-        let free_range = Range { first: 0, count: 0, write: false, live: false, group: 0, conn: 0, gen: 0 };
+        let free_range = Range { first: 0, count: 0, write: false, live: false, owner: Owner::default() };
         let stripes: Box<[Stripe]> = alloc::vec![Stripe::default(); STRIPES].into_boxed_slice();
         InFlight {
             slab: alloc::vec![free_range; n],
@@ -137,12 +149,32 @@ impl InFlight {
         })
     }
 
+    /// Whether a zero-copy Write of queue (`q`, `gen`) to `[start, end)` must wait: whether a
+    /// stripe it touches is counted for anything but that queue's own zero-copy writes (a
+    /// read being sent, another queue's write). Those it may follow on its QP: their data is
+    /// placed first. Under the test-only mutation, as [`Self::overlaps`] (any range).
+    #[inline]
+    pub(super) fn write_waits(&self, start: u64, end: u64, q: QueueAt, gen: u16) -> bool {
+        if self.live == 0 {
+            return false;
+        }
+        if cfg!(feature = "sim-mutation-cross-group") {
+            return self.overlaps_in_group(start, end, false, q.g);
+        }
+        let me = Owner::of(q, gen);
+        let (first, count) = span(start, end);
+        (0..count).any(|k| {
+            let s = self.stripes[counter(first, k)];
+            s.all != 0 && !(s.all == s.own && s.writer == me)
+        })
+    }
+
     /// The test-only mutation's check (feature `sim-mutation-cross-group`; compiled away
     /// without it): group `group`'s own ranges only, by a pass over the slab.
     #[cold]
     fn overlaps_in_group(&self, start: u64, end: u64, writes_only: bool, group: usize) -> bool {
         let (first, count) = span(start, end);
-        self.slab.iter().any(|r| r.live && r.group as usize == group && (r.write || !writes_only) && r.count > 0 && count > 0 && r.first < first + count as u64 && first < r.first + r.count as u64)
+        self.slab.iter().any(|r| r.live && r.owner.group as usize == group && (r.write || !writes_only) && r.count > 0 && count > 0 && r.first < first + count as u64 && first < r.first + r.count as u64)
     }
 
     /// Track `[start, end)`; `None` when full (cannot happen with the capacity the target reserves).
@@ -150,11 +182,18 @@ impl InFlight {
     pub(super) fn insert(&mut self, start: u64, end: u64, write: bool, q: QueueAt, gen: u16) -> Option<RangeId> {
         let i = self.free.pop()?;
         let (first, count) = span(start, end);
-        self.slab[i as usize] = Range { first, count, write, live: true, group: q.g as u16, conn: q.i as u16, gen };
+        let owner = Owner::of(q, gen);
+        self.slab[i as usize] = Range { first, count, write, live: true, owner };
         for k in 0..count {
             let s = &mut self.stripes[counter(first, k)];
             s.all += 1;
-            s.writes += write as u16;
+            if write {
+                if s.writes == 0 {
+                    s.writer = owner;
+                }
+                s.writes += 1;
+                s.own += (s.writer == owner) as u16;
+            }
         }
         self.live += 1;
         self.writes += write as u32;
@@ -166,15 +205,18 @@ impl InFlight {
     #[inline(always)]
     pub(super) fn remove(&mut self, id: RangeId, q: QueueAt, gen: u16) {
         let Some(r) = self.slab.get_mut(id.0 as usize) else { return };
-        if !r.live || !r.owned_by(q, gen) {
+        if !r.live || r.owner != Owner::of(q, gen) {
             return;
         }
         r.live = false;
-        let (first, count, write) = (r.first, r.count, r.write);
+        let (first, count, write, owner) = (r.first, r.count, r.write, r.owner);
         for k in 0..count {
             let s = &mut self.stripes[counter(first, k)];
             s.all -= 1;
-            s.writes -= write as u16;
+            if write {
+                s.writes -= 1;
+                s.own -= (s.writer == owner) as u16;
+            }
         }
         self.live -= 1;
         self.writes -= write as u32;
@@ -234,6 +276,35 @@ mod tests {
         assert!(f.overlaps(7 * P, 7 * P + 1, false, 0) && !f.overlaps(7 * P, 7 * P + 1, true, 0));
         f.remove(big, q0, 0);
         f.remove(a, q0, 0);
-        assert!(f.is_empty() && f.stripes.iter().all(|s| s.all == 0 && s.writes == 0));
+        assert!(f.is_empty() && f.stripes.iter().all(|s| s.all == 0 && s.writes == 0 && s.own == 0));
+    }
+
+    /// A Write may follow only its own queue's writes: not a read, not another queue's write
+    /// (nor a gone generation's), and once the stripe's first writer is gone, a later queue's
+    /// lone write is told correctly again only when the stripe has no write left.
+    #[test]
+    fn a_write_follows_only_its_own_queues_writes() {
+        let (a, b) = (QueueAt { g: 0, i: 1 }, QueueAt { g: 1, i: 1 });
+        let mut f = InFlight::with_capacity(8);
+        assert!(!f.write_waits(0, P, a, 3));
+        let w1 = f.insert(0, P, true, a, 3).unwrap();
+        let w2 = f.insert(0, P, true, a, 3).unwrap();
+        assert!(!f.write_waits(0, P, a, 3), "own writes only");
+        assert!(f.write_waits(0, P, a, 4) && f.write_waits(0, P, b, 3), "another generation, another queue");
+        assert!(!f.write_waits(0, 2 * P, a, 3) && f.write_waits(P / 2, 3 * P, b, 3));
+        let r = f.insert(0, 1, false, a, 3).unwrap();
+        assert!(f.write_waits(0, P, a, 3), "a read being sent");
+        f.remove(r, a, 3);
+        let wb = f.insert(0, P, true, b, 3).unwrap();
+        assert!(f.write_waits(0, P, a, 3) && f.write_waits(0, P, b, 3), "writes of two queues");
+        f.remove(w1, a, 3);
+        f.remove(w2, a, 3);
+        assert!(f.write_waits(0, P, b, 3), "conservative: b's lone write, a was the stripe's writer");
+        f.remove(wb, b, 3);
+        let wb = f.insert(0, P, true, b, 3).unwrap();
+        assert!(!f.write_waits(0, P, b, 3) && f.write_waits(0, P, a, 3));
+        f.remove_queue(b, 3);
+        assert!(f.is_empty() && f.stripes.iter().all(|s| s.all == 0 && s.writes == 0 && s.own == 0));
+        let _ = wb;
     }
 }
