@@ -93,6 +93,9 @@ fn render(a: &NvmeofArgs) -> String {
     for b in &a.bounds {
         w.push(format!("{}={}", b.name(), b.value));
     }
+    if let Some(v) = a.verify {
+        w.push(format!("nvmf.verify={},threads={}", v.count, if v.threads { "on" } else { "off" }));
+    }
     w.join(" ")
 }
 
