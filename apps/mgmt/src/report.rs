@@ -45,7 +45,7 @@ pub fn target_metrics<V: GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, svc
     let (c, t, s, b, a) = (svc.target.core_stats(), svc.target.stats(), svc.stats, core.bound_stats(), core.auth.stats);
     e.single("nvmf_connections", Kind::Gauge, "RDMA queues (connections) open now.", svc.connections());
     e.single("nvmf_controllers", Kind::Gauge, "Controllers live now.", core.live_ctrls());
-    e.single("nvmf_in_flight", Kind::Gauge, "Block I/Os submitted to namespaces and not yet completed.", core.block_inflight_count());
+    e.single("nvmf_in_flight", Kind::Gauge, "Block I/Os submitted to namespaces (their stores and the poll groups' handles) and not yet completed.", svc.target.block_inflight_count());
     e.single("nvmf_controllers_created_total", Kind::Counter, "Controllers created (admitted Connect on an admin queue).", c.ctrls_created);
     e.single("nvmf_commands_total", Kind::Counter, "NVMe commands executed (admin and I/O).", c.commands);
     e.single("nvmf_command_errors_total", Kind::Counter, "Commands completed with an error status.", c.errors);
@@ -211,7 +211,7 @@ fn per_namespace<V: GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvme
         "Per namespace: time from handing an I/O to the namespace's store to its completion (the drive's latency as the target sees it).",
     );
     for (nqn, nsid, n) in &ids {
-        if let Some(h) = n.device_latency {
+        if let Some(h) = &n.device_latency {
             let (buckets, sum_s) = cumulative_s(h);
             f.histogram(&[("subnqn", *nqn), ("nsid", nsid.as_str())], LATENCY_BOUNDS_S.iter().copied().zip(buckets), sum_s, h.count());
         }

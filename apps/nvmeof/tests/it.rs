@@ -12,6 +12,7 @@ mod bounds;
 mod connect_failures;
 mod controllers;
 mod durable;
+mod group_io;
 mod host_threads;
 mod hostile;
 mod loopback;

@@ -438,7 +438,7 @@ fn device_latency_is_timed_per_namespace() {
     let ns: Vec<_> = w.target.namespace_stats().collect();
     // Every namespace is timed; every Read and Write went to its store through the table
     // (and the verified I/O above shows the tags mapped back).
-    let timed: u64 = ns.iter().map(|n| n.device_latency.expect("timed").count()).sum();
+    let timed: u64 = ns.iter().map(|n| n.device_latency.as_ref().expect("timed").count()).sum();
     assert_eq!(timed, c.reads + c.writes);
     assert!(timed >= 400);
     let per_ns: u64 = ns.iter().map(|n| n.stats.reads + n.stats.writes).sum();

@@ -41,8 +41,8 @@ struct Snap {
 fn snap(w: &mut World) -> Snap {
     let c = w.t.cx.counters();
     let st = w.target.stats();
-    let ns = ns_of(w);
-    Snap { mmio: c.mmio_writes, sq_db: c.sq_doorbells, responses: st.responses, target_copy: st.io_copy_bytes, ns_copy: ns.copied_bytes, zero_copy: ns.zero_copy, doorbells: st.send_doorbells, retry_doorbells: st.held_retry_doorbells, held: st.held_writes + st.held_reads }
+    let (zero_copy, ns_copy) = ns_copies(w);
+    Snap { mmio: c.mmio_writes, sq_db: c.sq_doorbells, responses: st.responses, target_copy: st.io_copy_bytes, ns_copy, zero_copy, doorbells: st.send_doorbells, retry_doorbells: st.held_retry_doorbells, held: st.held_writes + st.held_reads }
 }
 
 /// 4 KiB random I/O (`pattern`) at `qd`; prints the figures; returns (MMIO writes per I/O,
@@ -118,9 +118,9 @@ fn measure_target_over_mlx5_and_emulated_connectx() {
     let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
     assert_eq!(host.io_queues().0, 1);
     assert!(w.target.register_namespaces(&mut w.t.v), "namespace memory registered at the I/O queue's accept");
-    let zc0 = ns_of(&mut w).zero_copy;
+    let zc0 = ns_copies(&mut w).0;
     verified(&mut w, &mut h, &mut host, 64);
-    assert!(ns_of(&mut w).zero_copy - zc0 >= 64, "reads served from namespace memory");
+    assert!(ns_copies(&mut w).0 - zc0 >= 64, "reads served from namespace memory");
 
     let n1: u64 = std::env::var("NVMEOF_EMU_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
     let (db1, copied1) = measure(&mut w, &mut h, &mut host, Pattern::RandRead, 1, n1, "");
@@ -254,7 +254,7 @@ fn zero_copy_writes_are_ordered_with_overlapping_commands() {
         let (buf, off, _) = host.slot_buf(1, slot);
         buf.write(off, &[byte; 4096]);
     };
-    let copied0 = ns_of(&mut w).copied_bytes;
+    let copied0 = ns_copies(&mut w).1;
     let (direct0, held_r0, held_w0) = (w.target.stats().direct_writes, w.target.stats().held_reads, w.target.stats().held_writes);
     let retry_db0 = w.target.stats().held_retry_doorbells;
     // A Write of 0xC1 and a Read of the same blocks, sent together.
@@ -281,7 +281,7 @@ fn zero_copy_writes_are_ordered_with_overlapping_commands() {
     let got = ns_block4k(&mut w, lba);
     assert!(got[..2048].iter().all(|&b| b == 0xD2) && got[2048..].iter().all(|&b| b == 0xE3), "the later write landed last");
     assert_eq!(w.target.stats().direct_writes - direct0, 3, "every keyed write went straight to namespace memory");
-    assert_eq!(ns_of(&mut w).copied_bytes, copied0, "no CPU copy");
+    assert_eq!(ns_copies(&mut w).1, copied0, "no CPU copy");
     // The held Read ran in the turn that polled the earlier Write's response completion,
     // which had nothing else for the queue: a doorbell of its own, counted by that cause.
     assert_eq!(w.target.stats().held_retry_doorbells - retry_db0, 1, "a doorbell for the held read's retry");
@@ -324,7 +324,7 @@ fn writes_of_blocks_larger_than_the_path_mtu_are_staged_and_land_whole() {
         let cfg = HostConfig { inline_writes: false, ..host_cfg(8) };
         let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
         let lba = 10;
-        let (copied0, direct0, staged0) = (ns_of(&mut w).copied_bytes, w.target.stats().direct_writes, w.target.stats().staged_writes);
+        let (copied0, direct0, staged0) = (ns_copies(&mut w).1, w.target.stats().direct_writes, w.target.stats().staged_writes);
         let (wr, r) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
         for (round, byte) in [0xA7u8, 0x3C].into_iter().enumerate() {
             let (buf, off, _) = host.slot_buf(1, wr);
@@ -347,7 +347,7 @@ fn writes_of_blocks_larger_than_the_path_mtu_are_staged_and_land_whole() {
         }
         let s = w.target.stats();
         assert_eq!((s.staged_writes - staged0, s.direct_writes - direct0), if staged { (2, 0) } else { (0, 2) }, "mtu {mtu}");
-        let copied = ns_of(&mut w).copied_bytes - copied0;
+        let copied = ns_copies(&mut w).1 - copied0;
         assert_eq!(copied, if staged { 2 * 8192 } else { 0 }, "mtu {mtu}: bytes copied");
     }
 }
@@ -372,15 +372,7 @@ impl SlowWrites {
 }
 
 impl BlockDevice for SlowWrites {
-    fn block_size(&self) -> u32 {
-        self.ram.block_size()
-    }
-    fn num_blocks(&self) -> u64 {
-        self.ram.num_blocks()
-    }
-    fn max_transfer_blocks(&self) -> u32 {
-        self.ram.max_transfer_blocks()
-    }
+    ram_geometry!();
     fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
         if self.hold && io.op == BlockOp::Write {
             blockdev::check_io(io, self.block_size(), self.num_blocks(), self.max_transfer_blocks())?;

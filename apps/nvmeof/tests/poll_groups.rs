@@ -24,7 +24,7 @@ use emu_pair::*;
 /// the I/Os completed so far and may name a queue to give up on (its outstanding I/Os are
 /// dropped, nothing more is sent on it). Returns the I/Os completed.
 #[allow(clippy::too_many_arguments)]
-fn verified_spread(w: &mut World, h: &mut Node, host: &mut Host<V>, queues: &[u16], n: usize, qd: usize, seed: u64, mut on_turn: impl FnMut(&mut World, usize) -> Option<u16>) -> usize {
+pub(crate) fn verified_spread<B: blockdev::BlockDevice>(w: &mut World<B>, h: &mut Node, host: &mut Host<V>, queues: &[u16], n: usize, qd: usize, seed: u64, mut on_turn: impl FnMut(&mut World<B>, usize) -> Option<u16>) -> usize {
     let mut queues = queues.to_vec();
     let mut rng = Rng::new(seed);
     // Distinct blocks: I/O `i` uses block i * stride + a random offset below the stride.

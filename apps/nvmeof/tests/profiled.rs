@@ -60,12 +60,12 @@ mod mlx5_emu {
         let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
         let pattern = if write { Pattern::RandWrite } else { Pattern::RandRead };
         let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 3, threads: false };
-        let (zc0, db0) = (ns_of(&mut w).zero_copy, w.t.cx.counters().sq_doorbells);
+        let (zc0, db0) = (ns_copies(&mut w).0, w.t.cx.counters().sq_doorbells);
         let r = host.bench(&mut h.v, &mut w, 1, &bc).unwrap();
         let db = w.t.cx.counters().sq_doorbells - db0;
         assert_eq!((r.ios, r.errors), (n, 0));
         if !write {
-            assert_eq!(ns_of(&mut w).zero_copy - zc0, n, "every read zero-copy");
+            assert_eq!(ns_copies(&mut w).0 - zc0, n, "every read zero-copy");
         }
         // Target send doorbells (a run's own figure; the bench's doorbell lines are
         // `mlx5_emu::measure_target`'s).

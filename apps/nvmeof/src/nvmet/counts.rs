@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 
 use blockdev::BlockDevice;
 
-use super::{Core, CoreStats, NsReport, NsStats, SubsysStats};
+use super::{Core, CoreStats, GroupIo, NsReport, NsStats, SubsysStats};
 
 impl NsStats {
     /// Add `o`'s counts (not its `failed`, which is the core's alone).
@@ -118,25 +118,19 @@ impl<B: BlockDevice> Core<B> {
     }
     /// Every namespace with its counters as folded so far (slow path: the metrics endpoint).
     pub fn namespace_stats(&self) -> alloc::vec::IntoIter<NsReport<'_>> {
-        self.namespace_stats_plus(&[]).into_iter()
+        self.namespace_stats_plus(&[], &[]).into_iter()
     }
-    /// Every namespace with its counters, the executors' counts `extra` added. Slow path.
-    pub fn namespace_stats_plus(&self, extra: &[&IoCounts]) -> Vec<NsReport<'_>> {
+    /// Every namespace with its counters, the executors' counts `extra` added, and its device
+    /// latency with the poll groups' handles' (`ios`) merged in. Slow path.
+    pub fn namespace_stats_plus(&self, extra: &[&IoCounts], ios: &[&GroupIo<B>]) -> Vec<NsReport<'_>> {
         self.subsystems
             .iter()
             .flat_map(|s| {
-                s.cfg.namespaces.iter().zip(&s.ns_stats).zip(&s.ns_lat).enumerate().map(move |(i, ((n, st), lat))| NsReport {
-                    subnqn: s.cfg.nqn.as_str(),
-                    nsid: n.nsid,
-                    volatile_write_cache: n.dev.volatile_write_cache(),
-                    stats: {
-                        let mut st = *st;
-                        st.add_counts(&Self::extra_ns(extra, s.ns_base + i));
-                        st
-                    },
-                    dev: n.dev.counters(),
-                    device_latency: lat.as_ref().map(|l| &*l.hist),
-                    in_flight: lat.as_ref().map(|l| l.outstanding()),
+                s.cfg.namespaces.iter().zip(&s.ns_stats).zip(&s.ns_lat).enumerate().map(move |(i, ((n, st), lat))| {
+                    let (device_latency, in_flight) = Self::folded_latency(lat.as_ref(), ios, s.ns_base + i);
+                    let mut stats = *st;
+                    stats.add_counts(&Self::extra_ns(extra, s.ns_base + i));
+                    NsReport { subnqn: s.cfg.nqn.as_str(), nsid: n.nsid, volatile_write_cache: n.dev.volatile_write_cache(), stats, dev: n.dev.counters(), device_latency, in_flight }
                 })
             })
             .collect()

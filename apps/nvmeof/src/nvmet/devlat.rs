@@ -9,7 +9,7 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-use blockdev::{BlockDevice, BlockError, BlockIo};
+use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo};
 
 use crate::bench::Histogram;
 
@@ -86,6 +86,25 @@ pub fn submit<B: BlockDevice>(dev: &mut B, lat: Option<&mut DevLatency>, io: &Bl
         Some(l) => l.submit(dev, io),
         None => dev.submit(io),
     }
+}
+
+/// Poll `dev` into `done` (at most its length), each completion's tag mapped back through the
+/// namespace's table when it has one (a stray dropped), handed to `f` with its status.
+/// Returns how many the store reported.
+#[inline(always)]
+pub(super) fn poll<B: BlockDevice>(dev: &mut B, mut lat: Option<&mut DevLatency>, done: &mut [BlockDone], f: &mut impl FnMut(u64, crate::wire::Status)) -> usize {
+    let k = dev.poll(done).min(done.len());
+    for d in &done[..k] {
+        let tag = match lat.as_deref_mut() {
+            Some(l) => match l.complete(d.tag) {
+                Some(t) => t,
+                None => continue,
+            },
+            None => d.tag,
+        };
+        f(tag, super::block_result_status(d.result));
+    }
+    k
 }
 
 #[cfg(test)]

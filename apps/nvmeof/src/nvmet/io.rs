@@ -4,9 +4,9 @@
 //! anything reaches the store. Facts: NVM Command Set 1.0 §3 (I/O commands).
 //!
 //! The decode, checks and submission of one command on one namespace are [`exec_ns`], over
-//! the namespace's store given as any [`BlockDevice`] (the core's store today; a poll
-//! group's own I/O handle on the same blocks is the same code), with what it needs beyond
-//! the store in [`NsAt`].
+//! the namespace's store given as any [`BlockDevice`] (the core's store, or a poll group's
+//! own I/O handle on the same blocks, `group_io`), with what it needs beyond the store in
+//! [`NsAt`].
 
 use blockdev::BlockDevice;
 use zerocopy::FromBytes;

@@ -14,6 +14,7 @@ mod connect;
 mod counts;
 pub mod devlat;
 mod fabrics;
+mod group_io;
 mod identify;
 mod io;
 mod ports;
@@ -34,6 +35,7 @@ use zerocopy::byteorder::little_endian::{U16, U32, U64, U128};
 use crate::wire::*;
 use cntlid::CntlidGen;
 pub use counts::IoCounts;
+pub use group_io::GroupIo;
 pub use limits::{Bound, BoundStats, Limits};
 use limits::BoundLog;
 
@@ -410,7 +412,7 @@ pub struct NsStats {
 }
 
 /// One namespace as the metrics endpoint reports it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct NsReport<'a> {
     pub subnqn: &'a str,
     pub nsid: u32,
@@ -419,10 +421,11 @@ pub struct NsReport<'a> {
     pub stats: NsStats,
     /// The store's own counters (flushes the drive was given and completed).
     pub dev: blockdev::DevCounters,
-    /// Submit-to-completion time of the I/O the store was given (nanoseconds of the clock
-    /// given to [`Core::set_device_clock`]); `None` without one.
-    pub device_latency: Option<&'a crate::bench::Histogram>,
-    /// I/Os at the store now (known while timed; `None` without a clock).
+    /// Submit-to-completion time of the I/O the store and the poll groups' handles of it
+    /// were given (nanoseconds of the clock given to [`Core::set_device_clock`]; the groups'
+    /// histograms merged in); `None` without one.
+    pub device_latency: Option<Box<crate::bench::Histogram>>,
+    /// I/Os at the store and its handles now (known while timed; `None` without a clock).
     pub in_flight: Option<usize>,
 }
 
@@ -505,8 +508,11 @@ pub struct Core<B: BlockDevice> {
     done_buf: [BlockDone; 32],
     /// Reads may use the namespaces' direct memory (the transport registered it).
     direct: bool,
-    /// Block I/Os submitted and not yet reported by `poll_block` (0: nothing to poll).
+    /// Block I/Os submitted and not yet reported by `poll_block` (0: nothing to poll); a poll
+    /// group's I/O on its own handles is counted in its [`GroupIo`], not here.
     inflight: u64,
+    /// The device clock of [`Core::set_device_clock`] (the groups' handles are timed with it).
+    dev_clock: Option<fn() -> u64>,
     /// Controllers reset by the host (CC.EN 1 -> 0) whose I/O queues the transport must drop.
     resets: VecDeque<u16>,
     /// Moves each time a controller stops being enabled (reset, shutdown, freed):
@@ -641,6 +647,7 @@ impl<B: BlockDevice> Core<B> {
             resets: VecDeque::with_capacity(max_ctrls),
             ctrl_epoch: 0,
             inflight: 0,
+            dev_clock: None,
             stats: CoreStats::default(),
             own_io: IoCounts::default(),
             auth,
@@ -869,6 +876,7 @@ impl<B: BlockDevice> Core<B> {
                 *l = Some(devlat::DevLatency::new(clock));
             }
         }
+        self.dev_clock = Some(clock);
         true
     }
 
@@ -922,17 +930,7 @@ impl<B: BlockDevice> Core<B> {
                     if room == 0 {
                         break 'walk;
                     }
-                    let k = n.dev.poll(&mut self.done_buf[..room]).min(room);
-                    for d in &self.done_buf[..k] {
-                        let tag = match lat {
-                            Some(l) => match l.complete(d.tag) {
-                                Some(t) => t,
-                                None => continue,
-                            },
-                            None => d.tag,
-                        };
-                        f(tag, block_result_status(d.result));
-                    }
+                    let k = devlat::poll(&mut n.dev, lat.as_mut(), &mut self.done_buf[..room], &mut f);
                     total += k;
                     self.inflight = self.inflight.saturating_sub(k as u64);
                     if k > 0 && !st.failed && n.dev.failed() && newly_failed.push((si, n.nsid)).is_ok() {

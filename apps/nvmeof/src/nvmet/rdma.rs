@@ -36,6 +36,7 @@ mod admit;
 mod data;
 mod dispatch;
 mod group;
+mod handles;
 mod handoff;
 mod lifecycle;
 mod ranges;
@@ -400,7 +401,7 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     shared: TurnShared,
     /// Poll groups (created with the first queue, released with the last); how many, the
     /// group the next queue goes to, and each group's SRQ size.
-    groups: Vec<PollGroup<V>>,
+    groups: Vec<PollGroup<V, B>>,
     /// The owner's ends of each group's rings (`ends[g]` for `groups[g]`), held apart from the
     /// group values.
     ends: Vec<OwnerEnds<V>>,
@@ -511,8 +512,29 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
     /// Every namespace with its counters, every live group's counts added (slow path).
     pub fn namespace_stats(&self) -> alloc::vec::IntoIter<NsReport<'_>> {
-        self.core.namespace_stats_plus(&self.group_counts()).into_iter()
+        let ios: Vec<&super::GroupIo<B>> = self.groups.iter().map(|g| &g.nsio).collect();
+        self.core.namespace_stats_plus(&self.group_counts(), &ios).into_iter()
     }
+
+    /// The live poll groups' I/O handles of namespace `nsid` of subsystem `nqn` (slow path:
+    /// reports and tests reading a store's own counters, which each handle keeps for itself).
+    pub fn namespace_handles(&self, nqn: &str, nsid: u32) -> impl Iterator<Item = &B> + '_ {
+        let k = self.core.ns_slot(nqn, nsid);
+        self.groups.iter().filter_map(move |g| g.nsio.handle(k?))
+    }
+
+    /// Whether block I/O is outstanding anywhere: at the core's stores or at a poll group's
+    /// own handles.
+    pub fn block_inflight(&self) -> bool {
+        self.core.block_inflight() || self.groups.iter().any(|g| g.nsio.inflight())
+    }
+
+    /// Block I/Os outstanding at the core's stores and at the poll groups' handles (slow path:
+    /// reports).
+    pub fn block_inflight_count(&self) -> u64 {
+        self.groups.iter().fold(self.core.block_inflight_count(), |n, g| n + g.nsio.inflight_count())
+    }
+
     fn group_counts(&self) -> Vec<&IoCounts> {
         self.groups.iter().map(|g| &g.counts).collect()
     }
@@ -577,6 +599,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         let on = !self.shared.ns_mrs.is_empty();
         self.core.set_direct(on);
+        self.refresh_group_io();
         on
     }
 
@@ -607,6 +630,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// the next `accept` registers again.
     pub fn release_namespaces(&mut self, verbs: &mut V) {
         self.core.set_direct(false);
+        self.refresh_group_io();
         for m in self.shared.ns_mrs.drain(..) {
             for k in m.lkeys {
                 let _ = verbs.dereg_mr(k);
@@ -779,8 +803,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                     self.owner_step(verbs, gi, now_ns);
                 }
             }
-            // Report what this group's capsules finished before the next group submits more
-            // (keeps the devices' completion rings short).
+            // The group's own handles' completions, in its own batch (its commands only).
+            if self.groups[gi].nsio.inflight() {
+                work += self.drain_group_io(verbs, gi);
+            }
+            // Report what this group's capsules finished at the core's stores before the next
+            // group submits more (keeps the devices' completion rings short).
             if n > 0 {
                 work += self.drain_block(verbs, gi);
             }
@@ -802,7 +830,11 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if slow {
             self.next_ka_check_ns = now_ns.saturating_add(SLOW_POLL_NS);
             work += self.check_keep_alive(verbs, now_ns);
-            work += self.core.check_stores();
+            let failed = self.core.check_stores();
+            if failed > 0 {
+                self.refresh_group_io();
+            }
+            work += failed;
             work += self.check_qp_errors(verbs);
             work += self.check_broken_groups();
             work += self.expire_unadmitted(verbs, now_ns);
@@ -901,6 +933,26 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.drain_block_batches(verbs, gi)
     }
 
+    /// The `k` block completions group `gi`'s batch holds (of `n` a poller reported), each
+    /// handed to its command's group (the tag names it: a batch of the core's stores holds
+    /// every group's). Returns `k`.
+    #[inline(always)]
+    fn end_block_batch(&mut self, verbs: &mut V, gi: usize, n: usize, k: usize) -> usize {
+        let Some(g) = self.groups.get_mut(gi) else { return 0 };
+        // The pollers honour the budget; a count beyond it would be a lost completion.
+        g.io.block_done_lost += n.saturating_sub(k) as u64;
+        for i in 0..k {
+            let (tag, st) = self.groups[gi].block_done[i];
+            let gt = WrId::from_raw(tag).group();
+            let Some(g) = self.groups.get_mut(gt) else { continue };
+            self.shared.on_block_done(&mut self.core, g, tag, st);
+            if g.owner_due {
+                self.owner_step(verbs, gt, self.now_ns);
+            }
+        }
+        k
+    }
+
     fn drain_block_batches(&mut self, verbs: &mut V, gi: usize) -> usize {
         let mut work = 0;
         loop {
@@ -914,29 +966,23 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 }
                 continue;
             };
-            let done = &mut g.block_done;
-            let n = self.core.poll_block(BLOCK_BATCH, |tag, st| {
-                if let Some(d) = done.get_mut(k) {
-                    *d = (tag, st);
-                    k += 1;
-                }
-            });
-            // `poll_block` honours the budget; a count beyond it would be a lost completion.
-            g.io.block_done_lost += n.saturating_sub(k) as u64;
-            work += k;
-            for i in 0..k {
-                let (tag, st) = self.groups[gi].block_done[i];
-                // The command's own group (a batch holds every store's completions).
-                let gt = WrId::from_raw(tag).group();
-                let Some(g) = self.groups.get_mut(gt) else { continue };
-                self.shared.on_block_done(&mut self.core, g, tag, st);
-                if g.owner_due {
-                    self.owner_step(verbs, gt, self.now_ns);
-                }
-            }
+            let n = self.core.poll_block(BLOCK_BATCH, into_batch(&mut g.block_done, &mut k));
+            work += self.end_block_batch(verbs, gi, n, k);
             if n < BLOCK_BATCH {
                 return work;
             }
+        }
+    }
+}
+
+/// A poller's callback that puts each block completion into a group's batch `done` (`k` of
+/// them so far), dropping any beyond its room (counted by the caller: `end_block_batch`).
+#[inline(always)]
+fn into_batch<'a>(done: &'a mut [(u64, Status)], k: &'a mut usize) -> impl FnMut(u64, Status) + 'a {
+    move |tag, st| {
+        if let Some(d) = done.get_mut(*k) {
+            *d = (tag, st);
+            *k += 1;
         }
     }
 }

@@ -228,7 +228,7 @@ impl<V: GroupVerbs, B: BlockDevice> TargetService<V, B> {
         // Queues whose commands are still in the block device free their keys when it answers.
         n += self.target.poll(verbs, now_ns);
         n += self.answer_pending(verbs);
-        if self.target.core.block_inflight() {
+        if self.target.block_inflight() {
             return n.max(1);
         }
         self.target.release_namespaces(verbs);

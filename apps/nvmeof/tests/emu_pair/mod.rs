@@ -251,6 +251,35 @@ pub fn ns_of(w: &mut World) -> &mut RamNamespace<SimHal> {
     w.target.core.namespace_dev(SUBNQN, 1).expect("namespace")
 }
 
+/// The namespace's zero-copy I/Os and bytes copied: its store's and the live poll groups'
+/// handles' counts (each handle counts its own I/O).
+pub fn ns_copies(w: &mut World) -> (u64, u64) {
+    let own = ns_of(w);
+    let (mut zc, mut copied) = (own.zero_copy, own.copied_bytes);
+    for h in w.target.namespace_handles(SUBNQN, 1) {
+        zc += h.zero_copy;
+        copied += h.copied_bytes;
+    }
+    (zc, copied)
+}
+
+/// A test store's geometry methods (`BlockDevice::block_size`, `num_blocks`,
+/// `max_transfer_blocks`), those of the `RamNamespace` it wraps in its field `ram`.
+macro_rules! ram_geometry {
+    () => {
+        fn block_size(&self) -> u32 {
+            self.ram.block_size()
+        }
+        fn num_blocks(&self) -> u64 {
+            self.ram.num_blocks()
+        }
+        fn max_transfer_blocks(&self) -> u32 {
+            self.ram.max_transfer_blocks()
+        }
+    };
+}
+pub(crate) use ram_geometry;
+
 /// The byte at offset `i` of the block written at `lba` (verified I/O).
 pub fn pattern(lba: u64, i: usize) -> u8 {
     (lba.wrapping_mul(131) as usize ^ i.wrapping_mul(7)) as u8

@@ -20,7 +20,7 @@ impl TurnShared {
     /// `rc::outstanding_read_limit_respected`; Linux's nvmet-rdma likewise posts its READs
     /// bounded only by send queue room). The send queue has room for a READ per slot
     /// (`sq_depth`).
-    pub(super) fn post_read<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16) {
+    pub(super) fn post_read<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         if let Some(listed) = c.list_turn_write(s) {
             g.has_turn_writes = true;
@@ -43,7 +43,7 @@ impl TurnShared {
     }
 
     /// Write slot `s`'s RDMA READ into its slot buffer (unrung).
-    fn post_slot_read<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16) -> bool {
+    fn post_slot_read<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) -> bool {
         let c = g.conns[ci.i].as_mut().expect("live");
         let Some(Sgl::Keyed { addr, len, key, .. }) = c.slots[s as usize].sgl else { return true };
         c.reads_posted += 1;
@@ -59,7 +59,7 @@ impl TurnShared {
 
     /// Write queue `ci`'s held READs (unrung: the caller's doorbell rings them). False if the
     /// queue was torn down.
-    pub(super) fn post_held_reads<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt) -> bool {
+    pub(super) fn post_held_reads<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt) -> bool {
         let n = g.conns[ci.i].as_ref().map_or(0, |c| c.held_reads.len());
         for i in 0..n {
             let s = g.conns[ci.i].as_ref().expect("live").held_reads[i];
@@ -79,7 +79,7 @@ impl TurnShared {
     /// turn's Writes cost its one doorbell and their READ completions none. The cost: a
     /// response, and every later work request of the queue (e.g. a Read's data and response
     /// of the next turn), waits for all READs before it, not just its own.
-    pub(super) fn answer_turn_writes<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize) {
+    pub(super) fn answer_turn_writes<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize) {
         // Most turns have none (reads): one flag (the caller's), no pass over the queues.
         g.has_turn_writes = false;
         if g.unrung_overflow {
@@ -99,7 +99,7 @@ impl TurnShared {
 
     /// Queue `ci`'s Writes of this turn: first the READs, then the responses, of the same
     /// slots (those `turn_write` takes: one filter for both passes).
-    fn answer_queue_writes<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt) {
+    fn answer_queue_writes<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt) {
         let Some(c) = g.conns[ci.i].as_mut() else { return };
         let n = c.turn_writes.len();
         if n == 0 || c.draining {
@@ -145,7 +145,7 @@ impl TurnShared {
     /// A zero-copy Write: once nothing in flight overlaps its blocks but its own queue's
     /// zero-copy Writes (posted before it on the same QP: their data lands first), claim them
     /// and RDMA READ the host's data straight into namespace memory.
-    pub(super) fn fetch_direct<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16) {
+    pub(super) fn fetch_direct<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &c.slots[s as usize];
         let (addr, len, gen) = (slot.direct_addr, slot.write.map_or(0, |w| w.len()) as u64, c.gen);
@@ -183,7 +183,7 @@ impl TurnShared {
     }
 
     /// RDMA WRITE `src` to the host buffer of slot `s`'s keyed SGL.
-    pub(super) fn post_write<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, src: Sge) -> bool {
+    pub(super) fn post_write<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, src: Sge) -> bool {
         let c = g.conns[ci.i].as_mut().expect("live");
         let Some(wr) = c.write_wr(ci, s, src) else { return true };
         let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
@@ -196,7 +196,7 @@ impl TurnShared {
 
     /// A block completion (`tag`, the store's status `st`) of one of group `g`'s commands
     /// ([`WrId::tag`] names the group: the caller hands that one).
-    pub(super) fn on_block_done<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, tag: u64, st: Status) {
+    pub(super) fn on_block_done<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, tag: u64, st: Status) {
         let id = WrId::from_raw(tag);
         let (ci, gen, s) = (QueueAt { g: id.group(), i: id.conn() }, id.gen(), id.slot());
         let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
@@ -219,7 +219,7 @@ impl TurnShared {
 
     /// Slot `s`'s block I/O is done (its last completion, or the store did it at once,
     /// `Action::ReadyDirect`): a Read's data goes to the host, anything else is answered.
-    pub(super) fn block_done<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16) {
+    pub(super) fn block_done<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &c.slots[s as usize];
         let (status, t0, opcode) = (slot.status, slot.t0, slot.sqe.opcode);
@@ -243,7 +243,7 @@ impl TurnShared {
     /// while a zero-copy Write is still landing in its blocks. Inlined into `block_done`, which
     /// has the queue at hand already (not fetched twice per Read).
     #[inline(always)]
-    pub(super) fn send_read<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16) {
+    pub(super) fn send_read<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
@@ -265,7 +265,7 @@ impl TurnShared {
 
     /// Complete an AER of group `g`'s queue (`tag`, as [`RdmaTarget::execute_owned`] gave the
     /// core) with `dw0`.
-    pub(super) fn complete_aer<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, tag: u64, dw0: u32) {
+    pub(super) fn complete_aer<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, tag: u64, dw0: u32) {
         let id = WrId::from_raw(tag);
         let (ci, gen, cid) = (QueueAt { g: id.group(), i: id.conn() }, id.gen(), id.slot());
         let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
@@ -299,7 +299,7 @@ impl TurnShared {
 
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) fn respond<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
+    pub(super) fn respond<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
         self.respond_fenced(core, g, ci, s, status, dw0, dw1, t0, false, None);
     }
 
@@ -307,7 +307,7 @@ impl TurnShared {
     /// after a Read's RDMA WRITE `write`, the two written by one data-path call) and free the
     /// slot.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn respond_fenced<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64, fence: bool, write: Option<&SendWr>) {
+    pub(super) fn respond_fenced<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64, fence: bool, write: Option<&SendWr>) {
         let c = g.conns[ci.i].as_mut().expect("live");
         let (cid, sgl, range, opcode) = {
             let sl = &c.slots[s as usize];
@@ -375,7 +375,7 @@ impl TurnShared {
     /// buffers its commands gave back re-posted (one batch), then one send doorbell per queue
     /// of the group that had WRs written this turn.
     #[inline]
-    pub(super) fn end_group_turn<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize, now_ns: u64) {
+    pub(super) fn end_group_turn<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize, now_ns: u64) {
         if !g.blocked.is_empty() {
             let listed = g.unrung.len();
             self.run_blocked(core, g, gi, now_ns);
@@ -398,7 +398,7 @@ impl TurnShared {
     }
 
     /// One send doorbell per QP of group `g` (number `gi`) that had WRs written this turn.
-    fn ring_doorbells<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize) {
+    fn ring_doorbells<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize) {
         if core::mem::replace(&mut g.unrung_overflow, false) {
             g.unrung.clear();
             let hi = g.hi;
@@ -412,7 +412,7 @@ impl TurnShared {
         }
     }
 
-    fn ring_one<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt) {
+    fn ring_one<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt) {
         let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
         if !c.unrung {
             return;
@@ -486,7 +486,7 @@ impl<V: GroupVerbs> Conn<V> {
     }
 }
 
-impl<V: GroupVerbs> PollGroup<V> {
+impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     /// Slot `s` of queue `i` is done with its command: back on the queue's free list, its
     /// receive buffer given back to the group (re-posted in this turn's batch).
     #[inline(always)]

@@ -11,7 +11,7 @@ impl TurnShared {
     /// Inlined into the owner's loop over the group's completions, with `on_recv` (as the turn
     /// was before it was handed the group; measured with `scripts/bench-nvmeof`).
     #[inline(always)]
-    pub(super) fn on_completion<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize, k: usize, now_ns: u64) {
+    pub(super) fn on_completion<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize, k: usize, now_ns: u64) {
         let wc = &g.wc[k];
         let (id, status) = (WrId::from_raw(wc.wr_id), wc.status);
         if id.kind() == Some(Kind::Recv) {
@@ -72,7 +72,7 @@ impl TurnShared {
     /// queue is found by QPN, the capsule takes the queue's oldest free slot (which holds the
     /// buffer until answered). Inlined into `on_completion` (as in the turn before).
     #[inline(always)]
-    fn on_recv<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize, b: u16, k: usize, now_ns: u64) {
+    fn on_recv<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize, b: u16, k: usize, now_ns: u64) {
         if !g.has_buf(b) {
             return;
         }
@@ -108,7 +108,7 @@ impl TurnShared {
     /// Slot `s`'s RDMA READ into the slot buffer completed: a Write's data (submit it) or a
     /// payload (execute the command with it). (A zero-copy Write's READ is answered with its
     /// fenced response, `answer_turn_writes`.)
-    pub(super) fn data_in<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, now_ns: u64) {
+    pub(super) fn data_in<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64) {
         let c = g.conns[ci.i].as_mut().expect("live");
         let gen = c.gen;
         let buf = c.data_dma.sub(c.data_off(s), c.xfer).unwrap_or(DmaSlice::EMPTY);
@@ -142,11 +142,16 @@ impl TurnShared {
             }
             None => w,
         };
-        let action = core.write_fetched(&w, buf, block_tag(ci, gen, Kind::Block, s));
+        // On the group's own handle of the namespace (the core's store when it has none).
+        let tag = block_tag(ci, gen, Kind::Block, s);
+        let action = match g.nsio.write_fetched(&w, buf, tag) {
+            Some(a) => a,
+            None => core.write_fetched(&w, buf, tag),
+        };
         self.on_action(core, g, ci, s, action);
     }
 
-    pub(super) fn on_capsule<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, byte_len: u32, now_ns: u64) {
+    pub(super) fn on_capsule<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, byte_len: u32, now_ns: u64) {
         let t0 = self.clock.map_or(0, |f| f());
         let c = g.conns[ci.i].as_mut().expect("live");
         c.capsules += 1;
@@ -181,7 +186,7 @@ impl TurnShared {
     }
 
     /// Retry group `g`'s (number `gi`) held commands (each may be held again).
-    pub(super) fn run_blocked<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, gi: usize, now_ns: u64) {
+    pub(super) fn run_blocked<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize, now_ns: u64) {
         let n = g.blocked.len();
         for _ in 0..n {
             let Some((i, gen, s)) = g.blocked.pop_front() else { break };
@@ -204,7 +209,7 @@ impl TurnShared {
     /// Execute slot `s`'s command, an I/O queue's; an admin-queue or Fabrics command is left to
     /// the owner ([`PollGroup::forward`]: it may need every queue's counts, device memory for
     /// Connect, or close a reset controller's queues in other groups).
-    pub(super) fn execute<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, now_ns: u64) {
+    pub(super) fn execute<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64) {
         self.command_action(core, g, ci, s, now_ns, true, |sh, core, g, action| sh.on_action(core, g, ci, s, action));
     }
 
@@ -215,7 +220,7 @@ impl TurnShared {
     /// answer handed on, not returned (an `Option<Action>` cost ~20 instructions per I/O).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn command_action<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, now_ns: u64, in_turn: bool, then: impl FnOnce(&mut Self, &mut Core<B>, &mut PollGroup<V>, Action)) {
+    pub(super) fn command_action<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64, in_turn: bool, then: impl FnOnce(&mut Self, &mut Core<B>, &mut PollGroup<V, B>, Action)) {
         let c = g.conns[ci.i].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
@@ -274,14 +279,26 @@ impl TurnShared {
             g.io.inline_writes += 1;
         }
         let data = DataIn { bytes: &small[..small_len], buf, sgl_len: sgl.len(), tag, fetched };
-        // Counted in the group's own counts (folded into the core's figures on the slow path).
-        let action = core.execute_counted(&mut c.q, sqe, &data, now_ns, &mut g.counts);
+        // Counted in the group's own counts (folded into the core's figures on the slow path);
+        // an I/O command on the group's own handle of its namespace, anything else (and a
+        // namespace the group has no handle of) by the core.
+        let action = match g.nsio.execute(&mut c.q, sqe, &data, now_ns, &mut g.counts) {
+            Some(a) => {
+                if let Action::Respond { status, .. } = a {
+                    if !status.is_success() {
+                        core.record_error(&c.q, sqe.cid.get(), status, sqe.nsid.get());
+                    }
+                }
+                a
+            }
+            None => core.execute_counted(&mut c.q, sqe, &data, now_ns, &mut g.counts),
+        };
         then(self, core, g, action);
     }
 
     /// Carry out the core's answer for slot `s` (a Connect's admission is the owner's, done
     /// before: [`RdmaTarget::execute_owned`]).
-    pub(super) fn on_action<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, s: u16, action: Action) {
+    pub(super) fn on_action<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, action: Action) {
         match action {
             Action::Respond { status, dw0, dw1, out_len } => {
                 let c = g.conns[ci.i].as_mut().expect("live");

@@ -12,6 +12,7 @@
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
+use blockdev::BlockDevice;
 use hal::DmaRegion;
 use rdma::{Completion, Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
 
@@ -20,7 +21,7 @@ use super::ranges::RangeId;
 use super::wr_id::{Kind, WrId};
 use super::{Conn, QueueAnswer, TransportStats, BLOCK_BATCH};
 use crate::bench::Histogram;
-use crate::nvmet::IoCounts;
+use crate::nvmet::{GroupIo, IoCounts};
 use crate::wire::{cm_rej, RdmaCmRej, Status};
 use zerocopy::byteorder::little_endian::U16;
 
@@ -272,7 +273,7 @@ pub(super) struct Parked<V: GroupVerbs> {
 /// keeps (its held commands, the queues it must ring, its share of the transport's counters),
 /// so that a turn of the group writes nothing another group's turn writes (see the design in
 /// README's poll groups row: the step toward each group on its own CPU).
-pub(super) struct PollGroup<V: GroupVerbs> {
+pub(super) struct PollGroup<V: GroupVerbs, B> {
     /// The group's rings as the device hands them out: its data path (`V::Group` is one).
     pub(super) rings: V::Group,
     pub(super) cq: Cqn,
@@ -307,6 +308,10 @@ pub(super) struct PollGroup<V: GroupVerbs> {
     /// This group's per-command counts for the core (`Core::execute_counted`), sized by the
     /// owner for the core's namespaces; added on read, folded into the core when the group goes.
     pub(super) counts: IoCounts,
+    /// This group's own I/O handles of the core's namespaces (made by the owner with the
+    /// group, `Core::group_io`): its Reads and Writes execute and complete on them, its block
+    /// completions are polled from them in its turn.
+    pub(super) nsio: GroupIo<B>,
     /// Commands of this group's queues held until overlapping zero-copy transfers are done:
     /// (queue index in `conns`, generation, slot); room for every slot of the queues the group takes.
     pub(super) blocked: VecDeque<(usize, u16, u16)>,
@@ -443,12 +448,12 @@ impl<V: GroupVerbs> OwnerEnds<V> {
     }
 }
 
-impl<V: GroupVerbs> PollGroup<V> {
+impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     /// Clear [`crate::nvmet::QueueState::enabled`] of each of the group's I/O queues (draining ones too: a
     /// fetched Write may still come to execute) whose controller is gone or no longer enabled
     /// ([`Core::refresh_queue`]). Slow path.
     #[cold]
-    pub(super) fn refresh_enabled<B: blockdev::BlockDevice>(&mut self, core: &crate::nvmet::Core<B>) {
+    pub(super) fn refresh_enabled(&mut self, core: &crate::nvmet::Core<B>) {
         for c in self.conns[..self.hi].iter_mut().flatten() {
             core.refresh_queue(&mut c.q);
         }
@@ -517,6 +522,7 @@ impl<V: GroupVerbs> PollGroup<V> {
             stats: GroupStats::default(),
             io: TransportStats::default(),
             counts: IoCounts::default(),
+            nsio: GroupIo::empty(),
             blocked,
             unrung: heapless::Vec::new(),
             unrung_overflow: false,

@@ -241,7 +241,7 @@ impl TurnShared {
     /// to destroy. Completions its QP still delivers find no queue (a receive's buffer goes
     /// back).
     #[cold]
-    pub(super) fn close_queue<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V>, ci: QueueAt, notify_cm: bool) {
+    pub(super) fn close_queue<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, notify_cm: bool) {
         let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
         if c.draining {
             return;
@@ -285,7 +285,7 @@ impl TurnShared {
     }
 }
 
-impl<V: GroupVerbs> PollGroup<V> {
+impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     /// The group's half of freeing closed queue `ci` (of this group) once none of its commands
     /// is at the store: the capsule buffers its unanswered commands held go back to the
     /// group's SRQ and its response and data memory is parked in the group and put on its
@@ -450,7 +450,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     /// A new poll group for slot `gi`, sized for this target's queues.
-    fn new_group(&mut self, verbs: &mut V, gi: usize) -> Result<(PollGroup<V>, OwnerEnds<V>), ()> {
+    fn new_group(&mut self, verbs: &mut V, gi: usize) -> Result<(PollGroup<V, B>, OwnerEnds<V>), ()> {
         let per = self.max_queues.div_ceil(self.n_groups);
         let depth = self.core.config().io_queue_depth.max(ADMIN_QUEUE_DEPTH as u16);
         let buf_len = self.core.io_capsule_size();
@@ -460,6 +460,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         });
         made.map(|(mut g, ends)| {
             g.counts = self.core.io_counts();
+            g.nsio = self.core.group_io();
             (g, ends)
         })
     }
@@ -517,6 +518,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.stats = self.stats.plus(old.io);
             self.turnaround.merge(&old.turnaround);
             self.core.fold_io(&mut old.counts);
+            self.core.fold_group_io(&mut old.nsio);
             let before = self.inbox.answers.len();
             old.destroy(old_ends, verbs, &mut self.inbox);
             self.count_answers(before);
@@ -545,6 +547,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.stats = self.stats.plus(g.io);
             self.turnaround.merge(&g.turnaround);
             self.core.fold_io(&mut g.counts);
+            self.core.fold_group_io(&mut g.nsio);
             g.destroy(ends, verbs, &mut self.inbox);
         }
         self.count_answers(before);
@@ -571,7 +574,7 @@ mod tests {
 
     /// Group `g` moved to a thread of its own, with only its own ends of its rings, takes in
     /// the one queue staged for it there, and comes back.
-    fn takes_one_in_on_its_own_thread(g: PollGroup<SoftDevice>) -> PollGroup<SoftDevice> {
+    fn takes_one_in_on_its_own_thread(g: PollGroup<SoftDevice, NullNamespace>) -> PollGroup<SoftDevice, NullNamespace> {
         std::thread::spawn(move || {
             let mut g = g;
             assert_eq!(g.take_new(), 1, "one answer");

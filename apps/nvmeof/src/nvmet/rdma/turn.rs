@@ -35,7 +35,7 @@ impl TurnShared {
     }
 }
 
-impl<V: GroupVerbs> PollGroup<V> {
+impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     /// Slot `s` of queue `i` holds a command the owner executes (`RdmaTarget::owner_step`).
     #[cold]
     pub(super) fn forward(&mut self, i: usize, s: u16) {
@@ -59,7 +59,7 @@ impl<V: GroupVerbs> PollGroup<V> {
 impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Group `gi`'s turn state, the core and what the turns share, borrowed apart.
     #[inline(always)]
-    pub(super) fn turn_parts(&mut self, gi: usize) -> (&mut TurnShared, &mut Core<B>, &mut PollGroup<V>) {
+    pub(super) fn turn_parts(&mut self, gi: usize) -> (&mut TurnShared, &mut Core<B>, &mut PollGroup<V, B>) {
         (&mut self.shared, &mut self.core, &mut self.groups[gi])
     }
 

@@ -1,0 +1,256 @@
+//! A poll group's own I/O handles on the core's namespaces (SPDK's io_channel per poller): per
+//! namespace of the core's table, the group's own [`BlockDevice::io_handle`] (or none: that
+//! namespace's I/O stays on the core's store) with the namespace's facts copied in ([`NsAt`],
+//! failed) and its own device-latency table, so a group executes and completes Reads and
+//! Writes on its handles reading nothing of [`Core`]; its block completions come back to it
+//! from its own handles, not from the owner's poll over the core's stores.
+//!
+//! Made by the owner when the group is made ([`Core::group_io`]); the facts that change (a
+//! namespace failed, direct memory registered or released) are copied in again by the owner
+//! on the slow path ([`Core::refresh_group_io`]). A handle that fails is marked failed in its
+//! group at once and noted for the owner ([`GroupIo::failed_note`]), who takes the namespace
+//! out of service for every group ([`Core::take_group_failures`]).
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use blockdev::{BlockDevice, BlockDone};
+
+use super::io::{exec_ns, is_io_opcode, submit_fetched, NsAt};
+use super::*;
+use crate::bench::Histogram;
+
+/// A group's view of one subsystem: its NSID table (a copy of the core's) and the slot of its
+/// first namespace in the core's namespace table.
+struct SubIo {
+    ns_index: Vec<u16>,
+    ns_base: usize,
+}
+
+/// One namespace as a group has it: its own handle (`None`: the store made none, e.g. a local
+/// NVMe namespace; its I/O goes through the core's store), the namespace's facts, and the
+/// handle's device-latency table (with the core's clock).
+struct NsIo<B> {
+    dev: Option<B>,
+    at: NsAt,
+    failed: bool,
+    lat: Option<devlat::DevLatency>,
+}
+
+/// A poll group's I/O handles, by the core's namespace table (the `ns_base + ni` slot its
+/// [`IoCounts`] use), and its own block completion state.
+pub struct GroupIo<B> {
+    subs: Vec<SubIo>,
+    ns: Vec<NsIo<B>>,
+    /// Block I/Os submitted to this group's handles and not yet polled back.
+    inflight: u64,
+    done: [BlockDone; 32],
+    /// A handle failed since the owner last looked ([`Core::take_group_failures`]).
+    failed_note: bool,
+}
+
+impl<B> GroupIo<B> {
+    /// No namespace: every I/O goes to the core's stores (a group before the owner made its
+    /// table).
+    pub fn empty() -> GroupIo<B> {
+        GroupIo { subs: Vec::new(), ns: Vec::new(), inflight: 0, done: [BlockDone { tag: 0, result: Ok(()) }; 32], failed_note: false }
+    }
+
+    /// Whether I/O submitted to this group's handles is still to be polled back.
+    #[inline(always)]
+    pub fn inflight(&self) -> bool {
+        self.inflight != 0
+    }
+
+    /// Block I/Os at this group's handles now.
+    pub fn inflight_count(&self) -> u64 {
+        self.inflight
+    }
+
+    /// Namespaces (by slot) this group has a handle of.
+    pub fn handles(&self) -> usize {
+        self.ns.iter().filter(|n| n.dev.is_some()).count()
+    }
+
+    /// A handle of this group failed since the owner last took the failures.
+    #[inline(always)]
+    pub fn failed_note(&self) -> bool {
+        self.failed_note
+    }
+
+    /// Namespace slot `k`'s handle: its device-latency histogram and I/Os outstanding, when
+    /// timed (slow path: reports).
+    pub(super) fn latency(&self, k: usize) -> Option<(&Histogram, usize)> {
+        let l = self.ns.get(k)?.lat.as_ref()?;
+        Some((&l.hist, l.outstanding()))
+    }
+
+    /// Namespace slot `k`'s handle in this group, if it has one (slow path: reports, tests).
+    pub fn handle(&self, k: usize) -> Option<&B> {
+        self.ns.get(k)?.dev.as_ref()
+    }
+
+    /// The slot of namespace `nsid` of subsystem `si` in the core's namespace table (the
+    /// group's handle, if any, is there).
+    #[inline(always)]
+    fn slot(&self, si: usize, nsid: u32) -> Option<usize> {
+        let sub = self.subs.get(si)?;
+        match sub.ns_index.get(nsid as usize) {
+            Some(&i) if i != NO_NS => Some(sub.ns_base + i as usize),
+            _ => None,
+        }
+    }
+}
+
+impl<B: BlockDevice> GroupIo<B> {
+    /// Execute I/O command `sqe` on I/O queue `q` on this group's handle of its namespace,
+    /// counted in `counts` (as [`Core::execute_counted`] does for it): `None` when the core
+    /// executes it instead (not an I/O command on an open, enabled I/O queue whose namespace
+    /// has a handle here; nothing is counted then). The caller records a failed answer in the
+    /// controller's error log.
+    #[inline(always)]
+    pub fn execute(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64, counts: &mut IoCounts) -> Option<Action> {
+        if q.qid == 0 || q.cntlid.is_none() || q.auth != auth::Gate::Open || !q.enabled || !is_io_opcode(sqe.opcode) {
+            return None;
+        }
+        let k = self.slot(q.subsys as usize, sqe.nsid.get())?;
+        let n = &mut self.ns[k];
+        let dev = n.dev.as_mut()?;
+        // Host data the core parses (DSM ranges) comes in first; Writes are decoded now.
+        if !data.fetched && data.sgl_len > 0 && host_to_ctrl(sqe) && !matches!(sqe.opcode, io_op::WRITE | io_op::COMPARE) {
+            return Some(Action::Fetch(Fetch::Payload));
+        }
+        counts.commands += 1;
+        q.io.last_seen_ns = now_ns;
+        q.io.commands += 1;
+        if n.failed {
+            return Some(Action::status(Status::INVALID_NS));
+        }
+        let st = &mut counts.ns[k];
+        Some(exec_ns(n.at, dev, n.lat.as_mut(), q, sqe, data, st, &mut self.inflight))
+    }
+
+    /// Submit Write `w`, whose data the transport moved in, to this group's handle of its
+    /// namespace (as [`Core::write_fetched`]); `None` when the group has no handle of it (the
+    /// core executed it: the core submits it).
+    #[inline(always)]
+    pub fn write_fetched(&mut self, w: &PendingWrite, buf: DmaSlice, tag: u64) -> Option<Action> {
+        let sub = self.subs.get(w.subsys as usize)?;
+        let n = self.ns.get_mut(sub.ns_base + w.ns as usize)?;
+        let dev = n.dev.as_mut()?;
+        Some(submit_fetched(dev, n.lat.as_mut(), w, buf, tag, &mut self.inflight))
+    }
+
+    /// Poll this group's handles for finished I/O: `f(tag, status)` per completion, at most
+    /// `max` (the handles keep the rest). A handle that reports failed is marked so here and
+    /// noted for the owner. Returns how many were reported.
+    pub fn poll(&mut self, max: usize, mut f: impl FnMut(u64, Status)) -> usize {
+        let mut total = 0;
+        'walk: for n in self.ns.iter_mut() {
+            let Some(dev) = n.dev.as_mut() else { continue };
+            loop {
+                let room = core::cmp::min(self.done.len(), max - total);
+                if room == 0 {
+                    break 'walk;
+                }
+                let k = devlat::poll(dev, n.lat.as_mut(), &mut self.done[..room], &mut f);
+                total += k;
+                self.inflight = self.inflight.saturating_sub(k as u64);
+                if k > 0 && !n.failed && dev.failed() {
+                    n.failed = true;
+                    self.failed_note = true;
+                }
+                if k < room {
+                    break;
+                }
+            }
+        }
+        total
+    }
+}
+
+impl<B: BlockDevice> Core<B> {
+    /// Namespace `nsid` of subsystem `nqn`'s slot in the core's namespace table (slow path).
+    pub fn ns_slot(&self, nqn: &str, nsid: u32) -> Option<usize> {
+        let s = self.subsystems.iter().find(|s| s.cfg.nqn == nqn)?;
+        Some(s.ns_base + s.ns(nsid)?)
+    }
+
+    /// A poll group's namespace table: a handle of each namespace whose store makes one
+    /// ([`BlockDevice::io_handle`]), timed when the core has a device clock. Slow path: made by
+    /// the owner with the group (allocates).
+    pub fn group_io(&mut self) -> GroupIo<B> {
+        let mut g = GroupIo::empty();
+        let (direct, clock) = (self.direct, self.dev_clock);
+        for (si, s) in self.subsystems.iter_mut().enumerate() {
+            g.subs.push(SubIo { ns_index: s.ns_index.clone(), ns_base: s.ns_base });
+            for (ni, (n, st)) in s.cfg.namespaces.iter_mut().zip(&s.ns_stats).enumerate() {
+                let dev = n.dev.io_handle().ok();
+                let lat = dev.as_ref().and(clock).map(devlat::DevLatency::new);
+                let at = NsAt { subsys: si as u16, ns: ni as u16, max_io_bytes: s.max_io_bytes, direct };
+                g.ns.push(NsIo { dev, at, failed: st.failed, lat });
+            }
+        }
+        g
+    }
+
+    /// Copy the facts that change into group table `g`: each namespace out of service or not,
+    /// and whether direct memory may be used ([`Core::set_direct`]). Slow path.
+    pub fn refresh_group_io(&self, g: &mut GroupIo<B>) {
+        for s in &self.subsystems {
+            for (i, st) in s.ns_stats.iter().enumerate() {
+                if let Some(n) = g.ns.get_mut(s.ns_base + i) {
+                    n.failed = st.failed;
+                    n.at.direct = self.direct;
+                }
+            }
+        }
+    }
+
+    /// The owner's look at group table `g`'s failed handles ([`GroupIo::failed_note`]): each
+    /// namespace whose handle failed is taken out of service and announced (as a failed store
+    /// of the core's is, once). Returns how many were taken out; the caller copies the change
+    /// into every group ([`Core::refresh_group_io`]). Slow path.
+    pub fn take_group_failures(&mut self, g: &mut GroupIo<B>) -> usize {
+        g.failed_note = false;
+        let mut newly_failed: heapless::Vec<(usize, u32), 8> = heapless::Vec::new();
+        for (si, s) in self.subsystems.iter_mut().enumerate() {
+            for (i, (st, n)) in s.ns_stats.iter_mut().zip(&s.cfg.namespaces).enumerate() {
+                if !st.failed && g.ns.get(s.ns_base + i).is_some_and(|h| h.failed) && newly_failed.push((si, n.nsid)).is_ok() {
+                    st.failed = true;
+                }
+            }
+        }
+        let k = newly_failed.len();
+        if k > 0 {
+            self.announce_failed(newly_failed);
+        }
+        k
+    }
+
+    /// Fold group table `g`'s device latency into the core's tables (the group goes: its
+    /// handles' samples stay in the namespaces' figures). Slow path.
+    pub fn fold_group_io(&mut self, g: &mut GroupIo<B>) {
+        for s in &mut self.subsystems {
+            for (i, lat) in s.ns_lat.iter_mut().enumerate() {
+                if let (Some(l), Some(h)) = (lat.as_mut(), g.ns.get_mut(s.ns_base + i).and_then(|n| n.lat.as_mut())) {
+                    l.hist.merge(&h.hist);
+                    h.hist = Histogram::boxed();
+                }
+            }
+        }
+    }
+
+    /// Namespace slot `k`'s device latency: the core's table's histogram with the groups'
+    /// handles' (`extra`) merged in, and the I/Os outstanding at all of them; `None` untimed.
+    pub(super) fn folded_latency(own: Option<&devlat::DevLatency>, extra: &[&GroupIo<B>], k: usize) -> (Option<Box<Histogram>>, Option<usize>) {
+        let mut h: Option<Box<Histogram>> = None;
+        let mut out: Option<usize> = None;
+        let parts = own.map(|l| (&*l.hist, l.outstanding())).into_iter().chain(extra.iter().filter_map(|g| g.latency(k)));
+        for (hist, n) in parts {
+            h.get_or_insert_with(Histogram::boxed).merge(hist);
+            *out.get_or_insert(0) += n;
+        }
+        (h, out)
+    }
+}
