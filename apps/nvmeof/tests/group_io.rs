@@ -3,7 +3,8 @@
 //! Write executes and completes on the handle of the group that received it (none on the
 //! core's store, whose owner's poll takes none of them), timed per group and folded into the
 //! namespace's device latency; a handle that fails in one group takes the namespace out of
-//! service for every group.
+//! service for every group; a failed command's error log entry, noted by its group and written
+//! by the owner, reads as before.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -168,3 +169,31 @@ fn a_failing_handle_in_one_group_fails_the_namespace_for_every_group() {
     assert_eq!(one_io(&mut w, &mut h, &mut host, 1, IoKind::Write, 64), Status::INVALID_NS);
     assert_eq!(board.lock().unwrap().submitted, asked, "no handle asked once the namespace is out of service");
 }
+
+/// 2 poll groups: a Read past the namespace's end on each I/O queue is answered LBA Out of
+/// Range; each group notes it and the owner writes it into the controller's error log, which
+/// the host reads with every entry (newest first, its queue, command, status and NSID) and the
+/// error count, as when the turn wrote the log itself.
+#[test]
+fn io_errors_noted_by_the_groups_reach_the_controllers_error_log() {
+    let board = Arc::new(Mutex::new(Board::default()));
+    let (mut w, mut h) = setup_on(4, 2, |t| Tracked::new(t, &board));
+    let mut host = Host::connect(&mut h.v, &mut w, four_queues(32), SUBNQN).expect("connect");
+    let end = NS_BYTES / 512;
+    let mut cids = vec![];
+    for q in 1..=4u16 {
+        assert_eq!(one_io(&mut w, &mut h, &mut host, q, IoKind::Read, end - 4), Status::LBA_RANGE);
+        cids.push(q);
+    }
+    assert!(w.target.queue_reports().map(|q| q.group).collect::<std::collections::BTreeSet<_>>().len() == 2, "both groups serve");
+    let mut log = [0u8; 64 * 4];
+    host.get_log(&mut h.v, &mut w, nvmeof::wire::lid::ERROR, false, 0, &mut log).expect("Error Information log");
+    for (k, e) in log.chunks(64).enumerate() {
+        let (count, sqid, status, nsid) = (u64::from_le_bytes(e[0..8].try_into().unwrap()), u16::from_le_bytes([e[8], e[9]]), u16::from_le_bytes([e[12], e[13]]), u32::from_le_bytes(e[24..28].try_into().unwrap()));
+        // Newest first: queue 4's error is entry 0, with error count 4.
+        assert_eq!((count, sqid, nsid), (4 - k as u64, 4 - k as u16, 1), "entry {k}");
+        assert_eq!(status >> 1 & 0xFF, Status::LBA_RANGE.sc as u16, "entry {k}: status field {status:#x}");
+    }
+    assert_eq!(w.target.core_stats().errors, 4);
+}
+

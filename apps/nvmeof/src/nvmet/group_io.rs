@@ -9,7 +9,10 @@
 //! namespace failed, direct memory registered or released) are copied in again by the owner
 //! on the slow path ([`Core::refresh_group_io`]). A handle that fails is marked failed in its
 //! group at once and noted for the owner ([`GroupIo::failed_note`]), who takes the namespace
-//! out of service for every group ([`Core::take_group_failures`]).
+//! out of service for every group ([`Core::take_group_failures`]). A command the group answers
+//! with an error is noted for the owner ([`GroupIo::note_error`], a bounded list), who writes
+//! it into its controller's error log on the slow path ([`Core::take_error_notes`]): the turn
+//! writes nothing of the controller.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -37,6 +40,22 @@ struct NsIo<B> {
     lat: Option<devlat::DevLatency>,
 }
 
+/// A failed command as a poll group notes it for its controller's error log (what
+/// [`Core::record_error`] needs of its queue and command).
+#[derive(Debug, Clone, Copy)]
+struct ErrorNote {
+    cntlid: Option<u16>,
+    ctrl_slot: CtrlSlot,
+    qid: u16,
+    cid: u16,
+    status: Status,
+    nsid: u32,
+}
+
+/// Error notes a group keeps between two looks of the owner (who looks when the turn call that
+/// noted one returns).
+const NOTES: usize = 32;
+
 /// A poll group's I/O handles, by the core's namespace table (the `ns_base + ni` slot its
 /// [`IoCounts`] use), and its own block completion state.
 pub struct GroupIo<B> {
@@ -47,13 +66,20 @@ pub struct GroupIo<B> {
     done: [BlockDone; 32],
     /// A handle failed since the owner last looked ([`Core::take_group_failures`]).
     failed_note: bool,
+    /// Some namespace has a handle here (without one, every command goes to the core at
+    /// once: one test, no table look-up).
+    any: bool,
+    /// Failed commands for their controllers' error logs, in the order answered, and those
+    /// that found the list full (counted as errors, no log entry).
+    notes: heapless::Vec<ErrorNote, NOTES>,
+    notes_lost: u64,
 }
 
 impl<B> GroupIo<B> {
     /// No namespace: every I/O goes to the core's stores (a group before the owner made its
     /// table).
     pub fn empty() -> GroupIo<B> {
-        GroupIo { subs: Vec::new(), ns: Vec::new(), inflight: 0, done: [BlockDone { tag: 0, result: Ok(()) }; 32], failed_note: false }
+        GroupIo { subs: Vec::new(), ns: Vec::new(), inflight: 0, done: [BlockDone { tag: 0, result: Ok(()) }; 32], failed_note: false, any: false, notes: heapless::Vec::new(), notes_lost: 0 }
     }
 
     /// Whether I/O submitted to this group's handles is still to be polled back.
@@ -85,6 +111,23 @@ impl<B> GroupIo<B> {
         Some((&l.hist, l.outstanding()))
     }
 
+    /// Note command `cid` (namespace `nsid`) of queue `q`, answered with `status`, for its
+    /// controller's error log (the owner writes it when the turn call returns,
+    /// [`Core::take_error_notes`]; the caller asks it, `PollGroup::owner_due`). Error path only.
+    #[cold]
+    pub fn note_error(&mut self, q: &QueueState, cid: u16, status: Status, nsid: u32) {
+        let n = ErrorNote { cntlid: q.cntlid, ctrl_slot: q.ctrl_slot, qid: q.qid, cid, status, nsid };
+        if self.notes.push(n).is_err() {
+            self.notes_lost += 1;
+        }
+    }
+
+    /// Error notes wait for the owner.
+    #[inline(always)]
+    pub fn has_notes(&self) -> bool {
+        !self.notes.is_empty() || self.notes_lost != 0
+    }
+
     /// Namespace slot `k`'s handle in this group, if it has one (slow path: reports, tests).
     pub fn handle(&self, k: usize) -> Option<&B> {
         self.ns.get(k)?.dev.as_ref()
@@ -110,7 +153,7 @@ impl<B: BlockDevice> GroupIo<B> {
     /// controller's error log.
     #[inline(always)]
     pub fn execute(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64, counts: &mut IoCounts) -> Option<Action> {
-        if q.qid == 0 || q.cntlid.is_none() || q.auth != auth::Gate::Open || !q.enabled || !is_io_opcode(sqe.opcode) {
+        if !self.any || q.qid == 0 || q.cntlid.is_none() || q.auth != auth::Gate::Open || !q.enabled || !is_io_opcode(sqe.opcode) {
             return None;
         }
         let k = self.slot(q.subsys as usize, sqe.nsid.get())?;
@@ -188,6 +231,7 @@ impl<B: BlockDevice> Core<B> {
                 let dev = n.dev.io_handle().ok();
                 let lat = dev.as_ref().and(clock).map(devlat::DevLatency::new);
                 let at = NsAt { subsys: si as u16, ns: ni as u16, max_io_bytes: s.max_io_bytes, direct };
+                g.any |= dev.is_some();
                 g.ns.push(NsIo { dev, at, failed: st.failed, lat });
             }
         }
@@ -228,9 +272,21 @@ impl<B: BlockDevice> Core<B> {
         k
     }
 
-    /// Fold group table `g`'s device latency into the core's tables (the group goes: its
-    /// handles' samples stay in the namespaces' figures). Slow path.
+    /// Write group table `g`'s error notes into their controllers' error logs and the error
+    /// counts, in the order the group answered them (as [`Core::record_error`] at once would
+    /// have; a note that found the list full is counted in the errors, with no entry). Slow path.
+    pub fn take_error_notes(&mut self, g: &mut GroupIo<B>) {
+        for n in core::mem::take(&mut g.notes) {
+            let q = QueueState { qid: n.qid, cntlid: n.cntlid, ctrl_slot: n.ctrl_slot, ..QueueState::default() };
+            self.record_error(&q, n.cid, n.status, n.nsid);
+        }
+        self.stats.errors += core::mem::take(&mut g.notes_lost);
+    }
+
+    /// Fold group table `g`'s device latency and error notes into the core's tables (the group
+    /// goes: its handles' samples stay in the namespaces' figures). Slow path.
     pub fn fold_group_io(&mut self, g: &mut GroupIo<B>) {
+        self.take_error_notes(g);
         for s in &mut self.subsystems {
             for (i, lat) in s.ns_lat.iter_mut().enumerate() {
                 if let (Some(l), Some(h)) = (lat.as_mut(), g.ns.get_mut(s.ns_base + i).and_then(|n| n.lat.as_mut())) {

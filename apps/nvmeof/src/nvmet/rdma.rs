@@ -717,11 +717,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     /// Fold every live I/O queue's counters ([`super::QueueCounters`]: keep-alive time,
-    /// commands, reads, writes) into its controller. Slow path: done with the keep-alive check
+    /// commands, reads, writes) into its controller, and every group's error notes into their
+    /// controllers' error logs. Slow path: done with the keep-alive check
     /// (once per millisecond of `poll`) and before every admin command; a caller that reads
     /// the controllers' counters between two polls calls it first.
     pub fn fold_queues(&mut self) {
         for g in self.groups.iter_mut() {
+            if g.nsio.has_notes() {
+                self.core.take_error_notes(&mut g.nsio);
+            }
             for c in g.conns[..g.hi].iter_mut().flatten() {
                 if c.q.qid != 0 && !c.draining {
                     self.core.fold_queue(&mut c.q);

@@ -176,7 +176,8 @@ impl TurnShared {
                 }
                 g.io.range_overflow += range.is_none() as u64;
                 let (q, cid, nsid, t0) = (c.q, slot.sqe.cid.get(), slot.sqe.nsid.get(), slot.t0);
-                core.record_error(&q, cid, Status::INTERNAL, nsid);
+                g.nsio.note_error(&q, cid, Status::INTERNAL, nsid);
+                g.owner_due = true;
                 self.respond(core, g, ci, s, Status::INTERNAL, 0, 0, t0);
             }
         }
@@ -231,7 +232,8 @@ impl TurnShared {
         if !status.is_success() {
             let (q, sqe) = (c.q, &c.slots[s as usize].sqe);
             let (cid, nsid) = (sqe.cid.get(), sqe.nsid.get());
-            core.record_error(&q, cid, status, nsid);
+            g.nsio.note_error(&q, cid, status, nsid);
+            g.owner_due = true;
         } else if opcode == io_op::READ {
             self.send_read(core, g, ci, s);
             return;

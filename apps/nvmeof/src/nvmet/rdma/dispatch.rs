@@ -133,7 +133,8 @@ impl TurnShared {
                     // Cannot happen (see `SubmittedDirect`): the command fails, memory untouched.
                     g.io.range_overflow += 1;
                     let (q, cid, nsid, t0) = (c.q, slot.sqe.cid.get(), slot.sqe.nsid.get(), slot.t0);
-                    core.record_error(&q, cid, Status::INTERNAL, nsid);
+                    g.nsio.note_error(&q, cid, Status::INTERNAL, nsid);
+                    g.owner_due = true;
                     self.respond(core, g, ci, s, Status::INTERNAL, 0, 0, t0);
                     return;
                 };
@@ -178,7 +179,8 @@ impl TurnShared {
                 g.io.bad_capsules += 1;
                 let sqe = &c.slots[s as usize].sqe;
                 let (cid, nsid) = (sqe.cid.get(), sqe.nsid.get());
-                core.record_error(&c.q, cid, st, nsid);
+                g.nsio.note_error(&c.q, cid, st, nsid);
+                g.owner_due = true;
                 self.respond(core, g, ci, s, st, 0, 0, 0);
             }
             Ok(()) => self.execute(core, g, ci, s, now_ns),
@@ -286,7 +288,8 @@ impl TurnShared {
             Some(a) => {
                 if let Action::Respond { status, .. } = a {
                     if !status.is_success() {
-                        core.record_error(&c.q, sqe.cid.get(), status, sqe.nsid.get());
+                        g.nsio.note_error(&c.q, sqe.cid.get(), status, sqe.nsid.get());
+                        g.owner_due = true;
                     }
                 }
                 a
@@ -311,7 +314,8 @@ impl TurnShared {
                 if fetched_write && !status.is_success() {
                     // `write_fetched` failed: the core leaves recording to its caller.
                     let q = c.q;
-                    core.record_error(&q, sqe.cid.get(), status, sqe.nsid.get());
+                    g.nsio.note_error(&q, sqe.cid.get(), status, sqe.nsid.get());
+                    g.owner_due = true;
                 }
                 if status.is_success() && out_len > 0 {
                     let n = core::cmp::min(out_len as usize, sgl.len() as usize);

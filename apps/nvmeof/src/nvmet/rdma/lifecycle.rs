@@ -226,7 +226,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.shared.close_queue(&mut self.core, g, ci, notify_cm);
         self.close_ctrls_elsewhere(ci.g);
         if let Some(g) = self.groups.get_mut(ci.g) {
-            g.owner_due = g.forwarded.is_some();
+            g.owner_due = g.forwarded.is_some() || g.nsio.has_notes();
         }
         self.refresh_enabled();
     }

@@ -69,6 +69,10 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     #[inline(never)]
     pub(super) fn owner_step(&mut self, verbs: &mut V, gi: usize, now_ns: u64) {
         loop {
+            // The group's failed commands into their controllers' error logs.
+            if let Some(g) = self.groups.get_mut(gi).filter(|g| g.nsio.has_notes()) {
+                self.core.take_error_notes(&mut g.nsio);
+            }
             self.close_ctrls_elsewhere(gi);
             // The turn may have freed a controller (its admin queue closed).
             self.refresh_enabled();
