@@ -479,16 +479,26 @@ fn lane_aps(set: &HostSet, word: &str, instead: &str) -> Option<Vec<CpuId>> {
 /// keep-alive, the adapter's housekeeping, the CM) until every lane finished, as SPDK perf's
 /// core mask puts one queue on each core. A lane touches only its own queue group (its CQ, SRQ,
 /// QP and doorbell page) and the clock. One line per lane naming the CPU it ran on (as that CPU
-/// reads its own number), then the merged report. No reconnect while the queues are lent: a
-/// lost controller ends the bench with an error.
+/// reads its own number), then the merged report. A lost controller stops the lanes, is
+/// reconnected by the set and the lanes resume (`nvmeof::bench::lanes::reconnecting`; the CPUs
+/// named are those of the last connection's run).
 #[inline(never)]
 fn bench_on_aps(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, nsid: u32, cfg: &nvmeof::bench::BenchConfig, aps: &[CpuId]) -> bool {
-    let Some(host) = set.ctrls[0].live() else {
-        error!("nvmf: bench: the controller is not live");
-        return false;
-    };
     let mut ran_on: Vec<(u16, CpuId)> = Vec::with_capacity(aps.len());
-    let r = nvmeof::bench::lanes::on_lanes(host, verbs, env, nsid, cfg, |jobs, turn| on_aps(jobs, turn, aps, &mut ran_on));
+    let mut on = |_: usize, e: &nvmeof::host::controllers::CtrlEvent<mlx5::Error>| info!("nvmf: bench: {e:?}");
+    let r = nvmeof::bench::lanes::reconnecting(
+        set,
+        0,
+        verbs,
+        env,
+        nsid,
+        cfg,
+        |jobs, turn| {
+            ran_on.clear();
+            on_aps(jobs, turn, aps, &mut ran_on)
+        },
+        &mut on,
+    );
     match r {
         Ok(r) => {
             for (qid, l) in &r.per_lane {
@@ -618,19 +628,28 @@ fn verified_io(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut i
 /// (`nvmeof::verify::lanes::on_lanes`: each lane its share of the I/Os on a block range of its
 /// own, its written blocks read back) and lane i runs on `aps[i]` ([`on_aps`]) while the boot
 /// CPU keeps the owner's turn. One line per lane naming the CPU it ran on, then the merged
-/// tally. No reconnect while the queues are lent: a lost controller ends it with an error.
+/// tally. A lost controller stops the lanes, is reconnected by the set and the lanes resume
+/// (`nvmeof::verify::lanes::reconnecting`).
 #[inline(never)]
 fn verify_on_aps(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut impl HostEnv<crate::adapter::Verbs>, w: &nvmeof::verify::reconnecting::Workload, aps: &[CpuId]) -> bool {
-    let Some(host) = set.ctrls[0].live() else {
-        error!("nvmf: verify: the controller is not live");
-        return false;
-    };
-    let nsid = host.namespaces.first().map_or(0, |n| n.nsid);
+    let nsid = set.ctrls[0].host().namespaces.first().map_or(0, |n| n.nsid);
     let mut ran_on: Vec<(u16, CpuId)> = Vec::with_capacity(aps.len());
-    let r = nvmeof::verify::lanes::on_lanes(host, verbs, env, w, |jobs, turn| on_aps(jobs, turn, aps, &mut ran_on));
+    let mut on = |_: usize, e: &nvmeof::host::controllers::CtrlEvent<mlx5::Error>| info!("nvmf: initiator: {e:?}");
+    let r = nvmeof::verify::lanes::reconnecting(
+        set,
+        0,
+        verbs,
+        env,
+        w,
+        |jobs, turn| {
+            ran_on.clear();
+            on_aps(jobs, turn, aps, &mut ran_on)
+        },
+        &mut on,
+    );
     let seed = w.seed;
     match r {
-        Ok(r) => {
+        Ok((r, total)) => {
             for (qid, v) in &r.per_lane {
                 let cpu = ran_on.iter().find(|p| p.0 == *qid).map_or(CpuId::BOOT, |p| p.1);
                 info!("nvmf: verify lane qid {qid} on cpu {cpu}: writes={} reads={} blocks_verified={} mismatches={} errors={}", v.writes, v.reads, v.blocks_verified, v.mismatches, v.errors);
@@ -640,7 +659,7 @@ fn verify_on_aps(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut
             }
             let v = r.merged;
             info!(
-                "nvmf: verify nsid {nsid}: writes={} reads={} blocks_verified={} mismatches={} errors={} first_error={:?} seed={seed} lanes={} failed={}",
+                "nvmf: verify nsid {nsid}: writes={} reads={} blocks_verified={} mismatches={} errors={} first_error={:?} seed={seed} lanes={} failed={} releases={} lost_writes={} lost_reads={} after_reconnect={}",
                 v.writes,
                 v.reads,
                 v.blocks_verified,
@@ -648,7 +667,11 @@ fn verify_on_aps(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut
                 v.errors,
                 v.first_error,
                 r.per_lane.len(),
-                r.failed.len()
+                r.failed.len(),
+                total.releases,
+                total.lost_writes,
+                total.lost_reads,
+                total.answered_after_reconnect
             );
             r.failed.is_empty() && v.mismatches == 0 && v.errors == 0 && v.blocks_verified > 0
         }

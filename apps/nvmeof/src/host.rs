@@ -25,9 +25,10 @@ pub mod cm_env;
 mod connect;
 pub mod controllers;
 mod io;
+pub mod lent;
 mod queue;
 pub mod validate;
-pub use io::{IoLane, LaneWork, LanesResult};
+pub use io::{IoLane, LaneDrive, LaneEnd, LaneWork, LanesResult, Lent, LentOutcome};
 use io::IoQueue;
 use queue::*;
 use validate::CidCodec;
@@ -708,6 +709,11 @@ impl<V: GroupVerbs> Host<V> {
                 log::warn!("nvmeof: host: I/O queue {} lost its connection", io.q.qid);
                 io.q.failed = true;
             }
+        }
+        // A lent queue's lane stops (the controller fails: `failed`).
+        if self.lent.iter().any(|l| !l.raised() && env.cm_lost(l.cm)) {
+            log::warn!("nvmeof: host: a lent I/O queue lost its connection; its lanes stop");
+            self.stop_lent();
         }
     }
 

@@ -65,6 +65,10 @@ pub enum Error<E> {
     /// The adapter moved I/O queue `qid`'s QP to error on its own (its asynchronous event,
     /// `rdma::Control::take_qp_error`), seen by a lane driving the queue while it was lent.
     QpError { qid: u16 },
+    /// The controller of a lent I/O queue failed while the queue was lent (its admin queue,
+    /// another of its queues, the CM saw a connection lost, the device failed): the owner
+    /// stopped the lane, whose commands in flight will not be answered.
+    ControllerFailed,
 }
 
 impl<E> From<host::TargetFault> for Error<E> {

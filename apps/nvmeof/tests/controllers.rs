@@ -762,3 +762,108 @@ fn an_io_queue_qp_the_adapter_moved_to_error_fails_its_controller_at_once() {
     verified(&mut net, &mut h, host, &lbas, 0x5a, true);
     verified(&mut net, &mut h, host, &lbas, 0x5a, false);
 }
+
+/// Controller `i`'s lent jobs on std threads (its I/O queues lent: `threads=on`), the owner's
+/// turn taken from this thread until they all finished; `at_turn(n)` is called before the
+/// owner's n-th turn (1-based).
+fn on_threads<J: nvmeof::host::LaneWork + Send>(h_clock: &emu_connectx::SimClock, jobs: Vec<J>, turn: &mut dyn FnMut(), mut at_turn: impl FnMut(u64)) -> Vec<J::Outcome>
+where
+    J::Outcome: Send,
+{
+    std::thread::scope(|s| {
+        let threads: Vec<_> = jobs.into_iter().map(|job| s.spawn(move || job.run(&|| h_clock.now_ns(), &std::thread::yield_now))).collect();
+        let mut n = 0;
+        while !threads.iter().all(|t| t.is_finished()) {
+            n += 1;
+            at_turn(n);
+            turn();
+        }
+        threads.into_iter().map(|t| t.join().expect("a lane's thread panicked")).collect()
+    })
+}
+
+/// Controller A's I/O queues lent to a threaded bench (`bench::lanes::reconnecting`, 2 queues on
+/// 2 std threads) while the adapter moves controller B's I/O queue QP to error (its event names
+/// B's QP, not one of A's): the owner's turn polls the set, which hands the event to B, so B is
+/// released and reconnected at once while A's lanes run their bench to the end undisturbed (no
+/// outage, nothing lost). The event of a QP that is not A's is not dropped.
+#[test]
+fn a_qp_error_of_another_controller_reaches_it_while_a_controllers_queues_are_lent() {
+    let (mut net, mut h, mut set) = setup_cfg(nvmeof::host::HostConfig { timeout_ns: 2_000_000, io_queues: 2, ..host_cfg(8) });
+    drive(&mut net, &mut h, &mut set, |s| s.all_live());
+    // B's connections in CM order: its admin queue's QP, then its I/O queues'.
+    let b_qps: Vec<Qpn> = net.conns.values().filter(|c| c.1 == B).map(|c| c.0).collect();
+    assert_eq!(b_qps.len(), 3, "B's admin and 2 I/O queues");
+    let bench = BenchConfig { pattern: Pattern::RandMix { read_pct: 50 }, block_size: 4096, queue_depth: 8, duration_ns: u64::MAX, max_ios: 6_000, seed: 5, threads: true };
+    let (clock, cx) = (h.clock.clone(), h.cx.clone());
+    let mut ev = Vec::new();
+    let r = nvmeof::bench::lanes::reconnecting(
+        &mut set,
+        0,
+        &mut h.v,
+        &mut net,
+        1,
+        &bench,
+        |jobs, turn| {
+            on_threads(&clock, jobs, turn, |n| {
+                if n == 2 {
+                    assert!(cx.inject_qp_error_on(b_qps[1].0), "B's I/O queue QP was in RTS");
+                }
+            })
+        },
+        &mut |j, e| ev.push((j, format!("{e:?}"))),
+    )
+    .expect("A's bench");
+    println!("A's lanes {:?}; events {ev:?}", r.per_lane.iter().map(|l| (l.0, l.1.ios)).collect::<Vec<_>>());
+    assert!(r.failed.is_empty(), "{:?}", r.failed);
+    assert_eq!((r.merged.ios, r.merged.lost, r.merged.errors, r.merged.outages), (6_000, 0, 0, 0), "A undisturbed");
+    assert!(ev.contains(&(1, "Released".to_string())), "B heard its QP's error while A's queues were lent: {ev:?}");
+    assert!(!ev.iter().any(|e| e.0 == 0), "nothing happened to A: {ev:?}");
+    drive(&mut net, &mut h, &mut set, |s| s.all_live());
+    assert_eq!((set.ctrls[0].connects, set.ctrls[1].connects), (1, 2), "B reconnected, A kept its connection");
+}
+
+/// Controller A's verified I/O on lent queues (`verify::lanes::reconnecting`, 2 queues on 2
+/// std threads, a block range each) and the adapter moves one of A's lent I/O queues' QP to
+/// error mid-run: that lane stops at its next poll, the owner stops the other, the set
+/// releases and reconnects A (B untouched) and both lanes resume on the new queues with their
+/// models (writes in flight at the failure may or may not have landed): every lane finishes
+/// its share and the read-back with 0 mismatches and 0 errors.
+#[test]
+fn verify_lanes_resume_after_a_lent_queue_qp_the_adapter_moved_to_error() {
+    let (mut net, mut h, mut set) = setup_cfg(nvmeof::host::HostConfig { timeout_ns: 2_000_000, io_queues: 2, ..host_cfg(8) });
+    drive(&mut net, &mut h, &mut set, |s| s.all_live());
+    let w = Workload { count: 3_000, qd: 8, max_blocks: 8, seed: 11, stall_ns: 10_000_000_000 };
+    let (clock, cx) = (h.clock.clone(), h.cx.clone());
+    let mut ev = Vec::new();
+    let mut injected = false;
+    let (lanes, total) = nvmeof::verify::lanes::reconnecting(
+        &mut set,
+        0,
+        &mut h.v,
+        &mut net,
+        &w,
+        |jobs, turn| {
+            let victim = jobs[1].qpn();
+            let first = !injected;
+            injected = true;
+            on_threads(&clock, jobs, turn, |n| {
+                if first && n == 40 {
+                    assert!(cx.inject_qp_error_on(victim.0), "A's lent I/O queue QP was in RTS");
+                }
+            })
+        },
+        &mut |j, e| ev.push((j, format!("{e:?}"))),
+    )
+    .expect("A's verified I/O");
+    println!("lanes {:?} total {total:?} events {ev:?}", lanes.per_lane);
+    assert!(lanes.failed.is_empty(), "{:?}", lanes.failed);
+    assert_eq!(lanes.per_lane.iter().map(|l| l.0).collect::<Vec<_>>(), vec![1, 2], "both lanes finished");
+    let v = total.verify;
+    assert_eq!((v.mismatches, v.errors), (0, 0), "{total:?}");
+    assert!(v.blocks_verified > 0, "{total:?}");
+    assert_eq!(total.releases, 1, "A released once: {ev:?}");
+    assert!(total.answered_after_reconnect > 0, "the lanes resumed: {total:?}");
+    assert_eq!(ev.iter().filter(|e| e.1 == "Released").map(|e| e.0).collect::<Vec<_>>(), vec![0], "only A was released: {ev:?}");
+    assert_eq!((set.ctrls[0].connects, set.ctrls[1].connects), (2, 1));
+}

@@ -159,6 +159,17 @@ fn four_io_queues_on_four_threads_with_verified_data() {
     queues_on_threads(4);
 }
 
+/// Disconnect `host` (a failed one is released) and let both sides settle: the initiator's
+/// QPs and CQs back to `base`.
+fn release_to_baseline(host: Host<V>, w: &mut World, h: &mut testbed::Node, base: (usize, usize)) {
+    let _ = host.disconnect(&mut h.v, w);
+    for _ in 0..1000 {
+        rdma::Control::poll(&mut h.v);
+        w.turn();
+    }
+    assert_eq!((h.v.live_qps(), h.v.live_cqs()), base, "initiator objects after the release");
+}
+
 /// Mid-bench (`bench::lanes::on_lanes`, 3 I/O queues on 3 std threads, QD 8 each) the emulated
 /// adapter moves queue 2's QP to error on its own (`inject_qp_error_on`, as a catastrophic
 /// work-queue error: its event names the QP). Its responses sit in an SRQ, so nothing is flushed
@@ -246,11 +257,48 @@ fn a_lane_whose_qp_the_adapter_moved_to_error_stops_at_once_and_the_others_finis
     assert_eq!(r.merged.ios, 2 * SHARE);
     assert!(host.stats.completions > 2 * SHARE, "the victim had completed I/O before its QP failed");
     assert!(host.failed(), "the queue comes back failed: the controller needs a reconnect");
-    let _ = host.disconnect(&mut h.v, &mut w);
-    for _ in 0..1000 {
-        rdma::Control::poll(&mut h.v);
-        w.turn();
-    }
-    assert_eq!((h.v.live_qps(), h.v.live_cqs()), (qps0, cqs0), "initiator objects after the release");
+    release_to_baseline(host, &mut w, &mut h, (qps0, cqs0));
     assert_eq!(w.target.queues(), 0, "target queues after the release");
+}
+
+/// Verified I/O on lent queues of a host alone (`verify::lanes::on_lanes`, 2 queues on 2 std
+/// threads) and the adapter moves the admin queue's QP to error mid-run: the owner's turn hears
+/// the event, its `Host::tick` fails, and it stops every lane. Each lane reports what happened
+/// (`Error::ControllerFailed`: its controller failed while its queue was lent), not a protocol
+/// error of its own, and the run ends with the admin queue's failure; the host comes back
+/// failed and its release leaves nothing behind.
+#[test]
+fn verify_lanes_stopped_by_a_failed_admin_queue_report_the_controllers_failure() {
+    let (mut w, mut h) = setup_with(2);
+    let (qps0, cqs0) = (h.v.live_qps(), h.v.live_cqs());
+    let cfg = HostConfig { io_queues: 2, kato_ms: 20, ..four_queues(QD) };
+    let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let admin_qp = w.host_qps[0];
+    let work = nvmeof::verify::reconnecting::Workload { count: 1_000_000, qd: QD as usize, max_blocks: 1, seed: 3, stall_ns: LIMIT_NS };
+    let (clock, cx) = (h.clock.clone(), h.cx.clone());
+    let mut ends = Vec::new();
+    let r = nvmeof::verify::lanes::on_lanes(&mut host, &mut h.v, &mut w, &work, |jobs, turn| {
+        let out: Vec<nvmeof::host::LentOutcome<V>> = thread::scope(|s| {
+            let threads: Vec<_> = jobs.into_iter().map(|job| s.spawn(|| job.run(&|| clock.now_ns(), &thread::yield_now))).collect();
+            for _ in 0..50 {
+                turn();
+            }
+            assert!(cx.inject_qp_error_on(admin_qp.0), "the admin queue's QP was in RTS");
+            let t0 = Instant::now();
+            while !threads.iter().all(|t| t.is_finished()) && t0.elapsed() < Duration::from_secs(30) {
+                turn();
+            }
+            threads.into_iter().map(|t| t.join().expect("a lane's thread panicked")).collect()
+        });
+        ends = out.iter().map(|o| (o.0.qid(), o.1.clone())).collect();
+        out
+    });
+    println!("HOST-THREADS admin failure: {r:?}; lanes {ends:?}");
+    assert!(matches!(r, Err(ref e) if *e != nvmeof::Error::ControllerFailed), "the run ends with the admin queue's failure: {r:?}");
+    assert_eq!(ends.len(), 2, "both lanes ended: {ends:?}");
+    for (qid, end) in &ends {
+        assert_eq!(*end, Ok(nvmeof::host::LaneEnd::Stopped(nvmeof::Error::ControllerFailed)), "lane {qid}");
+    }
+    assert!(host.failed(), "the host comes back failed");
+    release_to_baseline(host, &mut w, &mut h, (qps0, cqs0));
 }

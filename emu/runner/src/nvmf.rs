@@ -285,10 +285,7 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
     let w = Workload { count, qd: c.qd as usize, max_blocks: 32, seed, stall_ns: VERIFY_STALL_NS };
     // Outages (released until live again), wall clock: the target's side of them is real time.
     let (mut down_since, mut outage, mut longest) = (None::<Instant>, Duration::ZERO, Duration::ZERO);
-    let r = if threads {
-        verify_on_threads(&mut set, v, env, &w)
-    } else {
-        nvmeof::verify::reconnecting::run(&mut set, v, env, &w, |_, e| {
+    let mut on = |e: &CtrlEvent<mlx5::Error>| {
         match e {
             CtrlEvent::AttemptFailed(e) => log::warn!("runner: reconnect attempt failed: {e:?}"),
             e => println!("RUNNER controller event {e:?}"),
@@ -305,9 +302,11 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
             }
             _ => {}
         }
-        })
-        .map(|r| (r[0], Vec::new()))
-        .map_err(|e| format!("verified I/O: {e:?}"))
+    };
+    let r = if threads {
+        verify_on_threads(&mut set, v, env, &w, &mut on)
+    } else {
+        nvmeof::verify::reconnecting::run(&mut set, v, env, &w, |_, e| on(e)).map(|r| (r[0], Vec::new())).map_err(|e| format!("verified I/O: {e:?}"))
     };
     let (r, verify_lanes) = match r {
         Ok(r) => r,
@@ -368,7 +367,7 @@ fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut 
     };
     let mut out = String::new();
     let (res, per_lane) = if b.threads {
-        let lanes = on_threads(set, v, env, nsid, b)?;
+        let lanes = on_threads(set, v, env, nsid, b, &mut on)?;
         for (qid, r) in &lanes.per_lane {
             let _ = writeln!(out, "RUNNER bench lane qid={qid} ios={} errors={} iops={} p50_ns={} p99_ns={}", r.ios, r.errors, r.iops(), r.lat().percentile(50.0), r.lat().percentile(99.0));
         }
@@ -423,21 +422,33 @@ fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut 
 
 /// `nvmf.bench=...,threads=on`: every I/O queue of the set's controller driven by a std thread
 /// of its own (`nvmeof::bench::lanes`), timed by the host process's monotonic clock; this thread
-/// keeps the admin queue, the device and the CM meanwhile. No reconnect while the queues are
-/// lent: a lost controller ends the bench with an error.
-fn on_threads<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, nsid: u32, b: &nvmeof::bench::BenchConfig) -> Result<nvmeof::bench::lanes::LanesResult<mlx5::Error>, String> {
-    let host = set.ctrls[0].live().ok_or("bench: controller not live")?;
-    nvmeof::bench::lanes::on_lanes(host, v, env, nsid, b, |jobs, turn| on_std_threads(jobs, turn)).map_err(|e| format!("bench: {e:?}"))
+/// keeps the admin queue, the device and the CM meanwhile. A lost controller stops the lanes,
+/// is reconnected by the set and the lanes resume (`on` hears its events); outages counted.
+fn on_threads<E: HostEnv<crate::Verbs>>(
+    set: &mut Controllers<crate::Verbs>,
+    v: &mut crate::Verbs,
+    env: &mut E,
+    nsid: u32,
+    b: &nvmeof::bench::BenchConfig,
+    on: &mut dyn FnMut(&CtrlEvent<mlx5::Error>),
+) -> Result<nvmeof::bench::lanes::LanesResult<mlx5::Error>, String> {
+    nvmeof::bench::lanes::reconnecting(set, 0, v, env, nsid, b, |jobs, turn| on_std_threads(jobs, turn), &mut |_, e| on(e)).map_err(|e| format!("bench: {e:?}"))
 }
 
 /// `nvmf.verify=N,threads=on`: the verified workload split over every I/O queue of the set's
 /// controller, each on a std thread of its own with a block range of its own
 /// (`nvmeof::verify::lanes`); this thread keeps the admin queue, the device and the CM. A
-/// `RUNNER verify lane` line each; a failed lane (or a mismatch) fails the run. No reconnect
-/// while the queues are lent: a lost controller ends it with an error.
-fn verify_on_threads<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, w: &Workload) -> Result<(LaneResult, Vec<(u16, nvmeof::verify::VerifyResult)>), String> {
-    let host = set.ctrls[0].live().ok_or("verified I/O: controller not live")?;
-    let r = nvmeof::verify::lanes::on_lanes(host, v, env, w, |jobs, turn| on_std_threads(jobs, turn)).map_err(|e| format!("verified I/O: {e:?}"))?;
+/// `RUNNER verify lane` line each; a failed lane (or a mismatch) fails the run. A lost
+/// controller stops the lanes, is reconnected by the set and the lanes resume (`on` hears its
+/// events).
+fn verify_on_threads<E: HostEnv<crate::Verbs>>(
+    set: &mut Controllers<crate::Verbs>,
+    v: &mut crate::Verbs,
+    env: &mut E,
+    w: &Workload,
+    on: &mut dyn FnMut(&CtrlEvent<mlx5::Error>),
+) -> Result<(LaneResult, Vec<(u16, nvmeof::verify::VerifyResult)>), String> {
+    let (r, total) = nvmeof::verify::lanes::reconnecting(set, 0, v, env, w, |jobs, turn| on_std_threads(jobs, turn), &mut |_, e| on(e)).map_err(|e| format!("verified I/O: {e:?}"))?;
     for (qid, l) in &r.per_lane {
         println!("RUNNER verify lane qid={qid} writes={} reads={} blocks_verified={} mismatches={} errors={}", l.writes, l.reads, l.blocks_verified, l.mismatches, l.errors);
     }
@@ -447,7 +458,7 @@ fn verify_on_threads<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verb
     if !r.failed.is_empty() {
         return Err(format!("verified I/O: {} of the lanes failed", r.failed.len()));
     }
-    Ok((LaneResult { verify: r.merged, ..LaneResult::default() }, r.per_lane))
+    Ok((total, r.per_lane))
 }
 
 /// Run each lane's work on a std thread of its own, timed by the host process's monotonic

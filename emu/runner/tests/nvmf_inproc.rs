@@ -85,6 +85,18 @@ fn notices_loss(host: &mut Host<Verbs>, h: &mut Node, env: &mut Env) -> bool {
     false
 }
 
+/// A target hook: once the target has written `writes` blocks it closes every connection and
+/// listens again (the port taken away and given back), once; `at` gets its command count then.
+fn drop_once_after_writes(writes: u64, at: Rc<std::cell::Cell<Option<u64>>>) -> impl FnMut(&mut TargetSide) + 'static {
+    move |s| {
+        if at.get().is_none() && s.svc.target.core_stats().writes >= writes {
+            at.set(Some(s.svc.target.core_stats().commands));
+            s.svc.close_all(&mut s.node.v);
+            s.svc.cm.listen(4420).unwrap();
+        }
+    }
+}
+
 fn cfg() -> HostConfig {
     HostConfig { hostnqn: HOSTNQN.into(), io_queues: 2, io_depth: 32, max_io_bytes: 64 * 1024, kato_ms: 0, ..HostConfig::default() }
 }
@@ -249,15 +261,8 @@ fn runner_initiator_survives_the_target_dropping_it_mid_run() {
 #[test]
 fn runner_bench_survives_the_target_dropping_it_mid_bench() {
     let dropped = Rc::new(std::cell::Cell::new(None));
-    let d2 = dropped.clone();
-    let (clock, side, mut h, mut env) = setup_hooked("", move |s| {
-        // The verified run before the bench writes ~100 blocks.
-        if d2.get().is_none() && s.svc.target.core_stats().writes >= 1_500 {
-            d2.set(Some(s.svc.target.core_stats().commands));
-            s.svc.close_all(&mut s.node.v);
-            s.svc.cm.listen(4420).unwrap();
-        }
-    });
+    // The verified run before the bench writes ~100 blocks.
+    let (clock, side, mut h, mut env) = setup_hooked("", drop_once_after_writes(1_500, dropped.clone()));
     let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues=2,qd=8 nvmf.bench=randrw,qd=8,time=150ms,seed=3")).unwrap();
     let t0 = clock.now_ns();
     let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, cfg(), 200, 7, None).expect("initiator run");
@@ -540,4 +545,68 @@ fn runner_verify_on_two_threads() {
 #[test]
 fn runner_verify_on_four_threads() {
     verify_on_threads(4);
+}
+
+/// `nvmf.bench=...,threads=on` (2 I/O queues, each on a std thread of its own, QD 8) and the
+/// target closes every connection once the bench has written 1,500 blocks (the port taken away
+/// and given back): the owner sees the controller lost (its CM hears the queues' DREQs), stops
+/// both lanes (what each had in flight counted lost), the set reconnects the controller and the
+/// lanes resume on the new queues with their state, to the I/O count asked: one outage, every
+/// I/O answered or lost, no error, each lane its share.
+#[test]
+fn runner_bench_on_threads_resumes_after_the_target_dropped_it() {
+    let dropped = Rc::new(std::cell::Cell::new(None));
+    let (_clock, side, mut h, mut env) = setup_hooked("", drop_once_after_writes(1_500, dropped.clone()));
+    let ios = 6_000;
+    let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues=2,qd=8 nvmf.bench=randrw,qd=8,time=600s,ios={ios},seed=3,threads=on")).unwrap();
+    let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, HostConfig { io_queues: 2, io_depth: 8, kato_ms: 20, ..cfg() }, 200, 7, None).expect("initiator run");
+    let b = r.bench.clone().expect("bench ran");
+    println!("{b:?} connects {} lanes {:?}", r.connects, r.bench_lanes.iter().map(|l| (l.0, l.1.ios, l.1.lost)).collect::<Vec<_>>());
+    let at = dropped.get().expect("the target dropped the initiator mid-bench");
+    assert_eq!(r.lane.releases, 0, "the drop came during the bench, not the verified run");
+    assert_eq!(r.connects, 2, "reconnected once");
+    assert_eq!((b.outages, b.down_at_end, b.errors), (1, false, 0), "{b:?}");
+    assert!(b.outage_ns > 0, "{b:?}");
+    assert!(b.lost >= 1 && b.lost <= 16, "in flight at the drop (2 lanes at QD 8): {b:?}");
+    assert_eq!((b.reads + b.writes, b.ios + b.lost), (ios, ios), "every I/O asked was answered or lost: {b:?}");
+    assert_eq!(b.lat().count(), b.ios, "lost I/Os are no latency samples");
+    assert_eq!(r.bench_lanes.iter().map(|l| l.0).collect::<Vec<_>>(), vec![1, 2], "both lanes finished");
+    for (qid, l) in &r.bench_lanes {
+        assert_eq!((l.ios + l.lost, l.errors), (ios / 2, 0), "queue {qid}: its share, answered or lost");
+    }
+    let s = side.borrow();
+    assert!(s.svc.target.core_stats().commands > at + 1_000, "the lanes went on after the reconnect: {} at the drop, {} in all", at, s.svc.target.core_stats().commands);
+    assert_eq!((s.svc.target.core_stats().errors, s.svc.target.stats().bad_capsules), (0, 0), "{:?}", s.svc.target.core_stats());
+}
+
+/// `nvmf.verify=N,threads=on` (2 I/O queues on 2 std threads, a block range each) and the
+/// target closes every connection after 600 writes: both lanes stop, each lane's model takes
+/// its writes in flight as maybe landed, the controller is reconnected and the lanes resume and
+/// finish their share and the read-back: 0 mismatches, 0 errors, I/O answered after the
+/// reconnect.
+#[test]
+fn runner_verify_on_threads_resumes_after_the_target_dropped_it() {
+    let dropped = Rc::new(std::cell::Cell::new(None));
+    let (_clock, side, mut h, mut env) = setup_hooked("", drop_once_after_writes(600, dropped.clone()));
+    let count = 4_000u64;
+    let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues=2,qd=8 nvmf.verify={count},threads=on")).unwrap();
+    let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, HostConfig { io_queues: 2, io_depth: 8, kato_ms: 20, ..cfg() }, 0, 7, None).expect("initiator run");
+    println!("{:?} lanes {:?}", r.lane, r.verify_lanes);
+    assert!(dropped.get().is_some(), "the target dropped the initiator mid-run");
+    let v = r.lane.verify;
+    assert_eq!((v.mismatches, v.errors), (0, 0), "{r:?}");
+    assert_eq!((r.lane.releases, r.connects), (1, 2), "released and reconnected once: {r:?}");
+    assert!(r.lane.answered_after_reconnect >= 1_000, "the lanes resumed: {r:?}");
+    assert_eq!(r.verify_lanes.iter().map(|l| l.0).collect::<Vec<_>>(), vec![1, 2], "both lanes finished");
+    let mut sum = nvmeof::verify::VerifyResult::default();
+    for (qid, l) in &r.verify_lanes {
+        assert!(l.blocks_verified > 0 && l.writes + l.reads >= count / 2, "queue {qid}: {l:?}");
+        sum.add(l);
+    }
+    assert_eq!(v, sum, "the merged tally is the lanes' sum");
+    for _ in 0..2_000 {
+        env.idle(&mut h.v);
+    }
+    let s = side.borrow();
+    assert_eq!(s.svc.connections(), 0, "every queue closed after the run");
 }

@@ -214,6 +214,13 @@ impl Run {
         }
     }
 
+    /// The result so far, its elapsed time up to `now` (a lane's, each time it ends).
+    pub(super) fn result_at(&self, now: u64) -> BenchResult {
+        let mut r = self.res.clone();
+        r.elapsed_ns = now.saturating_sub(self.start);
+        r
+    }
+
     pub(super) fn finish(mut self, now: u64) -> BenchResult {
         self.res.elapsed_ns = now.saturating_sub(self.start);
         self.res

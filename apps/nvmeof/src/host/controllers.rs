@@ -15,6 +15,9 @@
 //!   namespaces: `bringup`), one command submitted or looked at per call, so a target slow
 //!   to answer costs the others nothing. Not yet: a DH-HMAC-CHAP exchange the target asks for
 //!   at Connect is still waited for.
+//! - **Lent I/O queues are released only once given back.** A failed controller whose queues
+//!   are lent to lanes (`super::lent`) has its lanes stopped and stays failed until every queue
+//!   came back; a failed device waits for every controller's lanes the same way.
 
 
 use super::*;
@@ -97,6 +100,12 @@ impl<V: GroupVerbs> Controller<V> {
     /// I/O that just completed).
     pub fn host(&self) -> &Host<V> {
         &self.host
+    }
+
+    /// The host whatever its state, to lend its I/O queues out and take them back
+    /// ([`super::lent::reconnecting`]).
+    pub(crate) fn host_mut(&mut self) -> &mut Host<V> {
+        &mut self.host
     }
 
     /// The caller saw this controller fail (a poll, tick or submit error): it is released and
@@ -198,6 +207,17 @@ impl<V: GroupVerbs> Controllers<V> {
             }
         }
         if verbs.device_failed() {
+            // Lent queues are released only once their lanes gave them back: stop the lanes
+            // and wait for them (a later poll goes on).
+            let mut lending = false;
+            for c in self.ctrls.iter_mut().filter(|c| c.host.lending()) {
+                c.host.stop_lent();
+                c.fail();
+                lending = true;
+            }
+            if lending {
+                return;
+            }
             // Every controller lets go of the dead device's objects before it comes back.
             let now = env.now_ns();
             for (i, c) in self.ctrls.iter_mut().enumerate() {
@@ -235,6 +255,10 @@ impl<V: GroupVerbs> Controllers<V> {
         let c = &mut self.ctrls[i];
         match c.state {
             CtrlState::Live | CtrlState::Lost => {}
+            CtrlState::Failed if c.host.lending() => {
+                // Released once its lanes stopped and gave their queues back.
+                c.host.stop_lent();
+            }
             CtrlState::Failed => {
                 c.host.teardown(verbs, env);
                 on(i, CtrlEvent::Released);

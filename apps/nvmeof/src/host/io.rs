@@ -5,7 +5,7 @@
 //! admin queue (SPDK perf's one queue per core).
 
 use alloc::sync::Arc;
-use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
 use super::*;
 
@@ -183,9 +183,11 @@ impl<V: GroupVerbs> IoQueue<V> {
 /// reconnects, disconnects or is dropped: only the host releases its queues.
 pub struct IoLane<V: GroupVerbs> {
     io: IoQueue<V>,
-    /// Raised by the owner ([`Host::fail_qp`]) when the adapter moved this queue's QP to
-    /// error; read once per [`IoLane::poll`] (a load, no read-modify-write).
-    qp_error: Arc<AtomicBool>,
+    /// Raised by the owner: [`QP_ERROR`] when the adapter moved this queue's QP to error
+    /// ([`Host::fail_qp`]), [`CTRL_FAILED`] when it stops the queue because its controller
+    /// failed ([`Host::stop_lent`]); read once per [`IoLane::poll`] (a load, no
+    /// read-modify-write).
+    flags: Arc<AtomicU8>,
     wc: [Completion; 32],
     namespaces: Vec<NsInfo>,
     inline_ok: bool,
@@ -230,12 +232,14 @@ impl<V: GroupVerbs> IoLane<V> {
 
     /// As [`Host::poll`], on this queue: its finished I/O into `out`; the queue's failure once
     /// nothing more is finished. Once the owner heard that the adapter moved the queue's QP to
-    /// error, [`Error::QpError`] at once: with its receives in an SRQ nothing would be flushed,
-    /// and the commands in flight will not be answered.
+    /// error, [`Error::QpError`] at once, and once it stopped the queue because its controller
+    /// failed, [`Error::ControllerFailed`]: with its receives in an SRQ nothing would be
+    /// flushed, and the commands in flight will not be answered.
     pub fn poll(&mut self, now: u64, out: &mut [IoDone]) -> Result<usize, Error<V::Error>> {
-        if self.qp_error.load(Relaxed) {
+        let flags = self.flags.load(Relaxed);
+        if flags != 0 {
             self.io.q.failed = true;
-            return Err(Error::QpError { qid: self.io.q.qid });
+            return Err(if flags & QP_ERROR != 0 { Error::QpError { qid: self.io.q.qid } } else { Error::ControllerFailed });
         }
         let n = self.io.reap(&mut self.stats, &mut self.wc, now, out)?;
         if n == 0 && self.io.q.failed {
@@ -260,6 +264,25 @@ pub struct LanesResult<R, E> {
     pub failed: Vec<(u16, Error<E>)>,
 }
 
+impl<R: Default, E> LanesResult<R, E> {
+    /// The lanes' `ends` (by QID; lane `qid`'s state is `states[qid - 1]`): a finished lane's
+    /// result (`result` of its state) and their `merge`, a stopped or failed lane's error.
+    pub(crate) fn gather<S>(ends: Vec<(u16, Result<LaneEnd<E>, Error<E>>)>, states: &[S], result: impl Fn(&S) -> R, merge: impl Fn(&mut R, &R)) -> Self {
+        let (mut per_lane, mut failed) = (Vec::new(), Vec::new());
+        for (qid, end) in ends {
+            match end {
+                Ok(LaneEnd::Finished) => per_lane.push((qid, result(&states[qid as usize - 1]))),
+                Ok(LaneEnd::Stopped(e)) | Err(e) => failed.push((qid, e)),
+            }
+        }
+        let mut merged = R::default();
+        for (_, r) in &per_lane {
+            merge(&mut merged, r);
+        }
+        LanesResult { merged, per_lane, failed }
+    }
+}
+
 /// Work made of a lent I/O queue (a bench lane, a verified-I/O lane) to run on a thread or CPU
 /// of its own; its outcome gives the queue back.
 pub trait LaneWork {
@@ -271,23 +294,91 @@ pub trait LaneWork {
     fn run(self, clock: &dyn Fn() -> u64, idle: &dyn Fn()) -> Self::Outcome;
 }
 
-/// The owner's note of a lent queue: its QP and the flag its lane reads.
+/// The work on one lent queue, whose state outlives a run of it (a bench lane's run, a
+/// verified-I/O lane's model): driven from a thread of its own through [`Lent`], and after its
+/// queue failed resumed on the controller's next connection
+/// ([`super::lent::reconnecting`]).
+pub trait LaneDrive<V: GroupVerbs> {
+    /// Drive `lane` until the work is done ([`LaneEnd::Finished`]), the queue fails
+    /// ([`LaneEnd::Stopped`]: what was in flight counted lost, the state ready to resume) or
+    /// the work itself fails (`Err`). `clock` and `idle` as in [`LaneWork::run`].
+    fn drive(&mut self, lane: &mut IoLane<V>, clock: &dyn Fn() -> u64, idle: &dyn Fn()) -> Result<LaneEnd<V::Error>, Error<V::Error>>;
+    /// The controller is live again after a loss (before the next `drive`).
+    fn reconnected(&mut self) {}
+}
+
+/// A lent queue and the state of the work on it, to run on a thread or CPU of its own.
+pub struct Lent<'a, S, V: GroupVerbs> {
+    lane: IoLane<V>,
+    state: &'a mut S,
+}
+
+impl<'a, S, V: GroupVerbs> Lent<'a, S, V> {
+    pub(crate) fn new(lane: IoLane<V>, state: &'a mut S) -> Self {
+        Lent { lane, state }
+    }
+
+    /// The lent queue's QP.
+    pub fn qpn(&self) -> Qpn {
+        self.lane.qpn()
+    }
+}
+
+impl<S: LaneDrive<V>, V: GroupVerbs> LaneWork for Lent<'_, S, V> {
+    type Outcome = LentOutcome<V>;
+    fn qid(&self) -> u16 {
+        self.lane.qid()
+    }
+    fn run(self, clock: &dyn Fn() -> u64, idle: &dyn Fn()) -> LentOutcome<V> {
+        let Lent { mut lane, state } = self;
+        let end = state.drive(&mut lane, clock, idle);
+        (lane, end)
+    }
+}
+
+/// A lent queue's flag bit: the adapter moved its QP to error.
+const QP_ERROR: u8 = 1;
+/// A lent queue's flag bit: its controller failed, the owner stopped it.
+const CTRL_FAILED: u8 = 2;
+
+/// How a lane's run ended without an error of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaneEnd<E> {
+    /// Its work is done.
+    Finished,
+    /// Its queue failed (the error it saw): what was in flight is counted lost and the work's
+    /// state kept, to resume on the controller's next connection.
+    Stopped(Error<E>),
+}
+
+/// What a run of lent work gave back: the queue and how the run ended (`Err`: the work itself
+/// failed, e.g. a completion of nothing in flight).
+pub type LentOutcome<V> = (IoLane<V>, Result<LaneEnd<<V as rdma::VerbsError>::Error>, Error<<V as rdma::VerbsError>::Error>>);
+
+/// The owner's note of a lent queue: its QP, its connection and the flags its lane reads.
 pub(super) struct LentQueue {
     qid: u16,
     pub(super) qpn: Qpn,
-    qp_error: Arc<AtomicBool>,
+    pub(super) cm: u32,
+    flags: Arc<AtomicU8>,
 }
 
 impl LentQueue {
     /// The adapter moved the queue's QP to error: its lane stops at its next poll.
     pub(super) fn raise(&self) {
-        if !self.qp_error.swap(true, Relaxed) {
+        if self.flags.fetch_or(QP_ERROR, Relaxed) & QP_ERROR == 0 {
             log::warn!("nvmeof: host: lent I/O queue {} ({}): the adapter moved its QP to error; its lane stops", self.qid, self.qpn);
         }
     }
 
+    /// Its controller failed: its lane stops at its next poll.
+    pub(super) fn stop(&self) {
+        self.flags.fetch_or(CTRL_FAILED, Relaxed);
+    }
+
+    /// Whether its lane was told to stop (either flag).
     pub(super) fn raised(&self) -> bool {
-        self.qp_error.load(Relaxed)
+        self.flags.load(Relaxed) != 0
     }
 }
 
@@ -318,31 +409,30 @@ impl<V: GroupVerbs> Host<V> {
         let namespaces = self.namespaces.clone();
         let mut lanes = Vec::with_capacity(self.io.len());
         for io in self.io.drain(..) {
-            let qp_error = Arc::new(AtomicBool::new(false));
-            self.lent.push(LentQueue { qid: io.q.qid, qpn: io.q.qpn, qp_error: qp_error.clone() });
-            lanes.push(IoLane { io, qp_error, wc: [Completion::default(); 32], namespaces: namespaces.clone(), inline_ok, invalidate, stats: HostStats::default() });
+            let flags = Arc::new(AtomicU8::new(0));
+            self.lent.push(LentQueue { qid: io.q.qid, qpn: io.q.qpn, cm: io.q.cm, flags: flags.clone() });
+            lanes.push(IoLane { io, flags, wc: [Completion::default(); 32], namespaces: namespaces.clone(), inline_ok, invalidate, stats: HostStats::default() });
         }
         lanes
     }
 
-    /// Run `jobs` made of this host's lent queues ([`Host::lend_io_queues`]): `spawn` runs each
-    /// on a thread (or CPU) of its own and, until they all finished, calls the owner's turn it
-    /// is given from its own thread: the device and CM (`env.idle`), the adapter's QP error
-    /// events ([`Host::take_qp_errors`]: the lane whose queue it names stops at its next poll),
-    /// the admin queue and keep-alive ([`Host::tick`]; on its failure `stop` is set, which
-    /// every job must read, and no more turns are taken). Every queue is given back before this
-    /// returns. Returns each job's result (and their `merge`) and each failed job's error, by
-    /// QID; the admin queue's error if it failed.
+    /// Run `jobs` made of this host's lent queues ([`Host::lend_io_queues`]) on a host alone on
+    /// its device, without reconnects: `spawn` runs each on a thread (or CPU) of its own and,
+    /// until they all finished, calls the owner's turn it is given from its own thread: the
+    /// device and CM (`env.idle`), the adapter's QP error events ([`Host::take_qp_errors`]: the
+    /// lane whose queue it names stops at its next poll), the queues' connections
+    /// ([`Host::check_connections`]), the admin queue and keep-alive ([`Host::tick`]; on its
+    /// failure every lane is stopped, [`Error::ControllerFailed`], and no more turns are
+    /// taken). Every queue is given back before this returns. Returns each job's end, by QID;
+    /// the admin queue's error if it failed.
     #[allow(clippy::type_complexity)]
-    pub(crate) fn run_lent<J, R: Default, E: HostEnv<V>>(
+    pub(crate) fn run_lent<J, E: HostEnv<V>>(
         &mut self,
         verbs: &mut V,
         env: &mut E,
-        stop: &AtomicBool,
         jobs: Vec<J>,
-        spawn: impl FnOnce(Vec<J>, &mut dyn FnMut()) -> Vec<(IoLane<V>, Result<R, Error<V::Error>>)>,
-        merge: impl Fn(&mut R, &R),
-    ) -> Result<LanesResult<R, V::Error>, Error<V::Error>> {
+        spawn: impl FnOnce(Vec<J>, &mut dyn FnMut()) -> Vec<LentOutcome<V>>,
+    ) -> Result<Vec<(u16, Result<LaneEnd<V::Error>, Error<V::Error>>)>, Error<V::Error>> {
         let mut admin = Ok(());
         let outcomes = {
             let mut turn = || {
@@ -351,31 +441,44 @@ impl<V: GroupVerbs> Host<V> {
                 }
                 env.idle(verbs);
                 self.take_qp_errors(verbs);
+                self.check_connections(env);
                 let now = env.now_ns();
                 if let Err(e) = self.tick(verbs, now) {
                     admin = Err(e);
-                    stop.store(true, Relaxed);
+                    self.stop_lent();
                 }
             };
             spawn(jobs, &mut turn)
         };
-        let (mut lanes, mut per_lane, mut failed) = (Vec::with_capacity(outcomes.len()), Vec::new(), Vec::new());
-        for (lane, r) in outcomes {
-            match r {
-                Ok(r) => per_lane.push((lane.qid(), r)),
-                Err(e) => failed.push((lane.qid(), e)),
-            }
+        let ends = self.give_back(outcomes);
+        admin?;
+        Ok(ends)
+    }
+
+    /// Take the lanes of `outcomes` back ([`Host::return_io_queues`]); their ends by QID.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn give_back(&mut self, outcomes: Vec<LentOutcome<V>>) -> Vec<(u16, Result<LaneEnd<V::Error>, Error<V::Error>>)> {
+        let (mut lanes, mut ends) = (Vec::with_capacity(outcomes.len()), Vec::with_capacity(outcomes.len()));
+        for (lane, end) in outcomes {
+            ends.push((lane.qid(), end));
             lanes.push(lane);
         }
         self.return_io_queues(lanes);
-        admin?;
-        per_lane.sort_by_key(|l| l.0);
-        failed.sort_by_key(|l| l.0);
-        let mut merged = R::default();
-        for (_, r) in &per_lane {
-            merge(&mut merged, r);
+        ends.sort_by_key(|e| e.0);
+        ends
+    }
+
+    /// Stop every lent queue's lane at its next poll ([`Error::ControllerFailed`]): the
+    /// controller failed. Slow path.
+    pub(crate) fn stop_lent(&self) {
+        for l in &self.lent {
+            l.stop();
         }
-        Ok(LanesResult { merged, per_lane, failed })
+    }
+
+    /// Whether some of its I/O queues are lent out.
+    pub fn lending(&self) -> bool {
+        !self.lent.is_empty()
     }
 
     /// Take lent queues back (their counts added to the host's; a queue whose QP the adapter
@@ -383,7 +486,7 @@ impl<V: GroupVerbs> Host<V> {
     pub fn return_io_queues(&mut self, lanes: Vec<IoLane<V>>) {
         for mut l in lanes {
             self.lent.retain(|q| q.qid != l.io.q.qid);
-            if l.qp_error.load(Relaxed) {
+            if l.flags.load(Relaxed) != 0 {
                 l.io.q.failed = true;
             }
             self.stats.add_io(&l.stats);

@@ -212,8 +212,13 @@ impl Lane {
         self.max_blocks as usize * self.bs
     }
 
+    /// The controller is live again after its queues were released.
+    pub(super) fn reconnected(&mut self) {
+        self.lives += 1;
+    }
+
     /// Everything in flight was released without an answer.
-    fn lose_inflight(&mut self) {
+    pub(super) fn lose_inflight(&mut self) {
         self.res.releases += 1;
         for f in self.inflight.drain(..) {
             match f.op {
@@ -379,7 +384,7 @@ pub fn run<V: GroupVerbs>(set: &mut Controllers<V>, verbs: &mut V, env: &mut imp
             if let Some(l) = lanes[i].as_mut() {
                 match e {
                     CtrlEvent::Released => l.lose_inflight(),
-                    CtrlEvent::Live => l.lives += 1,
+                    CtrlEvent::Live => l.reconnected(),
                     _ => {}
                 }
             }
