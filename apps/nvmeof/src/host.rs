@@ -202,6 +202,9 @@ pub enum IoKind {
     Write,
     Flush,
     WriteZeroes,
+    /// Dataset Management, one range (the I/O's blocks), Deallocate: the range goes from the
+    /// slot's buffer, in the capsule where in-capsule writes are.
+    Deallocate,
 }
 
 /// A finished I/O.

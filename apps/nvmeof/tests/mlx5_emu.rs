@@ -352,9 +352,9 @@ fn writes_of_blocks_larger_than_the_path_mtu_are_staged_and_land_whole() {
     }
 }
 
-/// A RAM namespace whose writes, while `hold` is set, wait at the store until `release`:
-/// a store whose data lands in its memory at any time until the write completes (so does
-/// emu/sim's device, at the completion).
+/// A RAM namespace whose writes (Write, Write Zeroes, Deallocate), while `hold` is set, wait
+/// at the store until `release`: a store whose data lands in its memory at any time until the
+/// write completes (so does emu/sim's device, at the completion).
 struct SlowWrites {
     ram: RamNamespace<SimHal>,
     hold: bool,
@@ -374,7 +374,7 @@ impl SlowWrites {
 impl BlockDevice for SlowWrites {
     ram_geometry!();
     fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
-        if self.hold && io.op == BlockOp::Write {
+        if self.hold && matches!(io.op, BlockOp::Write | BlockOp::WriteZeroes | BlockOp::Deallocate) {
             blockdev::check_io(io, self.block_size(), self.num_blocks(), self.max_transfer_blocks())?;
             self.held.push(*io);
             return Ok(());
@@ -444,6 +444,78 @@ fn a_zero_copy_read_waits_for_a_staged_writes_store() {
     assert!(got.iter().all(|&b| b == 0xA7), "the read returned the write's data whole");
     let s = w.target.stats();
     assert_eq!((s.staged_writes - staged0, s.held_reads - held0), (1, 1), "staged, and the read waited for it");
+}
+
+/// A command the store places at its completion, held there (`SlowWrites`), then a zero-copy
+/// Read of its block over a 1 KiB path MTU (a 4 KiB block sent in 4 packets): the Read waits
+/// for the command's answer and returns `want` whole, never a block half old, half new. The
+/// block holds 0x33 before.
+fn a_zero_copy_read_waits_for_the_store_of(kind: IoKind, want: u8) {
+    let (mut w, mut h) = setup_on(2, 1, |t| SlowWrites { ram: RamNamespace::new(t.hal.clone(), NS_BYTES, 4096).expect("namespace memory"), hold: false, held: vec![] });
+    w.mtu = 1024;
+    // In-capsule writes (4 KiB fits the target's 4 KiB of in-capsule data).
+    let mut host = Host::connect(&mut h.v, &mut w, host_cfg(8), SUBNQN).expect("connect");
+    fn dev(w: &mut World<SlowWrites>) -> &mut SlowWrites {
+        w.target.core.namespace_dev(SUBNQN, 1).expect("namespace")
+    }
+    let lba = 12;
+    let (old, cmd, r) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
+    let fill = |host: &mut Host<V>, slot: u16, byte: u8| {
+        let (buf, off, _) = host.slot_buf(1, slot);
+        buf.write(off, &[byte; 4096]);
+    };
+    fill(&mut host, old, 0x33);
+    host.submit(&mut h.v, 1, old, IoKind::Write, 1, lba, 1, w.clock.now_ns()).unwrap();
+    wait_done(&mut w, &mut h, &mut host, 1);
+    dev(&mut w).hold = true;
+    let (inline0, held0) = (w.target.stats().inline_writes, w.target.stats().held_reads);
+    fill(&mut host, cmd, 0xA7);
+    fill(&mut host, r, 0x55);
+    host.submit(&mut h.v, 1, cmd, kind, 1, lba, 1, w.clock.now_ns()).unwrap();
+    for _ in 0..10_000 {
+        if !dev(&mut w).held.is_empty() {
+            break;
+        }
+        h.v.poll();
+        w.turn();
+    }
+    assert_eq!(dev(&mut w).held.len(), 1, "the {kind:?} is at the store");
+    host.submit(&mut h.v, 1, r, IoKind::Read, 1, lba, 1, w.clock.now_ns()).unwrap();
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 4];
+    for _ in 0..2_000 {
+        h.v.poll();
+        assert_eq!(host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll"), 0, "nothing answered while the store holds the {kind:?}");
+        w.turn();
+    }
+    dev(&mut w).release();
+    wait_done(&mut w, &mut h, &mut host, 2);
+    let (buf, off, _) = host.slot_buf(1, r);
+    let mut got = vec![0u8; 4096];
+    buf.read(off, &mut got);
+    assert!(got.iter().all(|&b| b == want), "the read returned the {kind:?}'s blocks whole");
+    let s = w.target.stats();
+    let inline = if kind == IoKind::WriteZeroes { 0 } else { 1 };
+    assert_eq!((s.inline_writes - inline0, s.held_reads - held0), (inline, 1), "in the capsule, and the read waited for it");
+}
+
+/// An in-capsule Write claims its blocks from its execution until its response's completion,
+/// as a staged Write does: a zero-copy Read of them waits for it.
+#[test]
+fn a_zero_copy_read_waits_for_an_in_capsule_writes_store() {
+    a_zero_copy_read_waits_for_the_store_of(IoKind::Write, 0xA7);
+}
+
+/// A Write Zeroes claims its blocks likewise.
+#[test]
+fn a_zero_copy_read_waits_for_a_write_zeroes_store() {
+    a_zero_copy_read_waits_for_the_store_of(IoKind::WriteZeroes, 0);
+}
+
+/// A Dataset Management Deallocate (one range, in the capsule) claims its ranges' span
+/// likewise (the RAM namespace reads deallocated blocks as zeros).
+#[test]
+fn a_zero_copy_read_waits_for_a_deallocates_store() {
+    a_zero_copy_read_waits_for_the_store_of(IoKind::Deallocate, 0);
 }
 
 /// At QD1 a keyed-SGL Write to the RAM namespace costs one doorbell: the target posts the RDMA

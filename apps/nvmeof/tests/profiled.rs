@@ -48,15 +48,17 @@ mod mlx5_emu {
     /// 4 KiB random I/O over mlx5 + emulated ConnectX with a RAM namespace: the workload
     /// `scripts/bench-nvmeof` runs under callgrind (collecting only `RdmaTarget::poll`, i.e. the
     /// target, the mlx5 driver calls it makes and the namespace, not the adapter model's own loop).
-    /// `NVMEOF_PROFILE_OP=read|write` (writes use keyed SGLs: RDMA READ of the host's data),
-    /// `NVMEOF_PROFILE_QD` (default 1), `NVMEOF_PROFILE_IOS`.
+    /// `NVMEOF_PROFILE_OP=read|write|inline-write` (writes use keyed SGLs: RDMA READ of the
+    /// host's data; `inline-write` sends the data in the capsule), `NVMEOF_PROFILE_QD` (default
+    /// 1), `NVMEOF_PROFILE_IOS`.
     #[test]
     fn target_4k_for_profiling_mlx5() {
         let n: u64 = std::env::var("NVMEOF_PROFILE_IOS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
         let qd: u16 = std::env::var("NVMEOF_PROFILE_QD").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-        let write = std::env::var("NVMEOF_PROFILE_OP").is_ok_and(|v| v == "write");
+        let op = std::env::var("NVMEOF_PROFILE_OP").unwrap_or_default();
+        let (write, inline) = (op == "write" || op == "inline-write", op == "inline-write");
         let (mut w, mut h) = setup();
-        let cfg = HostConfig { inline_writes: false, ..host_cfg(qd) };
+        let cfg = HostConfig { inline_writes: inline, ..host_cfg(qd) };
         let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
         let pattern = if write { Pattern::RandWrite } else { Pattern::RandRead };
         let bc = BenchConfig { pattern, block_size: 4096, queue_depth: qd, duration_ns: u64::MAX / 4, max_ios: n, seed: 3, threads: false };

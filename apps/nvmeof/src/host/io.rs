@@ -107,6 +107,7 @@ impl<V: GroupVerbs> IoQueue<V> {
             IoKind::Write => cmd(io_op::WRITE),
             IoKind::Flush => cmd(io_op::FLUSH),
             IoKind::WriteZeroes => cmd(io_op::WRITE_ZEROES),
+            IoKind::Deallocate => cmd(io_op::DSM),
         };
         sqe.nsid = U32::new(nsid);
         let mut inline = 0;
@@ -115,11 +116,20 @@ impl<V: GroupVerbs> IoQueue<V> {
             sqe.cdw11 = U32::new((lba >> 32) as u32);
             sqe.cdw12 = U32::new(blocks - 1);
         }
-        if matches!(kind, IoKind::Read | IoKind::Write) {
+        let bytes = if kind == IoKind::Deallocate {
+            // One range (Number of Ranges 0's based), written where a Write's data would be.
+            sqe.cdw11 = U32::new(DSM_ATTR_DEALLOCATE);
+            let r = DsmRange { cattr: U32::new(0), nlb: U32::new(blocks), slba: U64::new(lba) };
+            q.data.write(slot as usize * q.xfer, r.as_bytes());
+            DsmRange::SIZE as u64
+        } else {
+            bytes
+        };
+        if matches!(kind, IoKind::Read | IoKind::Write | IoKind::Deallocate) {
             if bytes > q.xfer as u64 {
                 return Err(Error::Config("I/O larger than the slot buffer"));
             }
-            if kind == IoKind::Write && inline_ok && bytes as usize <= q.capsule - 64 {
+            if kind != IoKind::Read && inline_ok && bytes as usize <= q.capsule - 64 {
                 // In-capsule: the CPU copies the data into the capsule (host side only).
                 let mut chunk = [0u8; 512];
                 let mut done = 0usize;

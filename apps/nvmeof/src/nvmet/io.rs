@@ -161,23 +161,33 @@ pub(super) fn submit_fetched<D: BlockDevice>(dev: &mut D, lat: Option<&mut devla
     }
 }
 
+/// A Dataset Management command's ranges (`bytes`, as the host sent them, `sgl_len` by its
+/// SGL): Sgl Invalid Data when fewer than its Number of Ranges, none when it asks no
+/// Deallocate (only hints).
+pub(super) fn dsm_ranges<'a>(sqe: &Sqe, sgl_len: usize, bytes: &'a [u8]) -> Result<Option<impl Iterator<Item = DsmRange> + Clone + 'a>, Status> {
+    let need = ((sqe.cdw10.get() & 0xFF) as usize + 1) * DsmRange::SIZE;
+    if sgl_len < need || bytes.len() < need {
+        return Err(Status::SGL_INVALID_DATA);
+    }
+    if sqe.cdw11.get() & DSM_ATTR_DEALLOCATE == 0 {
+        return Ok(None);
+    }
+    Ok(Some(bytes[..need].chunks_exact(DsmRange::SIZE).map(|r| DsmRange::read_from_bytes(r).expect("16 bytes"))))
+}
+
 /// Dataset Management on the namespace whose store is `dev` (`cap` blocks): its ranges
 /// checked all or nothing, then a Deallocate per non-empty range (counted in `inflight`).
 fn dsm<D: BlockDevice>(dev: &mut D, mut lat: Option<&mut devlat::DevLatency>, sqe: &Sqe, data: &DataIn<'_>, cap: u64, inflight: &mut u64) -> Action {
-    let nr = (sqe.cdw10.get() & 0xFF) as usize + 1;
-    let need = nr * DsmRange::SIZE;
-    if (data.sgl_len as usize) < need || data.bytes.len() < need {
-        return Action::status(Status::SGL_INVALID_DATA);
-    }
-    if sqe.cdw11.get() & DSM_ATTR_DEALLOCATE == 0 {
+    let ranges = match dsm_ranges(sqe, data.sgl_len as usize, data.bytes) {
+        Err(st) => return Action::status(st),
         // Only hints: nothing to do.
-        return Action::ok(0, 0);
-    }
+        Ok(None) => return Action::ok(0, 0),
+        Ok(Some(r)) => r,
+    };
     // Every range within the store's Deallocate limit (Identify CNS 06h DMRSL says so to
     // the host), checked before any range reaches the store: all or nothing.
     let limit = dev.op_limits().deallocate_blocks;
-    for r in data.bytes[..need].chunks_exact(DsmRange::SIZE) {
-        let r = DsmRange::read_from_bytes(r).expect("16 bytes");
+    for r in ranges.clone() {
         if !r.slba.get().checked_add(r.nlb.get() as u64).is_some_and(|e| e <= cap) {
             return Action::status(Status::LBA_RANGE);
         }
@@ -186,8 +196,7 @@ fn dsm<D: BlockDevice>(dev: &mut D, mut lat: Option<&mut devlat::DevLatency>, sq
         }
     }
     let mut count = 0u16;
-    for r in data.bytes[..need].chunks_exact(DsmRange::SIZE) {
-        let r = DsmRange::read_from_bytes(r).expect("16 bytes");
+    for r in ranges {
         if r.nlb.get() == 0 {
             continue;
         }

@@ -233,16 +233,6 @@ impl TurnShared {
         let (sgl, slot_fetched) = (slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 }), slot.fetched);
         // A keyed SGL's data is at the host until fetched (the core says when it wants it).
         let fetched = slot_fetched || !matches!(sgl, Sgl::Keyed { len, .. } if len > 0);
-        if fetched && !self.inflight.is_empty() {
-            // An in-capsule Write, Write Zeroes or DSM changes memory zero-copy transfers may
-            // be using: it waits for them.
-            if let Some((a, n)) = core.modifies_direct(&c.q, &slot.sqe) {
-                if self.inflight.overlaps(a, a.saturating_add(n), false, ci.g) {
-                    g.hold(ci.i, s, Resume::Execute);
-                    return;
-                }
-            }
-        }
         // The SQE read where the capsule put it (not copied): the core takes the queue's state
         // mutably and the slot's SQE shared, two fields of the queue.
         let sqe = &c.slots[s as usize].sqe;
@@ -270,6 +260,31 @@ impl TurnShared {
                 Sgl::Inline { offset, .. } => g.recv.read(capsule_at as usize + 64 + offset as usize, &mut small[..small_len]),
                 Sgl::Keyed { .. } => c.data.read(c.data_off(s), &mut small[..small_len]),
             }
+        }
+        if fetched {
+            // An in-capsule Write, Write Zeroes or DSM changes namespace memory: it waits for
+            // the zero-copy transfers there, then claims its blocks as a write's until its
+            // response's completion (the store may place them any time until it completes),
+            // so a zero-copy Read of them waits for it (a staged Write's way, `data_in`).
+            if let Some((a, n)) = core.modifies_direct(&c.q, sqe, &small[..small_len]) {
+                let end = a.saturating_add(n);
+                if self.inflight.overlaps(a, end, false, ci.g) {
+                    g.hold(ci.i, s, Resume::Execute);
+                    return;
+                }
+                let Some(r) = self.inflight.insert(a, end, true, ci, c.gen) else {
+                    // Cannot happen (see `SubmittedDirect`): the command fails, memory untouched.
+                    g.io.range_overflow += 1;
+                    let (q, cid, nsid, t0) = (c.q, sqe.cid.get(), sqe.nsid.get(), c.slots[s as usize].t0);
+                    core.record_error(&q, cid, Status::INTERNAL, nsid);
+                    self.respond(core, g, ci, s, Status::INTERNAL, 0, 0, t0);
+                    return;
+                };
+                c.slots[s as usize].range = r;
+            }
+        }
+        let sqe = &c.slots[s as usize].sqe;
+        if small_len > 0 {
             let io = &mut g.io;
             if c.q.qid == 0 || sqe.opcode == FABRICS_OPCODE {
                 io.admin_copy_bytes += small_len as u64;

@@ -124,8 +124,8 @@ impl InFlight {
         }
     }
 
-    #[inline(always)]
-    pub(super) fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.live == 0
     }
 
