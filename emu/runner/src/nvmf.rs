@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use blockdev::BlockDevice;
-use emu_connectx::SimHal;
+use emu_connectx::{SimClock, SimHal};
 use nvmeof::cmdline::{build_target, NvmeofArgs};
 use nvmeof::host::controllers::{Controllers, CtrlEvent, TargetAddr};
 use nvmeof::host::{Host, HostConfig, HostEnv};
@@ -226,19 +226,18 @@ pub fn run_initiator(node: &mut Node, words: &str, count: u64, seed: u64, bench_
     );
     let mut cfg = c.host_config();
     cfg.auth_seed = os_seed();
-    let v = &mut node.v;
-    let entries = Host::discover(v, &mut env, cfg.clone()).map_err(|e| format!("discover: {e:?}"))?;
+    let entries = Host::discover(&mut node.v, &mut env, cfg.clone()).map_err(|e| format!("discover: {e:?}"))?;
     for e in &entries {
         println!("RUNNER discovery entry subnqn={} traddr={} trsvcid={} subtype={}", e.subnqn, e.traddr, e.trsvcid, e.subtype);
     }
     if !entries.iter().any(|e| e.subnqn == c.nqn) {
         return Err(format!("discovery log has no entry for {}", c.nqn));
     }
-    let r = initiate(v, &mut env, &args, cfg, count, seed, bench_json);
+    let r = initiate(node, &mut env, &args, cfg, count, seed, bench_json);
     // Let the DREQ/DREP exchange finish.
     let until = Instant::now() + Duration::from_millis(300);
     while Instant::now() < until {
-        nvmeof::host::HostEnv::idle(&mut env, v);
+        nvmeof::host::HostEnv::idle(&mut env, &mut node.v);
         std::thread::sleep(Duration::from_micros(100));
     }
     r.map(|_| ())
@@ -264,9 +263,12 @@ pub struct InitiatorReport {
 /// survive a lost target (the set releases and reconnects the controller with backoff; the
 /// workload resumes: `nvmeof::verify::reconnecting`), then the bench if `nvmf.bench=` was given
 /// (on the same set: a target lost during it is reconnected and the bench goes on,
-/// `nvmeof::bench::run::reconnecting`), then disconnect.
-pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, args: &NvmeofArgs, cfg: HostConfig, count: u64, seed: u64, bench_json: Option<&Path>) -> Result<InitiatorReport, String> {
+/// `nvmeof::bench::run::reconnecting`), then disconnect. `node`'s clock must be `env`'s: the
+/// owner's, which `threads=on` lanes run on too (a bench's time over while the target is away
+/// ends the run, `down_at_end`).
+pub fn initiate<E: HostEnv<crate::Verbs>>(node: &mut Node, env: &mut E, args: &NvmeofArgs, cfg: HostConfig, count: u64, seed: u64, bench_json: Option<&Path>) -> Result<InitiatorReport, String> {
     let c = args.connect.as_ref().ok_or("no nvmf.connect=")?;
+    let (v, clock) = (&mut node.v, node.clock.clone());
     let addr = TargetAddr { ip: c.addr, port: c.port };
     let mut set = Controllers::new(&cfg, &[(addr, c.nqn.as_str())]);
     set.connect_all(v, env).map_err(|e| format!("connect: {e:?}"))?;
@@ -304,7 +306,7 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
         }
     };
     let r = if threads {
-        verify_on_threads(&mut set, v, env, &w, &mut on)
+        verify_on_threads(&mut set, v, env, &clock, &w, &mut on)
     } else {
         nvmeof::verify::reconnecting::run(&mut set, v, env, &w, |_, e| on(e)).map(|r| (r[0], Vec::new())).map_err(|e| format!("verified I/O: {e:?}"))
     };
@@ -334,7 +336,7 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
     }
     let (mut bench_result, mut bench_lanes) = (None, Vec::new());
     if let Some(b) = &args.bench {
-        match bench(&mut set, v, env, nsid, b, bench_json) {
+        match bench(&mut set, v, env, &clock, nsid, b, bench_json) {
             Ok((res, lanes)) => (bench_result, bench_lanes) = (Some(res), lanes),
             Err(e) => {
                 let _ = set.disconnect(v, env);
@@ -352,7 +354,7 @@ pub fn initiate<E: HostEnv<crate::Verbs>>(v: &mut crate::Verbs, env: &mut E, arg
 /// between `nvmeof::fio_json` markers). I/O errors fail it; I/Os lost to an outage do not.
 /// With `threads=on` ([`on_threads`]) also each queue's part, a `RUNNER bench lane` line each.
 #[allow(clippy::type_complexity)]
-fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, nsid: u32, b: &nvmeof::bench::BenchConfig, bench_json: Option<&Path>) -> Result<(nvmeof::bench::BenchResult, Vec<(u16, nvmeof::bench::BenchResult)>), String> {
+fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut crate::Verbs, env: &mut E, clock: &SimClock, nsid: u32, b: &nvmeof::bench::BenchConfig, bench_json: Option<&Path>) -> Result<(nvmeof::bench::BenchResult, Vec<(u16, nvmeof::bench::BenchResult)>), String> {
     // On a terminal, a progress line rewritten in place every second.
     let tty = std::io::stdout().is_terminal();
     let mut progress = |p: &nvmeof::bench::BenchProgress| {
@@ -367,7 +369,7 @@ fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut 
     };
     let mut out = String::new();
     let (res, per_lane) = if b.threads {
-        let lanes = on_threads(set, v, env, nsid, b, &mut on)?;
+        let lanes = on_threads(set, v, env, clock, nsid, b, &mut on)?;
         for (qid, r) in &lanes.per_lane {
             let _ = writeln!(out, "RUNNER bench lane qid={qid} ios={} errors={} iops={} p50_ns={} p99_ns={}", r.ios, r.errors, r.iops(), r.lat().percentile(50.0), r.lat().percentile(99.0));
         }
@@ -421,18 +423,20 @@ fn bench<E: HostEnv<crate::Verbs>>(set: &mut Controllers<crate::Verbs>, v: &mut 
 }
 
 /// `nvmf.bench=...,threads=on`: every I/O queue of the set's controller driven by a std thread
-/// of its own (`nvmeof::bench::lanes`), timed by the host process's monotonic clock; this thread
+/// of its own (`nvmeof::bench::lanes`), timed by `clock` (the owner's); this thread
 /// keeps the admin queue, the device and the CM meanwhile. A lost controller stops the lanes,
-/// is reconnected by the set and the lanes resume (`on` hears its events); outages counted.
+/// is reconnected by the set and the lanes resume (`on` hears its events); outages counted, and
+/// the bench's time over while it is down ends the run.
 fn on_threads<E: HostEnv<crate::Verbs>>(
     set: &mut Controllers<crate::Verbs>,
     v: &mut crate::Verbs,
     env: &mut E,
+    clock: &SimClock,
     nsid: u32,
     b: &nvmeof::bench::BenchConfig,
     on: &mut dyn FnMut(&CtrlEvent<mlx5::Error>),
 ) -> Result<nvmeof::bench::lanes::LanesResult<mlx5::Error>, String> {
-    nvmeof::bench::lanes::reconnecting(set, 0, v, env, nsid, b, |jobs, turn| on_std_threads(jobs, turn), &mut |_, e| on(e)).map_err(|e| format!("bench: {e:?}"))
+    nvmeof::bench::lanes::reconnecting(set, 0, v, env, nsid, b, |jobs, turn| on_std_threads(jobs, clock, turn), &mut |_, e| on(e)).map_err(|e| format!("bench: {e:?}"))
 }
 
 /// `nvmf.verify=N,threads=on`: the verified workload split over every I/O queue of the set's
@@ -445,10 +449,11 @@ fn verify_on_threads<E: HostEnv<crate::Verbs>>(
     set: &mut Controllers<crate::Verbs>,
     v: &mut crate::Verbs,
     env: &mut E,
+    clock: &SimClock,
     w: &Workload,
     on: &mut dyn FnMut(&CtrlEvent<mlx5::Error>),
 ) -> Result<(LaneResult, Vec<(u16, nvmeof::verify::VerifyResult)>), String> {
-    let (r, total) = nvmeof::verify::lanes::reconnecting(set, 0, v, env, w, |jobs, turn| on_std_threads(jobs, turn), &mut |_, e| on(e)).map_err(|e| format!("verified I/O: {e:?}"))?;
+    let (r, total) = nvmeof::verify::lanes::reconnecting(set, 0, v, env, w, |jobs, turn| on_std_threads(jobs, clock, turn), &mut |_, e| on(e)).map_err(|e| format!("verified I/O: {e:?}"))?;
     for (qid, l) in &r.per_lane {
         println!("RUNNER verify lane qid={qid} writes={} reads={} blocks_verified={} mismatches={} errors={}", l.writes, l.reads, l.blocks_verified, l.mismatches, l.errors);
     }
@@ -461,14 +466,20 @@ fn verify_on_threads<E: HostEnv<crate::Verbs>>(
     Ok((total, r.per_lane))
 }
 
-/// Run each lane's work on a std thread of its own, timed by the host process's monotonic
-/// clock, calling the owner's `turn` from this thread until every one finished.
-fn on_std_threads<J: LaneWork + Send>(jobs: Vec<J>, turn: &mut dyn FnMut()) -> Vec<J::Outcome>
+/// Run each lane's work on a std thread of its own, timed by `clock` (the owner's), calling
+/// the owner's `turn` from this thread until every one finished.
+fn on_std_threads<J: LaneWork + Send>(jobs: Vec<J>, clock: &SimClock, turn: &mut dyn FnMut()) -> Vec<J::Outcome>
 where
     J::Outcome: Send,
 {
     std::thread::scope(|s| {
-        let threads: Vec<_> = jobs.into_iter().map(|job| s.spawn(move || job.run(&host_clock_ns, &std::thread::yield_now))).collect();
+        let threads: Vec<_> = jobs
+            .into_iter()
+            .map(|job| {
+                let clock = clock.clone();
+                s.spawn(move || job.run(&|| clock.now_ns(), &std::thread::yield_now))
+            })
+            .collect();
         while !threads.iter().all(|t| t.is_finished()) {
             turn();
         }

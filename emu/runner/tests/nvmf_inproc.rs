@@ -238,7 +238,7 @@ fn runner_initiator_survives_the_target_dropping_it_mid_run() {
         }
     });
     let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues=2,qd=8")).unwrap();
-    let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, cfg(), 2_000, 7, None).expect("initiator run");
+    let r = emu_runner::nvmf::initiate(&mut h, &mut env, &args, cfg(), 2_000, 7, None).expect("initiator run");
     println!("{r:?}");
     assert!(dropped.get(), "the target dropped the initiator mid-run");
     let v = r.lane.verify;
@@ -265,7 +265,7 @@ fn runner_bench_survives_the_target_dropping_it_mid_bench() {
     let (clock, side, mut h, mut env) = setup_hooked("", drop_once_after_writes(1_500, dropped.clone()));
     let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues=2,qd=8 nvmf.bench=randrw,qd=8,time=150ms,seed=3")).unwrap();
     let t0 = clock.now_ns();
-    let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, cfg(), 200, 7, None).expect("initiator run");
+    let r = emu_runner::nvmf::initiate(&mut h, &mut env, &args, cfg(), 200, 7, None).expect("initiator run");
     let took = clock.now_ns() - t0;
     let b = r.bench.clone().expect("bench ran");
     println!("{:?} connects {} failed attempts {}; {} ms virtual", b, r.connects, r.failed_attempts, took / 1_000_000);
@@ -291,7 +291,7 @@ fn bench_on_threads(n: u16) {
     let (_clock, side, mut h, mut env) = setup_with("");
     let ios = 2_000;
     let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues={n},qd=8 nvmf.bench=randrw,qd=8,time=600s,ios={ios},seed=3,threads=on")).unwrap();
-    let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, HostConfig { io_queues: n, io_depth: 8, kato_ms: 20, ..cfg() }, 200, 7, None).expect("initiator run");
+    let r = emu_runner::nvmf::initiate(&mut h, &mut env, &args, HostConfig { io_queues: n, io_depth: 8, kato_ms: 20, ..cfg() }, 200, 7, None).expect("initiator run");
     let b = r.bench.clone().expect("bench ran");
     assert_eq!((b.ios, b.errors, b.lost, b.reads + b.writes), (ios, 0, 0, ios), "{b:?}");
     assert_eq!(b.lat().count(), ios, "every I/O a latency sample");
@@ -519,7 +519,7 @@ fn verify_on_threads(n: u16) {
     let (_clock, side, mut h, mut env) = setup_with("");
     let count = 2_000u64;
     let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues={n},qd=8 nvmf.verify={count},threads=on")).unwrap();
-    let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, HostConfig { io_queues: n, io_depth: 8, kato_ms: 20, ..cfg() }, 0, 7, None).expect("initiator run");
+    let r = emu_runner::nvmf::initiate(&mut h, &mut env, &args, HostConfig { io_queues: n, io_depth: 8, kato_ms: 20, ..cfg() }, 0, 7, None).expect("initiator run");
     let qids: Vec<u16> = r.verify_lanes.iter().map(|l| l.0).collect();
     assert_eq!(qids, (1..=n).collect::<Vec<_>>(), "one lane per I/O queue");
     let mut sum = nvmeof::verify::VerifyResult::default();
@@ -559,7 +559,7 @@ fn runner_bench_on_threads_resumes_after_the_target_dropped_it() {
     let (_clock, side, mut h, mut env) = setup_hooked("", drop_once_after_writes(1_500, dropped.clone()));
     let ios = 6_000;
     let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues=2,qd=8 nvmf.bench=randrw,qd=8,time=600s,ios={ios},seed=3,threads=on")).unwrap();
-    let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, HostConfig { io_queues: 2, io_depth: 8, kato_ms: 20, ..cfg() }, 200, 7, None).expect("initiator run");
+    let r = emu_runner::nvmf::initiate(&mut h, &mut env, &args, HostConfig { io_queues: 2, io_depth: 8, kato_ms: 20, ..cfg() }, 200, 7, None).expect("initiator run");
     let b = r.bench.clone().expect("bench ran");
     println!("{b:?} connects {} lanes {:?}", r.connects, r.bench_lanes.iter().map(|l| (l.0, l.1.ios, l.1.lost)).collect::<Vec<_>>());
     let at = dropped.get().expect("the target dropped the initiator mid-bench");
@@ -579,6 +579,44 @@ fn runner_bench_on_threads_resumes_after_the_target_dropped_it() {
     assert_eq!((s.svc.target.core_stats().errors, s.svc.target.stats().bad_capsules), (0, 0), "{:?}", s.svc.target.core_stats());
 }
 
+/// `nvmf.bench=...,time=200ms,threads=on` (2 I/O queues on 2 std threads) and the target closes
+/// every connection after 24 writes (the 2 verified I/Os before the bench write at most 2) and
+/// stays away (no listener) longer than the bench's time: the run ends at the bench's time,
+/// not at the controller's loss timeout (1 s here), with the outage counted and `down_at_end`. One clock: the lanes and the owner both run on
+/// the node's simulated clock, which only the owner's turns advance (1 µs each), so the bench's
+/// time is owner turns and the end does not depend on how fast the threads run.
+#[test]
+fn runner_bench_on_threads_ends_at_its_time_while_the_target_stays_away() {
+    let away = Rc::new(std::cell::Cell::new(None));
+    let at = away.clone();
+    let (clock, _side, mut h, mut env) = setup_hooked("", move |s| {
+        if at.get().is_none() && s.svc.target.core_stats().writes >= 24 {
+            at.set(Some(s.svc.target.core_stats().commands));
+            s.svc.close_all(&mut s.node.v);
+        }
+    });
+    let time_ns = 200_000_000;
+    let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues=2,qd=8 nvmf.bench=randrw,qd=8,time=200ms,seed=3,threads=on")).unwrap();
+    let t0 = clock.now_ns();
+    let cfg = HostConfig { io_queues: 2, io_depth: 8, kato_ms: 20, ctrl_loss_tmo_ns: Some(1_000_000_000), ..cfg() };
+    let r = emu_runner::nvmf::initiate(&mut h, &mut env, &args, cfg, 2, 7, None).expect("initiator run");
+    let took = clock.now_ns() - t0;
+    let b = r.bench.clone().expect("bench ran");
+    println!("{b:?} connects {} failed attempts {}; {} ms simulated", r.connects, r.failed_attempts, took / 1_000_000);
+    assert!(away.get().is_some(), "the target went away mid-bench");
+    assert_eq!(r.lane.releases, 0, "the drop came during the bench, not the verified run");
+    assert_eq!(r.connects, 1, "never back");
+    assert_eq!((b.outages, b.down_at_end, b.errors), (1, true, 0), "{b:?}");
+    assert!(took < time_ns + 100_000_000, "the run ended near the bench's time, not at the loss timeout: {} ms", took / 1_000_000);
+    assert!(b.outage_ns > 0 && b.outage_ns < time_ns, "{b:?}");
+    assert!(b.lost >= 1 && b.lost <= 16, "in flight at the drop (2 lanes at QD 8): {b:?}");
+    assert_eq!(b.reads + b.writes, b.ios + b.lost, "{b:?}");
+    assert_eq!(r.bench_lanes.iter().map(|l| l.0).collect::<Vec<_>>(), vec![1, 2], "both lanes' parts counted");
+    for (qid, l) in &r.bench_lanes {
+        assert!(l.elapsed_ns >= time_ns && l.elapsed_ns < time_ns + 20_000_000, "queue {qid}: its time (and the last reconnect attempt's), the outage in it: {l:?}");
+    }
+}
+
 /// `nvmf.verify=N,threads=on` (2 I/O queues on 2 std threads, a block range each) and the
 /// target closes every connection after 600 writes: both lanes stop, each lane's model takes
 /// its writes in flight as maybe landed, the controller is reconnected and the lanes resume and
@@ -590,7 +628,7 @@ fn runner_verify_on_threads_resumes_after_the_target_dropped_it() {
     let (_clock, side, mut h, mut env) = setup_hooked("", drop_once_after_writes(600, dropped.clone()));
     let count = 4_000u64;
     let args = nvmeof::cmdline::parse(&format!("nvmf.connect=10.77.0.1:4420,nqn={NQN},hostnqn={HOSTNQN},queues=2,qd=8 nvmf.verify={count},threads=on")).unwrap();
-    let r = emu_runner::nvmf::initiate(&mut h.v, &mut env, &args, HostConfig { io_queues: 2, io_depth: 8, kato_ms: 20, ..cfg() }, 0, 7, None).expect("initiator run");
+    let r = emu_runner::nvmf::initiate(&mut h, &mut env, &args, HostConfig { io_queues: 2, io_depth: 8, kato_ms: 20, ..cfg() }, 0, 7, None).expect("initiator run");
     println!("{:?} lanes {:?}", r.lane, r.verify_lanes);
     assert!(dropped.get().is_some(), "the target dropped the initiator mid-run");
     let v = r.lane.verify;

@@ -11,7 +11,9 @@
 //! image: scoped jobs on application processors, `kernel::smp::scope`). On one controller of a
 //! set ([`reconnecting`], emu-runner's and the image's): a lost controller stops every lane
 //! (what each had in flight counted lost), is released and reconnected by the set, and the
-//! lanes resume on the new queues (`host::lent`); outages are counted and timed. On a host
+//! lanes resume on the new queues (`host::lent`); outages are counted and timed, and the
+//! bench's duration or count over while the controller is down ends the run there
+//! (`down_at_end`, on the owner's clock, which the lanes must run on too). On a host
 //! alone ([`on_lanes`]): no reconnect, a lost controller ends the run with an error and a queue
 //! whose QP the adapter moved to error ends its lane at once ([`crate::Error::QpError`]) while
 //! the others finish.
@@ -54,6 +56,17 @@ impl<V: GroupVerbs> LaneDrive<V> for BenchLane {
         let end = drive(lane, run, clock, idle);
         self.res = run.result_at(clock());
         end
+    }
+
+    /// Its duration (from the lane's start) or I/O count reached at `now`: the result is taken
+    /// then, the outage in its elapsed time (as the one-queue bench's).
+    fn over_while_down(&mut self, now: u64) -> bool {
+        let Some(run) = &self.run else { return false };
+        let over = run.over(now);
+        if over {
+            self.res = run.result_at(now);
+        }
+        over
     }
 }
 
@@ -134,8 +147,9 @@ where
 /// lost connections: the lanes stop, the set reconnects the controller and they resume with
 /// their state (`host::lent::reconnecting`; `on(j, event)` hears the set's events). The merged
 /// result counts the outages (count, total, longest, on the owner's clock) and, if the
-/// controller was given up before the lanes finished, `down_at_end` (each lane's part up to
-/// then is counted). Errors: as [`on_lanes`], the controller not live at first or back with
+/// controller was given up before the lanes finished or every lane's duration or count ran out
+/// while it was down (the lanes' clock must be the owner's), `down_at_end` (each lane's part
+/// up to then is counted). Errors: as [`on_lanes`], the controller not live at first or back with
 /// another number of I/O queues; a lane's own failure is reported in [`LanesResult::failed`].
 #[allow(clippy::too_many_arguments)]
 pub fn reconnecting<V, E, S>(set: &mut Controllers<V>, i: usize, verbs: &mut V, env: &mut E, nsid: u32, cfg: &BenchConfig, spawn: S, on: &mut dyn FnMut(usize, &CtrlEvent<V::Error>)) -> Result<LanesResult<V::Error>, Error<V::Error>>
@@ -147,7 +161,7 @@ where
     let mut states = lane_states(set.ctrls[i].live().ok_or(Error::Config("the controller is not live"))?, nsid, cfg)?;
     let mut run = lent::reconnecting(set, i, verbs, env, &mut states, spawn, on)?;
     if run.down_at_end {
-        // Given up: each stopped lane's part up to then counts.
+        // Given up or over while down: each stopped lane's part up to then counts.
         for e in run.ends.iter_mut().filter(|e| matches!(e.1, Ok(LaneEnd::Stopped(_)))) {
             e.1 = Ok(LaneEnd::Finished);
         }

@@ -315,6 +315,12 @@ pub trait LaneDrive<V: GroupVerbs> {
     fn drive(&mut self, lane: &mut IoLane<V>, clock: &dyn Fn() -> u64, idle: &dyn Fn()) -> Result<LaneEnd<V::Error>, Error<V::Error>>;
     /// The controller is live again after a loss (before the next `drive`).
     fn reconnected(&mut self) {}
+    /// The controller is down at `now` (the owner's clock, which is the one `drive` is given):
+    /// whether the work is over anyway (its duration or count reached), its result then taken
+    /// at `now`. Work that only ends by being done on a live queue says no.
+    fn over_while_down(&mut self, _now: u64) -> bool {
+        false
+    }
 }
 
 /// A lent queue and the state of the work on it, to run on a thread or CPU of its own.

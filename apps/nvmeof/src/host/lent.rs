@@ -5,7 +5,9 @@
 //! stopped, and the set releases and reconnects the controller as it does any other (its
 //! `reconnect_delay`, `ctrl_loss_tmo`); the new queues are lent again and each lane's work
 //! resumes from its kept state ([`LaneDrive`]). Outages are counted and timed on the owner's
-//! clock, from the failure the owner saw until the controller is live again. Slow path.
+//! clock, from the failure the owner saw until the controller is live again; a run whose every
+//! lane's work is over while the controller is down (a bench's duration, on that clock, which
+//! the lanes must run on too) ends then, `down_at_end`. Slow path.
 
 use alloc::vec::Vec;
 
@@ -28,7 +30,8 @@ pub struct LentRun<E> {
     pub outages: u64,
     pub outage_ns: u64,
     pub longest_outage_ns: u64,
-    /// Given up (its loss timeout) before the lanes finished.
+    /// Down when the run ended: given up (its loss timeout) before the lanes finished, or every
+    /// lane's work over (its time or count) while the controller was down.
     pub down_at_end: bool,
 }
 
@@ -40,7 +43,9 @@ pub struct LentRun<E> {
 /// keep-alive (`Host::tick`). When the controller fails its lanes are stopped; once they all
 /// gave their queues back it is released and reconnected, and the states run again on the new
 /// queues. `on(j, event)` hears the set's events. Returns once every lane finished, a lane's
-/// work failed, or the controller was given up. Errors: the controller not live at first, or
+/// work failed, the controller was given up, or every lane's work is over while the
+/// controller is down ([`LaneDrive::over_while_down`], at `env.now_ns()`: the lanes' clock
+/// must be the owner's). Errors: the controller not live at first, or
 /// back with another number of I/O queues.
 pub fn reconnecting<V, E, S, Sp>(set: &mut Controllers<V>, i: usize, verbs: &mut V, env: &mut E, states: &mut [S], mut spawn: Sp, on: &mut dyn FnMut(usize, &CtrlEvent<V::Error>)) -> Result<LentRun<V::Error>, Error<V::Error>>
 where
@@ -86,16 +91,18 @@ where
         set.ctrls[i].fail();
         down_since.get_or_insert_with(|| env.now_ns());
         loop {
-            match set.ctrls[i].state() {
-                CtrlState::Live => break,
-                CtrlState::Lost => {
-                    if let Some(t) = down_since.take() {
-                        run.outage(env.now_ns().saturating_sub(t));
-                    }
-                    run.down_at_end = true;
-                    return Ok(run);
+            let state = set.ctrls[i].state();
+            if state == CtrlState::Live {
+                break;
+            }
+            let now = env.now_ns();
+            // Given up (its loss timeout), or every lane's work over (its time or count) while down.
+            if state == CtrlState::Lost || states.iter_mut().all(|s| s.over_while_down(now)) {
+                if let Some(t) = down_since.take() {
+                    run.outage(now.saturating_sub(t));
                 }
-                _ => {}
+                run.down_at_end = true;
+                return Ok(run);
             }
             let mut live = false;
             set.poll(verbs, env, |j, e| {
