@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, RamNamespace};
 use hal::{DmaRegion, DmaSlice};
 use nvmeof::bench::{BenchConfig, Pattern, Rng};
-use nvmeof::host::{Host, HostConfig, IoDone, IoKind};
+use nvmeof::host::{Host, HostConfig, HostEnv, IoDone, IoKind};
 use nvmeof::Status;
 use rdma::{Access, Control, DataPath};
 use testbed::{Node, SimHal};
@@ -516,6 +516,58 @@ fn a_zero_copy_read_waits_for_a_write_zeroes_store() {
 #[test]
 fn a_zero_copy_read_waits_for_a_deallocates_store() {
     a_zero_copy_read_waits_for_the_store_of(IoKind::Deallocate, 0);
+}
+
+/// A queue closed while its in-capsule Write is at the store (`SlowWrites`) keeps that Write's
+/// claim on its blocks until the store's completion: another controller's zero-copy Read of
+/// them (4 KiB over a 1 KiB path MTU) waits for the store, then returns the Write's data whole.
+#[test]
+fn a_closed_queues_write_at_the_store_keeps_its_blocks_claimed() {
+    let (mut w, mut h) = setup_on(2, 1, |t| SlowWrites { ram: RamNamespace::new(t.hal.clone(), NS_BYTES, 4096).expect("namespace memory"), hold: false, held: vec![] });
+    w.mtu = 1024;
+    let mut a = Host::connect(&mut h.v, &mut w, host_cfg(8), SUBNQN).expect("connect a");
+    // Its I/O queue is its last connection (after the admin queue's).
+    let a_io = w.next - 1;
+    let mut b = Host::connect(&mut h.v, &mut w, host_cfg(8), SUBNQN).expect("connect b");
+    fn dev(w: &mut World<SlowWrites>) -> &mut SlowWrites {
+        w.target.core.namespace_dev(SUBNQN, 1).expect("namespace")
+    }
+    let io_queues = |w: &World<SlowWrites>| w.target.queue_reports().filter(|q| q.qid != 0).count();
+    let lba = 12;
+    let (cmd, r) = (a.alloc_slot(1).unwrap(), b.alloc_slot(1).unwrap());
+    let (buf, off, _) = a.slot_buf(1, cmd);
+    buf.write(off, &[0xA7; 4096]);
+    let (buf, off, _) = b.slot_buf(1, r);
+    buf.write(off, &[0x55; 4096]);
+    dev(&mut w).hold = true;
+    let held0 = w.target.stats().held_reads;
+    a.submit(&mut h.v, 1, cmd, IoKind::Write, 1, lba, 1, w.clock.now_ns()).unwrap();
+    for _ in 0..10_000 {
+        if !dev(&mut w).held.is_empty() {
+            break;
+        }
+        h.v.poll();
+        w.turn();
+    }
+    assert_eq!(dev(&mut w).held.len(), 1, "a's Write is at the store");
+    assert_eq!(io_queues(&w), 2);
+    w.cm_disconnect(&mut h.v, a_io);
+    assert_eq!(io_queues(&w), 1, "a's I/O queue is closed");
+    b.submit(&mut h.v, 1, r, IoKind::Read, 1, lba, 1, w.clock.now_ns()).unwrap();
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 4];
+    for _ in 0..2_000 {
+        h.v.poll();
+        assert_eq!(b.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll"), 0, "b's Read not answered while the store holds a's Write");
+        w.turn();
+    }
+    dev(&mut w).release();
+    wait_done(&mut w, &mut h, &mut b, 1);
+    let (buf, off, _) = b.slot_buf(1, r);
+    let mut got = vec![0u8; 4096];
+    buf.read(off, &mut got);
+    assert!(got.iter().all(|&x| x == 0xA7), "the Read returned a's Write whole");
+    assert_eq!(w.target.stats().held_reads - held0, 1, "the Read waited for it");
+    drop(a);
 }
 
 /// At QD1 a keyed-SGL Write to the RAM namespace costs one doorbell: the target posts the RDMA

@@ -225,6 +225,9 @@ impl TurnShared {
         let slot = &c.slots[s as usize];
         let (status, t0, opcode) = (slot.status, slot.t0, slot.sqe.opcode);
         if c.draining {
+            // Its blocks, kept claimed by the close while the store had them, are free now.
+            let (r, gen) = (c.slots[s as usize].range, c.gen);
+            self.inflight.remove(r, ci, gen);
             c.slots[s as usize].state = SlotState::Idle;
             g.free_queue(ci);
             return;

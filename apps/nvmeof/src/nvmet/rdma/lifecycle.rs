@@ -236,7 +236,7 @@ impl TurnShared {
     /// The group's half of tearing queue `ci` down (and, for an admin queue, every queue of
     /// its controller in group `g`; those in other groups are the owner's to close,
     /// [`PollGroup::closed_ctrl`]), without the device: the queue stops taking work, its
-    /// zero-copy ranges and held commands are forgotten, its group stops finding it by QPN, the
+    /// held commands and the zero-copy ranges of those not at the store are forgotten, its group stops finding it by QPN, the
     /// core forgets it, and its QP is put on its group's [`PollGroup::gone`] ring for the owner
     /// to destroy. Completions its QP still delivers find no queue (a receive's buffer goes
     /// back).
@@ -248,8 +248,12 @@ impl TurnShared {
         }
         c.draining = true;
         let gen = c.gen;
-        // Its QP is going with everything in flight: forget its zero-copy ranges and held commands.
-        self.inflight.remove_queue(ci, gen);
+        // Its QP is going with everything in flight: forget its zero-copy ranges and held
+        // commands, but not the ranges of its commands at the store (a Write's store may place
+        // its data until it completes): each ends with its command's completion
+        // ([`TurnShared::block_done`]), and the queue is freed only then.
+        let slots = &c.slots;
+        self.inflight.remove_queue(ci, gen, |r| slots.iter().any(|s| s.state == SlotState::Executing && s.range == r));
         g.blocked.retain(|b| b.0 != ci.i || b.1 != gen);
         g.qps.remove(c.qpn);
         g.live = g.live.saturating_sub(1);

@@ -223,11 +223,13 @@ impl InFlight {
         self.free.push(id.0);
     }
 
-    /// Forget every range of queue (`q`, `gen`) (its QP is gone; slow path: a pass over
-    /// the slab).
-    pub(super) fn remove_queue(&mut self, q: QueueAt, gen: u16) {
+    /// Forget every range of queue (`q`, `gen`) but those `keep` names (its QP is gone; slow
+    /// path: a pass over the slab).
+    pub(super) fn remove_queue(&mut self, q: QueueAt, gen: u16, keep: impl Fn(RangeId) -> bool) {
         for i in 0..self.slab.len() {
-            self.remove(RangeId(i as u16), q, gen);
+            if !keep(RangeId(i as u16)) {
+                self.remove(RangeId(i as u16), q, gen);
+            }
         }
     }
 }
@@ -252,7 +254,7 @@ mod tests {
         assert!(f.overlaps(50, 60, false, 0));
         f.remove(a, q1, 7);
         assert!(!f.overlaps(50, 60, false, 0) && f.overlaps(4 * P + 1, 4 * P + 2, false, 0));
-        f.remove_queue(q1, 7);
+        f.remove_queue(q1, 7, |_| false);
         assert!(!f.overlaps(0, 1000 * P, true, 0) && f.overlaps(0, 1000 * P, false, 0));
         f.remove(b, q1, 7); // already gone
         f.remove(c, q2, 7);
@@ -303,7 +305,7 @@ mod tests {
         f.remove(wb, b, 3);
         let wb = f.insert(0, P, true, b, 3).unwrap();
         assert!(!f.write_waits(0, P, b, 3) && f.write_waits(0, P, a, 3));
-        f.remove_queue(b, 3);
+        f.remove_queue(b, 3, |_| false);
         assert!(f.is_empty() && f.stripes.iter().all(|s| s.all == 0 && s.writes == 0 && s.own == 0));
         let _ = wb;
     }
