@@ -165,6 +165,7 @@ fn settle_to_baseline(w: &mut World, base: (usize, usize, usize, usize, usize, u
 fn connect_disconnect_over_groups_leaks_nothing() {
     let (mut w, mut h) = setup_groups(4, 2);
     let base = objects(&w);
+    let mut copies_before = ns_copies(&mut w);
     for round in 0..5u64 {
         let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect");
         let live = objects(&w);
@@ -178,8 +179,14 @@ fn connect_disconnect_over_groups_leaks_nothing() {
         assert_eq!(pages.len(), 2, "the five queues' QPs ring through their groups' two pages: {pages:?}");
         assert!(!pages.contains(&w.t.v.uar().unwrap()));
         verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 200, 8, 100 + round, |_, _| None);
+        // The namespace's copy counters (its groups' handles' counts folded into its report)
+        // grow with every round's groups and survive their release.
+        let copies = ns_copies(&mut w);
+        assert!(copies.0 > copies_before.0 && copies.1 >= copies_before.1, "round {round}: {copies:?} after {copies_before:?}");
         host.disconnect(&mut h.v, &mut w).expect("disconnect");
         settle_to_baseline(&mut w, base, &format!("round {round}"));
+        assert_eq!(ns_copies(&mut w), copies, "round {round}: the released groups' counts kept");
+        copies_before = copies;
         // The groups are gone; their counters stay (cumulative, as /metrics reads them).
         let (g0, g1) = (w.target.group_stats(0), w.target.group_stats(1));
         assert_eq!(g0.queues_assigned + g1.queues_assigned, 5 * (round + 1), "round {round}");

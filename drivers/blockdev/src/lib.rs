@@ -121,6 +121,27 @@ pub struct DevCounters {
     pub flushes_joined: u64,
     /// I/Os that completed with a device error status.
     pub device_errors: u64,
+    /// I/Os a memory store served without moving data (the buffer was the blocks themselves).
+    pub zero_copy: u64,
+    /// I/Os a memory store served by a CPU copy.
+    pub copied: u64,
+    /// Bytes a memory store's CPU copies moved.
+    pub copied_bytes: u64,
+}
+
+impl DevCounters {
+    /// These counts and `o`'s, summed (a store's with its I/O handles').
+    pub fn plus(self, o: DevCounters) -> DevCounters {
+        DevCounters {
+            flushes_issued: self.flushes_issued + o.flushes_issued,
+            flushes_completed: self.flushes_completed + o.flushes_completed,
+            flushes_joined: self.flushes_joined + o.flushes_joined,
+            device_errors: self.device_errors + o.device_errors,
+            zero_copy: self.zero_copy + o.zero_copy,
+            copied: self.copied + o.copied,
+            copied_bytes: self.copied_bytes + o.copied_bytes,
+        }
+    }
 }
 
 /// A namespace's backing store.

@@ -17,7 +17,7 @@ use alloc::sync::Arc;
 
 use hal::{DmaRegion, DmaSlice, Hal, HalError, PhysAddr};
 
-use crate::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp};
+use crate::{check_io, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters};
 
 /// Completions not yet reported (fixed size: no allocation per I/O).
 const RING: usize = 256;
@@ -225,6 +225,10 @@ impl<H: Hal> BlockDevice for RamNamespace<H> {
     }
     fn direct_region(&self) -> Option<DmaSlice> {
         Some(self.whole)
+    }
+    /// This store's (or handle's) own copy counters.
+    fn counters(&self) -> DevCounters {
+        DevCounters { zero_copy: self.zero_copy, copied: self.copied, copied_bytes: self.copied_bytes, ..DevCounters::default() }
     }
     /// A `RamNamespace` on the same blocks and platform with its own completion ring and
     /// counters.

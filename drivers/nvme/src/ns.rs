@@ -284,6 +284,7 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
             flushes_completed: q.flushes_completed,
             flushes_joined: self.flush.joined,
             device_errors: self.device_errors,
+            ..DevCounters::default()
         }
     }
 

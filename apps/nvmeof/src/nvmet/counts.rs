@@ -130,7 +130,8 @@ impl<B: BlockDevice> Core<B> {
                     let (device_latency, in_flight) = Self::folded_latency(lat.as_ref(), ios, s.ns_base + i);
                     let mut stats = *st;
                     stats.add_counts(&Self::extra_ns(extra, s.ns_base + i));
-                    NsReport { subnqn: s.cfg.nqn.as_str(), nsid: n.nsid, volatile_write_cache: n.dev.volatile_write_cache(), stats, dev: n.dev.counters(), device_latency, in_flight }
+                    let dev = Self::folded_dev(n.dev.counters(), s.ns_dev_released[i], ios, s.ns_base + i);
+                    NsReport { subnqn: s.cfg.nqn.as_str(), nsid: n.nsid, volatile_write_cache: n.dev.volatile_write_cache(), stats, dev, device_latency, in_flight }
                 })
             })
             .collect()

@@ -283,11 +283,17 @@ impl<B: BlockDevice> Core<B> {
         self.stats.errors += core::mem::take(&mut g.notes_lost);
     }
 
-    /// Fold group table `g`'s device latency and error notes into the core's tables (the group
-    /// goes: its handles' samples stay in the namespaces' figures). Slow path.
+    /// Fold group table `g`'s device latency, handle counters and error notes into the core's
+    /// tables (the group goes: its handles' samples and counts stay in the namespaces'
+    /// figures; its handles are dropped). Slow path.
     pub fn fold_group_io(&mut self, g: &mut GroupIo<B>) {
         self.take_error_notes(g);
         for s in &mut self.subsystems {
+            for (i, released) in s.ns_dev_released.iter_mut().enumerate() {
+                if let Some(h) = g.ns.get_mut(s.ns_base + i).and_then(|n| n.dev.take()) {
+                    *released = released.plus(h.counters());
+                }
+            }
             for (i, lat) in s.ns_lat.iter_mut().enumerate() {
                 if let (Some(l), Some(h)) = (lat.as_mut(), g.ns.get_mut(s.ns_base + i).and_then(|n| n.lat.as_mut())) {
                     l.hist.merge(&h.hist);
@@ -295,6 +301,12 @@ impl<B: BlockDevice> Core<B> {
                 }
             }
         }
+    }
+
+    /// Namespace slot `k`'s store counters `own` with the released groups' handles'
+    /// (`released`) and the live groups' (`extra`) added.
+    pub(super) fn folded_dev(own: blockdev::DevCounters, released: blockdev::DevCounters, extra: &[&GroupIo<B>], k: usize) -> blockdev::DevCounters {
+        extra.iter().filter_map(|g| g.handle(k)).fold(own.plus(released), |c, h| c.plus(h.counters()))
     }
 
     /// Namespace slot `k`'s device latency: the core's table's histogram with the groups'

@@ -386,6 +386,9 @@ struct Subsystem<B> {
     ns_base: usize,
     /// Per namespace: its device-latency table, when the core has a clock ([`devlat`]).
     ns_lat: Vec<Option<devlat::DevLatency>>,
+    /// Per namespace: what released poll groups' handles of its store counted
+    /// ([`Core::fold_group_io`]; the report adds the store's and the live handles').
+    ns_dev_released: Vec<blockdev::DevCounters>,
     /// The ports it is linked to, bit `i` for `TargetConfig::ports[i]` (nvmet configfs:
     /// `ports/P/subsystems/NQN` present; bit 0 alone when the target has no port): through a
     /// port it is not linked to, a subsystem is neither served nor listed ([`ports`]).
@@ -419,7 +422,8 @@ pub struct NsReport<'a> {
     /// Whether the store has a volatile write cache (VWC reported for its subsystem).
     pub volatile_write_cache: bool,
     pub stats: NsStats,
-    /// The store's own counters (flushes the drive was given and completed).
+    /// The store's own counters (flushes the drive was given and completed, a memory store's
+    /// copies), with those of its poll groups' handles, live and released: cumulative.
     pub dev: blockdev::DevCounters,
     /// Submit-to-completion time of the I/O the store and the poll groups' handles of it
     /// were given (nanoseconds of the clock given to [`Core::set_device_clock`]; the groups'
@@ -628,6 +632,7 @@ impl<B: BlockDevice> Core<B> {
                     ns_index: ns_index(&s.namespaces),
                     ns_stats: alloc::vec![NsStats::default(); s.namespaces.len()],
                     ns_lat: s.namespaces.iter().map(|_| None).collect(),
+                    ns_dev_released: alloc::vec![blockdev::DevCounters::default(); s.namespaces.len()],
                     max_io_bytes: max_io_bytes(cfg.max_io_bytes, &s.namespaces),
                     cfg: s,
                     stats: SubsysStats::default(),

@@ -251,16 +251,11 @@ pub fn ns_of(w: &mut World) -> &mut RamNamespace<SimHal> {
     w.target.core.namespace_dev(SUBNQN, 1).expect("namespace")
 }
 
-/// The namespace's zero-copy I/Os and bytes copied: its store's and the live poll groups'
-/// handles' counts (each handle counts its own I/O).
+/// The namespace's zero-copy I/Os and bytes copied, as its report (`NsReport::dev`) folds
+/// them: the store's, the live poll groups' handles' and the released groups' handles'.
 pub fn ns_copies(w: &mut World) -> (u64, u64) {
-    let own = ns_of(w);
-    let (mut zc, mut copied) = (own.zero_copy, own.copied_bytes);
-    for h in w.target.namespace_handles(SUBNQN, 1) {
-        zc += h.zero_copy;
-        copied += h.copied_bytes;
-    }
-    (zc, copied)
+    let r = w.target.namespace_stats().find(|r| r.subnqn == SUBNQN && r.nsid == 1).expect("namespace report");
+    (r.dev.zero_copy, r.dev.copied_bytes)
 }
 
 /// A test store's geometry methods (`BlockDevice::block_size`, `num_blocks`,
