@@ -410,40 +410,51 @@ fn a_zero_copy_read_waits_for_a_staged_writes_store() {
     w.mtu = 1024;
     let cfg = HostConfig { inline_writes: false, ..host_cfg(8) };
     let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
+    let lba = 10;
+    let (staged0, held0) = (w.target.stats().staged_writes, w.target.stats().held_reads);
+    let got = read_behind_a_held_store(&mut w, &mut h, &mut host, IoKind::Write, 0xA7, lba, 2);
+    assert!(got.iter().all(|&b| b == 0xA7), "the read returned the write's data whole");
+    let s = w.target.stats();
+    assert_eq!((s.staged_writes - staged0, s.held_reads - held0), (1, 1), "staged, and the read waited for it");
+}
+
+/// `kind` of `blocks` at `lba` on queue 1 (a Write's data: `byte`), run until the store holds
+/// it (`SlowWrites`), then a zero-copy Read of the same blocks: nothing is answered while the
+/// store holds the command; once released both are. Returns what the Read returned.
+#[allow(clippy::too_many_arguments)]
+fn read_behind_a_held_store(w: &mut World<SlowWrites>, h: &mut Node, host: &mut Host<V>, kind: IoKind, byte: u8, lba: u64, blocks: u32) -> Vec<u8> {
     fn dev(w: &mut World<SlowWrites>) -> &mut SlowWrites {
         w.target.core.namespace_dev(SUBNQN, 1).expect("namespace")
     }
-    let lba = 10;
-    let (staged0, held0) = (w.target.stats().staged_writes, w.target.stats().held_reads);
-    let (wr, r) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
-    let (buf, off, _) = host.slot_buf(1, wr);
-    buf.write(off, &[0xA7; 8192]);
+    let len = blocks as usize * dev(w).block_size() as usize;
+    let (cmd, r) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
+    let (buf, off, _) = host.slot_buf(1, cmd);
+    buf.write(off, &vec![byte; len]);
     let (buf, off, _) = host.slot_buf(1, r);
-    buf.write(off, &[0x55; 8192]);
-    host.submit(&mut h.v, 1, wr, IoKind::Write, 1, lba, 2, w.clock.now_ns()).unwrap();
+    buf.write(off, &vec![0x55; len]);
+    dev(w).hold = true;
+    host.submit(&mut h.v, 1, cmd, kind, 1, lba, blocks, w.clock.now_ns()).unwrap();
     for _ in 0..10_000 {
-        if !dev(&mut w).held.is_empty() {
+        if !dev(w).held.is_empty() {
             break;
         }
         h.v.poll();
         w.turn();
     }
-    assert_eq!(dev(&mut w).held.len(), 1, "the staged write is at the store");
-    host.submit(&mut h.v, 1, r, IoKind::Read, 1, lba, 2, w.clock.now_ns()).unwrap();
+    assert_eq!(dev(w).held.len(), 1, "the {kind:?} is at the store");
+    host.submit(&mut h.v, 1, r, IoKind::Read, 1, lba, blocks, w.clock.now_ns()).unwrap();
     let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 4];
     for _ in 0..2_000 {
         h.v.poll();
-        assert_eq!(host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll"), 0, "nothing answered while the write's store holds it");
+        assert_eq!(host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll"), 0, "nothing answered while the store holds the {kind:?}");
         w.turn();
     }
-    dev(&mut w).release();
-    wait_done(&mut w, &mut h, &mut host, 2);
+    dev(w).release();
+    wait_done(w, h, host, 2);
     let (buf, off, _) = host.slot_buf(1, r);
-    let mut got = vec![0u8; 8192];
+    let mut got = vec![0u8; len];
     buf.read(off, &mut got);
-    assert!(got.iter().all(|&b| b == 0xA7), "the read returned the write's data whole");
-    let s = w.target.stats();
-    assert_eq!((s.staged_writes - staged0, s.held_reads - held0), (1, 1), "staged, and the read waited for it");
+    got
 }
 
 /// A command the store places at its completion, held there (`SlowWrites`), then a zero-copy
@@ -455,43 +466,14 @@ fn a_zero_copy_read_waits_for_the_store_of(kind: IoKind, want: u8) {
     w.mtu = 1024;
     // In-capsule writes (4 KiB fits the target's 4 KiB of in-capsule data).
     let mut host = Host::connect(&mut h.v, &mut w, host_cfg(8), SUBNQN).expect("connect");
-    fn dev(w: &mut World<SlowWrites>) -> &mut SlowWrites {
-        w.target.core.namespace_dev(SUBNQN, 1).expect("namespace")
-    }
     let lba = 12;
-    let (old, cmd, r) = (host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap(), host.alloc_slot(1).unwrap());
-    let fill = |host: &mut Host<V>, slot: u16, byte: u8| {
-        let (buf, off, _) = host.slot_buf(1, slot);
-        buf.write(off, &[byte; 4096]);
-    };
-    fill(&mut host, old, 0x33);
+    let old = host.alloc_slot(1).unwrap();
+    let (buf, off, _) = host.slot_buf(1, old);
+    buf.write(off, &[0x33; 4096]);
     host.submit(&mut h.v, 1, old, IoKind::Write, 1, lba, 1, w.clock.now_ns()).unwrap();
     wait_done(&mut w, &mut h, &mut host, 1);
-    dev(&mut w).hold = true;
     let (inline0, held0) = (w.target.stats().inline_writes, w.target.stats().held_reads);
-    fill(&mut host, cmd, 0xA7);
-    fill(&mut host, r, 0x55);
-    host.submit(&mut h.v, 1, cmd, kind, 1, lba, 1, w.clock.now_ns()).unwrap();
-    for _ in 0..10_000 {
-        if !dev(&mut w).held.is_empty() {
-            break;
-        }
-        h.v.poll();
-        w.turn();
-    }
-    assert_eq!(dev(&mut w).held.len(), 1, "the {kind:?} is at the store");
-    host.submit(&mut h.v, 1, r, IoKind::Read, 1, lba, 1, w.clock.now_ns()).unwrap();
-    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 4];
-    for _ in 0..2_000 {
-        h.v.poll();
-        assert_eq!(host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll"), 0, "nothing answered while the store holds the {kind:?}");
-        w.turn();
-    }
-    dev(&mut w).release();
-    wait_done(&mut w, &mut h, &mut host, 2);
-    let (buf, off, _) = host.slot_buf(1, r);
-    let mut got = vec![0u8; 4096];
-    buf.read(off, &mut got);
+    let got = read_behind_a_held_store(&mut w, &mut h, &mut host, kind, 0xA7, lba, 1);
     assert!(got.iter().all(|&b| b == want), "the read returned the {kind:?}'s blocks whole");
     let s = w.target.stats();
     let inline = if kind == IoKind::WriteZeroes { 0 } else { 1 };
