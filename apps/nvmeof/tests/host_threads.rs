@@ -249,7 +249,16 @@ fn a_lane_whose_qp_the_adapter_moved_to_error_stops_at_once_and_the_others_finis
     let r = r.expect("the bench (the admin queue kept)");
     println!("HOST-THREADS qp error: injected at {injected_at} ns, lane ended by {ended_at} ns; lanes {:?}; failed {:?}", r.per_lane.iter().map(|l| (l.0, l.1.ios)).collect::<Vec<_>>(), r.failed);
     assert!(ended_at - injected_at <= 3 * 500, "the lane ended within the owner's 3 turns after the event");
-    assert_eq!(r.failed, vec![(VICTIM, nvmeof::Error::QpError { qid: VICTIM })], "the report names the failed lane");
+    // The adapter writes the victim's flushed completions and raises the QP's error event in
+    // the same owner turn; whether the owner's drain raises the lane's flag before the lane
+    // polls a flushed completion is a race between threads, so either report is the lane's QP
+    // failing (the bound above is what shows the drain: without it the lane ends later).
+    assert_eq!(r.failed.len(), 1, "one lane failed: {:?}", r.failed);
+    assert!(
+        matches!(r.failed[0], (VICTIM, nvmeof::Error::QpError { qid: VICTIM }) | (VICTIM, nvmeof::Error::Transport(_))),
+        "the report names the failed lane: {:?}",
+        r.failed
+    );
     assert_eq!(r.per_lane.iter().map(|l| l.0).collect::<Vec<_>>(), vec![1, 3]);
     for (qid, l) in &r.per_lane {
         assert_eq!((l.ios, l.errors, l.lost), (SHARE, 0, 0), "lane {qid} ran its share");
