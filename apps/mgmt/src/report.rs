@@ -156,7 +156,8 @@ fn per_poll_group<V: rdma::GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t
 }
 
 /// Per namespace: its store's volatile write cache, host Flushes forwarded, the store's own
-/// Flushes (issued to the drive, completed by it), FUA commands, device errors.
+/// Flushes (issued to the drive, completed by it), FUA commands, a memory store's CPU-copied
+/// I/Os and bytes, device errors.
 fn per_namespace<V: GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvmeof::nvmet::rdma::RdmaTarget<V, B>) {
     let ids: alloc::vec::Vec<_> = t.namespace_stats().map(|n| (n.subnqn, format!("{}", n.nsid), n)).collect();
     let mut f = e.family("nvmf_namespace_volatile_write_cache", Kind::Gauge, "1 when the namespace's store has a volatile write cache (Flush needed).");
@@ -200,6 +201,14 @@ fn per_namespace<V: GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvme
     for (nqn, nsid, n) in &ids {
         let l = |op| [("subnqn", *nqn), ("nsid", nsid.as_str()), ("op", op)];
         f.sample(&l("read"), n.stats.fua_reads).sample(&l("write"), n.stats.fua_writes);
+    }
+    let mut f = e.family("nvmf_namespace_copied_io_total", Kind::Counter, "Reads and Writes whose data the namespace's memory store moved by a CPU copy (zero-copy transfers move none).");
+    for (nqn, nsid, n) in &ids {
+        f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.dev.copied);
+    }
+    let mut f = e.family("nvmf_namespace_copied_bytes_total", Kind::Counter, "Bytes the namespace's memory store moved by CPU copies.");
+    for (nqn, nsid, n) in &ids {
+        f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.dev.copied_bytes);
     }
     let mut f = e.family("nvmf_namespace_device_errors_total", Kind::Counter, "I/O the namespace's drive completed with an error status.");
     for (nqn, nsid, n) in &ids {

@@ -122,6 +122,8 @@ pub struct DevCounters {
     /// I/Os that completed with a device error status.
     pub device_errors: u64,
     /// I/Os a memory store served without moving data (the buffer was the blocks themselves).
+    /// Only what reached the store: a zero-copy keyed Write the adapter placed straight into
+    /// namespace memory is answered by the NVMe-oF transport without a store call.
     pub zero_copy: u64,
     /// I/Os a memory store served by a CPU copy.
     pub copied: u64,

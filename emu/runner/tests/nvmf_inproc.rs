@@ -486,6 +486,13 @@ fn io_counts_of_every_poll_group_reach_the_metrics_and_outlive_the_groups() {
         assert_eq!((c.reads, c.writes, st.reads, st.writes, sb.reads, sb.writes), (r.reads, r.writes, r.reads, r.writes, r.reads, r.writes), "{when}");
         assert_eq!((st.bytes_read, st.bytes_written), (sb.bytes_read, sb.bytes_written), "{when}");
         assert!(st.bytes_read >= 512 * r.reads && st.bytes_written >= 512 * r.writes, "{when}: {st:?}");
+        // The RAM store's CPU copies (counted per group handle, folded into the namespace's
+        // report): in-capsule Writes are copied, zero-copy Reads and keyed Writes are not.
+        let dev = t.namespace_stats().next().expect("namespace").dev;
+        let copied = format!("nvmf_namespace_copied_io_total{{subnqn=\"{NQN}\",nsid=\"1\"}}");
+        let bytes = format!("nvmf_namespace_copied_bytes_total{{subnqn=\"{NQN}\",nsid=\"1\"}}");
+        assert_eq!((metric(m, &copied), metric(m, &bytes)), (dev.copied, dev.copied_bytes), "{when}: copies in /metrics");
+        assert!(dev.copied > 0 && dev.copied < r.reads + r.writes && dev.copied_bytes >= 512 * dev.copied, "{when}: {dev:?}");
     };
     {
         let s = side.borrow();
