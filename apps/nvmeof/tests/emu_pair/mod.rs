@@ -259,7 +259,9 @@ pub fn ns_copies(w: &mut World) -> (u64, u64) {
 }
 
 /// A test store's geometry methods (`BlockDevice::block_size`, `num_blocks`,
-/// `max_transfer_blocks`), those of the `RamNamespace` it wraps in its field `ram`.
+/// `max_transfer_blocks`), those of the `RamNamespace` it wraps in its field `ram`. Unused in
+/// the test binaries without such a store (`profiled`), as the module's dead code is.
+#[allow(unused_macros)]
 macro_rules! ram_geometry {
     () => {
         fn block_size(&self) -> u32 {
@@ -273,6 +275,7 @@ macro_rules! ram_geometry {
         }
     };
 }
+#[allow(unused_imports)]
 pub(crate) use ram_geometry;
 
 /// The byte at offset `i` of the block written at `lba` (verified I/O).
