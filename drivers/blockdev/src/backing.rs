@@ -129,7 +129,7 @@ impl<H: Hal, L: BlockDevice> BlockDevice for Backing<H, L> {
         on_store!(self, d => d.counters())
     }
     /// A handle of the same kind: memory and null handles as their stores make them, a local
-    /// store's as it answers (a local NVMe namespace: `Unsupported`).
+    /// store's as it answers (a local NVMe namespace: one with an I/O queue pair of its own).
     fn io_handle(&mut self) -> Result<Self, BlockError> {
         Ok(match self {
             Backing::Ram(r) => Backing::Ram(Box::new(r.io_handle()?)),

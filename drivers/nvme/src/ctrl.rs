@@ -1,5 +1,11 @@
 //! nvme ctrl: controller bring-up (Base §3.5.1 "Memory-based controller initialization"),
-//! the admin queue, Identify, Set Features (Number of Queues) and I/O queue creation.
+//! the admin queue, Identify, Set Features (Number of Queues) and I/O queue creation and
+//! deletion.
+//!
+//! The admin queue sits behind a lock (admin commands are the slow path: bring-up, Identify,
+//! a queue pair made or deleted), so I/O queue pairs are made and given back through a
+//! shared `&Controller`: a namespace's I/O handles ([`crate::NvmeNamespace`]) are made while
+//! namespaces borrow the controller. Queue IDs are reused once their queues are deleted.
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -18,6 +24,10 @@ const ADMIN_DEPTH: u16 = 32;
 const SHN_NORMAL: u8 = 0b01;
 /// CSTS.SHST: shutdown processing complete (Base §3.1.4.6).
 const SHST_COMPLETE: u8 = 0b10;
+
+/// Most I/O queue pairs the driver asks a controller for (Set Features Number of Queues)
+/// and tracks (one bit each); the controller may grant fewer.
+pub const MAX_IO_QUEUES: u16 = 64;
 
 /// NSFEAT bits a namespace's identity carries: 0 thin provisioning (NCAP/NUSE meaningful),
 /// 4 OPTPERF (NPWG, NPWA, NPDG, NPDA, NOWS valid).
@@ -153,6 +163,17 @@ impl NamespaceInfo {
     }
 }
 
+/// The admin queue and what its commands use: one user at a time (the controller's lock).
+struct Admin<D: DmaRegion> {
+    q: QueuePair<D>,
+    /// One page for the data of an Identify.
+    buf: D,
+    /// Tag of the last admin command.
+    seq: u64,
+    /// I/O queue IDs in use: bit `qid - 1`.
+    io_qids: u64,
+}
+
 /// A running controller: admin queue up, identified.
 pub struct Controller<H: Hal, M: Mmio> {
     pub(crate) hal: H,
@@ -161,17 +182,15 @@ pub struct Controller<H: Hal, M: Mmio> {
     pub vs: Vs,
     pub(crate) stride: usize,
     pub(crate) cfg: Config,
-    admin: QueuePair<H::Dma>,
-    buf: H::Dma,
+    admin: spin::Mutex<Admin<H::Dma>>,
     info: ControllerInfo,
-    next_qid: u16,
-    /// I/O queue pairs granted by Set Features (Number of Queues).
+    /// I/O queue pairs granted by Set Features (Number of Queues), at most [`MAX_IO_QUEUES`].
     max_io_queues: u16,
-    /// Tag of the last admin command.
-    admin_seq: u64,
     /// Stopped by [`Controller::fail_stop`] after it stopped answering, or removed
     /// ([`Controller::remove`]).
     failed: AtomicBool,
+    /// Normal shutdown notified ([`Controller::shutdown`]): no more admin commands.
+    shut_down: AtomicBool,
 }
 
 fn regs_ok<M: Mmio>(mmio: &M) -> Result<(), Error> {
@@ -239,9 +258,10 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
 
         let buf = hal.dma_alloc(PAGE, PAGE)?;
         let dummy = ControllerInfo { vid: 0, ssvid: 0, sn: [0; 20], mn: [0; 40], fr: [0; 8], mdts: 0, cntlid: 0, nn: 0, oncs: 0, vwc: false, wce: false, rtd3e_us: 0, nvm_limits: NvmLimits::default() };
-        let mut c = Controller { hal, mmio, cap, vs, stride, cfg, admin, buf, info: dummy, next_qid: 1, max_io_queues: 0, admin_seq: 0, failed: AtomicBool::new(false) };
+        let admin = spin::Mutex::new(Admin { q: admin, buf, seq: 0, io_qids: 0 });
+        let mut c = Controller { hal, mmio, cap, vs, stride, cfg, admin, info: dummy, max_io_queues: 0, failed: AtomicBool::new(false), shut_down: AtomicBool::new(false) };
         c.info = c.identify_controller()?;
-        c.max_io_queues = c.set_queue_count(16)?;
+        c.max_io_queues = c.set_queue_count(MAX_IO_QUEUES)?.min(MAX_IO_QUEUES);
         // CNS is a full byte from NVMe 1.2; a drive without the NVM command set's page
         // answers Invalid Field: no limits reported.
         if (vs.major(), vs.minor()) >= (1, 2) {
@@ -304,18 +324,24 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
     ///
     /// Each command gets a fresh tag: a late completion of a command that timed out earlier
     /// is consumed (its slot freed) but never taken for the answer of a later command.
-    fn admin_cmd(&mut self, mut sqe: Sqe, data: bool) -> Result<u32, Error> {
+    fn admin_cmd(&self, sqe: Sqe, data: bool) -> Result<u32, Error> {
+        self.admin_run(&mut self.admin.lock(), sqe, data)
+    }
+
+    /// [`Controller::admin_cmd`] with the admin queue already held (a command whose data page
+    /// the caller reads afterwards, or a sequence of commands).
+    fn admin_run(&self, a: &mut Admin<H::Dma>, mut sqe: Sqe, data: bool) -> Result<u32, Error> {
         if self.is_failed() {
             return Err(Error::Timeout { what: "admin command (controller stopped after a timeout)" });
         }
-        let d = if data { Some(DmaSlice::new(&self.buf, 0, PAGE).expect("the admin buffer is one page")) } else { None };
+        let d = if data { Some(DmaSlice::new(&a.buf, 0, PAGE).expect("the admin buffer is one page")) } else { None };
         let opc = sqe.opcode;
-        self.admin_seq += 1;
-        let tag = self.admin_seq;
-        self.admin.push(&mut sqe, tag, d).map_err(|_| Error::AdminQueueFull)?;
-        self.admin.ring(&self.mmio);
+        a.seq += 1;
+        let tag = a.seq;
+        a.q.push(&mut sqe, tag, d).map_err(|_| Error::AdminQueueFull)?;
+        a.q.ring(&self.mmio);
         let mut result = None;
-        let admin = &mut self.admin;
+        let admin = &mut a.q;
         let mmio = &self.mmio;
         let done = poll_until(&self.hal, self.cfg.admin_timeout_ns, || {
             admin.reap(mmio, 1, |t, dw0, st| {
@@ -337,10 +363,11 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
 
     fn identify(&mut self, cns: u8, nsid: u32) -> Result<[u8; PAGE], Error> {
         let sqe = Sqe { opcode: admin_op::IDENTIFY, nsid: nsid.into(), cdw10: (cns as u32).into(), ..Default::default() };
-        self.buf.fill(0, PAGE, 0);
-        self.admin_cmd(sqe, true)?;
+        let mut a = self.admin.lock();
+        a.buf.fill(0, PAGE, 0);
+        self.admin_run(&mut a, sqe, true)?;
         let mut out = [0u8; PAGE];
-        self.buf.read(0, &mut out);
+        a.buf.read(0, &mut out);
         Ok(out)
     }
 
@@ -450,13 +477,13 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
     }
 
     /// Create an I/O CQ + SQ pair of `depth` entries (Base §5.4, §5.5), physically
-    /// contiguous, interrupts off (polled).
-    pub fn create_io_queue_pair(&mut self, depth: u16) -> Result<QueuePair<H::Dma>, Error> {
-        if self.next_qid > self.max_io_queues {
-            return Err(Error::NoQueuesLeft);
-        }
+    /// contiguous, interrupts off (polled), on the lowest queue ID not in use; `NoQueuesLeft`
+    /// when all [`Controller::io_queues_granted`] are. Slow path (allocates, admin commands):
+    /// give it back with [`Controller::delete_io_queue_pair`].
+    pub fn create_io_queue_pair(&self, depth: u16) -> Result<QueuePair<H::Dma>, Error> {
+        let mut a = self.admin.lock();
+        let qid = (1..=self.max_io_queues).find(|q| a.io_qids & qid_bit(*q) == 0).ok_or(Error::NoQueuesLeft)?;
         let depth = core::cmp::min(depth as u32, self.cap.mqes() as u32 + 1) as u16;
-        let qid = self.next_qid;
         let qp = QueuePair::new(&self.hal, qid, depth, PAGE, self.stride, self.max_transfer_bytes())?;
         let qsize = ((depth - 1) as u32) << 16;
         let cq = Sqe {
@@ -466,7 +493,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
             cdw11: 1u32.into(), // PC=1, IEN=0
             ..Default::default()
         };
-        self.admin_cmd(cq, false)?;
+        self.admin_run(&mut a, cq, false)?;
         let sq = Sqe {
             opcode: admin_op::CREATE_IO_SQ,
             dptr: DataPointer::prp(qp.sq_paddr(), 0),
@@ -474,9 +501,46 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
             cdw11: (((qid as u32) << 16) | 1).into(), // CQID, PC=1
             ..Default::default()
         };
-        self.admin_cmd(sq, false)?;
-        self.next_qid += 1;
+        if let Err(e) = self.admin_run(&mut a, sq, false) {
+            // The CQ alone is of no use: deleted, so its ID is free again.
+            let _ = self.admin_run(&mut a, delete_queue(admin_op::DELETE_IO_CQ, qid), false);
+            return Err(e);
+        }
+        a.io_qids |= qid_bit(qid);
         Ok(qp)
+    }
+
+    /// Give back an I/O queue pair made by [`Controller::create_io_queue_pair`]: Delete I/O
+    /// SQ (the controller aborts what is still queued on it and ends its DMA for it) then
+    /// Delete I/O CQ (Base §5.6, §5.7); its queue ID may be used again. A stopped, removed or
+    /// shut down controller has no queues any more: nothing to send. An ID whose deletion
+    /// failed stays in use. Slow path; the caller drops `q` afterwards.
+    pub fn delete_io_queue_pair(&self, q: &QueuePair<H::Dma>) -> Result<(), Error> {
+        let qid = q.qid;
+        if qid == 0 || qid > MAX_IO_QUEUES {
+            return Ok(());
+        }
+        let mut a = self.admin.lock();
+        if a.io_qids & qid_bit(qid) == 0 {
+            return Ok(());
+        }
+        if !(self.is_failed() || self.shut_down.load(Ordering::Relaxed)) {
+            self.admin_run(&mut a, delete_queue(admin_op::DELETE_IO_SQ, qid), false)?;
+            self.admin_run(&mut a, delete_queue(admin_op::DELETE_IO_CQ, qid), false)?;
+        }
+        a.io_qids &= !qid_bit(qid);
+        Ok(())
+    }
+
+    /// I/O queue pairs the controller granted (Set Features Number of Queues), at most
+    /// [`MAX_IO_QUEUES`].
+    pub fn io_queues_granted(&self) -> u16 {
+        self.max_io_queues
+    }
+
+    /// I/O queue pairs made and not given back.
+    pub fn io_queues_in_use(&self) -> u16 {
+        self.admin.lock().io_qids.count_ones() as u16
     }
 
     /// Whether the controller was stopped after it stopped answering.
@@ -509,6 +573,7 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
     /// RTD3E when the controller reports it (at least 1 s), else 5 s. Call once, at the end,
     /// with no I/O outstanding; the controller takes no commands afterwards.
     pub fn shutdown(&self) -> Result<(), Error> {
+        self.shut_down.store(true, Ordering::Relaxed);
         let wait_ns = match self.info.rtd3e_us {
             0 => 5_000_000_000,
             us => core::cmp::max(us as u64 * 1000, 1_000_000_000),
@@ -549,6 +614,16 @@ impl<H: Hal, M: Mmio> Controller<H, M> {
 
     /// Admin queue counters.
     pub fn admin_stats(&self) -> crate::queue::QueueStats {
-        self.admin.stats
+        self.admin.lock().q.stats
     }
+}
+
+/// An I/O queue ID's bit in [`Admin::io_qids`] (`qid` in 1..=[`MAX_IO_QUEUES`]).
+fn qid_bit(qid: u16) -> u64 {
+    1 << (qid - 1)
+}
+
+/// Delete I/O SQ or CQ `qid`.
+fn delete_queue(opcode: u8, qid: u16) -> Sqe {
+    Sqe { opcode, cdw10: (qid as u32).into(), ..Default::default() }
 }

@@ -4,7 +4,8 @@
 //!
 //! Use: [`Controller::init`] over the BAR0 window, [`Controller::active_namespaces`] +
 //! [`Controller::identify_namespace`], [`Controller::create_io_queue_pair`] per namespace,
-//! then [`NvmeNamespace::new`].
+//! then [`NvmeNamespace::new`]; more queue pairs of a namespace for other pollers with
+//! `BlockDevice::io_handle`.
 #![no_std]
 #![forbid(unsafe_code)]
 

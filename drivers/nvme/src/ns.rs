@@ -18,6 +18,14 @@
 //! is transferred; PI inside larger separate metadata uses the buffers above as well.
 //! Extended LBA other than 8-byte PI (metadata interleaved in the caller's data buffer) is
 //! refused by [`NvmeNamespace::new`] with [`Error::MetadataUnsupported`].
+//!
+//! I/O handles (`BlockDevice::io_handle`, one per poller, SPDK's io_channel): a handle is
+//! another `NvmeNamespace` on the same namespace with an I/O queue pair of its own, made on
+//! the slow path (Create I/O CQ + SQ through the shared controller) with its own PRP pages,
+//! metadata buffers, Flush joining and counters; pollers share nothing per I/O. Bounded by
+//! the queues the controller granted: with none left the answer is `Unsupported` (that
+//! poller stays on the store). A namespace or handle that is dropped gives its queue pair
+//! back ([`Controller::delete_io_queue_pair`]). A stopped controller fails every handle.
 
 use blockdev::{check_io_limits, BlockDevice, BlockDone, BlockError, BlockIo, BlockOp, DevCounters, NsIdentity, OpLimits};
 use hal::{DmaRegion, Hal, Mmio};
@@ -63,9 +71,35 @@ pub struct NvmeNamespace<'c, H: Hal, M: Mmio> {
 }
 
 impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
-    /// Wrap a namespace and a queue pair created on `ctrl`. Refuses metadata formats this
-    /// driver cannot serve (see the module notes) with [`Error::MetadataUnsupported`].
+    /// Wrap a namespace and a queue pair created on `ctrl` (the namespace owns it from now
+    /// on: it is given back when the namespace is dropped, or at once on a refusal). Refuses
+    /// metadata formats this driver cannot serve (see the module notes) with
+    /// [`Error::MetadataUnsupported`].
     pub fn new(ctrl: &'c Controller<H, M>, info: NamespaceInfo, q: QueuePair<H::Dma>) -> Result<Self, Error> {
+        match Self::meta_for(ctrl, &info, &q) {
+            Ok((meta, max_blocks)) => Ok(NvmeNamespace {
+                ctrl,
+                info,
+                q,
+                meta,
+                max_blocks,
+                oncs: ctrl.info().oncs,
+                dead: false,
+                empty_polls: 0,
+                last_progress_ns: 0,
+                refused: 0,
+                device_errors: 0,
+                flush: FlushJoin::default(),
+            }),
+            Err(e) => {
+                let _ = ctrl.delete_io_queue_pair(&q);
+                Err(e)
+            }
+        }
+    }
+
+    /// The metadata handling and largest transfer (blocks) of namespace `info` on queue `q`.
+    fn meta_for(ctrl: &Controller<H, M>, info: &NamespaceInfo, q: &QueuePair<H::Dma>) -> Result<(Meta<H::Dma>, u32), Error> {
         // The queue's list pages bound the transfer (sized from the controller's maximum);
         // NLB is 16 bits, 0's based: at most 65536 blocks per command.
         let max_bytes = core::cmp::min(ctrl.max_transfer_bytes(), q.max_transfer_bytes());
@@ -89,21 +123,7 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
         } else {
             None
         };
-        let meta = Meta { pract, bufs };
-        Ok(NvmeNamespace {
-            ctrl,
-            info,
-            q,
-            meta,
-            max_blocks,
-            oncs: ctrl.info().oncs,
-            dead: false,
-            empty_polls: 0,
-            last_progress_ns: 0,
-            refused: 0,
-            device_errors: 0,
-            flush: FlushJoin::default(),
-        })
+        Ok((Meta { pract, bufs }, max_blocks))
     }
 
     pub fn info(&self) -> &NamespaceInfo {
@@ -231,6 +251,15 @@ impl<'c, H: Hal, M: Mmio> NvmeNamespace<'c, H, M> {
     }
 }
 
+/// The queue pair goes back to the controller (Delete I/O SQ and CQ).
+impl<H: Hal, M: Mmio> Drop for NvmeNamespace<'_, H, M> {
+    fn drop(&mut self) {
+        if let Err(e) = self.ctrl.delete_io_queue_pair(&self.q) {
+            log::warn!("nvme: nsid {} queue {}: not deleted ({e}); its queue ID stays in use", self.info.nsid, self.q.qid);
+        }
+    }
+}
+
 impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
     fn block_size(&self) -> u32 {
         self.info.block_size
@@ -275,6 +304,24 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
     /// The controller stopped answering and was stopped ([`Controller::fail_stop`]).
     fn failed(&self) -> bool {
         self.dead || self.ctrl.is_failed()
+    }
+
+    /// Another value on this namespace with a queue pair of its own, as deep as this one's
+    /// (see the module notes): `Unsupported` when the controller has no I/O queue left,
+    /// `Timeout` when it was stopped, `Device` when it refused the queue.
+    fn io_handle(&mut self) -> Result<Self, BlockError> {
+        if BlockDevice::failed(self) {
+            return Err(BlockError::Timeout);
+        }
+        let q = self.ctrl.create_io_queue_pair(self.q.depth()).map_err(|e| {
+            log::warn!("nvme: nsid {}: no I/O queue pair for another handle ({e}): that poller stays on the namespace's queue", self.info.nsid);
+            match e {
+                Error::Status { status, .. } => BlockError::Device { sct: status.sct, sc: status.sc, dnr: status.dnr },
+                Error::Timeout { .. } => BlockError::Timeout,
+                _ => BlockError::Unsupported,
+            }
+        })?;
+        NvmeNamespace::new(self.ctrl, self.info, q).map_err(|_| BlockError::Unsupported)
     }
 
     fn counters(&self) -> DevCounters {

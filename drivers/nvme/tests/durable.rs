@@ -24,7 +24,8 @@ fn volatile(setup: impl FnOnce(&mut DriveState)) -> bool {
     let (_hal, _bar, mut c) = bring_up_with(setup);
     let info = c.identify_namespace(1).unwrap();
     let q = c.create_io_queue_pair(8).unwrap();
-    NvmeNamespace::new(&c, info, q).unwrap().volatile_write_cache()
+    let ns = NvmeNamespace::new(&c, info, q).unwrap();
+    ns.volatile_write_cache()
 }
 
 #[test]
@@ -168,7 +169,8 @@ fn identity_passed_through_or_derived_stably() {
         let (_hal, _bar, mut c) = bring_up_with(|_| {});
         let info = c.identify_namespace(nsid).unwrap();
         let q = c.create_io_queue_pair(8).unwrap();
-        NvmeNamespace::new(&c, info, q).unwrap().identity().unwrap().nguid
+        let ns = NvmeNamespace::new(&c, info, q).unwrap();
+        ns.identity().unwrap().nguid
     };
     let (a, b) = (derived(1), derived(1));
     assert_eq!(a, b);

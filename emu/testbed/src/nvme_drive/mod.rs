@@ -154,6 +154,8 @@ pub struct DriveState {
     pub cqs: Vec<Option<CompQueue>>,
     // What the drive saw.
     pub io_commands: u64,
+    /// I/O commands executed per submission queue, by queue ID (grown as queues are used).
+    pub sq_commands: Vec<u64>,
     pub sq_doorbells: u64,
     pub cq_doorbells: u64,
     /// Doorbell writes off the CAP.DSTRD spacing or naming no queue.
@@ -207,6 +209,7 @@ impl Default for DriveState {
             sqs: Vec::new(),
             cqs: Vec::new(),
             io_commands: 0,
+            sq_commands: Vec::new(),
             sq_doorbells: 0,
             cq_doorbells: 0,
             stray_doorbells: 0,
@@ -232,6 +235,11 @@ impl DriveState {
     }
     fn cap(&self) -> Cap {
         Cap::new().with_mqes(self.mqes).with_cqr(true).with_to(self.timeout_units).with_dstrd(self.dstrd).with_css(1)
+    }
+    /// I/O submission and completion queues that exist now (created and not deleted).
+    pub fn io_queues_live(&self) -> (usize, usize) {
+        let live = |n: usize| n.saturating_sub(1);
+        (live(self.sqs.iter().flatten().count()), live(self.cqs.iter().flatten().count()))
     }
     /// Largest transfer in bytes (MDTS; None: no limit).
     pub fn max_transfer(&self) -> Option<usize> {
@@ -331,7 +339,17 @@ impl NvmeDrive {
             let sqe = Sqe::read_from_bytes(&raw).expect("64 bytes");
             sq.head = (sq.head + 1) % sq.size;
             locked(&self.st).sqs[qid] = Some(sq);
-            let (dw0, status) = if qid == 0 { self.admin(&sqe) } else { self.io(&sqe) };
+            let (dw0, status) = if qid == 0 {
+                self.admin(&sqe)
+            } else {
+                let mut s = locked(&self.st);
+                if s.sq_commands.len() <= qid {
+                    s.sq_commands.resize(qid + 1, 0);
+                }
+                s.sq_commands[qid] += 1;
+                drop(s);
+                self.io(&sqe)
+            };
             let twist = match locked(&self.script).as_mut() {
                 Some(m) => m.completion(qid as u16, sqe.opcode),
                 None => Completion::Honest,
