@@ -19,6 +19,7 @@ mod loopback;
 mod malformed;
 mod mlx5_emu;
 mod nvme_emu;
+mod nvme_groups;
 mod nvmetcli;
 mod poll_groups;
 mod serve_cm;

@@ -235,19 +235,7 @@ fn drive_errors_and_limits_through_the_target() {
     d.state().wzsl = 0; // not reported: one command's 16-bit NLB
     let cfg = HostConfig { inline_writes: false, ..host_cfg(8) };
     let mut host = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect");
-    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
-    let mut run = |w: &mut NvmeWorld, h: &mut Node, host: &mut Host<V>, kind: IoKind, lba: u64, blocks: u32| -> Status {
-        let slot = host.alloc_slot(1).expect("slot");
-        host.submit(&mut h.v, 1, slot, kind, 1, lba, blocks, w.clock.now_ns()).expect("submit");
-        for _ in 0..100_000 {
-            h.v.poll();
-            if host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll") > 0 {
-                return done[0].status;
-            }
-            w.turn();
-        }
-        panic!("{kind:?} never completed");
-    };
+    let run = |w: &mut NvmeWorld, h: &mut Node, host: &mut Host<V>, kind: IoKind, lba: u64, blocks: u32| io_status(w, h, host, 1, kind, lba, blocks);
     for st in [Status { sct: 2, sc: 0x82, dnr: true }, Status { sct: 2, sc: 0x81, dnr: true }] {
         d.state().failing = Some((1, st));
         let c0 = d.state().io_commands;

@@ -278,6 +278,23 @@ macro_rules! ram_geometry {
 #[allow(unused_imports)]
 pub(crate) use ram_geometry;
 
+/// One I/O of `blocks` at `lba` on queue `q` (its slot's buffer as it is); its status once it
+/// completes.
+#[allow(clippy::too_many_arguments)]
+pub fn io_status<B: BlockDevice>(w: &mut World<B>, h: &mut Node, host: &mut nvmeof::host::Host<V>, q: u16, kind: nvmeof::host::IoKind, lba: u64, blocks: u32) -> nvmeof::Status {
+    let mut done = [nvmeof::host::IoDone { queue: 0, slot: 0, status: nvmeof::Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
+    let slot = host.alloc_slot(q).expect("slot");
+    host.submit(&mut h.v, q, slot, kind, 1, lba, blocks, w.clock.now_ns()).expect("submit");
+    for _ in 0..100_000 {
+        h.v.poll();
+        if host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll") > 0 {
+            return done[0].status;
+        }
+        w.turn();
+    }
+    panic!("queue {q}: {kind:?} LBA {lba} never completed");
+}
+
 /// The byte at offset `i` of the block written at `lba` (verified I/O).
 pub fn pattern(lba: u64, i: usize) -> u8 {
     (lba.wrapping_mul(131) as usize ^ i.wrapping_mul(7)) as u8
@@ -290,12 +307,19 @@ pub type NvmeWorld = World<NvmeNs>;
 /// cache on, MDTS 128 KiB, one I/O queue pair of 128 entries). The drive's controller lives
 /// as long as the test process (the namespace borrows it).
 pub fn setup_nvme() -> (NvmeWorld, Node, NvmeDrive) {
+    setup_nvme_groups(2, 1, Config::default())
+}
+
+/// [`setup_nvme`] with `max_io_queues` per controller, `groups` poll groups (each makes a
+/// handle of the namespace: an I/O queue pair of its own on the drive) and the driver's
+/// `cfg`.
+pub fn setup_nvme_groups(max_io_queues: u16, groups: usize, cfg: Config) -> (NvmeWorld, Node, NvmeDrive) {
     let mut drive = None;
-    let (w, h) = setup_on(2, 1, |t| {
+    let (w, h) = setup_on(max_io_queues, groups, |t| {
         let st = DriveState { vwc: 1, wce: true, namespaces: vec![DriveNs::new(1, NS_BYTES / 512)], ..DriveState::default() };
         let d = NvmeDrive::with_state(t.hal.mem(), st);
         drive = Some(d.clone());
-        let ctrl = Box::leak(Box::new(Controller::init(t.hal.clone(), d, Config::default()).expect("drive up")));
+        let ctrl = Box::leak(Box::new(Controller::init(t.hal.clone(), d, cfg).expect("drive up")));
         let info = ctrl.identify_namespace(1).expect("identify");
         let q = ctrl.create_io_queue_pair(128).expect("I/O queue");
         NvmeNamespace::new(ctrl, info, q).expect("namespace")
