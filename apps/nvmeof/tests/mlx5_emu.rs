@@ -552,6 +552,74 @@ fn a_closed_queues_write_at_the_store_keeps_its_blocks_claimed() {
     drop(a);
 }
 
+/// A queue closed while its zero-copy Write's RDMA READ is outstanding keeps that Write's
+/// claim on its blocks until its QP can place no more data there: the READ's work request
+/// completing (here the fenced response's completion, once the data is in) or the owner having
+/// destroyed the QP. The READ request is lost on the wire (retransmitted ~67 ms later) and the
+/// QP outlives the queue: the firmware refuses to move it to ERROR, so the owner's destroy
+/// fails, as a destroy still under way on hardware leaves the adapter placing data. Another
+/// controller's zero-copy Write of the same blocks waits for the late data, then lands last:
+/// the blocks hold its data whole, not the closed queue's over it.
+#[test]
+fn a_closed_queues_zero_copy_write_keeps_its_blocks_while_its_qp_may_place_data() {
+    let (mut w, mut h) = setup();
+    let cfg = HostConfig { inline_writes: false, ..host_cfg(8) };
+    let mut a = Host::connect(&mut h.v, &mut w, cfg.clone(), SUBNQN).expect("connect a");
+    // Its I/O queue is its last connection (after the admin queue's).
+    let a_io = w.next - 1;
+    let mut b = Host::connect(&mut h.v, &mut w, cfg, SUBNQN).expect("connect b");
+    let lba = 4000;
+    let (wa, wb) = (a.alloc_slot(1).unwrap(), b.alloc_slot(1).unwrap());
+    for (host, slot, byte) in [(&mut a, wa, 0xA7u8), (&mut b, wb, 0xB8)] {
+        let (buf, off, _) = host.slot_buf(1, slot);
+        buf.write(off, &[byte; 4096]);
+    }
+    let (direct0, held0) = (w.target.stats().direct_writes, w.target.stats().held_writes);
+    // a's Write, until the target has written its READ (and fenced response).
+    a.submit(&mut h.v, 1, wa, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
+    for _ in 0..1_000 {
+        if w.target.stats().direct_writes > direct0 {
+            break;
+        }
+        h.v.poll();
+        w.host_cx.poll();
+        w.clock.advance(500);
+        w.t.cx.poll();
+        let now = w.clock.now_ns();
+        w.target.poll(&mut w.t.v, now);
+    }
+    assert_eq!(w.target.stats().direct_writes - direct0, 1, "a's Write READs straight into namespace memory");
+    // The target's adapter sends the READ request: lost.
+    let dropped0 = w.link.stats().dropped;
+    w.link.set_impairments(emu_roce::Impairments { loss: 1.0, ..Default::default() });
+    w.t.cx.poll();
+    w.link.set_impairments(emu_roce::Impairments::default());
+    assert!(w.link.stats().dropped > dropped0, "the READ request lost");
+    // a's I/O queue disconnected; its QP is not destroyed (QP to ERROR refused).
+    w.t.cx.faults_mut().forced.insert(mlx5::op::QP_2ERR, (0xf, 0x00c0_ffee));
+    let qps0 = w.t.cx.counters().qps;
+    w.cm_disconnect(&mut h.v, a_io);
+    w.t.cx.faults_mut().forced.clear();
+    assert_eq!(w.t.cx.counters().qps, qps0, "a's QP outlives its queue");
+    assert_eq!(w.target.queue_reports().filter(|q| q.qid != 0).count(), 1, "a's I/O queue is closed");
+    // b's Write of the same blocks, then time for a's READ to be retransmitted and answered.
+    b.submit(&mut h.v, 1, wb, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 4];
+    let mut answered = 0;
+    for _ in 0..4_000 {
+        h.v.poll();
+        answered += b.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll");
+        w.clock.advance(50_000);
+        w.turn();
+    }
+    assert_eq!(answered, 1, "b's Write answered");
+    assert!(done[0].status.is_success());
+    assert_eq!(w.target.stats().held_writes - held0, 1, "b's Write waited for a's data");
+    let got = ns_block4k(&mut w, lba);
+    assert!(got.iter().all(|&x| x == 0xB8), "b's Write landed last, whole: {:x?}", &got[..16]);
+    drop(a);
+}
+
 /// At QD1 a keyed-SGL Write to the RAM namespace costs one doorbell: the target posts the RDMA
 /// READ and the response SEND, fenced behind it, in the same turn. The host may see that
 /// response and send its next command before the target has polled the response's completion;

@@ -134,6 +134,11 @@ impl MemLink {
     pub fn set_now(&self, now_ns: u64) {
         self.lock().now_ns = now_ns;
     }
+    /// Another handle on this end (the same frames in flight): a test keeps it to change the
+    /// impairments of a link it handed to a node.
+    pub fn handle(&self) -> MemLink {
+        MemLink { side: self.side, shared: self.shared.clone() }
+    }
     /// Change impairments (e.g. stop loss to drain).
     pub fn set_impairments(&self, imp: Impairments) {
         self.lock().imp = imp;

@@ -784,8 +784,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // capsule of theirs finds them); one test per turn while none is staged.
         if self.attach_pending {
             self.attach_pending = false;
-            for g in self.groups.iter_mut() {
-                work += g.take_new();
+            for (gi, g) in self.groups.iter_mut().enumerate() {
+                work += g.take_new(&mut self.shared.inflight, gi);
             }
         }
         for gi in 0..self.groups.len() {

@@ -69,6 +69,8 @@ pub struct World<B: BlockDevice = RamNamespace<SimHal>> {
     pub psn: u32,
     /// Path MTU both sides' QPs are connected with (4096 unless a test says otherwise).
     pub mtu: u32,
+    /// The link between the two ports (a test changes its impairments, e.g. loses a frame).
+    pub link: emu_roce::MemLink,
 }
 
 impl<B: BlockDevice> World<B> {
@@ -212,13 +214,14 @@ pub fn setup_subsystems<B: BlockDevice>(max_io_queues: u16, groups: usize, subs:
     let clock = SimClock::new();
     clock.advance(1_000_000);
     let (a, b) = Clocked::pair(&clock, Impairments::default(), 11);
+    let link = a.0.handle();
     let mut t = node(&clock, T_IP, T_MAC, 0x1_0000_0000, a);
     let mut h = node(&clock, H_IP, H_MAC, 0x2_0000_0000, b);
     t.v.add_neighbor(H_IP, H_MAC).unwrap();
     h.v.add_neighbor(T_IP, T_MAC).unwrap();
     let target = target_on(max_io_queues, groups, subs(&t));
     let host_cx = h.cx.clone();
-    let w = World { clock, t, host_cx, target, conns: BTreeMap::new(), pending: BTreeMap::new(), host_qps: Vec::new(), next: 1, psn: 0x10_0000, mtu: 4096 };
+    let w = World { clock, t, host_cx, target, conns: BTreeMap::new(), pending: BTreeMap::new(), host_qps: Vec::new(), next: 1, psn: 0x10_0000, mtu: 4096, link };
     (w, h)
 }
 

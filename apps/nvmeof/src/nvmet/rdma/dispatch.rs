@@ -19,10 +19,10 @@ impl TurnShared {
             return;
         }
         let (ci, gen, s) = (QueueAt { g: gi, i: id.conn() }, id.gen(), id.slot());
-        let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
-        if c.gen != gen || c.draining {
+        let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()).filter(|c| c.gen == gen && !c.draining) else {
+            self.end_stale(id, ci, gen);
             return;
-        }
+        };
         let (qpn, depth, close_after_send) = (c.qpn, c.depth, c.close_after_send);
         let kind = id.kind();
         if status != WcStatus::Success {
@@ -31,7 +31,10 @@ impl TurnShared {
                 log::warn!("nvmeof: rdma: {qpn} completion error {status:?} ({kind:?})");
             }
             // A failed RDMA READ of a zero-copy Write leaves the command unanswered with its
-            // queue: the host never sees success for data that may have landed in part.
+            // queue: the host never sees success for data that may have landed in part. The
+            // QP is in error: the range this completion carries ends (the close keeps those
+            // of the work requests still to complete).
+            self.end_stale(id, ci, gen);
             self.close_queue(core, g, ci, true);
             return;
         }
@@ -65,6 +68,19 @@ impl TurnShared {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A completion of queue `ci` (generation `gen`) after its close, or in error: the QP
+    /// will place or send no more for the work request, so the zero-copy range a response
+    /// carries ends (the close kept it while the data could still move: a zero-copy Write's
+    /// READ landing, a zero-copy Read's RDMA WRITE sending). A range the queue no longer
+    /// owns (ended already, or by the owner's destroying the QP) is left alone.
+    #[cold]
+    fn end_stale(&mut self, id: WrId, ci: QueueAt, gen: u16) {
+        let r = id.range();
+        if id.kind() == Some(Kind::Send) && !r.is_none() {
+            self.inflight.remove(r, ci, gen);
         }
     }
 

@@ -17,9 +17,9 @@ use hal::DmaRegion;
 use rdma::{Completion, Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
 
 use super::handoff::{self, Bell, Consumer, Producer, Word};
-use super::ranges::RangeId;
+use super::ranges::{InFlight, RangeId};
 use super::wr_id::{Kind, WrId};
-use super::{Conn, QueueAnswer, TransportStats, BLOCK_BATCH};
+use super::{Conn, QueueAnswer, QueueAt, SlotState, TransportStats, BLOCK_BATCH};
 use crate::bench::Histogram;
 use crate::nvmet::{GroupIo, IoCounts};
 use crate::wire::{cm_rej, RdmaCmRej, Status};
@@ -263,6 +263,10 @@ impl Word for ToGroup {
 /// and a refused queue's QP object, kept by its group until the owner says no key names the
 /// memory and the QP is destroyed ([`ToGroup::Drop`]).
 pub(super) struct Parked<V: GroupVerbs> {
+    /// The queue's QP and generation: ranges of it kept past its close end when the owner
+    /// has destroyed the QP ([`ToGroup::Detach`]).
+    qpn: Qpn,
+    gen: u16,
     rsp: V::Buf,
     data: V::Buf,
     pre_data: Option<V::Buf>,
@@ -627,12 +631,12 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     /// [`ToGroup::Drop`] for it waiting (the owner answers before it stages there again): the
     /// group takes its answers first ([`PollGroup::take_back`]). Returns how many answers it
     /// put on the ring to the owner.
-    pub(super) fn take_new(&mut self) -> usize {
+    pub(super) fn take_new(&mut self, inflight: &mut InFlight, gi: usize) -> usize {
         let mut n = 0;
         while let Some(Attach(i)) = self.attach_rx.pop() {
             let i = i as usize;
             if self.parked.get(i).is_some_and(Option::is_some) {
-                self.take_back();
+                self.take_back(inflight, gi);
                 debug_assert!(self.parked[i].is_none(), "queue {i} staged over parked memory");
             }
             let Some(Staged { conn, qp }) = self.staged.get_mut(i).and_then(Option::take) else {
@@ -680,7 +684,7 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     /// the records (see `gone`).
     pub(super) fn park(&mut self, i: usize, c: Conn<V>, qp: Option<V::GroupQp>) {
         let keys = [Some(c.rsp_lkey), Some(c.data_lkey), c.pre_data.as_ref().map(|p| p.1)];
-        self.parked[i] = Some(Parked { rsp: c.rsp, data: c.data, pre_data: c.pre_data.map(|p| p.0), qp });
+        self.parked[i] = Some(Parked { qpn: c.qpn, gen: c.gen, rsp: c.rsp, data: c.data, pre_data: c.pre_data.map(|p| p.0), qp });
         for m in keys.into_iter().flatten().map(ToOwner::Key).chain([ToOwner::Mem(i as u16)]) {
             self.tell_owner(m);
         }
@@ -783,16 +787,27 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
         n
     }
 
-    /// The group's look at the owner's answers: destroyed QPs forgotten, memory no key names
-    /// dropped (it returns to the platform).
-    pub(super) fn take_back(&mut self) {
+    /// The group's (number `gi`) look at the owner's answers: destroyed QPs forgotten, and
+    /// the zero-copy ranges their closed queues kept ended (no data lands or leaves through
+    /// the QP any more) but those of commands still at the store; memory no key names dropped
+    /// (it returns to the platform).
+    pub(super) fn take_back(&mut self, inflight: &mut InFlight, gi: usize) {
+        self.take_answers(Some((inflight, gi)));
+    }
+
+    /// [`PollGroup::take_back`]; without the range table (`None`) when the group goes, whose
+    /// ranges its owner ends all at once ([`InFlight::remove_group`]).
+    fn take_answers(&mut self, mut ranges: Option<(&mut InFlight, usize)>) {
         while let Some(m) = self.back_rx.pop() {
             match m {
                 ToGroup::Detach(qpn) => {
                     let _ = V::detach_group_qp(&mut self.rings, qpn);
+                    if let Some((inflight, gi)) = ranges.as_mut() {
+                        self.end_closed_ranges(inflight, *gi, qpn);
+                    }
                 }
                 ToGroup::Drop(i) => {
-                    let Some(Parked { rsp, data, pre_data, qp }) = self.parked.get_mut(i as usize).and_then(Option::take) else {
+                    let Some(Parked { rsp, data, pre_data, qp, .. }) = self.parked.get_mut(i as usize).and_then(Option::take) else {
                         debug_assert!(false, "queue {i}'s memory dropped but not parked");
                         continue;
                     };
@@ -803,12 +818,29 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
         }
     }
 
+    /// The ranges closed queue `qpn` (of group `gi`; closing, or freed and parked) kept for
+    /// its work requests, ended: the owner destroyed its QP. A closing queue's commands at the
+    /// store keep theirs (their completions end them). Every closed queue of that QPN (an
+    /// earlier one's QPN may have been reused; its QP is gone too). Slow path: a pass over the
+    /// group's queues and the range table.
+    #[cold]
+    fn end_closed_ranges(&self, inflight: &mut InFlight, gi: usize, qpn: Qpn) {
+        for (i, c) in self.conns.iter().enumerate().filter_map(|(i, c)| c.as_ref().filter(|c| c.draining && c.qpn == qpn).map(|c| (i, c))) {
+            let slots = &c.slots;
+            inflight.remove_queue(QueueAt { g: gi, i }, c.gen, |r| slots.iter().any(|s| s.state == SlotState::Executing && s.range == r));
+        }
+        for (i, p) in self.parked.iter().enumerate().filter_map(|(i, p)| p.as_ref().filter(|p| p.qpn == qpn).map(|p| (i, p))) {
+            inflight.remove_queue(QueueAt { g: gi, i }, p.gen, |_| false);
+        }
+    }
+
     /// The owner takes the group value back and releases everything (as joining the group's
     /// thread would; no QP may use the SRQ or CQ any more). Queues staged and never taken in
-    /// are destroyed too, answered as refused in `inbox`.
+    /// are destroyed too, answered as refused in `inbox`. The zero-copy ranges its queues kept
+    /// are the caller's to end ([`InFlight::remove_group`]): no QP of it moves data any more.
     pub(super) fn destroy(mut self, mut ends: OwnerEnds<V>, verbs: &mut V, inbox: &mut Inbox) {
         self.drain_gone(&mut ends, verbs, inbox);
-        self.take_back();
+        self.take_answers(None);
         for s in self.staged.iter_mut().filter_map(Option::take) {
             let qpn = Self::destroy_staged(verbs, s);
             inbox.answers.push_back(QueueAnswer::Refused(qpn, RdmaCmRej { recfmt: U16::new(0), sts: U16::new(cm_rej::NO_RESOURCES) }));

@@ -236,10 +236,10 @@ impl TurnShared {
     /// The group's half of tearing queue `ci` down (and, for an admin queue, every queue of
     /// its controller in group `g`; those in other groups are the owner's to close,
     /// [`PollGroup::closed_ctrl`]), without the device: the queue stops taking work, its
-    /// held commands and the zero-copy ranges of those not at the store are forgotten, its group stops finding it by QPN, the
+    /// held commands and the zero-copy ranges of those with nothing in flight are forgotten, its group stops finding it by QPN, the
     /// core forgets it, and its QP is put on its group's [`PollGroup::gone`] ring for the owner
     /// to destroy. Completions its QP still delivers find no queue (a receive's buffer goes
-    /// back).
+    /// back; a response's range ends, [`TurnShared::end_stale`]).
     #[cold]
     pub(super) fn close_queue<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, notify_cm: bool) {
         let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
@@ -248,12 +248,17 @@ impl TurnShared {
         }
         c.draining = true;
         let gen = c.gen;
-        // Its QP is going with everything in flight: forget its zero-copy ranges and held
-        // commands, but not the ranges of its commands at the store (a Write's store may place
-        // its data until it completes): each ends with its command's completion
-        // ([`TurnShared::block_done`]), and the queue is freed only then.
+        // Its QP is going with everything in flight: forget its held commands and the ranges
+        // of those with nothing in flight (held, or a Write's READ not written yet), but not
+        // the ranges of its commands at the store (a Write's store may place its data until it
+        // completes: each ends with its command's completion, [`TurnShared::block_done`], and
+        // the queue is freed only then) nor those its written work requests carry (a zero-copy
+        // Write's READ places data in namespace memory, a zero-copy Read's RDMA WRITE sends
+        // from it, until the QP is destroyed): each ends with its work request's completion,
+        // success or flush ([`TurnShared::end_stale`]), or when the owner has destroyed the QP
+        // ([`PollGroup::take_back`]), whichever comes first.
         let slots = &c.slots;
-        self.inflight.remove_queue(ci, gen, |r| slots.iter().any(|s| s.state == SlotState::Executing && s.range == r));
+        self.inflight.remove_queue(ci, gen, |r| !slots.iter().any(|s| s.range == r && matches!(s.state, SlotState::Reading | SlotState::Blocked)));
         g.blocked.retain(|b| b.0 != ci.i || b.1 != gen);
         g.qps.remove(c.qpn);
         g.live = g.live.saturating_sub(1);
@@ -330,7 +335,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 log::info!("nvmeof: rdma: poll group {gi} reported broken: no new queues for it; replaced once its queues are gone");
             }
             // The group's look at the answers (its next turn's, once on a thread of its own).
-            g.take_back();
+            g.take_back(&mut self.shared.inflight, gi);
         }
         self.count_answers(before);
         if n > 0 {
@@ -525,6 +530,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.core.fold_group_io(&mut old.nsio);
             let before = self.inbox.answers.len();
             old.destroy(old_ends, verbs, &mut self.inbox);
+            self.shared.inflight.remove_group(gi);
             self.count_answers(before);
             self.stats.groups_replaced += 1;
             log::info!("nvmeof: rdma: poll group {gi} replaced");
@@ -553,6 +559,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.core.fold_io(&mut g.counts);
             self.core.fold_group_io(&mut g.nsio);
             g.destroy(ends, verbs, &mut self.inbox);
+            self.shared.inflight.remove_group(gi);
         }
         self.count_answers(before);
         self.next_group = 0;
@@ -581,7 +588,8 @@ mod tests {
     fn takes_one_in_on_its_own_thread(g: PollGroup<SoftDevice, NullNamespace>) -> PollGroup<SoftDevice, NullNamespace> {
         std::thread::spawn(move || {
             let mut g = g;
-            assert_eq!(g.take_new(), 1, "one answer");
+            // The range table its turns would use (none is kept here).
+            assert_eq!(g.take_new(&mut InFlight::with_capacity(1), 0), 1, "one answer");
             g
         })
         .join()
@@ -640,8 +648,8 @@ mod tests {
         };
         let a = accept(&mut t, &mut dev).expect("first accepted");
         let b = accept(&mut t, &mut dev).expect("second accepted");
-        for g in t.groups.iter_mut() {
-            assert_eq!(g.take_new(), 1);
+        for (gi, g) in t.groups.iter_mut().enumerate() {
+            assert_eq!(g.take_new(&mut t.shared.inflight, gi), 1);
         }
         t.drain_gone(&mut dev);
         assert!(matches!((t.take_answer(), t.take_answer()), (Some(QueueAnswer::Attached(x)), Some(QueueAnswer::Attached(y))) if (x, y) == (a, b)));

@@ -232,6 +232,18 @@ impl InFlight {
             }
         }
     }
+
+    /// Forget every range of poll group `group`'s queues (the group is destroyed: none of its
+    /// QPs moves data any more; slow path: a pass over the slab).
+    pub(super) fn remove_group(&mut self, group: usize) {
+        for i in 0..self.slab.len() {
+            let r = self.slab[i];
+            if r.live && r.owner.group as usize == group {
+                let q = QueueAt { g: group, i: r.owner.conn as usize };
+                self.remove(RangeId(i as u16), q, r.owner.gen);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
