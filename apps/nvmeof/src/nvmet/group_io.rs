@@ -66,9 +66,8 @@ pub struct GroupIo<B> {
     done: [BlockDone; 32],
     /// A handle failed since the owner last looked ([`Core::take_group_failures`]).
     failed_note: bool,
-    /// Some namespace has a handle here (without one, every command goes to the core at
-    /// once: one test, no table look-up).
-    any: bool,
+    /// The slots of `ns` that have a handle (made with the table): what `poll` walks.
+    with_handle: Vec<u16>,
     /// Failed commands for their controllers' error logs, in the order answered, and those
     /// that found the list full (counted as errors, no log entry).
     notes: heapless::Vec<ErrorNote, NOTES>,
@@ -79,7 +78,7 @@ impl<B> GroupIo<B> {
     /// No namespace: every I/O goes to the core's stores (a group before the owner made its
     /// table).
     pub fn empty() -> GroupIo<B> {
-        GroupIo { subs: Vec::new(), ns: Vec::new(), inflight: 0, done: [BlockDone { tag: 0, result: Ok(()) }; 32], failed_note: false, any: false, notes: heapless::Vec::new(), notes_lost: 0 }
+        GroupIo { subs: Vec::new(), ns: Vec::new(), inflight: 0, done: [BlockDone { tag: 0, result: Ok(()) }; 32], failed_note: false, with_handle: Vec::new(), notes: heapless::Vec::new(), notes_lost: 0 }
     }
 
     /// Whether I/O submitted to this group's handles is still to be polled back.
@@ -95,7 +94,7 @@ impl<B> GroupIo<B> {
 
     /// Namespaces (by slot) this group has a handle of.
     pub fn handles(&self) -> usize {
-        self.ns.iter().filter(|n| n.dev.is_some()).count()
+        self.with_handle.len()
     }
 
     /// A handle of this group failed since the owner last took the failures.
@@ -146,42 +145,56 @@ impl<B> GroupIo<B> {
 }
 
 impl<B: BlockDevice> GroupIo<B> {
-    /// Execute I/O command `sqe` on I/O queue `q` on this group's handle of its namespace,
-    /// counted in `counts` (as [`Core::execute_counted`] does for it): `None` when the core
-    /// executes it instead (not an I/O command on an open, enabled I/O queue whose namespace
-    /// has a handle here; nothing is counted then). The caller records a failed answer in the
-    /// controller's error log.
+    /// Execute command `sqe` of queue `q`, counted in `counts`, with one decode: an I/O command
+    /// on an open, enabled I/O queue whose namespace exists is checked here once and goes to
+    /// this group's handle of the namespace, or, when the group has none (its store makes no
+    /// handle, e.g. a local NVMe namespace), to the core's store ([`Core::exec_io_ns`], the
+    /// namespace already found); anything else to [`Core::execute_counted`]. A failed answer
+    /// of the group's handle is noted for its controller's error log and `owner_due` set (the
+    /// core's store path records it in the log itself).
     #[inline(always)]
-    pub fn execute(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64, counts: &mut IoCounts) -> Option<Action> {
-        if !self.any || q.qid == 0 || q.cntlid.is_none() || q.auth != auth::Gate::Open || !q.enabled || !is_io_opcode(sqe.opcode) {
-            return None;
-        }
-        let k = self.slot(q.subsys as usize, sqe.nsid.get())?;
-        let n = &mut self.ns[k];
-        let dev = n.dev.as_mut()?;
+    #[allow(clippy::too_many_arguments)]
+    pub fn execute(&mut self, core: &mut Core<B>, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64, counts: &mut IoCounts, owner_due: &mut bool) -> Action {
+        let k = match self.slot(q.subsys as usize, sqe.nsid.get()) {
+            Some(k) if q.qid != 0 && q.cntlid.is_some() && q.auth == auth::Gate::Open && q.enabled && is_io_opcode(sqe.opcode) => k,
+            _ => return core.execute_counted(q, sqe, data, now_ns, counts),
+        };
         // Host data the core parses (DSM ranges) comes in first; Writes are decoded now.
         if !data.fetched && data.sgl_len > 0 && host_to_ctrl(sqe) && !matches!(sqe.opcode, io_op::WRITE | io_op::COMPARE) {
-            return Some(Action::Fetch(Fetch::Payload));
+            return Action::Fetch(Fetch::Payload);
         }
         counts.commands += 1;
         q.io.last_seen_ns = now_ns;
         q.io.commands += 1;
-        if n.failed {
-            return Some(Action::status(Status::INVALID_NS));
+        let n = &mut self.ns[k];
+        let Some(dev) = n.dev.as_mut() else {
+            let a = core.exec_io_ns(q, sqe, data, n.at.subsys as usize, n.at.ns as usize, counts);
+            if let Action::Respond { status, .. } = a {
+                if !status.is_success() {
+                    core.record_error(q, sqe.cid.get(), status, sqe.nsid.get());
+                }
+            }
+            return a;
+        };
+        let a = if n.failed { Action::status(Status::INVALID_NS) } else { exec_ns(n.at, dev, n.lat.as_mut(), q, sqe, data, &mut counts.ns[k], &mut self.inflight) };
+        if let Action::Respond { status, .. } = a {
+            if !status.is_success() {
+                self.note_error(q, sqe.cid.get(), status, sqe.nsid.get());
+                *owner_due = true;
+            }
         }
-        let st = &mut counts.ns[k];
-        Some(exec_ns(n.at, dev, n.lat.as_mut(), q, sqe, data, st, &mut self.inflight))
+        a
     }
 
     /// Submit Write `w`, whose data the transport moved in, to this group's handle of its
-    /// namespace (as [`Core::write_fetched`]); `None` when the group has no handle of it (the
-    /// core executed it: the core submits it).
+    /// namespace, or, when the group has none, to the core's store ([`Core::write_fetched`]).
     #[inline(always)]
-    pub fn write_fetched(&mut self, w: &PendingWrite, buf: DmaSlice, tag: u64) -> Option<Action> {
-        let sub = self.subs.get(w.subsys as usize)?;
-        let n = self.ns.get_mut(sub.ns_base + w.ns as usize)?;
-        let dev = n.dev.as_mut()?;
-        Some(submit_fetched(dev, n.lat.as_mut(), w, buf, tag, &mut self.inflight))
+    pub fn write_fetched(&mut self, core: &mut Core<B>, w: &PendingWrite, buf: DmaSlice, tag: u64) -> Action {
+        let n = self.subs.get(w.subsys as usize).and_then(|sub| self.ns.get_mut(sub.ns_base + w.ns as usize));
+        match n {
+            Some(NsIo { dev: Some(dev), lat, .. }) => submit_fetched(dev, lat.as_mut(), w, buf, tag, &mut self.inflight),
+            _ => core.write_fetched(w, buf, tag),
+        }
     }
 
     /// Poll this group's handles for finished I/O: `f(tag, status)` per completion, at most
@@ -189,7 +202,8 @@ impl<B: BlockDevice> GroupIo<B> {
     /// noted for the owner. Returns how many were reported.
     pub fn poll(&mut self, max: usize, mut f: impl FnMut(u64, Status)) -> usize {
         let mut total = 0;
-        'walk: for n in self.ns.iter_mut() {
+        'walk: for &k in self.with_handle.iter() {
+            let n = &mut self.ns[k as usize];
             let Some(dev) = n.dev.as_mut() else { continue };
             loop {
                 let room = core::cmp::min(self.done.len(), max - total);
@@ -231,7 +245,9 @@ impl<B: BlockDevice> Core<B> {
                 let dev = n.dev.io_handle().ok();
                 let lat = dev.as_ref().and(clock).map(devlat::DevLatency::new);
                 let at = NsAt { subsys: si as u16, ns: ni as u16, max_io_bytes: s.max_io_bytes, direct };
-                g.any |= dev.is_some();
+                if dev.is_some() {
+                    g.with_handle.push(g.ns.len() as u16);
+                }
                 g.ns.push(NsIo { dev, at, failed: st.failed, lat });
             }
         }
@@ -288,6 +304,7 @@ impl<B: BlockDevice> Core<B> {
     /// figures; its handles are dropped). Slow path.
     pub fn fold_group_io(&mut self, g: &mut GroupIo<B>) {
         self.take_error_notes(g);
+        g.with_handle.clear();
         for s in &mut self.subsystems {
             for (i, released) in s.ns_dev_released.iter_mut().enumerate() {
                 if let Some(h) = g.ns.get_mut(s.ns_base + i).and_then(|n| n.dev.take()) {

@@ -230,10 +230,17 @@ impl<B: BlockDevice> Core<B> {
         }
         // Identify Controller says Flush with NSID FFFFFFFFh is not supported (VWC bits
         // 2:1 = 10b): such a command is aborted with Invalid Namespace (Base spec, Flush).
-        let sub = &mut self.subsystems[si];
-        let Some(ni) = sub.ns(sqe.nsid.get()) else {
+        let Some(ni) = self.subsystems[si].ns(sqe.nsid.get()) else {
             return Action::status(Status::INVALID_NS);
         };
+        self.exec_io_ns(q, sqe, data, si, ni, counts)
+    }
+
+    /// I/O command `sqe` on namespace `ni` of subsystem `si` (found by the caller) on the
+    /// core's store: out of service, or decoded, checked and submitted ([`exec_ns`]).
+    #[inline(always)]
+    pub(super) fn exec_io_ns(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, si: usize, ni: usize, counts: &mut IoCounts) -> Action {
+        let sub = &mut self.subsystems[si];
         if sub.ns_stats[ni].failed {
             return Action::status(Status::INVALID_NS);
         }

@@ -161,10 +161,7 @@ impl TurnShared {
         };
         // On the group's own handle of the namespace (the core's store when it has none).
         let tag = block_tag(ci, gen, Kind::Block, s);
-        let action = match g.nsio.write_fetched(&w, buf, tag) {
-            Some(a) => a,
-            None => core.write_fetched(&w, buf, tag),
-        };
+        let action = g.nsio.write_fetched(core, &w, buf, tag);
         self.on_action(core, g, ci, s, action);
     }
 
@@ -315,18 +312,7 @@ impl TurnShared {
         // Counted in the group's own counts (folded into the core's figures on the slow path);
         // an I/O command on the group's own handle of its namespace, anything else (and a
         // namespace the group has no handle of) by the core.
-        let action = match g.nsio.execute(&mut c.q, sqe, &data, now_ns, &mut g.counts) {
-            Some(a) => {
-                if let Action::Respond { status, .. } = a {
-                    if !status.is_success() {
-                        g.nsio.note_error(&c.q, sqe.cid.get(), status, sqe.nsid.get());
-                        g.owner_due = true;
-                    }
-                }
-                a
-            }
-            None => core.execute_counted(&mut c.q, sqe, &data, now_ns, &mut g.counts),
-        };
+        let action = g.nsio.execute(core, &mut c.q, sqe, &data, now_ns, &mut g.counts, &mut g.owner_due);
         then(self, core, g, action);
     }
 
