@@ -197,3 +197,30 @@ fn io_errors_noted_by_the_groups_reach_the_controllers_error_log() {
     assert_eq!(w.target.core_stats().errors, 4);
 }
 
+
+/// 2 poll groups: the namespace change that a failing handle in one group raises (the
+/// namespace out of service) completes the controller's AER, which sits on its admin queue in
+/// the other group: the owner sends it to that group on its ring, and the group answers it in
+/// its turn (none lost).
+#[test]
+fn an_event_raised_by_io_in_one_group_completes_the_aer_in_the_admin_queues_group() {
+    let board = Arc::new(Mutex::new(Board::default()));
+    let (mut w, mut h) = setup_on(4, 2, |t| Tracked::new(t, &board));
+    let mut host = Host::connect(&mut h.v, &mut w, four_queues(32), SUBNQN).expect("connect");
+    let qs: Vec<_> = w.target.queue_reports().collect();
+    let group_of = |qid: u16| qs.iter().find(|q| q.qid == qid).expect("queue").group as usize;
+    let q = (1..=4).find(|&q| group_of(q) != group_of(0)).expect("an I/O queue outside the admin queue's group");
+    board.lock().unwrap().fail[group_of(q) + 1] = true;
+    assert!(!one_io(&mut w, &mut h, &mut host, q, IoKind::Read, 64).is_success(), "the failed handle's Read");
+    for _ in 0..10_000 {
+        if host.stats.aens > 0 {
+            break;
+        }
+        h.v.poll();
+        host.tick(&mut h.v, w.clock.now_ns()).expect("admin queue");
+        w.turn();
+    }
+    assert_eq!(host.stats.aens, 1, "the AER completed");
+    assert_eq!(host.last_aen, Some(nvmeof::wire::AEN_NS_CHANGED));
+    assert_eq!(w.target.stats().aers_lost, 0);
+}

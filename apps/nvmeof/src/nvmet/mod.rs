@@ -872,6 +872,12 @@ impl<B: BlockDevice> Core<B> {
         self.resets.pop_front()
     }
 
+    /// Whether completed AERs wait for [`Core::take_aen`].
+    #[inline(always)]
+    pub fn has_aen(&self) -> bool {
+        !self.aen_ready.is_empty()
+    }
+
     /// Completed AERs: (tag, DW0).
     pub fn take_aen(&mut self) -> Option<(u64, u32)> {
         self.aen_ready.pop_front()

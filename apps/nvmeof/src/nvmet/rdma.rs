@@ -157,6 +157,8 @@ pub struct TransportStats {
     pub block_done_lost: u64,
     /// Queues closed by the target that did not fit the list for the CM (must stay 0).
     pub closed_overflow: u64,
+    /// AER completions that found their group's ring full (must stay 0: room for every AER).
+    pub aers_lost: u64,
     /// Answers to new queues nobody took ([`RdmaTarget::take_answer`]) and that made room
     /// for newer ones (a caller that never asks; the service asks every turn).
     pub answers_dropped: u64,
@@ -201,6 +203,7 @@ impl TransportStats {
             held_retry_doorbells: self.held_retry_doorbells + o.held_retry_doorbells,
             block_done_lost: self.block_done_lost + o.block_done_lost,
             closed_overflow: self.closed_overflow + o.closed_overflow,
+            aers_lost: self.aers_lost + o.aers_lost,
             answers_dropped: self.answers_dropped + o.answers_dropped,
             stuck_commands: self.stuck_commands + o.stuck_commands,
             groups_broken: self.groups_broken + o.groups_broken,
@@ -820,14 +823,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // What the stores finished after the groups' turns, in the first group's batch (one
         // `Core::poll_block` over every store, whichever group's command each ends).
         work += self.drain_block(verbs, 0);
-        while let Some((tag, dw0)) = self.core.take_aen() {
-            work += 1;
-            let gi = WrId::from_raw(tag).group();
-            let Some(g) = self.groups.get_mut(gi) else { continue };
-            self.shared.complete_aer(&mut self.core, g, tag, dw0);
-            if g.owner_due {
-                self.owner_step(verbs, gi, now_ns);
-            }
+        // Events for armed AERs (rare): each to its AER's group, answered in the group's turn.
+        if self.core.has_aen() {
+            work += self.send_aers(verbs, now_ns);
         }
         // Keep-alive timers have 100 ms granularity (KAS); look at them once per millisecond.
         let slow = now_ns >= self.next_ka_check_ns;
@@ -873,6 +871,37 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // every turn).
         if slow && self.replace_pending {
             self.replace_broken_groups(verbs);
+        }
+        work
+    }
+
+    /// The controllers' events for armed AERs (`Core::take_aen`) go to the AERs' groups as
+    /// messages ([`group::AerDone`] on each group's ring from the owner), each group answering
+    /// its own in its turn ([`TurnShared::take_aers`], before any group's end of turn). Returns
+    /// how many events.
+    #[cold]
+    #[inline(never)]
+    fn send_aers(&mut self, verbs: &mut V, now_ns: u64) -> usize {
+        let mut work = 0;
+        let mut aers_sent = false;
+        while let Some((tag, dw0)) = self.core.take_aen() {
+            work += 1;
+            let id = WrId::from_raw(tag);
+            let Some(e) = self.ends.get_mut(id.group()) else { continue };
+            if e.send_aer(group::AerDone::of(id, dw0)) {
+                aers_sent = true;
+            } else {
+                self.stats.aers_lost += 1;
+            }
+        }
+        if aers_sent {
+            for gi in 0..self.groups.len() {
+                let (sh, core, g) = self.turn_parts(gi);
+                sh.take_aers(core, g, gi);
+                if g.owner_due {
+                    self.owner_step(verbs, gi, now_ns);
+                }
+            }
         }
         work
     }

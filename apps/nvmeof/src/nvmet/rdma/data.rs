@@ -268,6 +268,19 @@ impl TurnShared {
         self.respond_fenced(core, g, ci, s, status, 0, 0, t0, false, write.as_ref());
     }
 
+    /// Group `g`'s (number `gi`) look at its ring of AER completions from the owner
+    /// ([`AerDone`]): each answered on its queue (a queue gone since is skipped). Returns how
+    /// many.
+    pub(super) fn take_aers<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize) -> usize {
+        let mut n = 0;
+        while let Some(a) = g.aer_rx.pop() {
+            n += 1;
+            let tag = WrId::tag(gi, a.conn as usize, a.gen, Kind::Aer, a.cid).raw();
+            self.complete_aer(core, g, tag, a.dw0);
+        }
+        n
+    }
+
     /// Complete an AER of group `g`'s queue (`tag`, as [`RdmaTarget::execute_owned`] gave the
     /// core) with `dw0`.
     pub(super) fn complete_aer<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, tag: u64, dw0: u32) {

@@ -259,6 +259,36 @@ impl Word for ToGroup {
     }
 }
 
+/// An AER of one of the group's queues to complete, sent by the owner when the core has an
+/// event for it (`Core::take_aen`) and answered in the group's turn
+/// ([`TurnShared::take_aers`]): the queue's index in `conns` and generation, the AER's CID and
+/// the completion's DW0, whose bits 31:24 are reserved in an AER's completion (NVMe base
+/// spec: event type 2:0, information 15:8, log page 23:16), so one word carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct AerDone {
+    pub(super) conn: u16,
+    pub(super) gen: u16,
+    pub(super) cid: u16,
+    pub(super) dw0: u32,
+}
+
+impl AerDone {
+    /// The AER of block tag `tag` (`WrId::tag`, kind AER: the CID in the slot) with `dw0`.
+    pub(super) fn of(tag: WrId, dw0: u32) -> AerDone {
+        debug_assert!(dw0 >> 24 == 0, "AER DW0 bits 31:24 are reserved: {dw0:#x}");
+        AerDone { conn: tag.conn() as u16, gen: tag.gen(), cid: tag.slot(), dw0 }
+    }
+}
+
+impl Word for AerDone {
+    fn to_word(self) -> u64 {
+        ((self.conn as u64 & 0xFFF) << 52) | ((self.gen as u64 & 0xFFF) << 40) | ((self.cid as u64) << 24) | (self.dw0 as u64 & 0xFF_FFFF)
+    }
+    fn from_word(w: u64) -> Self {
+        AerDone { conn: (w >> 52) as u16, gen: ((w >> 40) & 0xFFF) as u16, cid: (w >> 24) as u16, dw0: (w & 0xFF_FFFF) as u32 }
+    }
+}
+
 /// A freed queue's response and data buffers (and a payload buffer it held before Connect),
 /// and a refused queue's QP object, kept by its group until the owner says no key names the
 /// memory and the QP is destroyed ([`ToGroup::Drop`]).
@@ -366,6 +396,9 @@ pub(super) struct PollGroup<V: GroupVerbs, B> {
     /// The group's end of the ring of new queues ([`Attach`], room for one per index), looked
     /// at once per turn of the group.
     attach_rx: Consumer<Attach>,
+    /// The group's end of the ring of AER completions from the owner ([`AerDone`], room for
+    /// every AER its queues may hold: `MAX_AERS` per queue, each completed once).
+    pub(super) aer_rx: Consumer<AerDone>,
 }
 
 /// The owner's lists that the records of the groups' rings end in ([`PollGroup::drain_gone`]),
@@ -398,6 +431,7 @@ pub(super) struct OwnerEnds<V: GroupVerbs> {
     gone_rx: Consumer<ToOwner>,
     back: Producer<ToGroup>,
     attach: Producer<Attach>,
+    aer: Producer<AerDone>,
     /// The group said it is broken ([`ToOwner::Broken`]): the owner's own record of it.
     pub(super) broken: bool,
     /// Queues the owner handed to the group ([`PollGroup::stage`]) that the group has not given
@@ -439,6 +473,12 @@ impl<V: GroupVerbs> OwnerEnds<V> {
         Some(i)
     }
 
+    /// Send the group AER completion `m` (answered in its turn, [`TurnShared::take_aers`]);
+    /// false if its ring is full (cannot happen: room for every AER its queues hold).
+    pub(super) fn send_aer(&mut self, m: AerDone) -> bool {
+        self.aer.push(m).is_ok()
+    }
+
     /// The queues staged in the group and not answered yet (slow path).
     pub(super) fn handed(&self) -> impl Iterator<Item = &Handed> + '_ {
         self.handed.iter().flatten()
@@ -475,6 +515,7 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
         staged.try_reserve_exact(max_queues).map_err(|_| ())?;
         staged.resize_with(max_queues, || None);
         let (back, back_rx) = handoff::ring(2 * max_queues)?;
+        let (aer, aer_rx) = handoff::ring(crate::nvmet::MAX_AERS * max_queues)?;
         let mut taken = Vec::new();
         taken.try_reserve_exact(max_queues).map_err(|_| ())?;
         taken.resize(max_queues, false);
@@ -543,8 +584,9 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
             parked,
             staged,
             attach_rx,
+            aer_rx,
         };
-        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, back, attach, broken: false, queues: 0, taken, handed };
+        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, back, attach, aer, broken: false, queues: 0, taken, handed };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
@@ -888,6 +930,9 @@ mod tests {
         }
         for m in [ToGroup::Detach(Qpn(0)), ToGroup::Detach(Qpn(0xff_ffff)), ToGroup::Drop(0), ToGroup::Drop(4095)] {
             assert_eq!(ToGroup::from_word(m.to_word()), m);
+        }
+        for m in [AerDone { conn: 0, gen: 0, cid: 0, dw0: 0 }, AerDone { conn: 4095, gen: 4095, cid: 0xFFFF, dw0: 0xFF_FFFF }, AerDone { conn: 7, gen: 1, cid: 3, dw0: crate::wire::AEN_NS_CHANGED }] {
+            assert_eq!(AerDone::from_word(m.to_word()), m);
         }
         assert_eq!(Attach::from_word(Attach(4095).to_word()), Attach(4095));
     }
