@@ -137,6 +137,9 @@ impl<H: Hal, L: BlockDevice> BlockDevice for Backing<H, L> {
             Backing::Local(l) => Backing::Local(Box::new(l.io_handle()?)),
         })
     }
+    fn device_queue(&self) -> Option<u16> {
+        on_store!(self, d => d.device_queue())
+    }
 }
 
 /// Never called: a [`NoLocal`] value cannot exist.

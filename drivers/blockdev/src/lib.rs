@@ -230,6 +230,12 @@ pub trait BlockDevice {
     {
         Err(BlockError::Unsupported)
     }
+
+    /// The device queue this value submits on, for the log (slow path): a local NVMe
+    /// namespace's I/O queue ID; `None` for a store without one (the default).
+    fn device_queue(&self) -> Option<u16> {
+        None
+    }
 }
 
 /// A 128-bit identifier derived from a name and a number (stable across boots, never

@@ -324,6 +324,11 @@ impl<H: Hal, M: Mmio> BlockDevice for NvmeNamespace<'_, H, M> {
         NvmeNamespace::new(self.ctrl, self.info, q).map_err(|_| BlockError::Unsupported)
     }
 
+    /// This value's own I/O queue pair's queue ID.
+    fn device_queue(&self) -> Option<u16> {
+        Some(self.q.qid)
+    }
+
     fn counters(&self) -> DevCounters {
         let q = self.q.stats;
         DevCounters {

@@ -35,6 +35,8 @@ fn each_handle_submits_on_its_own_queue_pair() {
         assert_eq!(wait(dev, &hal, 1), vec![BlockDone { tag: k as u64, result: Ok(()) }]);
     }
     assert_eq!(per_sq(&bar)[1..4], [1, 1, 1], "one command on each SQ: {:?}", per_sq(&bar));
+    // Each names the queue it submits on (what the image logs per poll group's handle).
+    assert_eq!((ns.device_queue(), a.device_queue(), b.device_queue()), (Some(1), Some(2), Some(3)));
     // Reads through another handle than the writer's see the same blocks.
     buf.fill(0, 3 * 4096, 0);
     for (k, dev) in [&mut b, &mut ns, &mut a].into_iter().enumerate() {

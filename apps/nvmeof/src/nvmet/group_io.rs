@@ -236,14 +236,30 @@ impl<B: BlockDevice> Core<B> {
 
     /// A poll group's namespace table: a handle of each namespace whose store makes one
     /// ([`BlockDevice::io_handle`]), timed when the core has a device clock. Slow path: made by
-    /// the owner with the group (allocates).
-    pub fn group_io(&mut self) -> GroupIo<B> {
+    /// the owner with the group (allocates). Logs one line per namespace for poll group
+    /// `group`: the handle made and its device queue, or why it has none (a drive that
+    /// granted fewer I/O queues than its namespaces x groups): that namespace's I/O in this
+    /// group stays on the core's store.
+    pub fn group_io(&mut self, group: usize) -> GroupIo<B> {
         let mut g = GroupIo::empty();
         let (direct, clock) = (self.direct, self.dev_clock);
         for (si, s) in self.subsystems.iter_mut().enumerate() {
             g.subs.push(SubIo { ns_index: s.ns_index.clone(), ns_base: s.ns_base });
             for (ni, (n, st)) in s.cfg.namespaces.iter_mut().zip(&s.ns_stats).enumerate() {
-                let dev = n.dev.io_handle().ok();
+                let dev = match n.dev.io_handle() {
+                    Ok(d) => {
+                        match d.device_queue() {
+                            Some(q) => log::info!("nvmeof: poll group {group}: nsid {} of {}: own handle on drive queue {q}", n.nsid, s.cfg.nqn),
+                            None => log::info!("nvmeof: poll group {group}: nsid {} of {}: own handle", n.nsid, s.cfg.nqn),
+                        }
+                        Some(d)
+                    }
+                    Err(BlockError::Unsupported) if n.dev.device_queue().is_none() => None,
+                    Err(e) => {
+                        log::warn!("nvmeof: poll group {group}: nsid {} of {}: no handle of its own ({e:?}): its I/O stays on the namespace's store", n.nsid, s.cfg.nqn);
+                        None
+                    }
+                };
                 let lat = dev.as_ref().and(clock).map(devlat::DevLatency::new);
                 let at = NsAt { subsys: si as u16, ns: ni as u16, max_io_bytes: s.max_io_bytes, direct };
                 if dev.is_some() {

@@ -469,7 +469,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         });
         made.map(|(mut g, ends)| {
             g.counts = self.core.io_counts();
-            g.nsio = self.core.group_io();
+            g.nsio = self.core.group_io(gi);
             (g, ends)
         })
     }
