@@ -35,6 +35,7 @@ use crate::wire::*;
 mod admit;
 mod data;
 mod dispatch;
+mod gone_queue;
 mod group;
 mod handles;
 mod handoff;
@@ -719,12 +720,15 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
     }
 
-    /// Fold every live I/O queue's counters ([`super::QueueCounters`]: keep-alive time,
+    /// Hand the I/O queues the groups' turns closed to the core (their last counts with them),
+    /// then fold every live I/O queue's counters ([`super::QueueCounters`]: keep-alive time,
     /// commands, reads, writes) into its controller, and every group's error notes into their
     /// controllers' error logs. Slow path: done with the keep-alive check
     /// (once per millisecond of `poll`) and before every admin command; a caller that reads
     /// the controllers' counters between two polls calls it first.
     pub fn fold_queues(&mut self) {
+        // Those the turns closed first, their last counts with them.
+        self.take_gone_queues();
         for g in self.groups.iter_mut() {
             if g.nsio.has_notes() {
                 self.core.take_error_notes(&mut g.nsio);

@@ -420,6 +420,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// an admin command (a SMART log reports them), a Connect admitted (its queue's data
     /// buffers), and after a Fabrics command the I/O queues of a controller it reset closed.
     pub(super) fn execute_owned(&mut self, verbs: &mut V, ci: QueueAt, s: u16, now_ns: u64) {
+        // The queues the turns closed are the core's first (a Connect may take one's I/O queue
+        // slot, or its controller's ID once that is freed).
+        self.take_gone_queues();
         if self.conn(ci).expect("live").q.qid == 0 {
             self.fold_queues();
         }

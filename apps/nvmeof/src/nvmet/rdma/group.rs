@@ -16,12 +16,13 @@ use blockdev::BlockDevice;
 use hal::DmaRegion;
 use rdma::{Completion, Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
 
+use super::gone_queue::GoneQueue;
 use super::handoff::{self, Bell, Consumer, Producer, Word};
 use super::ranges::{InFlight, RangeId};
 use super::wr_id::{Kind, WrId};
 use super::{Conn, QueueAnswer, QueueAt, SlotState, TransportStats, BLOCK_BATCH};
 use crate::bench::Histogram;
-use crate::nvmet::{GroupIo, IoCounts};
+use crate::nvmet::{Core, GroupIo, IoCounts, QueueState};
 use crate::wire::{cm_rej, RdmaCmRej, Status};
 use zerocopy::byteorder::little_endian::U16;
 
@@ -384,6 +385,11 @@ pub(super) struct PollGroup<V: GroupVerbs, B> {
     /// draining its `Mem`, [`OwnerEnds::take_index`]), and the group one `Broken` in its life and one `ArmSrq`
     /// (its limit fires once per arming). A push never allocates.
     pub(super) gone: Producer<ToOwner>,
+    /// The I/O queues this group's turns closed, for the owner's `Core::queue_gone`
+    /// ([`OwnerEnds::take_gone_queues`]): the group's end of its ring of [`GoneQueue`] records,
+    /// room for one per queue index (an index is staged again only after the owner drained
+    /// its `Mem`, and it drains this ring first).
+    gone_queues: Producer<GoneQueue>,
     /// The group's end of the ring back from the owner ([`ToGroup`]; the owner's ends are
     /// its [`OwnerEnds`]).
     back_rx: Consumer<ToGroup>,
@@ -429,6 +435,7 @@ pub(super) struct OwnerEnds<V: GroupVerbs> {
     /// The SRQ limit the group is armed at (again after each [`ToOwner::ArmSrq`]).
     srq_limit: u32,
     gone_rx: Consumer<ToOwner>,
+    gone_queues_rx: Consumer<GoneQueue>,
     back: Producer<ToGroup>,
     attach: Producer<Attach>,
     aer: Producer<AerDone>,
@@ -473,6 +480,19 @@ impl<V: GroupVerbs> OwnerEnds<V> {
         Some(i)
     }
 
+    /// The I/O queues the group's turns closed since the last call, each handed to
+    /// `core.queue_gone` (its last counts into its controller, its I/O queue slot and
+    /// authentication session freed); how many. The owner's, before anything that reads those
+    /// (its other records of the group, a forwarded command, the keep-alive check, a fold).
+    pub(super) fn take_gone_queues<B: BlockDevice>(&mut self, core: &mut Core<B>) -> usize {
+        let mut n = 0;
+        while let Some(m) = self.gone_queues_rx.pop() {
+            core.queue_gone(&m.queue());
+            n += 1;
+        }
+        n
+    }
+
     /// Send the group AER completion `m` (answered in its turn, [`TurnShared::take_aers`]);
     /// false if its ring is full (cannot happen: room for every AER its queues hold).
     pub(super) fn send_aer(&mut self, m: AerDone) -> bool {
@@ -510,6 +530,7 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     /// With the group comes the owner's ends of its rings.
     pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32, owner_bell: Bell) -> Result<(Self, OwnerEnds<V>), ()> {
         let (gone, gone_rx) = handoff::ring(7 * max_queues + 2)?;
+        let (gone_queues, gone_queues_rx) = handoff::ring(max_queues)?;
         let (attach, attach_rx) = handoff::ring(max_queues)?;
         let mut staged = Vec::new();
         staged.try_reserve_exact(max_queues).map_err(|_| ())?;
@@ -580,13 +601,14 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
             turnaround: Histogram::boxed(),
             owner_bell,
             gone,
+            gone_queues,
             back_rx,
             parked,
             staged,
             attach_rx,
             aer_rx,
         };
-        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, back, attach, aer, broken: false, queues: 0, taken, handed };
+        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, gone_queues_rx, back, attach, aer, broken: false, queues: 0, taken, handed };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
@@ -737,6 +759,14 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     pub(super) fn tell_owner(&mut self, m: ToOwner) {
         let listed = self.gone.push(m).is_ok();
         debug_assert!(listed, "gone ring full");
+        self.owner_bell.ring();
+    }
+
+    /// Put closed I/O queue `q` on the group's ring of closed queues for the owner's
+    /// `Core::queue_gone` ([`PollGroup::gone_queues`]; room reserved).
+    pub(super) fn tell_queue_gone(&mut self, q: &QueueState) {
+        let listed = self.gone_queues.push(GoneQueue::of(q)).is_ok();
+        debug_assert!(listed, "ring of closed queues full");
         self.owner_bell.ring();
     }
 

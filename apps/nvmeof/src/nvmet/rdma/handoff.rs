@@ -1,6 +1,7 @@
 //! The bounded single-producer single-consumer ring a poll group and the device's owner talk
 //! over (README, "NVMe-oF target poll groups on their own CPUs"): room fixed when the group is
-//! made, messages `Copy` and one 64-bit word each, no allocation per message, and only loads
+//! made, messages `Copy` and a fixed number of 64-bit words each (most one, [`Word`]; a wider
+//! [`Record`] is put and taken whole), no allocation per message, and only loads
 //! and stores between the two ends (acquire/release on the two counters, no read-modify-write,
 //! no lock), so either end may run on another thread.
 //!
@@ -18,6 +19,32 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub(super) trait Word: Copy {
     fn to_word(self) -> u64;
     fn from_word(w: u64) -> Self;
+}
+
+/// The most words a [`Record`] takes.
+pub(super) const MAX_WORDS: usize = 8;
+
+/// A message that travels as `WORDS` words (at most [`MAX_WORDS`]), put and taken whole: the
+/// producer publishes its end once all its words are stored.
+pub(super) trait Record: Copy {
+    const WORDS: usize;
+    /// Its words, the first `WORDS` of them used.
+    fn to_words(self) -> [u64; MAX_WORDS];
+    fn from_words(w: &[u64; MAX_WORDS]) -> Self;
+}
+
+impl<M: Word> Record for M {
+    const WORDS: usize = 1;
+    #[inline(always)]
+    fn to_words(self) -> [u64; MAX_WORDS] {
+        let mut w = [0; MAX_WORDS];
+        w[0] = self.to_word();
+        w
+    }
+    #[inline(always)]
+    fn from_words(w: &[u64; MAX_WORDS]) -> Self {
+        M::from_word(w[0])
+    }
 }
 
 /// The shared part: the words and the two free-running counters (each written by one end).
@@ -74,8 +101,8 @@ impl Bell {
 }
 
 /// A ring with room for `room` messages (at least one); `Err` if the memory is not there.
-pub(super) fn ring<M: Word>(room: usize) -> Result<(Producer<M>, Consumer<M>), ()> {
-    let room = room.max(1);
+pub(super) fn ring<M: Record>(room: usize) -> Result<(Producer<M>, Consumer<M>), ()> {
+    let room = room.max(1) * M::WORDS;
     let mut words = Vec::new();
     words.try_reserve_exact(room).map_err(|_| ())?;
     words.resize_with(room, || AtomicU64::new(0));
@@ -83,37 +110,44 @@ pub(super) fn ring<M: Word>(room: usize) -> Result<(Producer<M>, Consumer<M>), (
     Ok((Producer { ring: ring.clone(), tail: 0, _m: PhantomData }, Consumer { ring, head: 0, _m: PhantomData }))
 }
 
-impl<M: Word> Producer<M> {
+impl<M: Record> Producer<M> {
     /// Put `m` at the end; `Err(m)` when the ring is full.
     pub(super) fn push(&mut self, m: M) -> Result<(), M> {
         let r = &*self.ring;
         if self.tail.wrapping_sub(r.head.load(Ordering::Acquire)) == r.words.len() {
             return Err(m);
         }
-        r.words[self.tail % r.words.len()].store(m.to_word(), Ordering::Relaxed);
-        self.tail = self.tail.wrapping_add(1);
+        // The room is a whole number of records and records are put and taken whole.
+        let w = m.to_words();
+        for (k, w) in w.iter().enumerate().take(M::WORDS) {
+            r.words[self.tail.wrapping_add(k) % r.words.len()].store(*w, Ordering::Relaxed);
+        }
+        self.tail = self.tail.wrapping_add(M::WORDS);
         r.tail.store(self.tail, Ordering::Release);
         Ok(())
     }
 }
 
-impl<M: Word> Consumer<M> {
+impl<M: Record> Consumer<M> {
     /// Take the oldest message, if any.
     pub(super) fn pop(&mut self) -> Option<M> {
         let r = &*self.ring;
         if self.head == r.tail.load(Ordering::Acquire) {
             return None;
         }
-        let w = r.words[self.head % r.words.len()].load(Ordering::Relaxed);
-        self.head = self.head.wrapping_add(1);
+        let mut w = [0; MAX_WORDS];
+        for (k, w) in w.iter_mut().enumerate().take(M::WORDS) {
+            *w = r.words[self.head.wrapping_add(k) % r.words.len()].load(Ordering::Relaxed);
+        }
+        self.head = self.head.wrapping_add(M::WORDS);
         r.head.store(self.head, Ordering::Release);
-        Some(M::from_word(w))
+        Some(M::from_words(&w))
     }
 
     /// Messages waiting now (at most the ring's room).
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.ring.tail.load(Ordering::Acquire).wrapping_sub(self.head)
+        self.ring.tail.load(Ordering::Acquire).wrapping_sub(self.head) / M::WORDS
     }
 }
 

@@ -237,7 +237,8 @@ impl TurnShared {
     /// its controller in group `g`; those in other groups are the owner's to close,
     /// [`PollGroup::closed_ctrl`]), without the device: the queue stops taking work, its
     /// held commands and the zero-copy ranges of those with nothing in flight are forgotten, its group stops finding it by QPN, the
-    /// core forgets it, and its QP is put on its group's [`PollGroup::gone`] ring for the owner
+    /// core forgets it (an admin queue at once, its controller freed; an I/O queue when the
+    /// owner drains its record, [`OwnerEnds::take_gone_queues`]), and its QP is put on its group's [`PollGroup::gone`] ring for the owner
     /// to destroy. Completions its QP still delivers find no queue (a receive's buffer goes
     /// back; a response's range ends, [`TurnShared::end_stale`]).
     #[cold]
@@ -270,7 +271,15 @@ impl TurnShared {
         g.tell_owner(ToOwner::Qp(qpn));
         g.io.conns_closed += 1;
         log::info!("nvmeof: rdma: queue {} on {} closed", q.qid, qpn);
-        core.queue_gone(&q);
+        if q.qid == 0 {
+            // Its controller is freed now: the turn reads that at once (the group's queues of
+            // it below, `refresh_enabled`).
+            core.queue_gone(&q);
+        } else {
+            // Its last counts, I/O queue slot and authentication session: the owner's, when it
+            // drains the group's ring ([`OwnerEnds::take_gone_queues`]).
+            g.tell_queue_gone(&q);
+        }
         g.free_queue(ci);
         if q.qid == 0 {
             if let Some(id) = q.cntlid {
@@ -322,7 +331,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // Lowered before the rings are looked at: a record put after its ring was drained
         // rings it again.
         self.gone_bell.lower();
-        let mut n = 0;
+        let mut n = self.take_gone_queues();
         let inbox = &mut self.inbox;
         let before = inbox.answers.len();
         for (gi, (g, ends)) in self.groups.iter_mut().zip(self.ends.iter_mut()).enumerate() {
@@ -342,6 +351,13 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.release_idle_groups(verbs);
         }
         n
+    }
+
+    /// The I/O queues the groups' turns closed, handed to the core ([`OwnerEnds::take_gone_queues`],
+    /// group by group): before a forwarded command (a Connect takes a freed I/O queue slot or
+    /// controller ID), a fold of the queues' counts and the owner's other records. Slow path.
+    pub(super) fn take_gone_queues(&mut self) -> usize {
+        self.ends.iter_mut().map(|e| e.take_gone_queues(&mut self.core)).sum()
     }
 
     /// Count the answers added to `answers` since it held `before` and keep no more than its
@@ -506,6 +522,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             return;
         }
         self.replace_pending = false;
+        // A group's closed queues reach the core before the group goes.
+        self.take_gone_queues();
         for gi in 0..self.groups.len() {
             if !self.ends[gi].broken {
                 continue;
@@ -547,6 +565,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.release_pending = true;
             return;
         }
+        self.take_gone_queues();
         // Buffers given back and not yet posted die with their SRQ.
         let before = self.inbox.answers.len();
         for (gi, (mut g, ends)) in self.groups.drain(..).zip(self.ends.drain(..)).enumerate() {
@@ -583,6 +602,18 @@ mod tests {
     use rdma::Control;
     use testbed::soft::{SoftDevice, SoftFabric};
 
+    /// A core of one subsystem, "nqn.t", any host, one null namespace.
+    fn core_of_one_subsystem() -> Core<NullNamespace> {
+        let ns = NamespaceConfig { nsid: 1, dev: NullNamespace::new(2048, 512), nguid: [1; 16] };
+        let subs = alloc::vec![SubsystemConfig { nqn: "nqn.t".into(), serial: "s".into(), model: "m".into(), hosts: alloc::vec![], allow_any_host: true, namespaces: alloc::vec![ns] }];
+        Core::new(TargetConfig::default(), subs).expect("core")
+    }
+
+    /// The connection of host QP `hq` at 10.0.0.1.
+    fn host_attrs(hq: Qpn) -> RcConnectAttrs {
+        RcConnectAttrs { remote_qpn: hq, remote_ip: [10, 0, 0, 1], mtu: 4096, retry_cnt: 7, rnr_retry: 7, timeout: 14, max_rd_atomic: 16, max_dest_rd_atomic: 16, ..Default::default() }
+    }
+
     /// Group `g` moved to a thread of its own, with only its own ends of its rings, takes in
     /// the one queue staged for it there, and comes back.
     fn takes_one_in_on_its_own_thread(g: PollGroup<SoftDevice, NullNamespace>) -> PollGroup<SoftDevice, NullNamespace> {
@@ -606,12 +637,10 @@ mod tests {
         let f = SoftFabric::new();
         let mut host = f.add_device([10, 0, 0, 1]);
         let mut dev: SoftDevice = f.add_device([10, 0, 0, 2]);
-        let ns = NamespaceConfig { nsid: 1, dev: NullNamespace::new(2048, 512), nguid: [1; 16] };
-        let subs = alloc::vec![SubsystemConfig { nqn: "nqn.t".into(), serial: "s".into(), model: "m".into(), hosts: alloc::vec![], allow_any_host: true, namespaces: alloc::vec![ns] }];
-        let mut t = RdmaTarget::new(Core::new(TargetConfig::default(), subs).expect("core"), 8);
+        let mut t = RdmaTarget::new(core_of_one_subsystem(), 8);
         let cq = host.create_cq(16).expect("host CQ");
         let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
-        let attrs = RcConnectAttrs { remote_qpn: hq, remote_ip: [10, 0, 0, 1], mtu: 4096, retry_cnt: 7, rnr_retry: 7, timeout: 14, max_rd_atomic: 16, max_dest_rd_atomic: 16, ..Default::default() };
+        let attrs = host_attrs(hq);
         let p = t.accept(&mut dev, &crate::host::cm_req_private(0, 32), &attrs).expect("accepted");
         assert!(t.take_answer().is_none());
         let g = takes_one_in_on_its_own_thread(t.groups.pop().expect("one group"));
@@ -637,13 +666,11 @@ mod tests {
         let mut host = f.add_device([10, 0, 0, 1]);
         let mut dev: SoftDevice = f.add_device([10, 0, 0, 2]);
         let base = dev.resources();
-        let ns = NamespaceConfig { nsid: 1, dev: NullNamespace::new(2048, 512), nguid: [1; 16] };
-        let subs = alloc::vec![SubsystemConfig { nqn: "nqn.t".into(), serial: "s".into(), model: "m".into(), hosts: alloc::vec![], allow_any_host: true, namespaces: alloc::vec![ns] }];
-        let mut t = RdmaTarget::with_poll_groups(Core::new(TargetConfig::default(), subs).expect("core"), 2, 2);
+        let mut t = RdmaTarget::with_poll_groups(core_of_one_subsystem(), 2, 2);
         let cq = host.create_cq(16).expect("host CQ");
         let mut accept = |t: &mut RdmaTarget<SoftDevice, NullNamespace>, dev: &mut SoftDevice| {
             let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
-            let attrs = RcConnectAttrs { remote_qpn: hq, remote_ip: [10, 0, 0, 1], mtu: 4096, retry_cnt: 7, rnr_retry: 7, timeout: 14, max_rd_atomic: 16, max_dest_rd_atomic: 16, ..Default::default() };
+            let attrs = host_attrs(hq);
             t.accept(dev, &crate::host::cm_req_private(0, 32), &attrs).map(|p| p.qpn)
         };
         let a = accept(&mut t, &mut dev).expect("first accepted");
@@ -672,5 +699,66 @@ mod tests {
         t.disconnected(&mut dev, c);
         assert!(t.groups.is_empty(), "released with the last queue");
         assert_eq!(dev.resources(), base, "nothing left behind");
+    }
+
+    /// Connect `q` with `cntlid` (0xFFFF: a new controller) to subsystem "nqn.t" in `core`
+    /// and, for an admin queue, enable its controller; the controller's ID.
+    fn connect_in_core(core: &mut Core<NullNamespace>, q: &mut QueueState, cntlid: u16) -> u16 {
+        use zerocopy::FromZeros;
+        let mut c = ConnectCmd::new_zeroed();
+        (c.opcode, c.fctype, c.cid, c.qid, c.sqsize) = (FABRICS_OPCODE, fctype::CONNECT, U16::new(1), U16::new(q.qid), U16::new(15));
+        let mut sqe = Sqe::read_from_bytes(c.as_bytes()).expect("an SQE");
+        sqe.flags = PSDT_SGL;
+        let mut d = ConnectData::new_zeroed();
+        d.cntlid = U16::new(cntlid);
+        d.subsysnqn[..5].copy_from_slice(b"nqn.t");
+        d.hostnqn[..5].copy_from_slice(b"nqn.h");
+        let data = DataIn { bytes: d.as_bytes(), buf: hal::DmaSlice::EMPTY, sgl_len: 1024, tag: 0, fetched: true };
+        let Action::Respond { status, dw0, .. } = core.execute(q, &sqe, &data, 1_000) else { panic!("Connect answered at once") };
+        assert!(status.is_success(), "{status:?}");
+        if q.qid == 0 {
+            let none = DataIn { bytes: &[], ..data };
+            let en = crate::host::property_set_sqe(0x14, 0x0046_0001);
+            assert!(matches!(core.execute(q, &en, &none, 1_000), Action::Respond { status: Status::SUCCESS, .. }));
+        }
+        dw0 as u16
+    }
+
+    /// An I/O queue a group closes reaches the core only through the owner's drain of the
+    /// group's ring of closed queues (`GoneQueue`, eight words): with the group's half done
+    /// (inside a turn, no drain), its controller has neither its last counts nor its I/O queue
+    /// slot back; the owner's drain hands both over, and the queue's QID connects again.
+    #[test]
+    fn a_closed_io_queues_last_counts_reach_its_controller_by_the_owners_drain() {
+        let f = SoftFabric::new();
+        let mut host = f.add_device([10, 0, 0, 1]);
+        let mut dev: SoftDevice = f.add_device([10, 0, 0, 2]);
+        let mut t = RdmaTarget::with_poll_groups(core_of_one_subsystem(), 2, 1);
+        let cq = host.create_cq(16).expect("host CQ");
+        let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
+        let attrs = host_attrs(hq);
+        let qpn = t.accept(&mut dev, &crate::host::cm_req_private(1, 16), &attrs).expect("accepted").qpn;
+        assert_eq!(t.groups[0].take_new(&mut t.shared.inflight, 0), 1);
+        t.drain_gone(&mut dev);
+        // Its controller, made by an admin queue from the same address (kept by the test).
+        let mut q = t.groups[0].conns[0].as_ref().expect("the I/O queue").q;
+        let mut aq = QueueState { peer_gid: q.peer_gid, ..QueueState::new(0) };
+        let id = connect_in_core(&mut t.core, &mut aq, 0xFFFF);
+        assert_eq!(connect_in_core(&mut t.core, &mut q, id), id);
+        q.io = crate::nvmet::QueueCounters { last_seen_ns: 7, commands: 3, host_reads: 2, host_writes: 1, blocks_read_512: 16, blocks_written_512: 8 };
+        t.groups[0].conns[0].as_mut().expect("the I/O queue").q = q;
+        let ctrl = |t: &RdmaTarget<SoftDevice, NullNamespace>| t.core.controllers().find(|c| c.cntlid == id).map(|c| (c.commands, c.reads, c.writes, c.bytes_read, c.bytes_written));
+        let before = ctrl(&t).expect("the controller");
+        // The group's half, as in a turn: nothing reaches the core yet.
+        t.in_poll = true;
+        t.disconnected(&mut dev, qpn);
+        t.in_poll = false;
+        assert_eq!(ctrl(&t), Some(before), "the counts wait for the owner's drain");
+        let mut again = QueueState { qid: 1, peer_gid: q.peer_gid, ..QueueState::default() };
+        assert!(t.core.ctrl(id).is_some_and(|c| c.io_connected[0]), "its I/O queue slot too");
+        t.drain_gone(&mut dev);
+        let (c, r, w, br, bw) = before;
+        assert_eq!(ctrl(&t), Some((c + 3, r + 2, w + 1, br + 16 * 512, bw + 8 * 512)), "the record's counts folded in");
+        assert_eq!(connect_in_core(&mut t.core, &mut again, id), id, "QID 1 free again");
     }
 }
