@@ -556,8 +556,8 @@ fn a_closed_queues_write_at_the_store_keeps_its_blocks_claimed() {
 /// claim on its blocks until its QP can place no more data there: the READ's work request
 /// completing (here the fenced response's completion, once the data is in) or the owner having
 /// destroyed the QP. The READ request is lost on the wire (retransmitted ~67 ms later) and the
-/// QP outlives the queue: the firmware refuses to move it to ERROR, so the owner's destroy
-/// fails, as a destroy still under way on hardware leaves the adapter placing data. Another
+/// QP outlives the queue: the firmware refuses to move it to ERROR, so each of the owner's tries
+/// at destroying it fails, as a destroy still under way on hardware leaves the adapter placing data. Another
 /// controller's zero-copy Write of the same blocks waits for the late data, then lands last:
 /// the blocks hold its data whole, not the closed queue's over it.
 #[test]
@@ -595,11 +595,10 @@ fn a_closed_queues_zero_copy_write_keeps_its_blocks_while_its_qp_may_place_data(
     w.t.cx.poll();
     w.link.set_impairments(emu_roce::Impairments::default());
     assert!(w.link.stats().dropped > dropped0, "the READ request lost");
-    // a's I/O queue disconnected; its QP is not destroyed (QP to ERROR refused).
+    // a's I/O queue disconnected; its QP is not destroyed (QP to ERROR refused on every try).
     w.t.cx.faults_mut().forced.insert(mlx5::op::QP_2ERR, (0xf, 0x00c0_ffee));
     let qps0 = w.t.cx.counters().qps;
     w.cm_disconnect(&mut h.v, a_io);
-    w.t.cx.faults_mut().forced.clear();
     assert_eq!(w.t.cx.counters().qps, qps0, "a's QP outlives its queue");
     assert_eq!(w.target.queue_reports().filter(|q| q.qid != 0).count(), 1, "a's I/O queue is closed");
     // b's Write of the same blocks, then time for a's READ to be retransmitted and answered.
@@ -613,6 +612,9 @@ fn a_closed_queues_zero_copy_write_keeps_its_blocks_while_its_qp_may_place_data(
         w.turn();
     }
     assert_eq!(answered, 1, "b's Write answered");
+    w.t.cx.faults_mut().forced.clear();
+    assert_eq!(w.t.cx.counters().qps, qps0, "a's QP left after the owner's last try");
+    assert_eq!(w.target.stats().qp_destroy_failed, 1);
     assert!(done[0].status.is_success());
     assert_eq!(w.target.stats().held_writes - held0, 1, "b's Write waited for a's data");
     let got = ns_block4k(&mut w, lba);

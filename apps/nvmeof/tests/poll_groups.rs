@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use hal::DmaRegion;
 use nvmeof::bench::Rng;
-use nvmeof::host::{cm_req_private, property_set_sqe, Host, HostConfig, IoDone, IoKind};
+use nvmeof::host::{cm_req_private, property_set_sqe, Host, HostConfig, HostEnv, IoDone, IoKind};
 use nvmeof::nvmet::rdma::QueueAnswer;
 use nvmeof::Status;
 use rdma::{Control, Qpn};
@@ -525,4 +525,47 @@ fn linux_like_host_over_4_groups() {
         let n = verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 4_000, 32, 11, |_, _| None);
         assert_eq!(n, 8_000, "inline={inline} keys={keys} inval={inval}");
     }
+}
+
+/// A closed queue's QP the adapter would not destroy is tried again on the owner's later
+/// turns, the queue's keys (and memory) held back until it is gone: with 4 I/O queues over 2
+/// groups, one I/O queue disconnected while DESTROY_QP fails (its first try and first retry),
+/// then another while QP to ERROR fails once; each QP is destroyed on a retry with the host
+/// still connected, its keys released with it, the retries counted and none given
+/// up; after the host's disconnect, everything back at baseline.
+#[test]
+fn a_closed_queues_qp_not_destroyed_is_retried_and_leaks_nothing() {
+    let (mut w, mut h) = setup_groups(4, 2);
+    let base = objects(&w);
+    let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect");
+    verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 64, 8, 7, |_, _| None);
+    let last_io = w.next - 1;
+    for (k, (opcode, failures)) in [(mlx5::op::DESTROY_QP, 2u64), (mlx5::op::QP_2ERR, 1)].into_iter().enumerate() {
+        let before = objects(&w);
+        let s0 = w.target.stats();
+        w.t.cx.faults_mut().forced.insert(opcode, (0xf, 0x00c0_ffee));
+        w.cm_disconnect(&mut h.v, last_io - k as u32);
+        for _ in 1..failures {
+            for _ in 0..4 {
+                w.turn();
+            }
+        }
+        let held = objects(&w);
+        assert_eq!((held.0, held.3), (before.0, before.3), "opcode {opcode:#x}: the QP and its queue's keys held while it fails");
+        assert_eq!(w.target.stats().qp_destroy_retries - s0.qp_destroy_retries, failures - 1, "opcode {opcode:#x}");
+        w.t.cx.faults_mut().forced.clear();
+        for _ in 0..16 {
+            w.turn();
+        }
+        let after = objects(&w);
+        assert_eq!(after.0, before.0 - 1, "opcode {opcode:#x}: the QP destroyed on a retry");
+        assert_eq!(after.3, before.3 - 3, "opcode {opcode:#x}: its queue's three keys released: {after:?} vs {before:?}");
+        let s = w.target.stats();
+        assert_eq!((s.qp_destroy_retries - s0.qp_destroy_retries, s.qp_destroy_failed), (failures, 0), "opcode {opcode:#x}");
+    }
+    for handle in w.conns.keys().copied().collect::<Vec<_>>() {
+        w.cm_disconnect(&mut h.v, handle);
+    }
+    drop(host);
+    settle_to_baseline(&mut w, base, "after the retried destroys");
 }

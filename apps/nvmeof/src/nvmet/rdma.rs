@@ -170,6 +170,12 @@ pub struct TransportStats {
     /// by a new group once none of their queues was left.
     pub groups_broken: u64,
     pub groups_replaced: u64,
+    /// Closed queues' QPs the owner tried to destroy again after the device would not (QP to
+    /// ERROR or DESTROY_QP failed; a few tries spaced over its turns, the queue's keys and
+    /// memory held back meanwhile), and those still there after the last try (logged, left
+    /// until their poll group is released).
+    pub qp_destroy_retries: u64,
+    pub qp_destroy_failed: u64,
 }
 
 impl TransportStats {
@@ -209,6 +215,8 @@ impl TransportStats {
             stuck_commands: self.stuck_commands + o.stuck_commands,
             groups_broken: self.groups_broken + o.groups_broken,
             groups_replaced: self.groups_replaced + o.groups_replaced,
+            qp_destroy_retries: self.qp_destroy_retries + o.qp_destroy_retries,
+            qp_destroy_failed: self.qp_destroy_failed + o.qp_destroy_failed,
         }
     }
 }
@@ -419,6 +427,9 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// Rung by a group that put something on its ring to the owner (every group holds a
     /// clone); lowered by [`RdmaTarget::drain_gone`]: one look per `poll`, not one per group.
     gone_bell: Bell,
+    /// A group's owner ends hold a closed queue's QP to try to destroy again
+    /// (`OwnerEnds::retrying`): the owner drains on every `poll` until none is left.
+    qp_retrying: bool,
     /// A broken poll group waits to be replaced (`replace_broken_groups`, at the end of a
     /// turn that ran the slow-path checks).
     replace_pending: bool,
@@ -466,6 +477,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             release_pending: false,
             ctrl_epoch: 0,
             gone_bell: Bell::new(),
+            qp_retrying: false,
             replace_pending: false,
             group_totals: Vec::new(),
             n_groups: groups.clamp(1, max_queues.max(1)),
@@ -502,7 +514,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// Transport counters: the target's own plus every live poll group's share (slow path).
     pub fn stats(&self) -> TransportStats {
         let t = self.groups.iter().fold(self.stats, |t, g| t.plus(g.io));
-        TransportStats { closed_overflow: t.closed_overflow + self.inbox.closed_overflow, ..t }
+        let i = &self.inbox;
+        TransportStats { closed_overflow: t.closed_overflow + i.closed_overflow, qp_destroy_retries: t.qp_destroy_retries + i.qp_destroy_retries, qp_destroy_failed: t.qp_destroy_failed + i.qp_destroy_failed, ..t }
     }
 
     /// The core's counters with every live poll group's per-command counts added (slow path;
@@ -864,7 +877,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.in_poll = false;
         // The owner's half of the queues the groups' turns closed: QPs destroyed, memory
         // deregistered (and, with none left, the groups released).
-        if self.gone_bell.rung() {
+        if self.gone_bell.rung() || self.qp_retrying {
             self.drain_gone(verbs);
         }
         if self.release_pending {

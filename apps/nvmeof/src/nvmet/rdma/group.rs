@@ -158,11 +158,13 @@ pub(super) enum ToOwner {
     /// controller gone): the owner's CM tells the host (DREQ, `RdmaTarget::take_closed`).
     /// Listed before the queue's [`ToOwner::Qp`].
     Dreq(Qpn),
-    /// The queue's QP: destroy it on the device, then tell the group to forget it
-    /// ([`ToGroup::Detach`]; its completions still in the CQ go).
-    Qp(Qpn),
-    /// A key of a freed queue's memory: deregister it.
-    Key(Lkey),
+    /// The QP of the queue at this index in `conns`: destroy it on the device, then tell the
+    /// group to forget it ([`ToGroup::Detach`]; its completions still in the CQ go). A QP the
+    /// device would not destroy is tried again on later drains ([`QpRetry`]).
+    Qp(Qpn, u16),
+    /// A key of the memory of the freed queue at this index: deregister it (once the queue's
+    /// QP is gone, [`QpRetry`]).
+    Key(u16, Lkey),
     /// The queue at this index in `conns` is freed and its keys (listed before) deregistered:
     /// tell the group to drop its memory, parked in [`PollGroup::parked`] at that index
     /// ([`ToGroup::Drop`]).
@@ -192,13 +194,13 @@ pub(super) enum ToGroup {
     Drop(u16),
 }
 
-const TAG: u32 = 32;
+const TAG: u32 = 48;
 
 impl Word for ToOwner {
     fn to_word(self) -> u64 {
         match self {
-            ToOwner::Qp(q) => q.0 as u64,
-            ToOwner::Key(k) => (1 << TAG) | k.0 as u64,
+            ToOwner::Qp(q, i) => ((i as u64) << 32) | q.0 as u64,
+            ToOwner::Key(i, k) => (1 << TAG) | ((i as u64) << 32) | k.0 as u64,
             ToOwner::Mem(i) => (2 << TAG) | i as u64,
             ToOwner::Attached(q) => (3 << TAG) | q.0 as u64,
             ToOwner::Refused(q) => (4 << TAG) | q.0 as u64,
@@ -209,8 +211,8 @@ impl Word for ToOwner {
     }
     fn from_word(w: u64) -> Self {
         match w >> TAG {
-            0 => ToOwner::Qp(Qpn(w as u32)),
-            1 => ToOwner::Key(Lkey(w as u32)),
+            0 => ToOwner::Qp(Qpn(w as u32), (w >> 32) as u16),
+            1 => ToOwner::Key((w >> 32) as u16, Lkey(w as u32)),
             2 => ToOwner::Mem(w as u16),
             3 => ToOwner::Attached(Qpn(w as u32)),
             4 => ToOwner::Refused(Qpn(w as u32)),
@@ -418,11 +420,16 @@ pub(super) struct Inbox {
     /// [`ToOwner::Dreq`] records that found `closed` full (must stay 0; reported as
     /// `TransportStats::closed_overflow`).
     pub(super) closed_overflow: u64,
+    /// Closed queues' QPs tried again after the device would not destroy them ([`QpRetry`];
+    /// `TransportStats::qp_destroy_retries`), and those still not destroyed after the last
+    /// try (`TransportStats::qp_destroy_failed`).
+    pub(super) qp_destroy_retries: u64,
+    pub(super) qp_destroy_failed: u64,
 }
 
 impl Inbox {
     pub(super) fn with_capacity(queues: usize) -> Inbox {
-        Inbox { answers: VecDeque::with_capacity(queues), closed: VecDeque::with_capacity(queues), closed_overflow: 0 }
+        Inbox { answers: VecDeque::with_capacity(queues), closed: VecDeque::with_capacity(queues), closed_overflow: 0, qp_destroy_retries: 0, qp_destroy_failed: 0 }
     }
 }
 
@@ -453,6 +460,35 @@ pub(super) struct OwnerEnds<V: GroupVerbs> {
     /// ([`ToOwner::Attached`] or [`ToOwner::Refused`]): what admission and `pinned` count of a
     /// queue the group has not taken in yet.
     handed: Vec<Option<Handed>>,
+    /// Closed queues' QPs the device would not destroy, by queue index, tried again on later
+    /// drains ([`PollGroup::drain_gone`]); the index stays taken until the entry ends.
+    retry: Vec<Option<QpRetry>>,
+    /// Entries in `retry`: while any, the owner drains on every turn.
+    pub(super) retrying: usize,
+    /// The owner's drains of this group's ring so far (the clock `retry` is due by).
+    drains: u64,
+}
+
+/// How many times the owner tries to destroy a closed queue's QP (the first at the drain of
+/// its [`ToOwner::Qp`], the others spaced 2, 4, 8 drains apart) before it leaves the QP to the
+/// group's release.
+const QP_DESTROY_TRIES: u8 = 4;
+
+/// A closed queue's QP the device would not destroy (QP to ERROR or DESTROY_QP failed,
+/// `GroupVerbs::destroy_handed_qp`, which moves it to ERROR again): tried again on later
+/// drains; the queue's keys and parked memory are held back until it is gone, so no key of a
+/// QP that may still move data is deregistered before it.
+#[derive(Clone, Copy)]
+struct QpRetry {
+    qpn: Qpn,
+    /// Tries so far.
+    tries: u8,
+    /// The drain ([`OwnerEnds::drains`]) of the next try.
+    due: u64,
+    /// The queue's keys, held back.
+    keys: [Option<Lkey>; 3],
+    /// The queue's [`ToOwner::Mem`] came: its answer ([`ToGroup::Drop`]) is held back.
+    mem: bool,
 }
 
 /// The owner's figures for a queue staged in a group and not answered yet.
@@ -502,6 +538,32 @@ impl<V: GroupVerbs> OwnerEnds<V> {
     /// The queues staged in the group and not answered yet (slow path).
     pub(super) fn handed(&self) -> impl Iterator<Item = &Handed> + '_ {
         self.handed.iter().flatten()
+    }
+
+    /// The group is done with the queue at `i` (its [`ToOwner::Mem`]): the index is free again;
+    /// the group's answer.
+    fn free_index(&mut self, i: u16) -> ToGroup {
+        if let Some(t) = self.taken.get_mut(i as usize).filter(|t| **t) {
+            *t = false;
+            self.queues -= 1;
+        }
+        ToGroup::Drop(i)
+    }
+
+    /// End the retry entry at index `i` ([`QpRetry`]): its held keys deregistered and, if its
+    /// memory's record came, the index freed and the group told to drop the memory.
+    fn settle(&mut self, i: usize, verbs: &mut V) {
+        let Some(r) = self.retry.get_mut(i).and_then(Option::take) else { return };
+        self.retrying -= 1;
+        for k in r.keys.into_iter().flatten() {
+            let _ = verbs.dereg_mr(k);
+        }
+        if r.mem {
+            let back = self.free_index(i as u16);
+            // Room for two answers per queue index, reserved (see `PollGroup::gone`).
+            let answered = self.back.push(back).is_ok();
+            debug_assert!(answered, "ring back to a group full");
+        }
     }
 
     /// The group answered for the queue of `qpn` (slow path: one look per answer).
@@ -608,7 +670,10 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
             attach_rx,
             aer_rx,
         };
-        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, gone_queues_rx, back, attach, aer, broken: false, queues: 0, taken, handed };
+        let mut retry = Vec::new();
+        retry.try_reserve_exact(max_queues).map_err(|_| ())?;
+        retry.resize(max_queues, None);
+        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, gone_queues_rx, back, attach, aer, broken: false, queues: 0, taken, handed, retry, retrying: 0, drains: 0 };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
@@ -749,7 +814,7 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     pub(super) fn park(&mut self, i: usize, c: Conn<V>, qp: Option<V::GroupQp>) {
         let keys = [Some(c.rsp_lkey), Some(c.data_lkey), c.pre_data.as_ref().map(|p| p.1)];
         self.parked[i] = Some(Parked { qpn: c.qpn, gen: c.gen, rsp: c.rsp, data: c.data, pre_data: c.pre_data.map(|p| p.0), qp });
-        for m in keys.into_iter().flatten().map(ToOwner::Key).chain([ToOwner::Mem(i as u16)]) {
+        for m in keys.into_iter().flatten().map(|k| ToOwner::Key(i as u16, k)).chain([ToOwner::Mem(i as u16)]) {
             self.tell_owner(m);
         }
     }
@@ -790,13 +855,15 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     }
 
     /// The owner's half of the teardowns this group's turns did: each closed queue's QP
-    /// destroyed (a QP the device could not destroy stays in the group until the group is
-    /// released) and its memory's keys deregistered, each answered on the ring back to the
+    /// destroyed and its memory's keys deregistered, each answered on the ring back to the
     /// group ([`PollGroup::take_back`]); the group's answers to new queues and the QPs whose
     /// hosts the CM must tell go to the owner's `inbox`
     /// (a refused queue destroyed first); a group that said it is broken is marked so in
-    /// `ends`. Returns how many records.
+    /// `ends`. A QP the device would not destroy is tried again on later drains, its queue's
+    /// keys and memory held back until it is gone ([`QpRetry`]). Returns how many records and
+    /// retried QPs settled.
     pub(super) fn drain_gone(&mut self, ends: &mut OwnerEnds<V>, verbs: &mut V, inbox: &mut Inbox) -> usize {
+        ends.drains += 1;
         let mut n = 0;
         while let Some(m) = ends.gone_rx.pop() {
             n += 1;
@@ -824,23 +891,34 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
                     }
                     continue;
                 }
-                ToOwner::Qp(qpn) => {
+                ToOwner::Qp(qpn, i) => {
                     if verbs.destroy_handed_qp(&ends.group, qpn).is_err() {
+                        match ends.retry.get_mut(i as usize).filter(|r| r.is_none()) {
+                            Some(r) => {
+                                *r = Some(QpRetry { qpn, tries: 1, due: ends.drains + 2, keys: [None; 3], mem: false });
+                                ends.retrying += 1;
+                            }
+                            None => Self::qp_left(inbox, qpn),
+                        }
                         continue;
                     }
                     ToGroup::Detach(qpn)
                 }
-                ToOwner::Key(k) => {
-                    let _ = verbs.dereg_mr(k);
+                ToOwner::Key(i, k) => {
+                    match ends.retry.get_mut(i as usize).and_then(Option::as_mut).and_then(|r| r.keys.iter_mut().find(|k| k.is_none())) {
+                        Some(held) => *held = Some(k),
+                        None => {
+                            let _ = verbs.dereg_mr(k);
+                        }
+                    }
                     continue;
                 }
                 ToOwner::Mem(i) => {
-                    // The group is done with the queue at `i`: the index is free again.
-                    if let Some(t) = ends.taken.get_mut(i as usize).filter(|t| **t) {
-                        *t = false;
-                        ends.queues -= 1;
+                    if let Some(r) = ends.retry.get_mut(i as usize).and_then(Option::as_mut) {
+                        r.mem = true;
+                        continue;
                     }
-                    ToGroup::Drop(i)
+                    ends.free_index(i)
                 }
                 ToOwner::Broken => {
                     ends.broken = true;
@@ -856,7 +934,49 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
             let answered = ends.back.push(back).is_ok();
             debug_assert!(answered, "ring back to a group full");
         }
+        if ends.retrying > 0 {
+            n += Self::retry_qps(ends, verbs, inbox);
+        }
         n
+    }
+
+    /// The owner's next tries at the closed queues' QPs the device would not destroy
+    /// ([`QpRetry`]) whose turn it is: one destroyed, or at its last try, is settled (its
+    /// held keys deregistered, its held memory answered); after the last try it is logged and
+    /// left to the group's release ([`PollGroup::destroy`]). Slow path. Returns how many
+    /// settled.
+    #[cold]
+    fn retry_qps(ends: &mut OwnerEnds<V>, verbs: &mut V, inbox: &mut Inbox) -> usize {
+        let mut settled = 0;
+        for i in 0..ends.retry.len() {
+            let Some(r) = ends.retry[i].as_mut().filter(|r| r.due <= ends.drains) else { continue };
+            r.tries += 1;
+            inbox.qp_destroy_retries += 1;
+            let destroyed = verbs.destroy_handed_qp(&ends.group, r.qpn).is_ok();
+            if !destroyed && r.tries < QP_DESTROY_TRIES {
+                r.due = ends.drains + (1 << r.tries);
+                continue;
+            }
+            let qpn = r.qpn;
+            if destroyed {
+                // Room for two answers per queue index (its Detach was never sent).
+                let answered = ends.back.push(ToGroup::Detach(qpn)).is_ok();
+                debug_assert!(answered, "ring back to a group full");
+            } else {
+                Self::qp_left(inbox, qpn);
+            }
+            ends.settle(i, verbs);
+            settled += 1;
+        }
+        settled
+    }
+
+    /// A closed queue's QP the device would not destroy, given up on: counted and logged once;
+    /// it stays in the group until the group is released.
+    #[cold]
+    fn qp_left(inbox: &mut Inbox, qpn: Qpn) {
+        inbox.qp_destroy_failed += 1;
+        log::warn!("nvmeof: rdma: {qpn:?} of a closed queue not destroyed after {QP_DESTROY_TRIES} tries: left until its poll group is released");
     }
 
     /// The group's (number `gi`) look at the owner's answers: destroyed QPs forgotten, and
@@ -912,6 +1032,10 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     /// are the caller's to end ([`InFlight::remove_group`]): no QP of it moves data any more.
     pub(super) fn destroy(mut self, mut ends: OwnerEnds<V>, verbs: &mut V, inbox: &mut Inbox) {
         self.drain_gone(&mut ends, verbs, inbox);
+        // QPs still tried again go with the group's rings; their keys and memory with them.
+        for i in 0..ends.retry.len() {
+            ends.settle(i, verbs);
+        }
         self.take_answers(None);
         for s in self.staged.iter_mut().filter_map(Option::take) {
             let qpn = Self::destroy_staged(verbs, s);
@@ -955,7 +1079,7 @@ mod tests {
 
     #[test]
     fn gone_records_travel_as_one_word() {
-        for m in [ToOwner::Qp(Qpn(0)), ToOwner::Qp(Qpn(0xff_ffff)), ToOwner::Key(Lkey(0)), ToOwner::Key(Lkey(u32::MAX)), ToOwner::Mem(0), ToOwner::Mem(4095), ToOwner::Attached(Qpn(0xff_ffff)), ToOwner::Refused(Qpn(0xff_ffff)), ToOwner::Broken, ToOwner::ArmSrq, ToOwner::Dreq(Qpn(0)), ToOwner::Dreq(Qpn(0xff_ffff))] {
+        for m in [ToOwner::Qp(Qpn(0), 0), ToOwner::Qp(Qpn(0xff_ffff), 4095), ToOwner::Key(0, Lkey(0)), ToOwner::Key(4095, Lkey(u32::MAX)), ToOwner::Mem(0), ToOwner::Mem(4095), ToOwner::Attached(Qpn(0xff_ffff)), ToOwner::Refused(Qpn(0xff_ffff)), ToOwner::Broken, ToOwner::ArmSrq, ToOwner::Dreq(Qpn(0)), ToOwner::Dreq(Qpn(0xff_ffff))] {
             assert_eq!(ToOwner::from_word(m.to_word()), m);
         }
         for m in [ToGroup::Detach(Qpn(0)), ToGroup::Detach(Qpn(0xff_ffff)), ToGroup::Drop(0), ToGroup::Drop(4095)] {

@@ -268,7 +268,7 @@ impl TurnShared {
         if notify_cm {
             g.tell_owner(ToOwner::Dreq(qpn));
         }
-        g.tell_owner(ToOwner::Qp(qpn));
+        g.tell_owner(ToOwner::Qp(qpn, ci.i as u16));
         g.io.conns_closed += 1;
         log::info!("nvmeof: rdma: queue {} on {} closed", q.qid, qpn);
         if q.qid == 0 {
@@ -347,6 +347,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             g.take_back(&mut self.shared.inflight, gi);
         }
         self.count_answers(before);
+        self.qp_retrying = self.ends.iter().any(|e| e.retrying > 0);
         if n > 0 {
             self.release_idle_groups(verbs);
         }
