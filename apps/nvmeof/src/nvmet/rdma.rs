@@ -37,6 +37,7 @@ mod data;
 mod dispatch;
 mod gone_queue;
 mod group;
+mod group_msgs;
 mod handles;
 mod handoff;
 mod lifecycle;
