@@ -32,8 +32,8 @@ struct SubIo {
 
 /// One namespace as a group has it: its own handle (`None`: the store made none, e.g. emu/sim's
 /// stores, or a local NVMe namespace whose drive has no I/O queue left; its I/O goes through
-/// the core's store), the namespace's facts, and the
-/// handle's device-latency table (with the core's clock).
+/// the core's store), the namespace's facts, and the handle's device-latency table (with the
+/// core's clock).
 struct NsIo<B> {
     dev: Option<B>,
     at: NsAt,
@@ -149,8 +149,9 @@ impl<B: BlockDevice> GroupIo<B> {
     /// Execute command `sqe` of queue `q`, counted in `counts`, with one decode: an I/O command
     /// on an open, enabled I/O queue whose namespace exists is checked here once and goes to
     /// this group's handle of the namespace, or, when the group has none (its store makes no
-    /// handle, e.g. a local NVMe namespace whose drive has no I/O queue left), to the core's store ([`Core::exec_io_ns`], the
-    /// namespace already found); anything else to [`Core::execute_counted`]. A failed answer
+    /// handle, e.g. a local NVMe namespace whose drive has no I/O queue left), to the core's
+    /// store ([`Core::exec_io_ns`], the namespace already found); anything else to
+    /// [`Core::execute_counted`]. A failed answer
     /// of the group's handle is noted for its controller's error log and `owner_due` set (the
     /// core's store path records it in the log itself).
     #[inline(always)]
