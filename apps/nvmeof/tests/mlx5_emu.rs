@@ -31,7 +31,11 @@ struct Snap {
     responses: u64,
     target_copy: u64,
     ns_copy: u64,
+    /// Zero-copy Reads executed at the namespace's store (`DevCounters::zero_copy`) and keyed
+    /// Writes whose RDMA READ placed the data straight in namespace memory (answered by the
+    /// transport, never a store call: `TransportStats::direct_writes`).
     zero_copy: u64,
+    direct_writes: u64,
     /// The target's send doorbells, those of queues that only retried held commands in their
     /// turn, and the commands held behind overlapping zero-copy transfers.
     doorbells: u64,
@@ -42,7 +46,7 @@ fn snap(w: &mut World) -> Snap {
     let c = w.t.cx.counters();
     let st = w.target.stats();
     let (zero_copy, ns_copy) = ns_copies(w);
-    Snap { mmio: c.mmio_writes, sq_db: c.sq_doorbells, responses: st.responses, target_copy: st.io_copy_bytes, ns_copy, zero_copy, doorbells: st.send_doorbells, retry_doorbells: st.held_retry_doorbells, held: st.held_writes + st.held_reads }
+    Snap { mmio: c.mmio_writes, sq_db: c.sq_doorbells, responses: st.responses, target_copy: st.io_copy_bytes, ns_copy, zero_copy, direct_writes: st.direct_writes, doorbells: st.send_doorbells, retry_doorbells: st.held_retry_doorbells, held: st.held_writes + st.held_reads }
 }
 
 /// 4 KiB random I/O (`pattern`) at `qd`; prints the figures; returns (MMIO writes per I/O,
@@ -67,7 +71,7 @@ fn measure(w: &mut World, h: &mut Node, host: &mut Host<V>, pattern: Pattern, qd
     let (db, retry) = ((b.doorbells - a.doorbells) as f64 / n as f64, (b.retry_doorbells - a.retry_doorbells) as f64 / n as f64);
     let op = if pattern == Pattern::RandRead { "read" } else { "write" };
     writeln!(s, "NVMEOF-DOORBELLS-BY-CAUSE op={op} qd={qd} received={:.3} held_retry={retry:.3} other_mmio={:.3} ({} held commands, {n} I/Os) {label}", db - retry, mmio - db, b.held - a.held).unwrap();
-    writeln!(s, "NVMEOF-MLX5-EMU QD{qd} {what} CPU bytes copied/IO: {copied:.1} (target {} B, RAM device {} B; {} zero-copy I/Os)", b.target_copy - a.target_copy, b.ns_copy - a.ns_copy, b.zero_copy - a.zero_copy).unwrap();
+    writeln!(s, "NVMEOF-MLX5-EMU QD{qd} {what} CPU bytes copied/IO: {copied:.1} (target {} B, RAM device {} B; {} zero-copy reads, {} zero-copy writes)", b.target_copy - a.target_copy, b.ns_copy - a.ns_copy, b.zero_copy - a.zero_copy, b.direct_writes - a.direct_writes).unwrap();
     w.target.turnaround().write_report_in(&mut s, &format!("NVMEOF-TURNAROUND QD{qd} {what} target receive CQE seen -> response posted"), "TSC ticks").unwrap();
     writeln!(s, "  (TSC ~{:.2} ticks/ns on this host; host CPU time of the target's software path incl. the mlx5 driver, not a hardware latency)", tsc_per_ns()).unwrap();
     println!("{s}");
