@@ -284,6 +284,54 @@ fn a_refused_attach_sends_rej_and_leaks_nothing() {
     settle_to_baseline(&mut w, base, "after the refused queue");
 }
 
+/// A refused queue's QP the device would not destroy (DESTROY_QP failing) is tried again as a
+/// closed queue's is: the host gets its REJ at once, the QP and the queue's keys stay while
+/// the command fails, and once it succeeds the QP is destroyed, the keys deregistered and the
+/// memory freed (no Detach: it was never in the group).
+#[test]
+fn a_refused_queues_qp_not_destroyed_is_retried_and_leaks_nothing() {
+    let (mut w, mut h) = setup_groups(4, 2);
+    let base = objects(&w);
+    let first = w.target.accept(&mut w.t.v, &cm_req_private(0, 32), &rc_attrs(host_qp(&mut h), H_IP, H_MAC, 0x100, 0x900)).expect("accepted");
+    w.target.poll(&mut w.t.v, w.clock.now_ns());
+    assert!(matches!(w.target.take_answer(), Some(QueueAnswer::Attached(q)) if q == first.qpn));
+    let before = objects(&w);
+    let pinned = w.target.pinned();
+    let p = w.target.accept(&mut w.t.v, &cm_req_private(0, 32), &rc_attrs(host_qp(&mut h), H_IP, H_MAC, 0x200, 0xa00)).expect("accepted");
+    let staged = objects(&w);
+    let pick = {
+        let d = w.t.cx.device();
+        d.qps.values().filter(|q| q.st == 0 && q.state == 3).position(|q| q.qpn == p.qpn.0).expect("staged QP in RTS") as u64
+    };
+    assert!(w.t.cx.inject_cq_overrun(pick).is_some());
+    w.t.cx.poll();
+    w.t.v.poll();
+    w.t.cx.faults_mut().forced.insert(mlx5::op::DESTROY_QP, (0xf, 0x00c0_ffee));
+    let s0 = w.target.stats();
+    w.target.poll(&mut w.t.v, w.clock.now_ns());
+    assert!(matches!(w.target.take_answer(), Some(QueueAnswer::Refused(q, _)) if q == p.qpn), "REJ at once");
+    for _ in 0..8 {
+        w.target.poll(&mut w.t.v, w.clock.now_ns());
+    }
+    assert!(w.t.cx.device().qps.contains_key(&p.qpn.0), "the QP is still there while DESTROY_QP fails");
+    let held = objects(&w);
+    assert_eq!((held.0, held.3), (staged.0, staged.3), "the QP and its queue's keys held while it fails");
+    let retries = w.target.stats().qp_destroy_retries - s0.qp_destroy_retries;
+    assert!(retries >= 1, "tried again: {retries}");
+    w.t.cx.faults_mut().forced.clear();
+    for _ in 0..16 {
+        w.target.poll(&mut w.t.v, w.clock.now_ns());
+    }
+    assert!(!w.t.cx.device().qps.contains_key(&p.qpn.0), "the refused queue's QP destroyed on a retry");
+    let now = objects(&w);
+    assert_eq!((now.0, now.3, now.4), (before.0, before.3, before.4), "QPs, keys and pages as before the refused queue");
+    assert_eq!(w.target.pinned().dma_bytes, pinned.dma_bytes, "its memory freed");
+    let s = w.target.stats();
+    assert_eq!((s.qp_destroy_retries - s0.qp_destroy_retries, s.qp_destroy_failed), (retries + 1, 0));
+    w.target.disconnected(&mut w.t.v, first.qpn);
+    settle_to_baseline(&mut w, base, "after the refused queue's retried destroy");
+}
+
 /// A group holding the most queues its CQ was sized for is skipped by the round-robin: with
 /// group 1's queues gone and group 0 full (8 queues over 2 groups: 4 each), the next four new
 /// queues all go to group 1; the ninth is refused at once (REJ NO_RESOURCES, no QP made), and

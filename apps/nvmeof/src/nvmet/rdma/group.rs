@@ -324,9 +324,14 @@ pub(super) struct OwnerEnds<V: GroupVerbs> {
     /// ([`ToOwner::Attached`] or [`ToOwner::Refused`]): what admission and `pinned` count of a
     /// queue the group has not taken in yet.
     handed: Vec<Option<Handed>>,
-    /// Closed queues' QPs the device would not destroy, by queue index, tried again on later
-    /// drains ([`PollGroup::drain_gone`]); the index stays taken until the entry ends.
+    /// Closed or refused queues' QPs the device would not destroy, by queue index, tried
+    /// again on later drains ([`PollGroup::drain_gone`]); the index stays taken until the
+    /// entry ends.
     retry: Vec<Option<QpRetry>>,
+    /// Refused queues' QPs given up on after the last try: never attached to the group, so
+    /// its release would not find them; tried once more there ([`PollGroup::destroy`]). Room
+    /// for one per queue index, reserved at creation.
+    left: Vec<Qpn>,
     /// Entries in `retry`: while any, the owner drains on every turn.
     pub(super) retrying: usize,
     /// The owner's drains of this group's ring so far (the clock `retry` is due by).
@@ -353,6 +358,9 @@ struct QpRetry {
     keys: [Option<Lkey>; 3],
     /// The queue's [`ToOwner::Mem`] came: its answer ([`ToGroup::Drop`]) is held back.
     mem: bool,
+    /// A refused queue's QP ([`ToOwner::Refused`]): never attached to the group, so no
+    /// [`ToGroup::Detach`] once it is destroyed.
+    refused: bool,
 }
 
 /// The owner's figures for a queue staged in a group and not answered yet.
@@ -427,6 +435,34 @@ impl<V: GroupVerbs> OwnerEnds<V> {
             // Room for two answers per queue index, reserved (see `PollGroup::gone`).
             let answered = self.back.push(back).is_ok();
             debug_assert!(answered, "ring back to a group full");
+        }
+    }
+
+    /// Queue index `i`'s QP (`refused`: a refused queue's) the device would not destroy: tried
+    /// again on later drains, its keys and memory held back until then; a second entry at
+    /// one index (cannot happen: an index is not staged again before its `Mem`) given up on.
+    #[cold]
+    fn try_later(&mut self, inbox: &mut Inbox, qpn: Qpn, i: u16, refused: bool) {
+        match self.retry.get_mut(i as usize).filter(|r| r.is_none()) {
+            Some(r) => {
+                *r = Some(QpRetry { qpn, tries: 1, due: self.drains + 2, keys: [None; 3], mem: false, refused });
+                self.retrying += 1;
+            }
+            None => self.give_up(inbox, qpn, refused),
+        }
+    }
+
+    /// A closed or refused queue's QP the device would not destroy, given up on: counted and
+    /// logged once; a closed queue's stays in the group until the group is released, a refused
+    /// queue's (never attached, so the release would not find it) is kept for one more try
+    /// there (room reserved: one per index).
+    #[cold]
+    fn give_up(&mut self, inbox: &mut Inbox, qpn: Qpn, refused: bool) {
+        inbox.qp_destroy_failed += 1;
+        let what = if refused { "refused" } else { "closed" };
+        log::warn!("nvmeof: rdma: {qpn:?} of a {what} queue not destroyed after {QP_DESTROY_TRIES} tries: left until its poll group is released");
+        if refused && self.left.len() < self.left.capacity() {
+            self.left.push(qpn);
         }
     }
 
@@ -537,7 +573,9 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
         let mut retry = Vec::new();
         retry.try_reserve_exact(max_queues).map_err(|_| ())?;
         retry.resize(max_queues, None);
-        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, gone_queues_rx, back, attach, aer, broken: false, queues: 0, taken, handed, retry, retrying: 0, drains: 0 };
+        let mut left = Vec::new();
+        left.try_reserve_exact(max_queues).map_err(|_| ())?;
+        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, gone_queues_rx, back, attach, aer, broken: false, queues: 0, taken, handed, retry, left, retrying: 0, drains: 0 };
         for b in 0..bufs {
             g.give_back(gi, b);
         }
@@ -663,7 +701,7 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
                     self.tell_owner(ToOwner::Attached(qpn));
                 }
                 Some(qp) => {
-                    self.tell_owner(ToOwner::Refused(qpn));
+                    self.tell_owner(ToOwner::Refused(qpn, i as u16));
                     self.park(i, conn, Some(qp));
                 }
             }
@@ -737,10 +775,13 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
                     inbox.answers.push_back(QueueAnswer::Attached(qpn));
                     continue;
                 }
-                ToOwner::Refused(qpn) => {
+                ToOwner::Refused(qpn, i) => {
                     ends.answered(qpn);
-                    // Its keys and memory follow as a freed queue's.
-                    let _ = verbs.destroy_handed_qp(&ends.group, qpn);
+                    // Its keys and memory follow as a freed queue's (held back while its QP
+                    // is tried again); the host gets its REJ now either way.
+                    if verbs.destroy_handed_qp(&ends.group, qpn).is_err() {
+                        ends.try_later(inbox, qpn, i, true);
+                    }
                     let rej = RdmaCmRej { recfmt: U16::new(0), sts: U16::new(cm_rej::NO_RESOURCES) };
                     inbox.answers.push_back(QueueAnswer::Refused(qpn, rej));
                     continue;
@@ -757,13 +798,7 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
                 }
                 ToOwner::Qp(qpn, i) => {
                     if verbs.destroy_handed_qp(&ends.group, qpn).is_err() {
-                        match ends.retry.get_mut(i as usize).filter(|r| r.is_none()) {
-                            Some(r) => {
-                                *r = Some(QpRetry { qpn, tries: 1, due: ends.drains + 2, keys: [None; 3], mem: false });
-                                ends.retrying += 1;
-                            }
-                            None => Self::qp_left(inbox, qpn),
-                        }
+                        ends.try_later(inbox, qpn, i, false);
                         continue;
                     }
                     ToGroup::Detach(qpn)
@@ -821,13 +856,13 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
                 r.due = ends.drains + (1 << r.tries);
                 continue;
             }
-            let qpn = r.qpn;
-            if destroyed {
+            let (qpn, refused) = (r.qpn, r.refused);
+            if destroyed && !refused {
                 // Room for two answers per queue index (its Detach was never sent).
                 let answered = ends.back.push(ToGroup::Detach(qpn)).is_ok();
                 debug_assert!(answered, "ring back to a group full");
-            } else {
-                Self::qp_left(inbox, qpn);
+            } else if !destroyed {
+                ends.give_up(inbox, qpn, refused);
             }
             ends.settle(i, verbs);
             settled += 1;
@@ -835,13 +870,6 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
         settled
     }
 
-    /// A closed queue's QP the device would not destroy, given up on: counted and logged once;
-    /// it stays in the group until the group is released.
-    #[cold]
-    fn qp_left(inbox: &mut Inbox, qpn: Qpn) {
-        inbox.qp_destroy_failed += 1;
-        log::warn!("nvmeof: rdma: {qpn:?} of a closed queue not destroyed after {QP_DESTROY_TRIES} tries: left until its poll group is released");
-    }
 
     /// The group's (number `gi`) look at the owner's answers: destroyed QPs forgotten, and
     /// the zero-copy ranges their closed queues kept ended (no data lands or leaves through
@@ -898,7 +926,14 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
         self.drain_gone(&mut ends, verbs, inbox);
         // QPs still tried again go with the group's rings; their keys and memory with them.
         for i in 0..ends.retry.len() {
+            if let Some(r) = ends.retry[i].filter(|r| r.refused) {
+                // Never attached: the group's release would not find it.
+                let _ = verbs.destroy_handed_qp(&ends.group, r.qpn);
+            }
             ends.settle(i, verbs);
+        }
+        for qpn in core::mem::take(&mut ends.left) {
+            let _ = verbs.destroy_handed_qp(&ends.group, qpn);
         }
         self.take_answers(None);
         for s in self.staged.iter_mut().filter_map(Option::take) {

@@ -33,11 +33,13 @@ pub(super) enum ToOwner {
     /// The queue staged at the index [`Attach`] named is in the group now, its QP attached
     /// (`GroupVerbs::attach_group_qp`) and found by this QPN: the CM may send its REP.
     Attached(Qpn),
-    /// The new queue of this QP was refused (the group is broken, or the device's side of the
-    /// group would not take its QP): destroy the QP (`GroupVerbs::destroy_handed_qp`, by the
-    /// group's numbers); the CM sends REJ. The group parked the queue's memory and QP object
-    /// as a freed queue's ([`PollGroup::park`]): its keys and [`ToOwner::Mem`] follow.
-    Refused(Qpn),
+    /// The new queue of this QP, staged at this index, was refused (the group is broken, or
+    /// the device's side of the group would not take its QP): destroy the QP
+    /// (`GroupVerbs::destroy_handed_qp`, by the group's numbers; tried again on later drains
+    /// as a closed queue's, [`QpRetry`]); the CM sends REJ. The group parked the queue's memory
+    /// and QP object as a freed queue's ([`PollGroup::park`]): its keys and [`ToOwner::Mem`]
+    /// follow.
+    Refused(Qpn, u16),
     /// The group learned on its own turn that it is broken for good (`GroupVerbs::group_broken`)
     /// and closed its queues: the owner gives it no new queue and replaces it once it holds none.
     Broken,
@@ -64,7 +66,7 @@ impl Word for ToOwner {
             ToOwner::Key(i, k) => (1 << TAG) | ((i as u64) << 32) | k.0 as u64,
             ToOwner::Mem(i) => (2 << TAG) | i as u64,
             ToOwner::Attached(q) => (3 << TAG) | q.0 as u64,
-            ToOwner::Refused(q) => (4 << TAG) | q.0 as u64,
+            ToOwner::Refused(q, i) => (4 << TAG) | ((i as u64) << 32) | q.0 as u64,
             ToOwner::Broken => 5 << TAG,
             ToOwner::ArmSrq => 6 << TAG,
             ToOwner::Dreq(q) => (7 << TAG) | q.0 as u64,
@@ -76,7 +78,7 @@ impl Word for ToOwner {
             1 => ToOwner::Key((w >> 32) as u16, Lkey(w as u32)),
             2 => ToOwner::Mem(w as u16),
             3 => ToOwner::Attached(Qpn(w as u32)),
-            4 => ToOwner::Refused(Qpn(w as u32)),
+            4 => ToOwner::Refused(Qpn(w as u32), (w >> 32) as u16),
             5 => ToOwner::Broken,
             6 => ToOwner::ArmSrq,
             _ => ToOwner::Dreq(Qpn(w as u32)),
@@ -150,7 +152,7 @@ mod tests {
 
     #[test]
     fn gone_records_travel_as_one_word() {
-        for m in [ToOwner::Qp(Qpn(0), 0), ToOwner::Qp(Qpn(0xff_ffff), 4095), ToOwner::Key(0, Lkey(0)), ToOwner::Key(4095, Lkey(u32::MAX)), ToOwner::Mem(0), ToOwner::Mem(4095), ToOwner::Attached(Qpn(0xff_ffff)), ToOwner::Refused(Qpn(0xff_ffff)), ToOwner::Broken, ToOwner::ArmSrq, ToOwner::Dreq(Qpn(0)), ToOwner::Dreq(Qpn(0xff_ffff))] {
+        for m in [ToOwner::Qp(Qpn(0), 0), ToOwner::Qp(Qpn(0xff_ffff), 4095), ToOwner::Key(0, Lkey(0)), ToOwner::Key(4095, Lkey(u32::MAX)), ToOwner::Mem(0), ToOwner::Mem(4095), ToOwner::Attached(Qpn(0xff_ffff)), ToOwner::Refused(Qpn(0xff_ffff), 4095), ToOwner::Broken, ToOwner::ArmSrq, ToOwner::Dreq(Qpn(0)), ToOwner::Dreq(Qpn(0xff_ffff))] {
             assert_eq!(ToOwner::from_word(m.to_word()), m);
         }
         for m in [ToGroup::Detach(Qpn(0)), ToGroup::Detach(Qpn(0xff_ffff)), ToGroup::Drop(0), ToGroup::Drop(4095)] {
