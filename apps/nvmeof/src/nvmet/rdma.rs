@@ -35,6 +35,7 @@ use crate::wire::*;
 mod admit;
 mod data;
 mod dispatch;
+mod forward;
 mod gone_queue;
 mod group;
 mod group_msgs;
@@ -685,11 +686,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     #[inline(always)]
     fn conn(&self, ci: QueueAt) -> Option<&Conn<V>> {
         self.groups.get(ci.g)?.conns.get(ci.i)?.as_ref()
-    }
-
-    #[inline(always)]
-    fn conn_mut(&mut self, ci: QueueAt) -> Option<&mut Conn<V>> {
-        self.groups.get_mut(ci.g)?.conns.get_mut(ci.i)?.as_mut()
     }
 
     /// Live queues.

@@ -9,8 +9,8 @@
 use core::fmt;
 
 use blockdev::BlockDevice;
-use hal::{DmaRegion, DmaSlice};
-use rdma::{Access, GroupVerbs};
+use hal::DmaRegion;
+use rdma::{Access, GroupVerbs, Lkey};
 
 use super::{Conn, QueueAt, RdmaTarget, Slot};
 use crate::nvmet::limits::Bound;
@@ -78,36 +78,16 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         Err(cm_rej::NO_RESOURCES)
     }
 
-    /// Connect admitted queue `ci`: give it its data buffers. False (and the core's admission
-    /// undone) when memory cannot be had.
-    pub(super) fn admit(&mut self, verbs: &mut V, ci: QueueAt) -> bool {
-        let Some(c) = self.conn_mut(ci) else { return false };
-        let len = (c.depth as usize).saturating_mul(c.full_xfer);
+    /// The data buffers of a queue of `depth` slots of `full_xfer` bytes a Connect admitted,
+    /// made and registered by the owner (the group takes them with the Connect's answer,
+    /// `TurnShared::take_forward_answers`); `None` when memory cannot be had (the caller undoes
+    /// the core's admission and answers Controller Busy).
+    pub(super) fn admit_buffers(verbs: &mut V, depth: u16, full_xfer: usize) -> Option<(V::Buf, Lkey)> {
+        let len = (depth as usize).saturating_mul(full_xfer);
         let local = Access { local_write: true, remote_read: false, remote_write: false };
-        let got = match verbs.alloc_buf(len) {
-            Ok(buf) => match verbs.reg_mr(buf.paddr(), buf.len() as u64, local) {
-                Ok((lkey, _)) => Some((buf, lkey)),
-                Err(_) => None,
-            },
-            Err(_) => None,
-        };
-        match got {
-            Some((buf, lkey)) => {
-                c.data_dma = DmaSlice::whole(&buf);
-                let pre = (core::mem::replace(&mut c.data, buf), core::mem::replace(&mut c.data_lkey, lkey));
-                c.pre_data = Some(pre);
-                c.stride = c.full_xfer;
-                c.xfer = c.full_xfer;
-                true
-            }
-            None => {
-                let (q, source) = (c.q, c.source);
-                c.q.cntlid = None;
-                self.core.queue_gone(&q);
-                self.core.bound_hit(Bound::Memory, self.now_ns, &Ip(source));
-                false
-            }
-        }
+        let buf = verbs.alloc_buf(len).ok()?;
+        let (lkey, _) = verbs.reg_mr(buf.paddr(), buf.len() as u64, local).ok()?;
+        Some((buf, lkey))
     }
 
     /// When [`RdmaTarget::expire_unadmitted`] next finds a queue past its Connect deadline.

@@ -281,7 +281,7 @@ impl TurnShared {
         n
     }
 
-    /// Complete an AER of group `g`'s queue (`tag`, as [`RdmaTarget::execute_owned`] gave the
+    /// Complete an AER of group `g`'s queue (`tag`, as [`RdmaTarget::execute_forwarded`] gave the
     /// core) with `dw0`.
     pub(super) fn complete_aer<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, tag: u64, dw0: u32) {
         let id = WrId::from_raw(tag);

@@ -1,8 +1,8 @@
 //! Receive and dispatch on the RDMA transport, in a poll group's turn: a completion reaches
 //! its queue and slot by index (`WrId`), a capsule is checked and handed to the core, and the
 //! core's `Action` is carried out (held commands retried once nothing overlaps them); an
-//! admin-queue or Fabrics command is forwarded to the owner, who executes it
-//! ([`RdmaTarget::execute_owned`]).
+//! admin-queue or Fabrics command is forwarded to the owner as a record (`forward.rs`), who
+//! executes it from the record ([`RdmaTarget::execute_forwarded`]).
 
 use super::*;
 
@@ -225,22 +225,22 @@ impl TurnShared {
     /// the owner ([`PollGroup::forward`]: it may need every queue's counts, device memory for
     /// Connect, or close a reset controller's queues in other groups).
     pub(super) fn execute<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64) {
-        self.command_action(core, g, ci, s, now_ns, true, |sh, core, g, action| sh.on_action(core, g, ci, s, action));
+        self.command_action(core, g, ci, s, now_ns, |sh, core, g, action| sh.on_action(core, g, ci, s, action));
     }
 
     /// Hand slot `s`'s command to the core and its answer to `then`, unless it is held (it
-    /// overlaps a zero-copy transfer in flight) or, in a group's turn (`in_turn`), forwarded to
-    /// the owner (an admin-queue or Fabrics command, [`PollGroup::forward`]). Inlined into
+    /// overlaps a zero-copy transfer in flight) or forwarded to the owner (an admin-queue or
+    /// Fabrics command, [`PollGroup::forward`]). Inlined into
     /// `execute` (as one call it was before the owner's commands went their own way), the
     /// answer handed on, not returned (an `Option<Action>` cost ~20 instructions per I/O).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn command_action<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64, in_turn: bool, then: impl FnOnce(&mut Self, &mut Core<B>, &mut PollGroup<V, B>, Action)) {
+    pub(super) fn command_action<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64, then: impl FnOnce(&mut Self, &mut Core<B>, &mut PollGroup<V, B>, Action)) {
         let c = g.conns[ci.i].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
-        if in_turn && (c.q.qid == 0 || slot.sqe.opcode == FABRICS_OPCODE) {
-            g.forward(ci.i, s);
+        if c.q.qid == 0 || slot.sqe.opcode == FABRICS_OPCODE {
+            g.forward(ci, s);
             return;
         }
         let (sgl, slot_fetched) = (slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 }), slot.fetched);
@@ -316,8 +316,8 @@ impl TurnShared {
         then(self, core, g, action);
     }
 
-    /// Carry out the core's answer for slot `s` (a Connect's admission is the owner's, done
-    /// before: [`RdmaTarget::execute_owned`]).
+    /// Carry out the core's answer for slot `s` (or the owner's to a forwarded command, whose
+    /// data and admission are done before: [`TurnShared::take_forward_answers`]).
     pub(super) fn on_action<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, action: Action) {
         match action {
             Action::Respond { status, dw0, dw1, out_len } => {
@@ -411,45 +411,6 @@ impl TurnShared {
                 g.release_slot(ci, s);
             }
         }
-    }
-}
-
-impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
-    /// Execute a command a group's turn forwarded (an admin-queue or Fabrics command,
-    /// [`TurnShared::execute`]): the I/O queues' counts folded into their controllers first for
-    /// an admin command (a SMART log reports them), a Connect admitted (its queue's data
-    /// buffers), and after a Fabrics command the I/O queues of a controller it reset closed.
-    pub(super) fn execute_owned(&mut self, verbs: &mut V, ci: QueueAt, s: u16, now_ns: u64) {
-        // The queues the turns closed are the core's first (a Connect may take one's I/O queue
-        // slot, or its controller's ID once that is freed).
-        self.take_gone_queues();
-        if self.conn(ci).expect("live").q.qid == 0 {
-            self.fold_queues();
-        }
-        let (sh, core, g) = self.turn_parts(ci.g);
-        let mut answer = None;
-        sh.command_action(core, g, ci, s, now_ns, false, |_, _, _, a| answer = Some(a));
-        let Some(action) = answer else { return };
-        let sqe = g.conns[ci.i].as_ref().expect("live").slots[s as usize].sqe;
-        let action = match action {
-            // Admitted: now the queue gets its data buffers (refused if there are none).
-            Action::Respond { status, out_len, dw1, .. } if sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::CONNECT && status.is_success() && !self.admit(verbs, ci) => {
-                Action::Respond { status: Status::CONNECT_CTRL_BUSY, dw0: 0, dw1, out_len }
-            }
-            a => a,
-        };
-        let (sh, core, g) = self.turn_parts(ci.g);
-        sh.on_action(core, g, ci, s, action);
-        self.close_ctrls_elsewhere(ci.g);
-        if matches!(action, Action::Respond { .. }) && sqe.opcode == FABRICS_OPCODE {
-            // A Property Set may have reset the controller: drop its I/O queues.
-            while let Some(id) = self.core.take_reset() {
-                self.reset_io_queues(verbs, id);
-            }
-        }
-        // A Property Set may have reset or shut the controller down: its I/O queues stop
-        // executing I/O (those a reset did not close: a full reset list, commands at the store).
-        self.refresh_enabled();
     }
 }
 

@@ -33,22 +33,33 @@ impl Record for GoneQueue {
     const WORDS: usize = 8;
     fn to_words(self) -> [u64; MAX_WORDS] {
         let id = ((self.qid as u64) << 48) | ((self.cntlid.is_some() as u64) << 47) | ((self.cntlid.unwrap_or(0) as u64) << 16) | self.ctrl_slot.0 as u64;
-        let auth = match self.auth {
-            Gate::Open => 0,
-            Gate::Pending { slot, policy, steps } => (1 << 62) | ((slot as u64) << 24) | ((policy as u64) << 8) | steps as u64,
-            Gate::Failed => 2 << 62,
-        };
+        let auth = gate_word(self.auth);
         let c = self.io;
         [id, auth, c.last_seen_ns, c.commands, c.host_reads, c.host_writes, c.blocks_read_512, c.blocks_written_512]
     }
     fn from_words(w: &[u64; MAX_WORDS]) -> Self {
-        let auth = match w[1] >> 62 {
-            0 => Gate::Open,
-            1 => Gate::Pending { slot: (w[1] >> 24) as u16, policy: (w[1] >> 8) as u16, steps: w[1] as u8 },
-            _ => Gate::Failed,
-        };
+        let auth = word_gate(w[1]);
         let io = QueueCounters { last_seen_ns: w[2], commands: w[3], host_reads: w[4], host_writes: w[5], blocks_read_512: w[6], blocks_written_512: w[7] };
         GoneQueue { qid: (w[0] >> 48) as u16, cntlid: (w[0] >> 47 & 1 == 1).then_some((w[0] >> 16) as u16), ctrl_slot: CtrlSlot(w[0] as u16), auth, io }
+    }
+}
+
+/// Authentication gate `g` in bits 0..40 and 62..64 of a word (bits 40..62 left 0 for the
+/// caller's use; [`word_gate`] ignores them).
+pub(super) fn gate_word(g: Gate) -> u64 {
+    match g {
+        Gate::Open => 0,
+        Gate::Pending { slot, policy, steps } => (1 << 62) | ((slot as u64) << 24) | ((policy as u64) << 8) | steps as u64,
+        Gate::Failed => 2 << 62,
+    }
+}
+
+/// The gate [`gate_word`] put in `w`.
+pub(super) fn word_gate(w: u64) -> Gate {
+    match w >> 62 {
+        0 => Gate::Open,
+        1 => Gate::Pending { slot: (w >> 24) as u16, policy: (w >> 8) as u16, steps: w as u8 },
+        _ => Gate::Failed,
     }
 }
 

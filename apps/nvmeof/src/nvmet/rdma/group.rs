@@ -16,6 +16,7 @@ use blockdev::BlockDevice;
 use hal::DmaRegion;
 use rdma::{Completion, Cqn, DataPath, GroupVerbs, Lkey, Qpn, RecvWr, Sge, Srqn};
 
+use super::forward::{self, GroupForwarding, OwnerForwarding};
 use super::gone_queue::GoneQueue;
 pub(super) use super::group_msgs::{AerDone, Attach, ToGroup, ToOwner};
 use super::handoff::{self, Bell, Consumer, Producer};
@@ -223,10 +224,11 @@ pub(super) struct PollGroup<V: GroupVerbs, B> {
     /// A queue listed in `unrung` has zero-copy Writes to answer at the end of this turn.
     pub(super) has_turn_writes: bool,
     /// A turn call left work to the owner (`RdmaTarget::owner_step`, when the call returns): a
-    /// command in `forwarded`, controllers in `closed_ctrls`.
+    /// command on its forwarding ring, controllers in `closed_ctrls`.
     pub(super) owner_due: bool,
-    /// A command the owner executes (queue index, slot): admin-queue and Fabrics commands.
-    pub(super) forwarded: Option<(usize, u16)>,
+    /// The group's ends of its forwarding rings (admin-queue and Fabrics commands to the owner,
+    /// its answers back, `forward.rs`) and the Connect data buffers the owner staged.
+    pub(super) fwd: GroupForwarding<V>,
     /// Controllers whose admin queue the turn closed: their queues in other groups are the
     /// owner's to close. Room for one per queue of the group.
     pub(super) closed_ctrls: Vec<u16>,
@@ -310,6 +312,8 @@ pub(super) struct OwnerEnds<V: GroupVerbs> {
     back: Producer<ToGroup>,
     attach: Producer<Attach>,
     aer: Producer<AerDone>,
+    /// The owner's ends of the group's forwarding rings (`forward.rs`).
+    pub(super) fwd: OwnerForwarding,
     /// The group said it is broken ([`ToOwner::Broken`]): the owner's own record of it.
     pub(super) broken: bool,
     /// Queues the owner handed to the group ([`PollGroup::stage`]) that the group has not given
@@ -499,6 +503,7 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
         staged.resize_with(max_queues, || None);
         let (back, back_rx) = handoff::ring(2 * max_queues)?;
         let (aer, aer_rx) = handoff::ring(crate::nvmet::MAX_AERS * max_queues)?;
+        let (fwd, owner_fwd) = forward::forwarding(max_queues)?;
         let mut taken = Vec::new();
         taken.try_reserve_exact(max_queues).map_err(|_| ())?;
         taken.resize(max_queues, false);
@@ -556,7 +561,7 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
             unrung_overflow: false,
             has_turn_writes: false,
             owner_due: false,
-            forwarded: None,
+            fwd,
             closed_ctrls,
             block_done: [(0, Status::SUCCESS); BLOCK_BATCH],
             scratch_in: scratch_in.into_boxed_slice(),
@@ -575,7 +580,7 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
         retry.resize(max_queues, None);
         let mut left = Vec::new();
         left.try_reserve_exact(max_queues).map_err(|_| ())?;
-        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, gone_queues_rx, back, attach, aer, broken: false, queues: 0, taken, handed, retry, left, retrying: 0, drains: 0 };
+        let ends = OwnerEnds { group: verbs.group_ref(&g.rings), srq_limit: limit, gone_rx, gone_queues_rx, back, attach, aer, fwd: owner_fwd, broken: false, queues: 0, taken, handed, retry, left, retrying: 0, drains: 0 };
         for b in 0..bufs {
             g.give_back(gi, b);
         }

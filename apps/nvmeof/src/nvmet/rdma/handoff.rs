@@ -70,6 +70,21 @@ pub(super) struct Consumer<M> {
     _m: PhantomData<fn() -> M>,
 }
 
+/// A word of bytes: a ring of `u64` carries byte strings ([`Producer::push_bytes`]).
+impl Word for u64 {
+    fn to_word(self) -> u64 {
+        self
+    }
+    fn from_word(w: u64) -> Self {
+        w
+    }
+}
+
+/// Words that hold `n` bytes.
+pub(super) const fn words_for(n: usize) -> usize {
+    n.div_ceil(8)
+}
+
 /// A flag the producers of several rings raise and their one consumer lowers: "some ring has
 /// messages", one load per turn for the consumer instead of a look at each ring. A producer
 /// raises it with a store after its push; the consumer lowers it with a swap before it
@@ -128,7 +143,61 @@ impl<M: Record> Producer<M> {
     }
 }
 
+impl<M: Record> Producer<M> {
+    /// Messages that fit now (the consumer may make more room at any time).
+    pub(super) fn room(&self) -> usize {
+        let r = &*self.ring;
+        (r.words.len() - self.tail.wrapping_sub(r.head.load(Ordering::Acquire))) / M::WORDS
+    }
+}
+
+impl Producer<u64> {
+    /// Put the bytes of `b` as [`words_for`]`(b.len())` words (the last one zero-padded), all
+    /// published at once; `Err` (nothing put) when they do not fit. The consumer takes them
+    /// with [`Consumer::pop_bytes`] of the same length, which the producer tells it in a record
+    /// it puts on another ring after these (that ring's release publishes these words too).
+    pub(super) fn push_bytes(&mut self, b: &[u8]) -> Result<(), ()> {
+        let n = words_for(b.len());
+        if self.room() < n {
+            return Err(());
+        }
+        let r = &*self.ring;
+        for (k, chunk) in b.chunks(8).enumerate() {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            r.words[self.tail.wrapping_add(k) % r.words.len()].store(u64::from_le_bytes(w), Ordering::Relaxed);
+        }
+        self.tail = self.tail.wrapping_add(n);
+        r.tail.store(self.tail, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl Consumer<u64> {
+    /// Take the [`words_for`]`(out.len())` words of a byte string [`Producer::push_bytes`] put
+    /// into `out`; false (nothing taken) if they are not all there.
+    pub(super) fn pop_bytes(&mut self, out: &mut [u8]) -> bool {
+        let r = &*self.ring;
+        let n = words_for(out.len());
+        if r.tail.load(Ordering::Acquire).wrapping_sub(self.head) < n {
+            return false;
+        }
+        for (k, chunk) in out.chunks_mut(8).enumerate() {
+            let w = r.words[self.head.wrapping_add(k) % r.words.len()].load(Ordering::Relaxed).to_le_bytes();
+            chunk.copy_from_slice(&w[..chunk.len()]);
+        }
+        self.head = self.head.wrapping_add(n);
+        r.head.store(self.head, Ordering::Release);
+        true
+    }
+}
+
 impl<M: Record> Consumer<M> {
+    /// No message waiting now.
+    pub(super) fn is_empty(&self) -> bool {
+        self.head == self.ring.tail.load(Ordering::Acquire)
+    }
+
     /// Take the oldest message, if any.
     pub(super) fn pop(&mut self) -> Option<M> {
         let r = &*self.ring;
@@ -181,6 +250,24 @@ mod tests {
                 next += 1;
             }
             assert_eq!(c.pop(), None);
+        }
+    }
+
+    /// Byte strings of odd lengths as words: whole, in order, refused whole when they do not
+    /// fit, across the wrap.
+    #[test]
+    fn byte_strings_travel_whole_across_the_wrap() {
+        let (mut p, mut c) = ring::<u64>(5).expect("ring");
+        for round in 0..4u8 {
+            let a: Vec<u8> = (0..13).map(|k| k ^ round).collect();
+            let b = [round; 3];
+            assert_eq!((p.push_bytes(&a), p.push_bytes(&b)), (Ok(()), Ok(())));
+            assert_eq!(p.room(), 2);
+            assert_eq!(p.push_bytes(&[0; 17]), Err(()), "3 words do not fit in 2");
+            let (mut a2, mut b2) = ([0u8; 13], [0u8; 3]);
+            assert!(c.pop_bytes(&mut a2) && c.pop_bytes(&mut b2));
+            assert_eq!((&a2[..], b2), (&a[..], b));
+            assert!(c.is_empty() && !c.pop_bytes(&mut [0u8; 1]));
         }
     }
 

@@ -226,7 +226,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.shared.close_queue(&mut self.core, g, ci, notify_cm);
         self.close_ctrls_elsewhere(ci.g);
         if let Some(g) = self.groups.get_mut(ci.g) {
-            g.owner_due = g.forwarded.is_some() || g.nsio.has_notes();
+            g.owner_due = self.ends.get(ci.g).is_some_and(|e| !e.fwd.is_empty()) || g.nsio.has_notes();
         }
         self.refresh_enabled();
     }
@@ -702,18 +702,25 @@ mod tests {
         assert_eq!(dev.resources(), base, "nothing left behind");
     }
 
-    /// Connect `q` with `cntlid` (0xFFFF: a new controller) to subsystem "nqn.t" in `core`
-    /// and, for an admin queue, enable its controller; the controller's ID.
-    fn connect_in_core(core: &mut Core<NullNamespace>, q: &mut QueueState, cntlid: u16) -> u16 {
+    /// A Connect of queue `qid` to controller `cntlid` (0xFFFF: a new one) of subsystem
+    /// "nqn.t" by host "nqn.h": its SQE and its 1 KiB of data.
+    fn connect_command(qid: u16, cntlid: u16) -> (Sqe, ConnectData) {
         use zerocopy::FromZeros;
         let mut c = ConnectCmd::new_zeroed();
-        (c.opcode, c.fctype, c.cid, c.qid, c.sqsize) = (FABRICS_OPCODE, fctype::CONNECT, U16::new(1), U16::new(q.qid), U16::new(15));
+        (c.opcode, c.fctype, c.cid, c.qid, c.sqsize) = (FABRICS_OPCODE, fctype::CONNECT, U16::new(1), U16::new(qid), U16::new(15));
         let mut sqe = Sqe::read_from_bytes(c.as_bytes()).expect("an SQE");
         sqe.flags = PSDT_SGL;
         let mut d = ConnectData::new_zeroed();
         d.cntlid = U16::new(cntlid);
         d.subsysnqn[..5].copy_from_slice(b"nqn.t");
         d.hostnqn[..5].copy_from_slice(b"nqn.h");
+        (sqe, d)
+    }
+
+    /// Connect `q` with `cntlid` (0xFFFF: a new controller) to subsystem "nqn.t" in `core`
+    /// and, for an admin queue, enable its controller; the controller's ID.
+    fn connect_in_core(core: &mut Core<NullNamespace>, q: &mut QueueState, cntlid: u16) -> u16 {
+        let (sqe, d) = connect_command(q.qid, cntlid);
         let data = DataIn { bytes: d.as_bytes(), buf: hal::DmaSlice::EMPTY, sgl_len: 1024, tag: 0, fetched: true };
         let Action::Respond { status, dw0, .. } = core.execute(q, &sqe, &data, 1_000) else { panic!("Connect answered at once") };
         assert!(status.is_success(), "{status:?}");
@@ -761,5 +768,76 @@ mod tests {
         let (c, r, w, br, bw) = before;
         assert_eq!(ctrl(&t), Some((c + 3, r + 2, w + 1, br + 16 * 512, bw + 8 * 512)), "the record's counts folded in");
         assert_eq!(connect_in_core(&mut t.core, &mut again, id), id, "QID 1 free again");
+    }
+
+    /// Command `sqe` with `data` (already fetched, in the slot's data buffer: a keyed SGL of
+    /// `sgl_len` bytes) in a free slot of queue 0 of group 0, forwarded by the group's turn;
+    /// the slot's SQE (but its CID, which the group's response carries) and data buffer
+    /// cleared before the owner looks (`RdmaTarget::owner_step`,
+    /// which the group's turn call returns to). The slot.
+    fn forward_then_clear(t: &mut RdmaTarget<SoftDevice, NullNamespace>, dev: &mut SoftDevice, sqe: Sqe, data: &[u8], sgl_len: u32) -> u16 {
+        let c = t.groups[0].conns[0].as_mut().expect("the queue");
+        let s = c.free.pop_front().expect("a free slot");
+        let slot = &mut c.slots[s as usize];
+        (slot.sqe, slot.sgl, slot.fetched, slot.t0) = (sqe, Some(Sgl::Keyed { addr: 0x1000, len: sgl_len, key: 7, invalidate: false }), true, 0);
+        c.data.write(c.data_off(s), data);
+        let (sh, core, g) = t.turn_parts(0);
+        sh.execute(core, g, QueueAt { g: 0, i: 0 }, s, 1_000);
+        assert!(g.owner_due, "left to the owner");
+        let c = g.conns[0].as_mut().expect("the queue");
+        c.slots[s as usize].sqe = Sqe { cid: sqe.cid, ..Sqe::zeroed() };
+        c.data.fill(c.data_off(s), c.xfer, 0);
+        t.owner_step(dev, 0, 1_000);
+        s
+    }
+
+    /// The response a queue's slot `s` holds (the CQE its SEND carries).
+    fn response(t: &RdmaTarget<SoftDevice, NullNamespace>, s: u16) -> Cqe {
+        let mut b = [0u8; Cqe::SIZE];
+        t.groups[0].conns[0].as_ref().expect("the queue").rsp.read(s as usize * Cqe::SIZE, &mut b);
+        Cqe::read_from_bytes(&b).expect("a CQE")
+    }
+
+    /// The owner executes a forwarded command from its record alone: a group's turn forwards a
+    /// Connect (its 1 KiB of data already fetched into the queue's Connect buffer), a Property
+    /// Set that enables the controller and an Identify, each slot's SQE and data buffer cleared
+    /// before the owner looks; the queue joins the controller as the records said, with the data
+    /// buffers the owner made (staged for the group), and the Identify's 4 KiB reach the slot's
+    /// data buffer for the RDMA WRITE from the answer; nothing leaks. (Read from the group's
+    /// slot, as before, the Connect would find opcode 0 and be refused.)
+    #[test]
+    fn the_owner_executes_a_forwarded_command_from_its_record_alone() {
+        let f = SoftFabric::new();
+        let mut host = f.add_device([10, 0, 0, 1]);
+        let mut dev: SoftDevice = f.add_device([10, 0, 0, 2]);
+        let base = dev.resources();
+        let mut t = RdmaTarget::with_poll_groups(core_of_one_subsystem(), 2, 1);
+        let cq = host.create_cq(16).expect("host CQ");
+        let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
+        let qpn = t.accept(&mut dev, &crate::host::cm_req_private(0, 32), &host_attrs(hq)).expect("accepted").qpn;
+        assert_eq!(t.groups[0].take_new(&mut t.shared.inflight, 0), 1);
+        t.drain_gone(&mut dev);
+        let (sqe, d) = connect_command(0, 0xFFFF);
+        let s = forward_then_clear(&mut t, &mut dev, sqe, d.as_bytes(), 1024);
+        let c = t.groups[0].conns[0].as_ref().expect("the admin queue");
+        let id = c.q.cntlid.expect("joined the controller the record asked for");
+        assert_eq!((t.core.live_ctrls(), c.slots[s as usize].state), (1, SlotState::Idle));
+        assert!(c.pre_data.is_some() && c.stride == c.full_xfer && c.xfer == c.full_xfer, "its admitted data buffers taken in");
+        let r = response(&t, s);
+        assert_eq!((r.status.get(), r.dw0.get(), r.cid.get()), (0, id as u32, 1), "Connect answered with its controller ID");
+        let s = forward_then_clear(&mut t, &mut dev, crate::host::property_set_sqe(0x14, 0x0046_0001), &[], 0);
+        assert_eq!(response(&t, s).status.get(), 0, "enabled");
+        let mut sqe = Sqe::zeroed();
+        (sqe.opcode, sqe.flags, sqe.cid, sqe.cdw10) = (admin_op::IDENTIFY, PSDT_SGL, U16::new(9), U32::new(1));
+        let s = forward_then_clear(&mut t, &mut dev, sqe, &[], 4096);
+        let r = response(&t, s);
+        assert_eq!((r.status.get(), r.cid.get()), (0, 9), "Identify answered");
+        let c = t.groups[0].conns[0].as_ref().expect("the admin queue");
+        let mut id_data = [0u8; 4096];
+        c.data.read(c.data_off(s), &mut id_data);
+        assert_eq!(&id_data[768..774], b"nqn.t\0", "the controller's data from the answer, for its RDMA WRITE");
+        t.disconnected(&mut dev, qpn);
+        assert!(t.groups.is_empty() && t.core.live_ctrls() == 0, "released with the queue");
+        assert_eq!(dev.resources(), base, "nothing left behind");
     }
 }

@@ -3,9 +3,9 @@
 //! never the whole target, so a group's turn reaches no other group. What the turn cannot do
 //! with its group alone it leaves on the group for the owner ([`PollGroup::owner_due`]), who
 //! does it when the turn's call returns: a command the owner executes (every admin-queue and
-//! Fabrics command: counts of every queue folded first, Connect's admission with device
-//! memory, a reset's I/O queues closed) and the other groups' queues of a controller whose
-//! admin queue the turn closed.
+//! Fabrics command, forwarded as a record, `forward.rs`: counts of every queue folded first,
+//! Connect's admission with device memory, a reset's I/O queues closed) and the other groups'
+//! queues of a controller whose admin queue the turn closed.
 
 use super::*;
 
@@ -36,14 +36,6 @@ impl TurnShared {
 }
 
 impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
-    /// Slot `s` of queue `i` holds a command the owner executes (`RdmaTarget::owner_step`).
-    #[cold]
-    pub(super) fn forward(&mut self, i: usize, s: u16) {
-        debug_assert!(self.forwarded.is_none(), "one command forwarded per turn call");
-        self.forwarded = Some((i, s));
-        self.owner_due = true;
-    }
-
     /// The turn closed the admin queue of controller `cntlid` (and its queues in this group):
     /// the owner closes its queues in the other groups.
     #[cold]
@@ -64,7 +56,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     }
 
     /// What group `gi`'s turn call left to the owner ([`PollGroup::owner_due`]): its closed
-    /// controllers' queues in the other groups, then the command it forwarded.
+    /// controllers' queues in the other groups, then the commands it forwarded.
     #[cold]
     #[inline(never)]
     pub(super) fn owner_step(&mut self, verbs: &mut V, gi: usize, now_ns: u64) {
@@ -78,8 +70,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.refresh_enabled();
             let Some(g) = self.groups.get_mut(gi) else { return };
             g.owner_due = false;
-            let Some((i, s)) = g.forwarded.take() else { return };
-            self.execute_owned(verbs, QueueAt { g: gi, i }, s, now_ns);
+            if !self.execute_forwarded(verbs, gi, now_ns) {
+                return;
+            }
         }
     }
 
