@@ -19,7 +19,7 @@ use alloc::vec::Vec;
 
 use blockdev::{BlockDevice, BlockDone};
 
-use super::io::{exec_ns, is_io_opcode, submit_fetched, NsAt};
+use super::io::{exec_ns, is_io_opcode, modified_direct, submit_fetched, NsAt};
 use super::*;
 use crate::bench::Histogram;
 
@@ -186,6 +186,26 @@ impl<B: BlockDevice> GroupIo<B> {
             }
         }
         a
+    }
+
+    /// The namespace memory command `sqe` of queue `q` would change, as (direct address,
+    /// bytes), when it is a Write, Write Zeroes or Dataset Management on an enabled I/O queue
+    /// and its namespace's direct memory is in use ([`modified_direct`]): asked of this group's
+    /// handle of the namespace (a RAM handle shares the namespace's memory), or, when the group
+    /// has none, of the core's store, on which the command will run.
+    #[inline(always)]
+    pub fn modifies_direct(&self, core: &Core<B>, q: &QueueState, sqe: &Sqe, dsm: &[u8]) -> Option<(PhysAddr, u64)> {
+        if !matches!(sqe.opcode, io_op::WRITE | io_op::WRITE_ZEROES | io_op::DSM) || q.qid == 0 || !q.enabled {
+            return None;
+        }
+        let n = &self.ns[self.slot(q.subsys as usize, sqe.nsid.get())?];
+        if !n.at.direct {
+            return None;
+        }
+        match n.dev.as_ref() {
+            Some(dev) => modified_direct(dev, sqe, dsm),
+            None => modified_direct(&core.subsystems[n.at.subsys as usize].cfg.namespaces[n.at.ns as usize].dev, sqe, dsm),
+        }
     }
 
     /// Submit Write `w`, whose data the transport moved in, to this group's handle of its

@@ -161,6 +161,40 @@ pub(super) fn submit_fetched<D: BlockDevice>(dev: &mut D, lat: Option<&mut devla
     }
 }
 
+/// The namespace memory command `sqe` would change on the store `dev` (its namespace found,
+/// on an enabled I/O queue, with zero-copy transfers on), as (direct address, bytes): Write and
+/// Write Zeroes name their blocks, a Dataset Management Deallocate the blocks from the lowest
+/// to the highest its ranges (`dsm`, as the host sent them) touch: one span, so the command
+/// claims one range however many it names, exact for a DSM of one range, the whole namespace
+/// at worst. `None` when the command changes no direct memory (another opcode, DSM hints only)
+/// or is invalid (execution refuses it before anything reaches the store). A transport holds
+/// such a command while a zero-copy transfer of overlapping memory is under way and claims
+/// the memory until it is answered ([`GroupIo::modifies_direct`] asks it of the store the
+/// command will run on).
+pub(super) fn modified_direct<D: BlockDevice>(dev: &D, sqe: &Sqe, dsm: &[u8]) -> Option<(PhysAddr, u64)> {
+    let buf = match sqe.opcode {
+        io_op::DSM => {
+            let (mut lo, mut hi) = (u64::MAX, 0u64);
+            for r in dsm_ranges(sqe, dsm.len(), dsm).ok()??.filter(|r| r.nlb.get() > 0) {
+                lo = lo.min(r.slba.get());
+                hi = hi.max(r.slba.get().checked_add(r.nlb.get() as u64)?);
+            }
+            // A span beyond a command's block count: the whole namespace (DSM is rare).
+            match u32::try_from(hi.checked_sub(lo)?) {
+                Ok(blocks) => dev.direct(lo, blocks)?,
+                Err(_) => dev.direct_region()?,
+            }
+        }
+        io_op::WRITE | io_op::WRITE_ZEROES => {
+            let slba = sqe.cdw10.get() as u64 | ((sqe.cdw11.get() as u64) << 32);
+            let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
+            dev.direct(slba, nlb)?
+        }
+        _ => return None,
+    };
+    Some((buf.paddr(), buf.len() as u64))
+}
+
 /// A Dataset Management command's ranges (`bytes`, as the host sent them, `sgl_len` by its
 /// SGL): Sgl Invalid Data when fewer than its Number of Ranges, none when it asks no
 /// Deallocate (only hints).

@@ -833,39 +833,6 @@ impl<B: BlockDevice> Core<B> {
         }
     }
 
-    /// The namespace memory an I/O command on queue `q` would change, as (direct address,
-    /// bytes), when zero-copy transfers are on: Write and Write Zeroes name their blocks, a
-    /// Dataset Management Deallocate the blocks from the lowest to the highest its ranges
-    /// (`dsm`, as the host sent them) touch: one span, so the command claims one range however
-    /// many it names, exact for a DSM of one range, the whole namespace at worst. `None` when the
-    /// command changes no direct memory (DSM hints only) or is invalid (`execute` refuses it
-    /// before anything reaches the store). A transport holds such a command while a zero-copy
-    /// transfer of overlapping memory is under way and claims the memory until it is answered.
-    pub fn modifies_direct(&self, q: &QueueState, sqe: &Sqe, dsm: &[u8]) -> Option<(PhysAddr, u64)> {
-        if !self.direct || q.qid == 0 || !matches!(sqe.opcode, io_op::WRITE | io_op::WRITE_ZEROES | io_op::DSM) || !q.enabled {
-            return None;
-        }
-        let sub = &self.subsystems[q.subsys as usize];
-        let n = &sub.cfg.namespaces[sub.ns(sqe.nsid.get())?];
-        let buf = if sqe.opcode == io_op::DSM {
-            let (mut lo, mut hi) = (u64::MAX, 0u64);
-            for r in io::dsm_ranges(sqe, dsm.len(), dsm).ok()??.filter(|r| r.nlb.get() > 0) {
-                lo = lo.min(r.slba.get());
-                hi = hi.max(r.slba.get().checked_add(r.nlb.get() as u64)?);
-            }
-            // A span beyond a command's block count: the whole namespace (DSM is rare).
-            match u32::try_from(hi.checked_sub(lo)?) {
-                Ok(blocks) => n.dev.direct(lo, blocks)?,
-                Err(_) => n.dev.direct_region()?,
-            }
-        } else {
-            let slba = sqe.cdw10.get() as u64 | ((sqe.cdw11.get() as u64) << 32);
-            let nlb = (sqe.cdw12.get() & 0xFFFF) + 1;
-            n.dev.direct(slba, nlb)?
-        };
-        Some((buf.paddr(), buf.len() as u64))
-    }
-
     /// A controller the host reset (CC.EN 1 -> 0): the transport must tear down its I/O
     /// queues (call until `None`, after answering the Property Set).
     pub fn take_reset(&mut self) -> Option<u16> {

@@ -279,7 +279,7 @@ impl TurnShared {
             // the zero-copy transfers there, then claims its blocks as a write's until its
             // response's completion (the store may place them any time until it completes),
             // so a zero-copy Read of them waits for it (a staged Write's way, `data_in`).
-            if let Some((a, n)) = core.modifies_direct(&c.q, sqe, &small[..small_len]) {
+            if let Some((a, n)) = g.nsio.modifies_direct(core, &c.q, sqe, &small[..small_len]) {
                 let end = a.saturating_add(n);
                 if self.inflight.overlaps(a, end, false, ci.g) {
                     g.hold(ci.i, s, Resume::Execute);
