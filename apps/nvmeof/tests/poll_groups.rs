@@ -4,7 +4,8 @@
 //! adapter's objects and pages back at baseline; a QP in error on one group leaves the other
 //! queues serving; more connections than SRQ buffers (RNR NAKs, retried) and the SRQ limit
 //! event; a new queue answered (attached or refused, REJ with nothing leaked) only after its
-//! group's turn; a full group skipped by the round-robin. The groups are polled in turn by one thread.
+//! group's turn; a full group skipped by the round-robin; overlapping commands of two groups
+//! waiting for each other's zero-copy transfers. The groups are polled in turn by one thread.
 
 use std::collections::BTreeMap;
 
@@ -138,6 +139,103 @@ fn verified_io_over_1_2_and_4_poll_groups() {
         host.get_log(&mut h.v, &mut w, nvmeof::wire::lid::SMART, false, 0, &mut smart).expect("SMART log");
         let (reads, writes) = (u64::from_le_bytes(smart[64..72].try_into().unwrap()), u64::from_le_bytes(smart[80..88].try_into().unwrap()));
         assert_eq!((reads, writes), (10_000, 10_000), "SMART Host Read/Write Commands with {groups} groups");
+    }
+}
+
+/// Overlapping commands of queues in two poll groups wait for each other's zero-copy
+/// transfers (today through the target-wide range table, `rdma/ranges.rs`; a split into
+/// per-group tables must keep this). (1) A zero-copy Read on group 0's queue and an in-capsule
+/// Write of the same blocks on group 1's, sent together: the Write waits for the Read being
+/// sent, which returns the old data whole. (2) A keyed 8 KiB zero-copy Write on group 1's queue
+/// and, while its RDMA READ is landing, an in-capsule Write of its first 4 KiB on group 0's:
+/// the second waits for the first to land, so it lands last. (3) A Write on group 0's queue and
+/// a Read on group 1's sent together: the Write goes first (group 0 is polled first), the Read
+/// waits for it and returns the new data whole. (4) A zero-copy Read on group 1's queue being
+/// sent and then an in-capsule Write of the same blocks on group 0's: the Write waits for the
+/// Read's response. With each group looking at its own ranges only (the test-only mutation
+/// `sim-mutation-cross-group`) nothing waits: in (1) the Write's data changes the memory the
+/// Read is being sent from (the Read returns it), in (2) the first Write's data lands over the
+/// second's.
+#[test]
+fn overlapping_commands_of_two_groups_wait_for_each_other() {
+    let (mut w, mut h) = setup_groups(2, 2);
+    let mut host = Host::connect(&mut h.v, &mut w, HostConfig { io_queues: 2, ..host_cfg(8) }, SUBNQN).expect("connect");
+    let q_of = |w: &World, g: u16| w.target.queue_reports().find(|q| q.qid != 0 && q.group == g).map(|q| q.qid).expect("an I/O queue in each group");
+    let (q0, q1) = (q_of(&w, 0), q_of(&w, 1));
+    let fill = |host: &mut Host<V>, q: u16, slot: u16, byte: u8, len: usize| {
+        let (buf, off, _) = host.slot_buf(q, slot);
+        buf.write(off, &vec![byte; len]);
+    };
+    let mut done = [IoDone { queue: 0, slot: 0, status: Status::SUCCESS, dw0: 0, latency_ns: 0 }; 8];
+    let mut wait = |w: &mut World, h: &mut Node, host: &mut Host<V>, want: usize| {
+        let mut got = 0;
+        for _ in 0..100_000 {
+            h.v.poll();
+            let k = host.poll(&mut h.v, w.clock.now_ns(), &mut done).expect("poll");
+            assert!(done[..k].iter().all(|d| d.status.is_success()));
+            got += k;
+            if got >= want {
+                break;
+            }
+            w.turn();
+        }
+        assert_eq!(got, want);
+    };
+    let read_back = |host: &Host<V>, q: u16, slot: u16| {
+        let (buf, off, _) = host.slot_buf(q, slot);
+        let mut got = vec![0u8; 4096];
+        buf.read(off, &mut got);
+        got
+    };
+    for round in 1..=4u8 {
+        let lba = 800 + 64 * round as u64;
+        let (old, new) = (0xA0 + round, 0xB0 + round);
+        let s0 = host.alloc_slot(q0).unwrap();
+        fill(&mut host, q0, s0, old, 4096);
+        host.submit(&mut h.v, q0, s0, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
+        wait(&mut w, &mut h, &mut host, 1);
+        // The queue of the Read (or, in round 2, of the first Write) and of the Write.
+        let (rq, wq) = if round == 1 { (q0, q1) } else { (q1, q0) };
+        let (r, wr) = (host.alloc_slot(rq).unwrap(), host.alloc_slot(wq).unwrap());
+        fill(&mut host, rq, r, 0, 4096);
+        fill(&mut host, wq, wr, new, 4096);
+        let s = w.target.stats();
+        let (held_w, held_r) = (s.held_writes, s.held_reads);
+        let now = w.clock.now_ns();
+        if round == 2 || round == 4 {
+            // The first command (round 2: a keyed 16-block Write, beyond the 4 KiB of in-capsule
+            // data; round 4: a Read), its transfer posted by the target's turn, then the Write.
+            if round == 2 {
+                fill(&mut host, rq, r, old, 8192);
+                host.submit(&mut h.v, rq, r, IoKind::Write, 1, lba, 16, now).unwrap();
+            } else {
+                host.submit(&mut h.v, rq, r, IoKind::Read, 1, lba, 8, now).unwrap();
+            }
+            h.v.poll();
+            w.turn();
+            host.submit(&mut h.v, wq, wr, IoKind::Write, 1, lba, 8, w.clock.now_ns()).unwrap();
+        } else {
+            host.submit(&mut h.v, rq, r, IoKind::Read, 1, lba, 8, now).unwrap();
+            host.submit(&mut h.v, wq, wr, IoKind::Write, 1, lba, 8, now).unwrap();
+        }
+        wait(&mut w, &mut h, &mut host, 2);
+        let s = w.target.stats();
+        let held = (s.held_writes - held_w, s.held_reads - held_r);
+        match round {
+            2 => assert_eq!(held, (1, 0), "round 2: the second write waited for the other group's first"),
+            3 => {
+                assert_eq!(held, (0, 1), "round 3: the read waited for the other group's write");
+                assert!(read_back(&host, rq, r).iter().all(|&b| b == new), "round 3: the read saw the new data whole");
+            }
+            _ => {
+                assert_eq!(held, (1, 0), "round {round}: the write waited for the other group's read");
+                assert!(read_back(&host, rq, r).iter().all(|&b| b == old), "round {round}: the read saw only the old data");
+            }
+        }
+        let r2 = host.alloc_slot(rq).unwrap();
+        host.submit(&mut h.v, rq, r2, IoKind::Read, 1, lba, 8, w.clock.now_ns()).unwrap();
+        wait(&mut w, &mut h, &mut host, 1);
+        assert!(read_back(&host, rq, r2).iter().all(|&b| b == new), "round {round}: then the write took effect");
     }
 }
 
