@@ -2,6 +2,9 @@
 //! device latency drawn from the seed on the virtual clock. Data moves when the I/O completes
 //! (a write is placed then, a read copied then), so a write acknowledged before its data is
 //! placed, or a buffer reused while the device still reads it, is visible to the model.
+//! Its I/O handles (a poll group's, `BlockDevice::io_handle`) share its blocks, each with its
+//! own pending I/Os and latency draws from a seed of its own (the store's seed and the
+//! handle's number), as a RAM namespace's handles share its memory.
 
 use blockdev::{BlockDevice, BlockDone, BlockError, BlockIo, RamNamespace};
 use emu_roce::link::SplitMix64;
@@ -20,12 +23,16 @@ pub struct SimRam {
     /// (due time, submission order, I/O).
     pending: Vec<(u64, u64, BlockIo)>,
     order: u64,
+    /// The seed this value's latencies are drawn from, and the handles made of it so far (a
+    /// handle's seed is derived from both).
+    seed: u64,
+    handles: u64,
 }
 
 impl SimRam {
     pub fn new(hal: SimHal, clock: SimClock, bytes: u64, block_size: u32, seed: u64, max_latency_ns: u64) -> Option<Self> {
         let inner = RamNamespace::new(hal.clone(), bytes, block_size).ok()?;
-        Some(SimRam { inner, hal, clock, rng: SplitMix64::new(seed), max_latency_ns, pending: Vec::new(), order: 0 })
+        Some(SimRam { inner, hal, clock, rng: SplitMix64::new(seed), max_latency_ns, pending: Vec::new(), order: 0, seed, handles: 0 })
     }
 
     /// The namespace's bytes (what survives a crash that keeps it).
@@ -96,5 +103,19 @@ impl BlockDevice for SimRam {
     }
     fn direct_region(&self) -> Option<DmaSlice> {
         self.inner.direct_region()
+    }
+    /// The RAM namespace's copy counters (its zero-copy and copied I/Os): what this value
+    /// (the store, or one handle) moved.
+    fn counters(&self) -> blockdev::DevCounters {
+        self.inner.counters()
+    }
+    /// A handle on the same blocks (the RAM namespace's handle: its memory) with its own
+    /// pending I/Os, drawing its latencies from the `handles`-th seed derived from this
+    /// value's (deterministic: handles are made in the order the target makes its groups).
+    fn io_handle(&mut self) -> Result<Self, BlockError> {
+        self.handles += 1;
+        let seed = self.seed ^ self.handles.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let inner = self.inner.io_handle()?;
+        Ok(SimRam { inner, hal: self.hal.clone(), clock: self.clock.clone(), rng: SplitMix64::new(seed), max_latency_ns: self.max_latency_ns, pending: Vec::new(), order: 0, seed, handles: 0 })
     }
 }

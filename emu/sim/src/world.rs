@@ -152,6 +152,11 @@ pub struct Outcome {
     pub drawn: Vec<Kind>,
     /// Poll groups of each target (drawn per seed and target, 1..4, kept across restarts).
     pub poll_groups: Vec<usize>,
+    /// Reads and writes the targets' namespaces moved (`NsReport::dev`: the store's and every
+    /// poll group's handles'), and those of them the store itself (`Core`'s) moved (not in
+    /// [`Outcome::line`]).
+    pub ns_ios: u64,
+    pub store_ios: u64,
 }
 
 impl Outcome {
@@ -374,6 +379,13 @@ impl World {
     /// The adapter of the node on `port` overran no CQ the fault plan did not overrun (a host
     /// that keeps more completion-producing work than its CQ holds, or an adapter that makes
     /// CQEs it should not), then [`World::check_icrc`].
+    /// Add target `j`'s namespace I/O counts to the outcome (at its crash, at the end).
+    fn count_ns_ios(&mut self, j: usize, t: &mut Target) {
+        let moved = |c: blockdev::DevCounters| c.zero_copy + c.copied;
+        self.out.ns_ios += t.svc.target.namespace_stats().map(|r| moved(r.dev)).sum::<u64>();
+        self.out.store_ios += t.svc.target.core.namespace_dev(&subnqn(j), 1).map_or(0, |d| moved(blockdev::BlockDevice::counters(d)));
+    }
+
     fn check_adapter(&mut self, port: usize, cx: &testbed::ConnectX) {
         let seen = cx.counters().cq_overruns;
         let injected = self.cq_overruns_injected[port];
@@ -607,6 +619,7 @@ impl World {
                     self.check_adapter(j, &t.node.cx);
                     self.out.recoveries += t.svc.stats.device_recoveries;
                     self.out.groups_replaced += t.svc.target.stats().groups_replaced;
+                    self.count_ns_ios(j, &mut t);
                     let saved = keep.then(|| t.svc.target.core.namespace_dev(&subnqn(j), 1).expect("namespace").contents());
                     drop(t);
                     self.fabric.detach(j);
@@ -742,6 +755,7 @@ impl World {
             at(t.node.cx.next_timer(), "target adapter");
             at(t.node.v.next_timer(), "target driver");
             at(t.svc.target.core.namespace_dev(&subnqn(j), 1).and_then(|d| d.next_due()), "target namespace");
+            at(t.svc.target.namespace_handles(&subnqn(j), 1).filter_map(|d| d.next_due()).min(), "target namespace (a poll group's handle)");
         }
         for i in self.inits.iter().flatten() {
             at(i.restart_ns, "initiator restart");

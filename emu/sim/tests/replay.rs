@@ -43,6 +43,19 @@ fn without_faults_every_operation_completes_and_verifies() {
     assert!(out.blocks_verified > 500 && out.writes_acked > 150, "{}", out.line(3));
 }
 
+/// The target's namespace store makes a handle per poll group (`SimRam::io_handle`, on the
+/// same blocks), so every Read and Write runs on a group's handle: the core's store itself
+/// moves none (1 to 4 groups by seed), faults or none.
+#[test]
+fn every_read_and_write_runs_on_a_poll_groups_own_handle_not_the_cores_store() {
+    for (seed, faults) in [(3, &[][..]), (6, &faults::ALL[..]), (12, &faults::ALL[..])] {
+        let out = run(cfg(seed, faults));
+        assert!(out.failure.is_none(), "seed {seed}: {:?}", out.failure);
+        assert!(out.ns_ios > 100, "seed {seed}: {} I/Os moved", out.ns_ios);
+        assert_eq!(out.store_ios, 0, "seed {seed}: I/Os on the core's store ({})", out.line(seed));
+    }
+}
+
 #[test]
 fn each_fault_kind_alone_passes_and_shows() {
     for (i, k) in faults::ALL.iter().enumerate() {

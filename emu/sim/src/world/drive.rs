@@ -110,6 +110,12 @@ impl Sim {
         w.out.recoveries += recoveries;
         let replaced = w.targets.iter().flatten().map(|t| t.svc.target.stats().groups_replaced).sum::<u64>();
         w.out.groups_replaced += replaced;
+        for j in 0..w.targets.len() {
+            if let Some(mut t) = w.targets[j].take() {
+                w.count_ns_ios(j, &mut t);
+                w.targets[j] = Some(t);
+            }
+        }
         let frames = w.fabric.stats().sent;
         w.out.frames = frames;
         w.out.mtu_drops = w.fabric.mtu_drops();
