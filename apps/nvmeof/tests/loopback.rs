@@ -139,7 +139,7 @@ fn connect_identify_and_verified_io_qd1_qd32() {
         got = host.poll(&mut hd, w.now, &mut done).unwrap();
     }
     assert!(done[0].status.is_success());
-    assert!(w.target.core.namespace_dev(SUBNQN, 1).unwrap().data[..4096].iter().all(|&b| b == 0));
+    assert!(w.target.core.namespace_dev(SUBNQN, 1).unwrap().data.borrow()[..4096].iter().all(|&b| b == 0));
 
     // Logs: SMART counts and an empty-ish changed NS list.
     let mut smart = [0u8; 512];
@@ -158,6 +158,25 @@ fn connect_identify_and_verified_io_qd1_qd32() {
     assert_eq!(w.target.queues(), 0);
     let res = w.tdev.dev.resources();
     assert_eq!((res.qps, res.cqs, res.mrs, res.bufs), (0, 0, 0, 0), "target freed everything");
+}
+
+/// The tests' `RamDisk` makes a handle per poll group (on the same blocks): over 2 groups,
+/// verified Reads and Writes on 2 I/O queues move their data through the groups' handles
+/// only, the core's store itself moving none.
+#[test]
+fn ram_disk_io_runs_on_the_poll_groups_handles_not_the_cores_store() {
+    let fabric = SoftFabric::new();
+    let mut w = make_world(&fabric, 8192, &[HOSTNQN]);
+    w.target.set_poll_groups(2);
+    let mut hd = host_dev(&fabric);
+    let mut host = Host::connect(&mut hd, &mut w, host_cfg(), SUBNQN).expect("connect");
+    let (reads, writes) = verified_io(&mut host, &mut hd, &mut w, 2_000, 8, 11);
+    assert!(reads > 500 && writes > 500);
+    let handles: Vec<u64> = w.target.namespace_handles(SUBNQN, 1).map(|h| h.dma_bytes).collect();
+    assert_eq!(handles.len(), 2, "a handle per group");
+    assert!(handles.iter().all(|&b| b > 0), "each group's handle moved data: {handles:?}");
+    assert_eq!(w.target.core.namespace_dev(SUBNQN, 1).unwrap().dma_bytes, 0, "the core's store moved none");
+    assert_eq!(w.target.core_stats().reads, reads);
 }
 
 #[test]

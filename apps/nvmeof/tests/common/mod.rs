@@ -189,19 +189,24 @@ pub fn unmapped_buf(len: usize) -> (testbed::SimDma, DmaSlice) {
     (region, slice)
 }
 
-/// A RAM namespace whose "DMA" goes through the node's memory map.
+/// A RAM namespace whose "DMA" goes through the node's memory map. Its I/O handles (a poll
+/// group's, `BlockDevice::io_handle`) share its blocks and its map (so a buffer the map lacks
+/// fails on a handle as on the store), each with its own completions and byte count, as a
+/// RAM namespace's handles share its memory.
 pub struct RamDisk {
     pub mem: MemMap,
-    pub data: Vec<u8>,
+    pub data: Rc<RefCell<Vec<u8>>>,
     pub bs: u32,
+    pub blocks: u64,
     pub done: VecDeque<BlockDone>,
-    /// Bytes moved between the disk and DMA buffers (the device's DMA, not the target's CPU).
+    /// Bytes moved between the disk and DMA buffers (the device's DMA, not the target's CPU)
+    /// by this value (the store, or one handle).
     pub dma_bytes: u64,
 }
 
 impl RamDisk {
     pub fn new(mem: MemMap, blocks: u64, bs: u32) -> Self {
-        RamDisk { mem, data: vec![0; (blocks * bs as u64) as usize], bs, done: VecDeque::new(), dma_bytes: 0 }
+        RamDisk { mem, data: Rc::new(RefCell::new(vec![0; (blocks * bs as u64) as usize])), bs, blocks, done: VecDeque::new(), dma_bytes: 0 }
     }
 }
 
@@ -210,7 +215,7 @@ impl BlockDevice for RamDisk {
         self.bs
     }
     fn num_blocks(&self) -> u64 {
-        self.data.len() as u64 / self.bs as u64
+        self.blocks
     }
     fn max_transfer_blocks(&self) -> u32 {
         1 << 16
@@ -219,11 +224,12 @@ impl BlockDevice for RamDisk {
         check_io(io, self.bs, self.num_blocks(), self.max_transfer_blocks())?;
         let off = (io.lba * self.bs as u64) as usize;
         let len = io.blocks as usize * self.bs as usize;
+        let mut data = self.data.borrow_mut();
         let ok = match io.op {
-            BlockOp::Read => self.mem.write(io.buf.paddr(), &self.data[off..off + len]),
-            BlockOp::Write => self.mem.read(io.buf.paddr(), &mut self.data[off..off + len]),
+            BlockOp::Read => self.mem.write(io.buf.paddr(), &data[off..off + len]),
+            BlockOp::Write => self.mem.read(io.buf.paddr(), &mut data[off..off + len]),
             BlockOp::WriteZeroes | BlockOp::Deallocate => {
-                self.data[off..off + len].fill(0);
+                data[off..off + len].fill(0);
                 true
             }
             BlockOp::Flush => true,
@@ -242,6 +248,10 @@ impl BlockDevice for RamDisk {
             *o = d;
         }
         n
+    }
+    /// A disk on the same blocks and map with its own completions and byte count.
+    fn io_handle(&mut self) -> Result<Self, BlockError> {
+        Ok(RamDisk { mem: self.mem.clone(), data: Rc::clone(&self.data), bs: self.bs, blocks: self.blocks, done: VecDeque::new(), dma_bytes: 0 })
     }
 }
 
