@@ -910,8 +910,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         if aers_sent {
             for gi in 0..self.groups.len() {
-                let (sh, core, g) = self.turn_parts(gi);
-                sh.take_aers(core, g, gi);
+                let (sh, _, g) = self.turn_parts(gi);
+                sh.take_aers(g, gi);
                 if g.owner_due {
                     self.owner_step(verbs, gi, now_ns);
                 }
@@ -992,7 +992,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             let (tag, st) = self.groups[gi].block_done[i];
             let gt = WrId::from_raw(tag).group();
             let Some(g) = self.groups.get_mut(gt) else { continue };
-            self.shared.on_block_done(&mut self.core, g, tag, st);
+            self.shared.on_block_done(g, tag, st);
             if g.owner_due {
                 self.owner_step(verbs, gt, self.now_ns);
             }

@@ -20,7 +20,7 @@ impl TurnShared {
     /// `rc::outstanding_read_limit_respected`; Linux's nvmet-rdma likewise posts its READs
     /// bounded only by send queue room). The send queue has room for a READ per slot
     /// (`sq_depth`).
-    pub(super) fn post_read<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
+    pub(super) fn post_read<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         if let Some(listed) = c.list_turn_write(s) {
             g.has_turn_writes = true;
@@ -39,11 +39,11 @@ impl TurnShared {
             g.io.held_slot_reads += 1;
             return;
         }
-        self.post_slot_read(core, g, ci, s);
+        self.post_slot_read(g, ci, s);
     }
 
     /// Write slot `s`'s RDMA READ into its slot buffer (unrung).
-    fn post_slot_read<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) -> bool {
+    fn post_slot_read<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) -> bool {
         let c = g.conns[ci.i].as_mut().expect("live");
         let Some(Sgl::Keyed { addr, len, key, .. }) = c.slots[s as usize].sgl else { return true };
         c.reads_posted += 1;
@@ -53,17 +53,17 @@ impl TurnShared {
         if g.post_deferred(ci.i, qpn, listed, &wr) {
             return true;
         }
-        self.close_queue(core, g, ci, true);
+        self.close_queue(g, ci, true);
         false
     }
 
     /// Write queue `ci`'s held READs (unrung: the caller's doorbell rings them). False if the
     /// queue was torn down.
-    pub(super) fn post_held_reads<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt) -> bool {
+    pub(super) fn post_held_reads<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt) -> bool {
         let n = g.conns[ci.i].as_ref().map_or(0, |c| c.held_reads.len());
         for i in 0..n {
             let s = g.conns[ci.i].as_ref().expect("live").held_reads[i];
-            if !self.post_slot_read(core, g, ci, s) {
+            if !self.post_slot_read(g, ci, s) {
                 return false;
             }
         }
@@ -79,27 +79,27 @@ impl TurnShared {
     /// turn's Writes cost its one doorbell and their READ completions none. The cost: a
     /// response, and every later work request of the queue (e.g. a Read's data and response
     /// of the next turn), waits for all READs before it, not just its own.
-    pub(super) fn answer_turn_writes<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize) {
+    pub(super) fn answer_turn_writes<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, gi: usize) {
         // Most turns have none (reads): one flag (the caller's), no pass over the queues.
         g.has_turn_writes = false;
         if g.unrung_overflow {
             let hi = g.hi;
             for i in 0..hi {
-                self.answer_queue_writes(core, g, QueueAt { g: gi, i });
+                self.answer_queue_writes(g, QueueAt { g: gi, i });
             }
             return;
         }
         // A queue's answer may tear it down, never list another: the list only shrinks.
         let mut k = 0;
         while let Some(&i) = g.unrung.get(k) {
-            self.answer_queue_writes(core, g, QueueAt { g: gi, i: i as usize });
+            self.answer_queue_writes(g, QueueAt { g: gi, i: i as usize });
             k += 1;
         }
     }
 
     /// Queue `ci`'s Writes of this turn: first the READs, then the responses, of the same
     /// slots (those `turn_write` takes: one filter for both passes).
-    fn answer_queue_writes<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt) {
+    fn answer_queue_writes<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt) {
         let Some(c) = g.conns[ci.i].as_mut() else { return };
         let n = c.turn_writes.len();
         if n == 0 || c.draining {
@@ -126,7 +126,7 @@ impl TurnShared {
             let wr = SendWr { wr_id: wr_id(ci, c.gen, Kind::AnsweredRead, s), op, sge, signaled: false, fence: false, ud: None };
             let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
             if !g.post_deferred(ci.i, qpn, listed, &wr) {
-                self.close_queue(core, g, ci, true);
+                self.close_queue(g, ci, true);
                 return;
             }
         }
@@ -135,7 +135,7 @@ impl TurnShared {
             let s = c.turn_writes[i];
             let t0 = c.slots[s as usize].t0;
             g.io.fenced_responses += 1;
-            self.respond_fenced(core, g, ci, s, Status::SUCCESS, 0, 0, t0, true, None);
+            self.respond_fenced(g, ci, s, Status::SUCCESS, 0, 0, t0, true, None);
         }
         if let Some(c) = g.conns[ci.i].as_mut() {
             c.turn_writes.clear();
@@ -145,7 +145,7 @@ impl TurnShared {
     /// A zero-copy Write: once nothing in flight overlaps its blocks but its own queue's
     /// zero-copy Writes (posted before it on the same QP: their data lands first), claim them
     /// and RDMA READ the host's data straight into namespace memory.
-    pub(super) fn fetch_direct<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
+    pub(super) fn fetch_direct<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &c.slots[s as usize];
         let (addr, len, gen) = (slot.direct_addr, slot.write.map_or(0, |w| w.len()) as u64, c.gen);
@@ -166,7 +166,7 @@ impl TurnShared {
                         g.has_turn_writes = true;
                         g.list_unrung(ci.i, listed);
                     }
-                    None => self.post_read(core, g, ci, s),
+                    None => self.post_read(g, ci, s),
                 }
             }
             _ => {
@@ -178,26 +178,26 @@ impl TurnShared {
                 let (q, cid, nsid, t0) = (c.q, slot.sqe.cid.get(), slot.sqe.nsid.get(), slot.t0);
                 g.nsio.note_error(&q, cid, Status::INTERNAL, nsid);
                 g.owner_due = true;
-                self.respond(core, g, ci, s, Status::INTERNAL, 0, 0, t0);
+                self.respond(g, ci, s, Status::INTERNAL, 0, 0, t0);
             }
         }
     }
 
     /// RDMA WRITE `src` to the host buffer of slot `s`'s keyed SGL.
-    pub(super) fn post_write<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, src: Sge) -> bool {
+    pub(super) fn post_write<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, src: Sge) -> bool {
         let c = g.conns[ci.i].as_mut().expect("live");
         let Some(wr) = c.write_wr(ci, s, src) else { return true };
         let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
         if g.post_deferred(ci.i, qpn, listed, &wr) {
             return true;
         }
-        self.close_queue(core, g, ci, true);
+        self.close_queue(g, ci, true);
         false
     }
 
     /// A block completion (`tag`, the store's status `st`) of one of group `g`'s commands
     /// ([`WrId::tag`] names the group: the caller hands that one).
-    pub(super) fn on_block_done<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, tag: u64, st: Status) {
+    pub(super) fn on_block_done<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, tag: u64, st: Status) {
         let id = WrId::from_raw(tag);
         let (ci, gen, s) = (QueueAt { g: id.group(), i: id.conn() }, id.gen(), id.slot());
         let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
@@ -215,12 +215,12 @@ impl TurnShared {
         if slot.pending > 0 {
             return;
         }
-        self.block_done(core, g, ci, s);
+        self.block_done(g, ci, s);
     }
 
     /// Slot `s`'s block I/O is done (its last completion, or the store did it at once,
     /// `Action::ReadyDirect`): a Read's data goes to the host, anything else is answered.
-    pub(super) fn block_done<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
+    pub(super) fn block_done<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &c.slots[s as usize];
         let (status, t0, opcode) = (slot.status, slot.t0, slot.sqe.opcode);
@@ -238,17 +238,17 @@ impl TurnShared {
             g.nsio.note_error(&q, cid, status, nsid);
             g.owner_due = true;
         } else if opcode == io_op::READ {
-            self.send_read(core, g, ci, s);
+            self.send_read(g, ci, s);
             return;
         }
-        self.respond(core, g, ci, s, status, 0, 0, t0);
+        self.respond(g, ci, s, status, 0, 0, t0);
     }
 
     /// A Read's data is ready: RDMA WRITE it to the host and respond. A zero-copy Read waits
     /// while a zero-copy Write is still landing in its blocks. Inlined into `block_done`, which
     /// has the queue at hand already (not fetched twice per Read).
     #[inline(always)]
-    pub(super) fn send_read<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
+    pub(super) fn send_read<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
@@ -265,25 +265,25 @@ impl TurnShared {
         // Its RDMA WRITE (as `post_write`, on the queue already at hand), written with the
         // response by one data-path call.
         let write = c.write_wr(ci, s, src);
-        self.respond_fenced(core, g, ci, s, status, 0, 0, t0, false, write.as_ref());
+        self.respond_fenced(g, ci, s, status, 0, 0, t0, false, write.as_ref());
     }
 
     /// Group `g`'s (number `gi`) look at its ring of AER completions from the owner
     /// ([`AerDone`]): each answered on its queue (a queue gone since is skipped). Returns how
     /// many.
-    pub(super) fn take_aers<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize) -> usize {
+    pub(super) fn take_aers<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, gi: usize) -> usize {
         let mut n = 0;
         while let Some(a) = g.aer_rx.pop() {
             n += 1;
             let tag = WrId::tag(gi, a.conn as usize, a.gen, Kind::Aer, a.cid).raw();
-            self.complete_aer(core, g, tag, a.dw0);
+            self.complete_aer(g, tag, a.dw0);
         }
         n
     }
 
     /// Complete an AER of group `g`'s queue (`tag`, as [`RdmaTarget::execute_forwarded`] gave the
     /// core) with `dw0`.
-    pub(super) fn complete_aer<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, tag: u64, dw0: u32) {
+    pub(super) fn complete_aer<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, tag: u64, dw0: u32) {
         let id = WrId::from_raw(tag);
         let (ci, gen, cid) = (QueueAt { g: id.group(), i: id.conn() }, id.gen(), id.slot());
         let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
@@ -311,21 +311,21 @@ impl TurnShared {
         };
         let (qpn, listed) = (c.qpn, core::mem::replace(&mut c.unrung, true));
         if !g.post_deferred(ci.i, qpn, listed, &wr) {
-            self.close_queue(core, g, ci, true);
+            self.close_queue(g, ci, true);
         }
     }
 
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) fn respond<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
-        self.respond_fenced(core, g, ci, s, status, dw0, dw1, t0, false, None);
+    pub(super) fn respond<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64) {
+        self.respond_fenced(g, ci, s, status, dw0, dw1, t0, false, None);
     }
 
     /// Answer slot `s` (its SEND `fence`d behind the queue's outstanding READs when asked, or
     /// after a Read's RDMA WRITE `write`, the two written by one data-path call) and free the
     /// slot.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn respond_fenced<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64, fence: bool, write: Option<&SendWr>) {
+    pub(super) fn respond_fenced<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, status: Status, dw0: u32, dw1: u32, t0: u64, fence: bool, write: Option<&SendWr>) {
         let c = g.conns[ci.i].as_mut().expect("live");
         let (cid, sgl, range, opcode) = {
             let sl = &c.slots[s as usize];
@@ -380,7 +380,7 @@ impl TurnShared {
             None => g.post_deferred(ci.i, qpn, listed, &wr),
         };
         if !posted {
-            self.close_queue(core, g, ci, true);
+            self.close_queue(g, ci, true);
             return;
         }
         if let Some(f) = self.clock {
@@ -402,7 +402,7 @@ impl TurnShared {
             g.io.held_retry_doorbells += (g.unrung.len() - listed) as u64;
         }
         if g.has_turn_writes {
-            self.answer_turn_writes(core, g, gi);
+            self.answer_turn_writes(g, gi);
         }
         match g.flush() {
             Ok(n) => g.io.posts += n as u64,
@@ -412,25 +412,25 @@ impl TurnShared {
                 log::warn!("nvmeof: rdma: SRQ re-post failed: {e:?}");
             }
         }
-        self.ring_doorbells(core, g, gi);
+        self.ring_doorbells(g, gi);
     }
 
     /// One send doorbell per QP of group `g` (number `gi`) that had WRs written this turn.
-    fn ring_doorbells<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize) {
+    fn ring_doorbells<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, gi: usize) {
         if core::mem::replace(&mut g.unrung_overflow, false) {
             g.unrung.clear();
             let hi = g.hi;
             for i in 0..hi {
-                self.ring_one(core, g, QueueAt { g: gi, i });
+                self.ring_one(g, QueueAt { g: gi, i });
             }
             return;
         }
         while let Some(i) = g.unrung.pop() {
-            self.ring_one(core, g, QueueAt { g: gi, i: i as usize });
+            self.ring_one(g, QueueAt { g: gi, i: i as usize });
         }
     }
 
-    fn ring_one<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt) {
+    fn ring_one<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt) {
         let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
         if !c.unrung {
             return;
@@ -442,7 +442,7 @@ impl TurnShared {
         if !c.held_reads.is_empty() {
             // Under this doorbell with the rest of the turn's work requests.
             c.unrung = true;
-            let ok = self.post_held_reads(core, g, ci);
+            let ok = self.post_held_reads(g, ci);
             let Some(c) = g.conns[ci.i].as_mut().filter(|_| ok) else { return };
             c.unrung = false;
         }
@@ -450,7 +450,7 @@ impl TurnShared {
         g.io.send_doorbells += 1;
         if g.rings.ring_send(c.qpn).is_err() {
             g.io.post_errors += 1;
-            self.close_queue(core, g, ci, true);
+            self.close_queue(g, ci, true);
         }
     }
 }

@@ -35,7 +35,7 @@ impl TurnShared {
             // QP is in error: the range this completion carries ends (the close keeps those
             // of the work requests still to complete).
             self.end_stale(id, ci, gen);
-            self.close_queue(core, g, ci, true);
+            self.close_queue(g, ci, true);
             return;
         }
         if s >= depth && kind != Some(Kind::Aer) {
@@ -64,7 +64,7 @@ impl TurnShared {
                     self.inflight.remove(r, ci, gen);
                 }
                 if close_after_send {
-                    self.close_queue(core, g, ci, true);
+                    self.close_queue(g, ci, true);
                 }
             }
             _ => {}
@@ -112,7 +112,7 @@ impl TurnShared {
                     g.io.wc_errors += 1;
                     log::warn!("nvmeof: rdma: {qpn:?} receive completion error {status:?}");
                 }
-                self.close_queue(core, g, ci, true);
+                self.close_queue(g, ci, true);
             }
             return;
         };
@@ -151,7 +151,7 @@ impl TurnShared {
                     let (q, cid, nsid, t0) = (c.q, slot.sqe.cid.get(), slot.sqe.nsid.get(), slot.t0);
                     g.nsio.note_error(&q, cid, Status::INTERNAL, nsid);
                     g.owner_due = true;
-                    self.respond(core, g, ci, s, Status::INTERNAL, 0, 0, t0);
+                    self.respond(g, ci, s, Status::INTERNAL, 0, 0, t0);
                     return;
                 };
                 slot.range = r;
@@ -162,7 +162,7 @@ impl TurnShared {
         // On the group's own handle of the namespace (the core's store when it has none).
         let tag = block_tag(ci, gen, Kind::Block, s);
         let action = g.nsio.write_fetched(core, &w, buf, tag);
-        self.on_action(core, g, ci, s, action);
+        self.on_action(g, ci, s, action);
     }
 
     pub(super) fn on_capsule<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, byte_len: u32, now_ns: u64) {
@@ -194,7 +194,7 @@ impl TurnShared {
                 let (cid, nsid) = (sqe.cid.get(), sqe.nsid.get());
                 g.nsio.note_error(&c.q, cid, st, nsid);
                 g.owner_due = true;
-                self.respond(core, g, ci, s, st, 0, 0, 0);
+                self.respond(g, ci, s, st, 0, 0, 0);
             }
             Ok(()) => self.execute(core, g, ci, s, now_ns),
         }
@@ -214,8 +214,8 @@ impl TurnShared {
             let resume = slot.resume;
             match resume {
                 Resume::Execute => self.execute(core, g, ci, s, now_ns),
-                Resume::Fetch => self.fetch_direct(core, g, ci, s),
-                Resume::Send => self.send_read(core, g, ci, s),
+                Resume::Fetch => self.fetch_direct(g, ci, s),
+                Resume::Send => self.send_read(g, ci, s),
                 Resume::Place => self.data_in(core, g, ci, s, now_ns),
             }
         }
@@ -225,7 +225,7 @@ impl TurnShared {
     /// the owner ([`PollGroup::forward`]: it may need every queue's counts, device memory for
     /// Connect, or close a reset controller's queues in other groups).
     pub(super) fn execute<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64) {
-        self.command_action(core, g, ci, s, now_ns, |sh, core, g, action| sh.on_action(core, g, ci, s, action));
+        self.command_action(core, g, ci, s, now_ns, |sh, _, g, action| sh.on_action(g, ci, s, action));
     }
 
     /// Hand slot `s`'s command to the core and its answer to `then`, unless it is held (it
@@ -289,8 +289,9 @@ impl TurnShared {
                     // Cannot happen (see `SubmittedDirect`): the command fails, memory untouched.
                     g.io.range_overflow += 1;
                     let (q, cid, nsid, t0) = (c.q, sqe.cid.get(), sqe.nsid.get(), c.slots[s as usize].t0);
-                    core.record_error(&q, cid, Status::INTERNAL, nsid);
-                    self.respond(core, g, ci, s, Status::INTERNAL, 0, 0, t0);
+                    g.nsio.note_error(&q, cid, Status::INTERNAL, nsid);
+                    g.owner_due = true;
+                    self.respond(g, ci, s, Status::INTERNAL, 0, 0, t0);
                     return;
                 };
                 c.slots[s as usize].range = r;
@@ -318,13 +319,12 @@ impl TurnShared {
 
     /// Carry out the core's answer for slot `s` (or the owner's to a forwarded command, whose
     /// data and admission are done before: [`TurnShared::take_forward_answers`]).
-    pub(super) fn on_action<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, action: Action) {
+    pub(super) fn on_action<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, action: Action) {
         match action {
             Action::Respond { status, dw0, dw1, out_len } => {
                 let c = g.conns[ci.i].as_mut().expect("live");
                 let slot = &c.slots[s as usize];
                 let (sqe, t0, fetched_write) = (slot.sqe, slot.t0, slot.write.is_some());
-                let sgl = slot.sgl.unwrap_or(Sgl::Inline { offset: 0, len: 0 });
                 if status.is_success() && sqe.opcode == FABRICS_OPCODE && sqe.fctype() == fctype::DISCONNECT {
                     c.close_after_send = true;
                 }
@@ -334,19 +334,10 @@ impl TurnShared {
                     g.nsio.note_error(&q, sqe.cid.get(), status, sqe.nsid.get());
                     g.owner_due = true;
                 }
-                if status.is_success() && out_len > 0 {
-                    let n = core::cmp::min(out_len as usize, sgl.len() as usize);
-                    if let Sgl::Keyed { .. } = sgl {
-                        c.data.write(c.data_off(s), &core.out()[..n]);
-                        g.io.admin_copy_bytes += n as u64;
-                        let c = g.conns[ci.i].as_ref().expect("live");
-                        let src = Sge { addr: c.data.paddr() + c.data_off(s) as u64, len: n as u32, lkey: c.data_lkey };
-                        if !self.post_write(core, g, ci, s, src) {
-                            return;
-                        }
-                    }
-                }
-                self.respond(core, g, ci, s, status, dw0, dw1, t0);
+                // Controller-to-host data comes only with an admin or Fabrics command's answer,
+                // the owner's, which carries it (`take_forward_answers`): an I/O command's has none.
+                debug_assert_eq!(out_len, 0, "an I/O command answered with data");
+                self.respond(g, ci, s, status, dw0, dw1, t0);
             }
             Action::Submitted { count } => {
                 let c = g.conns[ci.i].as_mut().expect("live");
@@ -384,10 +375,10 @@ impl TurnShared {
                 if ready {
                     // The store is done already: on as its completion would go (one path).
                     slot.pending = 0;
-                    self.block_done(core, g, ci, s);
+                    self.block_done(g, ci, s);
                 }
             }
-            Action::Fetch(Fetch::Payload) => self.post_read(core, g, ci, s),
+            Action::Fetch(Fetch::Payload) => self.post_read(g, ci, s),
             Action::Fetch(Fetch::Write(w)) => {
                 let c = g.conns[ci.i].as_mut().expect("live");
                 c.slots[s as usize].write = Some(w);
@@ -395,15 +386,15 @@ impl TurnShared {
                     Some(buf) if w.len() as u64 <= c.pmtu as u64 * w.blocks() as u64 => {
                         g.io.direct_writes += 1;
                         c.slots[s as usize].direct_addr = buf.paddr();
-                        self.fetch_direct(core, g, ci, s);
+                        self.fetch_direct(g, ci, s);
                     }
                     // A block would span packets: into the slot buffer, copied once all of it
                     // is there (`data_in`).
                     Some(_) => {
                         g.io.staged_writes += 1;
-                        self.post_read(core, g, ci, s);
+                        self.post_read(g, ci, s);
                     }
-                    None => self.post_read(core, g, ci, s),
+                    None => self.post_read(g, ci, s),
                 }
             }
             Action::Hold => {

@@ -275,7 +275,7 @@ impl TurnShared {
     /// admitted Connect's data buffers taken in. A queue closed since (its close waits for the
     /// answer) takes the buffers to be freed with it and answers nothing; a controller a
     /// Connect joined it to meanwhile learns it is gone. Returns how many.
-    pub(super) fn take_forward_answers<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize) -> usize {
+    pub(super) fn take_forward_answers<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, gi: usize) -> usize {
         let mut n = 0;
         while let Some(a) = g.fwd.rx.pop() {
             n += 1;
@@ -304,11 +304,7 @@ impl TurnShared {
                 c.slots[s as usize].state = SlotState::Idle;
                 if joined {
                     let q = c.q;
-                    if q.qid == 0 {
-                        core.queue_gone(&q);
-                    } else {
-                        g.tell_queue_gone(&q);
-                    }
+                    g.tell_queue_gone(&q);
                 }
                 g.free_queue(ci);
                 continue;
@@ -320,7 +316,7 @@ impl TurnShared {
                         c.data.write(c.data_off(s), &g.fwd.buf[..len]);
                         g.io.admin_copy_bytes += len as u64;
                         let src = Sge { addr: c.data.paddr() + c.data_off(s) as u64, len: len as u32, lkey: c.data_lkey };
-                        if !self.post_write(core, g, ci, s, src) {
+                        if !self.post_write(g, ci, s, src) {
                             continue;
                         }
                     }
@@ -329,7 +325,7 @@ impl TurnShared {
                 Reply::Fetch => Action::Fetch(Fetch::Payload),
                 Reply::Hold => Action::Hold,
             };
-            self.on_action(core, g, ci, s, action);
+            self.on_action(g, ci, s, action);
         }
         n
     }
@@ -405,8 +401,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let put = fwd.bytes_tx.push_bytes(&self.core.out()[..len]).is_ok() && fwd.tx.push(a).is_ok();
         debug_assert!(put, "rings back to a group full");
         // The group's turn takes its answer (on a thread of its own: its next turn's look).
-        let (sh, core, g) = self.turn_parts(gi);
-        sh.take_forward_answers(core, g, gi);
+        let (sh, _, g) = self.turn_parts(gi);
+        sh.take_forward_answers(g, gi);
         self.close_ctrls_elsewhere(gi);
         if matches!(reply, Reply::Respond { .. }) && sqe.opcode == FABRICS_OPCODE {
             // A Property Set may have reset the controller: drop its I/O queues.

@@ -1,12 +1,12 @@
-//! An I/O queue a poll group's turn closed, as it reaches the device's owner: a record of its
+//! A queue a poll group's turn closed, as it reaches the device's owner: a record of its
 //! identity and last counts on the group's ring of closed queues, which the owner hands to
-//! `Core::queue_gone` when it drains the ring (README, "NVMe-oF target poll groups on their
+//! `Core::queue_gone` when it drains the ring (an admin queue's frees its controller) (README, "NVMe-oF target poll groups on their
 //! own CPUs").
 
 use super::handoff::{Record, MAX_WORDS};
 use crate::nvmet::{auth::Gate, CtrlSlot, QueueCounters, QueueState};
 
-/// What `Core::queue_gone` reads of a closed I/O queue: its QID, controller (ID and slot),
+/// What `Core::queue_gone` reads of a closed queue: its QID, controller (ID and slot),
 /// authentication gate and its counts not yet folded into the controller. Eight words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct GoneQueue {

@@ -253,9 +253,9 @@ pub(super) struct PollGroup<V: GroupVerbs, B> {
     /// draining its `Mem`, [`OwnerEnds::take_index`]), and the group one `Broken` in its life and one `ArmSrq`
     /// (its limit fires once per arming). A push never allocates.
     pub(super) gone: Producer<ToOwner>,
-    /// The I/O queues this group's turns closed, for the owner's `Core::queue_gone`
+    /// The queues this group's turns closed, for the owner's `Core::queue_gone`
     /// ([`OwnerEnds::take_gone_queues`]): the group's end of its ring of [`GoneQueue`] records,
-    /// room for one per queue index (an index is staged again only after the owner drained
+    /// room for one per queue index (one per queue that joined a controller; an index is staged again only after the owner drained
     /// its `Mem`, and it drains this ring first).
     gone_queues: Producer<GoneQueue>,
     /// The group's end of the ring back from the owner ([`ToGroup`]; the owner's ends are
@@ -392,9 +392,9 @@ impl<V: GroupVerbs> OwnerEnds<V> {
         Some(i)
     }
 
-    /// The I/O queues the group's turns closed since the last call, each handed to
+    /// The queues the group's turns closed since the last call, each handed to
     /// `core.queue_gone` (its last counts into its controller, its I/O queue slot and
-    /// authentication session freed); how many. The owner's, before anything that reads those
+    /// authentication session freed; an admin queue's controller freed); how many. The owner's, before anything that reads those
     /// (its other records of the group, a forwarded command, the keep-alive check, a fold).
     pub(super) fn take_gone_queues<B: BlockDevice>(&mut self, core: &mut Core<B>) -> usize {
         let mut n = 0;
@@ -734,9 +734,13 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
         self.owner_bell.ring();
     }
 
-    /// Put closed I/O queue `q` on the group's ring of closed queues for the owner's
-    /// `Core::queue_gone` ([`PollGroup::gone_queues`]; room reserved).
+    /// Put closed queue `q` on the group's ring of closed queues for the owner's
+    /// `Core::queue_gone` ([`PollGroup::gone_queues`]; room reserved). A queue that joined no
+    /// controller (its Connect unanswered or refused) leaves the core nothing to do: no record.
     pub(super) fn tell_queue_gone(&mut self, q: &QueueState) {
+        if q.cntlid.is_none() {
+            return;
+        }
         let listed = self.gone_queues.push(GoneQueue::of(q)).is_ok();
         debug_assert!(listed, "ring of closed queues full");
         self.owner_bell.ring();

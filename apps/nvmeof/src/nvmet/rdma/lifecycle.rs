@@ -223,7 +223,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// other groups.
     pub(super) fn close_queue(&mut self, ci: QueueAt, notify_cm: bool) {
         let Some(g) = self.groups.get_mut(ci.g) else { return };
-        self.shared.close_queue(&mut self.core, g, ci, notify_cm);
+        self.shared.close_queue(g, ci, notify_cm);
         self.close_ctrls_elsewhere(ci.g);
         if let Some(g) = self.groups.get_mut(ci.g) {
             g.owner_due = self.ends.get(ci.g).is_some_and(|e| !e.fwd.is_empty()) || g.nsio.has_notes();
@@ -237,12 +237,12 @@ impl TurnShared {
     /// its controller in group `g`; those in other groups are the owner's to close,
     /// [`PollGroup::closed_ctrl`]), without the device: the queue stops taking work, its
     /// held commands and the zero-copy ranges of those with nothing in flight are forgotten, its group stops finding it by QPN, the
-    /// core forgets it (an admin queue at once, its controller freed; an I/O queue when the
-    /// owner drains its record, [`OwnerEnds::take_gone_queues`]), and its QP is put on its group's [`PollGroup::gone`] ring for the owner
+    /// core forgets it (an admin queue's controller freed with it) when the owner drains its
+    /// record ([`OwnerEnds::take_gone_queues`]), and its QP is put on its group's [`PollGroup::gone`] ring for the owner
     /// to destroy. Completions its QP still delivers find no queue (a receive's buffer goes
     /// back; a response's range ends, [`TurnShared::end_stale`]).
     #[cold]
-    pub(super) fn close_queue<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, notify_cm: bool) {
+    pub(super) fn close_queue<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, notify_cm: bool) {
         let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()) else { return };
         if c.draining {
             return;
@@ -271,15 +271,9 @@ impl TurnShared {
         g.tell_owner(ToOwner::Qp(qpn, ci.i as u16));
         g.io.conns_closed += 1;
         log::info!("nvmeof: rdma: queue {} on {} closed", q.qid, qpn);
-        if q.qid == 0 {
-            // Its controller is freed now: the turn reads that at once (the group's queues of
-            // it below, `refresh_enabled`).
-            core.queue_gone(&q);
-        } else {
-            // Its last counts, I/O queue slot and authentication session: the owner's, when it
-            // drains the group's ring ([`OwnerEnds::take_gone_queues`]).
-            g.tell_queue_gone(&q);
-        }
+        // Its last counts, I/O queue slot (an admin queue: its controller) and authentication
+        // session: the owner's, when it drains the group's ring ([`OwnerEnds::take_gone_queues`]).
+        g.tell_queue_gone(&q);
         g.free_queue(ci);
         if q.qid == 0 {
             if let Some(id) = q.cntlid {
@@ -290,14 +284,12 @@ impl TurnShared {
                 // initiators).
                 for i in 0..g.hi {
                     if g.conns[i].as_ref().is_some_and(|o| !o.draining && o.q.cntlid == Some(id)) {
-                        self.close_queue(core, g, QueueAt { g: ci.g, i }, true);
+                        self.close_queue(g, QueueAt { g: ci.g, i }, true);
                     }
                 }
+                // The group's queues of it (closing, some with commands still to finish) execute
+                // no more I/O; the other groups' are the owner's (`RdmaTarget::owner_step`).
                 g.closed_ctrl(id);
-                // Its controller is freed: the group's queues of it (closing, some with
-                // commands still to finish) execute no more I/O; the other groups' are
-                // refreshed by the owner (`RdmaTarget::owner_step`).
-                g.refresh_enabled(core);
             }
         }
     }
@@ -354,7 +346,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         n
     }
 
-    /// The I/O queues the groups' turns closed, handed to the core ([`OwnerEnds::take_gone_queues`],
+    /// The queues the groups' turns closed, handed to the core ([`OwnerEnds::take_gone_queues`],
     /// group by group): before a forwarded command (a Connect takes a freed I/O queue slot or
     /// controller ID), a fold of the queues' counts and the owner's other records. Slow path.
     pub(super) fn take_gone_queues(&mut self) -> usize {
@@ -415,6 +407,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             Some(ci) => self.teardown(verbs, ci, true),
             None => self.core.remove_ctrl(id),
         }
+        // Its admin queue's record (inside `poll`, not drained yet) frees it now.
+        self.take_gone_queues();
         self.refresh_enabled();
     }
 
@@ -605,9 +599,14 @@ mod tests {
 
     /// A core of one subsystem, "nqn.t", any host, one null namespace.
     fn core_of_one_subsystem() -> Core<NullNamespace> {
+        core_of_one_subsystem_with(TargetConfig::default())
+    }
+
+    /// [`core_of_one_subsystem`] with configuration `cfg`.
+    fn core_of_one_subsystem_with(cfg: TargetConfig) -> Core<NullNamespace> {
         let ns = NamespaceConfig { nsid: 1, dev: NullNamespace::new(2048, 512), nguid: [1; 16] };
         let subs = alloc::vec![SubsystemConfig { nqn: "nqn.t".into(), serial: "s".into(), model: "m".into(), hosts: alloc::vec![], allow_any_host: true, namespaces: alloc::vec![ns] }];
-        Core::new(TargetConfig::default(), subs).expect("core")
+        Core::new(cfg, subs).expect("core")
     }
 
     /// The connection of host QP `hq` at 10.0.0.1.
@@ -768,6 +767,55 @@ mod tests {
         let (c, r, w, br, bw) = before;
         assert_eq!(ctrl(&t), Some((c + 3, r + 2, w + 1, br + 16 * 512, bw + 8 * 512)), "the record's counts folded in");
         assert_eq!(connect_in_core(&mut t.core, &mut again, id), id, "QID 1 free again");
+    }
+
+    /// An admin queue a group closes frees its controller only through the owner's drain of
+    /// the group's ring of closed queues, as an I/O queue's last counts reach it: with the
+    /// group's half done (inside a turn, no drain), the controller (the target's only one) is
+    /// still there and a new admin Connect finds no room; after the owner's drain it is freed
+    /// and a new Connect gets a controller ID.
+    #[test]
+    fn a_closed_admin_queues_controller_is_freed_by_the_owners_drain() {
+        let f = SoftFabric::new();
+        let mut host = f.add_device([10, 0, 0, 1]);
+        let mut dev: SoftDevice = f.add_device([10, 0, 0, 2]);
+        let mut t = RdmaTarget::with_poll_groups(core_of_one_subsystem_with(TargetConfig { max_ctrls: 1, ..TargetConfig::default() }), 2, 1);
+        let cq = host.create_cq(16).expect("host CQ");
+        let (hq0, hq1) = (host.create_rc_qp(cq, cq, 16, 16).expect("host QP"), host.create_rc_qp(cq, cq, 16, 16).expect("host QP"));
+        let admin = t.accept(&mut dev, &crate::host::cm_req_private(0, 16), &host_attrs(hq0)).expect("accepted").qpn;
+        t.accept(&mut dev, &crate::host::cm_req_private(1, 16), &host_attrs(hq1)).expect("accepted");
+        assert_eq!(t.groups[0].take_new(&mut t.shared.inflight, 0), 2);
+        t.drain_gone(&mut dev);
+        // Its controller and I/O queue, connected in the core as the owner would (kept by the test).
+        let mut aq = t.groups[0].conns[0].as_ref().expect("the admin queue").q;
+        let id = connect_in_core(&mut t.core, &mut aq, 0xFFFF);
+        let mut q = t.groups[0].conns[1].as_ref().expect("the I/O queue").q;
+        assert_eq!(connect_in_core(&mut t.core, &mut q, id), id);
+        t.groups[0].conns[0].as_mut().expect("the admin queue").q = aq;
+        t.groups[0].conns[1].as_mut().expect("the I/O queue").q = q;
+        let refused = |t: &mut RdmaTarget<SoftDevice, NullNamespace>| {
+            let mut fresh = QueueState { peer_gid: aq.peer_gid, ..QueueState::new(0) };
+            let (sqe, d) = connect_command(0, 0xFFFF);
+            let data = DataIn { bytes: d.as_bytes(), buf: hal::DmaSlice::EMPTY, sgl_len: 1024, tag: 0, fetched: true };
+            matches!(t.core.execute(&mut fresh, &sqe, &data, 1_000), Action::Respond { status, .. } if !status.is_success())
+        };
+        assert!(refused(&mut t), "one controller at most");
+        assert!(q.enabled);
+        // A command of the I/O queue at the store keeps it until it completes.
+        t.groups[0].conns[1].as_mut().expect("the I/O queue").slots[0].state = SlotState::Executing;
+        // The group's half, as in a turn: the group closes the controller's queues and stops
+        // its I/O queue's I/O, the core still has the controller.
+        t.in_poll = true;
+        t.disconnected(&mut dev, admin);
+        t.in_poll = false;
+        let io = t.groups[0].conns[1].as_ref().expect("the I/O queue, its command at the store");
+        assert!(io.draining && !io.q.enabled, "its I/O queue closed with it and executing no more I/O");
+        assert!(t.core.ctrl(id).is_some(), "the controller waits for the owner's drain");
+        assert!(refused(&mut t), "no room for another yet");
+        t.drain_gone(&mut dev);
+        assert!(t.core.ctrl(id).is_none(), "freed by the drain");
+        let mut fresh = QueueState { peer_gid: aq.peer_gid, ..QueueState::new(0) };
+        assert_ne!(connect_in_core(&mut t.core, &mut fresh, 0xFFFF), 0, "a new Connect gets a controller ID");
     }
 
     /// Command `sqe` with `data` (already fetched, in the slot's data buffer: a keyed SGL of

@@ -37,14 +37,28 @@ impl TurnShared {
 
 impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     /// The turn closed the admin queue of controller `cntlid` (and its queues in this group):
-    /// the owner closes its queues in the other groups.
+    /// the group's queues of it execute no more I/O, the owner closes its queues in the other
+    /// groups.
     #[cold]
     pub(super) fn closed_ctrl(&mut self, cntlid: u16) {
+        self.ctrl_gone(cntlid);
         // Room for one per queue of the group, reserved at creation; a queue is closed once.
         if self.closed_ctrls.len() < self.closed_ctrls.capacity() {
             self.closed_ctrls.push(cntlid);
         }
         self.owner_due = true;
+    }
+
+    /// Controller `cntlid` is going (its admin queue closed; the core frees it when the owner
+    /// drains the queue's record): clear [`crate::nvmet::QueueState::enabled`] of the group's
+    /// I/O queues of it, draining ones too (a fetched Write may still come to execute).
+    #[cold]
+    pub(super) fn ctrl_gone(&mut self, cntlid: u16) {
+        for c in self.conns[..self.hi].iter_mut().flatten() {
+            if c.q.qid != 0 && c.q.cntlid == Some(cntlid) {
+                c.q.enabled = false;
+            }
+        }
     }
 }
 
@@ -61,6 +75,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     #[inline(never)]
     pub(super) fn owner_step(&mut self, verbs: &mut V, gi: usize, now_ns: u64) {
         loop {
+            // The queues the turn closed into the core first (an admin queue's controller freed).
+            self.take_gone_queues();
             // The group's failed commands into their controllers' error logs.
             if let Some(g) = self.groups.get_mut(gi).filter(|g| g.nsio.has_notes()) {
                 self.core.take_error_notes(&mut g.nsio);
@@ -80,6 +96,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// (group, then index order).
     pub(super) fn close_ctrls_elsewhere(&mut self, gi: usize) {
         while let Some(id) = self.groups.get_mut(gi).and_then(|g| g.closed_ctrls.pop()) {
+            for g in self.groups.iter_mut() {
+                g.ctrl_gone(id);
+            }
             let mut at = QueueAt { g: 0, i: 0 };
             while let Some(j) = self.find_conn_from(at, &|o| o.q.cntlid == Some(id)) {
                 if j.g != gi {
