@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use hal::DmaRegion;
 use nvmeof::bench::Rng;
 use nvmeof::host::{cm_req_private, property_set_sqe, Host, HostConfig, HostEnv, IoDone, IoKind};
-use nvmeof::nvmet::rdma::QueueAnswer;
+use nvmeof::nvmet::rdma::{PendingQueue, Pinned, QueueAnswer};
 use nvmeof::Status;
 use rdma::{Control, Qpn};
 use testbed::Node;
@@ -336,13 +336,22 @@ fn a_queue_accepted_into_a_group_answers_only_after_the_groups_turn() {
     settle_to_baseline(&mut w, base, "after the hand-accepted queues");
 }
 
-/// A queue staged in a group that breaks before its turn (its CQ overruns: the adapter puts
-/// the CQ in error) is refused by the group: the owner destroys its QP and deregisters its
-/// keys, the answer is a REJ (NO_RESOURCES), the target counts a rejected connection, and the
-/// queue in the other group keeps working; with it gone, the adapter's QPs, CQs, SRQs, keys
-/// and pages are back at baseline.
-#[test]
-fn a_refused_attach_sends_rej_and_leaks_nothing() {
+/// Two groups; group 0 holds a first queue (attached, answered), group 1 is handed a second
+/// whose CQ then fails before the group's turn (so the group will refuse it). The figures
+/// before the second queue (`before`, `pinned`) and with it staged (`staged`).
+struct Refusing {
+    w: World,
+    /// The host node (its QPs live as long as the test).
+    _h: Node,
+    base: (usize, usize, usize, usize, usize, usize),
+    first: PendingQueue,
+    p: PendingQueue,
+    before: (usize, usize, usize, usize, usize, usize),
+    pinned: Pinned,
+    staged: (usize, usize, usize, usize, usize, usize),
+}
+
+fn refusing() -> Refusing {
     let (mut w, mut h) = setup_groups(4, 2);
     let base = objects(&w);
     // Group 0 takes the first queue.
@@ -355,6 +364,7 @@ fn a_refused_attach_sends_rej_and_leaks_nothing() {
     // Group 1 is handed the second; its CQ fails before the group's turn.
     let p = w.target.accept(&mut w.t.v, &cm_req_private(0, 32), &rc_attrs(host_qp(&mut h), H_IP, H_MAC, 0x200, 0xa00)).expect("accepted");
     assert!(w.target.pinned().dma_bytes > pinned.dma_bytes, "the staged queue's memory is counted");
+    let staged = objects(&w);
     let pick = {
         let d = w.t.cx.device();
         d.qps.values().filter(|q| q.st == 0 && q.state == 3).position(|q| q.qpn == p.qpn.0).expect("staged QP in RTS") as u64
@@ -362,6 +372,17 @@ fn a_refused_attach_sends_rej_and_leaks_nothing() {
     assert!(w.t.cx.inject_cq_overrun(pick).is_some());
     w.t.cx.poll();
     w.t.v.poll();
+    Refusing { w, _h: h, base, first, p, before, pinned, staged }
+}
+
+/// A queue staged in a group that breaks before its turn (its CQ overruns: the adapter puts
+/// the CQ in error) is refused by the group: the owner destroys its QP and deregisters its
+/// keys, the answer is a REJ (NO_RESOURCES), the target counts a rejected connection, and the
+/// queue in the other group keeps working; with it gone, the adapter's QPs, CQs, SRQs, keys
+/// and pages are back at baseline.
+#[test]
+fn a_refused_attach_sends_rej_and_leaks_nothing() {
+    let Refusing { mut w, _h, base, first, p, before, pinned, .. } = refusing();
     assert!(w.target.take_answer().is_none(), "no answer before the group's turn");
     w.target.poll(&mut w.t.v, w.clock.now_ns());
     match w.target.take_answer() {
@@ -388,22 +409,7 @@ fn a_refused_attach_sends_rej_and_leaks_nothing() {
 /// memory freed (no Detach: it was never in the group).
 #[test]
 fn a_refused_queues_qp_not_destroyed_is_retried_and_leaks_nothing() {
-    let (mut w, mut h) = setup_groups(4, 2);
-    let base = objects(&w);
-    let first = w.target.accept(&mut w.t.v, &cm_req_private(0, 32), &rc_attrs(host_qp(&mut h), H_IP, H_MAC, 0x100, 0x900)).expect("accepted");
-    w.target.poll(&mut w.t.v, w.clock.now_ns());
-    assert!(matches!(w.target.take_answer(), Some(QueueAnswer::Attached(q)) if q == first.qpn));
-    let before = objects(&w);
-    let pinned = w.target.pinned();
-    let p = w.target.accept(&mut w.t.v, &cm_req_private(0, 32), &rc_attrs(host_qp(&mut h), H_IP, H_MAC, 0x200, 0xa00)).expect("accepted");
-    let staged = objects(&w);
-    let pick = {
-        let d = w.t.cx.device();
-        d.qps.values().filter(|q| q.st == 0 && q.state == 3).position(|q| q.qpn == p.qpn.0).expect("staged QP in RTS") as u64
-    };
-    assert!(w.t.cx.inject_cq_overrun(pick).is_some());
-    w.t.cx.poll();
-    w.t.v.poll();
+    let Refusing { mut w, _h, base, first, p, before, pinned, staged } = refusing();
     w.t.cx.faults_mut().forced.insert(mlx5::op::DESTROY_QP, (0xf, 0x00c0_ffee));
     let s0 = w.target.stats();
     w.target.poll(&mut w.t.v, w.clock.now_ns());
