@@ -40,6 +40,9 @@ const PORT: u16 = 4420;
 const NS_BLOCKS: u64 = 512;
 /// Largest I/O, in blocks.
 const MAX_BLOCKS: u64 = 8;
+/// The hot spot: one I/O in four lands in the namespace's first blocks, so commands of
+/// different queues (and poll groups) overlap in time often enough to check their ordering.
+const HOT_BLOCKS: u64 = 16;
 const MS: u64 = 1_000_000;
 /// Clock step of a turn that did something.
 const TURN_NS: u64 = 1_000;

@@ -280,7 +280,8 @@ impl Sim {
             let Some(slot) = h.alloc_slot(q) else { break };
             let write = init.rng.below(2) == 0;
             let n = 1 + init.rng.below(MAX_BLOCKS) as u32;
-            let lba = init.rng.below(NS_BLOCKS - n as u64 + 1);
+            let span = if init.rng.below(4) == 0 { HOT_BLOCKS } else { NS_BLOCKS };
+            let lba = init.rng.below(span - n as u64 + 1);
             let mut w = self.w.borrow_mut();
             w.seq += 1;
             let seq = w.seq;
