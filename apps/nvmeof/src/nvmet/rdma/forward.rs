@@ -17,7 +17,7 @@ use crate::nvmet::CtrlSlot;
 /// Forwarded commands a group may have at the owner at once (a command beyond waits on the
 /// group's held list and is forwarded again at the end of a turn). The owner answers each when
 /// the turn call that forwarded it returns, so one is all a group on the owner's thread uses.
-const FORWARDS: usize = 4;
+pub(super) const FORWARDS: usize = 4;
 
 /// Host data a forwarded command carries, at most (Connect's 1 KiB, DH-HMAC-CHAP messages, Set
 /// Features data): what the core parses of it, as the group's payload buffer had before.
@@ -171,7 +171,7 @@ pub(super) struct GroupForwarding<V: GroupVerbs> {
     rx: Consumer<Answer>,
     bytes_rx: Consumer<u64>,
     /// Commands forwarded and not answered yet (at most [`FORWARDS`]: the rings' room).
-    outstanding: usize,
+    pub(super) outstanding: usize,
     /// The data buffers (and their key) the owner made for a Connect it admitted, by queue
     /// index, until the group takes them with the answer (room for every index).
     pub(super) admitted: Vec<Option<(V::Buf, Lkey)>>,

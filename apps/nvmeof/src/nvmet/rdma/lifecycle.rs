@@ -888,4 +888,63 @@ mod tests {
         assert!(t.groups.is_empty() && t.core.live_ctrls() == 0, "released with the queue");
         assert_eq!(dev.resources(), base, "nothing left behind");
     }
+
+    /// A group with [`super::super::forward::FORWARDS`] commands at the owner holds the next
+    /// one and forwards it again at the end of a turn (as a group on its own thread will when
+    /// the owner is slower than its host): five Keep Alives executed by the group's turn with no
+    /// owner step between them, the fifth held (its slot blocked, nothing put on the rings);
+    /// the owner answers the four; the end of the turn forwards the fifth, which the owner
+    /// answers too: every response with its CID and success, the group's rings empty after.
+    #[test]
+    fn a_command_beyond_the_forwarding_room_is_held_and_forwarded_again() {
+        let f = SoftFabric::new();
+        let mut host = f.add_device([10, 0, 0, 1]);
+        let mut dev: SoftDevice = f.add_device([10, 0, 0, 2]);
+        let base = dev.resources();
+        let mut t = RdmaTarget::with_poll_groups(core_of_one_subsystem(), 2, 1);
+        let cq = host.create_cq(16).expect("host CQ");
+        let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
+        let qpn = t.accept(&mut dev, &crate::host::cm_req_private(0, 32), &host_attrs(hq)).expect("accepted").qpn;
+        assert_eq!(t.groups[0].take_new(&mut t.shared.inflight, 0), 1);
+        t.drain_gone(&mut dev);
+        let (sqe, d) = connect_command(0, 0xFFFF);
+        forward_then_clear(&mut t, &mut dev, sqe, d.as_bytes(), 1024);
+        forward_then_clear(&mut t, &mut dev, crate::host::property_set_sqe(0x14, 0x0046_0001), &[], 0);
+        let ci = QueueAt { g: 0, i: 0 };
+        let mut slots = std::vec::Vec::new();
+        for k in 0..5u16 {
+            let c = t.groups[0].conns[0].as_mut().expect("the admin queue");
+            let s = c.free.pop_front().expect("a free slot");
+            let slot = &mut c.slots[s as usize];
+            let mut sqe = Sqe::zeroed();
+            (sqe.opcode, sqe.cid) = (admin_op::KEEP_ALIVE, U16::new(40 + k));
+            (slot.sqe, slot.sgl, slot.fetched, slot.t0) = (sqe, None, true, 0);
+            let (sh, core, g) = t.turn_parts(0);
+            sh.execute(core, g, ci, s, 2_000);
+            slots.push(s);
+        }
+        let g = &t.groups[0];
+        let c = g.conns[0].as_ref().expect("the admin queue");
+        assert_eq!(g.fwd.outstanding, super::super::forward::FORWARDS, "four at the owner");
+        assert_eq!(c.slots[slots[4] as usize].state, SlotState::Blocked, "the fifth held");
+        assert_eq!(g.blocked.len(), 1);
+        t.owner_step(&mut dev, 0, 2_000);
+        for (k, &s) in slots[..4].iter().enumerate() {
+            let r = response(&t, s);
+            assert_eq!((r.status.get(), r.cid.get()), (0, 40 + k as u16), "Keep Alive {k} answered");
+        }
+        assert_eq!(t.groups[0].fwd.outstanding, 0);
+        assert_eq!(t.groups[0].conns[0].as_ref().expect("the admin queue").slots[slots[4] as usize].state, SlotState::Blocked, "still held until the end of the turn");
+        let (sh, core, g) = t.turn_parts(0);
+        sh.end_group_turn(core, g, 0, 2_000);
+        assert!(g.owner_due, "the held command forwarded again");
+        t.owner_step(&mut dev, 0, 2_000);
+        let r = response(&t, slots[4]);
+        assert_eq!((r.status.get(), r.cid.get()), (0, 44), "the fifth answered");
+        let g = &t.groups[0];
+        assert!(g.blocked.is_empty() && g.fwd.outstanding == 0, "nothing left held or at the owner");
+        t.disconnected(&mut dev, qpn);
+        assert!(t.groups.is_empty() && t.core.live_ctrls() == 0, "released with the queue");
+        assert_eq!(dev.resources(), base, "nothing left behind");
+    }
 }
