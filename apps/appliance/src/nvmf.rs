@@ -684,3 +684,10 @@ fn verify_on_aps(set: &mut HostSet, verbs: &mut crate::adapter::Verbs, env: &mut
 
 /// `nvmf.verify=` gives up after this long without an answered I/O (its target away).
 const VERIFY_STALL_NS: u64 = 60_000_000_000;
+
+// A poll group as the image builds it (mlx5 rings on the adapter, RAM/null/local NVMe
+// namespace handles) can move to a CPU of its own.
+const _: fn() = || {
+    fn is_send<T: Send>() {}
+    is_send::<nvmeof::nvmet::rdma::PollGroup<crate::adapter::Verbs, Backing>>();
+};

@@ -517,3 +517,10 @@ fn neighbour_report(v: &testbed::node::Verbs) {
         v.arp_replies_dropped
     );
 }
+
+// A poll group as emu-runner builds it (mlx5 rings on the emulated ConnectX, RAM/null
+// namespace handles) can move to a thread of its own.
+const _: fn() = || {
+    fn is_send<T: Send>() {}
+    is_send::<nvmeof::nvmet::rdma::PollGroup<crate::Verbs, RunnerNs>>();
+};

@@ -174,8 +174,11 @@ pub(super) struct Parked<V: GroupVerbs> {
 /// One poll group: its CQ, SRQ and the SRQ's receive buffers, and what one turn of the group
 /// keeps (its held commands, the queues it must ring, its share of the transport's counters),
 /// so that a turn of the group writes nothing another group's turn writes (see the design in
-/// README's poll groups row: the step toward each group on its own CPU).
-pub(super) struct PollGroup<V: GroupVerbs, B> {
+/// README's poll groups row: the step toward each group on its own CPU). Named outside the
+/// crate only so that an embedding can assert it `Send` for its own verbs and stores (a group
+/// value moves to the thread or CPU that drives it): emu-runner's `nvmf.rs` and the image's
+/// `appliance::nvmf` do, at compile time.
+pub struct PollGroup<V: GroupVerbs, B> {
     /// The group's rings as the device hands them out: its data path (`V::Group` is one).
     pub(super) rings: V::Group,
     pub(super) cq: Cqn,
