@@ -38,6 +38,7 @@ mod dispatch;
 mod forward;
 mod gone_queue;
 mod group;
+pub mod group_cell;
 mod group_msgs;
 mod handles;
 mod handoff;
