@@ -19,7 +19,7 @@ use alloc::vec::Vec;
 
 use blockdev::{BlockDevice, BlockDone};
 
-use super::io::{exec_ns, is_io_opcode, modified_direct, submit_fetched, NsAt};
+use super::io::{exec_ns, io_queue_refusal, modified_direct, submit_fetched, NsAt};
 use super::*;
 use crate::bench::Histogram;
 
@@ -73,13 +73,16 @@ pub struct GroupIo<B> {
     /// that found the list full (counted as errors, no log entry).
     notes: heapless::Vec<ErrorNote, NOTES>,
     notes_lost: u64,
+    /// Commands of unauthenticated queues this group refused since the owner last looked
+    /// (the core's `auth.stats.refused_cmds` takes them with the error notes).
+    auth_refused: u64,
 }
 
 impl<B> GroupIo<B> {
     /// No namespace: every I/O goes to the core's stores (a group before the owner made its
     /// table).
     pub fn empty() -> GroupIo<B> {
-        GroupIo { subs: Vec::new(), ns: Vec::new(), inflight: 0, done: [BlockDone { tag: 0, result: Ok(()) }; 32], failed_note: false, with_handle: Vec::new(), notes: heapless::Vec::new(), notes_lost: 0 }
+        GroupIo { subs: Vec::new(), ns: Vec::new(), inflight: 0, done: [BlockDone { tag: 0, result: Ok(()) }; 32], failed_note: false, with_handle: Vec::new(), notes: heapless::Vec::new(), notes_lost: 0, auth_refused: 0 }
     }
 
     /// Whether I/O submitted to this group's handles is still to be polled back.
@@ -125,7 +128,7 @@ impl<B> GroupIo<B> {
     /// Error notes wait for the owner.
     #[inline(always)]
     pub fn has_notes(&self) -> bool {
-        !self.notes.is_empty() || self.notes_lost != 0
+        !self.notes.is_empty() || self.notes_lost != 0 || self.auth_refused != 0
     }
 
     /// Namespace slot `k`'s handle in this group, if it has one (slow path: reports, tests).
@@ -146,20 +149,20 @@ impl<B> GroupIo<B> {
 }
 
 impl<B: BlockDevice> GroupIo<B> {
-    /// Execute command `sqe` of queue `q`, counted in `counts`, with one decode: an I/O command
-    /// on an open, enabled I/O queue whose namespace exists is checked here once and goes to
-    /// this group's handle of the namespace, or, when the group has none (its store makes no
-    /// handle, e.g. a local NVMe namespace whose drive has no I/O queue left), to the core's
-    /// store ([`Core::exec_io_ns`], the namespace already found); anything else to
-    /// [`Core::execute_counted`]. A failed answer
-    /// of the group's handle is noted for its controller's error log and `owner_due` set (the
-    /// core's store path records it in the log itself).
+    /// Execute command `sqe` of I/O queue `q` (admin-queue and Fabrics commands go to the
+    /// owner, never here), counted in `counts`, with one decode: an I/O command on an open,
+    /// enabled I/O queue whose namespace exists is checked here once and goes to this group's
+    /// handle of the namespace, or, when the group has none (its store makes no handle, e.g. a
+    /// local NVMe namespace whose drive has no I/O queue left), to the core's store
+    /// ([`Core::exec_io_ns`], the namespace already found); any other is refused here
+    /// ([`GroupIo::refuse`]). A failed answer is noted for its controller's error log and
+    /// `owner_due` set (the core's store path records it in the log itself).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub fn execute(&mut self, core: &mut Core<B>, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64, counts: &mut IoCounts, owner_due: &mut bool) -> Action {
-        let k = match self.slot(q.subsys as usize, sqe.nsid.get()) {
-            Some(k) if q.qid != 0 && q.cntlid.is_some() && q.auth == auth::Gate::Open && q.enabled && is_io_opcode(sqe.opcode) => k,
-            _ => return core.execute_counted(q, sqe, data, now_ns, counts),
+        let k = match (io_queue_refusal(q, sqe.opcode), self.slot(q.subsys as usize, sqe.nsid.get())) {
+            (None, Some(k)) => k,
+            (refusal, _) => return self.refuse(refusal.unwrap_or(Status::INVALID_NS), q, sqe, now_ns, counts, owner_due),
         };
         // Host data the core parses (DSM ranges) comes in first; Writes are decoded now.
         if !data.fetched && data.sgl_len > 0 && host_to_ctrl(sqe) && !matches!(sqe.opcode, io_op::WRITE | io_op::COMPARE) {
@@ -186,6 +189,29 @@ impl<B: BlockDevice> GroupIo<B> {
             }
         }
         a
+    }
+
+    /// Answer command `sqe` of I/O queue `q` with `status`, the refusal [`io_queue_refusal`]
+    /// gave (or Invalid Namespace: no such namespace in the queue's subsystem): counted as
+    /// the core counts a command it refuses (the queue's traffic and commands once it has a
+    /// controller, a refused unauthenticated command in [`GroupIo::auth_refused`]) and noted
+    /// for its controller's error log (`owner_due` set). Error path only.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, status: Status, q: &mut QueueState, sqe: &Sqe, now_ns: u64, counts: &mut IoCounts, owner_due: &mut bool) -> Action {
+        counts.commands += 1;
+        if q.cntlid.is_some() {
+            if q.auth.keeps_alive(false) {
+                q.io.last_seen_ns = now_ns;
+            }
+            q.io.commands += 1;
+        }
+        if status == Status::AUTH_REQUIRED {
+            self.auth_refused += 1;
+        }
+        self.note_error(q, sqe.cid.get(), status, sqe.nsid.get());
+        *owner_due = true;
+        Action::status(status)
     }
 
     /// The namespace memory command `sqe` of queue `q` would change, as (direct address,
@@ -328,13 +354,15 @@ impl<B: BlockDevice> Core<B> {
 
     /// Write group table `g`'s error notes into their controllers' error logs and the error
     /// counts, in the order the group answered them (as [`Core::record_error`] at once would
-    /// have; a note that found the list full is counted in the errors, with no entry). Slow path.
+    /// have; a note that found the list full is counted in the errors, with no entry), and its
+    /// refused unauthenticated commands into the authentication counters. Slow path.
     pub fn take_error_notes(&mut self, g: &mut GroupIo<B>) {
         for n in core::mem::take(&mut g.notes) {
             let q = QueueState { qid: n.qid, cntlid: n.cntlid, ctrl_slot: n.ctrl_slot, ..QueueState::default() };
             self.record_error(&q, n.cid, n.status, n.nsid);
         }
         self.stats.errors += core::mem::take(&mut g.notes_lost);
+        self.auth.stats.refused_cmds += core::mem::take(&mut g.auth_refused);
     }
 
     /// Fold group table `g`'s device latency, handle counters and error notes into the core's

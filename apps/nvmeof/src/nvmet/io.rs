@@ -21,6 +21,25 @@ pub(super) fn is_io_opcode(opcode: u8) -> bool {
     matches!(opcode, io_op::READ | io_op::WRITE | io_op::COMPARE | io_op::FLUSH | io_op::WRITE_ZEROES | io_op::DSM)
 }
 
+/// Why command `opcode` on I/O queue `q` is refused before its namespace is looked at, in the
+/// order they are checked: not authenticated (Authentication Required), no controller yet or
+/// its controller no longer enabled (Command Sequence Error), not an I/O command set opcode
+/// (Invalid Opcode); `None`: it goes on to its namespace. The rules of every executor of an
+/// I/O queue's commands (the core's [`Core::execute_counted`] and a poll group's
+/// [`GroupIo::execute`]).
+#[inline(always)]
+pub(super) fn io_queue_refusal(q: &QueueState, opcode: u8) -> Option<Status> {
+    if q.auth != auth::Gate::Open {
+        Some(Status::AUTH_REQUIRED)
+    } else if q.cntlid.is_none() || !q.enabled {
+        Some(Status::CMD_SEQ_ERROR)
+    } else if !is_io_opcode(opcode) {
+        Some(Status::INVALID_OPCODE)
+    } else {
+        None
+    }
+}
+
 /// What [`exec_ns`] needs of a namespace beyond its store: its place in the core's tables
 /// (named again by a [`PendingWrite`]), its subsystem's MDTS in bytes, and whether its
 /// direct memory may be used (the transport registered it).
@@ -259,8 +278,8 @@ impl<B: BlockDevice> Core<B> {
     /// executor's: the namespace's slot in it, not the core's shared tables), on the
     /// namespace's store ([`exec_ns`]).
     pub(super) fn exec_io(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, si: usize, counts: &mut IoCounts) -> Action {
-        if !is_io_opcode(sqe.opcode) {
-            return Action::status(Status::INVALID_OPCODE);
+        if let Some(st) = io_queue_refusal(q, sqe.opcode) {
+            return Action::status(st);
         }
         // Identify Controller says Flush with NSID FFFFFFFFh is not supported (VWC bits
         // 2:1 = 10b): such a command is aborted with Invalid Namespace (Base spec, Flush).

@@ -1037,12 +1037,8 @@ impl<B: BlockDevice> Core<B> {
             Action::status(Status::CMD_SEQ_ERROR)
         } else if q.qid != 0 {
             // An I/O command: the queue carries its controller's state and subsystem (no
-            // controller table lookup).
-            if q.enabled {
-                self.exec_io(q, sqe, data, q.subsys as usize, counts)
-            } else {
-                Action::status(Status::CMD_SEQ_ERROR)
-            }
+            // controller table lookup); refused as `io::io_queue_refusal` says.
+            self.exec_io(q, sqe, data, q.subsys as usize, counts)
         } else if self.q_ctrl(q).is_some_and(|c| c.enabled()) {
             self.exec_admin(q, sqe, data)
         } else {
