@@ -50,6 +50,7 @@ pub use admit::Pinned;
 pub use group::GroupStats;
 pub use group::PollGroup;
 use group::{Inbox, OwnerEnds, Staged, ToOwner};
+use group_cell::GroupCells;
 use handoff::Bell;
 use ranges::{InFlight, RangeId};
 use turn::TurnShared;
@@ -415,9 +416,10 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// What the groups' turns share (namespace registrations, zero-copy ranges, the clock),
     /// handed to each turn call with the core and the one group it works on.
     shared: TurnShared,
-    /// Poll groups (created with the first queue, released with the last); how many, the
+    /// Poll groups (created with the first queue, released with the last), each value in
+    /// its cell (home with the owner, or away with a thread: `group_cell.rs`); how many, the
     /// group the next queue goes to, and each group's SRQ size.
-    groups: Vec<PollGroup<V, B>>,
+    groups: GroupCells<PollGroup<V, B>>,
     /// The owner's ends of each group's rings (`ends[g]` for `groups[g]`), held apart from the
     /// group values.
     ends: Vec<OwnerEnds<V>>,
@@ -475,7 +477,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             now_ns: 0,
             ns_registered: false,
             shared: TurnShared::new(slots),
-            groups: Vec::new(),
+            groups: GroupCells::new(),
             ends: Vec::new(),
             in_poll: false,
             release_pending: false,
@@ -662,7 +664,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
 
     /// Every queue (live or draining) with its place (slow path).
     fn all_conns(&self) -> impl Iterator<Item = (QueueAt, &Conn<V>)> + '_ {
-        self.groups.iter().enumerate().flat_map(|(g, p)| p.conns[..p.hi].iter().enumerate().filter_map(move |(i, c)| Some((QueueAt { g, i }, c.as_ref()?))))
+        self.groups.iter_at().flat_map(|(g, p)| p.conns[..p.hi].iter().enumerate().filter_map(move |(i, c)| Some((QueueAt { g, i }, c.as_ref()?))))
     }
 
     /// The first live queue (not draining) `f` picks (slow path: a search over the groups).
@@ -673,7 +675,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// The first live queue `f` picks at `from` or after it (group, then index order), so a
     /// pass that closes what it finds goes over the queues once.
     fn find_conn_from(&self, from: QueueAt, f: &impl Fn(&Conn<V>) -> bool) -> Option<QueueAt> {
-        for (g, p) in self.groups.iter().enumerate().skip(from.g) {
+        for (g, p) in self.groups.iter_at().skip_while(|&(g, _)| g < from.g) {
             let start = if g == from.g { from.i } else { 0 };
             for i in start..p.hi {
                 if p.conns[i].as_ref().is_some_and(|c| !c.draining && f(c)) {
@@ -803,7 +805,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // capsule of theirs finds them); one test per turn while none is staged.
         if self.attach_pending {
             self.attach_pending = false;
-            for (gi, g) in self.groups.iter_mut().enumerate() {
+            for (gi, g) in self.groups.iter_at_mut() {
                 work += g.take_new(&mut self.shared.inflight, gi);
             }
         }
@@ -930,7 +932,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let Some(clock) = self.shared.clock else { return };
         let now = clock();
         let mut logged = 0;
-        for (ci, c) in self.groups.iter().enumerate().flat_map(|(g, p)| p.conns.iter().enumerate().map(move |(i, c)| (QueueAt { g, i }, c))) {
+        for (ci, c) in self.groups.iter_at().flat_map(|(g, p)| p.conns.iter().enumerate().map(move |(i, c)| (QueueAt { g, i }, c))) {
             let Some(c) = c.as_ref().filter(|c| !c.draining) else { continue };
             for (s, slot) in c.slots.iter().enumerate() {
                 if slot.state == SlotState::Idle || slot.t0 == 0 {

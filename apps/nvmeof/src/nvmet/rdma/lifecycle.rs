@@ -326,7 +326,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let mut n = self.take_gone_queues();
         let inbox = &mut self.inbox;
         let before = inbox.answers.len();
-        for (gi, (g, ends)) in self.groups.iter_mut().zip(self.ends.iter_mut()).enumerate() {
+        for (gi, g) in self.groups.iter_at_mut() {
+            let Some(ends) = self.ends.get_mut(gi) else { continue };
             let was_broken = ends.broken;
             n += g.drain_gone(ends, verbs, inbox);
             if ends.broken && !was_broken {
@@ -563,7 +564,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.take_gone_queues();
         // Buffers given back and not yet posted die with their SRQ.
         let before = self.inbox.answers.len();
-        for (gi, (mut g, ends)) in self.groups.drain(..).zip(self.ends.drain(..)).enumerate() {
+        for (gi, (mut g, ends)) in self.groups.drain_all().zip(self.ends.drain(..)).enumerate() {
             if self.group_totals.len() <= gi {
                 self.group_totals.resize(gi + 1, GroupStats::default());
             }
@@ -655,6 +656,65 @@ mod tests {
         assert!(t.groups.is_empty(), "released with its last queue");
     }
 
+    /// The owner reaches a group another thread drives only by parking it: group 0, sent away
+    /// from its cell to a thread that runs its turns (each takes in the new queues staged
+    /// for it), is parked by the owner, which accepts a second queue into it (staged through
+    /// the owner's table, the value home), and given back; the thread's next turns take the
+    /// queue in, and once the thread let go and the value is called back, the owner's drain
+    /// answers "attached". Nothing leaks.
+    #[test]
+    fn the_owner_parks_a_group_its_thread_turns_to_hand_it_a_queue() {
+        use super::group_cell::GroupCell;
+        use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let f = SoftFabric::new();
+        let mut host = f.add_device([10, 0, 0, 1]);
+        let mut dev: SoftDevice = f.add_device([10, 0, 0, 2]);
+        let base = dev.resources();
+        let mut t = RdmaTarget::new(core_of_one_subsystem(), 8);
+        let cq = host.create_cq(16).expect("host CQ");
+        let mut accept = |t: &mut RdmaTarget<SoftDevice, NullNamespace>, dev: &mut SoftDevice| {
+            let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
+            t.accept(dev, &crate::host::cm_req_private(0, 32), &host_attrs(hq)).expect("accepted").qpn
+        };
+        let a = accept(&mut t, &mut dev);
+        let away = t.groups.cell_mut(0).and_then(GroupCell::send_away).expect("group 0 home");
+        assert!(t.groups.get(0).is_none(), "away: not the owner's to reach");
+        let stop = AtomicBool::new(false);
+        let taken = AtomicUsize::new(0);
+        let b = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut away = away;
+                // The range table its turns would use (none is kept here).
+                let mut inflight = InFlight::with_capacity(1);
+                while !stop.load(Ordering::Relaxed) {
+                    let g = away.turn().expect("the group's value");
+                    let n = g.take_new(&mut inflight, 0);
+                    taken.fetch_add(n, Ordering::Relaxed);
+                }
+                assert_eq!(away.yields(), 1, "home once, when the owner parked it");
+            });
+            while taken.load(Ordering::Relaxed) < 1 {
+                std::hint::spin_loop();
+            }
+            t.groups.cell_mut(0).expect("group 0").park();
+            let b = accept(&mut t, &mut dev);
+            t.groups.cell_mut(0).expect("group 0").unpark();
+            while taken.load(Ordering::Relaxed) < 2 {
+                std::hint::spin_loop();
+            }
+            stop.store(true, Ordering::Relaxed);
+            b
+        });
+        assert!(t.groups.cell_mut(0).expect("group 0").call_back(), "the thread let go");
+        assert_eq!((t.groups[0].live, t.groups[0].qps.get(a), t.groups[0].qps.get(b)), (2, Some(0), Some(1)), "both taken in on the group's thread");
+        t.drain_gone(&mut dev);
+        assert!(matches!((t.take_answer(), t.take_answer()), (Some(QueueAnswer::Attached(x)), Some(QueueAnswer::Attached(y))) if (x, y) == (a, b)));
+        t.disconnected(&mut dev, a);
+        t.disconnected(&mut dev, b);
+        assert!(t.groups.is_empty(), "released with the last queue");
+        assert_eq!(dev.resources(), base, "nothing left behind");
+    }
+
     /// An index is the owner's to reuse once the group's `Mem` for it is drained, before the
     /// group has seen the owner's `Drop`: on two groups of one queue each, group 1's queue is
     /// freed and the owner drains its records (the group not looking at the answers), so its
@@ -675,7 +735,7 @@ mod tests {
         };
         let a = accept(&mut t, &mut dev).expect("first accepted");
         let b = accept(&mut t, &mut dev).expect("second accepted");
-        for (gi, g) in t.groups.iter_mut().enumerate() {
+        for (gi, g) in t.groups.iter_at_mut() {
             assert_eq!(g.take_new(&mut t.shared.inflight, gi), 1);
         }
         t.drain_gone(&mut dev);
