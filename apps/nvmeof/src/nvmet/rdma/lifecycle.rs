@@ -615,6 +615,21 @@ mod tests {
         RcConnectAttrs { remote_qpn: hq, remote_ip: [10, 0, 0, 1], mtu: 4096, retry_cnt: 7, rnr_retry: 7, timeout: 14, max_rd_atomic: 16, max_dest_rd_atomic: 16, ..Default::default() }
     }
 
+    /// A soft fabric with a host device (10.0.0.1, with one CQ) and the target's (10.0.0.2).
+    fn host_and_target_devices() -> (SoftFabric, SoftDevice, SoftDevice, rdma::Cqn) {
+        let f = SoftFabric::new();
+        let mut host = f.add_device([10, 0, 0, 1]);
+        let dev = f.add_device([10, 0, 0, 2]);
+        let cq = host.create_cq(16).expect("host CQ");
+        (f, host, dev, cq)
+    }
+
+    /// A new queue for a new QP of `host` (on its CQ `cq`) accepted by `t` on `dev`: its QPN.
+    fn accept_host_qp(t: &mut RdmaTarget<SoftDevice, NullNamespace>, dev: &mut SoftDevice, host: &mut SoftDevice, cq: rdma::Cqn) -> Result<Qpn, RdmaCmRej> {
+        let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
+        t.accept(dev, &crate::host::cm_req_private(0, 32), &host_attrs(hq)).map(|p| p.qpn)
+    }
+
     /// Group `g` moved to a thread of its own, with only its own ends of its rings, takes in
     /// the one queue staged for it there, and comes back.
     fn takes_one_in_on_its_own_thread(g: PollGroup<SoftDevice, NullNamespace>) -> PollGroup<SoftDevice, NullNamespace> {
@@ -666,17 +681,10 @@ mod tests {
     fn the_owner_parks_a_group_its_thread_turns_to_hand_it_a_queue() {
         use super::group_cell::GroupCell;
         use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        let f = SoftFabric::new();
-        let mut host = f.add_device([10, 0, 0, 1]);
-        let mut dev: SoftDevice = f.add_device([10, 0, 0, 2]);
+        let (_f, mut host, mut dev, cq) = host_and_target_devices();
         let base = dev.resources();
         let mut t = RdmaTarget::new(core_of_one_subsystem(), 8);
-        let cq = host.create_cq(16).expect("host CQ");
-        let mut accept = |t: &mut RdmaTarget<SoftDevice, NullNamespace>, dev: &mut SoftDevice| {
-            let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
-            t.accept(dev, &crate::host::cm_req_private(0, 32), &host_attrs(hq)).expect("accepted").qpn
-        };
-        let a = accept(&mut t, &mut dev);
+        let a = accept_host_qp(&mut t, &mut dev, &mut host, cq).expect("accepted");
         let away = t.groups.cell_mut(0).and_then(GroupCell::send_away).expect("group 0 home");
         assert!(t.groups.get(0).is_none(), "away: not the owner's to reach");
         let stop = AtomicBool::new(false);
@@ -697,7 +705,7 @@ mod tests {
                 std::hint::spin_loop();
             }
             t.groups.cell_mut(0).expect("group 0").park();
-            let b = accept(&mut t, &mut dev);
+            let b = accept_host_qp(&mut t, &mut dev, &mut host, cq).expect("accepted");
             t.groups.cell_mut(0).expect("group 0").unpark();
             while taken.load(Ordering::Relaxed) < 2 {
                 std::hint::spin_loop();
@@ -728,11 +736,7 @@ mod tests {
         let base = dev.resources();
         let mut t = RdmaTarget::with_poll_groups(core_of_one_subsystem(), 2, 2);
         let cq = host.create_cq(16).expect("host CQ");
-        let mut accept = |t: &mut RdmaTarget<SoftDevice, NullNamespace>, dev: &mut SoftDevice| {
-            let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
-            let attrs = host_attrs(hq);
-            t.accept(dev, &crate::host::cm_req_private(0, 32), &attrs).map(|p| p.qpn)
-        };
+        let mut accept = |t: &mut RdmaTarget<SoftDevice, NullNamespace>, dev: &mut SoftDevice| accept_host_qp(t, dev, &mut host, cq);
         let a = accept(&mut t, &mut dev).expect("first accepted");
         let b = accept(&mut t, &mut dev).expect("second accepted");
         for (gi, g) in t.groups.iter_at_mut() {
