@@ -197,6 +197,14 @@ fn per_namespace<V: GroupVerbs, B: BlockDevice>(e: &mut Exposition<'_>, t: &nvme
         let l = |st| [("subnqn", *nqn), ("nsid", nsid.as_str()), ("state", st)];
         f.sample(&l("issued"), n.dev.flushes_issued).sample(&l("completed"), n.dev.flushes_completed).sample(&l("joined"), n.dev.flushes_joined);
     }
+    let mut f = e.family(
+        "nvmf_namespace_io_via_owner_total",
+        Kind::Counter,
+        "I/O commands of poll groups without a handle of the namespace (its drive granted too few I/O queues), run on its store through the controller owner.",
+    );
+    for (nqn, nsid, n) in &ids {
+        f.sample(&[("subnqn", *nqn), ("nsid", nsid.as_str())], n.stats.via_owner);
+    }
     let mut f = e.family("nvmf_namespace_fua_total", Kind::Counter, "Host reads and writes with Force Unit Access, by direction.");
     for (nqn, nsid, n) in &ids {
         let l = |op| [("subnqn", *nqn), ("nsid", nsid.as_str()), ("op", op)];

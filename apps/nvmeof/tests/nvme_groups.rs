@@ -50,6 +50,34 @@ fn each_poll_group_reads_and_writes_on_its_own_drive_queue() {
     }
 }
 
+/// 2 poll groups on a drive that grants 2 I/O queues (the store's and one more): group 0's
+/// handle is a queue pair of its own, group 1 gets none and sends its Reads and Writes to the
+/// controller owner as records, which submits them on the store's queue pair and answers each
+/// completion on the group's ring back. 2,000 verified 4 KiB writes and as many reads per
+/// queue (4 queues at QD8) all read back right; the store's SQ carries exactly group 1's
+/// I/Os, each counted as run through the owner (`NsStats::via_owner`), the handle's SQ group
+/// 0's; after the disconnect the drive has the store's queue pair alone again.
+#[test]
+fn a_group_the_drive_has_no_queue_for_serves_its_io_through_the_owner() {
+    let (mut w, mut h, d) = setup_nvme_drive_queues(4, 2, Config::default(), 2);
+    let mut host = Host::connect(&mut h.v, &mut w, four_queues(8), SUBNQN).expect("connect");
+    assert_eq!(d.state().io_queues_live(), (2, 2), "the store's queue pair and group 0's");
+    let before = sq_commands(&d);
+    let n = verified_spread(&mut w, &mut h, &mut host, &[1, 2, 3, 4], 2000, 8, 77, |_, _| None);
+    assert_eq!(n, 4000);
+    let delta: Vec<u64> = sq_commands(&d).iter().zip(&before).map(|(a, b)| a - b).collect();
+    let reports: Vec<_> = w.target.queue_reports().collect();
+    let ios = |g: u16| reports.iter().filter(|q| q.group == g && q.qid != 0).map(|q| (q.bytes_read + q.bytes_written) / 4096).sum::<u64>();
+    assert!(ios(0) > 0 && ios(1) > 0, "both groups serve I/O queues: {reports:?}");
+    assert_eq!((delta[1], delta[2]), (ios(1), ios(0)), "group 1's I/Os on the store's SQ, group 0's on its own: {delta:?}");
+    let ns = w.target.namespace_stats().find(|r| r.subnqn == SUBNQN && r.nsid == 1).expect("namespace");
+    assert_eq!(ns.stats.via_owner, ios(1), "each of group 1's I/Os went through the owner");
+    assert_eq!((ns.stats.reads + ns.stats.writes, ns.in_flight.unwrap_or(0)), (4000, 0));
+    host.disconnect(&mut h.v, &mut w).expect("disconnect");
+    settle(&mut w);
+    assert_eq!(d.state().io_queues_live(), (1, 1), "group 0's queue pair deleted");
+}
+
 /// Let the CM and the target settle: no queue left, the groups released.
 fn settle(w: &mut NvmeWorld) {
     for _ in 0..1000 {

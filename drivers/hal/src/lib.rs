@@ -88,6 +88,22 @@ impl DmaSlice {
         self.paddr + self.len as u64
     }
 
+    /// The slice as two words (address, length), to carry it to another thread over a ring
+    /// of words (a poll group's I/O sent to the owner of a namespace's store, `nvmeof`); the
+    /// receiver takes it back with [`DmaSlice::from_words`].
+    #[inline]
+    pub fn to_words(self) -> [u64; 2] {
+        [self.paddr, self.len as u64]
+    }
+
+    /// The slice [`DmaSlice::to_words`] gave `w` of, on the receiving end of a ring of words:
+    /// only words that came from a slice (the memory it names is its sender's, kept alive by
+    /// the sender until the I/O completes, as for any slice).
+    #[inline]
+    pub fn from_words(w: [u64; 2]) -> Self {
+        DmaSlice { paddr: w[0], len: w[1] as usize }
+    }
+
     /// Where `inner` starts in this slice, if all of it lies inside.
     #[inline]
     pub fn offset_of(&self, inner: &DmaSlice) -> Option<usize> {

@@ -21,6 +21,7 @@ impl NsStats {
         self.flushes_forwarded += o.flushes_forwarded;
         self.fua_reads += o.fua_reads;
         self.fua_writes += o.fua_writes;
+        self.via_owner += o.via_owner;
     }
 }
 

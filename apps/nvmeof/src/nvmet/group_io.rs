@@ -20,6 +20,7 @@ use alloc::vec::Vec;
 use blockdev::{BlockDevice, BlockDone};
 
 use super::io::{exec_ns, io_queue_refusal, modified_direct, submit_fetched, NsAt};
+use super::via_owner::{NsShape, OwnerStore, ViaOwner};
 use super::*;
 use crate::bench::Histogram;
 
@@ -30,12 +31,13 @@ struct SubIo {
     ns_base: usize,
 }
 
-/// One namespace as a group has it: its own handle (`None`: the store made none, e.g. emu/sim's
-/// stores, or a local NVMe namespace whose drive has no I/O queue left; its I/O goes through
-/// the core's store), the namespace's facts, and the handle's device-latency table (with the
-/// core's clock).
+/// One namespace as a group has it: its own handle (`None`: the store made none, e.g. a local
+/// NVMe namespace whose drive has no I/O queue left; its I/O goes to the core's store through
+/// the owner, `owner` its shape), the namespace's facts, and the handle's device-latency table
+/// (with the core's clock).
 struct NsIo<B> {
     dev: Option<B>,
+    owner: Option<NsShape>,
     at: NsAt,
     failed: bool,
     lat: Option<devlat::DevLatency>,
@@ -73,6 +75,12 @@ pub struct GroupIo<B> {
     /// that found the list full (counted as errors, no log entry).
     notes: heapless::Vec<ErrorNote, NOTES>,
     notes_lost: u64,
+    /// The group's ends of its rings to the owner, for the namespaces it has no handle of
+    /// (`via_owner.rs`; made with the table when it has any), the group's number and the
+    /// table's (the owner keeps its ends by them).
+    via: Option<ViaOwner>,
+    group: usize,
+    id: u64,
     /// Commands of unauthenticated queues this group refused since the owner last looked
     /// (the core's `auth.stats.refused_cmds` takes them with the error notes).
     auth_refused: u64,
@@ -82,7 +90,7 @@ impl<B> GroupIo<B> {
     /// No namespace: every I/O goes to the core's stores (a group before the owner made its
     /// table).
     pub fn empty() -> GroupIo<B> {
-        GroupIo { subs: Vec::new(), ns: Vec::new(), inflight: 0, done: [BlockDone { tag: 0, result: Ok(()) }; 32], failed_note: false, with_handle: Vec::new(), notes: heapless::Vec::new(), notes_lost: 0, auth_refused: 0 }
+        GroupIo { subs: Vec::new(), ns: Vec::new(), inflight: 0, done: [BlockDone { tag: 0, result: Ok(()) }; 32], failed_note: false, with_handle: Vec::new(), notes: heapless::Vec::new(), notes_lost: 0, via: None, group: 0, id: 0, auth_refused: 0 }
     }
 
     /// Whether I/O submitted to this group's handles is still to be polled back.
@@ -91,9 +99,10 @@ impl<B> GroupIo<B> {
         self.inflight != 0
     }
 
-    /// Block I/Os at this group's handles now.
+    /// Block I/Os at this group's own handles now (those it sent the owner are at the core's
+    /// stores, counted there).
     pub fn inflight_count(&self) -> u64 {
-        self.inflight
+        self.inflight.saturating_sub(self.via.as_ref().map_or(0, |v| v.outstanding() as u64))
     }
 
     /// Namespaces (by slot) this group has a handle of.
@@ -160,6 +169,7 @@ impl<B: BlockDevice> GroupIo<B> {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub fn execute(&mut self, core: &mut Core<B>, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64, counts: &mut IoCounts, owner_due: &mut bool) -> Action {
+        let _ = core;
         let k = match (io_queue_refusal(q, sqe.opcode), self.slot(q.subsys as usize, sqe.nsid.get())) {
             (None, Some(k)) => k,
             (refusal, _) => return self.refuse(refusal.unwrap_or(Status::INVALID_NS), q, sqe, now_ns, counts, owner_due),
@@ -173,15 +183,43 @@ impl<B: BlockDevice> GroupIo<B> {
         q.io.commands += 1;
         let n = &mut self.ns[k];
         let Some(dev) = n.dev.as_mut() else {
-            let a = core.exec_io_ns(q, sqe, data, n.at.subsys as usize, n.at.ns as usize, counts);
-            if let Action::Respond { status, .. } = a {
-                if !status.is_success() {
-                    core.record_error(q, sqe.cid.get(), status, sqe.nsid.get());
-                }
-            }
-            return a;
+            return self.execute_via_owner(k, q, sqe, data, counts, owner_due);
         };
         let a = if n.failed { Action::status(Status::INVALID_NS) } else { exec_ns(n.at, dev, n.lat.as_mut(), q, sqe, data, &mut counts.ns[k], &mut self.inflight) };
+        if let Action::Respond { status, .. } = a {
+            if !status.is_success() {
+                self.note_error(q, sqe.cid.get(), status, sqe.nsid.get());
+                *owner_due = true;
+            }
+        }
+        a
+    }
+
+    /// Execute command `sqe` of I/O queue `q` on namespace slot `k`, which this group has no
+    /// handle of, as on a handle ([`exec_ns`]) whose submissions are records to the owner
+    /// ([`OwnerStore`], counted in the namespace's [`NsStats::via_owner`]); [`Action::Busy`]
+    /// when the block I/Os it may submit (a Dataset Management command's ranges, one for any
+    /// other) do not fit beside those the group has at the owner now. `owner_due` set: the
+    /// owner takes the records when the turn call returns.
+    #[cold]
+    #[inline(never)]
+    fn execute_via_owner(&mut self, k: usize, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, counts: &mut IoCounts, owner_due: &mut bool) -> Action {
+        let n = &mut self.ns[k];
+        let (Some(shape), Some(via)) = (n.owner.as_ref(), self.via.as_mut()) else {
+            // Cannot happen: a namespace without a handle has its shape and the group its rings.
+            return Action::status(Status::INTERNAL);
+        };
+        let need = if sqe.opcode == io_op::DSM { (sqe.cdw10.get() & 0xFF) as usize + 1 } else { 1 };
+        let a = if n.failed {
+            Action::status(Status::INVALID_NS)
+        } else if !via.has_room(need) {
+            return Action::Busy;
+        } else {
+            let st = &mut counts.ns[k];
+            st.via_owner += 1;
+            *owner_due = true;
+            exec_ns(n.at, &mut OwnerStore { shape, at: n.at, ends: Some(via) }, None, q, sqe, data, st, &mut self.inflight)
+        };
         if let Action::Respond { status, .. } = a {
             if !status.is_success() {
                 self.note_error(q, sqe.cid.get(), status, sqe.nsid.get());
@@ -218,9 +256,11 @@ impl<B: BlockDevice> GroupIo<B> {
     /// bytes), when it is a Write, Write Zeroes or Dataset Management on an enabled I/O queue
     /// and its namespace's direct memory is in use ([`modified_direct`]): asked of this group's
     /// handle of the namespace (a RAM handle shares the namespace's memory), or, when the group
-    /// has none, of the core's store, on which the command will run.
+    /// has none, of the store's shape the group keeps (the store's own memory, which the
+    /// command will change through the owner).
     #[inline(always)]
     pub fn modifies_direct(&self, core: &Core<B>, q: &QueueState, sqe: &Sqe, dsm: &[u8]) -> Option<(PhysAddr, u64)> {
+        let _ = core;
         if !matches!(sqe.opcode, io_op::WRITE | io_op::WRITE_ZEROES | io_op::DSM) || q.qid == 0 || !q.enabled {
             return None;
         }
@@ -228,20 +268,32 @@ impl<B: BlockDevice> GroupIo<B> {
         if !n.at.direct {
             return None;
         }
-        match n.dev.as_ref() {
-            Some(dev) => modified_direct(dev, sqe, dsm),
-            None => modified_direct(&core.subsystems[n.at.subsys as usize].cfg.namespaces[n.at.ns as usize].dev, sqe, dsm),
+        match (n.dev.as_ref(), n.owner.as_ref()) {
+            (Some(dev), _) => modified_direct(dev, sqe, dsm),
+            (None, Some(shape)) => modified_direct(&OwnerStore { shape, at: n.at, ends: None }, sqe, dsm),
+            (None, None) => None,
         }
     }
 
     /// Submit Write `w`, whose data the transport moved in, to this group's handle of its
-    /// namespace, or, when the group has none, to the core's store ([`Core::write_fetched`]).
+    /// namespace, or, when the group has none, to the core's store through the owner
+    /// ([`OwnerStore`]; `owner_due` set; [`Action::Busy`] while the group's I/Os at the owner
+    /// leave no room).
     #[inline(always)]
-    pub fn write_fetched(&mut self, core: &mut Core<B>, w: &PendingWrite, buf: DmaSlice, tag: u64) -> Action {
+    pub fn write_fetched(&mut self, core: &mut Core<B>, w: &PendingWrite, buf: DmaSlice, tag: u64, owner_due: &mut bool) -> Action {
+        let _ = core;
         let n = self.subs.get(w.subsys as usize).and_then(|sub| self.ns.get_mut(sub.ns_base + w.ns as usize));
         match n {
             Some(NsIo { dev: Some(dev), lat, .. }) => submit_fetched(dev, lat.as_mut(), w, buf, tag, &mut self.inflight),
-            _ => core.write_fetched(w, buf, tag),
+            Some(NsIo { dev: None, owner: Some(shape), at, .. }) => match self.via.as_mut() {
+                Some(via) if via.has_room(1) => {
+                    *owner_due = true;
+                    submit_fetched(&mut OwnerStore { shape, at: *at, ends: Some(via) }, None, w, buf, tag, &mut self.inflight)
+                }
+                Some(_) => Action::Busy,
+                None => Action::status(Status::INTERNAL),
+            },
+            _ => Action::status(Status::INTERNAL),
         }
     }
 
@@ -270,6 +322,12 @@ impl<B: BlockDevice> GroupIo<B> {
                 }
             }
         }
+        // The owner's answers for the namespaces the group has no handle of.
+        if let Some(via) = self.via.as_mut().filter(|_| total < max) {
+            let k = via.poll(max - total, &mut f);
+            total += k;
+            self.inflight = self.inflight.saturating_sub(k as u64);
+        }
         total
     }
 }
@@ -286,9 +344,13 @@ impl<B: BlockDevice> Core<B> {
     /// the owner with the group (allocates). Logs one line per namespace for poll group
     /// `group`: the handle made and its device queue, or why it has none (a drive that
     /// granted fewer I/O queues than its namespaces x groups): that namespace's I/O in this
-    /// group stays on the core's store.
+    /// group goes to the core's store through the owner (`via_owner.rs`; the group's rings made
+    /// here, the owner's ends kept by the core for group `group`; without their memory the
+    /// group's I/O on such a namespace fails).
     pub fn group_io(&mut self, group: usize) -> GroupIo<B> {
         let mut g = GroupIo::empty();
+        self.group_ios += 1;
+        (g.group, g.id) = (group, self.group_ios);
         let (direct, clock) = (self.direct, self.dev_clock);
         for (si, s) in self.subsystems.iter_mut().enumerate() {
             g.subs.push(SubIo { ns_index: s.ns_index.clone(), ns_base: s.ns_base });
@@ -303,16 +365,26 @@ impl<B: BlockDevice> Core<B> {
                     }
                     Err(BlockError::Unsupported) if n.dev.device_queue().is_none() => None,
                     Err(e) => {
-                        log::warn!("nvmeof: poll group {group}: nsid {} of {}: no handle of its own ({e:?}): its I/O stays on the namespace's store", n.nsid, s.cfg.nqn);
+                        log::warn!("nvmeof: poll group {group}: nsid {} of {}: no handle of its own ({e:?}): its I/O goes to the namespace's store through the owner", n.nsid, s.cfg.nqn);
                         None
                     }
                 };
+                let owner = dev.is_none().then(|| NsShape::of(&n.dev));
                 let lat = dev.as_ref().and(clock).map(devlat::DevLatency::new);
                 let at = NsAt { subsys: si as u16, ns: ni as u16, max_io_bytes: s.max_io_bytes, direct };
                 if dev.is_some() {
                     g.with_handle.push(g.ns.len() as u16);
                 }
-                g.ns.push(NsIo { dev, at, failed: st.failed, lat });
+                g.ns.push(NsIo { dev, owner, at, failed: st.failed, lat });
+            }
+        }
+        if g.ns.iter().any(|n| n.owner.is_some()) {
+            match ViaOwner::rings(g.id) {
+                Ok((via, ends)) => {
+                    g.via = Some(via);
+                    self.keep_owner_io(group, ends);
+                }
+                Err(()) => log::warn!("nvmeof: poll group {group}: no memory for its rings to the owner: its I/O on namespaces without a handle fails"),
             }
         }
         g
@@ -370,6 +442,8 @@ impl<B: BlockDevice> Core<B> {
     /// figures; its handles are dropped). Slow path.
     pub fn fold_group_io(&mut self, g: &mut GroupIo<B>) {
         self.take_error_notes(g);
+        self.drop_owner_io(g.group, g.id);
+        g.via = None;
         g.with_handle.clear();
         for s in &mut self.subsystems {
             for (i, released) in s.ns_dev_released.iter_mut().enumerate() {

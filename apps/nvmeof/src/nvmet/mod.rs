@@ -18,6 +18,7 @@ mod group_io;
 mod identify;
 mod io;
 mod ports;
+mod via_owner;
 pub mod limits;
 pub mod auth;
 pub mod rdma;
@@ -220,6 +221,10 @@ pub enum Action {
     Submitted { count: u16 },
     /// Hold the command (AER) until an event completes it via [`Core::take_aen`].
     Hold,
+    /// The way to the namespace's store is full now (a poll group's block I/Os at the owner,
+    /// [`GroupIo`]): nothing was submitted; hold the command and execute it (a Write whose data
+    /// is in: submit it) again later.
+    Busy,
     /// A Read was submitted with the namespace's own memory `buf` as its buffer (see
     /// [`Core::set_direct`]): the device moves no data; when it completes, the transport
     /// sends the data to the host straight from `buf`.
@@ -408,6 +413,10 @@ pub struct NsStats {
     /// Reads / writes the host sent with FUA set.
     pub fua_reads: u64,
     pub fua_writes: u64,
+    /// I/O commands poll groups without a handle of the namespace ran on its store through the
+    /// controller owner (`via_owner.rs`: a local NVMe namespace whose drive granted fewer I/O
+    /// queues than namespaces × groups, or a store that makes no handles).
+    pub via_owner: u64,
     /// Out of service since its store failed: inactive to hosts (gone from the active
     /// namespace list, Identify Namespace all zero, I/O refused with Invalid Namespace),
     /// announced by a Namespace Attribute Changed event.
@@ -528,6 +537,10 @@ pub struct Core<B: BlockDevice> {
     own_io: IoCounts,
     /// In-band authentication (hosts, per-queue transactions, counters).
     pub auth: auth::Auth,
+    /// The owner's ends of each poll group's rings for the namespaces it has no handle of, by
+    /// group number ([`Core::take_via_owner`]), and the group tables made so far (their ids).
+    via_owner: Vec<Option<via_owner::OwnerIo>>,
+    group_ios: u64,
 }
 
 fn blk_status(e: BlockError) -> Status {
@@ -656,6 +669,8 @@ impl<B: BlockDevice> Core<B> {
             stats: CoreStats::default(),
             own_io: IoCounts::default(),
             auth,
+            via_owner: Vec::new(),
+            group_ios: 0,
         };
         core.own_io = core.io_counts();
         core.init_links()?;

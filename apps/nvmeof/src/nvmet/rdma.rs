@@ -41,7 +41,7 @@ mod group;
 pub mod group_cell;
 mod group_msgs;
 mod handles;
-mod handoff;
+pub(super) mod handoff;
 mod lifecycle;
 mod ranges;
 mod turn;
@@ -133,6 +133,9 @@ pub struct TransportStats {
     pub held_writes: u64,
     /// Zero-copy reads held until an overlapping zero-copy write had landed.
     pub held_reads: u64,
+    /// Commands held because their group's block I/Os at the owner (namespaces it has no
+    /// handle of) left no room for theirs (`Action::Busy`), executed again later.
+    pub held_via_owner: u64,
     /// RDMA READs into slot buffers held for the queue's next doorbell because another READ
     /// was outstanding on the queue (`post_read`).
     pub held_slot_reads: u64,
@@ -158,8 +161,9 @@ pub struct TransportStats {
     /// end is counted and not rung): a doorbell a turn with new commands would otherwise have
     /// shared. The rest rang for what the turn received (new commands, block completions).
     pub held_retry_doorbells: u64,
-    /// Block completions reported beyond the batch asked for (must stay 0: the core keeps
-    /// what does not fit for the next batch).
+    /// Block completions reported beyond the batch asked for, or of a poll group gone (must
+    /// stay 0: the core keeps what does not fit for the next batch; a queue closing waits for
+    /// its I/O).
     pub block_done_lost: u64,
     /// Queues closed by the target that did not fit the list for the CM (must stay 0).
     pub closed_overflow: u64,
@@ -206,6 +210,7 @@ impl TransportStats {
             posts: self.posts + o.posts,
             held_writes: self.held_writes + o.held_writes,
             held_reads: self.held_reads + o.held_reads,
+            held_via_owner: self.held_via_owner + o.held_via_owner,
             held_slot_reads: self.held_slot_reads + o.held_slot_reads,
             direct_writes: self.direct_writes + o.direct_writes,
             staged_writes: self.staged_writes + o.staged_writes,
@@ -984,9 +989,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         self.drain_block_batches(verbs, gi)
     }
 
-    /// The `k` block completions group `gi`'s batch holds (of `n` a poller reported), each
-    /// handed to its command's group (the tag names it: a batch of the core's stores holds
-    /// every group's). Returns `k`.
+    /// The `k` block completions group `gi`'s batch holds (of `n` its handles reported), each
+    /// handed to its command's group (the tag names it). Returns `k`.
     #[inline(always)]
     fn end_block_batch(&mut self, verbs: &mut V, gi: usize, n: usize, k: usize) -> usize {
         let Some(g) = self.groups.get_mut(gi) else { return 0 };
@@ -1018,11 +1022,41 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 continue;
             };
             let n = self.core.poll_block(BLOCK_BATCH, into_batch(&mut g.block_done, &mut k));
-            work += self.end_block_batch(verbs, gi, n, k);
+            work += self.answer_block_batch(verbs, gi, n, k);
             if n < BLOCK_BATCH {
                 return work;
             }
         }
+    }
+
+    /// The `k` completions of the core's stores group `gi`'s batch holds (of `n` reported):
+    /// each the answer to a block I/O a group sent the owner for a namespace it has no handle
+    /// of, put on that group's ring back (the tag names the group: `Core::answer_via_owner`),
+    /// then each group that got answers takes them in its batch, as its handles' completions
+    /// (`drain_group_io`). Returns `k`.
+    #[cold]
+    #[inline(never)]
+    fn answer_block_batch(&mut self, verbs: &mut V, gi: usize, n: usize, k: usize) -> usize {
+        let Some(g) = self.groups.get_mut(gi) else { return 0 };
+        g.io.block_done_lost += n.saturating_sub(k) as u64;
+        // Groups are at most 64 (`nvmet.poll_groups`).
+        let mut answered = 0u64;
+        for i in 0..k {
+            let (tag, st) = self.groups[gi].block_done[i];
+            let gt = WrId::from_raw(tag).group();
+            if self.core.answer_via_owner(gt, tag, st) {
+                answered |= 1 << (gt % 64);
+            } else if let Some(g) = self.groups.get_mut(gi) {
+                // No group of that number any more (its queues waited for their I/O).
+                g.io.block_done_lost += 1;
+            }
+        }
+        while answered != 0 {
+            let gt = answered.trailing_zeros() as usize;
+            answered &= answered - 1;
+            self.drain_group_io(verbs, gt);
+        }
+        k
     }
 }
 

@@ -317,9 +317,15 @@ pub fn setup_nvme() -> (NvmeWorld, Node, NvmeDrive) {
 /// handle of the namespace: an I/O queue pair of its own on the drive) and the driver's
 /// `cfg`.
 pub fn setup_nvme_groups(max_io_queues: u16, groups: usize, cfg: Config) -> (NvmeWorld, Node, NvmeDrive) {
+    setup_nvme_drive_queues(max_io_queues, groups, cfg, DriveState::default().io_queues)
+}
+
+/// [`setup_nvme_groups`] on a drive that grants `drive_queues` I/O queues (the store takes
+/// one, each poll group's handle another while there are any).
+pub fn setup_nvme_drive_queues(max_io_queues: u16, groups: usize, cfg: Config, drive_queues: u16) -> (NvmeWorld, Node, NvmeDrive) {
     let mut drive = None;
     let (w, h) = setup_on(max_io_queues, groups, |t| {
-        let st = DriveState { vwc: 1, wce: true, namespaces: vec![DriveNs::new(1, NS_BYTES / 512)], ..DriveState::default() };
+        let st = DriveState { vwc: 1, wce: true, namespaces: vec![DriveNs::new(1, NS_BYTES / 512)], io_queues: drive_queues, ..DriveState::default() };
         let d = NvmeDrive::with_state(t.hal.mem(), st);
         drive = Some(d.clone());
         let ctrl = Box::leak(Box::new(Controller::init(t.hal.clone(), d, cfg).expect("drive up")));

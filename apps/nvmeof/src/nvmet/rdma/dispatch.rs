@@ -161,7 +161,7 @@ impl TurnShared {
         };
         // On the group's own handle of the namespace (the core's store when it has none).
         let tag = block_tag(ci, gen, Kind::Block, s);
-        let action = g.nsio.write_fetched(core, &w, buf, tag);
+        let action = g.nsio.write_fetched(core, &w, buf, tag, &mut g.owner_due);
         self.on_action(g, ci, s, action);
     }
 
@@ -400,6 +400,24 @@ impl TurnShared {
             Action::Hold => {
                 // The AER keeps only its CID; its slot and receive buffer go straight back.
                 g.release_slot(ci, s);
+            }
+            Action::Busy => {
+                // The group's block I/Os at the owner leave no room (`GroupIo`): held, its
+                // claim given back (taken again when it comes back), and executed again (a
+                // Write whose data is in placed again) once answers made room.
+                let c = g.conns[ci.i].as_mut().expect("live");
+                let (gen, slot) = (c.gen, &mut c.slots[s as usize]);
+                let r = core::mem::replace(&mut slot.range, RangeId::NONE);
+                if !r.is_none() {
+                    self.inflight.remove(r, ci, gen);
+                }
+                let resume = if slot.write.is_some() { Resume::Place } else { Resume::Execute };
+                // Counted here, not as a command held for an overlap (`hold` counts a slot
+                // it finds not blocked yet).
+                slot.state = SlotState::Blocked;
+                slot.resume = resume;
+                g.io.held_via_owner += 1;
+                g.hold(ci.i, s, resume);
             }
         }
     }

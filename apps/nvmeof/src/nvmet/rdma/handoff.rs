@@ -22,11 +22,11 @@ pub(super) trait Word: Copy {
 }
 
 /// The most words a [`Record`] takes.
-pub(super) const MAX_WORDS: usize = 8;
+pub(in crate::nvmet) const MAX_WORDS: usize = 8;
 
 /// A message that travels as `WORDS` words (at most [`MAX_WORDS`]), put and taken whole: the
 /// producer publishes its end once all its words are stored.
-pub(super) trait Record: Copy {
+pub(in crate::nvmet) trait Record: Copy {
     const WORDS: usize;
     /// Its words, the first `WORDS` of them used.
     fn to_words(self) -> [u64; MAX_WORDS];
@@ -57,14 +57,14 @@ struct Ring {
 }
 
 /// The producing end (one per ring: not `Clone`).
-pub(super) struct Producer<M> {
+pub(in crate::nvmet) struct Producer<M> {
     ring: Arc<Ring>,
     tail: usize,
     _m: PhantomData<fn(M)>,
 }
 
 /// The consuming end (one per ring: not `Clone`).
-pub(super) struct Consumer<M> {
+pub(in crate::nvmet) struct Consumer<M> {
     ring: Arc<Ring>,
     head: usize,
     _m: PhantomData<fn() -> M>,
@@ -116,7 +116,7 @@ impl Bell {
 }
 
 /// A ring with room for `room` messages (at least one); `Err` if the memory is not there.
-pub(super) fn ring<M: Record>(room: usize) -> Result<(Producer<M>, Consumer<M>), ()> {
+pub(in crate::nvmet) fn ring<M: Record>(room: usize) -> Result<(Producer<M>, Consumer<M>), ()> {
     let room = room.max(1) * M::WORDS;
     let mut words = Vec::new();
     words.try_reserve_exact(room).map_err(|_| ())?;
@@ -127,7 +127,7 @@ pub(super) fn ring<M: Record>(room: usize) -> Result<(Producer<M>, Consumer<M>),
 
 impl<M: Record> Producer<M> {
     /// Put `m` at the end; `Err(m)` when the ring is full.
-    pub(super) fn push(&mut self, m: M) -> Result<(), M> {
+    pub(in crate::nvmet) fn push(&mut self, m: M) -> Result<(), M> {
         let r = &*self.ring;
         if self.tail.wrapping_sub(r.head.load(Ordering::Acquire)) == r.words.len() {
             return Err(m);
@@ -145,7 +145,7 @@ impl<M: Record> Producer<M> {
 
 impl<M: Record> Producer<M> {
     /// Messages that fit now (the consumer may make more room at any time).
-    pub(super) fn room(&self) -> usize {
+    pub(in crate::nvmet) fn room(&self) -> usize {
         let r = &*self.ring;
         (r.words.len() - self.tail.wrapping_sub(r.head.load(Ordering::Acquire))) / M::WORDS
     }
@@ -194,12 +194,12 @@ impl Consumer<u64> {
 
 impl<M: Record> Consumer<M> {
     /// No message waiting now.
-    pub(super) fn is_empty(&self) -> bool {
+    pub(in crate::nvmet) fn is_empty(&self) -> bool {
         self.head == self.ring.tail.load(Ordering::Acquire)
     }
 
     /// Take the oldest message, if any.
-    pub(super) fn pop(&mut self) -> Option<M> {
+    pub(in crate::nvmet) fn pop(&mut self) -> Option<M> {
         let r = &*self.ring;
         if self.head == r.tail.load(Ordering::Acquire) {
             return None;

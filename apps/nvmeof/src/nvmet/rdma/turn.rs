@@ -75,6 +75,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     #[inline(never)]
     pub(super) fn owner_step(&mut self, verbs: &mut V, gi: usize, now_ns: u64) {
         loop {
+            // The block I/O the turn sent for namespaces the group has no handle of, to their
+            // stores (`Core::take_via_owner`; answered from the owner's block drain).
+            self.core.take_via_owner(gi);
             // The queues the turn closed into the core first (an admin queue's controller freed).
             self.take_gone_queues();
             // The group's failed commands into their controllers' error logs.
