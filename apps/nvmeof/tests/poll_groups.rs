@@ -143,8 +143,8 @@ fn verified_io_over_1_2_and_4_poll_groups() {
 }
 
 /// Overlapping commands of queues in two poll groups wait for each other's zero-copy
-/// transfers (today through the target-wide range table, `rdma/ranges.rs`; a split into
-/// per-group tables must keep this). (1) A zero-copy Read on group 0's queue and an in-capsule
+/// transfers: each group has its own zero-copy range table (`rdma/ranges.rs`), ordered against
+/// the other groups' by their per-stripe counts (`rdma/stripes.rs`). (1) A zero-copy Read on group 0's queue and an in-capsule
 /// Write of the same blocks on group 1's, sent together: the Write waits for the Read being
 /// sent, which returns the old data whole. (2) A keyed 8 KiB zero-copy Write on group 1's queue
 /// and, while its RDMA READ is landing, an in-capsule Write of its first 4 KiB on group 0's:
@@ -152,7 +152,7 @@ fn verified_io_over_1_2_and_4_poll_groups() {
 /// a Read on group 1's sent together: the Write goes first (group 0 is polled first), the Read
 /// waits for it and returns the new data whole. (4) A zero-copy Read on group 1's queue being
 /// sent and then an in-capsule Write of the same blocks on group 0's: the Write waits for the
-/// Read's response. With each group looking at its own ranges only (the test-only mutation
+/// Read's response. Without the other groups' counts (the test-only mutation
 /// `sim-mutation-cross-group`) nothing waits: in (1) the Write's data changes the memory the
 /// Read is being sent from (the Read returns it), in (2) the first Write's data lands over the
 /// second's.

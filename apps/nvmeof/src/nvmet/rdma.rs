@@ -44,6 +44,7 @@ mod handles;
 pub(super) mod handoff;
 mod lifecycle;
 mod ranges;
+mod stripes;
 mod turn;
 mod wr_id;
 pub use admit::Pinned;
@@ -52,7 +53,7 @@ pub use group::PollGroup;
 use group::{Inbox, OwnerEnds, Staged, ToOwner};
 use group_cell::GroupCells;
 use handoff::Bell;
-use ranges::{InFlight, RangeId};
+use ranges::RangeId;
 use turn::TurnShared;
 use wr_id::{Kind, WrId};
 
@@ -418,9 +419,13 @@ pub struct RdmaTarget<V: GroupVerbs, B: BlockDevice> {
     /// The time of the last `poll` (accept has no clock of its own).
     now_ns: u64,
     ns_registered: bool,
-    /// What the groups' turns share (namespace registrations, zero-copy ranges, the clock),
-    /// handed to each turn call with the core and the one group it works on.
+    /// What the groups' turns share (namespace registrations, the clock), handed to each
+    /// turn call with the core and the one group it works on.
     shared: TurnShared,
+    /// Every group's row of cross-group stripe counts (`stripes.rs`), for as many groups as
+    /// were made last (`new_group` makes them again when that changed); a group is made with
+    /// its view of them.
+    stripes: stripes::Rows,
     /// Poll groups (created with the first queue, released with the last), each value in
     /// its cell (home with the owner, or away with a thread: `group_cell.rs`); how many, the
     /// group the next queue goes to, and each group's SRQ size.
@@ -468,9 +473,6 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     pub fn with_poll_groups(core: Core<B>, max_queues: usize, groups: usize) -> Self {
         // A work request names its queue in 12 bits.
         let max_queues = max_queues.min(wr_id::MAX_QUEUES);
-        // Every slot of every queue, twice (a slot may take its next read before the previous
-        // response's completion is seen): no allocation on the I/O path.
-        let slots = max_queues * core.config().io_queue_depth as usize;
         RdmaTarget {
             core,
             max_queues,
@@ -481,7 +483,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             next_stuck_check_ns: 0,
             now_ns: 0,
             ns_registered: false,
-            shared: TurnShared::new(slots),
+            shared: TurnShared::new(),
+            stripes: stripes::Rows::new(0),
             groups: GroupCells::new(),
             ends: Vec::new(),
             in_poll: false,
@@ -811,7 +814,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         if self.attach_pending {
             self.attach_pending = false;
             for (gi, g) in self.groups.iter_at_mut() {
-                work += g.take_new(&mut self.shared.inflight, gi);
+                work += g.take_new(gi);
             }
         }
         for gi in 0..self.groups.len() {

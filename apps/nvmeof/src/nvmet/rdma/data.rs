@@ -142,24 +142,29 @@ impl TurnShared {
         }
     }
 
-    /// A zero-copy Write: once nothing in flight overlaps its blocks but its own queue's
-    /// zero-copy Writes (posted before it on the same QP: their data lands first), claim them
-    /// and RDMA READ the host's data straight into namespace memory.
+    /// A zero-copy Write: once nothing of its group in flight overlaps its blocks but its own
+    /// queue's zero-copy Writes (posted before it on the same QP: their data lands first),
+    /// claim them, and once no other group's transfer is in the way (held meanwhile, its range
+    /// kept, `InFlight::claim`), RDMA READ the host's data straight into namespace memory.
     pub(super) fn fetch_direct<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         let slot = &c.slots[s as usize];
-        let (addr, len, gen) = (slot.direct_addr, slot.write.map_or(0, |w| w.len()) as u64, c.gen);
-        if self.inflight.write_waits(addr, addr + len, ci, gen) {
+        let (addr, len, gen, kept) = (slot.direct_addr, slot.write.map_or(0, |w| w.len()) as u64, c.gen, slot.range);
+        if kept.is_none() && g.inflight.write_waits(addr, addr + len, ci, gen) {
             g.hold(ci.i, s, Resume::Fetch);
             return;
         }
         let lkey = self.ns_lkey(addr);
-        let range = self.inflight.insert(addr, addr + len, true, ci, gen);
+        let range = if kept.is_none() { g.inflight.insert(addr, addr + len, true, ci, gen) } else { Some(kept) };
         let slot = &mut c.slots[s as usize];
         match (lkey, range) {
             (Some(k), Some(r)) => {
                 slot.direct_lkey = k;
                 slot.range = r;
+                if !g.inflight.claim(r) {
+                    g.hold(ci.i, s, Resume::Fetch);
+                    return;
+                }
                 // Its READ, on this turn's list (as `post_read` would, with the queue at hand).
                 match c.list_turn_write(s) {
                     Some(listed) => {
@@ -172,7 +177,7 @@ impl TurnShared {
             _ => {
                 // Cannot happen (see `SubmittedDirect`): the command fails, memory untouched.
                 if let Some(r) = range {
-                    self.inflight.remove(r, ci, gen);
+                    g.inflight.remove(r, ci, gen);
                 }
                 g.io.range_overflow += range.is_none() as u64;
                 let (q, cid, nsid, t0) = (c.q, slot.sqe.cid.get(), slot.sqe.nsid.get(), slot.t0);
@@ -227,7 +232,7 @@ impl TurnShared {
         if c.draining {
             // Its blocks, kept claimed by the close while the store had them, are free now.
             let (r, gen) = (c.slots[s as usize].range, c.gen);
-            self.inflight.remove(r, ci, gen);
+            g.inflight.remove(r, ci, gen);
             c.slots[s as usize].state = SlotState::Idle;
             g.free_queue(ci);
             return;
@@ -245,16 +250,22 @@ impl TurnShared {
     }
 
     /// A Read's data is ready: RDMA WRITE it to the host and respond. A zero-copy Read waits
-    /// while a zero-copy Write is still landing in its blocks. Inlined into `block_done`, which
+    /// while a zero-copy Write is still landing in its blocks, its group's or, claimed against
+    /// the other groups' (`InFlight::claim_send`), another group's. Inlined into `block_done`, which
     /// has the queue at hand already (not fetched twice per Read).
     #[inline(always)]
     pub(super) fn send_read<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16) {
         let c = g.conns[ci.i].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
+        // The claim first, before the fields below are read: they are not kept across the call.
+        if !g.inflight.alone() && slot.direct_addr != 0 && !g.inflight.claim_send(slot.range) {
+            g.hold(ci.i, s, Resume::Send);
+            return;
+        }
         let (len, direct_addr, direct_lkey, status, t0) = (slot.sgl.map_or(0, |g| g.len()), slot.direct_addr, slot.direct_lkey, slot.status, slot.t0);
         let src = if direct_addr != 0 {
-            if self.inflight.overlaps(direct_addr, direct_addr + len as u64, true, ci.g) {
+            if g.inflight.overlaps(direct_addr, direct_addr + len as u64, true) {
                 g.hold(ci.i, s, Resume::Send);
                 return;
             }

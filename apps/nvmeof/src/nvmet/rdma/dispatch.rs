@@ -20,7 +20,7 @@ impl TurnShared {
         }
         let (ci, gen, s) = (QueueAt { g: gi, i: id.conn() }, id.gen(), id.slot());
         let Some(c) = g.conns.get_mut(ci.i).and_then(|c| c.as_mut()).filter(|c| c.gen == gen && !c.draining) else {
-            self.end_stale(id, ci, gen);
+            Self::end_stale(g, id, ci, gen);
             return;
         };
         let (qpn, depth, close_after_send) = (c.qpn, c.depth, c.close_after_send);
@@ -34,7 +34,7 @@ impl TurnShared {
             // queue: the host never sees success for data that may have landed in part. The
             // QP is in error: the range this completion carries ends (the close keeps those
             // of the work requests still to complete).
-            self.end_stale(id, ci, gen);
+            Self::end_stale(g, id, ci, gen);
             self.close_queue(g, ci, true);
             return;
         }
@@ -61,7 +61,7 @@ impl TurnShared {
                 // place, the blocks are free for overlapping commands again.
                 let r = id.range();
                 if !r.is_none() {
-                    self.inflight.remove(r, ci, gen);
+                    g.inflight.remove(r, ci, gen);
                 }
                 if close_after_send {
                     self.close_queue(g, ci, true);
@@ -77,10 +77,10 @@ impl TurnShared {
     /// READ landing, a zero-copy Read's RDMA WRITE sending). A range the queue no longer
     /// owns (ended already, or by the owner's destroying the QP) is left alone.
     #[cold]
-    fn end_stale(&mut self, id: WrId, ci: QueueAt, gen: u16) {
+    fn end_stale<V: GroupVerbs, B: BlockDevice>(g: &mut PollGroup<V, B>, id: WrId, ci: QueueAt, gen: u16) {
         let r = id.range();
         if id.kind() == Some(Kind::Send) && !r.is_none() {
-            self.inflight.remove(r, ci, gen);
+            g.inflight.remove(r, ci, gen);
         }
     }
 
@@ -137,15 +137,17 @@ impl TurnShared {
         // A staged Write (`on_action`): copied into namespace memory once no zero-copy
         // transfer there overlaps it (a Read being sent from it would carry a torn block).
         // The store places it at any time until it completes: its blocks are claimed as a
-        // write's until its response's completion, so a zero-copy Read waits for it.
+        // write's until its response's completion, so a zero-copy Read waits for it. Held
+        // again, its range kept, while another group's transfer is in the way.
         let w = match w.direct_buf() {
             Some(ns) => {
                 let (start, end) = (ns.paddr(), ns.paddr() + ns.len() as u64);
-                if self.inflight.overlaps(start, end, false, ci.g) {
+                let kept = slot.range;
+                if kept.is_none() && g.inflight.overlaps(start, end, false) {
                     g.hold(ci.i, s, Resume::Place);
                     return;
                 }
-                let Some(r) = self.inflight.insert(start, end, true, ci, gen) else {
+                let Some(r) = (if kept.is_none() { g.inflight.insert(start, end, true, ci, gen) } else { Some(kept) }) else {
                     // Cannot happen (see `SubmittedDirect`): the command fails, memory untouched.
                     g.io.range_overflow += 1;
                     let (q, cid, nsid, t0) = (c.q, slot.sqe.cid.get(), slot.sqe.nsid.get(), slot.t0);
@@ -155,6 +157,10 @@ impl TurnShared {
                     return;
                 };
                 slot.range = r;
+                if !g.inflight.claim(r) {
+                    g.hold(ci.i, s, Resume::Place);
+                    return;
+                }
                 PendingWrite { direct: false, ..w }
             }
             None => w,
@@ -281,11 +287,13 @@ impl TurnShared {
             // so a zero-copy Read of them waits for it (a staged Write's way, `data_in`).
             if let Some((a, n)) = g.nsio.modifies_direct(core, &c.q, sqe, &small[..small_len]) {
                 let end = a.saturating_add(n);
-                if self.inflight.overlaps(a, end, false, ci.g) {
+                // Its range once taken is kept while another group's transfer is in the way.
+                let kept = c.slots[s as usize].range;
+                if kept.is_none() && g.inflight.overlaps(a, end, false) {
                     g.hold(ci.i, s, Resume::Execute);
                     return;
                 }
-                let Some(r) = self.inflight.insert(a, end, true, ci, c.gen) else {
+                let Some(r) = (if kept.is_none() { g.inflight.insert(a, end, true, ci, c.gen) } else { Some(kept) }) else {
                     // Cannot happen (see `SubmittedDirect`): the command fails, memory untouched.
                     g.io.range_overflow += 1;
                     let (q, cid, nsid, t0) = (c.q, sqe.cid.get(), sqe.nsid.get(), c.slots[s as usize].t0);
@@ -295,6 +303,10 @@ impl TurnShared {
                     return;
                 };
                 c.slots[s as usize].range = r;
+                if !g.inflight.claim(r) {
+                    g.hold(ci.i, s, Resume::Execute);
+                    return;
+                }
             }
         }
         let sqe = &c.slots[s as usize].sqe;
@@ -357,7 +369,8 @@ impl TurnShared {
                 let len = slot.sgl.map_or(0, |g| g.len()) as u64;
                 // From now until the response's completion, the adapter will read this
                 // namespace memory: writes to it wait.
-                match lkey.map(|k| (k, self.inflight.insert(addr, addr + len, false, ci, gen))) {
+                // Its claim against the other groups' writes is made when it is sent (`send_read`).
+                match lkey.map(|k| (k, g.inflight.insert(addr, addr + len, false, ci, gen))) {
                     Some((k, Some(r))) => {
                         slot.direct_lkey = k;
                         slot.range = r;
@@ -409,7 +422,7 @@ impl TurnShared {
                 let (gen, slot) = (c.gen, &mut c.slots[s as usize]);
                 let r = core::mem::replace(&mut slot.range, RangeId::NONE);
                 if !r.is_none() {
-                    self.inflight.remove(r, ci, gen);
+                    g.inflight.remove(r, ci, gen);
                 }
                 let resume = if slot.write.is_some() { Resume::Place } else { Resume::Execute };
                 // Counted here, not as a command held for an overlap (`hold` counts a slot

@@ -21,6 +21,7 @@ use super::gone_queue::GoneQueue;
 pub(super) use super::group_msgs::{AerDone, Attach, ToGroup, ToOwner};
 use super::handoff::{self, Bell, Consumer, Producer};
 use super::ranges::{InFlight, RangeId};
+use super::stripes::GroupStripes;
 use super::wr_id::{Kind, WrId};
 use super::{Conn, QueueAnswer, QueueAt, SlotState, TransportStats, BLOCK_BATCH};
 use crate::bench::Histogram;
@@ -217,6 +218,9 @@ pub struct PollGroup<V: GroupVerbs, B> {
     /// group, `Core::group_io`): its Reads and Writes execute and complete on them, its block
     /// completions are polled from them in its turn.
     pub(super) nsio: GroupIo<B>,
+    /// Namespace memory this group's zero-copy transfers are using (`ranges.rs`), with its
+    /// counts per stripe for the other groups (`stripes.rs`).
+    pub(super) inflight: InFlight,
     /// Commands of this group's queues held until overlapping zero-copy transfers are done:
     /// (queue index in `conns`, generation, slot); room for every slot of the queues the group takes.
     pub(super) blocked: VecDeque<(usize, u16, u16)>,
@@ -494,10 +498,10 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
 
     /// Group `gi`, for up to `max_queues` queues of up to `sq` send WRs and `depth` slots
     /// each, with `bufs` receive buffers of `buf_len` bytes, all posted; the SRQ limit armed
-    /// at `limit`.
+    /// at `limit`; its zero-copy ranges ordered against the other groups' by `cross`.
     #[allow(clippy::too_many_arguments)]
     /// With the group comes the owner's ends of its rings.
-    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32, owner_bell: Bell) -> Result<(Self, OwnerEnds<V>), ()> {
+    pub(super) fn new(verbs: &mut V, gi: usize, max_queues: usize, sq: u32, depth: u16, bufs: u16, buf_len: usize, limit: u32, owner_bell: Bell, cross: GroupStripes) -> Result<(Self, OwnerEnds<V>), ()> {
         let (gone, gone_rx) = handoff::ring(7 * max_queues + 2)?;
         let (gone_queues, gone_queues_rx) = handoff::ring(max_queues)?;
         let (attach, attach_rx) = handoff::ring(max_queues)?;
@@ -528,6 +532,9 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
         let mut scratch_in = Vec::new();
         scratch_in.try_reserve_exact(SCRATCH_IN).map_err(|_| ())?;
         scratch_in.resize(SCRATCH_IN, 0u8);
+        // Every slot of every queue, twice (a slot may take its next read before the previous
+        // response's completion is seen): no allocation on the I/O path.
+        let inflight = InFlight::with_capacity(2 * max_queues * depth as usize, cross);
         let cq_entries = max_queues as u32 * sq + bufs as u32;
         let rings = verbs.create_group(cq_entries, bufs as u32).map_err(|_| ())?;
         let (cq, srq) = (verbs.group_cq(&rings), verbs.group_srq(&rings));
@@ -559,6 +566,7 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
             io: TransportStats::default(),
             counts: IoCounts::default(),
             nsio: GroupIo::empty(),
+            inflight,
             blocked,
             unrung: heapless::Vec::new(),
             unrung_overflow: false,
@@ -670,12 +678,12 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     /// [`ToGroup::Drop`] for it waiting (the owner answers before it stages there again): the
     /// group takes its answers first ([`PollGroup::take_back`]). Returns how many answers it
     /// put on the ring to the owner.
-    pub(super) fn take_new(&mut self, inflight: &mut InFlight, gi: usize) -> usize {
+    pub(super) fn take_new(&mut self, gi: usize) -> usize {
         let mut n = 0;
         while let Some(Attach(i)) = self.attach_rx.pop() {
             let i = i as usize;
             if self.parked.get(i).is_some_and(Option::is_some) {
-                self.take_back(inflight, gi);
+                self.take_back(gi);
                 debug_assert!(self.parked[i].is_none(), "queue {i} staged over parked memory");
             }
             let Some(Staged { conn, qp }) = self.staged.get_mut(i).and_then(Option::take) else {
@@ -887,19 +895,20 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     /// the zero-copy ranges their closed queues kept ended (no data lands or leaves through
     /// the QP any more) but those of commands still at the store; memory no key names dropped
     /// (it returns to the platform).
-    pub(super) fn take_back(&mut self, inflight: &mut InFlight, gi: usize) {
-        self.take_answers(Some((inflight, gi)));
+    pub(super) fn take_back(&mut self, gi: usize) {
+        self.take_answers(Some(gi));
     }
 
-    /// [`PollGroup::take_back`]; without the range table (`None`) when the group goes, whose
-    /// ranges its owner ends all at once ([`InFlight::remove_group`]).
-    fn take_answers(&mut self, mut ranges: Option<(&mut InFlight, usize)>) {
+    /// [`PollGroup::take_back`] of group `gi`; without ending ranges (`None`) when the group
+    /// goes, its range table with it (the owner clears its cross-group counts,
+    /// `stripes::Rows::clear`).
+    fn take_answers(&mut self, gi: Option<usize>) {
         while let Some(m) = self.back_rx.pop() {
             match m {
                 ToGroup::Detach(qpn) => {
                     let _ = V::detach_group_qp(&mut self.rings, qpn);
-                    if let Some((inflight, gi)) = ranges.as_mut() {
-                        self.end_closed_ranges(inflight, *gi, qpn);
+                    if let Some(gi) = gi {
+                        self.end_closed_ranges(gi, qpn);
                     }
                 }
                 ToGroup::Drop(i) => {
@@ -920,7 +929,8 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
     /// earlier one's QPN may have been reused; its QP is gone too). Slow path: a pass over the
     /// group's queues and the range table.
     #[cold]
-    fn end_closed_ranges(&self, inflight: &mut InFlight, gi: usize, qpn: Qpn) {
+    fn end_closed_ranges(&mut self, gi: usize, qpn: Qpn) {
+        let inflight = &mut self.inflight;
         for (i, c) in self.conns.iter().enumerate().filter_map(|(i, c)| c.as_ref().filter(|c| c.draining && c.qpn == qpn).map(|c| (i, c))) {
             let slots = &c.slots;
             inflight.remove_queue(QueueAt { g: gi, i }, c.gen, |r| slots.iter().any(|s| s.state == SlotState::Executing && s.range == r));
@@ -932,8 +942,9 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
 
     /// The owner takes the group value back and releases everything (as joining the group's
     /// thread would; no QP may use the SRQ or CQ any more). Queues staged and never taken in
-    /// are destroyed too, answered as refused in `inbox`. The zero-copy ranges its queues kept
-    /// are the caller's to end ([`InFlight::remove_group`]): no QP of it moves data any more.
+    /// are destroyed too, answered as refused in `inbox`. Its zero-copy ranges go with it; its
+    /// cross-group counts are the caller's to clear (`stripes::Rows::clear`): no QP of it moves
+    /// data any more.
     pub(super) fn destroy(mut self, mut ends: OwnerEnds<V>, verbs: &mut V, inbox: &mut Inbox) {
         self.drain_gone(&mut ends, verbs, inbox);
         // QPs still tried again go with the group's rings; their keys and memory with them.

@@ -259,7 +259,7 @@ impl TurnShared {
         // success or flush ([`TurnShared::end_stale`]), or when the owner has destroyed the QP
         // ([`PollGroup::take_back`]), whichever comes first.
         let slots = &c.slots;
-        self.inflight.remove_queue(ci, gen, |r| !slots.iter().any(|s| s.range == r && matches!(s.state, SlotState::Reading | SlotState::Blocked)));
+        g.inflight.remove_queue(ci, gen, |r| !slots.iter().any(|s| s.range == r && matches!(s.state, SlotState::Reading | SlotState::Blocked)));
         g.blocked.retain(|b| b.0 != ci.i || b.1 != gen);
         g.qps.remove(c.qpn);
         g.live = g.live.saturating_sub(1);
@@ -337,7 +337,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
                 log::info!("nvmeof: rdma: poll group {gi} reported broken: no new queues for it; replaced once its queues are gone");
             }
             // The group's look at the answers (its next turn's, once on a thread of its own).
-            g.take_back(&mut self.shared.inflight, gi);
+            g.take_back(gi);
         }
         self.count_answers(before);
         self.qp_retrying = self.ends.iter().any(|e| e.retrying > 0);
@@ -476,7 +476,12 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let depth = self.core.config().io_queue_depth.max(ADMIN_QUEUE_DEPTH as u16);
         let buf_len = self.core.io_capsule_size();
         let (bufs, limit) = (self.srq_bufs, srq_limit(self.srq_bufs));
-        let made = PollGroup::new(verbs, gi, per, sq_depth(depth), depth, bufs, buf_len, limit, self.gone_bell.clone()).inspect_err(|()| {
+        // The groups' cross-group stripe counts, made again with the first group when the
+        // group count changed since the last were made (`set_poll_groups` while none lived).
+        if self.groups.is_empty() && self.stripes.groups() != self.n_groups {
+            self.stripes = stripes::Rows::new(self.n_groups);
+        }
+        let made = PollGroup::new(verbs, gi, per, sq_depth(depth), depth, bufs, buf_len, limit, self.gone_bell.clone(), self.stripes.of(gi)).inspect_err(|()| {
             log::warn!("nvmeof: rdma: poll group {gi} not created (CQ, SRQ or {bufs} x {buf_len} B of buffers)");
         });
         made.map(|(mut g, ends)| {
@@ -544,7 +549,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.core.fold_group_io(&mut old.nsio);
             let before = self.inbox.answers.len();
             old.destroy(old_ends, verbs, &mut self.inbox);
-            self.shared.inflight.remove_group(gi);
+            self.stripes.clear(gi);
             self.count_answers(before);
             self.stats.groups_replaced += 1;
             log::info!("nvmeof: rdma: poll group {gi} replaced");
@@ -574,7 +579,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             self.core.fold_io(&mut g.counts);
             self.core.fold_group_io(&mut g.nsio);
             g.destroy(ends, verbs, &mut self.inbox);
-            self.shared.inflight.remove_group(gi);
+            self.stripes.clear(gi);
         }
         self.count_answers(before);
         self.next_group = 0;
@@ -635,8 +640,7 @@ mod tests {
     fn takes_one_in_on_its_own_thread(g: PollGroup<SoftDevice, NullNamespace>) -> PollGroup<SoftDevice, NullNamespace> {
         std::thread::spawn(move || {
             let mut g = g;
-            // The range table its turns would use (none is kept here).
-            assert_eq!(g.take_new(&mut InFlight::with_capacity(1), 0), 1, "one answer");
+            assert_eq!(g.take_new(0), 1, "one answer");
             g
         })
         .join()
@@ -692,11 +696,9 @@ mod tests {
         let b = std::thread::scope(|s| {
             s.spawn(|| {
                 let mut away = away;
-                // The range table its turns would use (none is kept here).
-                let mut inflight = InFlight::with_capacity(1);
                 while !stop.load(Ordering::Relaxed) {
                     let g = away.turn().expect("the group's value");
-                    let n = g.take_new(&mut inflight, 0);
+                    let n = g.take_new(0);
                     taken.fetch_add(n, Ordering::Relaxed);
                 }
                 assert_eq!(away.yields(), 1, "home once, when the owner parked it");
@@ -740,7 +742,7 @@ mod tests {
         let a = accept(&mut t, &mut dev).expect("first accepted");
         let b = accept(&mut t, &mut dev).expect("second accepted");
         for (gi, g) in t.groups.iter_at_mut() {
-            assert_eq!(g.take_new(&mut t.shared.inflight, gi), 1);
+            assert_eq!(g.take_new(gi), 1);
         }
         t.drain_gone(&mut dev);
         assert!(matches!((t.take_answer(), t.take_answer()), (Some(QueueAnswer::Attached(x)), Some(QueueAnswer::Attached(y))) if (x, y) == (a, b)));
@@ -809,7 +811,7 @@ mod tests {
         let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
         let attrs = host_attrs(hq);
         let qpn = t.accept(&mut dev, &crate::host::cm_req_private(1, 16), &attrs).expect("accepted").qpn;
-        assert_eq!(t.groups[0].take_new(&mut t.shared.inflight, 0), 1);
+        assert_eq!(t.groups[0].take_new(0), 1);
         t.drain_gone(&mut dev);
         // Its controller, made by an admin queue from the same address (kept by the test).
         let mut q = t.groups[0].conns[0].as_ref().expect("the I/O queue").q;
@@ -848,7 +850,7 @@ mod tests {
         let (hq0, hq1) = (host.create_rc_qp(cq, cq, 16, 16).expect("host QP"), host.create_rc_qp(cq, cq, 16, 16).expect("host QP"));
         let admin = t.accept(&mut dev, &crate::host::cm_req_private(0, 16), &host_attrs(hq0)).expect("accepted").qpn;
         t.accept(&mut dev, &crate::host::cm_req_private(1, 16), &host_attrs(hq1)).expect("accepted");
-        assert_eq!(t.groups[0].take_new(&mut t.shared.inflight, 0), 2);
+        assert_eq!(t.groups[0].take_new(0), 2);
         t.drain_gone(&mut dev);
         // Its controller and I/O queue, connected in the core as the owner would (kept by the test).
         let mut aq = t.groups[0].conns[0].as_ref().expect("the admin queue").q;
@@ -927,7 +929,7 @@ mod tests {
         let cq = host.create_cq(16).expect("host CQ");
         let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
         let qpn = t.accept(&mut dev, &crate::host::cm_req_private(0, 32), &host_attrs(hq)).expect("accepted").qpn;
-        assert_eq!(t.groups[0].take_new(&mut t.shared.inflight, 0), 1);
+        assert_eq!(t.groups[0].take_new(0), 1);
         t.drain_gone(&mut dev);
         let (sqe, d) = connect_command(0, 0xFFFF);
         let s = forward_then_clear(&mut t, &mut dev, sqe, d.as_bytes(), 1024);
@@ -969,7 +971,7 @@ mod tests {
         let cq = host.create_cq(16).expect("host CQ");
         let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
         let qpn = t.accept(&mut dev, &crate::host::cm_req_private(0, 32), &host_attrs(hq)).expect("accepted").qpn;
-        assert_eq!(t.groups[0].take_new(&mut t.shared.inflight, 0), 1);
+        assert_eq!(t.groups[0].take_new(0), 1);
         t.drain_gone(&mut dev);
         let (sqe, d) = connect_command(0, 0xFFFF);
         forward_then_clear(&mut t, &mut dev, sqe, d.as_bytes(), 1024);

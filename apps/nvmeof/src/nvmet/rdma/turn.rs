@@ -10,20 +10,18 @@
 use super::*;
 
 /// What the poll groups' turns share with one another and with the owner, apart from the core
-/// (handed to each turn call beside it): namespace memory registered for zero-copy transfers,
-/// the zero-copy ranges in flight (target-wide: see README's poll groups design for how they
-/// are to be split per group), the turnaround clock.
+/// (handed to each turn call beside it): namespace memory registered for zero-copy transfers
+/// and the turnaround clock, both only read by the turns. (Each group keeps its own zero-copy
+/// ranges, `PollGroup::inflight`, ordered against the other groups' by their stripe counts.)
 pub(super) struct TurnShared {
     /// Namespace memory registered for zero-copy reads and writes.
     pub(super) ns_mrs: Vec<NsMr>,
-    /// Namespace memory zero-copy transfers are using.
-    pub(super) inflight: InFlight,
     pub(super) clock: Option<fn() -> u64>,
 }
 
 impl TurnShared {
-    pub(super) fn new(slots: usize) -> TurnShared {
-        TurnShared { ns_mrs: Vec::new(), inflight: InFlight::with_capacity(2 * slots), clock: None }
+    pub(super) fn new() -> TurnShared {
+        TurnShared { ns_mrs: Vec::new(), clock: None }
     }
 
     /// The key of the registration holding an I/O (at most `max_io_bytes`) that starts at `addr`.
