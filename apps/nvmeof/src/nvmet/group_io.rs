@@ -1,6 +1,6 @@
 //! A poll group's own I/O handles on the core's namespaces (SPDK's io_channel per poller): per
 //! namespace of the core's table, the group's own [`BlockDevice::io_handle`] (or none: that
-//! namespace's I/O stays on the core's store) with the namespace's facts copied in ([`NsAt`],
+//! namespace's I/O goes to the core's store through the owner, `via_owner.rs`) with the namespace's facts copied in ([`NsAt`],
 //! failed) and its own device-latency table, so a group executes and completes Reads and
 //! Writes on its handles reading nothing of [`Core`]; its block completions come back to it
 //! from its own handles, not from the owner's poll over the core's stores.
@@ -162,14 +162,13 @@ impl<B: BlockDevice> GroupIo<B> {
     /// owner, never here), counted in `counts`, with one decode: an I/O command on an open,
     /// enabled I/O queue whose namespace exists is checked here once and goes to this group's
     /// handle of the namespace, or, when the group has none (its store makes no handle, e.g. a
-    /// local NVMe namespace whose drive has no I/O queue left), to the core's store
-    /// ([`Core::exec_io_ns`], the namespace already found); any other is refused here
+    /// local NVMe namespace whose drive has no I/O queue left), to the core's store through
+    /// the owner ([`GroupIo::execute_via_owner`]); any other is refused here
     /// ([`GroupIo::refuse`]). A failed answer is noted for its controller's error log and
-    /// `owner_due` set (the core's store path records it in the log itself).
+    /// `owner_due` set. Reads and writes nothing of the core.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    pub fn execute(&mut self, core: &mut Core<B>, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64, counts: &mut IoCounts, owner_due: &mut bool) -> Action {
-        let _ = core;
+    pub fn execute(&mut self, q: &mut QueueState, sqe: &Sqe, data: &DataIn<'_>, now_ns: u64, counts: &mut IoCounts, owner_due: &mut bool) -> Action {
         let k = match (io_queue_refusal(q, sqe.opcode), self.slot(q.subsys as usize, sqe.nsid.get())) {
             (None, Some(k)) => k,
             (refusal, _) => return self.refuse(refusal.unwrap_or(Status::INVALID_NS), q, sqe, now_ns, counts, owner_due),
@@ -259,8 +258,7 @@ impl<B: BlockDevice> GroupIo<B> {
     /// has none, of the store's shape the group keeps (the store's own memory, which the
     /// command will change through the owner).
     #[inline(always)]
-    pub fn modifies_direct(&self, core: &Core<B>, q: &QueueState, sqe: &Sqe, dsm: &[u8]) -> Option<(PhysAddr, u64)> {
-        let _ = core;
+    pub fn modifies_direct(&self, q: &QueueState, sqe: &Sqe, dsm: &[u8]) -> Option<(PhysAddr, u64)> {
         if !matches!(sqe.opcode, io_op::WRITE | io_op::WRITE_ZEROES | io_op::DSM) || q.qid == 0 || !q.enabled {
             return None;
         }
@@ -280,8 +278,7 @@ impl<B: BlockDevice> GroupIo<B> {
     /// ([`OwnerStore`]; `owner_due` set; [`Action::Busy`] while the group's I/Os at the owner
     /// leave no room).
     #[inline(always)]
-    pub fn write_fetched(&mut self, core: &mut Core<B>, w: &PendingWrite, buf: DmaSlice, tag: u64, owner_due: &mut bool) -> Action {
-        let _ = core;
+    pub fn write_fetched(&mut self, w: &PendingWrite, buf: DmaSlice, tag: u64, owner_due: &mut bool) -> Action {
         let n = self.subs.get(w.subsys as usize).and_then(|sub| self.ns.get_mut(sub.ns_base + w.ns as usize));
         match n {
             Some(NsIo { dev: Some(dev), lat, .. }) => submit_fetched(dev, lat.as_mut(), w, buf, tag, &mut self.inflight),

@@ -827,9 +827,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             // (`PollGroup::owner_due`) is done before the next.
             let mut k = 0;
             while k < n {
-                let (sh, core, g) = self.turn_parts(gi);
+                let (sh, g) = self.turn_parts(gi);
                 while k < n && !g.owner_due {
-                    sh.on_completion(core, g, gi, k, now_ns);
+                    sh.on_completion(g, gi, k, now_ns);
                     k += 1;
                 }
                 if g.owner_due {
@@ -877,8 +877,8 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         // otherwise idle, its fenced response); then receive buffers go back before the
         // responses are rung (the host's next capsules find them).
         for gi in 0..self.groups.len() {
-            let (sh, core, g) = self.turn_parts(gi);
-            sh.end_group_turn(core, g, gi, now_ns);
+            let (sh, g) = self.turn_parts(gi);
+            sh.end_group_turn(g, gi, now_ns);
             if g.owner_due {
                 self.owner_step(verbs, gi, now_ns);
             }
@@ -922,7 +922,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         }
         if aers_sent {
             for gi in 0..self.groups.len() {
-                let (sh, _, g) = self.turn_parts(gi);
+                let (sh, g) = self.turn_parts(gi);
                 sh.take_aers(g, gi);
                 if g.owner_due {
                     self.owner_step(verbs, gi, now_ns);

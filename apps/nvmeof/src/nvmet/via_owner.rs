@@ -272,3 +272,87 @@ impl<B: BlockDevice> Core<B> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use crate::nvmet::{NamespaceConfig, SubsystemConfig, TargetConfig};
+    use alloc::vec::Vec;
+    use blockdev::NullNamespace;
+
+    /// A null namespace that makes no I/O handle (a store that serves through itself alone).
+    struct OwnOnly(NullNamespace);
+
+    impl BlockDevice for OwnOnly {
+        fn block_size(&self) -> u32 {
+            self.0.block_size()
+        }
+        fn num_blocks(&self) -> u64 {
+            self.0.num_blocks()
+        }
+        fn max_transfer_blocks(&self) -> u32 {
+            self.0.max_transfer_blocks()
+        }
+        fn submit(&mut self, io: &BlockIo) -> Result<(), BlockError> {
+            self.0.submit(io)
+        }
+        fn poll(&mut self, out: &mut [BlockDone]) -> usize {
+            self.0.poll(out)
+        }
+    }
+
+    fn flush(cid: u16) -> Sqe {
+        let mut s = Sqe::zeroed();
+        s.opcode = io_op::FLUSH;
+        s.nsid = U32::new(1);
+        s.cid = U16::new(cid);
+        s
+    }
+
+    /// A poll group without a handle of the namespace sends its I/O to the owner: room's worth
+    /// of Flushes go as records (the core's store sees none until the owner takes them), one
+    /// more is `Busy` (nothing sent, not counted); the owner submits them to the store and its
+    /// completions come back on the group's ring, each with its tag, after which the group has
+    /// room again.
+    #[test]
+    fn a_groups_io_beyond_its_room_at_the_owner_is_busy_until_the_answers_come_back() {
+        let ns = NamespaceConfig { nsid: 1, dev: OwnOnly(NullNamespace::new(2048, 512)), nguid: [1; 16] };
+        let subs = alloc::vec![SubsystemConfig { nqn: "nqn.t".into(), serial: "s".into(), model: "m".into(), hosts: alloc::vec![], allow_any_host: true, namespaces: alloc::vec![ns] }];
+        let mut core = Core::new(TargetConfig::default(), subs).expect("core");
+        let mut g = core.group_io(0);
+        assert_eq!(g.handles(), 0, "no handle of its own");
+        let mut counts = core.io_counts();
+        let mut q = QueueState { qid: 1, cntlid: Some(1), enabled: true, ..QueueState::default() };
+        let data = |tag| DataIn { bytes: &[], buf: DmaSlice::EMPTY, sgl_len: 0, tag, fetched: true };
+        let mut due = false;
+        for i in 0..VIA_OWNER_ROOM {
+            assert_eq!(g.execute(&mut q, &flush(i as u16), &data(i as u64), 0, &mut counts, &mut due), Action::Submitted { count: 1 }, "Flush {i}");
+        }
+        assert!(due, "the owner is asked to take the records");
+        assert_eq!(g.execute(&mut q, &flush(999), &data(999), 0, &mut counts, &mut due), Action::Busy);
+        assert!(!core.block_inflight(), "nothing at the store before the owner takes the records");
+        assert_eq!(core.take_via_owner(0), VIA_OWNER_ROOM);
+        // The null store takes what its queue holds; the owner answers the rest at once with
+        // the store's refusal (full), as the core's own path answers it.
+        let at_store = core.block_inflight_count();
+        assert!(at_store > 0 && at_store <= VIA_OWNER_ROOM as u64, "{at_store}");
+        assert_eq!(g.inflight_count(), 0, "the group's own handles have none");
+        let mut done = Vec::new();
+        while core.poll_block(32, |t, s| done.push((t, s))) > 0 {}
+        for &(t, s) in &done {
+            assert!(core.answer_via_owner(0, t, s));
+        }
+        let mut got = Vec::new();
+        assert_eq!(g.poll(2 * VIA_OWNER_ROOM, |t, s| got.push((t, s))), VIA_OWNER_ROOM);
+        got.sort_by_key(|g| g.0);
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), (0..VIA_OWNER_ROOM as u64).collect::<Vec<_>>(), "each tag answered once");
+        let full = blk_status(BlockError::QueueFull);
+        assert_eq!(got.iter().filter(|g| g.1 == Status::SUCCESS).count() as u64, at_store, "the store's completions");
+        assert!(got.iter().all(|g| g.1 == Status::SUCCESS || g.1 == full), "the rest the store's refusal");
+        assert!(!g.inflight());
+        assert_eq!(g.execute(&mut q, &flush(999), &data(999), 0, &mut counts, &mut due), Action::Submitted { count: 1 }, "room again");
+        assert_eq!((counts.ns[0].via_owner, counts.ns[0].flushes_forwarded), (VIA_OWNER_ROOM as u64 + 1, VIA_OWNER_ROOM as u64 + 1));
+    }
+}

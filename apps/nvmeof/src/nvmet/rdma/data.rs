@@ -404,10 +404,10 @@ impl TurnShared {
     /// buffers its commands gave back re-posted (one batch), then one send doorbell per queue
     /// of the group that had WRs written this turn.
     #[inline]
-    pub(super) fn end_group_turn<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize, now_ns: u64) {
+    pub(super) fn end_group_turn<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, gi: usize, now_ns: u64) {
         if !g.blocked.is_empty() {
             let listed = g.unrung.len();
-            self.run_blocked(core, g, gi, now_ns);
+            self.run_blocked(g, gi, now_ns);
             // The queues the retried commands listed had nothing else this turn: the doorbell
             // rung for them below is the retries' (counted here, off the common path).
             g.io.held_retry_doorbells += (g.unrung.len() - listed) as u64;

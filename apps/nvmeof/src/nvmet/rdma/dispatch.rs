@@ -1,6 +1,6 @@
 //! Receive and dispatch on the RDMA transport, in a poll group's turn: a completion reaches
-//! its queue and slot by index (`WrId`), a capsule is checked and handed to the core, and the
-//! core's `Action` is carried out (held commands retried once nothing overlaps them); an
+//! its queue and slot by index (`WrId`), a capsule is checked and executed by the group
+//! (`GroupIo::execute`), and its `Action` is carried out (held commands retried once nothing overlaps them); an
 //! admin-queue or Fabrics command is forwarded to the owner as a record (`forward.rs`), who
 //! executes it from the record ([`RdmaTarget::execute_forwarded`]).
 
@@ -11,11 +11,11 @@ impl TurnShared {
     /// Inlined into the owner's loop over the group's completions, with `on_recv` (as the turn
     /// was before it was handed the group; measured with `scripts/bench-nvmeof`).
     #[inline(always)]
-    pub(super) fn on_completion<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize, k: usize, now_ns: u64) {
+    pub(super) fn on_completion<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, gi: usize, k: usize, now_ns: u64) {
         let wc = &g.wc[k];
         let (id, status) = (WrId::from_raw(wc.wr_id), wc.status);
         if id.kind() == Some(Kind::Recv) {
-            self.on_recv(core, g, gi, id.slot(), k, now_ns);
+            self.on_recv(g, gi, id.slot(), k, now_ns);
             return;
         }
         let (ci, gen, s) = (QueueAt { g: gi, i: id.conn() }, id.gen(), id.slot());
@@ -45,7 +45,7 @@ impl TurnShared {
             Some(Kind::Read) => {
                 c.reads_posted = c.reads_posted.saturating_sub(1);
                 if c.slots[s as usize].state == SlotState::Reading {
-                    self.data_in(core, g, ci, s, now_ns);
+                    self.data_in(g, ci, s, now_ns);
                 }
                 // The last READ in: held READs go out now (this turn's doorbell), whether or
                 // not its command wrote anything.
@@ -88,7 +88,7 @@ impl TurnShared {
     /// queue is found by QPN, the capsule takes the queue's oldest free slot (which holds the
     /// buffer until answered). Inlined into `on_completion` (as in the turn before).
     #[inline(always)]
-    fn on_recv<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize, b: u16, k: usize, now_ns: u64) {
+    fn on_recv<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, gi: usize, b: u16, k: usize, now_ns: u64) {
         if !g.has_buf(b) {
             return;
         }
@@ -118,20 +118,20 @@ impl TurnShared {
         };
         g.stats.capsules += 1;
         g.conns[ci.i].as_mut().expect("live").slots[s as usize].rbuf = b;
-        self.on_capsule(core, g, ci, s, byte_len, now_ns);
+        self.on_capsule(g, ci, s, byte_len, now_ns);
     }
 
     /// Slot `s`'s RDMA READ into the slot buffer completed: a Write's data (submit it) or a
     /// payload (execute the command with it). (A zero-copy Write's READ is answered with its
     /// fenced response, `answer_turn_writes`.)
-    pub(super) fn data_in<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64) {
+    pub(super) fn data_in<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64) {
         let c = g.conns[ci.i].as_mut().expect("live");
         let gen = c.gen;
         let buf = c.data_dma.sub(c.data_off(s), c.xfer).unwrap_or(DmaSlice::EMPTY);
         let slot = &mut c.slots[s as usize];
         let Some(w) = slot.write else {
             slot.fetched = true;
-            self.execute(core, g, ci, s, now_ns);
+            self.execute(g, ci, s, now_ns);
             return;
         };
         // A staged Write (`on_action`): copied into namespace memory once no zero-copy
@@ -165,13 +165,13 @@ impl TurnShared {
             }
             None => w,
         };
-        // On the group's own handle of the namespace (the core's store when it has none).
+        // On the group's own handle of the namespace (through the owner when it has none).
         let tag = block_tag(ci, gen, Kind::Block, s);
-        let action = g.nsio.write_fetched(core, &w, buf, tag, &mut g.owner_due);
+        let action = g.nsio.write_fetched(&w, buf, tag, &mut g.owner_due);
         self.on_action(g, ci, s, action);
     }
 
-    pub(super) fn on_capsule<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, byte_len: u32, now_ns: u64) {
+    pub(super) fn on_capsule<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, byte_len: u32, now_ns: u64) {
         let t0 = self.clock.map_or(0, |f| f());
         let c = g.conns[ci.i].as_mut().expect("live");
         c.capsules += 1;
@@ -202,12 +202,12 @@ impl TurnShared {
                 g.owner_due = true;
                 self.respond(g, ci, s, st, 0, 0, 0);
             }
-            Ok(()) => self.execute(core, g, ci, s, now_ns),
+            Ok(()) => self.execute(g, ci, s, now_ns),
         }
     }
 
     /// Retry group `g`'s (number `gi`) held commands (each may be held again).
-    pub(super) fn run_blocked<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, gi: usize, now_ns: u64) {
+    pub(super) fn run_blocked<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, gi: usize, now_ns: u64) {
         let n = g.blocked.len();
         for _ in 0..n {
             let Some((i, gen, s)) = g.blocked.pop_front() else { break };
@@ -219,10 +219,10 @@ impl TurnShared {
             }
             let resume = slot.resume;
             match resume {
-                Resume::Execute => self.execute(core, g, ci, s, now_ns),
+                Resume::Execute => self.execute(g, ci, s, now_ns),
                 Resume::Fetch => self.fetch_direct(g, ci, s),
                 Resume::Send => self.send_read(g, ci, s),
-                Resume::Place => self.data_in(core, g, ci, s, now_ns),
+                Resume::Place => self.data_in(g, ci, s, now_ns),
             }
         }
     }
@@ -230,18 +230,18 @@ impl TurnShared {
     /// Execute slot `s`'s command, an I/O queue's; an admin-queue or Fabrics command is left to
     /// the owner ([`PollGroup::forward`]: it may need every queue's counts, device memory for
     /// Connect, or close a reset controller's queues in other groups).
-    pub(super) fn execute<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64) {
-        self.command_action(core, g, ci, s, now_ns, |sh, _, g, action| sh.on_action(g, ci, s, action));
+    pub(super) fn execute<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64) {
+        self.command_action(g, ci, s, now_ns, |sh, g, action| sh.on_action(g, ci, s, action));
     }
 
-    /// Hand slot `s`'s command to the core and its answer to `then`, unless it is held (it
+    /// Execute slot `s`'s command (`GroupIo::execute`) and hand its answer to `then`, unless it is held (it
     /// overlaps a zero-copy transfer in flight) or forwarded to the owner (an admin-queue or
     /// Fabrics command, [`PollGroup::forward`]). Inlined into
     /// `execute` (as one call it was before the owner's commands went their own way), the
     /// answer handed on, not returned (an `Option<Action>` cost ~20 instructions per I/O).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn command_action<V: GroupVerbs, B: BlockDevice>(&mut self, core: &mut Core<B>, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64, then: impl FnOnce(&mut Self, &mut Core<B>, &mut PollGroup<V, B>, Action)) {
+    pub(super) fn command_action<V: GroupVerbs, B: BlockDevice>(&mut self, g: &mut PollGroup<V, B>, ci: QueueAt, s: u16, now_ns: u64, then: impl FnOnce(&mut Self, &mut PollGroup<V, B>, Action)) {
         let c = g.conns[ci.i].as_mut().expect("live");
         // The fields it needs, not a copy of the whole slot.
         let slot = &c.slots[s as usize];
@@ -285,7 +285,7 @@ impl TurnShared {
             // the zero-copy transfers there, then claims its blocks as a write's until its
             // response's completion (the store may place them any time until it completes),
             // so a zero-copy Read of them waits for it (a staged Write's way, `data_in`).
-            if let Some((a, n)) = g.nsio.modifies_direct(core, &c.q, sqe, &small[..small_len]) {
+            if let Some((a, n)) = g.nsio.modifies_direct(&c.q, sqe, &small[..small_len]) {
                 let end = a.saturating_add(n);
                 // Its range once taken is kept while another group's transfer is in the way.
                 let kept = c.slots[s as usize].range;
@@ -323,10 +323,10 @@ impl TurnShared {
         }
         let data = DataIn { bytes: &small[..small_len], buf, sgl_len: sgl.len(), tag, fetched };
         // Counted in the group's own counts (folded into the core's figures on the slow path);
-        // an I/O command on the group's own handle of its namespace, anything else (and a
-        // namespace the group has no handle of) by the core.
-        let action = g.nsio.execute(core, &mut c.q, sqe, &data, now_ns, &mut g.counts, &mut g.owner_due);
-        then(self, core, g, action);
+        // an I/O command on the group's own handle of its namespace (through the owner for a
+        // namespace the group has no handle of), anything else refused by the group.
+        let action = g.nsio.execute(&mut c.q, sqe, &data, now_ns, &mut g.counts, &mut g.owner_due);
+        then(self, g, action);
     }
 
     /// Carry out the core's answer for slot `s` (or the owner's to a forwarded command, whose

@@ -401,7 +401,7 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
         let put = fwd.bytes_tx.push_bytes(&self.core.out()[..len]).is_ok() && fwd.tx.push(a).is_ok();
         debug_assert!(put, "rings back to a group full");
         // The group's turn takes its answer (on a thread of its own: its next turn's look).
-        let (sh, _, g) = self.turn_parts(gi);
+        let (sh, g) = self.turn_parts(gi);
         sh.take_forward_answers(g, gi);
         self.close_ctrls_elsewhere(gi);
         if matches!(reply, Reply::Respond { .. }) && sqe.opcode == FABRICS_OPCODE {

@@ -895,8 +895,8 @@ mod tests {
         let slot = &mut c.slots[s as usize];
         (slot.sqe, slot.sgl, slot.fetched, slot.t0) = (sqe, Some(Sgl::Keyed { addr: 0x1000, len: sgl_len, key: 7, invalidate: false }), true, 0);
         c.data.write(c.data_off(s), data);
-        let (sh, core, g) = t.turn_parts(0);
-        sh.execute(core, g, QueueAt { g: 0, i: 0 }, s, 1_000);
+        let (sh, g) = t.turn_parts(0);
+        sh.execute(g, QueueAt { g: 0, i: 0 }, s, 1_000);
         assert!(g.owner_due, "left to the owner");
         let c = g.conns[0].as_mut().expect("the queue");
         c.slots[s as usize].sqe = Sqe { cid: sqe.cid, ..Sqe::zeroed() };
@@ -985,8 +985,8 @@ mod tests {
             let mut sqe = Sqe::zeroed();
             (sqe.opcode, sqe.cid) = (admin_op::KEEP_ALIVE, U16::new(40 + k));
             (slot.sqe, slot.sgl, slot.fetched, slot.t0) = (sqe, None, true, 0);
-            let (sh, core, g) = t.turn_parts(0);
-            sh.execute(core, g, ci, s, 2_000);
+            let (sh, g) = t.turn_parts(0);
+            sh.execute(g, ci, s, 2_000);
             slots.push(s);
         }
         let g = &t.groups[0];
@@ -1001,8 +1001,8 @@ mod tests {
         }
         assert_eq!(t.groups[0].fwd.outstanding, 0);
         assert_eq!(t.groups[0].conns[0].as_ref().expect("the admin queue").slots[slots[4] as usize].state, SlotState::Blocked, "still held until the end of the turn");
-        let (sh, core, g) = t.turn_parts(0);
-        sh.end_group_turn(core, g, 0, 2_000);
+        let (sh, g) = t.turn_parts(0);
+        sh.end_group_turn(g, 0, 2_000);
         assert!(g.owner_due, "the held command forwarded again");
         t.owner_step(&mut dev, 0, 2_000);
         let r = response(&t, slots[4]);

@@ -1,6 +1,6 @@
 //! A poll group's turn and what it shares: the per-I/O code (`dispatch.rs`, `data.rs`) is
-//! methods of [`TurnShared`] handed the one group it works on (`&mut PollGroup`) and the core,
-//! never the whole target, so a group's turn reaches no other group. What the turn cannot do
+//! methods of [`TurnShared`] handed the one group it works on (`&mut PollGroup`), never the
+//! core or the whole target, so a group's turn reaches no other group. What the turn cannot do
 //! with its group alone it leaves on the group for the owner ([`PollGroup::owner_due`]), who
 //! does it when the turn's call returns: a command the owner executes (every admin-queue and
 //! Fabrics command, forwarded as a record, `forward.rs`: counts of every queue folded first,
@@ -9,9 +9,9 @@
 
 use super::*;
 
-/// What the poll groups' turns share with one another and with the owner, apart from the core
-/// (handed to each turn call beside it): namespace memory registered for zero-copy transfers
-/// and the turnaround clock, both only read by the turns. (Each group keeps its own zero-copy
+/// What the poll groups' turns share with one another and with the owner (handed to each turn
+/// call beside the group): namespace memory registered for zero-copy transfers and the
+/// turnaround clock, both only read by the turns. (Each group keeps its own zero-copy
 /// ranges, `PollGroup::inflight`, ordered against the other groups' by their stripe counts.)
 pub(super) struct TurnShared {
     /// Namespace memory registered for zero-copy reads and writes.
@@ -61,10 +61,11 @@ impl<V: GroupVerbs, B: BlockDevice> PollGroup<V, B> {
 }
 
 impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
-    /// Group `gi`'s turn state, the core and what the turns share, borrowed apart.
+    /// Group `gi`'s turn state and what the turns share, borrowed apart (a turn takes no
+    /// part of the core).
     #[inline(always)]
-    pub(super) fn turn_parts(&mut self, gi: usize) -> (&mut TurnShared, &mut Core<B>, &mut PollGroup<V, B>) {
-        (&mut self.shared, &mut self.core, &mut self.groups[gi])
+    pub(super) fn turn_parts(&mut self, gi: usize) -> (&mut TurnShared, &mut PollGroup<V, B>) {
+        (&mut self.shared, &mut self.groups[gi])
     }
 
     /// What group `gi`'s turn call left to the owner ([`PollGroup::owner_due`]): its closed
