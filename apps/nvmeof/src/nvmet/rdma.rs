@@ -818,7 +818,9 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             }
         }
         for gi in 0..self.groups.len() {
-            let g = &mut self.groups[gi];
+            // The group's value reached once for its turn (one home check), then borrowed
+            // apart from what the turns share; again only after an owner step.
+            let Some(mut g) = self.groups.get_mut(gi) else { continue };
             V::check_group(&mut g.rings);
             let n = g.rings.poll_cq(g.cq, &mut g.wc);
             work += n;
@@ -827,17 +829,18 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
             // (`PollGroup::owner_due`) is done before the next.
             let mut k = 0;
             while k < n {
-                let (sh, g) = self.turn_parts(gi);
+                let sh = &mut self.shared;
                 while k < n && !g.owner_due {
                     sh.on_completion(g, gi, k, now_ns);
                     k += 1;
                 }
                 if g.owner_due {
                     self.owner_step(verbs, gi, now_ns);
+                    g = &mut self.groups[gi];
                 }
             }
             // The group's own handles' completions, in its own batch (its commands only).
-            if self.groups[gi].nsio.inflight() {
+            if g.nsio.inflight() {
                 work += self.drain_group_io(verbs, gi);
             }
             // Report what this group's capsules finished at the core's stores before the next
@@ -996,17 +999,27 @@ impl<V: GroupVerbs, B: BlockDevice> RdmaTarget<V, B> {
     /// handed to its command's group (the tag names it). Returns `k`.
     #[inline(always)]
     fn end_block_batch(&mut self, verbs: &mut V, gi: usize, n: usize, k: usize) -> usize {
-        let Some(g) = self.groups.get_mut(gi) else { return 0 };
+        let Some(mut g) = self.groups.get_mut(gi) else { return 0 };
         // The pollers honour the budget; a count beyond it would be a lost completion.
         g.io.block_done_lost += n.saturating_sub(k) as u64;
         for i in 0..k {
-            let (tag, st) = self.groups[gi].block_done[i];
+            let (tag, st) = g.block_done[i];
             let gt = WrId::from_raw(tag).group();
-            let Some(g) = self.groups.get_mut(gt) else { continue };
-            self.shared.on_block_done(g, tag, st);
-            if g.owner_due {
-                self.owner_step(verbs, gt, self.now_ns);
+            // Group `gi`'s own commands on the borrow the batch came in; group `gi` reached
+            // again only after an owner step or another group's command.
+            if gt == gi {
+                self.shared.on_block_done(g, tag, st);
+                if !g.owner_due {
+                    continue;
+                }
+                self.owner_step(verbs, gi, self.now_ns);
+            } else if let Some(o) = self.groups.get_mut(gt) {
+                self.shared.on_block_done(o, tag, st);
+                if o.owner_due {
+                    self.owner_step(verbs, gt, self.now_ns);
+                }
             }
+            g = &mut self.groups[gi];
         }
         k
     }
