@@ -905,6 +905,19 @@ mod tests {
         s
     }
 
+    /// A target of one poll group with one admin queue taken in (the forwarded-command tests):
+    /// the fabric and both devices, the target device's resources before, the target, the
+    /// queue's QPN.
+    fn one_admin_queue() -> (SoftFabric, SoftDevice, SoftDevice, testbed::soft::Resources, RdmaTarget<SoftDevice, NullNamespace>, Qpn) {
+        let (f, mut host, mut dev, cq) = host_and_target_devices();
+        let base = dev.resources();
+        let mut t = RdmaTarget::with_poll_groups(core_of_one_subsystem(), 2, 1);
+        let qpn = accept_host_qp(&mut t, &mut dev, &mut host, cq).expect("accepted");
+        assert_eq!(t.groups[0].take_new(0), 1);
+        t.drain_gone(&mut dev);
+        (f, host, dev, base, t, qpn)
+    }
+
     /// The response a queue's slot `s` holds (the CQE its SEND carries).
     fn response(t: &RdmaTarget<SoftDevice, NullNamespace>, s: u16) -> Cqe {
         let mut b = [0u8; Cqe::SIZE];
@@ -921,16 +934,7 @@ mod tests {
     /// slot, as before, the Connect would find opcode 0 and be refused.)
     #[test]
     fn the_owner_executes_a_forwarded_command_from_its_record_alone() {
-        let f = SoftFabric::new();
-        let mut host = f.add_device([10, 0, 0, 1]);
-        let mut dev: SoftDevice = f.add_device([10, 0, 0, 2]);
-        let base = dev.resources();
-        let mut t = RdmaTarget::with_poll_groups(core_of_one_subsystem(), 2, 1);
-        let cq = host.create_cq(16).expect("host CQ");
-        let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
-        let qpn = t.accept(&mut dev, &crate::host::cm_req_private(0, 32), &host_attrs(hq)).expect("accepted").qpn;
-        assert_eq!(t.groups[0].take_new(0), 1);
-        t.drain_gone(&mut dev);
+        let (_f, _host, mut dev, base, mut t, qpn) = one_admin_queue();
         let (sqe, d) = connect_command(0, 0xFFFF);
         let s = forward_then_clear(&mut t, &mut dev, sqe, d.as_bytes(), 1024);
         let c = t.groups[0].conns[0].as_ref().expect("the admin queue");
@@ -963,16 +967,7 @@ mod tests {
     /// answers too: every response with its CID and success, the group's rings empty after.
     #[test]
     fn a_command_beyond_the_forwarding_room_is_held_and_forwarded_again() {
-        let f = SoftFabric::new();
-        let mut host = f.add_device([10, 0, 0, 1]);
-        let mut dev: SoftDevice = f.add_device([10, 0, 0, 2]);
-        let base = dev.resources();
-        let mut t = RdmaTarget::with_poll_groups(core_of_one_subsystem(), 2, 1);
-        let cq = host.create_cq(16).expect("host CQ");
-        let hq = host.create_rc_qp(cq, cq, 16, 16).expect("host QP");
-        let qpn = t.accept(&mut dev, &crate::host::cm_req_private(0, 32), &host_attrs(hq)).expect("accepted").qpn;
-        assert_eq!(t.groups[0].take_new(0), 1);
-        t.drain_gone(&mut dev);
+        let (_f, _host, mut dev, base, mut t, qpn) = one_admin_queue();
         let (sqe, d) = connect_command(0, 0xFFFF);
         forward_then_clear(&mut t, &mut dev, sqe, d.as_bytes(), 1024);
         forward_then_clear(&mut t, &mut dev, crate::host::property_set_sqe(0x14, 0x0046_0001), &[], 0);
