@@ -255,7 +255,8 @@ impl<B: BlockDevice> Core<B> {
                 Ok(()) => self.inflight += 1,
                 // Room for every I/O the group has out (it sends no more than that).
                 Err(e) => {
-                    let _ = o.tx.push(IoAnswer { tag: r.io.tag, status: blk_status(e) });
+                    let answered = o.tx.push(IoAnswer { tag: r.io.tag, status: blk_status(e) }).is_ok();
+                    debug_assert!(answered, "via-owner ring back to group {group} full");
                 }
             }
         }
